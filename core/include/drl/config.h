@@ -1,0 +1,86 @@
+// A bucket's configuration: parsing, validation and deep-merge patching.
+//
+//   auto parsed = drl::parse_config(R"({
+//     "bucket": { "limitPerWindow": 60, "windowInMs": 60000 },
+//     "concurrency": 5,
+//     "retry": { "maxRetries": 2 }
+//   })");
+//   parsed->bucket.penalty_refill_fraction;  // 0.5 (default)
+//   parsed->retry.min_delay_ms;              // 500 (default; partial retry merges)
+//
+//   auto patched = drl::apply_config_patch(stored_text, R"({"concurrency": 8})");
+//   patched->text;  // the merged document as given, to store and echo in stats
+//
+// Every problem in a document is reported at once (the CLI shows them all
+// together), each naming the field, the rule and the value received.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "drl/error.h"
+
+namespace drl {
+
+// Upper bounds that keep arithmetic exact in a double and catch unit mistakes.
+inline constexpr int64_t kMaxLimitPerWindow = 1'000'000'000;
+inline constexpr int64_t kMaxWindowMs = 366LL * 24 * 60 * 60 * 1000;  // 366 days
+inline constexpr int64_t kMaxConcurrency = 1'000'000;
+inline constexpr int64_t kMaxRetries = 100;
+inline constexpr int64_t kMaxDelayMs = kMaxWindowMs;
+inline constexpr double kMaxFactor = 1000.0;
+
+struct BucketConfig {
+  int64_t limit_per_window = 0;
+  int64_t window_ms = 0;
+  double penalty_refill_fraction = 0.5;
+};
+
+struct RetryConfig {
+  int64_t max_retries = 3;
+  int64_t min_delay_ms = 500;
+  int64_t max_delay_ms = 30'000;
+  double factor = 2.0;
+  bool respect_retry_after = true;
+};
+
+struct Config {
+  BucketConfig bucket;
+  int64_t concurrency = 0;
+  RetryConfig retry;
+};
+
+// One broken rule. `path` is dotted ("bucket.windowInMs"); `message` is the
+// full human sentence naming path, rule and received value.
+struct ConfigProblem {
+  ErrorKind kind;
+  std::string path;
+  std::string message;
+};
+
+// A validated config plus the document it came from, as given (no defaults
+// mixed in), serialised compactly.
+struct ParsedConfig {
+  Config config;
+  std::string text;
+};
+
+// Every problem found in `json_text`; empty means valid.
+std::vector<ConfigProblem> validate_config(std::string_view json_text);
+
+// Parses and validates a complete config. On failure the error is
+// [drl:invalid-config] and its message lists every problem, "; "-separated.
+Expected<ParsedConfig> parse_config(std::string_view json_text);
+
+// Merges `patch_text` deeply onto `stored_text` (RFC 7396 merge patch: objects
+// merge key by key, `null` removes a key, anything else replaces), then
+// validates the result as a complete config.
+Expected<ParsedConfig> apply_config_patch(std::string_view stored_text,
+                                          std::string_view patch_text);
+
+// The same config with every default filled in, as compact JSON.
+std::string effective_config_json(const Config& config);
+
+}  // namespace drl

@@ -1,0 +1,178 @@
+// The limiter engine: a sans-IO state machine the host drives.
+//
+// The host reports what happened, always with the current time in ms; the
+// engine answers with storage writes to make, actions to take and the one
+// time it next needs to be woken. It has no clock, no timers and no I/O.
+//
+//   drl::Engine engine;
+//   engine.configure(R"({"bucket":{"limitPerWindow":2,"windowInMs":1000},"concurrency":1})", 0);
+//   auto a = engine.arrive(/*now=*/10, /*cost=*/1);  // -> Start{a, attempt 1}, PutGrant{10, 1}
+//   auto b = engine.arrive(11, 1);                   // queued: the only slot is held by a
+//   for (const drl::Write& w : engine.writes()) { /* apply to storage first */ }
+//   for (const drl::Action& x : engine.actions()) { /* then invoke/settle */ }
+//   engine.clear_output();
+//   engine.report(*a, 20, drl::Report{200});         // -> Resolve{a}; Start{b, 1}
+//   engine.next_wake();                              // std::nullopt: nobody waits on time
+//
+// Host contract: apply every write of a step before acting on that step's
+// actions (a grant must be stored before the callback it admits is invoked),
+// and keep at most one timer, set to next_wake() after each step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "drl/config.h"
+#include "drl/error.h"
+
+namespace drl {
+
+using Millis = int64_t;
+using Ticket = uint64_t;  // 0 is never a valid ticket; below 2^53 so JS numbers hold it
+
+// What the host should do.
+enum class ActionKind : int {
+  Start = 1,    // invoke the ticket's callback (attempt `attempt`)
+  Resolve = 2,  // settle with the value reported by attempt `attempt`
+  Reject = 3,   // settle with an error: `code`, plus `status` for CallFailed
+};
+
+struct Action {
+  ActionKind kind;
+  Ticket ticket;
+  uint32_t attempt = 0;
+  ErrorCode code = ErrorCode::CallFailed;  // Reject only
+  int32_t status = 0;                      // Reject with CallFailed: the last status
+  bool operator==(const Action& o) const {
+    return kind == o.kind && ticket == o.ticket && attempt == o.attempt &&
+           (kind != ActionKind::Reject || (code == o.code && status == o.status));
+  }
+};
+
+// What the host should store. Grants are rows keyed by `at`.
+enum class WriteKind : int {
+  PutGrant = 1,             // upsert row (at, amount)
+  DeleteGrantsThrough = 2,  // delete every row with at <= `at` (expired)
+  DeleteGrant = 3,          // delete the row at `at` (merged forward)
+  ClearGrants = 4,          // delete every grant row
+  PutPenalty = 5,           // store {forcedUntil: at, liftPending: amount != 0}
+  PutConfig = 6,            // store config_text()
+  EraseAll = 7,             // delete everything: the bucket no longer exists
+};
+
+struct Write {
+  WriteKind kind;
+  Millis at = 0;
+  int64_t amount = 0;
+  bool operator==(const Write& o) const {
+    return kind == o.kind && at == o.at && amount == o.amount;
+  }
+};
+
+// How a callback's attempt ended, as built by the client from the response.
+enum class Failure : int {
+  None = 0,       // no failure reported
+  Retryable = 1,  // back off (this call only) and try again while attempts remain
+  Final = 2,      // reject now
+};
+
+struct Report {
+  int32_t status = 0;         // HTTP status; 0 when the work was not HTTP
+  bool rate_limited = false;  // a rateLimit hook fired; status 429 implies it
+  // An explicit delay, which beats the header. Negative, NaN or infinite is
+  // dropped as if absent.
+  std::optional<double> retry_after_ms;
+  std::optional<std::string_view> retry_after;  // the raw Retry-After header
+  Failure failure = Failure::None;
+};
+
+// What storage held, for a cold start. Values may be damaged (NaN, negative,
+// duplicated, out of order, over the limit): restore() normalises them.
+struct Snapshot {
+  std::optional<std::string> config_text;
+  double forced_until = 0;
+  bool lift_pending = false;
+  std::vector<std::pair<double, double>> grants;  // (at, amount)
+};
+
+// At most this many log entries are kept. For windows up to this many ms
+// every distinct take time is its own entry (exact); longer windows record
+// takes on a grid of ceil(window / kMaxLogEntries) ms, dated at the end of
+// their cell (later is the safe side: a grant dated later expires later).
+inline constexpr int64_t kMaxLogEntries = 131'072;
+
+namespace internal {
+struct State;
+}
+
+class Engine {
+ public:
+  Engine();
+  ~Engine();
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Applies a complete config (creating the bucket if it did not exist).
+  // Queued callers stay queued and are re-evaluated under the new limits,
+  // except those whose cost can never fit the new limit: they are rejected
+  // (CostTooLarge) rather than wedging the queue forever.
+  Status configure(std::string_view config_json, Millis now);
+  // Deep-merges a patch onto the stored config; NoSuchLimiter if none.
+  Status reconfigure(std::string_view patch_json, Millis now);
+  // Rebuilds state from storage. An absent config leaves the engine
+  // unconfigured. Emits writes only to repair rows it had to normalise.
+  void restore(const Snapshot& snapshot, Millis now);
+  // Forgets the bucket: everyone waiting is rejected with NoSuchLimiter and
+  // an EraseAll write is emitted. Running callbacks settle as NoSuchLimiter.
+  void erase(Millis now);
+
+  // A caller arrives wanting `cost` units (an integer >= 1, at most the limit).
+  Expected<Ticket> arrive(Millis now, double cost);
+  // The running attempt of `ticket` finished with `report`.
+  Status report(Ticket ticket, Millis now, const Report& report);
+  // The running attempt of `ticket` threw (RPC keeps nothing else).
+  Status threw(Ticket ticket, Millis now);
+  // The caller went away. A running callback keeps its slot until it reports.
+  Status cancel(Ticket ticket, Millis now);
+  // The host's timer fired.
+  void tick(Millis now);
+  // Pauses the bucket for `ms` (an integer 0..kMaxDelayMs): a penalty.
+  Status pause(Millis now, double ms);
+  // Live state as JSON: config (as given), effective config, remaining,
+  // resetAt, penalised, forcedUntil, active, running, queued, used, grants.
+  Expected<std::string> stats(Millis now);
+
+  // When the host must next call tick(); nullopt when no one waits on time.
+  std::optional<Millis> next_wake() const;
+  bool configured() const;
+  // The stored config document (as given), for PutConfig.
+  const std::string& config_text() const;
+  const Config* config() const;
+
+  // Read-only views for tests and benchmarks.
+  Millis now() const;  // the latest time seen
+  Millis forced_until() const;
+  int64_t used() const;  // sum of live grants as of the last event
+  size_t log_entries() const;
+  size_t active() const;   // slots held (running or between attempts)
+  size_t running() const;  // callbacks currently executing
+  size_t queued() const;   // waiting for a first start
+  std::vector<std::pair<Millis, int64_t>> grants() const;
+
+  // Output of the events since the last clear_output().
+  const std::vector<Write>& writes() const;
+  const std::vector<Action>& actions() const;
+  void clear_output();
+
+ private:
+  std::unique_ptr<internal::State> s_;
+};
+
+}  // namespace drl

@@ -1,0 +1,616 @@
+#include "drl/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <unordered_map>
+
+#include "drl/retry_after.h"
+#include "sliding_log.h"
+
+namespace drl {
+namespace internal {
+
+enum class Phase { Queued, Running, Backoff, Ready };
+
+struct Call {
+  int64_t cost = 1;
+  uint32_t attempt = 0;  // attempts started so far
+  Phase phase = Phase::Queued;
+  Millis due = 0;          // Backoff: when the next attempt may take
+  bool cancelled = false;  // the caller went away while its callback ran
+  bool settled = false;    // already rejected (erase) while its callback ran
+};
+
+struct State {
+  std::optional<ParsedConfig> cfg;
+  std::string empty_text;
+  Millis now = 0;  // the latest time seen; time never goes backwards
+
+  SlidingLog log;
+  Millis forced_until = 0;
+  bool lift_pending = false;
+
+  std::unordered_map<Ticket, Call> calls;
+  std::deque<Ticket> queue;             // first starts, FIFO; cancelled entries skipped
+  size_t queued = 0;                    // live entries in `queue`
+  std::multimap<Millis, Ticket> backoff;  // retries waiting out their delay
+  std::set<Ticket> ready;               // retries due, served oldest ticket first
+  size_t active = 0;
+  size_t running = 0;
+  Ticket next_ticket = 1;
+  std::optional<Millis> wake;
+
+  std::vector<Write> writes;
+  std::vector<Action> actions;
+
+  const Config& config() const { return cfg->config; }
+  int64_t limit() const { return cfg->config.bucket.limit_per_window; }
+  int64_t window() const { return cfg->config.bucket.window_ms; }
+
+  void write(WriteKind kind, Millis at = 0, int64_t amount = 0) {
+    writes.push_back(Write{kind, at, amount});
+  }
+  void act(ActionKind kind, Ticket t, uint32_t attempt) {
+    actions.push_back(Action{kind, t, attempt});
+  }
+  void reject(Ticket t, ErrorCode code, int32_t status = 0) {
+    actions.push_back(Action{ActionKind::Reject, t, 0, code, status});
+  }
+
+  // Moves time forward to `t` (never back), lifts a due penalty, expires grants.
+  void advance(Millis t) {
+    now = std::max(now, t);
+    if (!cfg) return;
+    if (lift_pending && now >= forced_until) lift();
+    if (auto through = log.prune(now, window())) write(WriteKind::DeleteGrantsThrough, *through);
+  }
+
+  // At lift at most penaltyRefillFraction of the limit is available: the log
+  // becomes one grant dated at the deadline carrying the larger of the floor
+  // and what was still live then, so real takes keep counting.
+  void lift() {
+    const Millis at = log.empty() ? forced_until : std::max(forced_until, log.newest().at);
+    const int64_t floor = refill_floor();
+    const int64_t amount = std::max(floor, log.live_at(forced_until, window()));
+    log.replace(internal::Grant{at, amount});
+    lift_pending = false;
+    write(WriteKind::ClearGrants);
+    if (amount > 0) write(WriteKind::PutGrant, at, amount);
+    write(WriteKind::PutPenalty, forced_until, 0);
+  }
+
+  int64_t refill_floor() const {
+    const double spent = static_cast<double>(limit()) * (1.0 - config().bucket.penalty_refill_fraction);
+    // ceil, but without letting 10 * 0.30000000000000004 round up to 4.
+    const double nearest = std::round(spent);
+    const int64_t floor = std::fabs(spent - nearest) < 1e-9 * std::max(1.0, spent)
+                              ? static_cast<int64_t>(nearest)
+                              : static_cast<int64_t>(std::ceil(spent));
+    return std::clamp<int64_t>(floor, 0, limit());
+  }
+
+  void penalise(Millis delay) {
+    const Millis until = now + std::max<Millis>(0, delay);
+    // Concurrent penalties take the later deadline; none shortens another.
+    if (until < forced_until || (until == forced_until && lift_pending)) return;
+    forced_until = until;
+    lift_pending = true;
+    write(WriteKind::PutPenalty, forced_until, 1);
+  }
+
+  Millis backoff_delay(uint32_t attempt) const {
+    const RetryConfig& r = config().retry;
+    const double raw = static_cast<double>(r.min_delay_ms) * std::pow(r.factor, attempt - 1);
+    const double capped = std::min(raw, static_cast<double>(r.max_delay_ms));
+    return static_cast<Millis>(std::ceil(capped));
+  }
+
+  bool attempts_remain(const Call& c) const {
+    return static_cast<int64_t>(c.attempt) <= config().retry.max_retries;
+  }
+
+  void release(Ticket t) {
+    calls.erase(t);
+    --active;
+  }
+
+  // Starts every waiting call that may start now, strictly in order: due
+  // retries (oldest ticket first; they already hold a slot and arrived before
+  // anyone queued), then the queue. A head that cannot go blocks the rest.
+  void serve() {
+    wake.reset();
+    if (!cfg) return;
+    while (true) {
+      Ticket t = 0;
+      bool from_queue = false;
+      if (!backoff.empty() && backoff.begin()->first <= now) {
+        // Keep due retries in ticket order however their delays interleave.
+        while (!backoff.empty() && backoff.begin()->first <= now) {
+          ready.insert(backoff.begin()->second);
+          calls[backoff.begin()->second].phase = Phase::Ready;
+          backoff.erase(backoff.begin());
+        }
+      }
+      if (!ready.empty()) {
+        t = *ready.begin();
+      } else {
+        while (!queue.empty() && calls.count(queue.front()) == 0) queue.pop_front();
+        if (queue.empty() || active >= static_cast<size_t>(config().concurrency)) break;
+        t = queue.front();
+        from_queue = true;
+      }
+      Call& c = calls[t];
+      if (c.cost > limit()) {
+        // Its limit was lowered while its callback ran: it can never fit.
+        reject(t, ErrorCode::CostTooLarge);
+        if (from_queue) {
+          queue.pop_front();
+          --queued;
+          calls.erase(t);
+        } else {
+          ready.erase(ready.begin());
+          release(t);
+        }
+        continue;
+      }
+      if (lift_pending) {
+        wake = forced_until;
+        break;
+      }
+      const Millis fits = log.fits_at(now, c.cost, limit(), window());
+      if (fits > now) {
+        wake = fits;
+        break;
+      }
+      const internal::Grant g = log.take(now, c.cost, window());
+      write(WriteKind::PutGrant, g.at, g.amount);
+      while (static_cast<int64_t>(log.size()) > kMaxLogEntries) {
+        auto [deleted, merged] = log.merge_oldest();
+        write(WriteKind::DeleteGrant, deleted);
+        write(WriteKind::PutGrant, merged.at, merged.amount);
+      }
+      if (from_queue) {
+        queue.pop_front();
+        --queued;
+        ++active;
+      } else {
+        ready.erase(ready.begin());
+      }
+      c.phase = Phase::Running;
+      ++c.attempt;
+      ++running;
+      act(ActionKind::Start, t, c.attempt);
+    }
+    if (!backoff.empty() && (!wake || backoff.begin()->first < *wake)) wake = backoff.begin()->first;
+  }
+
+  // Queued callers whose cost can no longer fit are rejected, not left to
+  // wedge the queue forever.
+  void reject_oversized() {
+    for (Ticket t : queue) {
+      auto it = calls.find(t);
+      if (it == calls.end() || it->second.cost <= limit()) continue;
+      reject(t, ErrorCode::CostTooLarge);
+      calls.erase(it);
+      --queued;
+    }
+    for (auto it = ready.begin(); it != ready.end();) {
+      if (calls[*it].cost > limit()) {
+        reject(*it, ErrorCode::CostTooLarge);
+        release(*it);
+        it = ready.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = backoff.begin(); it != backoff.end();) {
+      if (calls[it->second].cost > limit()) {
+        reject(it->second, ErrorCode::CostTooLarge);
+        release(it->second);
+        it = backoff.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void apply_config(ParsedConfig parsed) {
+    cfg = std::move(parsed);
+    write(WriteKind::PutConfig);
+    reject_oversized();
+  }
+
+  Error not_configured() const {
+    return Error::make(ErrorCode::NoSuchLimiter, ErrorKind::Error,
+                       "this limiter has not been configured: call configure(name, config) first");
+  }
+
+  Error unknown_ticket(Ticket t, const char* what) const {
+    return Error::make(ErrorCode::UnknownTicket, ErrorKind::RangeError,
+                       std::string(what) + " for ticket " + std::to_string(t) +
+                           ", which has no running attempt");
+  }
+
+  // Finds a call whose callback is running; nullptr if there is none.
+  Call* running_call(Ticket t) {
+    auto it = calls.find(t);
+    return it != calls.end() && it->second.phase == Phase::Running ? &it->second : nullptr;
+  }
+
+  // Common ending of a running attempt for a caller that is gone.
+  bool settle_if_abandoned(Ticket t, Call& c) {
+    if (!c.cancelled && !c.settled) return false;
+    if (!c.settled) reject(t, ErrorCode::Cancelled);
+    release(t);
+    return true;
+  }
+
+  void retry_after(Ticket t, Call& c, Millis delay) {
+    if (delay <= 0) {
+      c.phase = Phase::Ready;
+      ready.insert(t);
+    } else {
+      c.phase = Phase::Backoff;
+      c.due = now + delay;
+      backoff.emplace(c.due, t);
+    }
+  }
+
+  Millis penalty_delay(const Report& r, uint32_t attempt) const {
+    const RetryConfig& retry = config().retry;
+    std::optional<Millis> hinted;
+    if (retry.respect_retry_after) {
+      if (r.retry_after_ms && std::isfinite(*r.retry_after_ms) && *r.retry_after_ms >= 0) {
+        hinted = static_cast<Millis>(std::ceil(std::min(*r.retry_after_ms, 1e15)));
+      } else if (r.retry_after) {
+        hinted = parse_retry_after(*r.retry_after, now);
+      }
+    }
+    return std::min(hinted.value_or(backoff_delay(attempt)), retry.max_delay_ms);
+  }
+};
+
+}  // namespace internal
+
+using internal::Call;
+using internal::Phase;
+
+Engine::Engine() : s_(std::make_unique<internal::State>()) {}
+Engine::~Engine() = default;
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
+
+Status Engine::configure(std::string_view config_json, Millis now) {
+  auto parsed = parse_config(config_json);
+  if (!parsed) return parsed.error();
+  s_->advance(now);
+  s_->apply_config(std::move(*parsed));
+  s_->advance(now);  // a shorter window may have expired grants
+  s_->serve();
+  return std::nullopt;
+}
+
+Status Engine::reconfigure(std::string_view patch_json, Millis now) {
+  if (!s_->cfg) return s_->not_configured();
+  auto merged = apply_config_patch(s_->cfg->text, patch_json);
+  if (!merged) return merged.error();
+  s_->advance(now);
+  s_->apply_config(std::move(*merged));
+  s_->advance(now);
+  s_->serve();
+  return std::nullopt;
+}
+
+void Engine::restore(const Snapshot& snap, Millis now) {
+  const Millis latest = std::max(s_->now, now);
+  *s_ = internal::State{};
+  s_->now = latest;
+  if (!snap.config_text) return;
+  auto parsed = parse_config(*snap.config_text);
+  // A stored config that no longer validates cannot be run safely; the rows
+  // stay untouched for a person to inspect, and the bucket reads as absent.
+  if (!parsed) return;
+  s_->cfg = std::move(*parsed);
+  const int64_t window = s_->window();
+
+  bool repaired = false;
+  // A deadline can be at most a max delay (or a pause) ahead of the moment it
+  // was set; anything further is damage, and an unreadable one is no penalty.
+  const double horizon = static_cast<double>(latest + kMaxDelayMs);
+  double fu = snap.forced_until;
+  if (!std::isfinite(fu) || fu < 0) {
+    repaired = repaired || fu != 0 || snap.lift_pending;
+    fu = 0;
+  } else if (fu > horizon) {
+    fu = horizon;
+    repaired = true;
+  }
+  s_->forced_until = static_cast<Millis>(std::ceil(fu));
+  s_->lift_pending = snap.lift_pending && s_->forced_until > 0;
+  if (repaired) s_->write(WriteKind::PutPenalty, s_->forced_until, s_->lift_pending ? 1 : 0);
+
+  // Grants: drop unreadable rows, round toward the safe side, cap amounts at
+  // the largest limit any config allows (a smaller current limit is no sign
+  // of damage: the limit may have been lowered after the take, and may be
+  // raised again), pull grants dated beyond any legitimate future back to it.
+  const Millis latest_legit = std::max(latest, s_->forced_until) + internal::SlidingLog::quantum(window);
+  std::vector<internal::Grant> rows;
+  rows.reserve(snap.grants.size());
+  bool rows_changed = false;
+  for (const auto& [at_raw, amount_raw] : snap.grants) {
+    if (!std::isfinite(at_raw) || !std::isfinite(amount_raw) || amount_raw <= 0 || at_raw < 0) {
+      rows_changed = true;
+      continue;
+    }
+    double at = std::ceil(at_raw);
+    double amount = std::ceil(amount_raw);
+    if (at > static_cast<double>(latest_legit)) at = static_cast<double>(std::max(latest, s_->forced_until));
+    if (amount > static_cast<double>(kMaxLimitPerWindow)) amount = static_cast<double>(kMaxLimitPerWindow);
+    rows_changed = rows_changed || at != at_raw || amount != amount_raw;
+    rows.push_back(internal::Grant{static_cast<Millis>(at), static_cast<int64_t>(amount)});
+  }
+  auto by_time = [](const internal::Grant& a, const internal::Grant& b) { return a.at < b.at; };
+  if (!std::is_sorted(rows.begin(), rows.end(), by_time)) std::stable_sort(rows.begin(), rows.end(), by_time);
+  // Rows are keyed by time, so duplicates are damage: fold them together.
+  size_t distinct = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (distinct > 0 && rows[distinct - 1].at == rows[i].at) {
+      rows[distinct - 1].amount = std::min(kMaxLimitPerWindow, rows[distinct - 1].amount + rows[i].amount);
+      rows_changed = true;
+    } else {
+      rows[distinct++] = rows[i];
+    }
+  }
+  rows.resize(distinct);
+  for (const internal::Grant& g : rows) s_->log.push_back(g);
+  while (static_cast<int64_t>(s_->log.size()) > kMaxLogEntries) {
+    s_->log.merge_oldest();
+    rows_changed = true;
+  }
+  if (rows_changed) {
+    s_->write(WriteKind::ClearGrants);
+    for (const internal::Grant& g : s_->log.grants()) s_->write(WriteKind::PutGrant, g.at, g.amount);
+  }
+  s_->advance(latest);
+  s_->serve();
+}
+
+void Engine::erase(Millis now) {
+  s_->advance(now);
+  for (auto& [t, c] : s_->calls) {
+    if (c.phase == Phase::Running) {
+      if (!c.settled) s_->reject(t, ErrorCode::NoSuchLimiter);
+      c.settled = true;
+    }
+  }
+  for (Ticket t : s_->queue) {
+    if (s_->calls.count(t)) {
+      s_->reject(t, ErrorCode::NoSuchLimiter);
+      s_->calls.erase(t);
+    }
+  }
+  for (Ticket t : s_->ready) {
+    s_->reject(t, ErrorCode::NoSuchLimiter);
+    s_->release(t);
+  }
+  for (const auto& [due, t] : s_->backoff) {
+    s_->reject(t, ErrorCode::NoSuchLimiter);
+    s_->release(t);
+  }
+  s_->queue.clear();
+  s_->queued = 0;
+  s_->ready.clear();
+  s_->backoff.clear();
+  s_->cfg.reset();
+  s_->log.clear();
+  s_->forced_until = 0;
+  s_->lift_pending = false;
+  s_->wake.reset();
+  s_->write(WriteKind::EraseAll);
+}
+
+Expected<Ticket> Engine::arrive(Millis now, double cost) {
+  if (!s_->cfg) return s_->not_configured();
+  if (!std::isfinite(cost)) {
+    return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
+                       "cost must be a finite number (received a non-finite value)");
+  }
+  if (cost < 1 || cost != std::floor(cost)) {
+    return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                       "cost must be an integer >= 1 (received " + nlohmann::json(cost).dump() + ")");
+  }
+  if (cost > static_cast<double>(s_->limit())) {
+    return Error::make(ErrorCode::CostTooLarge, ErrorKind::RangeError,
+                       "cost " + nlohmann::json(cost).dump() + " exceeds limitPerWindow " +
+                           std::to_string(s_->limit()) + ", so it could never be admitted");
+  }
+  s_->advance(now);
+  const Ticket t = s_->next_ticket++;
+  Call c;
+  c.cost = static_cast<int64_t>(cost);
+  s_->calls.emplace(t, c);
+  s_->queue.push_back(t);
+  ++s_->queued;
+  s_->serve();
+  return t;
+}
+
+Status Engine::report(Ticket t, Millis now, const Report& r) {
+  Call* c = s_->running_call(t);
+  if (!c) return s_->unknown_ticket(t, "report");
+  s_->advance(now);
+  --s_->running;
+  if (s_->settle_if_abandoned(t, *c)) {
+    s_->serve();
+    return std::nullopt;
+  }
+  const bool rate_limited = r.status == 429 || r.rate_limited;
+  if (!s_->cfg) {
+    // Erased while running and then reconfigured is covered by `settled`; an
+    // unconfigured engine with a running call cannot otherwise arise.
+    s_->reject(t, ErrorCode::NoSuchLimiter);
+    s_->release(t);
+  } else if (rate_limited) {
+    // A 429 outranks any failure: pause everyone, then retry this call.
+    s_->penalise(s_->penalty_delay(r, c->attempt));
+    if (s_->attempts_remain(*c)) {
+      s_->retry_after(t, *c, 0);
+    } else {
+      s_->reject(t, ErrorCode::CallFailed, r.status != 0 ? r.status : 429);
+      s_->release(t);
+    }
+  } else if (r.failure != Failure::None) {
+    if (r.failure == Failure::Retryable && s_->attempts_remain(*c)) {
+      s_->retry_after(t, *c, s_->backoff_delay(c->attempt));
+    } else {
+      s_->reject(t, ErrorCode::CallFailed, r.status);
+      s_->release(t);
+    }
+  } else {
+    s_->act(ActionKind::Resolve, t, c->attempt);
+    s_->release(t);
+  }
+  s_->serve();
+  return std::nullopt;
+}
+
+Status Engine::threw(Ticket t, Millis now) {
+  Call* c = s_->running_call(t);
+  if (!c) return s_->unknown_ticket(t, "throw");
+  s_->advance(now);
+  --s_->running;
+  if (!s_->settle_if_abandoned(t, *c)) {
+    if (s_->cfg && s_->attempts_remain(*c)) {
+      s_->retry_after(t, *c, s_->backoff_delay(c->attempt));
+    } else {
+      s_->reject(t, s_->cfg ? ErrorCode::CallbackThrew : ErrorCode::NoSuchLimiter);
+      s_->release(t);
+    }
+  }
+  s_->serve();
+  return std::nullopt;
+}
+
+Status Engine::cancel(Ticket t, Millis now) {
+  auto it = s_->calls.find(t);
+  if (it == s_->calls.end()) return s_->unknown_ticket(t, "cancel");
+  s_->advance(now);
+  Call& c = it->second;
+  switch (c.phase) {
+    case Phase::Queued:
+      s_->calls.erase(it);
+      --s_->queued;
+      s_->reject(t, ErrorCode::Cancelled);
+      break;
+    case Phase::Running:
+      c.cancelled = true;  // keeps its slot: the work is still in flight
+      break;
+    case Phase::Ready:
+      s_->ready.erase(t);
+      s_->reject(t, ErrorCode::Cancelled);
+      s_->release(t);
+      break;
+    case Phase::Backoff: {
+      auto range = s_->backoff.equal_range(c.due);
+      for (auto b = range.first; b != range.second; ++b) {
+        if (b->second == t) {
+          s_->backoff.erase(b);
+          break;
+        }
+      }
+      s_->reject(t, ErrorCode::Cancelled);
+      s_->release(t);
+      break;
+    }
+  }
+  s_->serve();
+  return std::nullopt;
+}
+
+void Engine::tick(Millis now) {
+  s_->advance(now);
+  s_->serve();
+}
+
+Status Engine::pause(Millis now, double ms) {
+  if (!s_->cfg) return s_->not_configured();
+  if (!std::isfinite(ms) || ms < 0 || ms != std::floor(ms) || ms > static_cast<double>(kMaxDelayMs)) {
+    return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                       "pause ms must be an integer between 0 and " + std::to_string(kMaxDelayMs) +
+                           " (received " + (std::isfinite(ms) ? nlohmann::json(ms).dump() : "a non-finite value") + ")");
+  }
+  s_->advance(now);
+  s_->penalise(static_cast<Millis>(ms));
+  s_->advance(now);  // a zero pause lifts at once
+  s_->serve();
+  return std::nullopt;
+}
+
+Expected<std::string> Engine::stats(Millis now) {
+  if (!s_->cfg) return s_->not_configured();
+  s_->advance(now);
+  s_->serve();
+  const internal::State& s = *s_;
+  const bool penalised = s.lift_pending;
+  const int64_t used = s.log.used();
+  Millis reset_at = s.now;
+  if (!s.log.empty()) reset_at = s.log.newest().at + s.window();
+  if (penalised) reset_at = std::max(reset_at, s.forced_until + s.window());
+
+  // The newest grants are the interesting ones; a huge log is summarised.
+  constexpr size_t kStatsGrants = 1000;
+  nlohmann::json grants = nlohmann::json::array();
+  const auto& log = s.log.grants();
+  const size_t skip = log.size() > kStatsGrants ? log.size() - kStatsGrants : 0;
+  for (size_t i = skip; i < log.size(); ++i) grants.push_back({log[i].at, log[i].amount});
+
+  nlohmann::json out = {
+      {"config", nlohmann::json::parse(s.cfg->text)},
+      {"effective", nlohmann::json::parse(effective_config_json(s.config()))},
+      {"now", s.now},
+      {"limit", s.limit()},
+      {"windowInMs", s.window()},
+      {"used", used},
+      {"remaining", penalised ? 0 : std::max<int64_t>(0, s.limit() - used)},
+      {"resetAt", reset_at},
+      {"penalised", penalised},
+      {"forcedUntil", s.forced_until > 0 ? nlohmann::json(s.forced_until) : nlohmann::json(nullptr)},
+      {"active", s.active},
+      {"running", s.running},
+      {"queued", s.queued},
+      {"liveGrants", log.size()},
+      {"grants", std::move(grants)},
+      {"grantsTruncated", skip > 0},
+  };
+  return out.dump();
+}
+
+std::optional<Millis> Engine::next_wake() const { return s_->wake; }
+bool Engine::configured() const { return s_->cfg.has_value(); }
+const std::string& Engine::config_text() const { return s_->cfg ? s_->cfg->text : s_->empty_text; }
+const Config* Engine::config() const { return s_->cfg ? &s_->cfg->config : nullptr; }
+Millis Engine::now() const { return s_->now; }
+Millis Engine::forced_until() const { return s_->forced_until; }
+int64_t Engine::used() const { return s_->log.used(); }
+size_t Engine::log_entries() const { return s_->log.size(); }
+size_t Engine::active() const { return s_->active; }
+size_t Engine::running() const { return s_->running; }
+size_t Engine::queued() const { return s_->queued; }
+std::vector<std::pair<Millis, int64_t>> Engine::grants() const {
+  std::vector<std::pair<Millis, int64_t>> out;
+  out.reserve(s_->log.size());
+  for (const auto& g : s_->log.grants()) out.emplace_back(g.at, g.amount);
+  return out;
+}
+const std::vector<Write>& Engine::writes() const { return s_->writes; }
+const std::vector<Action>& Engine::actions() const { return s_->actions; }
+void Engine::clear_output() {
+  s_->writes.clear();
+  s_->actions.clear();
+}
+
+}  // namespace drl

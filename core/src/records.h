@@ -1,0 +1,30 @@
+// The flat numeric encoding of an engine step's output, shared by the wasm
+// ABI (core/wasm/abi.cpp) and the native replay tool, so the differential
+// test compares the very same numbers. Four doubles per record:
+//   writes first:  [10 + WriteKind, at, amount, 0]
+//   then actions:  [Start=1 | Resolve=2, ticket, attempt, 0] or [Reject=3, ticket, code, status]
+#pragma once
+
+#include <vector>
+
+#include "drl/engine.h"
+
+namespace drl::internal {
+
+inline void encode_output(const Engine& e, std::vector<double>& out) {
+  for (const Write& w : e.writes()) {
+    out.insert(out.end(), {10.0 + static_cast<int>(w.kind), static_cast<double>(w.at),
+                           static_cast<double>(w.amount), 0});
+  }
+  for (const Action& a : e.actions()) {
+    if (a.kind == ActionKind::Reject) {
+      out.insert(out.end(), {3, static_cast<double>(a.ticket), static_cast<double>(a.code),
+                             static_cast<double>(a.status)});
+    } else {
+      out.insert(out.end(), {static_cast<double>(a.kind), static_cast<double>(a.ticket),
+                             static_cast<double>(a.attempt), 0});
+    }
+  }
+}
+
+}  // namespace drl::internal

@@ -1,0 +1,76 @@
+#include "sliding_log.h"
+
+#include "drl/engine.h"
+
+namespace drl::internal {
+
+int64_t SlidingLog::quantum(int64_t window) {
+  return window <= kMaxLogEntries ? 1 : (window + kMaxLogEntries - 1) / kMaxLogEntries;
+}
+
+std::optional<int64_t> SlidingLog::prune(int64_t now, int64_t window) {
+  std::optional<int64_t> dropped;
+  while (!grants_.empty() && grants_.front().at + window <= now) {
+    dropped = grants_.front().at;
+    sum_ -= grants_.front().amount;
+    grants_.pop_front();
+  }
+  return dropped;
+}
+
+Grant SlidingLog::take(int64_t now, int64_t amount, int64_t window) {
+  const int64_t q = quantum(window);
+  int64_t at = (now + q - 1) / q * q;
+  // After a reconfigure to a finer grid, or a lift floor dated in the future,
+  // the newest grant can be later than `at`: join it rather than go back.
+  if (!grants_.empty() && grants_.back().at >= at) {
+    grants_.back().amount += amount;
+  } else {
+    grants_.push_back(Grant{at, amount});
+  }
+  sum_ += amount;
+  return grants_.back();
+}
+
+int64_t SlidingLog::fits_at(int64_t now, int64_t amount, int64_t limit, int64_t window) const {
+  int64_t excess = sum_ + amount - limit;
+  if (excess <= 0) return now;
+  for (const Grant& g : grants_) {
+    excess -= g.amount;
+    if (excess <= 0) return g.at + window;
+  }
+  // Only reachable when amount > limit, which callers reject up front.
+  return grants_.empty() ? now : grants_.back().at + window;
+}
+
+int64_t SlidingLog::live_at(int64_t t, int64_t window) const {
+  int64_t live = 0;
+  for (auto it = grants_.rbegin(); it != grants_.rend() && it->at + window > t; ++it) {
+    live += it->amount;
+  }
+  return live;
+}
+
+std::pair<int64_t, Grant> SlidingLog::merge_oldest() {
+  const Grant oldest = grants_.front();
+  grants_.pop_front();
+  grants_.front().amount += oldest.amount;
+  return {oldest.at, grants_.front()};
+}
+
+void SlidingLog::replace(Grant grant) {
+  clear();
+  if (grant.amount > 0) push_back(grant);
+}
+
+void SlidingLog::clear() {
+  grants_.clear();
+  sum_ = 0;
+}
+
+void SlidingLog::push_back(Grant grant) {
+  grants_.push_back(grant);
+  sum_ += grant.amount;
+}
+
+}  // namespace drl::internal

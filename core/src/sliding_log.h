@@ -1,0 +1,58 @@
+// The sliding log: grants ordered by time with a running sum.
+// Internal to the engine; the rules it implements are in DESIGN §2.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+
+namespace drl::internal {
+
+struct Grant {
+  int64_t at;
+  int64_t amount;
+};
+
+class SlidingLog {
+ public:
+  // Drops grants no longer live at `now` (at + window <= now). Returns the
+  // newest dropped `at`, so storage can delete every row up to it at once.
+  std::optional<int64_t> prune(int64_t now, int64_t window);
+
+  // Records a take at `now`, on the grid the window implies, never dated
+  // before the newest grant. Returns the row to upsert.
+  Grant take(int64_t now, int64_t amount, int64_t window);
+
+  // The earliest time >= now at which a take of `amount` fits under `limit`,
+  // assuming the log was pruned at `now`. Exact: walks the oldest grants
+  // until enough of them expire, so its cost is bounded by `amount`, not by
+  // the size of the log.
+  int64_t fits_at(int64_t now, int64_t amount, int64_t limit, int64_t window) const;
+
+  // Sum of grants still live at `t` (at + window > t).
+  int64_t live_at(int64_t t, int64_t window) const;
+
+  // Merges the oldest grant into the next one (dating it later, the safe
+  // side). Returns {deleted at, updated grant}.
+  std::pair<int64_t, Grant> merge_oldest();
+
+  void replace(Grant grant);
+  void clear();
+  void push_back(Grant grant);  // restore only: caller keeps order
+
+  int64_t used() const { return sum_; }
+  size_t size() const { return grants_.size(); }
+  bool empty() const { return grants_.empty(); }
+  const Grant& newest() const { return grants_.back(); }
+  const std::deque<Grant>& grants() const { return grants_; }
+
+  // The grid step for a window: 1 ms (exact) until the window holds more
+  // distinct ms than the log may keep entries.
+  static int64_t quantum(int64_t window);
+
+ private:
+  std::deque<Grant> grants_;
+  int64_t sum_ = 0;
+};
+
+}  // namespace drl::internal

@@ -1,0 +1,195 @@
+// The numeric ABI core.wasm exports, and nothing else.
+//
+// Hot-path calls (arrive, report, threw, cancel, tick, output) take and
+// return only numbers. Strings (config documents, a Retry-After header,
+// stats, error messages) travel through one byte scratch buffer: the host
+// writes input at drl_buffer(n) and passes its length; output lands in the
+// same scratch (drl_out_ptr / drl_out_len). Every engine call's output is
+// fetched with drl_output(h), which copies it into records of four doubles:
+//   actions: [1 Start | 2 Resolve, ticket, attempt, 0]  [3 Reject, ticket, code, status]
+//   writes:  [10 + WriteKind, at, amount, 0]             (writes come first)
+// Times are ms as doubles; tickets stay below 2^53, so JS numbers hold them.
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "drl/engine.h"
+#include "records.h"
+
+#define DRL_EXPORT(name) extern "C" __attribute__((export_name(#name), used))
+
+namespace {
+
+std::vector<std::unique_ptr<drl::Engine>> g_engines;
+std::string g_scratch;
+std::string g_out;
+std::vector<double> g_f64;
+std::vector<double> g_records;
+int g_error_kind = 0;
+
+drl::Engine* engine(int h) {
+  return h >= 1 && static_cast<size_t>(h) <= g_engines.size() ? g_engines[h - 1].get() : nullptr;
+}
+
+drl::Millis to_ms(double now) { return std::isfinite(now) && now > 0 ? static_cast<drl::Millis>(now) : 0; }
+
+std::string_view scratch(int len) {
+  if (len <= 0) return {};
+  return std::string_view(g_scratch.data(), std::min<size_t>(static_cast<size_t>(len), g_scratch.size()));
+}
+
+// Errors come back as -code, with the message in the out buffer.
+int fail(const drl::Error& e) {
+  g_out = e.message;
+  g_error_kind = static_cast<int>(e.kind);
+  return -static_cast<int>(e.code);
+}
+
+int status(const drl::Status& s) { return s ? fail(*s) : 0; }
+
+constexpr int kBadHandle = -static_cast<int>(drl::ErrorCode::InvalidArgument);
+
+}  // namespace
+
+DRL_EXPORT(drl_buffer) char* drl_buffer(int size) {
+  if (size < 0) size = 0;
+  if (g_scratch.size() < static_cast<size_t>(size)) g_scratch.resize(static_cast<size_t>(size));
+  return g_scratch.data();
+}
+
+DRL_EXPORT(drl_f64_buffer) double* drl_f64_buffer(int count) {
+  if (count < 0) count = 0;
+  if (g_f64.size() < static_cast<size_t>(count)) g_f64.resize(static_cast<size_t>(count));
+  return g_f64.data();
+}
+
+DRL_EXPORT(drl_out_ptr) const char* drl_out_ptr() { return g_out.data(); }
+DRL_EXPORT(drl_out_len) int drl_out_len() { return static_cast<int>(g_out.size()); }
+DRL_EXPORT(drl_error_kind) int drl_error_kind() { return g_error_kind; }
+DRL_EXPORT(drl_records) const double* drl_records() { return g_records.data(); }
+
+DRL_EXPORT(drl_new) int drl_new() {
+  g_engines.push_back(std::make_unique<drl::Engine>());
+  return static_cast<int>(g_engines.size());
+}
+
+DRL_EXPORT(drl_free) void drl_free(int h) {
+  if (engine(h)) g_engines[h - 1].reset();
+}
+
+DRL_EXPORT(drl_configure) int drl_configure(int h, double now, int len) {
+  auto* e = engine(h);
+  return e ? status(e->configure(scratch(len), to_ms(now))) : kBadHandle;
+}
+
+DRL_EXPORT(drl_reconfigure) int drl_reconfigure(int h, double now, int len) {
+  auto* e = engine(h);
+  return e ? status(e->reconfigure(scratch(len), to_ms(now))) : kBadHandle;
+}
+
+// Config text (if config_len >= 0) in the scratch buffer; grants as
+// (at, amount) pairs in the f64 buffer.
+DRL_EXPORT(drl_restore)
+int drl_restore(int h, double now, int config_len, double forced_until, int lift_pending, int grant_count) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  drl::Snapshot snap;
+  if (config_len >= 0) snap.config_text = std::string(scratch(config_len));
+  snap.forced_until = forced_until;
+  snap.lift_pending = lift_pending != 0;
+  const size_t n = std::min<size_t>(grant_count > 0 ? static_cast<size_t>(grant_count) : 0, g_f64.size() / 2);
+  snap.grants.reserve(n);
+  for (size_t i = 0; i < n; ++i) snap.grants.emplace_back(g_f64[2 * i], g_f64[2 * i + 1]);
+  e->restore(snap, to_ms(now));
+  return 0;
+}
+
+DRL_EXPORT(drl_erase) int drl_erase(int h, double now) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  e->erase(to_ms(now));
+  return 0;
+}
+
+// A ticket (> 0), or -code.
+DRL_EXPORT(drl_arrive) double drl_arrive(int h, double now, double cost) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  auto t = e->arrive(to_ms(now), cost);
+  return t ? static_cast<double>(*t) : fail(t.error());
+}
+
+// flags: bit 0 rate limited by a hook; bits 1-2 failure (0 none, 1 retryable,
+// 2 final). retry_after_ms: NaN when absent. header_len: -1 when no header,
+// else the header's length in the scratch buffer.
+DRL_EXPORT(drl_report)
+int drl_report(int h, double ticket, double now, int status_code, int flags, double retry_after_ms, int header_len) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  drl::Report r;
+  r.status = status_code;
+  r.rate_limited = (flags & 1) != 0;
+  r.failure = static_cast<drl::Failure>((flags >> 1) & 3);
+  if (!std::isnan(retry_after_ms)) r.retry_after_ms = retry_after_ms;
+  if (header_len >= 0) r.retry_after = scratch(header_len);
+  return status(e->report(static_cast<drl::Ticket>(ticket), to_ms(now), r));
+}
+
+DRL_EXPORT(drl_threw) int drl_threw(int h, double ticket, double now) {
+  auto* e = engine(h);
+  return e ? status(e->threw(static_cast<drl::Ticket>(ticket), to_ms(now))) : kBadHandle;
+}
+
+DRL_EXPORT(drl_cancel) int drl_cancel(int h, double ticket, double now) {
+  auto* e = engine(h);
+  return e ? status(e->cancel(static_cast<drl::Ticket>(ticket), to_ms(now))) : kBadHandle;
+}
+
+DRL_EXPORT(drl_tick) int drl_tick(int h, double now) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  e->tick(to_ms(now));
+  return 0;
+}
+
+DRL_EXPORT(drl_pause) int drl_pause(int h, double now, double ms) {
+  auto* e = engine(h);
+  return e ? status(e->pause(to_ms(now), ms)) : kBadHandle;
+}
+
+// Stats JSON into the out buffer; returns its length, or -code.
+DRL_EXPORT(drl_stats) int drl_stats(int h, double now) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  auto s = e->stats(to_ms(now));
+  if (!s) return fail(s.error());
+  g_out = std::move(*s);
+  return static_cast<int>(g_out.size());
+}
+
+// The stored config document into the out buffer; returns its length (0 when
+// unconfigured).
+DRL_EXPORT(drl_config_text) int drl_config_text(int h) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  g_out = e->config_text();
+  return static_cast<int>(g_out.size());
+}
+
+DRL_EXPORT(drl_next_wake) double drl_next_wake(int h) {
+  auto* e = engine(h);
+  auto w = e ? e->next_wake() : std::nullopt;
+  return w ? static_cast<double>(*w) : -1;
+}
+
+// Copies and clears the engine's output; returns the number of records.
+DRL_EXPORT(drl_output) int drl_output(int h) {
+  auto* e = engine(h);
+  g_records.clear();
+  if (!e) return 0;
+  drl::internal::encode_output(*e, g_records);
+  e->clear_output();
+  return static_cast<int>(g_records.size() / 4);
+}

@@ -1,0 +1,326 @@
+/**
+ * Loads core.wasm (the C++ engine) and wraps its numeric ABI.
+ *
+ * The module is always handed in already compiled: workerd refuses to
+ * compile wasm at runtime, so the object imports `core.wasm` (wrangler's
+ * CompiledWasm rule) and Node tests compile the file once themselves.
+ *
+ * @example
+ * import wasm from './core.wasm';
+ * const core = instantiateCore(wasm);
+ * const engine = core.createEngine();
+ * engine.configure(Date.now(), '{"bucket":{"limitPerWindow":5,"windowInMs":1000},"concurrency":2}');
+ * const ticket = engine.arrive(Date.now(), 1);
+ * const { writes, actions } = engine.drain(); // apply writes, then act
+ */
+
+/** Stable error ids, as in core/src/error.cpp. Index = numeric code. */
+export const ERROR_CODE_IDS = [
+  '',
+  'no-such-limiter',
+  'invalid-config',
+  'invalid-argument',
+  'cost-too-large',
+  'call-failed',
+  'callback-threw',
+  'cancelled',
+  'unknown-ticket',
+] as const;
+
+export type EngineErrorCode = Exclude<(typeof ERROR_CODE_IDS)[number], ''>;
+
+/** An error raised by the engine. `message` starts with `[drl:<code>] `. */
+export interface EngineError extends Error {
+  readonly code: EngineErrorCode;
+}
+
+export type EngineWrite =
+  | { kind: 'putGrant'; at: number; amount: number }
+  | { kind: 'deleteGrantsThrough'; at: number }
+  | { kind: 'deleteGrant'; at: number }
+  | { kind: 'clearGrants' }
+  | { kind: 'putPenalty'; forcedUntil: number; liftPending: boolean }
+  | { kind: 'putConfig'; text: string }
+  | { kind: 'eraseAll' };
+
+export type EngineAction =
+  | { kind: 'start'; ticket: number; attempt: number }
+  | { kind: 'resolve'; ticket: number; attempt: number }
+  | { kind: 'reject'; ticket: number; code: EngineErrorCode; status: number };
+
+/** How one attempt ended, as the client reported it. */
+export interface EngineReport {
+  status?: number;
+  rateLimited?: boolean;
+  retryAfterMs?: number;
+  retryAfter?: string;
+  failure?: 'retryable' | 'final';
+}
+
+export interface EngineSnapshot {
+  config?: string;
+  forcedUntil?: number;
+  liftPending?: boolean;
+  /** (at, amount) pairs exactly as stored; bad rows are normalised. */
+  grants?: ArrayLike<readonly [number, number]>;
+}
+
+interface CoreExports {
+  memory: WebAssembly.Memory;
+  _initialize(): void;
+  drl_buffer(size: number): number;
+  drl_f64_buffer(count: number): number;
+  drl_out_ptr(): number;
+  drl_out_len(): number;
+  drl_error_kind(): number;
+  drl_records(): number;
+  drl_new(): number;
+  drl_free(h: number): void;
+  drl_configure(h: number, now: number, len: number): number;
+  drl_reconfigure(h: number, now: number, len: number): number;
+  drl_restore(h: number, now: number, configLen: number, forcedUntil: number, liftPending: number, count: number): number;
+  drl_erase(h: number, now: number): number;
+  drl_arrive(h: number, now: number, cost: number): number;
+  drl_report(h: number, ticket: number, now: number, status: number, flags: number, retryAfterMs: number, headerLen: number): number;
+  drl_threw(h: number, ticket: number, now: number): number;
+  drl_cancel(h: number, ticket: number, now: number): number;
+  drl_tick(h: number, now: number): number;
+  drl_pause(h: number, now: number, ms: number): number;
+  drl_stats(h: number, now: number): number;
+  drl_config_text(h: number): number;
+  drl_next_wake(h: number): number;
+  drl_output(h: number): number;
+}
+
+const WRITE_KINDS = [
+  '',
+  'putGrant',
+  'deleteGrantsThrough',
+  'deleteGrant',
+  'clearGrants',
+  'putPenalty',
+  'putConfig',
+  'eraseAll',
+] as const;
+
+const ERROR_KINDS = [Error, TypeError, RangeError] as const;
+const FAILURE_FLAGS = { retryable: 1 << 1, final: 2 << 1 } as const;
+
+/** One instantiated core.wasm; it can hold many engines. */
+export class Core {
+  readonly #x: CoreExports;
+  readonly #encoder = new TextEncoder();
+  readonly #decoder = new TextDecoder();
+
+  constructor(module: WebAssembly.Module) {
+    const instance = new WebAssembly.Instance(module, {
+      env: { emscripten_notify_memory_growth: () => {} },
+      wasi_snapshot_preview1: {
+        proc_exit: (code: number) => {
+          throw new Error(`core.wasm exited with code ${code}`);
+        },
+      },
+    });
+    this.#x = instance.exports as unknown as CoreExports;
+    this.#x._initialize();
+  }
+
+  /** Raw exports, for the differential test. */
+  get exports(): CoreExports {
+    return this.#x;
+  }
+
+  createEngine(): Engine {
+    return new Engine(this, this.#x.drl_new());
+  }
+
+  /** Copies a string into the scratch buffer; returns its byte length. */
+  putString(text: string): number {
+    // UTF-8 needs at most 3 bytes per UTF-16 unit.
+    const ptr = this.#x.drl_buffer(text.length * 3);
+    const { written } = this.#encoder.encodeInto(text, new Uint8Array(this.#x.memory.buffer, ptr, text.length * 3));
+    return written;
+  }
+
+  outString(): string {
+    return this.#decoder.decode(new Uint8Array(this.#x.memory.buffer, this.#x.drl_out_ptr(), this.#x.drl_out_len()));
+  }
+
+  /** Throws the engine error for a negative return code. */
+  check(rc: number): number {
+    if (rc >= 0) return rc;
+    const message = this.outString();
+    const ErrorClass = ERROR_KINDS[this.#x.drl_error_kind()] ?? Error;
+    const error = new ErrorClass(message) as Error & { code: EngineErrorCode };
+    error.code = ERROR_CODE_IDS[-rc] as EngineErrorCode;
+    throw error;
+  }
+
+  /** The last output's records: four doubles each (see core/wasm/abi.cpp). */
+  records(count: number): Float64Array {
+    return new Float64Array(this.#x.memory.buffer, this.#x.drl_records(), count * 4);
+  }
+
+  f64(count: number): Float64Array {
+    const ptr = this.#x.drl_f64_buffer(count);
+    return new Float64Array(this.#x.memory.buffer, ptr, count);
+  }
+}
+
+/** One bucket's engine. Every method takes `now` in ms (Date.now()). */
+export class Engine {
+  readonly #core: Core;
+  readonly #h: number;
+
+  constructor(core: Core, handle: number) {
+    this.#core = core;
+    this.#h = handle;
+  }
+
+  get handle(): number {
+    return this.#h;
+  }
+
+  configure(now: number, configJson: string): void {
+    const len = this.#core.putString(configJson);
+    this.#core.check(this.#core.exports.drl_configure(this.#h, now, len));
+  }
+
+  reconfigure(now: number, patchJson: string): void {
+    const len = this.#core.putString(patchJson);
+    this.#core.check(this.#core.exports.drl_reconfigure(this.#h, now, len));
+  }
+
+  restore(now: number, snapshot: EngineSnapshot): void {
+    const grants = snapshot.grants ?? [];
+    const configLen = snapshot.config === undefined ? -1 : this.#core.putString(snapshot.config);
+    const buffer = this.#core.f64(grants.length * 2);
+    for (let i = 0; i < grants.length; i++) {
+      const row = grants[i]!;
+      buffer[2 * i] = row[0];
+      buffer[2 * i + 1] = row[1];
+    }
+    this.#core.exports.drl_restore(
+      this.#h,
+      now,
+      configLen,
+      snapshot.forcedUntil ?? 0,
+      snapshot.liftPending ? 1 : 0,
+      grants.length,
+    );
+  }
+
+  erase(now: number): void {
+    this.#core.exports.drl_erase(this.#h, now);
+  }
+
+  /** Returns the caller's ticket; throws for a bad cost or an unconfigured bucket. */
+  arrive(now: number, cost = 1): number {
+    return this.#core.check(this.#core.exports.drl_arrive(this.#h, now, cost));
+  }
+
+  report(ticket: number, now: number, report: EngineReport): void {
+    let flags = report.rateLimited ? 1 : 0;
+    if (report.failure) flags |= FAILURE_FLAGS[report.failure];
+    const headerLen = typeof report.retryAfter === 'string' ? this.#core.putString(report.retryAfter) : -1;
+    const retryAfterMs = typeof report.retryAfterMs === 'number' ? report.retryAfterMs : NaN;
+    const status = Number.isInteger(report.status) ? (report.status as number) : 0;
+    this.#core.check(
+      this.#core.exports.drl_report(this.#h, ticket, now, status, flags, retryAfterMs, headerLen),
+    );
+  }
+
+  threw(ticket: number, now: number): void {
+    this.#core.check(this.#core.exports.drl_threw(this.#h, ticket, now));
+  }
+
+  cancel(ticket: number, now: number): void {
+    this.#core.check(this.#core.exports.drl_cancel(this.#h, ticket, now));
+  }
+
+  tick(now: number): void {
+    this.#core.exports.drl_tick(this.#h, now);
+  }
+
+  pause(now: number, ms: number): void {
+    this.#core.check(this.#core.exports.drl_pause(this.#h, now, ms));
+  }
+
+  /** The engine's stats document (see core/include/drl/engine.h). */
+  stats(now: number): Record<string, unknown> {
+    this.#core.check(this.#core.exports.drl_stats(this.#h, now));
+    return JSON.parse(this.#core.outString()) as Record<string, unknown>;
+  }
+
+  /** The stored config document as given, or undefined when unconfigured. */
+  configText(): string | undefined {
+    const len = this.#core.exports.drl_config_text(this.#h);
+    return len > 0 ? this.#core.outString() : undefined;
+  }
+
+  /** When tick() is next due, or undefined when nobody waits on time. */
+  nextWake(): number | undefined {
+    const wake = this.#core.exports.drl_next_wake(this.#h);
+    return wake < 0 ? undefined : wake;
+  }
+
+  /** The writes and actions produced since the last drain, in order. */
+  drain(): { writes: EngineWrite[]; actions: EngineAction[] } {
+    const count = this.#core.exports.drl_output(this.#h);
+    const writes: EngineWrite[] = [];
+    const actions: EngineAction[] = [];
+    if (count === 0) return { writes, actions };
+    // Copied: reading the config text below may grow memory and detach the view.
+    const r = this.#core.records(count).slice();
+    let configText: string | undefined;
+    for (let i = 0; i < count * 4; i += 4) {
+      const kind = r[i]!;
+      if (kind >= 10) {
+        const name = WRITE_KINDS[kind - 10];
+        const at = r[i + 1]!;
+        const amount = r[i + 2]!;
+        switch (name) {
+          case 'putGrant':
+            writes.push({ kind: name, at, amount });
+            break;
+          case 'deleteGrantsThrough':
+          case 'deleteGrant':
+            writes.push({ kind: name, at });
+            break;
+          case 'putPenalty':
+            writes.push({ kind: name, forcedUntil: at, liftPending: amount !== 0 });
+            break;
+          case 'putConfig':
+            configText ??= this.configText() ?? '';
+            writes.push({ kind: name, text: configText });
+            break;
+          case 'clearGrants':
+          case 'eraseAll':
+            writes.push({ kind: name });
+            break;
+          default:
+            throw new Error(`core.wasm produced an unknown write kind ${kind}`);
+        }
+      } else if (kind === 3) {
+        actions.push({
+          kind: 'reject',
+          ticket: r[i + 1]!,
+          code: ERROR_CODE_IDS[r[i + 2]!] as EngineErrorCode,
+          status: r[i + 3]!,
+        });
+      } else {
+        actions.push({ kind: kind === 1 ? 'start' : 'resolve', ticket: r[i + 1]!, attempt: r[i + 2]! });
+      }
+    }
+    return { writes, actions };
+  }
+
+  free(): void {
+    this.#core.exports.drl_free(this.#h);
+  }
+}
+
+/** Instantiates core.wasm from a compiled module. */
+export function instantiateCore(module: WebAssembly.Module): Core {
+  return new Core(module);
+}

@@ -1,0 +1,495 @@
+#include "schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include "drl/engine.h"
+#include "records.h"
+
+namespace drl::testing {
+namespace {
+
+using nlohmann::json;
+
+// splitmix64: tiny, seedable, the same on every platform.
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  int64_t range(int64_t lo, int64_t hi) {  // inclusive
+    return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo + 1));
+  }
+  bool chance(int percent) { return range(1, 100) <= percent; }
+};
+
+// "Sun, 06 Nov 1994 08:49:37 GMT" for an epoch time in ms (seconds rounded up).
+std::string imf_fixdate(int64_t ms) {
+  static const char* days[] = {"Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"};
+  static const char* months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                 "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  int64_t secs = (ms + 999) / 1000;
+  int64_t z = secs / 86400;
+  const int64_t sod = secs % 86400;
+  const char* wd = days[z % 7];
+  z += 719468;  // civil_from_days (H. Hinnant)
+  const int64_t era = z / 146097;
+  const int64_t doe = z - era * 146097;
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  int64_t y = yoe + era * 400;
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const int64_t mp = (5 * doy + 2) / 153;
+  const int64_t d = doy - (153 * mp + 2) / 5 + 1;
+  const int64_t m = mp < 10 ? mp + 3 : mp - 9;
+  if (m <= 2) ++y;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s, %02lld %s %04lld %02lld:%02lld:%02lld GMT", wd,
+                static_cast<long long>(d), months[m - 1], static_cast<long long>(y),
+                static_cast<long long>(sod / 3600), static_cast<long long>(sod / 60 % 60),
+                static_cast<long long>(sod % 60));
+  return buf;
+}
+
+enum class HostState { Waiting, Running, Between, Settled };
+
+struct HostCall {
+  HostState state = HostState::Waiting;
+  int64_t cost = 1;
+  uint32_t attempts = 0;
+  int64_t allowed = 0;  // attempts allowed when the last retry was decided
+};
+
+class Runner {
+ public:
+  Runner(const ScheduleOptions& o, json* trace) : rng_{o.seed * 0x2545F4914F6CDD1DULL + 1}, seed_(o.seed), steps_(o.steps), trace_(trace) {}
+
+  ScheduleResult run() {
+    configure_random(/*complete=*/true);
+    for (step_ = 0; step_ < steps_ && result_.ok; ++step_) random_step();
+    if (result_.ok) finish();
+    return result_;
+  }
+
+ private:
+  Rng rng_;
+  uint64_t seed_;
+  int steps_;
+  json* trace_;
+  int step_ = 0;
+  ScheduleResult result_;
+
+  Engine engine_;
+  Millis clock_ = 1'700'000'000'000;  // the host's clock: may step backwards
+
+  // The model host's storage, fed only by the engine's writes.
+  std::optional<std::string> stored_config_;
+  std::map<Millis, int64_t> stored_grants_;
+  Millis stored_fu_ = 0;
+  bool stored_pending_ = false;
+
+  // What the checker knows.
+  std::map<Ticket, HostCall> calls_;
+  std::vector<std::pair<Millis, int64_t>> takes_;  // every real take, all generations
+  Millis horizon_ = std::numeric_limits<Millis>::min();
+  Ticket last_first_start_ = 0;
+  Millis last_fu_ = 0;
+
+  void fail(const std::string& what) {
+    if (!result_.ok) return;
+    result_.ok = false;
+    std::ostringstream out;
+    out << "seed " << seed_ << ", step " << step_ << ", engine now " << engine_.now() << ": " << what;
+    result_.failure = out.str();
+  }
+
+  const Config& cfg() const { return *engine_.config(); }
+
+  // ---- events -------------------------------------------------------------
+
+  void event(json ev, const std::function<double(std::string&)>& call) {
+    std::string message;
+    const double rc = call(message);
+    std::vector<double> records;
+    internal::encode_output(engine_, records);
+    apply_writes();
+    check_actions(ev);
+    engine_.clear_output();
+    check_state();
+    if (trace_) {
+      ev["rc"] = rc;
+      if (!message.empty()) ev["msg"] = message;
+      ev["records"] = records;
+      const auto wake = engine_.next_wake();
+      ev["wake"] = wake ? static_cast<double>(*wake) : -1.0;
+      trace_->push_back(std::move(ev));
+    }
+  }
+
+  static double code_of(const Error& e, std::string& message) {
+    message = e.message;
+    return -static_cast<double>(e.code);
+  }
+  static double status_of(const Status& s, std::string& message) { return s ? code_of(*s, message) : 0; }
+
+  json random_config(bool complete) {
+    json c = json::object();
+    const bool long_window = rng_.chance(5);
+    json bucket = {{"limitPerWindow", rng_.chance(10) ? rng_.range(20, 200) : rng_.range(1, 12)},
+                   {"windowInMs", long_window ? rng_.range(kMaxLogEntries + 1, 3 * kMaxLogEntries) : rng_.range(1, 3000)}};
+    if (rng_.chance(60)) bucket["penaltyRefillFraction"] = rng_.chance(20) ? static_cast<double>(rng_.range(0, 1)) : static_cast<double>(rng_.range(0, 100)) / 100.0;
+    if (complete || rng_.chance(50)) c["bucket"] = bucket;
+    if (complete || rng_.chance(50)) c["concurrency"] = rng_.range(1, 5);
+    if (rng_.chance(70)) {
+      const int64_t min_delay = rng_.range(0, 300);
+      json retry = {{"maxRetries", rng_.range(0, 3)},
+                    {"minDelayInMs", min_delay},
+                    {"maxDelayInMs", min_delay + rng_.range(0, 2000)}};
+      if (rng_.chance(50)) retry["factor"] = 1.0 + static_cast<double>(rng_.range(0, 20)) / 10.0;
+      if (rng_.chance(30)) retry["respectRetryAfter"] = rng_.chance(50);
+      c["retry"] = retry;
+    }
+    return c;
+  }
+
+  void configure_random(bool complete) {
+    const Millis old_window = engine_.configured() ? cfg().bucket.window_ms : 0;
+    json doc = random_config(complete);
+    if (!complete && rng_.chance(10)) doc = {{"concurrency", 0}};  // rejected, changes nothing
+    const std::string text = doc.dump();
+    const Millis at = clock_;
+    const bool first = !engine_.configured();
+    // The engine forgets takes its old window had already expired.
+    if (old_window > 0) horizon_ = std::max(horizon_, std::max(engine_.now(), at) - old_window);
+    event({{"e", first ? "configure" : "reconfigure"}, {"now", at}, {"json", text}}, [&](std::string& m) {
+      return status_of(first ? engine_.configure(text, at) : engine_.reconfigure(text, at), m);
+    });
+  }
+
+  std::vector<Ticket> tickets_in(std::initializer_list<HostState> states) const {
+    std::vector<Ticket> out;
+    for (const auto& [t, c] : calls_) {
+      if (std::find(states.begin(), states.end(), c.state) != states.end()) out.push_back(t);
+    }
+    return out;
+  }
+
+  template <class V>
+  Ticket pick(const V& v) {
+    return v[static_cast<size_t>(rng_.range(0, static_cast<int64_t>(v.size()) - 1))];
+  }
+
+  void random_step() {
+    const int64_t roll = rng_.range(1, 100);
+    auto running = tickets_in({HostState::Running});
+    if (roll <= 30) {
+      arrive();
+    } else if (roll <= 58 && !running.empty()) {
+      report(pick(running));
+    } else if (roll <= 62 && !running.empty()) {
+      const Ticket t = pick(running);
+      const Millis at = clock_;
+      calls_[t].state = HostState::Between;
+      calls_[t].allowed = cfg().retry.max_retries + 1;
+      event({{"e", "threw"}, {"t", t}, {"now", at}}, [&](std::string& m) { return status_of(engine_.threw(t, at), m); });
+    } else if (roll <= 65) {
+      auto live = tickets_in({HostState::Waiting, HostState::Running, HostState::Between});
+      if (live.empty()) return;
+      const Ticket t = pick(live);
+      const Millis at = clock_;
+      event({{"e", "cancel"}, {"t", t}, {"now", at}}, [&](std::string& m) { return status_of(engine_.cancel(t, at), m); });
+    } else if (roll <= 85) {
+      advance_clock();
+    } else if (roll <= 88) {
+      configure_random(/*complete=*/rng_.chance(30));
+    } else if (roll <= 90) {
+      const double ms = rng_.chance(10) ? -5.0 : static_cast<double>(rng_.range(0, 2000));
+      const Millis at = clock_;
+      event({{"e", "pause"}, {"now", at}, {"ms", ms}}, [&](std::string& m) { return status_of(engine_.pause(at, ms), m); });
+    } else if (roll <= 93) {
+      const Millis at = clock_;
+      json ev = {{"e", "stats"}, {"now", at}};
+      std::string out;
+      event(ev, [&](std::string& m) {
+        auto s = engine_.stats(at);
+        if (!s) return code_of(s.error(), m);
+        out = *s;
+        return 0.0;
+      });
+      if (trace_ && !out.empty()) trace_->back()["out"] = out;
+    } else if (roll <= 95) {
+      evict();
+    } else {
+      const Millis at = clock_;
+      event({{"e", "tick"}, {"now", at}}, [&](std::string&) {
+        engine_.tick(at);
+        return 0.0;
+      });
+    }
+  }
+
+  void advance_clock() {
+    const auto wake = engine_.next_wake();
+    const int64_t roll = rng_.range(1, 10);
+    if (roll <= 4 && wake) {
+      clock_ = std::max(clock_, *wake + rng_.range(-1, 1));
+    } else if (roll == 5) {
+      clock_ -= rng_.range(1, 500);  // clocks step back; the engine must not
+    } else {
+      clock_ += rng_.range(0, engine_.configured() ? cfg().bucket.window_ms / 3 + 1 : 100);
+    }
+    const Millis at = clock_;
+    event({{"e", "tick"}, {"now", at}}, [&](std::string&) {
+      engine_.tick(at);
+      return 0.0;
+    });
+  }
+
+  void arrive() {
+    double cost = 1;
+    const int64_t roll = rng_.range(1, 100);
+    const int64_t limit = engine_.configured() ? cfg().bucket.limit_per_window : 1;
+    if (roll <= 3) cost = 0;
+    else if (roll <= 5) cost = 1.5;
+    else if (roll <= 8) cost = static_cast<double>(limit + 1);
+    else if (roll <= 30) cost = static_cast<double>(rng_.range(1, std::min<int64_t>(limit, 4)));
+    const Millis at = clock_;
+    Ticket got = 0;
+    event({{"e", "arrive"}, {"now", at}, {"cost", cost}}, [&](std::string& m) {
+      auto t = engine_.arrive(at, cost);
+      if (!t) return code_of(t.error(), m);
+      got = *t;
+      return static_cast<double>(got);
+    });
+    // A caller that could not start at once waits in the queue.
+    if (got != 0 && calls_.count(got) == 0) {
+      calls_.emplace(got, HostCall{HostState::Waiting, static_cast<int64_t>(cost), 0});
+      ++result_.tickets;
+    }
+  }
+
+  void report(Ticket t) {
+    Report r;
+    json ev = {{"e", "report"}, {"t", t}, {"now", clock_}};
+    std::string header;
+    int flags = 0;
+    const int64_t roll = rng_.range(1, 100);
+    if (roll <= 45) {
+      r.status = 200;
+    } else if (roll <= 50) {
+      r.status = 500;  // a plain 5xx with no error hook is the caller's value
+    } else if (roll <= 58) {
+      r.status = 429;
+    } else if (roll <= 62) {
+      r.status = 429;
+      header = std::to_string(rng_.range(0, 3)) + (rng_.chance(50) ? ".5" : "");
+    } else if (roll <= 65) {
+      r.status = 429;
+      header = imf_fixdate(engine_.now() + rng_.range(-2000, 4000));
+    } else if (roll <= 67) {
+      r.status = 429;
+      header = "soon";
+    } else if (roll <= 72) {
+      r.status = 200;
+      r.rate_limited = true;
+      flags |= 1;
+      const int64_t pickms = rng_.range(1, 4);
+      r.retry_after_ms = pickms == 1 ? -10.0 : static_cast<double>(rng_.range(0, 2500));
+    } else if (roll <= 85) {
+      r.status = 503;
+      r.failure = Failure::Retryable;
+      flags |= 2;
+    } else {
+      r.status = 400;
+      r.failure = Failure::Final;
+      flags |= 4;
+      if (rng_.chance(20)) {  // 429 outranks a failure
+        r.status = 429;
+      }
+    }
+    if (!header.empty()) r.retry_after = header;
+    ev["status"] = r.status;
+    ev["flags"] = flags;
+    ev["ms"] = r.retry_after_ms ? json(*r.retry_after_ms) : json(nullptr);
+    ev["header"] = header.empty() ? json(nullptr) : json(header);
+    calls_[t].state = HostState::Between;
+    calls_[t].allowed = cfg().retry.max_retries + 1;
+    const Millis at = clock_;
+    event(ev, [&](std::string& m) { return status_of(engine_.report(t, at, r), m); });
+  }
+
+  // The object is evicted: waiting and running callers are dropped (their
+  // RPC breaks) and a new engine is rebuilt from storage alone.
+  void evict() {
+    for (auto& [t, c] : calls_) c.state = HostState::Settled;
+    calls_.clear();
+    last_first_start_ = 0;
+    Snapshot snap;
+    snap.config_text = stored_config_;
+    snap.forced_until = static_cast<double>(stored_fu_);
+    snap.lift_pending = stored_pending_;
+    for (const auto& [at, amount] : stored_grants_) snap.grants.emplace_back(static_cast<double>(at), static_cast<double>(amount));
+    if (rng_.chance(30) && stored_config_) {
+      // Damage that adds rows only: restore must shrug it off without
+      // forgetting a real take.
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      snap.grants.emplace_back(nan, 1);
+      snap.grants.emplace_back(static_cast<double>(engine_.now()), -3);
+      snap.grants.emplace_back(static_cast<double>(engine_.now() + 10'000'000'000LL), 2);
+      if (!snap.grants.empty()) snap.grants.emplace_back(snap.grants.front().first, 1e12);
+      std::swap(snap.grants.front(), snap.grants.back());
+    }
+    const Millis at = std::max(clock_, engine_.now());  // wall clocks move on across restarts
+    clock_ = at;
+    engine_ = Engine{};
+    json ev = {{"e", "restore"}, {"now", at}, {"pending", snap.lift_pending}, {"fu", snap.forced_until}};
+    ev["config"] = snap.config_text ? json(*snap.config_text) : json(nullptr);
+    json rows = json::array();
+    for (const auto& [a, b] : snap.grants) {
+      rows.push_back({std::isfinite(a) ? json(a) : json(nullptr), std::isfinite(b) ? json(b) : json(nullptr)});
+    }
+    ev["grants"] = rows;
+    event(ev, [&](std::string&) {
+      engine_.restore(snap, at);
+      return 0.0;
+    });
+  }
+
+  void finish() {
+    for (int i = 0; i < 20'000 && result_.ok; ++i) {
+      auto running = tickets_in({HostState::Running});
+      if (!running.empty()) {
+        const Ticket t = running.front();
+        calls_[t].state = HostState::Between;
+        const Millis at = clock_;
+        event({{"e", "report"}, {"t", t}, {"now", at}, {"status", 200}, {"flags", 0}, {"ms", nullptr}, {"header", nullptr}},
+              [&](std::string& m) { return status_of(engine_.report(t, at, Report{200}), m); });
+        continue;
+      }
+      const auto wake = engine_.next_wake();
+      if (!wake) break;
+      clock_ = std::max(clock_, *wake);
+      const Millis at = clock_;
+      event({{"e", "tick"}, {"now", at}}, [&](std::string&) {
+        engine_.tick(at);
+        return 0.0;
+      });
+    }
+    for (const auto& [t, c] : calls_) {
+      if (c.state != HostState::Settled) {
+        fail("ticket " + std::to_string(t) + " never settled (nobody will wake it)");
+        return;
+      }
+    }
+  }
+
+  // ---- checks -------------------------------------------------------------
+
+  void apply_writes() {
+    for (const Write& w : engine_.writes()) {
+      switch (w.kind) {
+        case WriteKind::PutGrant: stored_grants_[w.at] = w.amount; break;
+        case WriteKind::DeleteGrantsThrough: stored_grants_.erase(stored_grants_.begin(), stored_grants_.upper_bound(w.at)); break;
+        case WriteKind::DeleteGrant: stored_grants_.erase(w.at); break;
+        case WriteKind::ClearGrants: stored_grants_.clear(); break;
+        case WriteKind::PutPenalty:
+          stored_fu_ = w.at;
+          stored_pending_ = w.amount != 0;
+          break;
+        case WriteKind::PutConfig: stored_config_ = engine_.config_text(); break;
+        case WriteKind::EraseAll:
+          stored_config_.reset();
+          stored_grants_.clear();
+          stored_fu_ = 0;
+          stored_pending_ = false;
+          break;
+      }
+    }
+  }
+
+  void check_actions(const json& ev) {
+    const Millis now = engine_.now();
+    bool started = false;
+    size_t active = 0;
+    for (const auto& [t, c] : calls_) active += c.state == HostState::Running || c.state == HostState::Between;
+    for (const Action& a : engine_.actions()) {
+      auto it = calls_.find(a.ticket);
+      if (it == calls_.end() && a.kind == ActionKind::Start && a.attempt == 1 && ev["e"] == "arrive") {
+        it = calls_.emplace(a.ticket, HostCall{HostState::Waiting, static_cast<int64_t>(ev["cost"].get<double>()), 0}).first;
+        ++result_.tickets;
+      }
+      if (it == calls_.end()) {
+        fail("action for unknown ticket " + std::to_string(a.ticket));
+        return;
+      }
+      HostCall& c = it->second;
+      if (c.state == HostState::Settled) {
+        fail("ticket " + std::to_string(a.ticket) + " acted on after it settled");
+        return;
+      }
+      switch (a.kind) {
+        case ActionKind::Start: {
+          started = true;
+          ++result_.starts;
+          if (a.attempt != c.attempts + 1) fail("attempt numbers skipped");
+          if (c.attempts > 0 && c.state != HostState::Between) fail("retry started while not between attempts");
+          // A retry decided under one config keeps its word after a reconfigure.
+          if (a.attempt > 1 && static_cast<int64_t>(a.attempt) > c.allowed) fail("more attempts than maxRetries allows");
+          if (a.attempt == 1) {
+            if (a.ticket <= last_first_start_) fail("first starts out of FIFO order");
+            last_first_start_ = a.ticket;
+            if (active >= static_cast<size_t>(cfg().concurrency)) fail("started beyond the concurrency cap");
+            ++active;
+          }
+          c.attempts = a.attempt;
+          c.state = HostState::Running;
+          takes_.emplace_back(now, c.cost);
+          int64_t in_window = 0;
+          const Millis from = std::max(now - cfg().bucket.window_ms, horizon_);
+          for (const auto& [at, amount] : takes_) in_window += at > from ? amount : 0;
+          if (in_window > cfg().bucket.limit_per_window) {
+            fail("rolling window holds " + std::to_string(in_window) + " > limit " + std::to_string(cfg().bucket.limit_per_window));
+          }
+          break;
+        }
+        case ActionKind::Resolve:
+          if (a.attempt != c.attempts) fail("resolved with a value from the wrong attempt");
+          c.state = HostState::Settled;
+          --active;
+          ++result_.settled;
+          break;
+        case ActionKind::Reject:
+          if (c.state == HostState::Running || c.state == HostState::Between) --active;
+          c.state = HostState::Settled;
+          ++result_.settled;
+          break;
+      }
+    }
+    if (started && engine_.forced_until() > now) fail("a take started while a penalty was active");
+  }
+
+  void check_state() {
+    if (engine_.forced_until() < last_fu_) fail("penalty deadline moved earlier");
+    last_fu_ = engine_.forced_until();
+    std::vector<std::pair<Millis, int64_t>> stored(stored_grants_.begin(), stored_grants_.end());
+    if (stored != engine_.grants()) fail("storage does not mirror the engine's log after applying its writes");
+    if (stored_fu_ != engine_.forced_until()) fail("stored penalty deadline differs from the engine's");
+    if (engine_.log_entries() > static_cast<size_t>(kMaxLogEntries)) fail("log exceeds its entry cap");
+  }
+};
+
+}  // namespace
+
+ScheduleResult run_schedule(const ScheduleOptions& options, nlohmann::json* trace) {
+  return Runner(options, trace).run();
+}
+
+}  // namespace drl::testing

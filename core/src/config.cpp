@@ -1,0 +1,468 @@
+#include "drl/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace drl {
+namespace {
+
+using nlohmann::json;
+
+// A valid config is two levels deep. The cap exists because nlohmann's dump()
+// and merge_patch() recurse, and the wasm build runs on a 64 KiB stack: a
+// hostile `[[[[...` must be refused before anything walks it recursively.
+constexpr int kMaxNesting = 32;
+
+// Received values and parser complaints are echoed into messages; a megabyte
+// array in the wrong field should not become a megabyte error message.
+constexpr std::size_t kMaxShownBytes = 80;
+constexpr std::size_t kMaxReasonBytes = 200;
+
+bool is_continuation(unsigned char c) { return (c & 0xC0) == 0x80; }
+
+// Cuts at a code-point boundary so the message stays valid UTF-8 (the JS side
+// decodes it, and a split sequence would turn into U+FFFD garbage).
+std::string shorten(std::string s, std::size_t max_bytes) {
+  if (s.size() <= max_bytes) return s;
+  std::size_t cut = max_bytes;
+  while (cut > 0 && is_continuation(static_cast<unsigned char>(s[cut]))) --cut;
+  s.resize(cut);
+  s += "...";
+  return s;
+}
+
+// nlohmann's parse errors quote the offending bytes verbatim ("last read:
+// '...'"), which may be invalid UTF-8 when the input is. Keep well-formed
+// sequences, replace anything else (and raw control bytes) with U+FFFD.
+std::string sanitize_utf8(const std::string& in) {
+  static const char kReplacement[] = "\xEF\xBF\xBD";
+  std::string out;
+  out.reserve(in.size());
+  std::size_t i = 0;
+  while (i < in.size()) {
+    const auto c = static_cast<unsigned char>(in[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7F) {
+        out += kReplacement;
+      } else {
+        out += static_cast<char>(c);
+      }
+      ++i;
+      continue;
+    }
+    std::size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the 2nd byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;  // no UTF-16 surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;  // nothing past U+10FFFF
+    }
+    bool ok = len != 0 && i + len <= in.size();
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      const auto b = static_cast<unsigned char>(in[i + k]);
+      ok = k == 1 ? (b >= lo && b <= hi) : is_continuation(b);
+    }
+    if (ok) {
+      out.append(in, i, len);
+      i += len;
+    } else {
+      out += kReplacement;
+      ++i;
+    }
+  }
+  return out;
+}
+
+// The value as JSON, for "(received ...)". The replace handler means dump()
+// cannot throw on odd strings; parsed input is valid UTF-8 anyway.
+std::string show(const json& value) {
+  return shorten(value.dump(-1, ' ', false, json::error_handler_t::replace), kMaxShownBytes);
+}
+
+std::string show_key(const std::string& key) { return show(json(key)); }
+
+// Gathers problems in schema order so the first one (whose kind becomes the
+// error's kind) is stable whatever order the keys were written in.
+class Checker {
+ public:
+  std::vector<ConfigProblem> problems;
+  Config config;
+
+  void check_document(const json& doc) {
+    if (!doc.is_object()) {
+      add(ErrorKind::TypeError, "",
+          std::string("config must be an object (received ") + doc.type_name() + ")");
+      return;
+    }
+    reject_unknown(doc, "config", "", {"bucket", "concurrency", "retry"});
+
+    const json* bucket = find(doc, "bucket");
+    if (bucket == nullptr || bucket->is_null()) {
+      add_required("bucket", bucket);
+    } else if (!bucket->is_object()) {
+      add(ErrorKind::TypeError, "bucket",
+          "bucket must be an object (received " + show(*bucket) + ")");
+    } else {
+      check_bucket(*bucket);
+    }
+
+    check_int(doc, "concurrency", "concurrency", 1, kMaxConcurrency, /*required=*/true,
+              config.concurrency);
+
+    // JSON null on an optional field means "absent, use the default". Patches
+    // are RFC 7396 merge patches, where null deletes a key; reading null the
+    // same way in a full document makes `{"retry": null}` mean one thing
+    // whether it is sent to configure or to reconfigure.
+    const json* retry = find(doc, "retry");
+    if (retry != nullptr && !retry->is_null()) {
+      if (!retry->is_object()) {
+        add(ErrorKind::TypeError, "retry",
+            "retry must be an object (received " + show(*retry) + ")");
+      } else {
+        check_retry(*retry);
+      }
+    }
+  }
+
+  void add(ErrorKind kind, std::string path, std::string message) {
+    problems.push_back(ConfigProblem{kind, std::move(path), std::move(message)});
+  }
+
+ private:
+  static const json* find(const json& obj, const char* key) {
+    auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+
+  static std::string join_path(const std::string& prefix, const std::string& key) {
+    return prefix.empty() ? key : prefix + "." + key;
+  }
+
+  void add_required(const std::string& path, const json* value) {
+    // A required field set to null reads as missing, but saying what was
+    // received tells the user it was present rather than misspelt.
+    std::string message = path + " is required";
+    if (value != nullptr) message += " (received null)";
+    add(ErrorKind::TypeError, path, std::move(message));
+  }
+
+  void reject_unknown(const json& obj, const std::string& where, const std::string& prefix,
+                      std::initializer_list<const char*> allowed) {
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+      bool known = false;
+      for (const char* name : allowed) known = known || it.key() == name;
+      if (known) continue;
+      std::string list;
+      for (const char* name : allowed) {
+        if (!list.empty()) list += ", ";
+        list += name;
+      }
+      add(ErrorKind::TypeError, join_path(prefix, it.key()),
+          "unknown key " + show_key(it.key()) + " in " + where + " (allowed: " + list + ")");
+    }
+  }
+
+  void check_bucket(const json& bucket) {
+    reject_unknown(bucket, "bucket", "bucket",
+                   {"limitPerWindow", "windowInMs", "penaltyRefillFraction"});
+    check_int(bucket, "limitPerWindow", "bucket.limitPerWindow", 1, kMaxLimitPerWindow,
+              /*required=*/true, config.bucket.limit_per_window);
+    check_int(bucket, "windowInMs", "bucket.windowInMs", 1, kMaxWindowMs, /*required=*/true,
+              config.bucket.window_ms);
+    check_double(bucket, "penaltyRefillFraction", "bucket.penaltyRefillFraction", 0.0, 1.0,
+                 "a number between 0 and 1", config.bucket.penalty_refill_fraction);
+  }
+
+  void check_retry(const json& retry) {
+    reject_unknown(retry, "retry", "retry",
+                   {"maxRetries", "minDelayInMs", "maxDelayInMs", "factor", "respectRetryAfter"});
+    RetryConfig& r = config.retry;
+    check_int(retry, "maxRetries", "retry.maxRetries", 0, kMaxRetries, false, r.max_retries);
+    const bool min_ok = check_int(retry, "minDelayInMs", "retry.minDelayInMs", 0, kMaxDelayMs,
+                                  false, r.min_delay_ms);
+    const bool max_ok = check_int(retry, "maxDelayInMs", "retry.maxDelayInMs", 0, kMaxDelayMs,
+                                  false, r.max_delay_ms);
+    check_double(retry, "factor", "retry.factor", 1.0, kMaxFactor,
+                 "a finite number between 1 and 1000", r.factor);
+
+    const json* flag = find(retry, "respectRetryAfter");
+    if (flag != nullptr && !flag->is_null()) {
+      if (flag->is_boolean()) {
+        r.respect_retry_after = flag->get<bool>();
+      } else {
+        add(ErrorKind::TypeError, "retry.respectRetryAfter",
+            "retry.respectRetryAfter must be a boolean (received " + show(*flag) + ")");
+      }
+    }
+
+    // Checked after defaults so a lone {"maxDelayInMs": 100} is caught: the
+    // default minimum (500) would otherwise silently exceed it.
+    if (min_ok && max_ok && r.min_delay_ms > r.max_delay_ms) {
+      auto describe = [&](const char* key, int64_t value) {
+        const json* given = find(retry, key);
+        std::string s = std::to_string(value);
+        if (given == nullptr || given->is_null()) s += ", the default";
+        return s;
+      };
+      add(ErrorKind::RangeError, "retry.minDelayInMs",
+          "retry.minDelayInMs (" + describe("minDelayInMs", r.min_delay_ms) +
+              ") must be at most retry.maxDelayInMs (" +
+              describe("maxDelayInMs", r.max_delay_ms) + ")");
+    }
+  }
+
+  // Returns whether the field ended up usable (valid or defaulted), so
+  // cross-field rules only run on values that passed their own rule.
+  bool check_int(const json& obj, const char* key, const std::string& path, int64_t lo,
+                 int64_t hi, bool required, int64_t& out) {
+    const json* value = find(obj, key);
+    if (value == nullptr || value->is_null()) {
+      if (required) {
+        add_required(path, value);
+        return false;
+      }
+      return true;
+    }
+    const std::string rule =
+        "an integer between " + std::to_string(lo) + " and " + std::to_string(hi);
+    if (!value->is_number()) {
+      add(ErrorKind::TypeError, path,
+          path + " must be a number, " + rule + " (received " + show(*value) + ")");
+      return false;
+    }
+    std::optional<int64_t> result;
+    // is_number_integer() is also true for unsigned, so test unsigned first.
+    if (value->is_number_unsigned()) {
+      const auto u = value->get<json::number_unsigned_t>();
+      if (u <= static_cast<uint64_t>(hi) && static_cast<int64_t>(u) >= lo) {
+        result = static_cast<int64_t>(u);
+      }
+    } else if (value->is_number_integer()) {
+      const auto i = value->get<json::number_integer_t>();
+      if (i >= lo && i <= hi) result = i;
+    } else {
+      // 60.0 and 6e1 are the integer 60: JSON has no integer type, and some
+      // serialisers write every number as a double. Bounds are compared as
+      // doubles (all exactly representable) before the cast, which would be
+      // undefined behaviour out of range.
+      const auto d = value->get<json::number_float_t>();
+      if (std::isfinite(d) && std::floor(d) == d && d >= static_cast<double>(lo) &&
+          d <= static_cast<double>(hi)) {
+        result = static_cast<int64_t>(d);
+      }
+    }
+    if (!result) {
+      add(ErrorKind::RangeError, path,
+          path + " must be " + rule + " (received " + show(*value) + ")");
+      return false;
+    }
+    out = *result;
+    return true;
+  }
+
+  void check_double(const json& obj, const char* key, const std::string& path, double lo,
+                    double hi, const char* rule, double& out) {
+    const json* value = find(obj, key);
+    if (value == nullptr || value->is_null()) return;
+    if (!value->is_number()) {
+      add(ErrorKind::TypeError, path,
+          path + " must be " + rule + " (received " + show(*value) + ")");
+      return;
+    }
+    const auto d = value->get<double>();
+    if (!std::isfinite(d) || d < lo || d > hi) {
+      add(ErrorKind::RangeError, path,
+          path + " must be " + rule + " (received " + show(*value) + ")");
+      return;
+    }
+    out = d;
+  }
+};
+
+struct Document {
+  json value;
+  std::optional<ConfigProblem> problem;
+};
+
+// Why the text is not JSON, in nlohmann's words. Only reached on failure, so
+// the second pass costs nothing on the happy path.
+std::string syntax_error_reason(std::string_view text) {
+  struct Sax {
+    std::string reason;
+    bool null() { return true; }
+    bool boolean(bool) { return true; }
+    bool number_integer(json::number_integer_t) { return true; }
+    bool number_unsigned(json::number_unsigned_t) { return true; }
+    bool number_float(json::number_float_t, const json::string_t&) { return true; }
+    bool string(json::string_t&) { return true; }
+    bool binary(json::binary_t&) { return true; }
+    bool start_object(std::size_t) { return true; }
+    bool key(json::string_t&) { return true; }
+    bool end_object() { return true; }
+    bool start_array(std::size_t) { return true; }
+    bool end_array() { return true; }
+    bool parse_error(std::size_t, const std::string&, const json::exception& e) {
+      reason = e.what();
+      return false;
+    }
+  } sax;
+  json::sax_parse(text.data(), text.data() + text.size(), &sax);
+  std::string reason = sax.reason;
+  // Drop nlohmann's "[json.exception.parse_error.101] " id: it means nothing
+  // to a user and would look like a second [drl:...] token.
+  if (!reason.empty() && reason.front() == '[') {
+    const auto end = reason.find("] ");
+    if (end != std::string::npos) reason.erase(0, end + 2);
+  }
+  if (reason.empty()) reason = "syntax error";
+  return shorten(sanitize_utf8(reason), kMaxReasonBytes);
+}
+
+// `what` names the document in messages ("config", "config patch").
+Document read_json(std::string_view text, const std::string& what) {
+  Document doc;
+  // JSON never allows a raw NUL, but nlohmann's lexer reads one as end of
+  // input, so `{...}\0junk` would parse and the junk silently vanish.
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+    doc.problem = ConfigProblem{ErrorKind::TypeError, "",
+                                what + " is not valid JSON: NUL byte at offset " +
+                                    std::to_string(nul)};
+    return doc;
+  }
+  int depth = 0;
+  json::parser_callback_t track_depth = [&depth](int level, json::parse_event_t event, json&) {
+    if (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) {
+      depth = std::max(depth, level + 1);
+    }
+    return true;
+  };
+  doc.value = json::parse(text.data(), text.data() + text.size(), track_depth,
+                          /*allow_exceptions=*/false);
+  if (doc.value.is_discarded()) {
+    doc.problem = ConfigProblem{ErrorKind::TypeError, "",
+                                what + " is not valid JSON: " + syntax_error_reason(text)};
+  } else if (depth > kMaxNesting) {
+    doc.problem = ConfigProblem{ErrorKind::TypeError, "",
+                                what + " is nested too deeply (more than " +
+                                    std::to_string(kMaxNesting) + " levels)"};
+  }
+  return doc;
+}
+
+Checker check(const json& doc) {
+  Checker checker;
+  checker.check_document(doc);
+  return checker;
+}
+
+Error invalid(ErrorKind kind, const std::string& detail) {
+  return Error::make(ErrorCode::InvalidConfig, kind, detail);
+}
+
+Error invalid(const std::vector<ConfigProblem>& problems) {
+  std::string detail;
+  for (const auto& p : problems) {
+    if (!detail.empty()) detail += "; ";
+    detail += p.message;
+  }
+  return invalid(problems.front().kind, detail);
+}
+
+// Shared by parse_config and apply_config_patch so a merged document is
+// judged exactly like a fresh one.
+Expected<ParsedConfig> finish(const json& doc) {
+  Checker checker = check(doc);
+  if (!checker.problems.empty()) return invalid(checker.problems);
+  return ParsedConfig{checker.config, doc.dump()};
+}
+
+// The engine must never throw across its API (see error.h). Type checks keep
+// nlohmann from throwing in practice; this catches what is left (bad_alloc).
+std::string internal_failure(const char* what) {
+  return std::string("config could not be processed: ") + what;
+}
+
+}  // namespace
+
+// The wasm build has no exceptions at all (out of memory traps there), so
+// the last-resort catch exists only where exceptions do.
+#if defined(__cpp_exceptions)
+#define DRL_TRY try
+#define DRL_CATCH(...) catch (const std::exception& e) { __VA_ARGS__ }
+#else
+#define DRL_TRY
+#define DRL_CATCH(...)
+#endif
+
+std::vector<ConfigProblem> validate_config(std::string_view json_text) {
+  DRL_TRY {
+    Document doc = read_json(json_text, "config");
+    if (doc.problem) return {*doc.problem};
+    return check(doc.value).problems;
+  }
+  DRL_CATCH(return {ConfigProblem{ErrorKind::Error, "", internal_failure(e.what())}};)
+}
+
+Expected<ParsedConfig> parse_config(std::string_view json_text) {
+  DRL_TRY {
+    Document doc = read_json(json_text, "config");
+    if (doc.problem) return invalid({*doc.problem});
+    return finish(doc.value);
+  }
+  DRL_CATCH(return invalid(ErrorKind::Error, internal_failure(e.what()));)
+}
+
+Expected<ParsedConfig> apply_config_patch(std::string_view stored_text,
+                                          std::string_view patch_text) {
+  DRL_TRY {
+    Document stored = read_json(stored_text, "stored config");
+    if (stored.problem) return invalid({*stored.problem});
+    Document patch = read_json(patch_text, "config patch");
+    if (patch.problem) return invalid({*patch.problem});
+    if (!patch.value.is_object()) {
+      return invalid(ErrorKind::TypeError, std::string("config patch must be an object (received ") +
+                                               patch.value.type_name() + ")");
+    }
+    // Both sides are depth-capped, so merge_patch's recursion is bounded and
+    // the merged document is no deeper than the cap either.
+    stored.value.merge_patch(patch.value);
+    return finish(stored.value);
+  }
+  DRL_CATCH(return invalid(ErrorKind::Error, internal_failure(e.what()));)
+}
+
+std::string effective_config_json(const Config& config) {
+  // ordered_json keeps the documented field order, which reads better in the
+  // CLI than std::map's alphabetical one.
+  nlohmann::ordered_json out;
+  out["bucket"]["limitPerWindow"] = config.bucket.limit_per_window;
+  out["bucket"]["windowInMs"] = config.bucket.window_ms;
+  out["bucket"]["penaltyRefillFraction"] = config.bucket.penalty_refill_fraction;
+  out["concurrency"] = config.concurrency;
+  out["retry"]["maxRetries"] = config.retry.max_retries;
+  out["retry"]["minDelayInMs"] = config.retry.min_delay_ms;
+  out["retry"]["maxDelayInMs"] = config.retry.max_delay_ms;
+  out["retry"]["factor"] = config.retry.factor;
+  out["retry"]["respectRetryAfter"] = config.retry.respect_retry_after;
+  // A caller-built Config could hold NaN; dump() writes it as null rather
+  // than throwing, which parse_config would then reject (the desired outcome).
+  return out.dump();
+}
+
+}  // namespace drl

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs every test: the engine's Catch2 suite (release, then under ASan+UBSan),
+# the libFuzzer targets for a bounded time, and the Node suite (wasm loader,
+# native-vs-wasm differential). Ends with one line: "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/bootstrap.sh || exit 1
+bash scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
+
+passed=0
+failed=0
+count_ctest() {  # reads a ctest log, adds its totals
+  local log=$1 line total bad
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
+  if [ -z "$line" ]; then failed=$((failed + 1)); return; fi
+  bad=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
+  total=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$line")
+  passed=$((passed + total - bad))
+  failed=$((failed + bad))
+}
+
+echo "== engine tests (release)"
+ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log | tail -4
+count_ctest build/ctest.log
+
+echo "== engine tests under AddressSanitizer + UBSan"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRL_SANITIZE=ON >/dev/null
+cmake --build build-asan -j2 --target drl_tests 2>&1 | grep -E 'error|warning' || true
+DRL_PROPERTY_SCHEDULES=${DRL_ASAN_SCHEDULES:-10000} \
+  ctest --test-dir build-asan --output-on-failure -j2 2>&1 | tee build-asan/ctest.log | tail -4
+count_ctest build-asan/ctest.log
+
+echo "== fuzz targets (${DRL_FUZZ_SECONDS:=20}s each, ASan + UBSan)"
+cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRL_FUZZ=ON >/dev/null
+cmake --build build-fuzz -j2 2>&1 | grep -E 'error' || true
+for target in config snapshot retry_after; do
+  corpus=build-fuzz/corpus-$target
+  mkdir -p "$corpus"
+  if build-fuzz/fuzz_$target "$corpus" -max_total_time="$DRL_FUZZ_SECONDS" -print_final_stats=0 \
+      >build-fuzz/fuzz_$target.log 2>&1; then
+    echo "fuzz_$target: ok ($(grep -Eo '#[0-9]+' build-fuzz/fuzz_$target.log | tail -1 | tr -d '#') runs)"
+    passed=$((passed + 1))
+  else
+    echo "fuzz_$target: FAILED"; tail -30 build-fuzz/fuzz_$target.log
+    failed=$((failed + 1))
+  fi
+done
+
+echo "== node tests (wasm loader, native-vs-wasm differential)"
+node_modules/.bin/vitest run --config test/node/vitest.config.ts \
+  --reporter=default --reporter=json --outputFile=build/vitest-node.json
+read -r p f < <(node -e '
+  try { const r = require("./build/vitest-node.json"); console.log(r.numPassedTests, r.numFailedTests + (r.numTotalTests === 0 ? 1 : 0)); }
+  catch { console.log(0, 1); }')
+passed=$((passed + p))
+failed=$((failed + f))
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

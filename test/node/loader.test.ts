@@ -1,0 +1,80 @@
+// Verifies the JS loader over core.wasm: the module's import contract, typed
+// errors carrying their [drl:...] marker, decoded writes and actions, and a
+// restore from stored rows.
+import { describe, expect, it } from 'vitest';
+
+import { compileCore, loadCore } from './wasm.ts';
+
+const CONFIG = JSON.stringify({ bucket: { limitPerWindow: 2, windowInMs: 1000 }, concurrency: 1 });
+const T0 = 1_700_000_000_000;
+
+describe('core.wasm loader', () => {
+  it('imports nothing beyond proc_exit and the memory-growth notifier', () => {
+    const imports = WebAssembly.Module.imports(compileCore()).map((i) => `${i.module}.${i.name}`);
+    expect(imports.sort()).toEqual(['env.emscripten_notify_memory_growth', 'wasi_snapshot_preview1.proc_exit']);
+  });
+
+  it('raises the error class the engine names, with the stable marker and code', () => {
+    const engine = loadCore().createEngine();
+    expect(() => engine.arrive(T0, 1)).toThrowError(/^\[drl:no-such-limiter\] /);
+    try {
+      engine.configure(T0, JSON.stringify({ bucket: { limitPerWindow: 0, windowInMs: 1000 }, concurrency: 1 }));
+      expect.unreachable();
+    } catch (error) {
+      expect(error).toBeInstanceOf(RangeError);
+      expect((error as { code: string }).code).toBe('invalid-config');
+      expect((error as Error).message).toContain('bucket.limitPerWindow');
+      expect((error as Error).message).toContain('received 0');
+    }
+    expect(() => engine.configure(T0, '{"bucket": "x"}')).toThrowError(TypeError);
+    // Nothing was configured by the rejected documents.
+    expect(engine.configText()).toBeUndefined();
+    expect(engine.drain()).toEqual({ writes: [], actions: [] });
+  });
+
+  it('decodes the writes to store and the actions to take, in order', () => {
+    const engine = loadCore().createEngine();
+    engine.configure(T0, CONFIG);
+    expect(engine.drain()).toEqual({ writes: [{ kind: 'putConfig', text: CONFIG }], actions: [] });
+
+    const a = engine.arrive(T0 + 5, 1);
+    const b = engine.arrive(T0 + 6, 1);
+    expect(engine.drain()).toEqual({
+      writes: [{ kind: 'putGrant', at: T0 + 5, amount: 1 }],
+      actions: [{ kind: 'start', ticket: a, attempt: 1 }],
+    });
+    expect(engine.nextWake()).toBeUndefined(); // b waits for a slot, not for time
+
+    engine.report(a, T0 + 7, { status: 429, retryAfter: '2' });
+    const afterPenalty = engine.drain();
+    // Retry-After: 2 seconds, under the default 30 s maxDelayInMs.
+    expect(afterPenalty.writes).toEqual([{ kind: 'putPenalty', forcedUntil: T0 + 2007, liftPending: true }]);
+    expect(afterPenalty.actions).toEqual([]);
+    expect(engine.nextWake()).toBe(T0 + 2007);
+
+    engine.tick(T0 + 2007);
+    const lifted = engine.drain();
+    // At lift the window keeps half the limit spent (refill fraction 0.5).
+    expect(lifted.writes.slice(0, 3)).toEqual([
+      { kind: 'clearGrants' },
+      { kind: 'putGrant', at: T0 + 2007, amount: 1 },
+      { kind: 'putPenalty', forcedUntil: T0 + 2007, liftPending: false },
+    ]);
+    // a's retry (it holds the slot) goes first, then b must wait for it.
+    expect(lifted.actions).toEqual([{ kind: 'start', ticket: a, attempt: 2 }]);
+    expect(b).toBeGreaterThan(a);
+  });
+
+  it('restores from stored rows and reports stats', () => {
+    const engine = loadCore().createEngine();
+    engine.restore(T0, { config: CONFIG, grants: [[T0 - 10, 2]] });
+    const stats = engine.stats(T0);
+    expect(stats).toMatchObject({ remaining: 0, used: 2, resetAt: T0 - 10 + 1000, queued: 0, penalised: false });
+    expect(stats.config).toEqual(JSON.parse(CONFIG));
+    const t = engine.arrive(T0, 1);
+    expect(engine.drain().actions).toEqual([]);
+    expect(engine.nextWake()).toBe(T0 + 990);
+    engine.tick(T0 + 990);
+    expect(engine.drain().actions).toEqual([{ kind: 'start', ticket: t, attempt: 1 }]);
+  });
+});

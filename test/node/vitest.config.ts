@@ -1,0 +1,11 @@
+import { defineConfig } from 'vitest/config';
+
+// Engine tests that run in Node: the wasm loader and the native-vs-wasm
+// differential. Both need `npm run build:native` and `npm run build:wasm`.
+export default defineConfig({
+  test: {
+    include: ['test/node/**/*.test.ts'],
+    environment: 'node',
+    testTimeout: 300_000,
+  },
+});

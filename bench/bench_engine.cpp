@@ -33,7 +33,8 @@ Figures run(int64_t limit, int takes) {
   // Full log: one grant per step over the last window (the grid folds them
   // for windows longer than kMaxLogEntries ms).
   const int64_t start = 1'700'000'000'000;
-  const int64_t q = window <= drl::kMaxLogEntries ? 1 : (window + drl::kMaxLogEntries - 1) / drl::kMaxLogEntries;
+  const int64_t cells = drl::kMaxLogEntries - 1;
+  const int64_t q = window <= drl::kMaxLogEntries ? 1 : (window + cells - 1) / cells;
   for (int64_t i = 1; i < limit; ++i) {
     const int64_t at = start - window + i * step;
     const int64_t cell = (at + q - 1) / q * q;

@@ -22,7 +22,7 @@ const MAX_ENTRIES = 131_072; // kMaxLogEntries in core/include/drl/engine.h
 
 function prefill(limit) {
   const window = limit * STEP;
-  const q = window <= MAX_ENTRIES ? 1 : Math.ceil(window / MAX_ENTRIES);
+  const q = window <= MAX_ENTRIES ? 1 : Math.ceil(window / (MAX_ENTRIES - 1));
   const rows = [];
   for (let i = 1; i < limit; i++) {
     const cell = Math.ceil((T0 - window + i * STEP) / q) * q;

@@ -47,6 +47,36 @@ struct State {
   std::vector<Write> writes;
   std::vector<Action> actions;
 
+  // Between restore_begin and restore_end.
+  struct Restoring {
+    Millis latest_legit = 0;
+    bool changed = false;  // some row had to be dropped or adjusted
+  };
+  std::optional<Restoring> restoring;
+
+  // Grants: drop unreadable rows, round toward the safe side, cap amounts at
+  // the largest limit any config allows (a smaller current limit is no sign
+  // of damage: the limit may have been lowered after the take, and may be
+  // raised again), pull grants dated beyond any legitimate future back to it.
+  void restore_row(double at_raw, double amount_raw) {
+    if (!restoring || !cfg) return;
+    if (!std::isfinite(at_raw) || !std::isfinite(amount_raw) || amount_raw <= 0 || at_raw < 0) {
+      restoring->changed = true;
+      return;
+    }
+    double at = std::ceil(at_raw);
+    double amount = std::min(std::ceil(amount_raw), static_cast<double>(kMaxLimitPerWindow));
+    if (at > static_cast<double>(restoring->latest_legit)) at = static_cast<double>(std::max(now, forced_until));
+    restoring->changed = restoring->changed || at != at_raw || amount != amount_raw;
+    log.push_back(internal::Grant{static_cast<Millis>(at), static_cast<int64_t>(amount)});
+    // Rows arrive in time order from storage: keep memory bounded while
+    // streaming (out-of-order rows are sorted and capped at the end).
+    if (static_cast<int64_t>(log.size()) > 2 * kMaxLogEntries && log.ordered()) {
+      while (static_cast<int64_t>(log.size()) > kMaxLogEntries) log.merge_oldest();
+      restoring->changed = true;
+    }
+  }
+
   const Config& config() const { return cfg->config; }
   int64_t limit() const { return cfg->config.bucket.limit_per_window; }
   int64_t window() const { return cfg->config.bucket.window_ms; }
@@ -186,6 +216,8 @@ struct State {
       act(ActionKind::Start, t, c.attempt);
     }
     if (!backoff.empty() && (!wake || backoff.begin()->first < *wake)) wake = backoff.begin()->first;
+    // Nothing can start before the penalty lifts: no point waking earlier.
+    if (wake && lift_pending) wake = std::max(*wake, forced_until);
   }
 
   // Queued callers whose cost can no longer fit are rejected, not left to
@@ -263,12 +295,12 @@ struct State {
   Millis penalty_delay(const Report& r, uint32_t attempt) const {
     const RetryConfig& retry = config().retry;
     std::optional<Millis> hinted;
-    if (retry.respect_retry_after) {
-      if (r.retry_after_ms && std::isfinite(*r.retry_after_ms) && *r.retry_after_ms >= 0) {
-        hinted = static_cast<Millis>(std::ceil(std::min(*r.retry_after_ms, 1e15)));
-      } else if (r.retry_after) {
-        hinted = parse_retry_after(*r.retry_after, now);
-      }
+    // An explicit delay is the caller's own decision (a rateLimit hook read
+    // it from the body); respectRetryAfter governs only the server's header.
+    if (r.retry_after_ms && std::isfinite(*r.retry_after_ms) && *r.retry_after_ms >= 0) {
+      hinted = static_cast<Millis>(std::ceil(std::min(*r.retry_after_ms, 1e15)));
+    } else if (r.retry_after && retry.respect_retry_after) {
+      hinted = parse_retry_after(*r.retry_after, now);
     }
     return std::min(hinted.value_or(backoff_delay(attempt)), retry.max_delay_ms);
   }
@@ -278,6 +310,8 @@ struct State {
 
 using internal::Call;
 using internal::Phase;
+
+int64_t grid_step_ms(int64_t window_ms) { return internal::SlidingLog::quantum(window_ms); }
 
 Engine::Engine() : s_(std::make_unique<internal::State>()) {}
 Engine::~Engine() = default;
@@ -306,76 +340,62 @@ Status Engine::reconfigure(std::string_view patch_json, Millis now) {
 }
 
 void Engine::restore(const Snapshot& snap, Millis now) {
+  restore_begin(snap.config_text ? std::optional<std::string_view>(*snap.config_text) : std::nullopt,
+                snap.forced_until, snap.lift_pending, now);
+  for (const auto& [at, amount] : snap.grants) s_->restore_row(at, amount);
+  restore_end();
+}
+
+void Engine::restore_begin(std::optional<std::string_view> config_text, double forced_until, bool lift_pending,
+                           Millis now) {
   const Millis latest = std::max(s_->now, now);
   *s_ = internal::State{};
   s_->now = latest;
-  if (!snap.config_text) return;
-  auto parsed = parse_config(*snap.config_text);
+  s_->restoring.emplace();
+  if (!config_text) return;
+  auto parsed = parse_config(*config_text);
   // A stored config that no longer validates cannot be run safely; the rows
   // stay untouched for a person to inspect, and the bucket reads as absent.
   if (!parsed) return;
   s_->cfg = std::move(*parsed);
-  const int64_t window = s_->window();
 
   bool repaired = false;
   // A deadline can be at most a max delay (or a pause) ahead of the moment it
   // was set; anything further is damage, and an unreadable one is no penalty.
   const double horizon = static_cast<double>(latest + kMaxDelayMs);
-  double fu = snap.forced_until;
+  double fu = forced_until;
   if (!std::isfinite(fu) || fu < 0) {
-    repaired = repaired || fu != 0 || snap.lift_pending;
+    repaired = fu != 0 || lift_pending;
     fu = 0;
   } else if (fu > horizon) {
     fu = horizon;
     repaired = true;
   }
   s_->forced_until = static_cast<Millis>(std::ceil(fu));
-  s_->lift_pending = snap.lift_pending && s_->forced_until > 0;
+  s_->lift_pending = lift_pending && s_->forced_until > 0;
   if (repaired) s_->write(WriteKind::PutPenalty, s_->forced_until, s_->lift_pending ? 1 : 0);
+  s_->restoring->latest_legit = std::max(latest, s_->forced_until) + internal::SlidingLog::quantum(s_->window());
+}
 
-  // Grants: drop unreadable rows, round toward the safe side, cap amounts at
-  // the largest limit any config allows (a smaller current limit is no sign
-  // of damage: the limit may have been lowered after the take, and may be
-  // raised again), pull grants dated beyond any legitimate future back to it.
-  const Millis latest_legit = std::max(latest, s_->forced_until) + internal::SlidingLog::quantum(window);
-  std::vector<internal::Grant> rows;
-  rows.reserve(snap.grants.size());
-  bool rows_changed = false;
-  for (const auto& [at_raw, amount_raw] : snap.grants) {
-    if (!std::isfinite(at_raw) || !std::isfinite(amount_raw) || amount_raw <= 0 || at_raw < 0) {
-      rows_changed = true;
-      continue;
-    }
-    double at = std::ceil(at_raw);
-    double amount = std::ceil(amount_raw);
-    if (at > static_cast<double>(latest_legit)) at = static_cast<double>(std::max(latest, s_->forced_until));
-    if (amount > static_cast<double>(kMaxLimitPerWindow)) amount = static_cast<double>(kMaxLimitPerWindow);
-    rows_changed = rows_changed || at != at_raw || amount != amount_raw;
-    rows.push_back(internal::Grant{static_cast<Millis>(at), static_cast<int64_t>(amount)});
-  }
-  auto by_time = [](const internal::Grant& a, const internal::Grant& b) { return a.at < b.at; };
-  if (!std::is_sorted(rows.begin(), rows.end(), by_time)) std::stable_sort(rows.begin(), rows.end(), by_time);
-  // Rows are keyed by time, so duplicates are damage: fold them together.
-  size_t distinct = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (distinct > 0 && rows[distinct - 1].at == rows[i].at) {
-      rows[distinct - 1].amount = std::min(kMaxLimitPerWindow, rows[distinct - 1].amount + rows[i].amount);
-      rows_changed = true;
-    } else {
-      rows[distinct++] = rows[i];
-    }
-  }
-  rows.resize(distinct);
-  for (const internal::Grant& g : rows) s_->log.push_back(g);
+void Engine::restore_rows(const double* rows, size_t count) {
+  for (size_t i = 0; i < count; ++i) s_->restore_row(rows[2 * i], rows[2 * i + 1]);
+}
+
+void Engine::restore_end() {
+  if (!s_->restoring) return;
+  bool changed = s_->restoring->changed;
+  s_->restoring.reset();
+  if (!s_->cfg) return;
+  changed = s_->log.normalise() || changed;
   while (static_cast<int64_t>(s_->log.size()) > kMaxLogEntries) {
     s_->log.merge_oldest();
-    rows_changed = true;
+    changed = true;
   }
-  if (rows_changed) {
+  if (changed) {
     s_->write(WriteKind::ClearGrants);
     for (const internal::Grant& g : s_->log.grants()) s_->write(WriteKind::PutGrant, g.at, g.amount);
   }
-  s_->advance(latest);
+  s_->advance(s_->now);
   s_->serve();
 }
 
@@ -444,19 +464,23 @@ Status Engine::report(Ticket t, Millis now, const Report& r) {
   if (!c) return s_->unknown_ticket(t, "report");
   s_->advance(now);
   --s_->running;
+  const bool rate_limited = r.status == 429 || r.rate_limited;
+  if (rate_limited && s_->cfg) {
+    // A 429 pauses everyone, even when the caller that saw it has gone.
+    s_->penalise(s_->penalty_delay(r, c->attempt));
+    s_->advance(now);  // a zero delay lifts at once
+  }
   if (s_->settle_if_abandoned(t, *c)) {
     s_->serve();
     return std::nullopt;
   }
-  const bool rate_limited = r.status == 429 || r.rate_limited;
   if (!s_->cfg) {
     // Erased while running and then reconfigured is covered by `settled`; an
     // unconfigured engine with a running call cannot otherwise arise.
     s_->reject(t, ErrorCode::NoSuchLimiter);
     s_->release(t);
   } else if (rate_limited) {
-    // A 429 outranks any failure: pause everyone, then retry this call.
-    s_->penalise(s_->penalty_delay(r, c->attempt));
+    // A 429 outranks any failure: everyone is paused (above); retry this call.
     if (s_->attempts_remain(*c)) {
       s_->retry_after(t, *c, 0);
     } else {

@@ -1,11 +1,17 @@
 #include "sliding_log.h"
 
+#include <algorithm>
+
+#include "drl/config.h"
 #include "drl/engine.h"
 
 namespace drl::internal {
 
 int64_t SlidingLog::quantum(int64_t window) {
-  return window <= kMaxLogEntries ? 1 : (window + kMaxLogEntries - 1) / kMaxLogEntries;
+  // The live range (now - window, ceil(now/q)*q] spans floor(window/q) + 1
+  // cells, so q must keep window/q at most kMaxLogEntries - 1.
+  constexpr int64_t cells = kMaxLogEntries - 1;
+  return window <= kMaxLogEntries ? 1 : (window + cells - 1) / cells;
 }
 
 std::optional<int64_t> SlidingLog::prune(int64_t now, int64_t window) {
@@ -66,9 +72,35 @@ void SlidingLog::replace(Grant grant) {
 void SlidingLog::clear() {
   grants_.clear();
   sum_ = 0;
+  unordered_ = false;
+}
+
+bool SlidingLog::ordered() const { return !unordered_; }
+
+bool SlidingLog::normalise() {
+  if (!unordered_) return false;
+  // In place: a second copy of a large log is the memory we must not spend.
+  std::sort(grants_.begin(), grants_.end(), [](const Grant& a, const Grant& b) { return a.at < b.at; });
+  // Rows are keyed by time, so duplicates are damage: fold them together.
+  size_t kept = 0;
+  bool merged = false;
+  for (size_t i = 0; i < grants_.size(); ++i) {
+    if (kept > 0 && grants_[kept - 1].at == grants_[i].at) {
+      merged = true;
+      grants_[kept - 1].amount = std::min<int64_t>(kMaxLimitPerWindow, grants_[kept - 1].amount + grants_[i].amount);
+    } else {
+      grants_[kept++] = grants_[i];
+    }
+  }
+  grants_.resize(kept);
+  sum_ = 0;
+  for (const Grant& g : grants_) sum_ += g.amount;
+  unordered_ = false;
+  return merged;  // order alone changes no stored row
 }
 
 void SlidingLog::push_back(Grant grant) {
+  if (!grants_.empty() && grants_.back().at >= grant.at) unordered_ = true;
   grants_.push_back(grant);
   sum_ += grant.amount;
 }

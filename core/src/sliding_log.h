@@ -36,6 +36,12 @@ class SlidingLog {
   // side). Returns {deleted at, updated grant}.
   std::pair<int64_t, Grant> merge_oldest();
 
+  // Sorts by time and folds same-time grants together (restore only).
+  // Returns whether rows were folded (sorting alone changes no stored row).
+  bool normalise();
+  // Whether grants are strictly increasing in time (cheap: checks the tail).
+  bool ordered() const;
+
   void replace(Grant grant);
   void clear();
   void push_back(Grant grant);  // restore only: caller keeps order
@@ -53,6 +59,7 @@ class SlidingLog {
  private:
   std::deque<Grant> grants_;
   int64_t sum_ = 0;
+  bool unordered_ = false;  // set by push_back when a grant is not later than the last
 };
 
 }  // namespace drl::internal

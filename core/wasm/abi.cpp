@@ -89,20 +89,31 @@ DRL_EXPORT(drl_reconfigure) int drl_reconfigure(int h, double now, int len) {
   return e ? status(e->reconfigure(scratch(len), to_ms(now))) : kBadHandle;
 }
 
-// Config text (if config_len >= 0) in the scratch buffer; grants as
-// (at, amount) pairs in the f64 buffer.
-DRL_EXPORT(drl_restore)
-int drl_restore(int h, double now, int config_len, double forced_until, int lift_pending, int grant_count) {
+// Restore in three steps so a large log streams through a small buffer:
+// begin (config text, if config_len >= 0, in the scratch buffer), then any
+// number of rows calls ((at, amount) pairs in the f64 buffer), then end.
+DRL_EXPORT(drl_restore_begin)
+int drl_restore_begin(int h, double now, int config_len, double forced_until, int lift_pending) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
-  drl::Snapshot snap;
-  if (config_len >= 0) snap.config_text = std::string(scratch(config_len));
-  snap.forced_until = forced_until;
-  snap.lift_pending = lift_pending != 0;
-  const size_t n = std::min<size_t>(grant_count > 0 ? static_cast<size_t>(grant_count) : 0, g_f64.size() / 2);
-  snap.grants.reserve(n);
-  for (size_t i = 0; i < n; ++i) snap.grants.emplace_back(g_f64[2 * i], g_f64[2 * i + 1]);
-  e->restore(snap, to_ms(now));
+  std::optional<std::string_view> config;
+  if (config_len >= 0) config = scratch(config_len);
+  e->restore_begin(config, forced_until, lift_pending != 0, to_ms(now));
+  return 0;
+}
+
+DRL_EXPORT(drl_restore_rows) int drl_restore_rows(int h, int count) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  const size_t n = std::min<size_t>(count > 0 ? static_cast<size_t>(count) : 0, g_f64.size() / 2);
+  e->restore_rows(g_f64.data(), n);
+  return 0;
+}
+
+DRL_EXPORT(drl_restore_end) int drl_restore_end(int h) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  e->restore_end();
   return 0;
 }
 

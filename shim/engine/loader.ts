@@ -78,7 +78,9 @@ interface CoreExports {
   drl_free(h: number): void;
   drl_configure(h: number, now: number, len: number): number;
   drl_reconfigure(h: number, now: number, len: number): number;
-  drl_restore(h: number, now: number, configLen: number, forcedUntil: number, liftPending: number, count: number): number;
+  drl_restore_begin(h: number, now: number, configLen: number, forcedUntil: number, liftPending: number): number;
+  drl_restore_rows(h: number, count: number): number;
+  drl_restore_end(h: number): number;
   drl_erase(h: number, now: number): number;
   drl_arrive(h: number, now: number, cost: number): number;
   drl_report(h: number, ticket: number, now: number, status: number, flags: number, retryAfterMs: number, headerLen: number): number;
@@ -104,6 +106,9 @@ const WRITE_KINDS = [
 ] as const;
 
 const ERROR_KINDS = [Error, TypeError, RangeError] as const;
+// Rows per restore chunk: 64 KiB of doubles, so restoring a full log never
+// needs a second full copy inside the module.
+const RESTORE_CHUNK = 4096;
 const FAILURE_FLAGS = { retryable: 1 << 1, final: 2 << 1 } as const;
 
 /** One instantiated core.wasm; it can hold many engines. */
@@ -191,23 +196,23 @@ export class Engine {
     this.#core.check(this.#core.exports.drl_reconfigure(this.#h, now, len));
   }
 
+  /** Rebuilds the engine from stored rows, streamed through a small buffer. */
   restore(now: number, snapshot: EngineSnapshot): void {
+    const x = this.#core.exports;
     const grants = snapshot.grants ?? [];
     const configLen = snapshot.config === undefined ? -1 : this.#core.putString(snapshot.config);
-    const buffer = this.#core.f64(grants.length * 2);
-    for (let i = 0; i < grants.length; i++) {
-      const row = grants[i]!;
-      buffer[2 * i] = row[0];
-      buffer[2 * i + 1] = row[1];
+    x.drl_restore_begin(this.#h, now, configLen, snapshot.forcedUntil ?? 0, snapshot.liftPending ? 1 : 0);
+    for (let from = 0; from < grants.length; from += RESTORE_CHUNK) {
+      const count = Math.min(RESTORE_CHUNK, grants.length - from);
+      const buffer = this.#core.f64(count * 2);
+      for (let i = 0; i < count; i++) {
+        const row = grants[from + i]!;
+        buffer[2 * i] = row[0];
+        buffer[2 * i + 1] = row[1];
+      }
+      x.drl_restore_rows(this.#h, count);
     }
-    this.#core.exports.drl_restore(
-      this.#h,
-      now,
-      configLen,
-      snapshot.forcedUntil ?? 0,
-      snapshot.liftPending ? 1 : 0,
-      grants.length,
-    );
+    x.drl_restore_end(this.#h);
   }
 
   erase(now: number): void {

@@ -83,12 +83,18 @@ describe('core.wasm agrees with the native engine', () => {
           h = x.drl_new();
           const grants = ev.grants as (number | null)[][];
           const configLen = ev.config === null ? -1 : str(ev.config as string);
-          const f64 = core.f64(grants.length * 2);
-          grants.forEach(([at, amount], i) => {
-            f64[2 * i] = at ?? NaN;
-            f64[2 * i + 1] = amount ?? NaN;
-          });
-          rc = x.drl_restore(h, ev.now, configLen, ev.fu as number, ev.pending ? 1 : 0, grants.length);
+          rc = x.drl_restore_begin(h, ev.now, configLen, ev.fu as number, ev.pending ? 1 : 0);
+          // Streamed in small chunks, as the loader does.
+          for (let from = 0; from < grants.length; from += 2) {
+            const rows = grants.slice(from, from + 2);
+            const f64 = core.f64(rows.length * 2);
+            rows.forEach(([at, amount], i) => {
+              f64[2 * i] = at ?? NaN;
+              f64[2 * i + 1] = amount ?? NaN;
+            });
+            rc += x.drl_restore_rows(h, rows.length);
+          }
+          rc += x.drl_restore_end(h);
           break;
         }
         default:

@@ -102,9 +102,12 @@ struct Snapshot {
 
 // At most this many log entries are kept. For windows up to this many ms
 // every distinct take time is its own entry (exact); longer windows record
-// takes on a grid of ceil(window / kMaxLogEntries) ms, dated at the end of
-// their cell (later is the safe side: a grant dated later expires later).
+// takes on a grid of ceil(window / (kMaxLogEntries - 1)) ms, dated at the end
+// of their cell (later is the safe side: a grant dated later expires later).
 inline constexpr int64_t kMaxLogEntries = 131'072;
+
+// The grid step for a window: 1 ms (exact) up to kMaxLogEntries ms.
+int64_t grid_step_ms(int64_t window_ms);
 
 namespace internal {
 struct State;
@@ -129,6 +132,13 @@ class Engine {
   // Rebuilds state from storage. An absent config leaves the engine
   // unconfigured. Emits writes only to repair rows it had to normalise.
   void restore(const Snapshot& snapshot, Millis now);
+  // The same in three steps, so a host can stream a large log in chunks
+  // without holding a second copy: begin, rows (interleaved at, amount
+  // pairs, any number of calls), end.
+  void restore_begin(std::optional<std::string_view> config_text, double forced_until, bool lift_pending,
+                     Millis now);
+  void restore_rows(const double* rows, size_t count);
+  void restore_end();
   // Forgets the bucket: everyone waiting is rejected with NoSuchLimiter and
   // an EraseAll write is emitted. Running callbacks settle as NoSuchLimiter.
   void erase(Millis now);

@@ -1,0 +1,240 @@
+// Verifies attempt outcomes: resolve, retry with exponential backoff, final and exhausted rejections, throws, and unknown tickets.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "drl/engine.h"
+#include "engine_helpers.h"
+
+using namespace drl;
+using namespace drl::test;
+
+namespace {
+
+// A bucket that never binds and one slot, so only retry policy shows.
+std::string retry_config(const json& retry) { return config(1000, 1'000'000, 1, retry); }
+
+// Starts one call and returns its ticket, output cleared.
+Ticket running_call(Engine& e, Millis now, double cost = 1) {
+  const Ticket t = arrive(e, now, cost);
+  REQUIRE(actions(e) == std::vector<Action>{start(t)});
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a plain report resolves with that attempt's value, whatever the status", "[retry]") {
+  Engine e = configured(retry_config({{"maxRetries", 3}}));
+  const Ticket a = running_call(e, T0);
+  const int32_t status = GENERATE(200, 0, 404, 500, 503);
+  CAPTURE(status);
+  report(e, a, T0 + 1, ok(status));
+  const Step s = drain(e);
+  CHECK(s.actions == std::vector<Action>{resolve(a, 1)});
+  CHECK(s.writes.empty());
+  CHECK(e.active() == 0);
+  CHECK(e.forced_until() == 0);
+}
+
+TEST_CASE("a retryable failure backs off min(minDelay * factor^(k-1), maxDelay) and takes again",
+          "[retry]") {
+  constexpr int64_t kMaxRetries = 5;
+  constexpr Millis kMinDelay = 100;
+  constexpr Millis kMaxDelay = 1000;
+  constexpr double kFactor = 2;
+  constexpr int64_t kCost = 3;
+  Engine e = configured(retry_config(
+      {{"maxRetries", kMaxRetries}, {"minDelayInMs", kMinDelay}, {"maxDelayInMs", kMaxDelay}, {"factor", kFactor}}));
+  const Ticket a = running_call(e, T0, kCost);
+  Millis now = T0;
+  for (uint32_t k = 1; k <= kMaxRetries; ++k) {
+    CAPTURE(k);
+    now += 7;
+    report(e, a, now, failed(Failure::Retryable, 503));
+    CHECK(drain(e).actions.empty());
+    const Millis delay =
+        std::min(static_cast<Millis>(kMinDelay * std::pow(kFactor, k - 1)), kMaxDelay);
+    CHECK(wake(e) == now + delay);
+    e.tick(now + delay - 1);
+    CHECK(actions(e).empty());
+    now += delay;
+    e.tick(now);
+    const Step s = drain(e);
+    CHECK(s.actions == std::vector<Action>{start(a, k + 1)});
+    // Every attempt takes its cost from the bucket before it runs.
+    CHECK(e.used() == kCost * (k + 1));
+    CHECK(count(s.writes, WriteKind::PutGrant) == 1);
+  }
+
+  SECTION("the last attempt's success resolves with that attempt") {
+    report(e, a, now + 1, ok());
+    CHECK(actions(e) == std::vector<Action>{resolve(a, kMaxRetries + 1)});
+  }
+  SECTION("the last attempt's failure rejects with its status") {
+    report(e, a, now + 1, failed(Failure::Retryable, 502));
+    CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallFailed, 502)});
+    CHECK(wake(e) == kNoWake);
+  }
+  CHECK(e.active() == 0);
+}
+
+TEST_CASE("a non-integer factor backs off by the product", "[retry]") {
+  Engine e = configured(retry_config({{"maxRetries", 3}, {"minDelayInMs", 100}, {"factor", 1.5}}));
+  const Ticket a = running_call(e, T0);
+  report(e, a, T0, failed(Failure::Retryable, 503));
+  e.tick(T0 + 100);
+  REQUIRE(actions(e) == std::vector<Action>{start(a, 2)});
+  report(e, a, T0 + 100, failed(Failure::Retryable, 503));
+  CHECK(wake(e) == T0 + 100 + 150);
+  e.tick(T0 + 250);
+  REQUIRE(actions(e) == std::vector<Action>{start(a, 3)});
+  report(e, a, T0 + 250, failed(Failure::Retryable, 503));
+  CHECK(wake(e) == T0 + 250 + 225);
+}
+
+TEST_CASE("a final failure rejects at once with its status, attempts left or not", "[retry]") {
+  Engine e = configured(retry_config({{"maxRetries", 3}}));
+  const Ticket a = running_call(e, T0);
+  const Ticket b = arrive(e, T0);
+  e.clear_output();
+  report(e, a, T0 + 1, failed(Failure::Final, 400));
+  CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallFailed, 400), start(b)});
+}
+
+TEST_CASE("a 429 outranks a failure: it pauses and retries instead of rejecting", "[retry]") {
+  Engine e = configured(retry_config({{"maxRetries", 3}}));
+  const Ticket a = running_call(e, T0);
+  Report r = too_many(1000);
+  r.failure = Failure::Final;
+  report(e, a, T0 + 1, r);
+  CHECK(drain(e).actions.empty());
+  CHECK(e.forced_until() == T0 + 1001);
+  e.tick(T0 + 1001);
+  CHECK(actions(e) == std::vector<Action>{start(a, 2)});
+}
+
+TEST_CASE("an exhausted 429 rejects as a failed call with status 429, and still pauses", "[retry]") {
+  Engine e = configured(retry_config({{"maxRetries", 1}, {"maxDelayInMs", 60'000}}));
+  const Ticket a = running_call(e, T0);
+  report(e, a, T0 + 1, too_many(1000));
+  e.tick(T0 + 1001);
+  REQUIRE(actions(e) == std::vector<Action>{start(a, 2)});
+  report(e, a, T0 + 1100, too_many(5000));
+  const Step s = drain(e);
+  CHECK(s.actions == std::vector<Action>{reject(a, ErrorCode::CallFailed, 429)});
+  CHECK(e.forced_until() == T0 + 6100);
+  CHECK(s.writes == std::vector<Write>{put_penalty(T0 + 6100, true)});
+  CHECK(e.active() == 0);
+}
+
+TEST_CASE("a throw retries with backoff; an exhausted throw rejects CallbackThrew", "[retry]") {
+  Engine e = configured(retry_config({{"maxRetries", 2}, {"minDelayInMs", 100}, {"factor", 2}}));
+  const Ticket a = running_call(e, T0);
+  threw(e, a, T0 + 1);
+  CHECK(drain(e).actions.empty());
+  CHECK(wake(e) == T0 + 101);
+  e.tick(T0 + 101);
+  CHECK(actions(e) == std::vector<Action>{start(a, 2)});
+  threw(e, a, T0 + 102);
+  CHECK(wake(e) == T0 + 102 + 200);
+  e.tick(T0 + 302);
+  CHECK(actions(e) == std::vector<Action>{start(a, 3)});
+  threw(e, a, T0 + 303);
+  CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallbackThrew)});
+  CHECK(e.active() == 0);
+}
+
+TEST_CASE("maxRetries 0 allows a single attempt", "[retry]") {
+  Engine e = configured(retry_config({{"maxRetries", 0}, {"maxDelayInMs", 60'000}}));
+  const Ticket a = running_call(e, T0);
+  SECTION("a retryable failure is final") {
+    report(e, a, T0 + 1, failed(Failure::Retryable, 503));
+    CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallFailed, 503)});
+  }
+  SECTION("a throw is final") {
+    threw(e, a, T0 + 1);
+    CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallbackThrew)});
+  }
+  SECTION("a 429 is final for the call but still pauses the bucket") {
+    report(e, a, T0 + 1, too_many(2000));
+    CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallFailed, 429)});
+    CHECK(e.forced_until() == T0 + 2001);
+  }
+  CHECK(e.active() == 0);
+  CHECK(wake(e) == kNoWake);
+}
+
+TEST_CASE("a retry waits for the bucket like any take", "[retry]") {
+  Engine e = configured(config(2, 1000, 1, {{"maxRetries", 1}, {"minDelayInMs", 100}}));
+  const Ticket a = running_call(e, T0, 2);
+  report(e, a, T0 + 10, failed(Failure::Retryable, 503));  // due at T0 + 110, bucket full until T0 + 1000
+  e.tick(T0 + 110);
+  CHECK(actions(e).empty());
+  CHECK(wake(e) == T0 + 1000);
+  e.tick(T0 + 1000);
+  CHECK(actions(e) == std::vector<Action>{start(a, 2)});
+}
+
+TEST_CASE("cancel: queued rejects now, running when it reports, between attempts now", "[retry]") {
+  Engine e = configured(config(100, 1000, 2, {{"maxRetries", 2}, {"minDelayInMs", 100}}));
+  const Ticket running = arrive(e, T0);
+  const Ticket backing_off = arrive(e, T0);
+  const Ticket queued = arrive(e, T0);
+  report(e, backing_off, T0 + 1, failed(Failure::Retryable, 503));
+  e.clear_output();
+
+  cancel(e, queued, T0 + 2);
+  CHECK(actions(e) == std::vector<Action>{reject(queued, ErrorCode::Cancelled)});
+  cancel(e, backing_off, T0 + 3);
+  CHECK(actions(e) == std::vector<Action>{reject(backing_off, ErrorCode::Cancelled)});
+  cancel(e, running, T0 + 4);
+  CHECK(actions(e).empty());
+  report(e, running, T0 + 5, ok());
+  CHECK(actions(e) == std::vector<Action>{reject(running, ErrorCode::Cancelled)});
+  CHECK(e.active() == 0);
+  CHECK(wake(e) == kNoWake);
+}
+
+TEST_CASE("reports, throws and cancels for tickets without a running attempt are UnknownTicket",
+          "[retry]") {
+  Engine e = configured(config(100, 1000, 1, {{"maxRetries", 2}, {"minDelayInMs", 100}}));
+  const Ticket done = arrive(e, T0);
+  report(e, done, T0, ok());
+  const Ticket backing_off = arrive(e, T0);
+  report(e, backing_off, T0, failed(Failure::Retryable, 503));
+  const Ticket queued = arrive(e, T0);
+  e.clear_output();
+  REQUIRE(e.queued() == 1);
+  REQUIRE(e.active() == 1);
+
+  auto require_unknown = [&](const Status& st) {
+    REQUIRE(st);
+    CHECK(st->code == ErrorCode::UnknownTicket);
+    CHECK(st->message.rfind("[drl:unknown-ticket] ", 0) == 0);
+    CHECK(e.writes().empty());
+    CHECK(e.actions().empty());
+  };
+  SECTION("a ticket never issued") {
+    require_unknown(e.report(999, T0 + 1, ok()));
+    require_unknown(e.threw(999, T0 + 1));
+    require_unknown(e.cancel(999, T0 + 1));
+    require_unknown(e.report(0, T0 + 1, ok()));
+  }
+  SECTION("a settled ticket") {
+    require_unknown(e.report(done, T0 + 1, ok()));
+    require_unknown(e.threw(done, T0 + 1));
+    require_unknown(e.cancel(done, T0 + 1));
+  }
+  SECTION("a ticket between attempts") {
+    require_unknown(e.report(backing_off, T0 + 1, ok()));
+    require_unknown(e.threw(backing_off, T0 + 1));
+  }
+  SECTION("a queued ticket") {
+    require_unknown(e.report(queued, T0 + 1, ok()));
+    require_unknown(e.threw(queued, T0 + 1));
+  }
+  CHECK(e.queued() == 1);
+  CHECK(e.active() == 1);
+  CHECK(e.running() == 0);
+}

@@ -1,0 +1,233 @@
+// Shared helpers for the engine's unit tests: config documents, action and
+// write builders, report builders and a model storage fed by the engine's writes.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "drl/engine.h"
+
+namespace Catch {
+
+template <>
+struct StringMaker<drl::Action> {
+  static std::string convert(const drl::Action& a) {
+    std::ostringstream out;
+    switch (a.kind) {
+      case drl::ActionKind::Start: out << "Start{" << a.ticket << ", attempt " << a.attempt << "}"; break;
+      case drl::ActionKind::Resolve: out << "Resolve{" << a.ticket << ", attempt " << a.attempt << "}"; break;
+      case drl::ActionKind::Reject:
+        out << "Reject{" << a.ticket << ", " << drl::error_code_id(a.code) << ", status " << a.status << "}";
+        break;
+    }
+    return out.str();
+  }
+};
+
+template <>
+struct StringMaker<drl::Write> {
+  static std::string convert(const drl::Write& w) {
+    static const char* const names[] = {"?",          "PutGrant",  "DeleteGrantsThrough", "DeleteGrant",
+                                        "ClearGrants", "PutPenalty", "PutConfig",           "EraseAll"};
+    const int k = static_cast<int>(w.kind);
+    std::ostringstream out;
+    out << (k >= 1 && k <= 7 ? names[k] : "?") << "{" << w.at << ", " << w.amount << "}";
+    return out.str();
+  }
+};
+
+template <>
+struct StringMaker<drl::ErrorCode> {
+  static std::string convert(drl::ErrorCode c) { return std::string(drl::error_code_id(c)); }
+};
+
+}  // namespace Catch
+
+namespace drl::test {
+
+using nlohmann::json;
+using Grants = std::vector<std::pair<Millis, int64_t>>;
+
+// A realistic epoch time: arithmetic near it is not arithmetic near zero.
+inline constexpr Millis T0 = 1'700'000'000'000;
+
+// A config document; `retry` and `fraction` are left out unless given, so
+// the engine's defaults apply.
+inline std::string config(int64_t limit, int64_t window, int64_t concurrency, const json& retry = nullptr,
+                          std::optional<double> fraction = std::nullopt) {
+  json doc = {{"bucket", {{"limitPerWindow", limit}, {"windowInMs", window}}}, {"concurrency", concurrency}};
+  if (fraction) doc["bucket"]["penaltyRefillFraction"] = *fraction;
+  if (!retry.is_null()) doc["retry"] = retry;
+  return doc.dump();
+}
+
+// A configured engine with the configure step's output cleared.
+inline Engine configured(const std::string& text, Millis now = T0) {
+  Engine e;
+  const Status st = e.configure(text, now);
+  if (st) FAIL("configure failed: " << st->message);
+  e.clear_output();
+  return e;
+}
+
+inline Action start(Ticket t, uint32_t attempt = 1) { return Action{ActionKind::Start, t, attempt}; }
+inline Action resolve(Ticket t, uint32_t attempt = 1) { return Action{ActionKind::Resolve, t, attempt}; }
+inline Action reject(Ticket t, ErrorCode code, int32_t status = 0) {
+  return Action{ActionKind::Reject, t, 0, code, status};
+}
+
+inline Write put_grant(Millis at, int64_t amount) { return Write{WriteKind::PutGrant, at, amount}; }
+inline Write delete_through(Millis at) { return Write{WriteKind::DeleteGrantsThrough, at, 0}; }
+inline Write delete_grant(Millis at) { return Write{WriteKind::DeleteGrant, at, 0}; }
+inline Write clear_grants() { return Write{WriteKind::ClearGrants, 0, 0}; }
+inline Write put_penalty(Millis until, bool lift_pending) {
+  return Write{WriteKind::PutPenalty, until, lift_pending ? 1 : 0};
+}
+inline Write put_config() { return Write{WriteKind::PutConfig, 0, 0}; }
+inline Write erase_all() { return Write{WriteKind::EraseAll, 0, 0}; }
+
+// next_wake() as a plain number (kNoWake when nobody waits on time), so a
+// failed check prints the times.
+inline constexpr Millis kNoWake = -1;
+inline Millis wake(const Engine& e) { return e.next_wake().value_or(kNoWake); }
+
+// One step's output, taken from the engine (which is then cleared).
+struct Step {
+  std::vector<Write> writes;
+  std::vector<Action> actions;
+};
+
+inline Step drain(Engine& e) {
+  Step s{e.writes(), e.actions()};
+  e.clear_output();
+  return s;
+}
+
+inline std::vector<Action> actions(Engine& e) { return drain(e).actions; }
+
+// Arrives and requires success.
+inline Ticket arrive(Engine& e, Millis now, double cost = 1) {
+  auto t = e.arrive(now, cost);
+  if (!t) FAIL("arrive failed: " << t.error().message);
+  return *t;
+}
+
+inline void report(Engine& e, Ticket t, Millis now, const Report& r) {
+  const Status st = e.report(t, now, r);
+  if (st) FAIL("report failed: " << st->message);
+}
+
+inline void threw(Engine& e, Ticket t, Millis now) {
+  const Status st = e.threw(t, now);
+  if (st) FAIL("threw failed: " << st->message);
+}
+
+inline void cancel(Engine& e, Ticket t, Millis now) {
+  const Status st = e.cancel(t, now);
+  if (st) FAIL("cancel failed: " << st->message);
+}
+
+inline void pause(Engine& e, Millis now, double ms) {
+  const Status st = e.pause(now, ms);
+  if (st) FAIL("pause failed: " << st->message);
+}
+
+inline Report ok(int32_t status = 200) {
+  Report r;
+  r.status = status;
+  return r;
+}
+
+// A 429 with an explicit delay (the rateLimit hook's retryAfterMs).
+inline Report too_many(std::optional<double> retry_after_ms = std::nullopt) {
+  Report r = ok(429);
+  r.retry_after_ms = retry_after_ms;
+  return r;
+}
+
+inline Report failed(Failure failure, int32_t status) {
+  Report r = ok(status);
+  r.failure = failure;
+  return r;
+}
+
+inline json stats(Engine& e, Millis now) {
+  auto s = e.stats(now);
+  if (!s) FAIL("stats failed: " << s.error().message);
+  return json::parse(*s);
+}
+
+inline size_t count(const std::vector<Action>& actions, ActionKind kind) {
+  size_t n = 0;
+  for (const Action& a : actions) n += a.kind == kind;
+  return n;
+}
+
+inline size_t count(const std::vector<Write>& writes, WriteKind kind) {
+  size_t n = 0;
+  for (const Write& w : writes) n += w.kind == kind;
+  return n;
+}
+
+// Tickets started (first attempt or retry), in order.
+inline std::vector<Ticket> started(const std::vector<Action>& actions) {
+  std::vector<Ticket> out;
+  for (const Action& a : actions) {
+    if (a.kind == ActionKind::Start) out.push_back(a.ticket);
+  }
+  return out;
+}
+
+// What a host's storage holds, fed only by the engine's writes (applied in
+// order, as the host contract says).
+struct Storage {
+  std::optional<std::string> config_text;
+  std::map<Millis, int64_t> grants;
+  Millis forced_until = 0;
+  bool lift_pending = false;
+
+  void apply(const Engine& e) { apply(e.writes(), e.config_text()); }
+
+  void apply(const std::vector<Write>& writes, const std::string& current_config) {
+    for (const Write& w : writes) {
+      switch (w.kind) {
+        case WriteKind::PutGrant: grants[w.at] = w.amount; break;
+        case WriteKind::DeleteGrantsThrough: grants.erase(grants.begin(), grants.upper_bound(w.at)); break;
+        case WriteKind::DeleteGrant: grants.erase(w.at); break;
+        case WriteKind::ClearGrants: grants.clear(); break;
+        case WriteKind::PutPenalty:
+          forced_until = w.at;
+          lift_pending = w.amount != 0;
+          break;
+        case WriteKind::PutConfig: config_text = current_config; break;
+        case WriteKind::EraseAll:
+          config_text.reset();
+          grants.clear();
+          forced_until = 0;
+          lift_pending = false;
+          break;
+      }
+    }
+  }
+
+  Grants rows() const { return Grants(grants.begin(), grants.end()); }
+
+  Snapshot snapshot() const {
+    Snapshot s;
+    s.config_text = config_text;
+    s.forced_until = static_cast<double>(forced_until);
+    s.lift_pending = lift_pending;
+    for (const auto& [at, amount] : grants) s.grants.emplace_back(static_cast<double>(at), static_cast<double>(amount));
+    return s;
+  }
+};
+
+}  // namespace drl::test

@@ -25,6 +25,11 @@ struct Call {
   bool settled = false;    // already rejected (erase) while its callback ran
 };
 
+struct Restoring {
+  Millis latest_legit = 0;
+  bool changed = false;  // some row had to be dropped or adjusted
+};
+
 struct State {
   std::optional<ParsedConfig> cfg;
   std::string empty_text;
@@ -47,12 +52,7 @@ struct State {
   std::vector<Write> writes;
   std::vector<Action> actions;
 
-  // Between restore_begin and restore_end.
-  struct Restoring {
-    Millis latest_legit = 0;
-    bool changed = false;  // some row had to be dropped or adjusted
-  };
-  std::optional<Restoring> restoring;
+  std::optional<Restoring> restoring;  // between restore_begin and restore_end
 
   // Grants: drop unreadable rows, round toward the safe side, cap amounts at
   // the largest limit any config allows (a smaller current limit is no sign

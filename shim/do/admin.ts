@@ -1,0 +1,202 @@
+/**
+ * The admin routes a limiter Worker mounts: `POST /configure` (apply a limits
+ * document) and `GET /stats` (every registered bucket's live state). Both are
+ * guarded by the DRL_CONFIG_KEY secret, sent as `Authorization: Bearer <key>`;
+ * an unset secret denies everything.
+ *
+ * @example
+ * // limiter/src/index.ts
+ * import { handleAdminRequest } from 'durable-rate-limiter/do';
+ * export { LimiterDO, LimiterEntrypoint } from 'durable-rate-limiter/do';
+ * export default {
+ *   async fetch(request, env) {
+ *     return (await handleAdminRequest(request, env)) ?? new Response('limiter ok');
+ *   },
+ * };
+ */
+import type { Core } from '../engine/loader.ts';
+import { createCore } from '../engine/module.ts';
+import { MARKERS, REGISTRY_NAME, type LimiterStats } from '../envelope.ts';
+import { checkName, configJson } from './arguments.ts';
+import type { LimiterDO, LimiterEnv } from './limiter-do.ts';
+
+/** The largest limits document accepted: far above any real one (about 500 buckets). */
+export const MAX_ADMIN_BODY_BYTES = 64 * 1024;
+
+const ROUTES: Record<string, 'GET' | 'POST'> = { '/configure': 'POST', '/stats': 'GET' };
+
+export interface ConfigureResult {
+  name: string;
+  ok: boolean;
+  error?: string;
+  stats?: LimiterStats;
+}
+
+let validator: Core | undefined; // created on first use, never at module scope
+
+function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body, null, 2), {
+    status,
+    headers: { 'content-type': 'application/json; charset=utf-8', ...headers },
+  });
+}
+
+const fail = (status: number, error: string, headers?: Record<string, string>) => json(status, { ok: false, error }, headers);
+
+/**
+ * Answers an admin route, or returns null for any other path so the Worker
+ * can handle it. Never throws and never answers with a stack trace.
+ */
+export async function handleAdminRequest(request: Request, env: LimiterEnv): Promise<Response | null> {
+  const path = new URL(request.url).pathname.replace(/\/+$/, '') || '/';
+  const method = ROUTES[path];
+  if (!method) return null;
+  try {
+    if (request.method !== method) {
+      return fail(405, `${path} accepts ${method} only (received ${request.method})`, { allow: method });
+    }
+    const denied = await checkKey(request, env.DRL_CONFIG_KEY);
+    if (denied) return fail(401, denied);
+    const ns = env.RATE_LIMITER as DurableObjectNamespace<LimiterDO> | undefined;
+    if (!ns) return fail(500, `${MARKERS.misconfigured} the limiter Worker must bind LimiterDO as RATE_LIMITER`);
+    return path === '/configure' ? await configure(request, ns) : await stats(ns);
+  } catch (error) {
+    return fail(500, error instanceof Error ? error.message : String(error));
+  }
+}
+
+async function checkKey(request: Request, expected: string | undefined): Promise<string | null> {
+  if (!expected) {
+    return 'DRL_CONFIG_KEY is not set on this limiter Worker, so every admin request is denied. Set it with: npx wrangler secret put DRL_CONFIG_KEY';
+  }
+  const header = request.headers.get('authorization') ?? '';
+  const match = /^Bearer\s+(.+)$/i.exec(header.trim());
+  if (!match) return 'send the key as "Authorization: Bearer <DRL_CONFIG_KEY>"';
+  // Compare digests: equal length whatever was sent, and timing-safe.
+  const encoder = new TextEncoder();
+  const [a, b] = await Promise.all([
+    crypto.subtle.digest('SHA-256', encoder.encode(match[1]!)),
+    crypto.subtle.digest('SHA-256', encoder.encode(expected)),
+  ]);
+  if (crypto.subtle.timingSafeEqual(a, b)) return null;
+  return 'wrong key. A secret cannot be read back: if it is lost, set a new one with npx wrangler secret put DRL_CONFIG_KEY and use that';
+}
+
+/** Reads at most MAX_ADMIN_BODY_BYTES; null when the body is larger. */
+async function readBody(request: Request): Promise<string | null> {
+  const declared = Number(request.headers.get('content-length') ?? NaN);
+  if (declared > MAX_ADMIN_BODY_BYTES) return null;
+  if (!request.body) return '';
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > MAX_ADMIN_BODY_BYTES) {
+      await reader.cancel();
+      return null;
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return new TextDecoder().decode(bytes);
+}
+
+/** Checks one entry without applying it; returns the problem, if any. */
+function problemWith(name: string, config: unknown): string | null {
+  try {
+    checkName(name, 'bucket name');
+    const text = configJson(config, 'config');
+    validator ??= createCore();
+    const scratch = validator.createEngine();
+    try {
+      scratch.configure(0, text);
+    } finally {
+      scratch.free();
+    }
+    return null;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  }
+}
+
+async function configure(request: Request, ns: DurableObjectNamespace<LimiterDO>): Promise<Response> {
+  const body = await readBody(request);
+  if (body === null) return fail(413, `the limits document must be at most ${MAX_ADMIN_BODY_BYTES} bytes`);
+  let document: unknown;
+  try {
+    document = JSON.parse(body);
+  } catch (error) {
+    return fail(400, `the body is not valid JSON: ${(error as Error).message}`);
+  }
+  if (document === null || typeof document !== 'object' || Array.isArray(document)) {
+    return fail(400, 'the body must be a JSON object: { "limits": { "<bucket name>": <config>, ... } }');
+  }
+  const extra = Object.keys(document).filter((key) => key !== 'limits');
+  if (extra.length > 0) return fail(400, `unknown key ${JSON.stringify(extra[0])} in the limits document (allowed: limits)`);
+  const limits = (document as { limits?: unknown }).limits;
+  if (limits === null || typeof limits !== 'object' || Array.isArray(limits)) {
+    return fail(400, 'limits must be an object mapping each bucket name to its config');
+  }
+  const entries = Object.entries(limits);
+  if (entries.length === 0) return fail(400, 'limits is empty: there is nothing to configure');
+
+  // Every entry is checked before any is applied: a document is all or nothing.
+  const checked: ConfigureResult[] = entries.map(([name, config]) => {
+    const problem = problemWith(name, config);
+    return problem ? { name, ok: false, error: problem } : { name, ok: true };
+  });
+  const invalid = checked.filter((r) => !r.ok).length;
+  if (invalid > 0) {
+    return json(400, {
+      ok: false,
+      error: `${invalid} of ${entries.length} entries are invalid, so nothing was applied`,
+      results: checked,
+    });
+  }
+
+  const results: ConfigureResult[] = [];
+  for (const [name, config] of entries) {
+    try {
+      const stats = (await ns.get(ns.idFromName(name)).configure(name, config as never)) as LimiterStats;
+      results.push({ name, ok: true, stats });
+    } catch (error) {
+      results.push({ name, ok: false, error: error instanceof Error ? error.message : String(error) });
+    }
+  }
+  const failed = results.filter((r) => !r.ok).length;
+  return json(failed === 0 ? 200 : 500, {
+    ok: failed === 0,
+    ...(failed > 0 ? { error: `${failed} of ${entries.length} entries could not be applied` } : {}),
+    results,
+  });
+}
+
+async function stats(ns: DurableObjectNamespace<LimiterDO>): Promise<Response> {
+  const registry = ns.get(ns.idFromName(REGISTRY_NAME));
+  const names = await registry.listNames();
+  const buckets: Record<string, LimiterStats> = {};
+  const pruned: string[] = [];
+  for (const name of names) {
+    try {
+      buckets[name] = (await ns.get(ns.idFromName(name)).stats()) as LimiterStats;
+    } catch (error) {
+      // A registered name with no bucket behind it (a creation that failed
+      // half way): prune it now that it has been found.
+      if (error instanceof Error && error.message.includes(MARKERS.noSuchLimiter)) {
+        await registry.unregisterName(name);
+        pruned.push(name);
+      } else {
+        throw error;
+      }
+    }
+  }
+  return json(200, { ok: true, buckets, ...(pruned.length > 0 ? { pruned } : {}) });
+}

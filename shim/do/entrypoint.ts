@@ -1,0 +1,63 @@
+/**
+ * LimiterEntrypoint: the same surface as LimiterDO behind a service binding,
+ * with the instance name first. Consumers bind the limiter Worker with
+ * `entrypoint: "LimiterEntrypoint"` and never see a Durable Object stub.
+ */
+import { WorkerEntrypoint } from 'cloudflare:workers';
+
+import { ENVELOPE_VERSION, MARKERS, REGISTRY_NAME, type CallReport, type ExecuteOptions, type LimiterConfig, type LimiterConfigPatch, type LimiterPing, type LimiterStats } from '../envelope.ts';
+import { checkName } from './arguments.ts';
+import type { LimiterDO, LimiterEnv } from './limiter-do.ts';
+
+/** The entrypoint's RPC surface, for typing a service binding. */
+export interface LimiterService {
+  execute<T = unknown>(name: string, fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T>;
+  configure(name: string, config: LimiterConfig): Promise<LimiterStats>;
+  reconfigure(name: string, patch: LimiterConfigPatch): Promise<LimiterStats>;
+  stats(name: string): Promise<LimiterStats>;
+  pause(name: string, ms: number): Promise<LimiterStats>;
+  listNames(): Promise<string[]>;
+  ping(): Promise<LimiterPing>;
+}
+
+export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements LimiterService {
+  #namespace(): DurableObjectNamespace<LimiterDO> {
+    const ns = this.env.RATE_LIMITER as DurableObjectNamespace<LimiterDO> | undefined;
+    if (!ns) throw new Error(`${MARKERS.misconfigured} the limiter Worker must bind LimiterDO as RATE_LIMITER`);
+    return ns;
+  }
+
+  #bucket(name: string): DurableObjectStub<LimiterDO> {
+    const ns = this.#namespace();
+    return ns.get(ns.idFromName(checkName(name)));
+  }
+
+  async execute<T = unknown>(name: string, fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T> {
+    return (await this.#bucket(name).execute(fn as () => Promise<CallReport>, options)) as T;
+  }
+
+  async configure(name: string, config: LimiterConfig): Promise<LimiterStats> {
+    return this.#bucket(name).configure(name, config) as Promise<LimiterStats>;
+  }
+
+  async reconfigure(name: string, patch: LimiterConfigPatch): Promise<LimiterStats> {
+    return this.#bucket(name).reconfigure(patch) as Promise<LimiterStats>;
+  }
+
+  async stats(name: string): Promise<LimiterStats> {
+    return this.#bucket(name).stats() as Promise<LimiterStats>;
+  }
+
+  async pause(name: string, ms: number): Promise<LimiterStats> {
+    return this.#bucket(name).pause(ms) as Promise<LimiterStats>;
+  }
+
+  async listNames(): Promise<string[]> {
+    const ns = this.#namespace();
+    return ns.get(ns.idFromName(REGISTRY_NAME)).listNames();
+  }
+
+  async ping(): Promise<LimiterPing> {
+    return { ok: true, envelopeVersion: ENVELOPE_VERSION };
+  }
+}

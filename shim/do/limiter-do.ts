@@ -1,0 +1,327 @@
+/**
+ * LimiterDO: the Durable Object that holds one bucket. It does only I/O:
+ * feeds the engine (core.wasm) what happened with Date.now(), stores the
+ * engine's writes, invokes callbacks when told to, settles calls, and keeps
+ * at most one timer. Every decision (pacing, penalty, queue, retry) is the
+ * engine's.
+ */
+import { DurableObject } from 'cloudflare:workers';
+
+import type { Core, Engine, EngineAction, EngineReport } from '../engine/loader.ts';
+import { createCore } from '../engine/module.ts';
+import {
+  ENVELOPE_VERSION,
+  MARKERS,
+  REGISTRY_NAME,
+  type CallReport,
+  type ExecuteOptions,
+  type LimiterConfig,
+  type LimiterConfigPatch,
+  type LimiterPing,
+  type LimiterStats,
+} from '../envelope.ts';
+import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
+import { checkCallback, checkName, checkPauseMs, configJson, executeCost, parseReport } from './arguments.ts';
+import { LimiterStorage } from './storage.ts';
+
+/** The limiter Worker's bindings. */
+export interface LimiterEnv {
+  /** LimiterDO's own namespace, through which a bucket reaches the registry. */
+  RATE_LIMITER?: DurableObjectNamespace;
+  /** The admin routes' key; unset denies every admin request. */
+  DRL_CONFIG_KEY?: string;
+}
+
+/** The object's RPC surface, for typing a raw stub. */
+export interface LimiterRpc {
+  execute<T = unknown>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T>;
+  configure(name: string, config: LimiterConfig): Promise<LimiterStats>;
+  reconfigure(patch: LimiterConfigPatch): Promise<LimiterStats>;
+  stats(): Promise<LimiterStats>;
+  pause(ms: number): Promise<LimiterStats>;
+  listNames(): Promise<string[]>;
+  ping(): Promise<LimiterPing>;
+}
+
+// setTimeout's limit; longer waits are chained through intermediate wakes.
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+interface PendingCall {
+  fn: () => unknown;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+  value?: unknown; // the latest attempt's value
+  failure?: string; // the latest attempt's failure message
+  thrown?: unknown; // the latest attempt's exception
+}
+
+export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
+  readonly #core: Core;
+  readonly #engine: Engine;
+  readonly #storage: LimiterStorage;
+  readonly #calls = new Map<number, PendingCall>();
+  #name: string | null = null;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timerAt: number | undefined;
+
+  constructor(ctx: DurableObjectState, env: LimiterEnv) {
+    super(ctx, env);
+    this.#core = createCore();
+    this.#engine = this.#core.createEngine();
+    this.#storage = new LimiterStorage(ctx.storage);
+    const stored = this.#storage.read();
+    if (stored) {
+      this.#name = stored.name ?? null;
+      this.#engine.restore(Date.now(), stored);
+      this.#flush(); // repairs of damaged rows, expiry of old grants
+    }
+  }
+
+  /**
+   * Runs `fn` when the bucket allows: a rolling-window take, a concurrency
+   * slot, no active penalty, strictly in arrival order. `fn` runs in the
+   * caller's isolate and returns a CallReport; the call resolves with the
+   * final attempt's `value`.
+   */
+  async execute<T = unknown>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T> {
+    checkCallback(fn);
+    const cost = executeCost(options);
+    const ticket = this.#run(() => this.#engine.arrive(Date.now(), cost));
+    const done = new Promise<T>((resolve, reject) => {
+      this.#calls.set(ticket, { fn, resolve: resolve as (v: unknown) => void, reject });
+    });
+    this.#flush();
+    return done;
+  }
+
+  /**
+   * Creates the bucket (or replaces its config) and enters its name in the
+   * registry. All or nothing: validated first, registered, then stored; if
+   * storing fails the registration is undone and nothing remains.
+   */
+  async configure(name: string, config: LimiterConfig): Promise<LimiterStats> {
+    checkName(name);
+    const text = configJson(config, 'config');
+    this.#validate(text);
+    if (this.#isRegistry()) throw new RangeError(`${MARKERS.invalidArgument} the registry instance cannot hold a bucket`);
+    if (this.#name !== null && this.#name !== name) {
+      throw new RangeError(
+        `${MARKERS.invalidArgument} this object is configured as ${JSON.stringify(this.#name)}: address it with idFromName(${JSON.stringify(name)}) to configure ${JSON.stringify(name)}`,
+      );
+    }
+    const created = !this.#engine.configText();
+    const registry = this.#registry();
+    await registry.registerName(name);
+    try {
+      this.#storage.putName(name);
+      this.#run(() => this.#engine.configure(Date.now(), text));
+      this.#name = name;
+      this.#flush();
+    } catch (error) {
+      if (created) {
+        this.#engine.erase(Date.now());
+        this.#flush();
+        this.#storage.eraseAll();
+        this.#name = null;
+        await registry.unregisterName(name).catch(() => {}); // pruned later if this fails too
+      }
+      throw error;
+    }
+    return this.stats();
+  }
+
+  /** Deep-merges `patch` onto the stored config (`null` removes an optional field). */
+  async reconfigure(patch: LimiterConfigPatch): Promise<LimiterStats> {
+    const text = configJson(patch, 'patch');
+    this.#run(() => this.#engine.reconfigure(Date.now(), text));
+    this.#flush();
+    return this.stats();
+  }
+
+  async stats(): Promise<LimiterStats> {
+    const stats = this.#run(() => this.#engine.stats(Date.now()));
+    this.#flush();
+    return { name: this.#name, ...stats } as unknown as LimiterStats;
+  }
+
+  /** Pauses the bucket for `ms`, as a 429 would: everyone waits. */
+  async pause(ms: number): Promise<LimiterStats> {
+    checkPauseMs(ms);
+    this.#run(() => this.#engine.pause(Date.now(), ms));
+    this.#flush();
+    return this.stats();
+  }
+
+  /** Every configured bucket's name (read from the registry). */
+  async listNames(): Promise<string[]> {
+    if (this.#isRegistry()) return this.#registryNames();
+    return this.#registry().listNames();
+  }
+
+  async ping(): Promise<LimiterPing> {
+    return { ok: true, envelopeVersion: ENVELOPE_VERSION };
+  }
+
+  // ---- registry (only on the instance named REGISTRY_NAME) -----------------
+
+  /** @internal Adds a name to the registry. */
+  async registerName(name: string): Promise<void> {
+    this.#requireRegistry();
+    checkName(name);
+    this.#registryTable();
+    this.ctx.storage.sql.exec(`INSERT INTO drl_registry (name) VALUES (?) ON CONFLICT(name) DO NOTHING`, name);
+  }
+
+  /** @internal Removes a name from the registry. */
+  async unregisterName(name: string): Promise<void> {
+    this.#requireRegistry();
+    if (this.#registryExists()) this.ctx.storage.sql.exec(`DELETE FROM drl_registry WHERE name = ?`, name);
+  }
+
+  #isRegistry(): boolean {
+    const ns = this.env.RATE_LIMITER;
+    return ns !== undefined && this.ctx.id.equals(ns.idFromName(REGISTRY_NAME));
+  }
+
+  #requireRegistry(): void {
+    if (!this.#isRegistry()) throw new Error(`${MARKERS.misconfigured} registry methods are only served by the ${REGISTRY_NAME} instance`);
+  }
+
+  #registryExists(): boolean {
+    return this.ctx.storage.sql.exec(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'drl_registry'`).toArray().length > 0;
+  }
+
+  #registryTable(): void {
+    this.ctx.storage.sql.exec(`CREATE TABLE IF NOT EXISTS drl_registry (name TEXT PRIMARY KEY) WITHOUT ROWID`);
+  }
+
+  #registryNames(): string[] {
+    if (!this.#registryExists()) return [];
+    return this.ctx.storage.sql
+      .exec<{ name: string }>(`SELECT name FROM drl_registry ORDER BY name`)
+      .toArray()
+      .map((row) => row.name);
+  }
+
+  #registry(): DurableObjectStub<LimiterDO> {
+    const ns = this.env.RATE_LIMITER as DurableObjectNamespace<LimiterDO> | undefined;
+    if (!ns) {
+      throw new Error(`${MARKERS.misconfigured} the limiter Worker must bind LimiterDO as RATE_LIMITER: the registry is reached through it`);
+    }
+    return ns.get(ns.idFromName(REGISTRY_NAME));
+  }
+
+  // ---- the host loop ----------------------------------------------------
+
+  /** Runs an engine call, turning its coded errors into the object's errors. */
+  #run<R>(call: () => R): R {
+    try {
+      return call();
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code === 'no-such-limiter') throw new LimiterNotConfiguredError((error as Error).message);
+      throw error;
+    }
+  }
+
+  /** Validates a complete config without applying it. */
+  #validate(text: string): void {
+    const scratch = this.#core.createEngine();
+    try {
+      scratch.configure(0, text);
+    } finally {
+      scratch.free();
+    }
+  }
+
+  /**
+   * Applies the engine's writes, then acts: the grant is stored before the
+   * callback it admits is invoked, and the output gate holds that call until
+   * the write is durable. Takes admitted in one step share one commit.
+   */
+  #flush(): void {
+    for (;;) {
+      const { writes, actions } = this.#engine.drain();
+      if (writes.length === 0 && actions.length === 0) break;
+      this.#storage.apply(writes);
+      for (const action of actions) this.#act(action);
+    }
+    this.#arm();
+  }
+
+  #act(action: EngineAction): void {
+    const call = this.#calls.get(action.ticket);
+    if (!call) return;
+    if (action.kind === 'start') {
+      void this.#attempt(action.ticket, call);
+      return;
+    }
+    this.#calls.delete(action.ticket);
+    if (action.kind === 'resolve') call.resolve(call.value);
+    else call.reject(this.#rejection(action, call));
+  }
+
+  async #attempt(ticket: number, call: PendingCall): Promise<void> {
+    let result: unknown;
+    try {
+      result = await call.fn();
+    } catch (error) {
+      call.thrown = error;
+      this.#engine.threw(ticket, Date.now());
+      this.#flush();
+      return;
+    }
+    const parsed = parseReport(result);
+    let report: EngineReport;
+    if (parsed.ok) {
+      const r = parsed.report;
+      call.value = r.value;
+      call.failure = r.failure?.message;
+      report = {
+        status: r.status ?? 0,
+        rateLimited: r.rateLimited === true,
+        retryAfter: r.retryAfter ?? undefined,
+        retryAfterMs: r.retryAfterMs ?? undefined,
+        failure: r.failure ? (r.failure.retryable ? 'retryable' : 'final') : undefined,
+      };
+    } else {
+      // The callback ran, so this is final: retrying cannot fix its shape.
+      call.failure = parsed.error;
+      report = { status: 0, failure: 'final' };
+    }
+    this.#engine.report(ticket, Date.now(), report);
+    this.#flush();
+  }
+
+  #rejection(action: Extract<EngineAction, { kind: 'reject' }>, call: PendingCall): unknown {
+    switch (action.code) {
+      case 'call-failed':
+        return new CallFailedError(call.failure ?? (action.status === 429 ? 'rate limited by the upstream' : 'the call failed'), action.status);
+      case 'callback-threw':
+        return call.thrown;
+      case 'no-such-limiter':
+        return new LimiterNotConfiguredError();
+      case 'cost-too-large':
+        return new RangeError(`${MARKERS.costTooLarge} the bucket's limit was lowered below this call's cost, so it can never be admitted`);
+      default:
+        return new Error(`${MARKERS.cancelled} the call was cancelled`);
+    }
+  }
+
+  /** One timer for the whole queue, only while someone waits on time. */
+  #arm(): void {
+    const wake = this.#engine.nextWake();
+    if (wake === this.#timerAt) return;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = wake;
+    if (wake === undefined) return;
+    const delay = Math.min(Math.max(0, wake - Date.now()), MAX_TIMER_MS);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#timerAt = undefined;
+      this.#engine.tick(Date.now());
+      this.#flush();
+    }, delay);
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * The object's persistence in its SQLite storage. Grants are one row per
+ * distinct grant time; config, name and penalty are small records. Nothing
+ * exists (not even a table) until the first `configure`, so an unconfigured
+ * bucket holds zero bytes.
+ */
+import type { EngineSnapshot, EngineWrite } from '../engine/loader.ts';
+
+const META = 'drl_meta';
+const GRANTS = 'drl_grants';
+
+export interface StoredBucket extends EngineSnapshot {
+  name?: string;
+}
+
+export class LimiterStorage {
+  readonly #storage: DurableObjectStorage;
+  #ready = false;
+
+  constructor(storage: DurableObjectStorage) {
+    this.#storage = storage;
+  }
+
+  get #sql(): SqlStorage {
+    return this.#storage.sql;
+  }
+
+  /** Whether anything was ever stored. */
+  exists(): boolean {
+    if (this.#ready) return true;
+    const found = this.#sql.exec(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`, META).toArray();
+    this.#ready = found.length > 0;
+    return this.#ready;
+  }
+
+  /** Creates the tables; called only on the way to storing a config. */
+  ensure(): void {
+    if (this.#ready) return;
+    this.#sql.exec(`CREATE TABLE IF NOT EXISTS ${META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
+    // WITHOUT ROWID: the grant time is the key, so a take is one b-tree write.
+    this.#sql.exec(`CREATE TABLE IF NOT EXISTS ${GRANTS} (at INTEGER PRIMARY KEY, amount INTEGER NOT NULL) WITHOUT ROWID`);
+    this.#ready = true;
+  }
+
+  /** What a cold start restores from, or undefined when nothing was stored. */
+  read(): StoredBucket | undefined {
+    if (!this.exists()) return undefined;
+    const bucket: StoredBucket = {};
+    for (const row of this.#sql.exec<{ key: string; value: string }>(`SELECT key, value FROM ${META}`)) {
+      if (row.key === 'config') bucket.config = String(row.value);
+      else if (row.key === 'name') bucket.name = String(row.value);
+      else if (row.key === 'penalty') {
+        // Damage reads as "no penalty"; the engine normalises the rest.
+        const [until, pending] = String(row.value).split(':');
+        bucket.forcedUntil = Number(until);
+        bucket.liftPending = pending === '1';
+      }
+    }
+    // Rows are read as they are; the engine drops or repairs bad ones.
+    const grants: [number, number][] = [];
+    for (const row of this.#sql.exec(`SELECT at, amount FROM ${GRANTS} ORDER BY at`).raw()) {
+      grants.push([toNumber(row[0]), toNumber(row[1])]);
+    }
+    bucket.grants = grants;
+    return bucket;
+  }
+
+  putName(name: string): void {
+    this.ensure();
+    this.#sql.exec(`INSERT INTO ${META} (key, value) VALUES ('name', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, name);
+  }
+
+  /** Applies one engine step's writes, in order. Returns rows written. */
+  apply(writes: readonly EngineWrite[]): number {
+    let rows = 0;
+    for (const w of writes) {
+      switch (w.kind) {
+        case 'putGrant':
+          rows += this.#sql.exec(
+            `INSERT INTO ${GRANTS} (at, amount) VALUES (?, ?) ON CONFLICT(at) DO UPDATE SET amount = excluded.amount`,
+            w.at,
+            w.amount,
+          ).rowsWritten;
+          break;
+        case 'deleteGrantsThrough':
+          rows += this.#sql.exec(`DELETE FROM ${GRANTS} WHERE at <= ?`, w.at).rowsWritten;
+          break;
+        case 'deleteGrant':
+          rows += this.#sql.exec(`DELETE FROM ${GRANTS} WHERE at = ?`, w.at).rowsWritten;
+          break;
+        case 'clearGrants':
+          rows += this.#sql.exec(`DELETE FROM ${GRANTS}`).rowsWritten;
+          break;
+        case 'putPenalty':
+          rows += this.#putMeta('penalty', `${w.forcedUntil}:${w.liftPending ? 1 : 0}`);
+          break;
+        case 'putConfig':
+          this.ensure();
+          rows += this.#putMeta('config', w.text);
+          break;
+        case 'eraseAll':
+          this.eraseAll();
+          break;
+      }
+    }
+    return rows;
+  }
+
+  /** Deletes everything: the bucket no longer exists. */
+  eraseAll(): void {
+    if (!this.exists()) return;
+    this.#sql.exec(`DROP TABLE IF EXISTS ${GRANTS}`);
+    this.#sql.exec(`DROP TABLE IF EXISTS ${META}`);
+    this.#ready = false;
+  }
+
+  #putMeta(key: string, value: string): number {
+    return this.#sql.exec(
+      `INSERT INTO ${META} (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
+      key,
+      value,
+    ).rowsWritten;
+  }
+}
+
+function toNumber(value: unknown): number {
+  return typeof value === 'number' ? value : typeof value === 'bigint' ? Number(value) : NaN;
+}

@@ -1,0 +1,132 @@
+/**
+ * The wire contract between the limiter Worker (`/do`) and its consumers
+ * (`/client`): both halves are built from this one file, so they cannot
+ * drift. Bump ENVELOPE_VERSION when the shape of anything here changes.
+ */
+
+/**
+ * The version of the RPC envelope. A consumer compares it with `ping()` to
+ * catch a limiter Worker deployed from a different release.
+ *
+ * @example
+ * const { envelopeVersion } = await env.LIMITER.ping();
+ * if (envelopeVersion !== ENVELOPE_VERSION) console.warn('limiter version skew');
+ */
+export const ENVELOPE_VERSION = 1;
+
+/**
+ * The reserved instance name of the registry that lists every configured
+ * bucket. Only the admin `/stats` route needs it.
+ */
+export const REGISTRY_NAME = '__drl_registry__';
+
+/** The longest instance name accepted (`idFromName` takes any string; we keep names readable). */
+export const MAX_NAME_LENGTH = 256;
+
+/**
+ * Markers that start the message of every error the object raises. Workers
+ * RPC keeps only an error's message, so these tokens are how the client
+ * rebuilds a typed error on its side.
+ */
+export const MARKERS = {
+  noSuchLimiter: '[drl:no-such-limiter]',
+  invalidConfig: '[drl:invalid-config]',
+  invalidArgument: '[drl:invalid-argument]',
+  costTooLarge: '[drl:cost-too-large]',
+  callFailed: '[drl:call-failed]',
+  cancelled: '[drl:cancelled]',
+  misconfigured: '[drl:misconfigured]',
+} as const;
+
+/** A bucket's configuration: complete for `configure`, a deep patch for `reconfigure`. */
+export interface LimiterConfig {
+  bucket: {
+    /** The upstream's limit, verbatim: at most this many units in any rolling window. */
+    limitPerWindow: number;
+    /** The window in ms. */
+    windowInMs: number;
+    /** At most this fraction of the limit is available when a penalty lifts. Default 0.5. */
+    penaltyRefillFraction?: number;
+  };
+  /** At most this many callbacks in flight at once, retries included. */
+  concurrency: number;
+  retry?: {
+    /** Retries after the first attempt. Default 3. */
+    maxRetries?: number;
+    /** Backoff for the first retry, in ms. Default 500. */
+    minDelayInMs?: number;
+    /** The longest backoff or penalty, in ms. Default 30000. */
+    maxDelayInMs?: number;
+    /** Backoff growth per attempt. Default 2. */
+    factor?: number;
+    /** Whether a 429's Retry-After header sets the pause. Default true. */
+    respectRetryAfter?: boolean;
+  };
+}
+
+/** A deep partial of LimiterConfig; `null` removes an optional field. */
+export type LimiterConfigPatch = {
+  bucket?: { [K in keyof LimiterConfig['bucket']]?: LimiterConfig['bucket'][K] | null };
+  concurrency?: number;
+  retry?: { [K in keyof NonNullable<LimiterConfig['retry']>]?: NonNullable<LimiterConfig['retry']>[K] | null } | null;
+};
+
+/** How one attempt of a callback went: all that crosses back from the caller's isolate. */
+export interface CallReport<T = unknown> {
+  /** What `read` extracted; handed back to the caller if this attempt is final. */
+  value?: T;
+  /** The HTTP status, when the work was an HTTP call. */
+  status?: number;
+  /** The raw Retry-After header, if any (delay-seconds or an HTTP-date). */
+  retryAfter?: string | null;
+  /** An explicit pause in ms (from a rateLimit hook); beats the header. */
+  retryAfterMs?: number | null;
+  /** Set by a rateLimit hook: treat this attempt as a 429 whatever its status. */
+  rateLimited?: boolean;
+  /** Set by an error hook: the attempt failed. */
+  failure?: { message: string; retryable: boolean } | null;
+}
+
+/** Options for one `execute`. */
+export interface ExecuteOptions {
+  /** Units taken from the bucket on every attempt. An integer >= 1, default 1. */
+  cost?: number;
+}
+
+/** A bucket's live state. */
+export interface LimiterStats {
+  /** The instance name given to `configure`. */
+  name: string | null;
+  /** The stored config, exactly as given (no defaults mixed in). */
+  config: LimiterConfig;
+  /** The same with every default filled in. */
+  effective: Required<LimiterConfig>;
+  now: number;
+  limit: number;
+  windowInMs: number;
+  /** Units held by live grants. */
+  used: number;
+  /** Units available now (0 during a penalty). */
+  remaining: number;
+  /** When the newest live grant expires (the window is empty from then on). */
+  resetAt: number;
+  penalised: boolean;
+  /** The latest penalty deadline, or null if the bucket was never paused. */
+  forcedUntil: number | null;
+  /** Slots held: callbacks running or waiting between attempts. */
+  active: number;
+  /** Callbacks currently running. */
+  running: number;
+  /** Callers waiting for a first start. */
+  queued: number;
+  liveGrants: number;
+  /** The newest live grants as [at, amount], at most 1000. */
+  grants: number[][];
+  grantsTruncated: boolean;
+}
+
+/** What `ping()` answers. */
+export interface LimiterPing {
+  ok: true;
+  envelopeVersion: number;
+}

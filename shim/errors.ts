@@ -1,0 +1,36 @@
+/**
+ * The error classes the limiter raises. Each message starts with its
+ * `[drl:...]` marker (see MARKERS), which survives RPC when nothing else does.
+ */
+import { MARKERS } from './envelope.ts';
+
+/**
+ * `execute`, `stats`, `reconfigure` or `pause` on a bucket that was never
+ * configured, which is to say one that does not exist. There is no default
+ * configuration to fall back on.
+ *
+ * @example
+ * try { await stub.stats(); } catch (e) { if (e.message.includes(MARKERS.noSuchLimiter)) ... }
+ */
+export class LimiterNotConfiguredError extends Error {
+  override readonly name = 'LimiterNotConfiguredError';
+  constructor(detail = 'this limiter has not been configured: call configure(name, config) first') {
+    super(detail.startsWith(MARKERS.noSuchLimiter) ? detail : `${MARKERS.noSuchLimiter} ${detail}`);
+  }
+}
+
+/**
+ * A reported failure (or a 429 with no retries left) that became final.
+ * `status` is the attempt's HTTP status (0 when it was not HTTP).
+ *
+ * @example
+ * catch (e) { if (e instanceof CallFailedError && e.status === 404) ... }
+ */
+export class CallFailedError extends Error {
+  override readonly name = 'CallFailedError';
+  readonly status: number;
+  constructor(message: string, status: number) {
+    super(`${MARKERS.callFailed} ${message} (status ${status})`);
+    this.status = status;
+  }
+}

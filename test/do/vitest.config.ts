@@ -1,0 +1,52 @@
+import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
+import { defineConfig } from 'vitest/config';
+
+// A second application in its own isolate. The test hands it a stub of the
+// same bucket over RPC; its callback runs in its own isolate, as another
+// application sharing the quota would.
+const OTHER_APP = `
+  import { WorkerEntrypoint } from 'cloudflare:workers';
+  export class OtherApp extends WorkerEntrypoint {
+    // One call through the shared bucket; reports when its callback started.
+    async run(stub, job) {
+      const startedAt = [];
+      try {
+        const value = await stub.execute(async () => {
+          startedAt.push(Date.now());
+          if (job.latencyMs) await new Promise((r) => setTimeout(r, job.latencyMs));
+          return { value: 'from other-app', status: job.status ?? 200, retryAfter: job.retryAfter };
+        }, job.options);
+        return { ok: true, value, startedAt };
+      } catch (error) {
+        return { ok: false, error: String(error.message), startedAt };
+      }
+    }
+  }
+  export default { fetch: () => new Response('other-app') };
+`;
+
+// The object's tests, inside workerd.
+export default defineConfig({
+  plugins: [
+    cloudflareTest({
+      main: './test/do/worker.ts',
+      wrangler: { configPath: './test/do/wrangler.jsonc' },
+      miniflare: {
+        bindings: { DRL_CONFIG_KEY: 'test-admin-key' },
+        serviceBindings: { OTHER_APP: { name: 'other-app', entrypoint: 'OtherApp' } },
+        workers: [
+          {
+            name: 'other-app',
+            modules: true,
+            compatibilityDate: '2025-09-01',
+            script: OTHER_APP,
+          },
+        ],
+      },
+    }),
+  ],
+  test: {
+    include: ['test/do/**/*.test.ts'],
+    testTimeout: 60_000,
+  },
+});

@@ -7,7 +7,7 @@ import { WorkerEntrypoint } from 'cloudflare:workers';
 
 import { ENVELOPE_VERSION, MARKERS, REGISTRY_NAME, type CallReport, type ExecuteOptions, type LimiterConfig, type LimiterConfigPatch, type LimiterPing, type LimiterStats } from '../envelope.ts';
 import { checkName } from './arguments.ts';
-import type { LimiterDO, LimiterEnv } from './limiter-do.ts';
+import { later, type LimiterDO, type LimiterEnv } from './limiter-do.ts';
 
 /** The entrypoint's RPC surface, for typing a service binding. */
 export interface LimiterService {
@@ -32,32 +32,46 @@ export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements L
     return ns.get(ns.idFromName(checkName(name)));
   }
 
-  async execute<T = unknown>(name: string, fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T> {
-    return (await this.#bucket(name).execute(fn as () => Promise<CallReport>, options)) as T;
+  execute<T = unknown>(name: string, fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T> {
+    return later(async () => {
+      return (await this.#bucket(name).execute(fn as () => Promise<CallReport>, options)) as T;
+    });
   }
 
-  async configure(name: string, config: LimiterConfig): Promise<LimiterStats> {
-    return this.#bucket(name).configure(name, config) as Promise<LimiterStats>;
+  configure(name: string, config: LimiterConfig): Promise<LimiterStats> {
+    return later(async () => {
+      return this.#bucket(name).configure(name, config) as Promise<LimiterStats>;
+    });
   }
 
-  async reconfigure(name: string, patch: LimiterConfigPatch): Promise<LimiterStats> {
-    return this.#bucket(name).reconfigure(patch) as Promise<LimiterStats>;
+  reconfigure(name: string, patch: LimiterConfigPatch): Promise<LimiterStats> {
+    return later(async () => {
+      return this.#bucket(name).reconfigure(patch) as Promise<LimiterStats>;
+    });
   }
 
-  async stats(name: string): Promise<LimiterStats> {
-    return this.#bucket(name).stats() as Promise<LimiterStats>;
+  stats(name: string): Promise<LimiterStats> {
+    return later(async () => {
+      return this.#bucket(name).stats() as Promise<LimiterStats>;
+    });
   }
 
-  async pause(name: string, ms: number): Promise<LimiterStats> {
-    return this.#bucket(name).pause(ms) as Promise<LimiterStats>;
+  pause(name: string, ms: number): Promise<LimiterStats> {
+    return later(async () => {
+      return this.#bucket(name).pause(ms) as Promise<LimiterStats>;
+    });
   }
 
-  async listNames(): Promise<string[]> {
-    const ns = this.#namespace();
-    return ns.get(ns.idFromName(REGISTRY_NAME)).listNames();
+  listNames(): Promise<string[]> {
+    return later(async () => {
+      const ns = this.#namespace();
+      return ns.get(ns.idFromName(REGISTRY_NAME)).listNames();
+    });
   }
 
-  async ping(): Promise<LimiterPing> {
-    return { ok: true, envelopeVersion: ENVELOPE_VERSION };
+  ping(): Promise<LimiterPing> {
+    return later(async () => {
+      return { ok: true, envelopeVersion: ENVELOPE_VERSION };
+    });
   }
 }

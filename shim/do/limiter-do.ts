@@ -43,6 +43,18 @@ export interface LimiterRpc {
   ping(): Promise<LimiterPing>;
 }
 
+/**
+ * Runs an RPC method's body after a microtask and awaits it, so the method's
+ * promise never rejects before the RPC layer has attached its handler. An
+ * early rejection is reported as unhandled by harnesses that forward RPC
+ * through an extra async hop (vitest-pool-workers does, failing the run),
+ * even though the caller handles it.
+ */
+export async function later<T>(body: () => T | Promise<T>): Promise<T> {
+  await null;
+  return await body(); // awaited here, so body's own promise is handled at once
+}
+
 // setTimeout's limit; longer waits are chained through intermediate wakes.
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -83,15 +95,17 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
    * caller's isolate and returns a CallReport; the call resolves with the
    * final attempt's `value`.
    */
-  async execute<T = unknown>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T> {
-    checkCallback(fn);
-    const cost = executeCost(options);
-    const ticket = this.#run(() => this.#engine.arrive(Date.now(), cost));
-    const done = new Promise<T>((resolve, reject) => {
-      this.#calls.set(ticket, { fn, resolve: resolve as (v: unknown) => void, reject });
+  execute<T = unknown>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T> {
+    return later(async () => {
+      checkCallback(fn);
+      const cost = executeCost(options);
+      const ticket = this.#run(() => this.#engine.arrive(Date.now(), cost));
+      const done = new Promise<T>((resolve, reject) => {
+        this.#calls.set(ticket, { fn, resolve: resolve as (v: unknown) => void, reject });
+      });
+      this.#flush();
+      return done;
     });
-    this.#flush();
-    return done;
   }
 
   /**
@@ -99,83 +113,99 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
    * registry. All or nothing: validated first, registered, then stored; if
    * storing fails the registration is undone and nothing remains.
    */
-  async configure(name: string, config: LimiterConfig): Promise<LimiterStats> {
-    checkName(name);
-    const text = configJson(config, 'config');
-    this.#validate(text);
-    if (this.#isRegistry()) throw new RangeError(`${MARKERS.invalidArgument} the registry instance cannot hold a bucket`);
-    if (this.#name !== null && this.#name !== name) {
-      throw new RangeError(
-        `${MARKERS.invalidArgument} this object is configured as ${JSON.stringify(this.#name)}: address it with idFromName(${JSON.stringify(name)}) to configure ${JSON.stringify(name)}`,
-      );
-    }
-    const created = !this.#engine.configText();
-    const registry = this.#registry();
-    await registry.registerName(name);
-    try {
-      this.#storage.putName(name);
-      this.#run(() => this.#engine.configure(Date.now(), text));
-      this.#name = name;
-      this.#flush();
-    } catch (error) {
-      if (created) {
-        this.#engine.erase(Date.now());
-        this.#flush();
-        this.#storage.eraseAll();
-        this.#name = null;
-        await registry.unregisterName(name).catch(() => {}); // pruned later if this fails too
+  configure(name: string, config: LimiterConfig): Promise<LimiterStats> {
+    return later(async () => {
+      checkName(name);
+      const text = configJson(config, 'config');
+      this.#validate(text);
+      if (this.#isRegistry()) throw new RangeError(`${MARKERS.invalidArgument} the registry instance cannot hold a bucket`);
+      if (this.#name !== null && this.#name !== name) {
+        throw new RangeError(
+          `${MARKERS.invalidArgument} this object is configured as ${JSON.stringify(this.#name)}: address it with idFromName(${JSON.stringify(name)}) to configure ${JSON.stringify(name)}`,
+        );
       }
-      throw error;
-    }
-    return this.stats();
+      const created = !this.#engine.configText();
+      const registry = this.#registry();
+      await registry.registerName(name);
+      try {
+        this.#storage.putName(name);
+        this.#run(() => this.#engine.configure(Date.now(), text));
+        this.#name = name;
+        this.#flush();
+      } catch (error) {
+        if (created) {
+          this.#engine.erase(Date.now());
+          this.#flush();
+          this.#storage.eraseAll();
+          this.#name = null;
+          await registry.unregisterName(name).catch(() => {}); // pruned later if this fails too
+        }
+        throw error;
+      }
+      return this.stats();
+    });
   }
 
   /** Deep-merges `patch` onto the stored config (`null` removes an optional field). */
-  async reconfigure(patch: LimiterConfigPatch): Promise<LimiterStats> {
-    const text = configJson(patch, 'patch');
-    this.#run(() => this.#engine.reconfigure(Date.now(), text));
-    this.#flush();
-    return this.stats();
+  reconfigure(patch: LimiterConfigPatch): Promise<LimiterStats> {
+    return later(async () => {
+      const text = configJson(patch, 'patch');
+      this.#run(() => this.#engine.reconfigure(Date.now(), text));
+      this.#flush();
+      return this.stats();
+    });
   }
 
-  async stats(): Promise<LimiterStats> {
-    const stats = this.#run(() => this.#engine.stats(Date.now()));
-    this.#flush();
-    return { name: this.#name, ...stats } as unknown as LimiterStats;
+  stats(): Promise<LimiterStats> {
+    return later(async () => {
+      const stats = this.#run(() => this.#engine.stats(Date.now()));
+      this.#flush();
+      return { name: this.#name, ...stats } as unknown as LimiterStats;
+    });
   }
 
   /** Pauses the bucket for `ms`, as a 429 would: everyone waits. */
-  async pause(ms: number): Promise<LimiterStats> {
-    checkPauseMs(ms);
-    this.#run(() => this.#engine.pause(Date.now(), ms));
-    this.#flush();
-    return this.stats();
+  pause(ms: number): Promise<LimiterStats> {
+    return later(async () => {
+      checkPauseMs(ms);
+      this.#run(() => this.#engine.pause(Date.now(), ms));
+      this.#flush();
+      return this.stats();
+    });
   }
 
   /** Every configured bucket's name (read from the registry). */
-  async listNames(): Promise<string[]> {
-    if (this.#isRegistry()) return this.#registryNames();
-    return this.#registry().listNames();
+  listNames(): Promise<string[]> {
+    return later(async () => {
+      if (this.#isRegistry()) return this.#registryNames();
+      return this.#registry().listNames();
+    });
   }
 
-  async ping(): Promise<LimiterPing> {
-    return { ok: true, envelopeVersion: ENVELOPE_VERSION };
+  ping(): Promise<LimiterPing> {
+    return later(async () => {
+      return { ok: true, envelopeVersion: ENVELOPE_VERSION };
+    });
   }
 
   // ---- registry (only on the instance named REGISTRY_NAME) -----------------
 
   /** @internal Adds a name to the registry. */
-  async registerName(name: string): Promise<void> {
-    this.#requireRegistry();
-    checkName(name);
-    this.#registryTable();
-    this.ctx.storage.sql.exec(`INSERT INTO drl_registry (name) VALUES (?) ON CONFLICT(name) DO NOTHING`, name);
+  registerName(name: string): Promise<void> {
+    return later(async () => {
+      this.#requireRegistry();
+      checkName(name);
+      this.#registryTable();
+      this.ctx.storage.sql.exec(`INSERT INTO drl_registry (name) VALUES (?) ON CONFLICT(name) DO NOTHING`, name);
+    });
   }
 
   /** @internal Removes a name from the registry. */
-  async unregisterName(name: string): Promise<void> {
-    this.#requireRegistry();
-    if (this.#registryExists()) this.ctx.storage.sql.exec(`DELETE FROM drl_registry WHERE name = ?`, name);
+  unregisterName(name: string): Promise<void> {
+    return later(async () => {
+      this.#requireRegistry();
+      if (this.#registryExists()) this.ctx.storage.sql.exec(`DELETE FROM drl_registry WHERE name = ?`, name);
+    });
   }
 
   #isRegistry(): boolean {

@@ -1,0 +1,110 @@
+// Verifies configure/reconfigure: complete configs stored as given, deep-merge
+// patches, every invalid field rejected with a reason, and nothing written on
+// rejection.
+import { runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+
+import { bucket, configured, rejection, uniqueName } from './helpers.ts';
+
+const VALID = { bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 2 };
+
+async function tablesOf(name: string): Promise<string[]> {
+  return runInDurableObject(bucket(name), async (_instance, state) =>
+    state.storage.sql
+      .exec<{ name: string }>(`SELECT name FROM sqlite_master WHERE type = 'table'`)
+      .toArray()
+      .map((row) => row.name),
+  );
+}
+
+describe('configure', () => {
+  it('stores the config as given and reports it with defaults shown apart', async () => {
+    const { name, stub } = await configured({ ...VALID, retry: { maxRetries: 1 } });
+    const stats = await stub.stats();
+    expect(stats.name).toBe(name);
+    expect(stats.config).toEqual({ ...VALID, retry: { maxRetries: 1 } });
+    expect(stats.effective.retry).toEqual({ maxRetries: 1, minDelayInMs: 500, maxDelayInMs: 30_000, factor: 2, respectRetryAfter: true });
+    expect(stats.effective.bucket.penaltyRefillFraction).toBe(0.5);
+    expect(stats).toMatchObject({ limit: 10, windowInMs: 60_000, remaining: 10, used: 0, queued: 0, running: 0 });
+  });
+
+  const invalid: [string, unknown, RegExp][] = [
+    ['a missing bucket', { concurrency: 1 }, /bucket is required/],
+    ['a zero limit', { ...VALID, bucket: { limitPerWindow: 0, windowInMs: 1000 } }, /bucket\.limitPerWindow.*received 0/],
+    ['a fractional window', { ...VALID, bucket: { limitPerWindow: 1, windowInMs: 1.5 } }, /bucket\.windowInMs must be an integer.*received 1\.5/],
+    ['a string limit', { ...VALID, bucket: { limitPerWindow: '60', windowInMs: 1000 } }, /bucket\.limitPerWindow must be a number.*received "60"/],
+    ['a refill fraction above 1', { ...VALID, bucket: { ...VALID.bucket, penaltyRefillFraction: 2 } }, /penaltyRefillFraction.*received 2/],
+    ['zero concurrency', { ...VALID, concurrency: 0 }, /concurrency.*received 0/],
+    ['negative retries', { ...VALID, retry: { maxRetries: -1 } }, /retry\.maxRetries.*received -1/],
+    ['a factor below 1', { ...VALID, retry: { factor: 0.5 } }, /retry\.factor.*received 0\.5/],
+    ['min delay above max delay', { ...VALID, retry: { maxDelayInMs: 100 } }, /retry\.minDelayInMs \(500, the default\) must be at most retry\.maxDelayInMs \(100\)/],
+    ['a non-boolean respectRetryAfter', { ...VALID, retry: { respectRetryAfter: 'yes' } }, /retry\.respectRetryAfter must be a boolean/],
+    ['an unknown key', { ...VALID, burst: 5 }, /unknown key "burst"/],
+    ['an unknown nested key', { ...VALID, bucket: { ...VALID.bucket, limit: 5 } }, /unknown key "limit" in bucket/],
+  ];
+
+  for (const [what, config, message] of invalid) {
+    it(`rejects ${what} and writes nothing`, async () => {
+      const name = uniqueName('invalid');
+      const error = await rejection(bucket(name).configure(name, config as never));
+      expect(error.message).toMatch(/^\[drl:invalid-config\] /);
+      expect(error.message).toMatch(message);
+      expect(await tablesOf(name)).toEqual([]);
+      expect(await bucket(name).listNames()).not.toContain(name);
+    });
+  }
+
+  it('reports every problem of a document at once', async () => {
+    const name = uniqueName('many');
+    const error = await rejection(
+      bucket(name).configure(name, { bucket: { limitPerWindow: 0, windowInMs: -1 }, concurrency: 'x' } as never),
+    );
+    expect(error.message).toContain('bucket.limitPerWindow');
+    expect(error.message).toContain('bucket.windowInMs');
+    expect(error.message).toContain('concurrency');
+  });
+
+  it('replaces the whole config on a second configure (no merge)', async () => {
+    const { name, stub } = await configured({ ...VALID, retry: { maxRetries: 1 } });
+    await stub.configure(name, { bucket: { limitPerWindow: 5, windowInMs: 1000 }, concurrency: 1 });
+    const stats = await stub.stats();
+    expect(stats.config).toEqual({ bucket: { limitPerWindow: 5, windowInMs: 1000 }, concurrency: 1 });
+    expect(stats.effective.retry.maxRetries).toBe(3);
+  });
+
+  it('refuses a name that differs from the one the object was configured with', async () => {
+    const { name, stub } = await configured(VALID);
+    const error = await rejection(stub.configure(`${name}-other`, VALID));
+    expect(error.message).toMatch(/^\[drl:invalid-argument\] this object is configured as/);
+    expect((await stub.stats()).name).toBe(name);
+  });
+});
+
+describe('reconfigure', () => {
+  it('merges a patch deeply and keeps what it does not mention', async () => {
+    const { stub } = await configured({ ...VALID, retry: { maxRetries: 1, minDelayInMs: 100 } });
+    const stats = await stub.reconfigure({ bucket: { limitPerWindow: 20 }, retry: { minDelayInMs: 200 } });
+    expect(stats.config).toEqual({ bucket: { limitPerWindow: 20, windowInMs: 60_000 }, concurrency: 2, retry: { maxRetries: 1, minDelayInMs: 200 } });
+    expect(stats.limit).toBe(20);
+  });
+
+  it('removes an optional field with null, restoring its default', async () => {
+    const { stub } = await configured({ ...VALID, retry: { maxRetries: 1 } });
+    const stats = await stub.reconfigure({ retry: { maxRetries: null } });
+    expect(stats.config.retry).toEqual({});
+    expect(stats.effective.retry.maxRetries).toBe(3);
+  });
+
+  it('rejects a patch that would break a rule and leaves the config unchanged', async () => {
+    const { stub } = await configured(VALID);
+    const error = await rejection(stub.reconfigure({ bucket: { windowInMs: 0 } }));
+    expect(error.message).toMatch(/^\[drl:invalid-config\] bucket\.windowInMs/);
+    expect((await stub.stats()).config).toEqual(VALID);
+  });
+
+  it('rejects removing a required field', async () => {
+    const { stub } = await configured(VALID);
+    const error = await rejection(stub.reconfigure({ concurrency: null } as never));
+    expect(error.message).toMatch(/concurrency is required/);
+  });
+});

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: the engine's Catch2 suite (release, then under ASan+UBSan),
-# the libFuzzer targets for a bounded time, and the Node suite (wasm loader,
-# native-vs-wasm differential). Ends with one line: "N passed, N failed".
+# the libFuzzer targets for a bounded time, the object's suite inside workerd,
+# and the Node suite (wasm loader, native-vs-wasm differential). Ends with one
+# line: "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,15 @@ count_ctest() {  # reads a ctest log, adds its totals
   total=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$line")
   passed=$((passed + total - bad))
   failed=$((failed + bad))
+}
+
+count_vitest() {  # reads a vitest JSON report, adds its totals (a missing or empty one is a failure)
+  local p f
+  read -r p f < <(node -e '
+    try { const r = require(process.argv[1]); console.log(r.numPassedTests, r.numFailedTests + (r.numTotalTests === 0 ? 1 : 0)); }
+    catch { console.log(0, 1); }' "$PWD/$1")
+  passed=$((passed + p))
+  failed=$((failed + f))
 }
 
 echo "== engine tests (release)"
@@ -47,14 +57,15 @@ for target in config snapshot retry_after; do
   fi
 done
 
+echo "== object tests in workerd (vitest-pool-workers)"
+node_modules/.bin/vitest run --config test/do/vitest.config.ts \
+  --reporter=default --reporter=json --outputFile=build/vitest-workerd.json
+count_vitest build/vitest-workerd.json
+
 echo "== node tests (wasm loader, native-vs-wasm differential)"
 node_modules/.bin/vitest run --config test/node/vitest.config.ts \
   --reporter=default --reporter=json --outputFile=build/vitest-node.json
-read -r p f < <(node -e '
-  try { const r = require("./build/vitest-node.json"); console.log(r.numPassedTests, r.numFailedTests + (r.numTotalTests === 0 ? 1 : 0)); }
-  catch { console.log(0, 1); }')
-passed=$((passed + p))
-failed=$((failed + f))
+count_vitest build/vitest-node.json
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -8,7 +8,7 @@ export interface TestEnv {
   RATE_LIMITER: DurableObjectNamespace<LimiterDO>;
   DRL_CONFIG_KEY: string;
   OTHER_APP: Service & {
-    run(stub: DurableObjectStub<LimiterDO>, job: { status?: number; retryAfter?: string; latencyMs?: number; options?: unknown }): Promise<{
+    run(execute: (fn: () => Promise<CallReport>, options?: unknown) => Promise<unknown>, job: { status?: number; retryAfter?: string; latencyMs?: number; options?: unknown }): Promise<{
       ok: boolean;
       value?: unknown;
       error?: string;
@@ -60,4 +60,13 @@ export async function rejection(promise: Promise<unknown>): Promise<Error> {
     return error as Error;
   }
   throw new Error('expected a rejection, but the promise resolved');
+}
+
+/** Polls `check` until it returns true (or fails after `timeoutMs`). */
+export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 5000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
 }

@@ -1,17 +1,18 @@
 import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
 import { defineConfig } from 'vitest/config';
 
-// A second application in its own isolate. The test hands it a stub of the
-// same bucket over RPC; its callback runs in its own isolate, as another
-// application sharing the quota would.
+// A second application in its own isolate. The test hands it a function that
+// forwards to the shared bucket's execute (a Durable Object stub cannot be
+// sent over RPC from the test runner); its callback is an RPC function handle
+// that runs in other-app's isolate, as another application's would.
 const OTHER_APP = `
   import { WorkerEntrypoint } from 'cloudflare:workers';
   export class OtherApp extends WorkerEntrypoint {
     // One call through the shared bucket; reports when its callback started.
-    async run(stub, job) {
+    async run(execute, job) {
       const startedAt = [];
       try {
-        const value = await stub.execute(async () => {
+        const value = await execute(async () => {
           startedAt.push(Date.now());
           if (job.latencyMs) await new Promise((r) => setTimeout(r, job.latencyMs));
           return { value: 'from other-app', status: job.status ?? 200, retryAfter: job.retryAfter };

@@ -1,0 +1,188 @@
+// Verifies the registry: configured names are listed once, failed creations leave no name and no bucket, ghosts are pruned by GET /stats, and only the registry serves its methods.
+import { runInDurableObject, SELF } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+
+import { ENVELOPE_VERSION, REGISTRY_NAME } from '../../shim/do/index.ts';
+import type { LimiterConfig } from '../../shim/envelope.ts';
+import { bucket, configured, rejection, testEnv, uniqueName } from './helpers.ts';
+
+const CONFIG: LimiterConfig = { bucket: { limitPerWindow: 4, windowInMs: 10_000 }, concurrency: 1 };
+
+/** The registry instance, addressed directly (configure refuses its name). */
+const registry = () => testEnv.RATE_LIMITER.get(testEnv.RATE_LIMITER.idFromName(REGISTRY_NAME));
+
+async function tablesOf(name: string): Promise<string[]> {
+  return runInDurableObject(bucket(name), async (_instance, state) =>
+    state.storage.sql
+      .exec<{ name: string }>(`SELECT name FROM sqlite_master`)
+      .toArray()
+      .map((row) => row.name),
+  );
+}
+
+async function adminStats(): Promise<{ status: number; body: { ok: boolean; buckets?: Record<string, unknown>; pruned?: string[] } }> {
+  const response = await SELF.fetch('https://limiter.test/stats', { headers: { authorization: 'Bearer test-admin-key' } });
+  return { status: response.status, body: await response.json() };
+}
+
+describe('listNames', () => {
+  it('lists a configured name, asked of any bucket or of the registry itself', async () => {
+    const { name, stub } = await configured(CONFIG, 'listed');
+    expect(await stub.listNames()).toContain(name);
+    expect(await registry().listNames()).toContain(name);
+    expect(await bucket(uniqueName('never-configured')).listNames()).toContain(name);
+  });
+
+  it('answers in name order', async () => {
+    const names = await registry().listNames();
+    expect(names).toEqual([...names].sort());
+  });
+
+  it('lists a name configured twice only once', async () => {
+    const { name, stub } = await configured(CONFIG, 'twice');
+    await stub.configure(name, { ...CONFIG, concurrency: 3 });
+    await stub.configure(name, CONFIG);
+    expect((await registry().listNames()).filter((n) => n === name)).toEqual([name]);
+  });
+
+  it('registers nothing when configure is rejected by validation', async () => {
+    const name = uniqueName('invalid');
+    const stub = bucket(name);
+    const error = await rejection(stub.configure(name, { ...CONFIG, concurrency: 0 }));
+    expect(error.message).toContain('[drl:invalid-config]');
+    expect(await registry().listNames()).not.toContain(name);
+    expect(await tablesOf(name)).toEqual([]);
+  });
+
+  it('never lists the registry itself, which cannot be configured', async () => {
+    const error = await rejection(registry().configure(REGISTRY_NAME, CONFIG));
+    expect(error.message).toContain('[drl:invalid-argument]');
+    expect(error.message).toContain('reserved');
+    // Configuring the registry instance under another name is refused too.
+    const other = uniqueName('on-registry');
+    const onRegistry = await rejection(registry().configure(other, CONFIG));
+    expect(onRegistry.message).toContain('[drl:invalid-argument]');
+    const names = await registry().listNames();
+    expect(names).not.toContain(REGISTRY_NAME);
+    expect(names).not.toContain(other);
+    expect((await rejection(registry().stats())).message).toContain('[drl:no-such-limiter]');
+  });
+});
+
+describe('compensation', () => {
+  it('undoes the registration when storing fails after it: configure rejects, no name, no bucket', async () => {
+    const name = uniqueName('doomed');
+    const stub = bucket(name);
+    // A conflicting table makes the first insert into drl_meta fail, after registerName succeeded.
+    await runInDurableObject(stub, async (_instance, state) => {
+      state.storage.sql.exec(`CREATE TABLE drl_meta (x)`);
+    });
+    const error = await rejection(stub.configure(name, CONFIG));
+    expect(error.message).toMatch(/drl_meta/);
+
+    expect(await registry().listNames()).not.toContain(name);
+    const stats = await rejection(stub.stats());
+    expect(stats.message).toContain('[drl:no-such-limiter]');
+    expect((await tablesOf(name)).filter((t) => t.startsWith('drl_'))).toEqual([]);
+
+    // Nothing is wedged: once the obstacle is gone the same name configures normally.
+    const ok = await stub.configure(name, CONFIG);
+    expect(ok.name).toBe(name);
+    expect(await registry().listNames()).toContain(name);
+  });
+
+  it('keeps the name and the bucket when a re-configure of a live bucket fails to store', async () => {
+    const { name, stub } = await configured(CONFIG, 'live');
+    await runInDurableObject(stub, async (_instance, state) => {
+      state.storage.sql.exec(`DROP TABLE drl_meta`);
+      state.storage.sql.exec(`CREATE TABLE drl_meta (x)`);
+    });
+    await rejection(stub.configure(name, { ...CONFIG, concurrency: 2 }));
+    expect(await registry().listNames()).toContain(name);
+  });
+});
+
+describe('pruning', () => {
+  it('GET /stats prunes a registered name with no bucket behind it', async () => {
+    const ghost = uniqueName('ghost');
+    const { name: real } = await configured(CONFIG, 'real');
+    await registry().registerName(ghost);
+    expect(await registry().listNames()).toContain(ghost);
+
+    const { status, body } = await adminStats();
+    expect(status).toBe(200);
+    expect(body.pruned).toContain(ghost);
+    expect(body.pruned).not.toContain(real);
+    expect(body.buckets![ghost]).toBeUndefined();
+    expect(body.buckets![real]).toBeDefined();
+
+    const names = await registry().listNames();
+    expect(names).not.toContain(ghost);
+    expect(names).toContain(real);
+    // Pruned once: a second look finds nothing to prune for that name.
+    expect((await adminStats()).body.pruned ?? []).not.toContain(ghost);
+  });
+
+  it('registering a name directly validates it', async () => {
+    for (const bad of ['', REGISTRY_NAME, 'x'.repeat(300), 'bell\u0007']) {
+      const error = await rejection(registry().registerName(bad));
+      expect(error.message).toContain('[drl:invalid-argument]');
+    }
+  });
+});
+
+describe('registry methods', () => {
+  it('are refused by every instance but the registry, with [drl:misconfigured]', async () => {
+    const { name, stub } = await configured(CONFIG, 'not-registry');
+    const fresh = bucket(uniqueName('fresh'));
+    for (const target of [stub, fresh]) {
+      const register = await rejection(target.registerName(`intruder-${name}`));
+      expect(register.message).toContain('[drl:misconfigured]');
+      expect(register.message).toContain(REGISTRY_NAME);
+      const unregister = await rejection(target.unregisterName(name));
+      expect(unregister.message).toContain('[drl:misconfigured]');
+    }
+    const names = await registry().listNames();
+    expect(names).toContain(name);
+    expect(names).not.toContain(`intruder-${name}`);
+  });
+
+  it('unregistering an unknown name is harmless', async () => {
+    const { name } = await configured(CONFIG, 'kept');
+    await registry().unregisterName(uniqueName('unknown'));
+    expect(await registry().listNames()).toContain(name);
+  });
+});
+
+describe('ping', () => {
+  it('answers { ok: true, envelopeVersion } on any stub, configured or not, registry included', async () => {
+    const { stub } = await configured(CONFIG, 'ping');
+    for (const target of [stub, bucket(uniqueName('ping-fresh')), registry()]) {
+      expect(await target.ping()).toEqual({ ok: true, envelopeVersion: ENVELOPE_VERSION });
+    }
+    expect(ENVELOPE_VERSION).toBe(1);
+  });
+
+  it('stores nothing on an unconfigured object', async () => {
+    const name = uniqueName('ping-empty');
+    await bucket(name).ping();
+    await bucket(name).listNames();
+    expect(await tablesOf(name)).toEqual([]);
+  });
+});
+
+describe('names and objects', () => {
+  // A raw stub lets a caller give configure a name other than the one the
+  // object was addressed by. The registry then lists a name whose
+  // idFromName() leads to an empty object, and the real bucket is listed
+  // under no name at all; GET /stats later prunes the wrong name and the
+  // live bucket disappears from every admin view.
+  it('refuses to configure an object under a name it is not addressed by', async () => {
+    const addressed = uniqueName('addressed');
+    const claimed = uniqueName('claimed');
+    const error = await rejection(bucket(addressed).configure(claimed, CONFIG));
+    expect(error.message).toContain('[drl:invalid-argument]');
+    expect(await registry().listNames()).not.toContain(claimed);
+    expect((await tablesOf(addressed)).filter((t) => t.startsWith('drl_'))).toEqual([]);
+  });
+});

@@ -21,11 +21,14 @@ count_ctest() {  # reads a ctest log, adds its totals
   failed=$((failed + bad))
 }
 
-count_vitest() {  # reads a vitest JSON report, adds its totals (a missing or empty one is a failure)
+count_vitest() {  # REPORT EXIT_CODE: adds a vitest JSON report's totals; a missing or empty
+  # report is a failure, and so is a non-zero exit with no failed test (an
+  # unhandled error, a crashed pool)
   local p f
   read -r p f < <(node -e '
     try { const r = require(process.argv[1]); console.log(r.numPassedTests, r.numFailedTests + (r.numTotalTests === 0 ? 1 : 0)); }
     catch { console.log(0, 1); }' "$PWD/$1")
+  if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "vitest exited $2 with no failed test: counted as one failure"; fi
   passed=$((passed + p))
   failed=$((failed + f))
 }
@@ -58,14 +61,16 @@ for target in config snapshot retry_after; do
 done
 
 echo "== object tests in workerd (vitest-pool-workers)"
+rm -f build/vitest-workerd.json
 node_modules/.bin/vitest run --config test/do/vitest.config.ts \
   --reporter=default --reporter=json --outputFile=build/vitest-workerd.json
-count_vitest build/vitest-workerd.json
+count_vitest build/vitest-workerd.json $?
 
 echo "== node tests (wasm loader, native-vs-wasm differential)"
+rm -f build/vitest-node.json
 node_modules/.bin/vitest run --config test/node/vitest.config.ts \
   --reporter=default --reporter=json --outputFile=build/vitest-node.json
-count_vitest build/vitest-node.json
+count_vitest build/vitest-node.json $?
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -185,4 +185,19 @@ describe('names and objects', () => {
     expect(await registry().listNames()).not.toContain(claimed);
     expect((await tablesOf(addressed)).filter((t) => t.startsWith('drl_'))).toEqual([]);
   });
+
+  // The same gap, reached without a wrong name in sight: two configures
+  // racing on a fresh object both pass the "already named?" check before
+  // either stores, so both names get registered while the object answers to
+  // only one of them.
+  it('lists only the name the object answers to when two configures race on it', async () => {
+    const name = uniqueName('race');
+    const other = `${name}-other`;
+    const stub = bucket(name);
+    await Promise.allSettled([stub.configure(name, CONFIG), stub.configure(other, CONFIG)]);
+    const answersTo = (await stub.stats()).name;
+    const listed = (await registry().listNames()).filter((n) => n === name || n === other);
+    expect(listed).toEqual([answersTo]);
+    expect(answersTo).toBe(name);
+  });
 });

@@ -1,10 +1,217 @@
-import { it } from 'vitest';
-import { bucket, uniqueName, testEnv } from './helpers.ts';
-const cfg = { bucket: { limitPerWindow: 3, windowInMs: 1000 }, concurrency: 1 };
-it('probe race', async () => {
-  const a = uniqueName('a'); const b = a + '-other';
-  const s = bucket(a);
-  const r = await Promise.allSettled([s.configure(a, cfg), s.configure(b, cfg)]);
-  console.log(r.map((x) => x.status === 'fulfilled' ? 'ok ' + (x.value as any).name : 'rej ' + (x as any).reason.message));
-  console.log((await s.stats()).name, (await s.listNames()).filter((n) => n.startsWith(a)));
+// Verifies that wrong arguments at the object's RPC boundary are refused with a clear, marked error of a stable class, and that nothing is written or run.
+import { runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+
+import { REGISTRY_NAME } from '../../shim/do/index.ts';
+import type { LimiterConfig } from '../../shim/envelope.ts';
+import { bucket, configured, recorder, rejection, uniqueName } from './helpers.ts';
+
+const CONFIG: LimiterConfig = { bucket: { limitPerWindow: 7, windowInMs: 60_000 }, concurrency: 2, retry: { maxRetries: 3, minDelayInMs: 10 } };
+
+type ErrorClass = typeof TypeError | typeof RangeError | typeof Error;
+
+/** Asserts the class that crossed RPC (not just its message) and the marker. */
+function expectError(error: Error, Kind: ErrorClass, marker: string, detail: RegExp): void {
+  expect(error).toBeInstanceOf(Kind);
+  expect(error.name).toBe(Kind.name);
+  expect(error.message).toContain(marker);
+  expect(error.message).toMatch(detail);
+}
+
+async function tablesOf(name: string): Promise<string[]> {
+  return runInDurableObject(bucket(name), async (_instance, state) =>
+    state.storage.sql
+      .exec<{ name: string }>(`SELECT name FROM sqlite_master`)
+      .toArray()
+      .map((row) => row.name),
+  );
+}
+
+async function grantRows(name: string): Promise<number> {
+  return runInDurableObject(bucket(name), async (_instance, state) =>
+    state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM drl_grants`).one().n,
+  );
+}
+
+describe('execute', () => {
+  type Fn = () => Promise<{ value: string; status: number }>;
+  const cases: [string, (stub: ReturnType<typeof bucket>, fn: Fn) => Promise<unknown>, ErrorClass, RegExp][] = [
+    ['a string instead of a function', (s) => s.execute('not a function' as never), TypeError, /fn must be a function \(received "not a function"\)/],
+    ['a number instead of a function', (s) => s.execute(42 as never), TypeError, /fn must be a function \(received 42\)/],
+    ['options that are a string', (s, fn) => s.execute(fn, 'x' as never), TypeError, /options must be an object \(received "x"\)/],
+    ['options that are an array', (s, fn) => s.execute(fn, [1] as never), TypeError, /options must be an object \(received an array\)/],
+    ['a string cost', (s, fn) => s.execute(fn, { cost: '2' } as never), TypeError, /cost must be a number \(received "2"\)/],
+    ['a fractional cost', (s, fn) => s.execute(fn, { cost: 1.5 }), RangeError, /cost must be an integer >= 1 \(received 1\.5\)/],
+    ['a zero cost', (s, fn) => s.execute(fn, { cost: 0 }), RangeError, /cost must be an integer >= 1 \(received 0/],
+    ['a negative cost', (s, fn) => s.execute(fn, { cost: -3 }), RangeError, /cost must be an integer >= 1 \(received -3/],
+    ['a NaN cost', (s, fn) => s.execute(fn, { cost: NaN }), TypeError, /cost must be a finite number/],
+    ['an infinite cost', (s, fn) => s.execute(fn, { cost: Infinity }), TypeError, /cost must be a finite number/],
+    ['an unknown option', (s, fn) => s.execute(fn, { bogus: 1 } as never), TypeError, /unknown key "bogus" \(allowed: cost\)/],
+  ];
+
+  for (const [what, call, Kind, detail] of cases) {
+    it(`refuses ${what} with [drl:invalid-argument] ${Kind.name}, takes nothing and runs nothing`, async () => {
+      const { name, stub } = await configured(CONFIG, 'exec-arg');
+      const { fn, startedAt } = recorder({ value: 'ran', status: 200 });
+      const error = await rejection(call(stub, fn));
+      expectError(error, Kind, '[drl:invalid-argument]', detail);
+      expect(startedAt).toEqual([]);
+      const stats = await stub.stats();
+      expect(stats).toMatchObject({ used: 0, remaining: 7, liveGrants: 0, queued: 0, active: 0, running: 0 });
+      expect(await grantRows(name)).toBe(0);
+      // The bucket is unharmed: a proper call goes through at once.
+      expect(await stub.execute(fn)).toBe('ran');
+      expect(startedAt).toHaveLength(1);
+    });
+  }
+
+  it('refuses a cost above the limit with [drl:cost-too-large] RangeError naming both numbers, and takes nothing', async () => {
+    const { name, stub } = await configured(CONFIG, 'exec-cost');
+    const { fn, startedAt } = recorder({ value: 'ran' });
+    const error = await rejection(stub.execute(fn, { cost: 9 }));
+    expectError(error, RangeError, '[drl:cost-too-large]', /\b9(\.0)?\b/);
+    expect(error.message).toMatch(/\b7\b/);
+    expect(startedAt).toEqual([]);
+    expect(await stub.stats()).toMatchObject({ used: 0, remaining: 7, queued: 0, active: 0 });
+    expect(await grantRows(name)).toBe(0);
+    // The limit itself is a legal cost.
+    expect(await stub.execute(fn, { cost: 7 })).toBe('ran');
+    expect((await stub.stats()).used).toBe(7);
+  });
+
+  it('checks its arguments before anything else, so an unconfigured bucket stays empty', async () => {
+    const name = uniqueName('exec-absent');
+    const error = await rejection(bucket(name).execute('nope' as never));
+    expectError(error, TypeError, '[drl:invalid-argument]', /fn must be a function/);
+    expect(await tablesOf(name)).toEqual([]);
+  });
+});
+
+describe('configure', () => {
+  const cases: [string, (name: string) => [unknown, unknown], ErrorClass, string, RegExp][] = [
+    ['a number as the name', () => [123, CONFIG], TypeError, '[drl:invalid-argument]', /name must be a string \(received 123\)/],
+    ['an empty name', () => ['', CONFIG], RangeError, '[drl:invalid-argument]', /name must not be empty/],
+    ['a 300-character name', () => ['n'.repeat(300), CONFIG], RangeError, '[drl:invalid-argument]', /at most 256 characters \(received 300\)/],
+    ['a name with a control character', (n) => [`${n}\u0001`, CONFIG], RangeError, '[drl:invalid-argument]', /must be printable/],
+    ['a name with a newline', (n) => [`${n}\n`, CONFIG], RangeError, '[drl:invalid-argument]', /must be printable/],
+    ['the registry name', () => [REGISTRY_NAME, CONFIG], RangeError, '[drl:invalid-argument]', /reserved for the registry/],
+    ['a null config', (n) => [n, null], TypeError, '[drl:invalid-config]', /config must be an object \(received null\)/],
+    ['an array config', (n) => [n, []], TypeError, '[drl:invalid-config]', /config must be an object \(received an array\)/],
+    ['a string config', (n) => [n, '{"concurrency":1}'], TypeError, '[drl:invalid-config]', /config must be an object/],
+    ['a NaN concurrency', (n) => [n, { ...CONFIG, concurrency: NaN }], TypeError, '[drl:invalid-config]', /concurrency must be a finite number \(received NaN\)/],
+    ['an infinite window', (n) => [n, { ...CONFIG, bucket: { limitPerWindow: 1, windowInMs: Infinity } }], TypeError, '[drl:invalid-config]', /bucket\.windowInMs must be a finite number/],
+    ['a function in the config', (n) => [n, { ...CONFIG, retry: { factor: () => 2 } }], TypeError, '[drl:invalid-config]', /retry\.factor must be JSON data \(received a function\)/],
+    ['a Date in the config', (n) => [n, { ...CONFIG, bucket: { limitPerWindow: 1, windowInMs: new Date(60_000) } }], TypeError, '[drl:invalid-config]', /bucket\.windowInMs must be a plain object/],
+    ['an out-of-range limit', (n) => [n, { ...CONFIG, bucket: { limitPerWindow: 0, windowInMs: 1000 } }], RangeError, '[drl:invalid-config]', /bucket\.limitPerWindow.*received 0/],
+  ];
+
+  for (const [what, args, Kind, marker, detail] of cases) {
+    it(`refuses ${what} with ${marker} ${Kind.name} and writes nothing`, async () => {
+      const name = uniqueName('conf-arg');
+      const [givenName, config] = args(name);
+      const error = await rejection(bucket(name).configure(givenName as never, config as never));
+      expectError(error, Kind, marker, detail);
+      expect((await tablesOf(name)).filter((t) => t.startsWith('drl_'))).toEqual([]);
+      const listed = await bucket(name).listNames();
+      expect(listed).not.toContain(name);
+      expect(listed).not.toContain(givenName);
+      const stats = await rejection(bucket(name).stats());
+      expect(stats.message).toContain('[drl:no-such-limiter]');
+    });
+  }
+
+  it('accepts a name of exactly 256 printable characters', async () => {
+    const name = `${uniqueName('long')}-`.padEnd(256, 'é');
+    expect(name).toHaveLength(256);
+    const stats = await bucket(name).configure(name, CONFIG);
+    expect(stats.name).toBe(name);
+    expect(await bucket(name).listNames()).toContain(name);
+  });
+
+  it('leaves a live bucket exactly as it was when a new config is refused', async () => {
+    const { name, stub } = await configured(CONFIG, 'conf-live');
+    await stub.execute(async () => ({ value: 1 }), { cost: 2 });
+    const before = await stub.stats();
+    for (const bad of [null, [], { ...CONFIG, concurrency: NaN }, { ...CONFIG, retry: { factor: () => 2 } }, { ...CONFIG, concurrency: 0 }]) {
+      await rejection(stub.configure(name, bad as never));
+    }
+    const after = await stub.stats();
+    expect(after.config).toEqual(before.config);
+    expect(after.used).toBe(2);
+    expect(await grantRows(name)).toBe(1);
+  });
+});
+
+describe('reconfigure', () => {
+  for (const [what, patch] of [
+    ['a string', 'x'],
+    ['null', null],
+    ['an array', [{ concurrency: 1 }]],
+  ] as const) {
+    it(`refuses ${what} as the patch with [drl:invalid-config] TypeError and changes nothing`, async () => {
+      const { stub } = await configured(CONFIG, 'reconf');
+      const error = await rejection(stub.reconfigure(patch as never));
+      expectError(error, TypeError, '[drl:invalid-config]', /patch must be an object/);
+      expect((await stub.stats()).config).toEqual(CONFIG);
+    });
+  }
+
+  it('refuses a patch holding a function, naming its path', async () => {
+    const { stub } = await configured(CONFIG, 'reconf-fn');
+    const error = await rejection(stub.reconfigure({ retry: { maxRetries: (() => 1) as never } }));
+    expectError(error, TypeError, '[drl:invalid-config]', /retry\.maxRetries must be JSON data/);
+    expect((await stub.stats()).config).toEqual(CONFIG);
+  });
+});
+
+describe('pause', () => {
+  const cases: [string, unknown, ErrorClass, RegExp][] = [
+    ['a string', '10', TypeError, /ms must be a number \(received "10"\)/],
+    ['a negative number', -1, RangeError, /must be an integer between 0 and \d+ \(received -1/],
+    ['a fraction', 1.5, RangeError, /must be an integer between 0 and \d+ \(received 1\.5\)/],
+    ['NaN', NaN, RangeError, /must be an integer between 0 and \d+ \(received a non-finite value\)/],
+    ['nothing', undefined, TypeError, /ms must be a number/],
+  ];
+  for (const [what, ms, Kind, detail] of cases) {
+    it(`refuses ${what} with [drl:invalid-argument] ${Kind.name} and does not pause`, async () => {
+      const { name, stub } = await configured(CONFIG, 'pause');
+      const error = await rejection(stub.pause(ms as never));
+      expectError(error, Kind, '[drl:invalid-argument]', detail);
+      const stats = await stub.stats();
+      expect(stats).toMatchObject({ penalised: false, forcedUntil: null, remaining: 7 });
+      const penalty = await runInDurableObject(bucket(name), async (_instance, state) =>
+        state.storage.sql.exec(`SELECT value FROM drl_meta WHERE key = 'penalty'`).toArray(),
+      );
+      expect(penalty).toEqual([]);
+    });
+  }
+});
+
+describe('a callback returning a malformed report', () => {
+  const cases: [string, unknown, RegExp][] = [
+    ['a non-numeric status', { status: 'x' }, /CallReport\.status must be an integer HTTP status \(received "x"\)/],
+    ['a number', 5, /must return a CallReport object \(received 5\)/],
+    ['a string failure', { failure: 'boom' }, /CallReport\.failure must be \{ message: string, retryable: boolean \} \(received "boom"\)/],
+    ['a failure without retryable', { status: 500, failure: { message: 'boom' } }, /CallReport\.failure/],
+    ['a numeric retryAfter', { status: 429, retryAfter: 5 }, /CallReport\.retryAfter must be a string \(received 5\)/],
+    ['nothing', undefined, /must return a CallReport object/],
+  ];
+  for (const [what, bad, detail] of cases) {
+    it(`rejects the call when the report is ${what}, naming the field, after exactly one run`, async () => {
+      const { stub } = await configured(CONFIG, 'report');
+      let runs = 0;
+      const error = await rejection(
+        stub.execute(async () => {
+          runs += 1;
+          return bad as never;
+        }),
+      );
+      expect(error.message).toContain('[drl:call-failed]');
+      expect(error.message).toMatch(detail);
+      expect(runs).toBe(1); // maxRetries is 3: a malformed report is final, not retried
+      // The slot is released and the bucket keeps working.
+      expect(await stub.stats()).toMatchObject({ active: 0, running: 0, queued: 0 });
+      expect(await stub.execute(async () => ({ value: 'next', status: 200 }))).toBe('next');
+    });
+  }
 });

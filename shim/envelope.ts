@@ -24,8 +24,9 @@ export const REGISTRY_NAME = '__drl_registry__';
 export const MAX_NAME_LENGTH = 256;
 
 /**
- * Markers that start the message of every error the object raises. Workers
- * RPC keeps only an error's message, so these tokens are how the client
+ * Markers carried in the message of every error the object raises. Workers
+ * RPC keeps only an error's message (and prefixes a custom class's name to
+ * it), so these tokens, matched anywhere in the message, are how the client
  * rebuilds a typed error on its side.
  */
 export const MARKERS = {
@@ -36,6 +37,7 @@ export const MARKERS = {
   callFailed: '[drl:call-failed]',
   cancelled: '[drl:cancelled]',
   misconfigured: '[drl:misconfigured]',
+  storageFailed: '[drl:storage-failed]',
 } as const;
 
 /** A bucket's configuration: complete for `configure`, a deep patch for `reconfigure`. */

@@ -14,6 +14,13 @@
 namespace drl {
 namespace internal {
 
+// A number as a person wrote it: 2, not 2.0 (JS numbers arrive as doubles).
+std::string number_text(double v) {
+  if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<long long>(v));
+  return nlohmann::json(v).dump();
+}
+
 enum class Phase { Queued, Running, Backoff, Ready };
 
 struct Call {
@@ -437,15 +444,15 @@ Expected<Ticket> Engine::arrive(Millis now, double cost) {
   if (!s_->cfg) return s_->not_configured();
   if (!std::isfinite(cost)) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
-                       "cost must be a finite number (received a non-finite value)");
+                       "cost must be a finite number (received " + internal::number_text(cost) + ")");
   }
   if (cost < 1 || cost != std::floor(cost)) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
-                       "cost must be an integer >= 1 (received " + nlohmann::json(cost).dump() + ")");
+                       "cost must be an integer >= 1 (received " + internal::number_text(cost) + ")");
   }
   if (cost > static_cast<double>(s_->limit())) {
     return Error::make(ErrorCode::CostTooLarge, ErrorKind::RangeError,
-                       "cost " + nlohmann::json(cost).dump() + " exceeds limitPerWindow " +
+                       "cost " + internal::number_text(cost) + " exceeds limitPerWindow " +
                            std::to_string(s_->limit()) + ", so it could never be admitted");
   }
   s_->advance(now);
@@ -562,10 +569,14 @@ void Engine::tick(Millis now) {
 
 Status Engine::pause(Millis now, double ms) {
   if (!s_->cfg) return s_->not_configured();
-  if (!std::isfinite(ms) || ms < 0 || ms != std::floor(ms) || ms > static_cast<double>(kMaxDelayMs)) {
+  if (!std::isfinite(ms)) {
+    return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
+                       "pause ms must be a finite number (received " + internal::number_text(ms) + ")");
+  }
+  if (ms < 0 || ms != std::floor(ms) || ms > static_cast<double>(kMaxDelayMs)) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
                        "pause ms must be an integer between 0 and " + std::to_string(kMaxDelayMs) +
-                           " (received " + (std::isfinite(ms) ? nlohmann::json(ms).dump() : "a non-finite value") + ")");
+                           " (received " + internal::number_text(ms) + ")");
   }
   s_->advance(now);
   s_->penalise(static_cast<Millis>(ms));

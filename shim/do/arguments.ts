@@ -9,7 +9,8 @@ function describe(value: unknown): string {
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}...` : value);
   if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
-  return `a ${typeof value}`;
+  if (value === undefined) return 'undefined';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
 function invalid(Kind: typeof TypeError | typeof RangeError, message: string): Error {

@@ -119,9 +119,11 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       const text = configJson(config, 'config');
       this.#validate(text);
       if (this.#isRegistry()) throw new RangeError(`${MARKERS.invalidArgument} the registry instance cannot hold a bucket`);
-      if (this.#name !== null && this.#name !== name) {
+      // The name must be the one this object is addressed by: otherwise the
+      // registry would list a name that leads to another (empty) object.
+      if (!this.ctx.id.equals(this.#namespace().idFromName(name))) {
         throw new RangeError(
-          `${MARKERS.invalidArgument} this object is configured as ${JSON.stringify(this.#name)}: address it with idFromName(${JSON.stringify(name)}) to configure ${JSON.stringify(name)}`,
+          `${MARKERS.invalidArgument} configure(${JSON.stringify(name)}) was sent to an object addressed by another name: use idFromName(${JSON.stringify(name)}) for its stub`,
         );
       }
       const created = !this.#engine.configText();
@@ -140,7 +142,8 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
           this.#name = null;
           await registry.unregisterName(name).catch(() => {}); // pruned later if this fails too
         }
-        throw error;
+        if ((error as Error).message?.includes('[drl:')) throw error;
+        throw new Error(`${MARKERS.storageFailed} could not store the config of ${JSON.stringify(name)}: ${(error as Error).message}`);
       }
       return this.stats();
     });
@@ -233,11 +236,16 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       .map((row) => row.name);
   }
 
-  #registry(): DurableObjectStub<LimiterDO> {
+  #namespace(): DurableObjectNamespace<LimiterDO> {
     const ns = this.env.RATE_LIMITER as DurableObjectNamespace<LimiterDO> | undefined;
     if (!ns) {
       throw new Error(`${MARKERS.misconfigured} the limiter Worker must bind LimiterDO as RATE_LIMITER: the registry is reached through it`);
     }
+    return ns;
+  }
+
+  #registry(): DurableObjectStub<LimiterDO> {
+    const ns = this.#namespace();
     return ns.get(ns.idFromName(REGISTRY_NAME));
   }
 
@@ -283,7 +291,13 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     const call = this.#calls.get(action.ticket);
     if (!call) return;
     if (action.kind === 'start') {
-      void this.#attempt(action.ticket, call);
+      // The attempt settles the call itself; this catches only what breaks
+      // the object under it (storage gone after an abort or reset), so the
+      // caller hears of it instead of it surfacing as an unhandled rejection.
+      this.#attempt(action.ticket, call).catch((error: unknown) => {
+        this.#calls.delete(action.ticket);
+        call.reject(error);
+      });
       return;
     }
     this.#calls.delete(action.ticket);

@@ -75,7 +75,7 @@ describe('configure', () => {
   it('refuses a name that differs from the one the object was configured with', async () => {
     const { name, stub } = await configured(VALID);
     const error = await rejection(stub.configure(`${name}-other`, VALID));
-    expect(error.message).toMatch(/^\[drl:invalid-argument\] this object is configured as/);
+    expect(error.message).toMatch(/\[drl:invalid-argument\] configure\(".*-other"\) was sent to an object addressed by another name/);
     expect((await stub.stats()).name).toBe(name);
   });
 });

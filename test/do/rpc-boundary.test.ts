@@ -169,7 +169,7 @@ describe('pause', () => {
     ['a string', '10', TypeError, /ms must be a number \(received "10"\)/],
     ['a negative number', -1, RangeError, /must be an integer between 0 and \d+ \(received -1/],
     ['a fraction', 1.5, RangeError, /must be an integer between 0 and \d+ \(received 1\.5\)/],
-    ['NaN', NaN, RangeError, /must be an integer between 0 and \d+ \(received a non-finite value\)/],
+    ['NaN', NaN, TypeError, /pause ms must be a finite number \(received NaN\)/],
     ['nothing', undefined, TypeError, /ms must be a number/],
   ];
   for (const [what, ms, Kind, detail] of cases) {

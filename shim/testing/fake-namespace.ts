@@ -1,0 +1,79 @@
+/**
+ * A stand-in for the limiter's Durable Object namespace, for unit tests that
+ * run outside workerd. It keeps the real object's terminal semantics and
+ * nothing else: the callback runs once, at once (no pacing, no waiting, no
+ * retries), and the outcome is what the real object would settle with once
+ * no retries remain.
+ */
+import { MARKERS, type CallReport, type ExecuteOptions } from '../envelope.ts';
+import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
+
+/** One call the fake saw: which bucket, and the report its callback returned. */
+export interface CapturedCall {
+  name: string;
+  report: CallReport;
+}
+
+/** The part of a limiter stub the client uses. */
+export interface FakeLimiterStub {
+  execute<T = unknown>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T>;
+}
+
+export interface FakeLimiterNamespace {
+  /** Hand this to `defineTestBinder`. */
+  readonly namespace: {
+    idFromName(name: string): { readonly name: string };
+    get(id: { readonly name: string }): FakeLimiterStub;
+  };
+  /** Every call, in order. */
+  readonly calls: CapturedCall[];
+}
+
+export interface FakeLimiterOptions {
+  /**
+   * The bucket names that exist. Default: every name. A name not listed
+   * rejects as an unconfigured bucket does, with the not-configured marker.
+   */
+  configured?: readonly string[];
+}
+
+/**
+ * Creates a fake namespace. A report with `failure`, a 429 or a rateLimited
+ * signal rejects with the CallFailedError the object would raise once its
+ * retries were spent (a retryable failure too: the fake never re-invokes);
+ * anything else resolves with `value`.
+ *
+ * @example
+ * const fake = createFakeLimiterNamespace();
+ * const api = defineLimiter({ binder: defineTestBinder(fake.namespace), name: 'example-api' });
+ * await api.for({}).call(() => new Response('ok'), { read: (r) => r.text() });
+ * expect(fake.calls[0].report.status).toBe(200);
+ */
+export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): FakeLimiterNamespace {
+  const calls: CapturedCall[] = [];
+  const exists = (name: string) => options.configured === undefined || options.configured.includes(name);
+  const stub = (name: string): FakeLimiterStub => ({
+    async execute<T>(fn: () => Promise<CallReport<T>> | CallReport<T>, executeOptions?: ExecuteOptions): Promise<T> {
+      if (typeof fn !== 'function') throw new TypeError(`${MARKERS.invalidArgument} execute(fn): fn must be a function`);
+      const cost = executeOptions?.cost ?? 1;
+      if (!Number.isInteger(cost) || cost < 1) {
+        throw new RangeError(`${MARKERS.invalidArgument} cost must be an integer >= 1 (received ${String(cost)})`);
+      }
+      if (!exists(name)) throw new LimiterNotConfiguredError();
+      const report = await fn();
+      calls.push({ name, report });
+      if (report.failure) throw new CallFailedError(report.failure.message, report.status ?? 0);
+      if (report.status === 429 || report.rateLimited === true) {
+        throw new CallFailedError('rate limited by the upstream', report.status ?? 429);
+      }
+      return report.value as T;
+    },
+  });
+  return {
+    calls,
+    namespace: {
+      idFromName: (name: string) => ({ name }),
+      get: (id: { readonly name: string }) => stub(id.name),
+    },
+  };
+}

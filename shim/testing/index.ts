@@ -1,0 +1,16 @@
+// durable-rate-limiter/testing: test doubles and harness wiring. Imports no
+// Node built-in and nothing from `cloudflare:`, so it loads both in workerd
+// (the fake) and in Node (the miniflare options).
+export {
+  createFakeLimiterNamespace,
+  type CapturedCall,
+  type FakeLimiterNamespace,
+  type FakeLimiterOptions,
+  type FakeLimiterStub,
+} from './fake-namespace.ts';
+export {
+  miniflareLimiterWorker,
+  type MiniflareLimiterWorkerConfig,
+  type MiniflareLimiterWorkerOptions,
+  type MiniflareModule,
+} from './miniflare.ts';

@@ -1,0 +1,82 @@
+// Verifies /testing's miniflareLimiterWorker against the built dist/: the
+// explicit modules list covers exactly the import graph of do-worker.js (so
+// the auxiliary worker loads), the wasm is a CompiledWasm module, SQLite is
+// on, and the fake namespace keeps the object's terminal semantics.
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const dist = resolve(import.meta.dirname, '../../dist');
+const testing = await import(join(dist, 'testing/index.js'));
+
+/** Every module do-worker.js reaches through static imports, relative to dist/. */
+function importGraph(entry: string): string[] {
+  const seen = new Set<string>();
+  const visit = (file: string) => {
+    const rel = relative(dist, file);
+    if (seen.has(rel)) return;
+    seen.add(rel);
+    if (!file.endsWith('.js')) return;
+    // Comments out first: JSDoc examples show imports too.
+    const source = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+    for (const match of source.matchAll(/(?:import|export)\s[^'"]*?from\s+['"](\.{1,2}\/[^'"]+)['"]/g)) {
+      visit(resolve(dirname(file), match[1]!));
+    }
+  };
+  visit(join(dist, entry));
+  return [...seen].sort();
+}
+
+describe('miniflareLimiterWorker', () => {
+  const options = testing.miniflareLimiterWorker({ name: 'my-limiter' });
+
+  it('lists exactly the modules do-worker.js loads, each present in dist/', () => {
+    const listed = options.modules.map((m: { path: string }) => relative(dist, m.path)).sort();
+    expect(listed).toEqual(importGraph('do-worker.js'));
+    for (const m of options.modules) expect(existsSync(m.path), m.path).toBe(true);
+    expect(options.modules[0]).toEqual({ type: 'ESModule', path: join(dist, 'do-worker.js') });
+    expect(options.modules.find((m: { path: string }) => m.path.endsWith('.wasm')).type).toBe('CompiledWasm');
+  });
+
+  it('binds the class with SQLite under RATE_LIMITER and under a custom binding', () => {
+    expect(options.name).toBe('my-limiter');
+    expect(options.durableObjects).toEqual({ RATE_LIMITER: { className: 'LimiterDO', useSQLite: true } });
+    const custom = testing.miniflareLimiterWorker({ name: 'x', binding: 'LIMITS' });
+    expect(Object.keys(custom.durableObjects).sort()).toEqual(['LIMITS', 'RATE_LIMITER']);
+  });
+
+  it('rejects a missing name', () => {
+    expect(() => testing.miniflareLimiterWorker({ name: '' })).toThrow(/name must be the non-empty script_name/);
+  });
+});
+
+describe('createFakeLimiterNamespace', () => {
+  const run = (fake: any, name: string, report: unknown) => fake.namespace.get(fake.namespace.idFromName(name)).execute(async () => report);
+
+  it('resolves with value and logs { name, report } in order', async () => {
+    const fake = testing.createFakeLimiterNamespace();
+    await expect(run(fake, 'a', { value: 1, status: 200 })).resolves.toBe(1);
+    await expect(run(fake, 'b', { value: 2, status: 500 })).resolves.toBe(2);
+    expect(fake.calls).toEqual([
+      { name: 'a', report: { value: 1, status: 200 } },
+      { name: 'b', report: { value: 2, status: 500 } },
+    ]);
+  });
+
+  it('rejects a failure (retryable or not) and a 429 as the object finally would', async () => {
+    const fake = testing.createFakeLimiterNamespace();
+    await expect(run(fake, 'a', { status: 503, failure: { message: 'down', retryable: true } })).rejects.toThrow('[drl:call-failed] down (status 503)');
+    await expect(run(fake, 'a', { status: 429, value: 'body' })).rejects.toThrow('(status 429)');
+    await expect(run(fake, 'a', { status: 403, rateLimited: true })).rejects.toThrow('(status 403)');
+    expect(fake.calls).toHaveLength(3);
+  });
+
+  it('rejects unconfigured names with the marker, without running the callback', async () => {
+    const fake = testing.createFakeLimiterNamespace({ configured: ['real'] });
+    let ran = false;
+    const stub = fake.namespace.get(fake.namespace.idFromName('typo'));
+    await expect(stub.execute(async () => ((ran = true), { value: 1 }))).rejects.toThrow('[drl:no-such-limiter]');
+    expect(ran).toBe(false);
+    await expect(run(fake, 'real', { value: 'ok' })).resolves.toBe('ok');
+  });
+});

@@ -12,8 +12,4 @@ emcmake cmake -S . -B build-wasm >/dev/null 2>&1 || emcmake cmake -S . -B build-
 cmake --build build-wasm -j2 2>&1 | grep -Ev '^\[|^Consolidate|^Scanning' || true
 test -f build-wasm/core.wasm
 
-# The object imports ../core.wasm: beside the sources for the workerd tests,
-# beside the compiled files in dist/ for the package.
-cp build-wasm/core.wasm shim/core.wasm
-node_modules/.bin/tsc -p tsconfig.build.json
-cp build-wasm/core.wasm dist/core.wasm
+bash scripts/build-package.sh

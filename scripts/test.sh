@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: the engine's Catch2 suite (release, then under ASan+UBSan),
 # the libFuzzer targets for a bounded time, the object's suite inside workerd,
-# and the Node suite (wasm loader, native-vs-wasm differential). Ends with one
-# line: "N passed, N failed".
+# the consumer topology from the packed tarball, and the Node suite (wasm
+# loader, native-vs-wasm differential, /testing). Ends with one line:
+# "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -65,6 +66,15 @@ rm -f build/vitest-workerd.json
 node_modules/.bin/vitest run --config test/do/vitest.config.ts \
   --reporter=default --reporter=json --outputFile=build/vitest-workerd.json
 count_vitest build/vitest-workerd.json $?
+
+echo "== typecheck of shim/ (tsc --noEmit)"
+if node_modules/.bin/tsc -p tsconfig.json --noEmit; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+
+echo "== consumer topology from the packed package"
+bash scripts/test-consumer.sh | tee build/consumer.log
+read -r p f < <(sed -nE 's/^consumer: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' build/consumer.log | tail -1)
+passed=$((passed + ${p:-0}))
+failed=$((failed + ${f:-1}))
 
 echo "== node tests (wasm loader, native-vs-wasm differential)"
 rm -f build/vitest-node.json

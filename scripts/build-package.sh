@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds what the npm package ships: dist/ (ESM + .d.ts from shim/) and
+# dist/core.wasm. Builds core.wasm first if it is missing. Run by prepack.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -f build-wasm/core.wasm ]; then
+  emcmake cmake -S . -B build-wasm >/dev/null
+  cmake --build build-wasm -j2 >/dev/null
+fi
+# The object imports ../core.wasm: beside the sources for the workerd tests,
+# beside the compiled files in dist/ for the package.
+cp build-wasm/core.wasm shim/core.wasm
+rm -rf dist
+node_modules/.bin/tsc -p tsconfig.build.json
+cp build-wasm/core.wasm dist/core.wasm

@@ -1,0 +1,107 @@
+/**
+ * One `bound.call`: checks its arguments, then runs attempts until one is
+ * settled by the object. An attempt rejected before its callback ran is a
+ * drop, retried on a fresh stub after a short jittered wait; anything else
+ * (including every failure after the callback started) ends the call.
+ */
+import type { ExecuteOptions } from '../envelope.ts';
+import type { NamespaceLike } from './binder.ts';
+import { describe } from './describe.ts';
+import { dropBackoffMs, reportDrop, sleep, type DropHook } from './drops.ts';
+import { CallDroppedError, settle } from './errors.ts';
+import type { ErrorHook, HookSlot, RateLimitHook } from './hooks.ts';
+import { reportingCallback, type HookLayers } from './report.ts';
+
+/**
+ * Options of one call. `read` is required and runs on every result, error
+ * responses included (read defensively); what it returns is the call's value,
+ * and it is all that crosses to the object and back, so keep it small.
+ *
+ * @example
+ * const options: CallOptions<Response, { id: string }> = {
+ *   read: (res) => res.json(),
+ *   error: (res) => (res.ok ? null : { message: `HTTP ${res.status}`, retryable: res.status >= 500 }),
+ *   cost: 1,
+ * };
+ */
+export interface CallOptions<T = Response, V = unknown> {
+  /** Extracts the value from the work's result, in your isolate. Runs on every attempt. */
+  read: (result: T) => V | PromiseLike<V>;
+  /** Overrides the limiter's rateLimit default; `null` opts out of both hook layers (HTTP 429 still counts). */
+  rateLimit?: HookSlot<RateLimitHook<T, V>>;
+  /** Overrides the limiter's error default; `null` opts out of both hook layers. */
+  error?: HookSlot<ErrorHook<T, V>>;
+  /** Units taken from the bucket on every attempt: an integer >= 1, default 1. */
+  cost?: number;
+}
+
+/** What a bound limiter knows when it runs a call. */
+export interface CallContext {
+  name: string;
+  namespace: NamespaceLike;
+  dropRetries: number;
+  onDrop: DropHook | null | undefined;
+  defaults: HookLayers['defaults'];
+}
+
+const CALL_OPTION_KEYS = new Set(['read', 'rateLimit', 'error', 'cost']);
+
+function checkHookSlot(value: unknown, what: string): void {
+  if (value !== undefined && value !== null && typeof value !== 'function') {
+    throw new TypeError(`${what} must be a function, null or undefined (received ${describe(value)})`);
+  }
+}
+
+function checkCall(work: unknown, options: unknown): ExecuteOptions | undefined {
+  if (typeof work !== 'function') {
+    const hint = describe(work) === 'a promise' ? ': the work has already started, so nothing paces it. Pass () => fetch(url)' : '';
+    throw new TypeError(`call(fn, options): fn must be a function that starts the work when invoked (received ${describe(work)})${hint}`);
+  }
+  if (work === (globalThis as { fetch?: unknown }).fetch) {
+    throw new TypeError('call(fn, options): pass () => fetch(url, init), not fetch itself: fn is invoked with no arguments and must build a fresh request on every attempt');
+  }
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new TypeError(`call(fn, options): options must be an object with a read function (received ${describe(options)})`);
+  }
+  const unknown = Object.keys(options).filter((key) => !CALL_OPTION_KEYS.has(key));
+  if (unknown.length > 0) {
+    throw new TypeError(`call(fn, options): unknown option ${JSON.stringify(unknown[0])} (allowed: read, rateLimit, error, cost)`);
+  }
+  const { read, rateLimit, error, cost } = options as Record<string, unknown>;
+  if (typeof read !== 'function') throw new TypeError(`call(fn, options): options.read must be a function (received ${describe(read)})`);
+  checkHookSlot(rateLimit, 'call(fn, options): options.rateLimit');
+  checkHookSlot(error, 'call(fn, options): options.error');
+  if (cost === undefined) return undefined;
+  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) {
+    throw new RangeError(`call(fn, options): options.cost must be an integer >= 1 (received ${describe(cost)})`);
+  }
+  return { cost };
+}
+
+/** Runs `work` under the bucket; resolves with the final attempt's value. */
+export async function runCall<T, V>(context: CallContext, work: () => T | PromiseLike<T>, options: CallOptions<T, V>): Promise<V> {
+  const executeOptions = checkCall(work, options);
+  const hooks: HookLayers = {
+    callSite: options as HookLayers['callSite'],
+    defaults: context.defaults,
+  };
+  const { name, namespace } = context;
+  for (let attempt = 1; ; attempt += 1) {
+    let started = false;
+    const callback = reportingCallback(work, options.read, hooks, () => {
+      started = true;
+    });
+    // A fresh stub every attempt: a stub whose connection broke fails again at once.
+    const stub = namespace.get(namespace.idFromName(name));
+    try {
+      return executeOptions === undefined ? await stub.execute(callback) : await stub.execute(callback, executeOptions);
+    } catch (error) {
+      const outcome = settle(error, started, name);
+      if (outcome.kind === 'throw') throw outcome.error;
+      const willRetry = attempt <= context.dropRetries;
+      reportDrop(context.onDrop, { limiter: name, attempt, willRetry, error });
+      if (!willRetry) throw new CallDroppedError(name, attempt, error);
+      await sleep(dropBackoffMs(attempt));
+    }
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * Drop policy: how many times a dropped call is retried, how long the client
+ * waits between tries, and how each drop is reported.
+ */
+
+/**
+ * Retries after a drop, by default: a call fails with CallDroppedError only
+ * after six drops in a row. Each retry takes from the bucket again when it is
+ * admitted, so more retries spend upstream quota on nothing once drops are
+ * correlated (a redeploy drops every waiting caller at once).
+ *
+ * @example
+ * defineLimiter({ binder, name: 'example-api', dropRetries: DEFAULT_DROP_RETRIES });
+ */
+export const DEFAULT_DROP_RETRIES = 5;
+
+// Backoff between drop retries: full jitter over 50 ms x 2^(k-1), capped at
+// 2 s. Long enough for an evicted object to come back, short next to the
+// bucket's own waits; the jitter keeps callers dropped together (a redeploy)
+// from returning together. At most 50+100+200+400+800 ms for the default 5.
+const DROP_BACKOFF_BASE_MS = 50;
+const DROP_BACKOFF_CAP_MS = 2_000;
+
+/** The wait before retry `k` (1-based): uniform in [0, min(cap, base x 2^(k-1))). */
+export function dropBackoffMs(retry: number, random: () => number = Math.random): number {
+  const ceiling = Math.min(DROP_BACKOFF_CAP_MS, DROP_BACKOFF_BASE_MS * 2 ** (retry - 1));
+  return Math.floor(random() * ceiling);
+}
+
+/**
+ * One dropped attempt, as `onDrop` sees it.
+ *
+ * @example
+ * const event: DropEvent = { limiter: 'example-api', attempt: 1, willRetry: true, error: new Error('Network connection lost.') };
+ */
+export interface DropEvent {
+  /** The instance name the call addressed. */
+  limiter: string;
+  /** Which attempt was dropped, from 1. */
+  attempt: number;
+  /** Whether another attempt follows; false on the last, before CallDroppedError. */
+  willRetry: boolean;
+  /** The rejection that showed the drop. */
+  error: unknown;
+}
+
+/**
+ * Called on every drop, retried or not: the way to measure your drop rate.
+ * It runs on the caller's path between attempts, so keep it quick; what it
+ * throws (or a promise it returns rejects with) is ignored and never changes
+ * the call's outcome.
+ *
+ * @example
+ * const onDrop: DropHook = ({ limiter, willRetry }) => console.warn('limiter drop', limiter, willRetry);
+ */
+export type DropHook = (event: DropEvent) => void;
+
+/** Reports a drop; nothing `onDrop` does can affect the call. */
+export function reportDrop(onDrop: DropHook | null | undefined, event: DropEvent): void {
+  if (typeof onDrop !== 'function') return;
+  try {
+    const returned: unknown = onDrop(event);
+    if (returned !== null && typeof returned === 'object' && typeof (returned as PromiseLike<unknown>).then === 'function') {
+      (returned as PromiseLike<unknown>).then(undefined, () => {});
+    }
+  } catch {
+    // ignored: an observer must not decide the outcome
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

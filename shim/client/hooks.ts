@@ -1,0 +1,119 @@
+/**
+ * The two hooks that turn a result into something the object acts on, and
+ * the chain that picks which one speaks: the call site's, then the limiter's
+ * default. (The HTTP layer under both is in http.ts and always applies.)
+ */
+import { describe } from './describe.ts';
+
+type Awaitable<T> = T | PromiseLike<T>;
+
+/**
+ * What a `rateLimit` hook returns to say "this was a rate limit": the object
+ * then treats the attempt exactly as an HTTP 429, pausing every caller of the
+ * bucket. `retryAfterMs` sets the pause (it beats a Retry-After header); left
+ * out, the header or the bucket's backoff decides.
+ *
+ * @example
+ * const signal: RateLimitSignal = { retryAfterMs: 60_000 };
+ */
+export interface RateLimitSignal {
+  /** The pause in ms. Negative or non-finite values are ignored. */
+  retryAfterMs?: number | null;
+}
+
+/**
+ * What an `error` hook returns to say "this attempt failed". Retryable
+ * failures are retried by this call alone (after the bucket's backoff);
+ * the rest reject at once with `CallFailedError`. Costs nothing extra: it
+ * travels inside the attempt's report.
+ *
+ * @example
+ * const failure: FailureDescription = { message: 'upstream refused the token', retryable: false };
+ */
+export interface FailureDescription {
+  message: string;
+  retryable: boolean;
+}
+
+/**
+ * Recognises a rate limit the HTTP status does not show (a 200 or 403 whose
+ * body says "quota exceeded"). Global in effect: a signal pauses everyone on
+ * the bucket, so use `error` for one endpoint's failures. `undefined`, `null`
+ * or `false` mean "no opinion": the next layer decides.
+ *
+ * @example
+ * const rateLimit: RateLimitHook = (res, body) =>
+ *   (body as { code?: string })?.code === 'RATE_LIMITED' ? { retryAfterMs: 30_000 } : null;
+ */
+export type RateLimitHook<R = Response, B = unknown> = (
+  result: R,
+  body: B,
+) => Awaitable<RateLimitSignal | null | undefined | false>;
+
+/**
+ * Recognises a failed attempt, including one hidden in a 200 body. Local in
+ * effect: only this call is retried or rejected. `undefined`, `null` or
+ * `false` mean "no opinion".
+ *
+ * @example
+ * const error: ErrorHook = (res) => (res.ok ? null : { message: `HTTP ${res.status}`, retryable: res.status >= 500 });
+ */
+export type ErrorHook<R = Response, B = unknown> = (
+  result: R,
+  body: B,
+) => Awaitable<FailureDescription | null | undefined | false>;
+
+/**
+ * A hook option: the hook, `undefined` (not given: fall through to the next
+ * layer) or `null`. At a call site `null` opts out of both hook layers (the
+ * limiter's default too); the HTTP layer still applies. On a limiter, `null`
+ * is the same as leaving the default out.
+ *
+ * @example
+ * await bound.call(() => fetch(url), { read: (res) => res.text(), rateLimit: null });
+ */
+export type HookSlot<H> = H | null | undefined;
+
+type AnyHook = (result: never, body: never) => unknown;
+
+/**
+ * Asks the call site's hook, then the limiter's default, returning the first
+ * real answer (an object). `null` at the call site skips both.
+ */
+export async function consultHooks(
+  kind: 'rateLimit' | 'error',
+  callSite: HookSlot<AnyHook>,
+  fallback: HookSlot<AnyHook>,
+  result: unknown,
+  body: unknown,
+): Promise<object | undefined> {
+  if (callSite === null) return undefined;
+  for (const [layer, hook] of [['call site', callSite], ['limiter default', fallback]] as const) {
+    if (typeof hook !== 'function') continue;
+    const answer: unknown = await (hook as (result: unknown, body: unknown) => unknown)(result, body);
+    if (answer === undefined || answer === null || answer === false) continue;
+    if (typeof answer !== 'object') {
+      const shape = kind === 'rateLimit' ? '{ retryAfterMs? }' : '{ message, retryable }';
+      throw new TypeError(`the ${kind} hook (${layer}) must return ${shape}, or null for no opinion (received ${describe(answer)})`);
+    }
+    return answer;
+  }
+  return undefined;
+}
+
+/** A rateLimit answer's pause, if it is one the object can use. */
+export function signalDelay(signal: RateLimitSignal): number | undefined {
+  const ms = signal.retryAfterMs;
+  return typeof ms === 'number' && Number.isFinite(ms) && ms >= 0 ? ms : undefined;
+}
+
+/** An error answer, checked: the object would otherwise refuse the whole report. */
+export function checkedFailure(answer: object): FailureDescription {
+  const { message, retryable } = answer as Partial<FailureDescription>;
+  if (typeof message !== 'string' || typeof retryable !== 'boolean') {
+    throw new TypeError(
+      `the error hook must return { message: string, retryable: boolean }, or null for no opinion (received message ${describe(message)}, retryable ${describe(retryable)})`,
+    );
+  }
+  return { message, retryable };
+}

@@ -1,0 +1,8 @@
+// durable-rate-limiter/client: what a consuming application imports.
+export { defineBinder, defineTestBinder, type Binder, type DoBindings, type LimiterStub, type NamespaceLike } from './binder.ts';
+export { defineLimiter, type BoundLimiter, type Limiter, type LimiterDefinition } from './limiter.ts';
+export type { CallOptions } from './call.ts';
+export type { ErrorHook, FailureDescription, HookSlot, RateLimitHook, RateLimitSignal } from './hooks.ts';
+export { DEFAULT_DROP_RETRIES, type DropEvent, type DropHook } from './drops.ts';
+export { CallDroppedError, CallFailedError, NoSuchLimiterError } from './errors.ts';
+export { ENVELOPE_VERSION, type CallReport } from '../envelope.ts';

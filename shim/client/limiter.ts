@@ -1,0 +1,178 @@
+/**
+ * defineLimiter: a limiter's definition (which bucket, through which binding,
+ * with which hook defaults and drop policy), checked when defined and bound
+ * to an env per request. Defining does no I/O and starts no timer, so a
+ * limiter is safe as a module-scope constant.
+ */
+import { MAX_NAME_LENGTH, REGISTRY_NAME } from '../envelope.ts';
+import type { Binder } from './binder.ts';
+import { runCall, type CallOptions } from './call.ts';
+import { describe } from './describe.ts';
+import { DEFAULT_DROP_RETRIES, type DropHook } from './drops.ts';
+import type { ErrorHook, HookSlot, RateLimitHook } from './hooks.ts';
+import type { HookLayers } from './report.ts';
+
+/**
+ * A limiter's definition. `R` is the result type the limiter's default hooks
+ * are written for (a `Response` by default): the defaults see every call's
+ * result, so a call returning something else should pass its own hooks or
+ * `null`.
+ *
+ * @example
+ * const definition: LimiterDefinition = {
+ *   binder: defineBinder('RATE_LIMITER'),
+ *   name: 'example-api',
+ *   error: (res) => (res.ok ? null : { message: `HTTP ${res.status}`, retryable: res.status >= 500 }),
+ * };
+ */
+export interface LimiterDefinition<E = Cloudflare.Env, R = Response> {
+  /** Which binding the buckets are reached through. */
+  binder: Binder<E>;
+  /** The bucket's instance name (idFromName's argument). Written once, here: a typo is a different bucket. */
+  name: string;
+  /** Default rateLimit hook for every call; a call site's own hook is asked first. */
+  rateLimit?: HookSlot<RateLimitHook<R>>;
+  /** Default error hook for every call; a call site's own hook is asked first. */
+  error?: HookSlot<ErrorHook<R>>;
+  /** Retries after a drop (the callback never ran). Default DEFAULT_DROP_RETRIES (5); 0 turns them off. */
+  dropRetries?: number;
+  /** Called on every drop, retried or not. Ignored if it throws. */
+  onDrop?: DropHook | null;
+}
+
+/**
+ * A limiter bound to one request's env. Cheap: binding resolves the namespace
+ * and nothing else; a stub is taken per attempt.
+ *
+ * @example
+ * const bound: BoundLimiter = api.for(env);
+ * const file = await bound.call(() => fetch(url), { read: (res) => res.json<{ id: string }>() });
+ */
+export interface BoundLimiter<R = Response> {
+  /** The bucket's instance name. */
+  readonly name: string;
+  /**
+   * Runs `fn` when the bucket admits it, in this isolate, and resolves with
+   * what `read` extracted from the final attempt. `fn` must start the work
+   * when invoked (`() => fetch(url)`, not `fetch(url)`) and build a fresh
+   * request each time: the object invokes it again for each of its retries.
+   *
+   * Costs two RPC hops per attempt (execute, and the object invoking `fn`) and
+   * one storage write per take. Rejects with CallFailedError (a reported or
+   * exhausted failure), NoSuchLimiterError (bucket not configured),
+   * CallDroppedError (dropped on every attempt), or whatever `fn` or `read`
+   * threw once the object's retries are spent.
+   *
+   * @example
+   * const user = await bound.call(() => fetch(`${API}/users/${id}`), {
+   *   read: (res) => (res.ok ? res.json<User>() : null),
+   *   error: (res) => (res.status >= 500 ? { message: 'upstream down', retryable: true } : null),
+   * });
+   */
+  call<T, V>(fn: () => T | PromiseLike<T>, options: CallOptions<T, V>): Promise<V>;
+}
+
+/**
+ * A defined limiter: bind it per request with `for(env)`.
+ *
+ * @example
+ * export const api: Limiter = defineLimiter({ binder, name: 'example-api' });
+ * // later, where env exists:
+ * await api.for(env).call(() => fetch(url), { read: (res) => res.text() });
+ */
+export interface Limiter<E = Cloudflare.Env, R = Response> {
+  /** The bucket's instance name. */
+  readonly name: string;
+  /** The binding it resolves through. */
+  readonly binding: string;
+  /** Drop retries in effect (the default filled in). */
+  readonly dropRetries: number;
+  /**
+   * Binds to one env. Checks at runtime that the binding exists and is a
+   * Durable Object namespace, else throws an Error naming the binding wanted
+   * and the Durable Object bindings env does hold.
+   */
+  for(env: E): BoundLimiter<R>;
+}
+
+const DEFINITION_KEYS = new Set(['binder', 'name', 'rateLimit', 'error', 'dropRetries', 'onDrop']);
+
+function invalid(Kind: typeof TypeError | typeof RangeError, message: string): Error {
+  return new Kind(`defineLimiter: ${message}`);
+}
+
+/** The instance-name rules the object applies, checked here so a bad name fails when defined. */
+function checkName(name: unknown): string {
+  if (typeof name !== 'string') throw invalid(TypeError, `name must be a string (received ${describe(name)})`);
+  if (name.length === 0) throw invalid(RangeError, 'name must not be empty');
+  if (name.length > MAX_NAME_LENGTH) throw invalid(RangeError, `name must be at most ${MAX_NAME_LENGTH} characters (received ${name.length})`);
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) {
+    throw invalid(RangeError, `name must be printable (received ${describe(name)}, which has a control character)`);
+  }
+  if (name === REGISTRY_NAME) throw invalid(RangeError, `name ${JSON.stringify(REGISTRY_NAME)} is reserved for the registry`);
+  return name;
+}
+
+function checkDefinition(definition: unknown): void {
+  if (definition === null || typeof definition !== 'object' || Array.isArray(definition)) {
+    throw invalid(TypeError, `the definition must be an object { binder, name, ... } (received ${describe(definition)})`);
+  }
+  const unknown = Object.keys(definition).filter((key) => !DEFINITION_KEYS.has(key));
+  if (unknown.length > 0) {
+    throw invalid(TypeError, `unknown key ${JSON.stringify(unknown[0])} (allowed: ${[...DEFINITION_KEYS].join(', ')})`);
+  }
+  const { binder, name, rateLimit, error, dropRetries, onDrop } = definition as Record<string, unknown>;
+  if (binder === null || typeof binder !== 'object' || typeof (binder as { resolve?: unknown }).resolve !== 'function') {
+    throw invalid(TypeError, `binder must come from defineBinder, defineBinder.unchecked or defineTestBinder (received ${describe(binder)})`);
+  }
+  checkName(name);
+  for (const [key, value] of [['rateLimit', rateLimit], ['error', error], ['onDrop', onDrop]] as const) {
+    if (value !== undefined && value !== null && typeof value !== 'function') {
+      throw invalid(TypeError, `${key} must be a function, null or undefined (received ${describe(value)})`);
+    }
+  }
+  if (dropRetries !== undefined && (typeof dropRetries !== 'number' || !Number.isSafeInteger(dropRetries) || dropRetries < 0)) {
+    throw invalid(RangeError, `dropRetries must be an integer >= 0 (received ${describe(dropRetries)})`);
+  }
+}
+
+/**
+ * Defines a limiter: one bucket (`name`) reached through one binding
+ * (`binder`), with default hooks for every call and a drop policy. Checks the
+ * definition and throws a TypeError/RangeError naming the bad field; does no
+ * I/O and starts no timer, so define it at module scope and bind it wherever
+ * `env` exists.
+ *
+ * Defaults: no hooks (the HTTP layer alone: a 429 pauses the bucket),
+ * `dropRetries` DEFAULT_DROP_RETRIES (5), no `onDrop`.
+ *
+ * @example
+ * const binder = defineBinder('RATE_LIMITER');
+ * export const api = defineLimiter({
+ *   binder,
+ *   name: 'example-api',
+ *   rateLimit: (res, body) => ((body as { error?: string })?.error === 'QUOTA' ? { retryAfterMs: 60_000 } : null),
+ *   onDrop: ({ willRetry }) => console.warn('limiter drop', { willRetry }),
+ * });
+ * // in a handler:
+ * const data = await api.for(env).call(() => fetch(url), { read: (res) => res.json() });
+ */
+export function defineLimiter<E, R = Response>(definition: LimiterDefinition<E, R>): Limiter<E, R> {
+  checkDefinition(definition);
+  const { binder, name, onDrop } = definition;
+  const dropRetries = definition.dropRetries ?? DEFAULT_DROP_RETRIES;
+  const defaults = { rateLimit: definition.rateLimit, error: definition.error } as HookLayers['defaults'];
+  return {
+    name,
+    binding: binder.binding,
+    dropRetries,
+    for(env: E): BoundLimiter<R> {
+      const namespace = binder.resolve(env);
+      const context = { name, namespace, dropRetries, onDrop, defaults };
+      return {
+        name,
+        call: <T, V>(fn: () => T | PromiseLike<T>, options: CallOptions<T, V>) => runCall(context, fn, options),
+      };
+    },
+  };
+}

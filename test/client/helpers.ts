@@ -1,0 +1,137 @@
+// Shared by the client's workerd tests.
+import { env } from 'cloudflare:test';
+
+import type { LimiterDO } from '../../shim/do/index.ts';
+import type { CallReport, ExecuteOptions, LimiterConfig } from '../../shim/envelope.ts';
+import type { LimiterStub, NamespaceLike } from '../../shim/client/index.ts';
+
+export interface TestEnv {
+  RATE_LIMITER: DurableObjectNamespace<LimiterDO>;
+  CACHE: KVNamespace;
+  GREETING: string;
+}
+
+export const testEnv = env as unknown as TestEnv;
+
+let counter = 0;
+/** A name no other test uses, so tests never share a bucket. */
+export function uniqueName(prefix = 'client'): string {
+  counter += 1;
+  return `${prefix}-${counter}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+export function bucket(name: string): DurableObjectStub<LimiterDO> {
+  return testEnv.RATE_LIMITER.get(testEnv.RATE_LIMITER.idFromName(name));
+}
+
+/** A configured bucket. Retries are off unless asked for, so a rate limit or failure settles at once. */
+export async function configured(
+  overrides: Partial<LimiterConfig> = {},
+  prefix?: string,
+): Promise<{ name: string; stub: DurableObjectStub<LimiterDO> }> {
+  const name = uniqueName(prefix);
+  const stub = bucket(name);
+  await stub.configure(name, {
+    bucket: { limitPerWindow: 1000, windowInMs: 60_000 },
+    concurrency: 4,
+    retry: { maxRetries: 0 },
+    ...overrides,
+  });
+  return { name, stub };
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** The error of a promise that must reject. */
+export async function rejection(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected a rejection, but the promise resolved');
+}
+
+/** Polls `check` until it holds (or fails after `timeoutMs`). */
+export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+/** One `execute` that reached the namespace. */
+export interface ExecuteRecord {
+  /** The stub it was sent through (fresh per attempt, if the client does its job). */
+  stub: LimiterStub;
+  options: ExecuteOptions | undefined;
+  /** Whether the options argument was passed at all. */
+  optionsGiven: boolean;
+  /** Every report the callback returned, one per time the object invoked it. */
+  reports: CallReport[];
+  /** How this execute ended: dropped by the fake, or sent on to the real object. */
+  outcome: 'dropped' | 'delegated';
+}
+
+export interface RecordingNamespace {
+  namespace: NamespaceLike;
+  idFromNameCalls: string[];
+  executes: ExecuteRecord[];
+  /** Every report, across all executes, in order. */
+  readonly reports: CallReport[];
+}
+
+/**
+ * A namespace over the real one that records what crosses to the object, and
+ * can drop the first `dropFirst` executes the way a lost connection does: a
+ * rejection before the callback was ever invoked.
+ */
+export function recordingNamespace(
+  options: { dropFirst?: number; dropError?: (attempt: number) => unknown; real?: DurableObjectNamespace<LimiterDO> } = {},
+): RecordingNamespace {
+  const real = options.real ?? testEnv.RATE_LIMITER;
+  const idFromNameCalls: string[] = [];
+  const executes: ExecuteRecord[] = [];
+  const namespace: NamespaceLike = {
+    idFromName(name: string) {
+      idFromNameCalls.push(name);
+      return real.idFromName(name);
+    },
+    get(id: unknown) {
+      const target = real.get(id as DurableObjectId) as unknown as LimiterStub;
+      const stub: LimiterStub = {
+        async execute(fn, ...rest) {
+          const record: ExecuteRecord = {
+            stub,
+            options: rest[0],
+            optionsGiven: rest.length > 0,
+            reports: [],
+            outcome: 'delegated',
+          };
+          executes.push(record);
+          await null; // reject after a microtask, as a transport would
+          if (executes.length <= (options.dropFirst ?? 0)) {
+            record.outcome = 'dropped';
+            throw options.dropError?.(executes.length) ?? new Error(`Network connection lost. (fake drop ${executes.length})`);
+          }
+          const recorded = async () => {
+            const report = await fn();
+            record.reports.push(report);
+            return report;
+          };
+          return (await (rest.length > 0 ? target.execute(recorded, rest[0]) : target.execute(recorded))) as never;
+        },
+      };
+      return stub;
+    },
+  };
+  return {
+    namespace,
+    idFromNameCalls,
+    executes,
+    get reports() {
+      return executes.flatMap((e) => e.reports);
+    },
+  };
+}

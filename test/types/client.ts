@@ -1,0 +1,147 @@
+// Verifies /client's types against an Env like the one `wrangler types`
+// generates (env.d.ts): binding names are checked, env is required, and the
+// value type flows from `read` to the caller. Checked by tsc, never run.
+import type { LimiterDO } from '../../shim/do/index.ts';
+import {
+  defineBinder,
+  defineLimiter,
+  defineTestBinder,
+  type Binder,
+  type BoundLimiter,
+  type CallReport,
+  type DoBindings,
+  type Limiter,
+  type LimiterStub,
+  type NamespaceLike,
+  type RateLimitHook,
+} from '../../shim/client/index.ts';
+
+declare const env: Env;
+declare function expectType<T>(value: T): void;
+type Equal<A, B> = (<X>() => X extends A ? 1 : 2) extends <X>() => X extends B ? 1 : 2 ? true : false;
+declare function assertTrue<T extends true>(): void;
+
+// ---- defineBinder: only Durable Object bindings of Env ----------------------
+
+// Both DO bindings, typed or not (a script_name binding is generated untyped).
+assertTrue<Equal<DoBindings, 'RATE_LIMITER' | 'OTHER_LIMITER'>>();
+const binder: Binder = defineBinder('RATE_LIMITER');
+defineBinder('OTHER_LIMITER');
+
+// @ts-expect-error a mistyped binding name
+defineBinder('RATE_LIMTER');
+// @ts-expect-error a KV binding is not a Durable Object namespace
+defineBinder('CACHE');
+// @ts-expect-error a D1 binding is not a Durable Object namespace
+defineBinder('DB');
+// @ts-expect-error a var is not a binding at all
+defineBinder('API_TOKEN');
+
+// unchecked: any name, any env object.
+const loose = defineBinder.unchecked('WHATEVER');
+expectType<Binder<object>>(loose);
+
+// ---- for(env): a checked binder wants the full Env ---------------------------
+
+const api = defineLimiter({ binder, name: 'example-api' });
+expectType<Limiter<Cloudflare.Env>>(api);
+const bound: BoundLimiter = api.for(env);
+// @ts-expect-error .for({}) on a checked binder: {} is not the generated Env
+api.for({});
+// @ts-expect-error an env missing a binding is not the Env either
+api.for({ RATE_LIMITER: env.RATE_LIMITER });
+
+// An unchecked or injected binder takes any env object (not a primitive).
+defineLimiter({ binder: loose, name: 'loose' }).for({});
+// @ts-expect-error env must be an object
+defineLimiter({ binder: loose, name: 'loose' }).for('env');
+
+// ---- call: the value type is what read returns --------------------------------
+
+async function calls(): Promise<void> {
+  const file = await bound.call(() => fetch('https://api.example.com/files'), {
+    read: (res) => res.json<{ id: string }>(),
+    error: (res, body) => (res.ok ? null : { message: `HTTP ${res.status} ${body.id}`, retryable: res.status >= 500 }),
+    rateLimit: null,
+    cost: 2,
+  });
+  expectType<{ id: string }>(file);
+  // @ts-expect-error the value is { id: string }, not a number
+  const wrong: number = await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.json<{ id: string }>() });
+
+  // Not HTTP: the result type is whatever fn returns.
+  const total = await bound.call(async () => [1, 2, 3], { read: (xs) => xs.reduce((a, b) => a + b, 0) });
+  expectType<number>(total);
+
+  // @ts-expect-error read is required
+  await bound.call(() => fetch('https://api.example.com'), {});
+  // @ts-expect-error a hook answer must be { message, retryable }
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, error: () => ({ message: 'x' }) });
+  // @ts-expect-error the work must be a function, not a request already in flight
+  await bound.call(fetch('https://api.example.com'), { read: (res: Response) => res.status });
+}
+
+// Limiter-level hooks are typed for Response by default.
+const withDefaults = defineLimiter({
+  binder,
+  name: 'with-defaults',
+  rateLimit: (res) => (res.status === 403 ? { retryAfterMs: 60_000 } : undefined),
+  error: (res, body) => (res.ok ? null : { message: String(body), retryable: false }),
+  dropRetries: 2,
+  onDrop: ({ limiter, attempt, willRetry, error }) => console.warn(limiter, attempt, willRetry, error),
+});
+const hook: RateLimitHook = (res) => (res.headers.get('x-quota') === '0' ? {} : null);
+defineLimiter({ binder, name: 'shared-hook', rateLimit: hook });
+// @ts-expect-error onDrop receives a DropEvent, whose attempt is a number
+defineLimiter({ binder, name: 'bad-drop', onDrop: (event: { attempt: string }) => event });
+
+// ---- stubs: generics that RPC erases ---------------------------------------
+//
+// A raw DurableObjectStub is typed through Rpc.Provider, which erases a
+// generic method's type parameter: DurableObjectStub<LimiterDO>['execute']
+// returns never, and never is assignable to anything, so a wrong call still
+// compiles. An untyped stub (DurableObjectStub with no class, what a
+// script_name binding gives) has no execute at all. The client's answer is
+// LimiterStub, which keeps execute's generics; these cases pin that down.
+
+declare const typedStub: DurableObjectStub<LimiterDO>;
+declare const rawStub: DurableObjectStub;
+
+// What anti-pattern 9 warns of: the erased return type accepts any annotation.
+async function erased(): Promise<void> {
+  const anything: { surely: 'not' } = await typedStub.execute(async () => ({ value: 1 }));
+  void anything;
+}
+
+// A typed stub fits LimiterStub (its erased method is assignable) ...
+const fromTyped: LimiterStub = typedStub;
+// @ts-expect-error ... an untyped stub does not: it has no execute method
+const fromRaw: LimiterStub = rawStub;
+
+// Through LimiterStub the value type is kept, so a wrong annotation fails.
+async function kept(stub: LimiterStub): Promise<void> {
+  const n: number = await stub.execute(async (): Promise<CallReport<number>> => ({ value: 1 }));
+  // @ts-expect-error execute resolves with the report's value type (number), not string
+  const s: string = await stub.execute(async (): Promise<CallReport<number>> => ({ value: 1 }));
+  void n;
+  void s;
+}
+
+// ---- defineTestBinder: namespace-shaped values only ----------------------------
+
+defineTestBinder(env.RATE_LIMITER);
+// @ts-expect-error an untyped namespace's stubs have no execute (assert it to LimiterDO's namespace once)
+defineTestBinder(env.OTHER_LIMITER);
+// @ts-expect-error a KV namespace is not namespace-shaped
+defineTestBinder(env.CACHE);
+
+// The service-binding topology through an adapter.
+declare const service: import('../../shim/do/index.ts').LimiterService;
+const adapter: NamespaceLike = {
+  idFromName: (name) => name,
+  get: (name) => ({ execute: (fn, options) => service.execute(name as string, fn, options) }),
+};
+const overService = defineLimiter({ binder: defineTestBinder(adapter), name: 'example-api' });
+overService.for({});
+
+void [calls, withDefaults, erased, fromTyped, fromRaw, kept, overService];

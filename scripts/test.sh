@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: the engine's Catch2 suite (release, then under ASan+UBSan),
-# the libFuzzer targets for a bounded time, the object's suite inside workerd,
-# the consumer topology from the packed tarball, and the Node suite (wasm
+# the libFuzzer targets for a bounded time, the object's and the client's
+# suites inside workerd, the type tests, the consumer topology from the packed
+# tarball, and the Node suite (wasm
 # loader, native-vs-wasm differential, /testing). Ends with one line:
 # "N passed, N failed".
 set -uo pipefail
@@ -67,8 +68,20 @@ node_modules/.bin/vitest run --config test/do/vitest.config.ts \
   --reporter=default --reporter=json --outputFile=build/vitest-workerd.json
 count_vitest build/vitest-workerd.json $?
 
-echo "== typecheck of shim/ (tsc --noEmit)"
-if node_modules/.bin/tsc -p tsconfig.json --noEmit; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+echo "== client tests in workerd (vitest-pool-workers, against the real object)"
+rm -f build/vitest-client.json
+node_modules/.bin/vitest run --config test/client/vitest.config.ts \
+  --reporter=default --reporter=json --outputFile=build/vitest-client.json
+count_vitest build/vitest-client.json $?
+
+echo "== typechecks: shim/, the type tests, the test files"
+for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json; do
+  if node_modules/.bin/tsc -p "$project" --noEmit; then
+    echo "tsc -p $project: ok"; passed=$((passed + 1))
+  else
+    echo "tsc -p $project: FAILED"; failed=$((failed + 1))
+  fi
+done
 
 echo "== consumer topology from the packed package"
 bash scripts/test-consumer.sh | tee build/consumer.log

@@ -13,3 +13,5 @@ cp build-wasm/core.wasm shim/core.wasm
 rm -rf dist
 node_modules/.bin/tsc -p tsconfig.build.json
 cp build-wasm/core.wasm dist/core.wasm
+# The CLI (the package's bin), bundled with its libraries so the package has no runtime dependencies.
+npm run --silent build:cli

@@ -2,8 +2,8 @@
 # Runs every test: the engine's Catch2 suite (release, then under ASan+UBSan),
 # the libFuzzer targets for a bounded time, the object's and the client's
 # suites inside workerd, the type tests, the consumer topology from the packed
-# tarball, and the Node suite (wasm
-# loader, native-vs-wasm differential, /testing). Ends with one line:
+# tarball, the CLI's tests, and the Node suite (wasm loader,
+# native-vs-wasm differential, /testing). Ends with one line:
 # "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -75,13 +75,19 @@ node_modules/.bin/vitest run --config test/client/vitest.config.ts \
 count_vitest build/vitest-client.json $?
 
 echo "== typechecks: shim/, the type tests, the test files"
-for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json; do
+for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json cli/tsconfig.json; do
   if node_modules/.bin/tsc -p "$project" --noEmit; then
     echo "tsc -p $project: ok"; passed=$((passed + 1))
   else
     echo "tsc -p $project: FAILED"; failed=$((failed + 1))
   fi
 done
+
+echo "== CLI tests (node)"
+rm -f build/vitest-cli.json
+node_modules/.bin/vitest run --config test/cli/vitest.config.ts \
+  --reporter=default --reporter=json --outputFile=build/vitest-cli.json
+count_vitest build/vitest-cli.json $?
 
 echo "== consumer topology from the packed package"
 bash scripts/test-consumer.sh | tee build/consumer.log

@@ -1,0 +1,114 @@
+/**
+ * Talks to a limiter Worker's admin routes (POST /configure, GET /stats)
+ * over HTTP, and turns each way they can fail into what to do about it.
+ */
+import type { LimiterStats } from '../shim/envelope.ts';
+import { CliError } from './errors.ts';
+import type { LimitsDocument } from './limits-file.ts';
+
+export interface ConfigureResult {
+  name: string;
+  ok: boolean;
+  error?: string;
+  stats?: LimiterStats;
+}
+
+/** Where the limiter answers and how to fix it when it refuses: for messages. */
+export interface AdminTarget {
+  /** The origin, e.g. https://my-limiter.acme.workers.dev. */
+  url: string;
+  key: string;
+  /** The limiter's wrangler config as the user would type it, for `--config`. */
+  configPath: string;
+}
+
+/** How to replace the key, the one remedy for a lost or mistyped one. */
+export function newKeyAdvice(configPath: string, url: string): string {
+  const local = /^https?:\/\/(127\.|localhost|\[::1\])/.test(url);
+  return [
+    'A secret cannot be read back, so a lost key and a mistyped one have the same remedy: set a new one, which replaces it.',
+    `  npx wrangler secret put DRL_CONFIG_KEY --config ${configPath}`,
+    '  (or: Workers & Pages → the limiter Worker → Settings → Variables and Secrets)',
+    ...(local ? [`  Under wrangler dev the key is DRL_CONFIG_KEY in ${configPath.replace(/[^/\\]*$/, '')}.dev.vars.`] : []),
+    'Then export DRL_CONFIG_KEY=<the new key> and run this again.',
+  ].join('\n');
+}
+
+function redeployAdvice(target: AdminTarget, route: string): string {
+  return (
+    `The limiter at ${target.url} does not have the ${route} route: it was deployed from an older durable-rate-limiter.\n` +
+    `Redeploy it once (limits never need a redeploy after that):\n  npx wrangler deploy --config ${target.configPath}`
+  );
+}
+
+async function request(target: AdminTarget, route: '/configure' | '/stats', body?: string): Promise<{ status: number; json: unknown; text: string }> {
+  const url = new URL(route, target.url.endsWith('/') ? target.url : `${target.url}/`);
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      method: body === undefined ? 'GET' : 'POST',
+      headers: {
+        authorization: `Bearer ${target.key}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body }),
+      signal: AbortSignal.timeout(30_000),
+    });
+  } catch (error) {
+    const cause = (error as { cause?: { message?: string } }).cause?.message ?? (error as Error).message;
+    throw new CliError(
+      `Could not reach the limiter at ${target.url} (${cause}).\n  Is it deployed (or running under wrangler dev)? Pass --url <origin> if it answers elsewhere.`,
+    );
+  }
+  const text = await response.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  const reason = (json as { error?: string } | undefined)?.error ?? text.slice(0, 200);
+  if (response.status === 401) {
+    throw new CliError(`The limiter refused the key (401: ${reason}).\n${newKeyAdvice(target.configPath, target.url)}`);
+  }
+  if (response.status === 404) throw new CliError(redeployAdvice(target, route));
+  return { status: response.status, json, text };
+}
+
+/**
+ * Uploads a limits document. Resolves with each entry's result; throws a
+ * CliError for a refused key, an old limiter, or a rejected document.
+ *
+ * @example
+ * const results = await uploadLimits(target, { limits: { 'read-api': config } });
+ */
+export async function uploadLimits(target: AdminTarget, document: LimitsDocument): Promise<ConfigureResult[]> {
+  const { status, json } = await request(target, '/configure', JSON.stringify(document));
+  const answer = json as { ok?: boolean; error?: string; results?: ConfigureResult[] } | undefined;
+  // A limiter older than the route answers its fallback ("limiter ok") to any path.
+  if (!answer || !Array.isArray(answer.results)) {
+    if (status >= 200 && status < 300) throw new CliError(redeployAdvice(target, '/configure'));
+    throw new CliError(`The limiter answered ${status}: ${answer?.error ?? 'no reason given'}`);
+  }
+  if (!answer.ok) {
+    const lines = answer.results.filter((r) => !r.ok).map((r) => `  - ${JSON.stringify(r.name)}: ${r.error}`);
+    throw new CliError(`The limiter answered ${status}: ${answer.error ?? 'not applied'}\n${lines.join('\n')}`);
+  }
+  return answer.results;
+}
+
+/**
+ * Reads every registered bucket's live state.
+ *
+ * @example
+ * const { buckets } = await readStats(target);
+ */
+export async function readStats(target: AdminTarget): Promise<{ buckets: Record<string, LimiterStats>; pruned?: string[] }> {
+  const { status, json } = await request(target, '/stats');
+  const answer = json as { ok?: boolean; error?: string; buckets?: Record<string, LimiterStats>; pruned?: string[] } | undefined;
+  if (!answer || typeof answer.buckets !== 'object' || answer.buckets === null) {
+    if (status >= 200 && status < 300) throw new CliError(redeployAdvice(target, '/stats'));
+    throw new CliError(`The limiter answered ${status}: ${answer?.error ?? 'no reason given'}`);
+  }
+  return { buckets: answer.buckets, ...(answer.pruned ? { pruned: answer.pruned } : {}) };
+}

@@ -1,0 +1,42 @@
+/** `stats`: read every bucket back; `--json` for machines, `--save` to rewrite the limits file. */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+
+import { readStats } from '../admin-client.ts';
+import { saveLimits } from '../limits-file.ts';
+import { statsTable } from '../stats-table.ts';
+import type { LimiterConfig } from '../../shim/envelope.ts';
+import type { Ui } from '../ui.ts';
+import { resolveTarget, shown, type TargetOptions } from './target.ts';
+
+export const SAVED_HEADER =
+  'Limits for the durable-rate-limiter buckets, one entry per upstream limit.\n' +
+  'NOT read at runtime: `npx durable-rate-limiter configure` uploads this file,\n' +
+  '`npx durable-rate-limiter stats --save` rewrites it from the live buckets.';
+
+export async function statsCommand(ui: Ui, options: TargetOptions & { json: boolean; save: boolean }): Promise<void> {
+  if (options.json) {
+    // Machine output only: no banner, no spinner, nothing but the JSON on stdout.
+    const { target } = await resolveTarget(quiet(ui), options);
+    process.stdout.write(`${JSON.stringify(await readStats(target), null, 2)}\n`);
+    return;
+  }
+  ui.intro(options.save ? 'durable-rate-limiter stats --save' : 'durable-rate-limiter stats');
+  const { target, limitsPath } = await resolveTarget(ui, options);
+  const { buckets, pruned } = await ui.spin(`Reading every bucket from ${target.url}`, () => readStats(target), (r) => `${Object.keys(r.buckets).length} bucket(s)`);
+  ui.note(statsTable(buckets), 'Live buckets');
+  if (pruned?.length) ui.warn(`Pruned names with no bucket behind them: ${pruned.join(', ')}`);
+  if (options.save) {
+    const live: Record<string, LimiterConfig> = {};
+    for (const [name, stats] of Object.entries(buckets)) live[name] = stats.config;
+    const before = existsSync(limitsPath) ? readFileSync(limitsPath, 'utf8') : undefined;
+    writeFileSync(limitsPath, saveLimits(before, live, SAVED_HEADER));
+    ui.success(`Wrote the live limits of ${Object.keys(live).length} bucket(s) to ${shown(limitsPath)}`);
+  }
+  ui.outro(options.save ? 'Review the change with git diff.' : 'Done.');
+}
+
+/** The same questions, with informational lines kept off stdout (for --json). */
+function quiet(ui: Ui): Ui {
+  const toStderr = (message: string) => process.stderr.write(`${message}\n`);
+  return { ...ui, info: toStderr, success: toStderr, step: toStderr, warn: toStderr };
+}

@@ -1,0 +1,168 @@
+/**
+ * The limits file (durable-rate-limiter.limits.jsonc): `{ "limits": { name:
+ * config } }` in JSONC, the copy of the limits kept in version control.
+ * Checked with the object's own rules, every problem of every entry at once.
+ */
+import { applyEdits, findNodeAtLocation, format, modify, parse, parseTree, printParseErrorCode, type ParseError } from 'jsonc-parser';
+
+import { checkName, configJson } from '../shim/do/arguments.ts';
+import type { LimiterConfig } from '../shim/envelope.ts';
+import type { Core } from '../shim/engine/loader.ts';
+
+/** The file's conventional name, beside the limiter's wrangler.jsonc. */
+export const LIMITS_FILE = 'durable-rate-limiter.limits.jsonc';
+
+/** What `POST /configure` takes. */
+export interface LimitsDocument {
+  limits: Record<string, LimiterConfig>;
+}
+
+const PARSE_OPTIONS = { allowTrailingComma: true, disallowComments: false } as const;
+
+function lineAndColumn(text: string, offset: number): string {
+  const before = text.slice(0, offset).split('\n');
+  return `line ${before.length}, column ${before[before.length - 1]!.length + 1}`;
+}
+
+/**
+ * Parses and checks a limits file's text; returns the document, or every
+ * problem found (syntax, shape, and each entry by the engine's rules, each
+ * naming its entry).
+ *
+ * @example
+ * const checked = checkLimits(readFileSync(path, 'utf8'), core);
+ * if (!checked.ok) throw new Error(checked.problems.join('\n'));
+ */
+export function checkLimits(text: string, core: Core): { ok: true; document: LimitsDocument } | { ok: false; problems: string[] } {
+  const errors: ParseError[] = [];
+  const value: unknown = parse(text, errors, PARSE_OPTIONS);
+  if (errors.length > 0) {
+    return {
+      ok: false,
+      problems: errors.map((e) => `${printParseErrorCode(e.error)} at ${lineAndColumn(text, e.offset)}`),
+    };
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    return { ok: false, problems: ['the file must hold an object: { "limits": { "<bucket name>": <config>, ... } }'] };
+  }
+  const problems: string[] = [];
+  for (const key of Object.keys(value)) {
+    if (key !== 'limits') problems.push(`unknown key ${JSON.stringify(key)} at the top (allowed: limits)`);
+  }
+  const limits = (value as { limits?: unknown }).limits;
+  if (limits === null || typeof limits !== 'object' || Array.isArray(limits)) {
+    problems.push('"limits" must be an object mapping each bucket name to its config');
+    return { ok: false, problems };
+  }
+  const entries = Object.entries(limits);
+  if (entries.length === 0) problems.push('"limits" is empty: there is nothing to configure');
+  for (const [name, config] of entries) {
+    const problem = entryProblem(name, config, core);
+    if (problem) problems.push(`${JSON.stringify(name)}: ${problem}`);
+  }
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, document: value as LimitsDocument };
+}
+
+/** One entry checked exactly as POST /configure checks it. */
+function entryProblem(name: string, config: unknown, core: Core): string | null {
+  try {
+    checkName(name, 'bucket name');
+    const text = configJson(config, 'config');
+    const engine = core.createEngine();
+    try {
+      engine.configure(0, text);
+    } finally {
+      engine.free();
+    }
+    return null;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  }
+}
+
+/** A limits file's text for a document, with a header saying what the file is. */
+export function renderLimits(document: LimitsDocument, header: string): string {
+  const comment = header
+    .split('\n')
+    .map((line) => (line ? `// ${line}` : '//'))
+    .join('\n');
+  return `${comment}\n${JSON.stringify(document, null, 2)}\n`;
+}
+
+const deepEqual = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
+
+/**
+ * Rewrites a limits file's text to hold exactly `live` (from /stats), by
+ * edits: an entry whose config is unchanged keeps its bytes and comments,
+ * a changed one is replaced, a missing one added, one no longer live removed.
+ * Falls back to a fresh file when the text cannot be parsed as a document.
+ *
+ * @example
+ * writeFileSync(path, saveLimits(readFileSync(path, 'utf8'), { 'read-api': stats.config }));
+ */
+export function saveLimits(text: string | undefined, live: Record<string, LimiterConfig>, header: string): string {
+  const errors: ParseError[] = [];
+  const current: unknown = text === undefined ? undefined : parse(text, errors, PARSE_OPTIONS);
+  const limits = (current as { limits?: unknown } | undefined)?.limits;
+  if (text === undefined || errors.length > 0 || limits === null || typeof limits !== 'object' || Array.isArray(limits)) {
+    return renderLimits({ limits: live }, header);
+  }
+  const eol = text.includes('\r\n') ? '\r\n' : '\n';
+  const formattingOptions = { insertSpaces: true, tabSize: 2, eol };
+  // modify without formatting touches only the entry; the entry alone is
+  // then formatted (formatting in modify would reflow the whole object).
+  let next = text;
+  for (const name of Object.keys(limits)) {
+    if (!(name in live)) next = applyEdits(next, modify(next, ['limits', name], undefined, {}));
+  }
+  for (const [name, config] of Object.entries(live)) {
+    const was = (limits as Record<string, unknown>)[name];
+    if (deepEqual(was, config)) continue;
+    next = applyEdits(next, modify(next, ['limits', name], config, {}));
+    // Formatted from the end of the entry before it, so the comma and line break are too.
+    const entry = findNodeAtLocation(parseTree(next)!, ['limits', name])?.parent;
+    const siblings = entry?.parent?.children ?? [];
+    const before = siblings[siblings.indexOf(entry!) - 1];
+    if (entry?.parent) {
+      const start = before ? before.offset + before.length : entry.parent.offset + 1;
+      next = applyEdits(next, format(next, { offset: start, length: entry.offset + entry.length - start }, formattingOptions));
+    }
+  }
+  return next;
+}
+
+/** The example file `sample` writes: every field a config can have, each explained. */
+export const SAMPLE_LIMITS = `// Limits for the durable-rate-limiter buckets: one entry per upstream limit.
+// This file is NOT read at runtime and never deployed. \`npx durable-rate-limiter
+// configure\` uploads it to the limiter Worker; \`stats --save\` rewrites it from
+// the live buckets. Bucket names are the \`name\` each defineLimiter uses.
+{
+  "limits": {
+    "read-api": {
+      "bucket": {
+        // The upstream's documented limit, verbatim: 60 requests per minute.
+        "limitPerWindow": 60,
+        "windowInMs": 60000,
+        // After a 429 pause, at most this fraction of the limit is available
+        // at once. Optional, default 0.5.
+        "penaltyRefillFraction": 0.5
+      },
+      // At most this many calls in flight at once, retries included.
+      "concurrency": 5,
+      // Optional: how failed attempts are retried (these are the defaults).
+      "retry": {
+        "maxRetries": 3,
+        "minDelayInMs": 500,
+        "maxDelayInMs": 30000,
+        "factor": 2,
+        // Whether a 429's Retry-After header sets the pause.
+        "respectRetryAfter": true
+      }
+    },
+    "write-api": {
+      "bucket": { "limitPerWindow": 30, "windowInMs": 60000 },
+      "concurrency": 2
+    }
+  }
+}
+`;

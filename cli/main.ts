@@ -1,0 +1,85 @@
+/**
+ * The `durable-rate-limiter` command: init | configure | stats | sample.
+ * Bundled by esbuild into dist/cli.js (the package's bin), with core.wasm
+ * beside it; the runtime subpaths never import anything from here.
+ */
+import { parseArgs } from 'node:util';
+
+import { configureCommand } from './commands/configure.ts';
+import { initCommand } from './commands/init.ts';
+import { sampleCommand } from './commands/sample.ts';
+import { statsCommand } from './commands/stats.ts';
+import { CliError } from './errors.ts';
+import { createUi } from './ui.ts';
+
+const USAGE = `Usage: npx durable-rate-limiter <command> [options]
+
+Commands
+  init              set up a limiter Worker and bind this application to it (run from the app's root)
+  configure         upload the limits file to the limiter (no deploy)
+  stats             show every bucket's live state (--json for machines)
+  stats --save      rewrite the limits file from the live buckets
+  sample            write an example limits file
+
+Options
+  --url <origin>    where the limiter answers; beats the remembered one and is remembered
+  --limits <path>   the limits file (default: the one recorded beside the limiter)
+  --out <path>      sample: where to write the example
+  --json            stats: print JSON only
+  --save            stats: rewrite the limits file
+  -y, --yes         take every default without asking (init never deploys with it)
+  -h, --help        this text
+
+Environment
+  DRL_CONFIG_KEY    the limiter's admin key; set, it is never asked for`;
+
+const COMMANDS = ['init', 'configure', 'stats', 'sample'] as const;
+
+async function main(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        url: { type: 'string' },
+        limits: { type: 'string' },
+        out: { type: 'string' },
+        json: { type: 'boolean', default: false },
+        save: { type: 'boolean', default: false },
+        yes: { type: 'boolean', short: 'y', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    });
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  const command = positionals[0];
+  if (values.help || command === undefined || command === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return command === undefined && !values.help ? 2 : 0;
+  }
+  if (!(COMMANDS as readonly string[]).includes(command) || positionals.length > 1) {
+    process.stderr.write(`Unknown command: ${positionals.join(' ')}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const ui = createUi({ yes: values.yes });
+  const target = { ...(values.url !== undefined ? { url: values.url } : {}), ...(values.limits !== undefined ? { limits: values.limits } : {}) };
+  try {
+    if (command === 'init') await initCommand(ui);
+    else if (command === 'configure') await configureCommand(ui, target);
+    else if (command === 'stats') await statsCommand(ui, { ...target, json: values.json, save: values.save });
+    else await sampleCommand(ui, values.out !== undefined ? { out: values.out } : {});
+    return 0;
+  } catch (error) {
+    if (error instanceof CliError) {
+      process.stderr.write(`\n${error.message}\n`);
+      return error.exitCode;
+    }
+    throw error;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,117 @@
+/** The files `init` writes, as text. Each names what it is and who wrote it. */
+import type { Topology } from './wrangler-config.ts';
+
+/** A date every wrangler 4 accepts and the object's features need. */
+const COMPATIBILITY_DATE = '2025-09-01';
+
+/** The limiter Worker's entry module: the object, the entrypoint and the admin routes. */
+export function limiterIndex(): string {
+  return `// The limiter Worker: holds every bucket in the LimiterDO Durable Object and
+// answers the admin routes (POST /configure, GET /stats) guarded by the
+// DRL_CONFIG_KEY secret. Scaffolded by \`npx durable-rate-limiter init\`.
+// Redeploy only when this code changes (a package upgrade), never for a limit.
+import { handleAdminRequest, type LimiterEnv } from 'durable-rate-limiter/do';
+export { LimiterDO, LimiterEntrypoint } from 'durable-rate-limiter/do';
+
+export default {
+  async fetch(request: Request, env: LimiterEnv): Promise<Response> {
+    return (await handleAdminRequest(request, env)) ?? new Response('limiter ok');
+  },
+};
+`;
+}
+
+/** The limiter Worker's wrangler.jsonc: the binding the registry needs and the SQLite migration. */
+export function limiterWranglerConfig(worker: string): string {
+  return `// The limiter Worker (scaffolded by \`npx durable-rate-limiter init\`).
+// Applications bind its LimiterDO class (script_name "${worker}") or its
+// LimiterEntrypoint; the admin routes need the DRL_CONFIG_KEY secret.
+{
+  "name": ${JSON.stringify(worker)},
+  "main": "src/index.ts",
+  "compatibility_date": "${COMPATIBILITY_DATE}",
+  // The object reaches the registry of bucket names through this binding.
+  "durable_objects": {
+    "bindings": [{ "name": "RATE_LIMITER", "class_name": "LimiterDO" }]
+  },
+  // SQLite-backed storage: one row per grant. Never remove this migration.
+  "migrations": [{ "tag": "v1", "new_sqlite_classes": ["LimiterDO"] }]
+}
+`;
+}
+
+/** The limits file `init` writes: the upstream's limit, verbatim. */
+export function initialLimits(name: string, limitPerWindow: number, windowInMs: number, concurrency: number): string {
+  return `// Limits for the durable-rate-limiter buckets: one entry per upstream limit.
+// NOT read at runtime and never deployed: \`npx durable-rate-limiter configure\`
+// uploads this file; \`npx durable-rate-limiter stats --save\` rewrites it from
+// the live buckets. Every field: \`npx durable-rate-limiter sample --out x.jsonc\`.
+{
+  "limits": {
+    ${JSON.stringify(name)}: {
+      // The upstream's documented limit, verbatim.
+      "bucket": { "limitPerWindow": ${limitPerWindow}, "windowInMs": ${windowInMs} },
+      // At most this many calls in flight at once, retries included.
+      "concurrency": ${concurrency}
+    }
+  }
+}
+`;
+}
+
+const HOOKS = `  // Uncomment for an upstream that signals a limit without a 429 (checked
+  // after the call site's own hook; a signal pauses every caller):
+  // rateLimit: (res, body) => ((body as { code?: string })?.code === 'RATE_LIMITED' ? { retryAfterMs: 30_000 } : null),
+  // Uncomment to call a response a failure (retryable ones are retried by that call):
+  // error: (res) => (res.ok ? null : { message: \`HTTP \${res.status}\`, retryable: res.status >= 500 }),`;
+
+/**
+ * The application's src/limiter.ts: the binder and the instance name,
+ * written once, with hook skeletons to fill in.
+ */
+export function limiterModule(topology: Topology, binding: string, worker: string, name: string): string {
+  const header = `// The rate limiter this application calls its upstream through (written by
+// \`npx durable-rate-limiter init\`). Limits live in the limiter Worker
+// "${worker}", set from its limits file by \`npx durable-rate-limiter configure\`.`;
+  const limiter = `/** The bucket's instance name, written once here: a typo would be a different, unconfigured bucket. */
+export const LIMITER_NAME = ${JSON.stringify(name)};
+
+/**
+ * @example
+ * const data = await limiter.for(env).call(() => fetch(url), { read: (res) => res.json() });
+ */
+export const limiter = defineLimiter({
+  binder,
+  name: LIMITER_NAME,
+${HOOKS}
+});
+`;
+  if (topology === 'durable-object') {
+    return `${header}
+import { defineBinder, defineLimiter } from 'durable-rate-limiter/client';
+
+// env.${binding}: the limiter Worker's LimiterDO class, bound cross-script in
+// wrangler config. Checked against the Env that \`wrangler types\` generates.
+const binder = defineBinder('${binding}');
+
+${limiter}`;
+  }
+  return `${header}
+import { defineLimiter, type Binder } from 'durable-rate-limiter/client';
+import type { LimiterService } from 'durable-rate-limiter/do';
+
+// env.${binding}: a service binding to the limiter Worker's LimiterEntrypoint,
+// which takes the instance name first; this adapter makes it a namespace.
+const binder: Binder<Env> = {
+  binding: '${binding}',
+  resolve: (env) => {
+    const service = env.${binding} as unknown as LimiterService;
+    return {
+      idFromName: (name) => name,
+      get: (name) => ({ execute: (fn, options) => service.execute(name as string, fn, options) }),
+    };
+  },
+};
+
+${limiter}`;
+}

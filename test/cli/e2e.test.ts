@@ -1,0 +1,213 @@
+// Verifies the CLI end to end against real processes: init --yes in a
+// scratch application, the scaffolded limiter Worker under `wrangler dev`
+// on a loopback port, then configure / stats / stats --save over HTTP with
+// the CLI installed from the packed tarball, as a user gets it.
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { parse } from 'jsonc-parser';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { APP_CONFIG, freePort, REPO, runCli, scratchApp, stopGroup } from './helpers.ts';
+
+const KEY = 'e2e-key-0123456789';
+const LIMITER = 'durable-rate-limiter';
+let app = '';
+let bin = '';
+let url = '';
+let wrangler: ChildProcess | undefined;
+let devLog = '';
+let initRun: Awaited<ReturnType<typeof runCli>>;
+const servers: Server[] = [];
+const temps: string[] = [];
+
+/** The CLI as installed in the scratch app from the tarball, run from `cwd` inside it. */
+const cli = (args: string[], cwd = app, env: Record<string, string | undefined> = { DRL_CONFIG_KEY: KEY }) => runCli(args, { cwd, env, bin });
+const limitsPath = () => join(app, LIMITER, 'durable-rate-limiter.limits.jsonc');
+const liveStats = async () => {
+  const run = await cli(['stats', '--json']);
+  expect(run.code, run.stderr).toBe(0);
+  return JSON.parse(run.stdout) as { buckets: Record<string, { config: unknown; limit: number; windowInMs: number; remaining: number }> };
+};
+
+beforeAll(async () => {
+  app = scratchApp('drl-cli-e2e-');
+  temps.push(app);
+  // The package as a user receives it (dist/ is already built): packed, then
+  // installed alone, so `durable-rate-limiter/do` resolves for wrangler and
+  // the CLI runs from node_modules/.bin with core.wasm beside it.
+  const packDir = mkdtempSync(join(tmpdir(), 'drl-cli-pack-'));
+  temps.push(packDir);
+  execFileSync('npm', ['pack', '--ignore-scripts', '--silent', '--pack-destination', packDir], { cwd: REPO, stdio: 'ignore' });
+  const tarball = join(packDir, 'durable-rate-limiter-' + JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')).version + '.tgz');
+  execFileSync('npm', ['install', '--no-save', '--no-package-lock', '--ignore-scripts', '--no-audit', '--no-fund', '--offline', tarball], { cwd: app, stdio: 'ignore' });
+  bin = join(app, 'node_modules', 'durable-rate-limiter', 'dist', 'cli.js');
+
+  initRun = await runCli(['init', '--yes'], { cwd: app, bin });
+  if (initRun.code !== 0) throw new Error(`init --yes failed:\n${initRun.stdout}\n${initRun.stderr}`);
+
+  writeFileSync(join(app, LIMITER, '.dev.vars'), `DRL_CONFIG_KEY=${KEY}\n`);
+  const port = await freePort();
+  const inspector = await freePort();
+  url = `http://127.0.0.1:${port}`;
+  wrangler = spawn(
+    join(REPO, 'node_modules/.bin/wrangler'),
+    ['dev', '--config', join(app, LIMITER, 'wrangler.jsonc'), '--port', String(port), '--ip', '127.0.0.1', '--inspector-port', String(inspector), '--show-interactive-dev-session=false'],
+    { cwd: app, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1' } },
+  );
+  wrangler.stdout?.on('data', (c: Buffer) => (devLog += c.toString()));
+  wrangler.stderr?.on('data', (c: Buffer) => (devLog += c.toString()));
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    try {
+      if ((await (await fetch(url)).text()) === 'limiter ok') break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline || wrangler.exitCode !== null) throw new Error(`wrangler dev did not start:\n${devLog}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}, 150_000);
+
+afterAll(async () => {
+  await stopGroup(wrangler?.pid);
+  for (const server of servers) server.close();
+  for (const dir of temps) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('init --yes', () => {
+  it('scaffolds the limiter, records it, and inserts the binding keeping every comment', () => {
+    for (const file of ['src/index.ts', 'wrangler.jsonc', 'durable-rate-limiter.limits.jsonc', '.durable-rate-limiter.jsonc']) {
+      expect(existsSync(join(app, LIMITER, file)), file).toBe(true);
+    }
+    const config = readFileSync(join(app, 'wrangler.jsonc'), 'utf8');
+    const [head] = APP_CONFIG.split('  /* dated */');
+    expect(config.startsWith(head!)).toBe(true);
+    expect(config).toContain('  /* dated */ "compatibility_date": "2025-09-01", // trailing comment\n  "durable_objects": {');
+    expect(parse(config, [], { allowTrailingComma: true }).durable_objects.bindings).toEqual([
+      { name: 'RATE_LIMITER', class_name: 'LimiterDO', script_name: 'scratch-app-limiter' },
+    ]);
+    expect(readFileSync(join(app, 'src', 'limiter.ts'), 'utf8')).toContain("defineBinder('RATE_LIMITER')");
+    expect(parse(readFileSync(join(app, LIMITER, '.durable-rate-limiter.jsonc'), 'utf8'))).toEqual({
+      worker: 'scratch-app-limiter',
+      config: 'wrangler.jsonc',
+      limits: 'durable-rate-limiter.limits.jsonc',
+    });
+  });
+
+  it('opened with "commit first" and the tree state, never deployed, and ended with exact commands', () => {
+    expect(initRun.stdout).toMatch(/Commit first[\s\S]*working tree is clean/);
+    expect(initRun.stdout).toContain('Still to do');
+    expect(initRun.stdout).toContain('npx wrangler deploy --config durable-rate-limiter/wrangler.jsonc');
+    expect(initRun.stdout).toContain('npx wrangler secret put DRL_CONFIG_KEY --config durable-rate-limiter/wrangler.jsonc');
+    expect(initRun.stdout).toMatch(/DRL_CONFIG_KEY=<the key> npx durable-rate-limiter configure/);
+    expect(initRun.stdout).not.toMatch(/\x1b\[/); // no colours off a terminal
+  });
+});
+
+describe('configure and stats against wrangler dev', () => {
+  it('configure --url from a subfolder uploads the file, and remembers the url', async () => {
+    const run = await cli(['configure', `--url=${url}`], join(app, 'src'));
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    expect(run.stdout).toContain('upstream-api: 60 per 60000 ms, concurrency 5');
+    expect(parse(readFileSync(join(app, LIMITER, '.durable-rate-limiter.jsonc'), 'utf8')).url).toBe(url);
+  });
+
+  it('stats shows the bucket live with the file\'s limits (JSON and table)', async () => {
+    const { buckets } = await liveStats();
+    expect(buckets['upstream-api']).toMatchObject({
+      config: parse(readFileSync(limitsPath(), 'utf8')).limits['upstream-api'],
+      limit: 60,
+      windowInMs: 60_000,
+      remaining: 60,
+    });
+    const table = await cli(['stats']);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(/upstream-api\s+60 per 1 min\s+0\s+60\s+0\s+0\s+5\s+-/);
+  });
+
+  it('stats --save round-trips: the file then holds the live limits, and configures the same buckets', async () => {
+    // Change the live state behind the file's back, with a second bucket.
+    writeFileSync(
+      limitsPath(),
+      '// kept header\n{ "limits": { "upstream-api": { "bucket": { "limitPerWindow": 120, "windowInMs": 60000 }, "concurrency": 3 },\n' +
+        '  "second-api": { "bucket": { "limitPerWindow": 10, "windowInMs": 1000, "penaltyRefillFraction": 0.25 }, "concurrency": 1, "retry": { "maxRetries": 0 } } } }\n',
+    );
+    expect((await cli(['configure'])).code).toBe(0); // the remembered url
+    writeFileSync(limitsPath(), '// kept header\n{ "limits": { "upstream-api": { "bucket": { "limitPerWindow": 1, "windowInMs": 1000 }, "concurrency": 1 } } }\n');
+
+    const save = await cli(['stats', '--save']);
+    expect(save.code, save.stderr).toBe(0);
+    const saved = readFileSync(limitsPath(), 'utf8');
+    expect(saved.startsWith('// kept header\n')).toBe(true);
+    const live = (await liveStats()).buckets;
+    expect(parse(saved).limits).toEqual({ 'upstream-api': live['upstream-api']!.config, 'second-api': live['second-api']!.config });
+    expect(parse(saved).limits['second-api']).toEqual({ bucket: { limitPerWindow: 10, windowInMs: 1000, penaltyRefillFraction: 0.25 }, concurrency: 1, retry: { maxRetries: 0 } });
+
+    const again = await cli(['configure']);
+    expect(again.code, again.stderr).toBe(0);
+    expect((await liveStats()).buckets['upstream-api']).toMatchObject({ limit: 120 });
+  });
+
+  it('an invalid limits file is refused with every problem and nothing uploaded', async () => {
+    const before = readFileSync(limitsPath(), 'utf8');
+    writeFileSync(limitsPath(), '{ "limits": { "a": { "bucket": { "limitPerWindow": 0, "windowInMs": 1000 }, "concurrency": 1 }, "b": { "concurrency": -1 } } }');
+    const run = await cli(['configure']);
+    writeFileSync(limitsPath(), before);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/has 2 problems, so nothing was uploaded/);
+    expect(run.stderr).toMatch(/- "a": \[drl:invalid-config\]/);
+    expect(run.stderr).toMatch(/- "b": \[drl:invalid-config\]/);
+    expect(Object.keys((await liveStats()).buckets).sort()).toEqual(['second-api', 'upstream-api']);
+  });
+
+  it('a wrong key gets the 401 guidance: how to set a new one', async () => {
+    const run = await cli(['stats'], app, { DRL_CONFIG_KEY: 'not-the-key' });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('refused the key (401');
+    expect(run.stderr).toContain('npx wrangler secret put DRL_CONFIG_KEY --config durable-rate-limiter/wrangler.jsonc');
+    expect(run.stderr).toContain('durable-rate-limiter/.dev.vars');
+  });
+
+  it('with no terminal and no key, fails at once naming DRL_CONFIG_KEY', async () => {
+    for (const command of [['configure'], ['stats']]) {
+      const run = await cli(command, app, {});
+      expect(run.code).toBe(1);
+      expect(run.stderr).toMatch(/stdin is not a terminal.*set DRL_CONFIG_KEY in the environment/);
+      expect(run.ms).toBeLessThan(5_000);
+    }
+  });
+
+  it('with no terminal and no known url, fails at once naming --url', async () => {
+    const elsewhere = mkdtempSync(join(tmpdir(), 'drl-cli-nourl-'));
+    temps.push(elsewhere);
+    writeFileSync(join(elsewhere, 'durable-rate-limiter.limits.jsonc'), '{ "limits": {} }');
+    const run = await runCli(['configure'], { cwd: elsewhere, env: { DRL_CONFIG_KEY: KEY } });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/stdin is not a terminal.*pass --url <origin>/);
+  });
+});
+
+describe('a limiter deployed before the admin routes', () => {
+  async function fakeLimiter(status: number, body: string): Promise<string> {
+    const server = createServer((_, res) => res.writeHead(status, { 'content-type': 'text/plain' }).end(body));
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  }
+
+  it('says to redeploy once, whether it answers 404 or its fallback', async () => {
+    for (const origin of [await fakeLimiter(404, 'Not found'), await fakeLimiter(200, 'limiter ok')]) {
+      const run = await cli(['configure', '--url', origin, '--limits', limitsPath()]);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain('deployed from an older durable-rate-limiter');
+      expect(run.stderr).toContain('Redeploy it once');
+      expect(run.stderr).toContain('npx wrangler deploy --config durable-rate-limiter/wrangler.jsonc');
+    }
+    // The real one is remembered again for whatever runs next.
+    expect((await cli(['configure', '--url', url])).code).toBe(0);
+  });
+});

@@ -1,0 +1,71 @@
+// Verifies init's promises without a Worker running: a config that already
+// has the key is left untouched with the fragment printed, existing files
+// are never replaced under --yes, a TOML config is edited by insertion, and
+// with no terminal and no --yes it fails at once naming --yes.
+import { readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { runCli, scratchApp } from './helpers.ts';
+
+const apps: string[] = [];
+const app = (prefix: string) => {
+  const dir = scratchApp(prefix);
+  apps.push(dir);
+  return dir;
+};
+afterAll(() => apps.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+describe('init', () => {
+  it('prints the fragment and leaves the config byte for byte when the key is already there', async () => {
+    const dir = app('drl-cli-present-');
+    const config = '// mine\n{\n  "name": "scratch-app",\n  "durable_objects": { "bindings": [{ "name": "CACHE", "class_name": "Cache" }] } // ours\n}\n';
+    writeFileSync(join(dir, 'wrangler.jsonc'), config);
+    const run = await runCli(['init', '--yes'], { cwd: dir });
+    expect(run.code, run.stderr).toBe(0);
+    expect(readFileSync(join(dir, 'wrangler.jsonc'), 'utf8')).toBe(config);
+    expect(run.stdout).toContain('wrangler.jsonc: the config already has "durable_objects". Merge this by hand');
+    expect(run.stdout).toContain('"script_name": "scratch-app-limiter"');
+    expect(run.stdout).toMatch(/Still to do[\s\S]*merge the RATE_LIMITER binding shown above into wrangler.jsonc/);
+    expect(run.stdout).toMatch(/uncommitted change/); // the config was edited after the commit
+  });
+
+  it('never replaces an existing file under --yes, and says it kept it', async () => {
+    const dir = app('drl-cli-keep-');
+    await runCli(['init', '--yes'], { cwd: dir });
+    const mine = '// my own limiter module\nexport const limiter = 1;\n';
+    writeFileSync(join(dir, 'src', 'limiter.ts'), mine);
+    const limits = join(dir, 'durable-rate-limiter', 'durable-rate-limiter.limits.jsonc');
+    const myLimits = '// tuned by hand\n{ "limits": { "x": { "bucket": { "limitPerWindow": 7, "windowInMs": 1000 }, "concurrency": 1 } } }\n';
+    writeFileSync(limits, myLimits);
+    const run = await runCli(['init', '--yes'], { cwd: dir });
+    expect(run.code, run.stderr).toBe(0);
+    expect(readFileSync(join(dir, 'src', 'limiter.ts'), 'utf8')).toBe(mine);
+    expect(readFileSync(limits, 'utf8')).toBe(myLimits);
+    expect(run.stdout).toContain('Replace the existing src/limiter.ts? no (--yes)');
+    expect(run.stdout).toContain('Kept src/limiter.ts as it is.');
+    expect(run.stdout).toContain('durable-rate-limiter/src/index.ts is already as it would be written.');
+  });
+
+  it('edits a wrangler.toml by appending the table', async () => {
+    const dir = app('drl-cli-toml-');
+    unlinkSync(join(dir, 'wrangler.jsonc'));
+    const toml = '# the app\nname = "toml-app" # name\nmain = "src/index.ts"\n';
+    writeFileSync(join(dir, 'wrangler.toml'), toml);
+    const run = await runCli(['init', '--yes'], { cwd: dir });
+    expect(run.code, run.stderr).toBe(0);
+    expect(readFileSync(join(dir, 'wrangler.toml'), 'utf8')).toBe(
+      `${toml}\n[[durable_objects.bindings]]\nname = "RATE_LIMITER"\nclass_name = "LimiterDO"\nscript_name = "toml-app-limiter"\n`,
+    );
+  });
+
+  it('with no terminal and no --yes, fails at once naming --yes, having written nothing', async () => {
+    const dir = app('drl-cli-notty-');
+    const run = await runCli(['init'], { cwd: dir });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/stdin is not a terminal.*pass --yes/);
+    expect(run.ms).toBeLessThan(5_000);
+    expect(readFileSync(join(dir, 'wrangler.jsonc'), 'utf8')).not.toContain('durable_objects');
+  });
+});

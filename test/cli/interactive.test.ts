@@ -1,0 +1,94 @@
+// Verifies the prompts work for a person: init run in a pseudo-terminal
+// (util-linux `script`), answered by typing at each prompt: text, arrow keys
+// in a select, y/n at confirmations. It declines the install, the types and
+// the deploy, so nothing reaches the network.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { parse } from 'jsonc-parser';
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { CLI, scratchApp, stopGroup } from './helpers.ts';
+
+const DOWN = '\x1b[B';
+const ENTER = '\r';
+const stripAnsi = (text: string) => text.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '').replace(/\x1b[()][A-Z0-9]/g, '');
+
+let app = '';
+let child: ChildProcess | undefined;
+afterAll(async () => {
+  await stopGroup(child?.pid);
+  if (app) rmSync(app, { recursive: true, force: true });
+});
+
+/** A terminal session: waits for a prompt to appear, then types. */
+function terminal(command: string, cwd: string) {
+  const env: NodeJS.ProcessEnv = { ...process.env, TERM: 'xterm-256color' };
+  delete env.DRL_CONFIG_KEY;
+  delete env.NO_COLOR;
+  delete env.CI;
+  // A pty made without a terminal above it is 0 columns wide: give it a size.
+  child = spawn('script', ['-q', '-e', '-c', `stty cols 120 rows 40; ${command}`, '/dev/null'], { cwd, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+  let screen = '';
+  let seen = 0;
+  child.stdout!.on('data', (c: Buffer) => (screen += stripAnsi(c.toString())));
+  child.stderr!.on('data', (c: Buffer) => (screen += stripAnsi(c.toString())));
+  const exited = new Promise<number>((done) => child!.on('close', (code) => done(code ?? -1)));
+  return {
+    get screen() {
+      return screen;
+    },
+    exited,
+    /** Waits until `text` is shown after the last answer, then types `keys` one at a time. */
+    async answer(text: string, keys: string[]): Promise<void> {
+      const deadline = Date.now() + 15_000;
+      while (screen.indexOf(text, seen) < 0) {
+        if (Date.now() > deadline) throw new Error(`never saw ${JSON.stringify(text)}; the screen ends:\n${screen.slice(-2000)}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      seen = screen.indexOf(text, seen) + text.length;
+      await new Promise((r) => setTimeout(r, 100)); // the prompt is listening once drawn
+      for (const key of keys) {
+        child!.stdin!.write(key);
+        await new Promise((r) => setTimeout(r, 30));
+      }
+    },
+  };
+}
+
+describe('init in a terminal', () => {
+  it('asks each question and does what the answers say', async () => {
+    app = scratchApp('drl-cli-tty-');
+    const tty = terminal(`${process.execPath} ${CLI} init`, app);
+    await tty.answer('Folder for the limiter Worker', [...'limiter', ENTER]);
+    await tty.answer('Name of the limiter Worker', [ENTER]); // the default
+    await tty.answer('Write these 2 files?', ['y']);
+    await tty.answer('Run npm install durable-rate-limiter now?', ['n']);
+    await tty.answer('Which topology?', [DOWN, ENTER]); // the service binding
+    await tty.answer('Binding name in your env', [ENTER]);
+    await tty.answer('Insert the binding into wrangler.jsonc?', ['y']);
+    await tty.answer('Run npx wrangler types now?', ['n']);
+    await tty.answer('Name of the bucket', [...'github-api', ENTER]);
+    await tty.answer('Write src/limiter.ts?', ['y']);
+    await tty.answer('How many requests does the upstream allow (for github-api)?', [...'5000', ENTER]);
+    await tty.answer('In what window?', [DOWN, ENTER]); // from "per minute" to "per hour"
+    await tty.answer('How many calls may be in flight at once?', [...'10', ENTER]);
+    await tty.answer('Write limiter/durable-rate-limiter.limits.jsonc?', ['y']);
+    await tty.answer('apply the limits now?', ['n']);
+    expect(await tty.exited).toBe(0);
+    expect(tty.screen).toContain('Still to do');
+
+    expect(parse(readFileSync(join(app, 'limiter', 'wrangler.jsonc'), 'utf8')).name).toBe('scratch-app-limiter');
+    expect(parse(readFileSync(join(app, 'wrangler.jsonc'), 'utf8'), [], { allowTrailingComma: true }).services).toEqual([
+      { binding: 'LIMITER', service: 'scratch-app-limiter', entrypoint: 'LimiterEntrypoint' },
+    ]);
+    const module = readFileSync(join(app, 'src', 'limiter.ts'), 'utf8');
+    expect(module).toContain('export const LIMITER_NAME = "github-api";');
+    expect(module).toContain('env.LIMITER as unknown as LimiterService');
+    expect(parse(readFileSync(join(app, 'limiter', 'durable-rate-limiter.limits.jsonc'), 'utf8'))).toEqual({
+      limits: { 'github-api': { bucket: { limitPerWindow: 5000, windowInMs: 3_600_000 }, concurrency: 10 } },
+    });
+    expect(parse(readFileSync(join(app, 'limiter', '.durable-rate-limiter.jsonc'), 'utf8')).worker).toBe('scratch-app-limiter');
+  });
+});

@@ -2,8 +2,9 @@
 # Runs every test: the engine's Catch2 suite (release, then under ASan+UBSan),
 # the libFuzzer targets for a bounded time, the object's and the client's
 # suites inside workerd, the type tests, the consumer topology from the packed
-# tarball, the CLI's tests, and the Node suite (wasm loader,
-# native-vs-wasm differential, /testing). Ends with one line:
+# tarball, the CLI's tests, the local verification run at CI size (verify/),
+# and the Node suite (wasm loader, native-vs-wasm differential, /testing).
+# Ends with one line:
 # "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -94,6 +95,23 @@ bash scripts/test-consumer.sh | tee build/consumer.log
 read -r p f < <(sed -nE 's/^consumer: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' build/consumer.log | tail -1)
 passed=$((passed + ${p:-0}))
 failed=$((failed + ${f:-1}))
+
+echo "== local verification (CI size)"
+# verify/local/run.mjs on local workerd: the default stampede, then the same
+# with the limiter's runtime restarted mid-run. Each prints
+# "verify: N passed, N failed" (one per assertion group).
+if node_modules/.bin/tsc -p verify/tsconfig.json --noEmit; then
+  echo "tsc -p verify/tsconfig.json: ok"; passed=$((passed + 1))
+else
+  echo "tsc -p verify/tsconfig.json: FAILED"; failed=$((failed + 1))
+fi
+for run in "--ci" "--ci --faults"; do
+  log=build/verify${run// /}.log
+  timeout 300 node verify/local/run.mjs $run 2>&1 | tee "$log" | grep -E '^(verify|  (PASS|FAIL))'
+  read -r p f < <(sed -nE 's/^verify: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log" | tail -1)
+  passed=$((passed + ${p:-0}))
+  failed=$((failed + ${f:-1}))
+done
 
 echo "== node tests (wasm loader, native-vs-wasm differential)"
 rm -f build/vitest-node.json

@@ -14,17 +14,20 @@
  */
 export const DEFAULT_DROP_RETRIES = 5;
 
-// Backoff between drop retries: full jitter over 50 ms x 2^(k-1), capped at
-// 2 s. Long enough for an evicted object to come back, short next to the
-// bucket's own waits; the jitter keeps callers dropped together (a redeploy)
-// from returning together. At most 50+100+200+400+800 ms for the default 5.
-const DROP_BACKOFF_BASE_MS = 50;
-const DROP_BACKOFF_CAP_MS = 2_000;
+// Backoff between drop retries: "equal jitter" over 100 ms x 2^(k-1), capped
+// at 5 s, so retry k waits between half and all of its step. The floor makes
+// the default 5 retries span at least 1.55 s (at most 3.1 s): longer than an
+// object restart or a redeploy takes (the local fault run measured 120-175
+// ms), so a caller dropped by one does not spend every retry while the object
+// is still down. The jitter keeps callers dropped together (a redeploy drops
+// every waiting caller at once) from returning together.
+const DROP_BACKOFF_BASE_MS = 100;
+const DROP_BACKOFF_CAP_MS = 5_000;
 
-/** The wait before retry `k` (1-based): uniform in [0, min(cap, base x 2^(k-1))). */
+/** The wait before retry `k` (1-based): uniform in [step/2, step), step = min(cap, base x 2^(k-1)). */
 export function dropBackoffMs(retry: number, random: () => number = Math.random): number {
-  const ceiling = Math.min(DROP_BACKOFF_CAP_MS, DROP_BACKOFF_BASE_MS * 2 ** (retry - 1));
-  return Math.floor(random() * ceiling);
+  const step = Math.min(DROP_BACKOFF_CAP_MS, DROP_BACKOFF_BASE_MS * 2 ** (retry - 1));
+  return Math.floor(step / 2 + random() * (step / 2));
 }
 
 /**

@@ -109,11 +109,13 @@ describe('drop retries', () => {
     expect(rejecting.events).toHaveLength(2);
   });
 
-  it('spaces retries by a short jittered backoff (well under the 2 s cap each)', async () => {
+  it('spaces retries by a jittered backoff long enough to outlast an object restart', async () => {
     const { bound, events } = await setup(Infinity, { dropRetries: 3 });
     const started = Date.now();
     await rejection(bound.call(() => 1, { read: (n) => n }));
-    // Full jitter over 50, 100, 200 ms: at most 350 ms of waiting, plus generous slack for a busy machine.
+    // Equal jitter over 100, 200, 400 ms: 350 to 700 ms of waiting (a busy
+    // machine only makes it longer; the upper bound leaves generous slack).
+    expect(Date.now() - started).toBeGreaterThanOrEqual(350 - 5);
     expect(Date.now() - started).toBeLessThan(5_000);
     expect(events).toHaveLength(4);
   });

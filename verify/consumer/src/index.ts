@@ -1,0 +1,183 @@
+/**
+ * The verification's consumer Worker: an application of the package, built
+ * from dist/, with the probe routes. Every route needs PROBE_KEY (?key= or a
+ * Bearer header) and accepts &via=direct to use the cross-script Durable
+ * Object binding instead of the LimiterEntrypoint service binding.
+ *
+ *   /ping /closure-check /client-path /cap-probe?max=64   quick probes
+ *   /start?instances=10&calls=10&limit=10&window=60000...  a stampede; prints its probe id
+ *   /report/:id                                            the run's plain-text report
+ *   /progress/:id                                          how far a run is
+ *   /run-share?probe=&caller=   one caller's share in this request (the local run drives these)
+ *   /event?probe=&what=         marks an event on the run's timeline (the local run's restarts)
+ */
+import { NO_FAULTS, limiterConfig, type RunPlan } from '../../shared/plan.ts';
+import { renderReport, summarise, type Arrival, type CallRecord, type RunEvent } from '../../shared/report.ts';
+import { refusal } from './auth.ts';
+import { limiterAdmin, parseVia } from './limiter-client.ts';
+import { capProbe, clientPath, closureCheck, ping } from './probes.ts';
+import { runShare } from './stampede.ts';
+
+export { ProbeDO } from './probe-do.ts';
+export { StampedeWorkflow } from './workflow.ts';
+
+const text = (body: string, status = 200) => new Response(`${body}\n`, { status, headers: { 'content-type': 'text/plain; charset=utf-8' } });
+
+function numberParam(url: URL, name: string, fallback: number, min = 0, max = 1e9): number {
+  const raw = url.searchParams.get(name);
+  if (raw === null || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < min || value > max) throw new RangeError(`?${name}= must be a number in [${min}, ${max}] (received ${JSON.stringify(raw)})`);
+  return value;
+}
+
+function intParam(url: URL, name: string, fallback: number, min = 0, max = 1e9): number {
+  const value = numberParam(url, name, fallback, min, max);
+  if (!Number.isInteger(value)) throw new RangeError(`?${name}= must be an integer (received ${value})`);
+  return value;
+}
+
+/** A run's plan from /start's query. Defaults: the seed's load run (10 x 10 calls at 10/min, stampede in 60 s). */
+export function planFrom(url: URL, probeId: string): RunPlan {
+  const [latencyMin, latencyMax] = (url.searchParams.get('latency') ?? `${NO_FAULTS.latencyMinMs}-${NO_FAULTS.latencyMaxMs}`).split('-').map(Number);
+  if (!Number.isFinite(latencyMin) || !Number.isFinite(latencyMax) || latencyMin! < 0 || latencyMax! < latencyMin!) {
+    throw new RangeError('?latency= must be MIN-MAX in ms, e.g. 50-250');
+  }
+  const callsPerCaller = intParam(url, 'calls', 10, 1, 100_000);
+  return {
+    probeId,
+    bucket: `verify-${probeId}`,
+    via: parseVia(url),
+    callers: intParam(url, 'instances', 10, 1, 1000),
+    callsPerCaller,
+    outstanding: intParam(url, 'outstanding', callsPerCaller, 1, 100_000),
+    limit: intParam(url, 'limit', 10, 1, 1e9),
+    windowMs: intParam(url, 'window', 60_000, 1, 366 * 86_400_000),
+    marginMs: intParam(url, 'margin', 1_000, 0, 3_600_000),
+    concurrency: intParam(url, 'concurrency', 5, 1, 100_000),
+    ...(url.searchParams.has('dropRetries') ? { dropRetries: intParam(url, 'dropRetries', 5, 0, 100) } : {}),
+    startAt: Date.now() + numberParam(url, 'delay', 60, 0, 86_400) * 1000,
+    faults: {
+      latencyMinMs: latencyMin!,
+      latencyMaxMs: latencyMax!,
+      inject429: numberParam(url, 'inject429', 0, 0, 1),
+      retryAfterS: intParam(url, 'retryAfter', NO_FAULTS.retryAfterS, 0, 3600),
+      inject5xx: numberParam(url, 'inject5xx', 0, 0, 1),
+      slowFraction: numberParam(url, 'slow', 0, 0, 1),
+      slowMs: intParam(url, 'slowMs', 2_000, 0, 3_600_000),
+    },
+  };
+}
+
+const probeOf = (env: Env, id: string) => env.PROBE.get(env.PROBE.idFromName(id));
+
+async function upstream<T>(env: Env, path: string, probeId: string, init?: RequestInit): Promise<T> {
+  const res = await env.UPSTREAM.fetch(`https://upstream${path}?probe=${encodeURIComponent(probeId)}`, init);
+  if (!res.ok) throw new Error(`upstream ${path} answered ${res.status}: ${await res.text()}`);
+  return (path === '/configure' ? undefined : await res.json()) as T;
+}
+
+async function start(env: Env, url: URL): Promise<Response> {
+  const probeId = `p${Date.now().toString(36)}${crypto.randomUUID().slice(0, 4)}`;
+  const plan = planFrom(url, probeId);
+  const drive = url.searchParams.get('drive') ?? 'workflows';
+  if (drive !== 'workflows' && drive !== 'external') throw new RangeError('?drive= is workflows or external');
+  if (drive === 'workflows' && !env.STAMPEDE) throw new Error('this Worker has no STAMPEDE Workflow binding: use drive=external and run the shares yourself');
+  await limiterAdmin(env, plan.via).configure(plan.bucket, limiterConfig(plan));
+  await upstream(env, '/configure', probeId, { method: 'POST', body: JSON.stringify({ limit: plan.limit, windowMs: plan.windowMs, faults: plan.faults }) });
+  await probeOf(env, probeId).setPlan(plan);
+  if (drive === 'workflows') {
+    await env.STAMPEDE!.createBatch(
+      Array.from({ length: plan.callers }, (_, caller) => ({ id: `${probeId}-${caller}`, params: { probeId, caller } })),
+    );
+  }
+  if (url.searchParams.get('format') === 'json') return Response.json(plan);
+  const drain = Math.ceil((plan.callers * plan.callsPerCaller) / plan.limit) * (plan.windowMs + plan.marginMs);
+  return text(
+    [
+      `probe ${probeId}`,
+      `  ${plan.callers} ${drive === 'workflows' ? 'Workflow instances' : 'callers'} x ${plan.callsPerCaller} calls stampede ${plan.bucket} at ${new Date(plan.startAt).toISOString()}`,
+      `  limit ${plan.limit} per ${plan.windowMs} ms (+${plan.marginMs} ms margin), concurrency ${plan.concurrency}, via ${plan.via}`,
+      `  drains in about ${drain >= 120_000 ? `${Math.round(drain / 60_000)} min` : `${Math.round(drain / 1000)} s`} after the stampede; then: curl "$VERIFY_URL/report/${probeId}?key=$PROBE_KEY"`,
+    ].join('\n'),
+  );
+}
+
+async function report(env: Env, url: URL, probeId: string): Promise<Response> {
+  const probe = probeOf(env, probeId);
+  const plan = await probe.plan();
+  if (!plan) return text(`no probe ${probeId}`, 404);
+  const [records, events, arrivals] = await Promise.all([
+    // RPC widens the [start, end] tuples to number[]; the rows are CallRecords.
+    probe.records() as unknown as Promise<CallRecord[]>,
+    probe.events(),
+    upstream<Arrival[]>(env, '/ledger', probeId),
+  ]);
+  const finalStats = await limiterAdmin(env, plan.via).stats(plan.bucket).catch((error: Error) => `stats failed: ${error.message}`);
+  const expect = (url.searchParams.get('expect') ?? '').split(',');
+  const summary = summarise(plan, records, arrivals, events, finalStats, {
+    expectSaturation: expect.includes('saturation'),
+    expectDrops: expect.includes('drops'),
+  });
+  if (url.searchParams.get('format') === 'json') {
+    const { timeline: _t, ...rest } = summary;
+    return Response.json({ ...rest, text: renderReport(summary) });
+  }
+  return text(renderReport(summary));
+}
+
+async function progress(env: Env, probeId: string): Promise<Response> {
+  const probe = probeOf(env, probeId);
+  const plan = await probe.plan();
+  if (!plan) return text(`no probe ${probeId}`, 404);
+  const [up, records] = await Promise.all([upstream<Record<string, number>>(env, '/progress', probeId), probe.records()]);
+  return Response.json({ planned: plan.callers * plan.callsPerCaller, recorded: records.length, upstream: up });
+}
+
+async function route(request: Request, env: Env): Promise<Response> {
+  const url = new URL(request.url);
+  const via = parseVia(url);
+  const path = url.pathname.replace(/\/+$/, '') || '/';
+  switch (path) {
+    case '/ping':
+      return text(await ping(env, via));
+    case '/closure-check':
+      return text(await closureCheck(env, via));
+    case '/client-path':
+      return text(await clientPath(env, via));
+    case '/cap-probe':
+      return text(await capProbe(env, via, intParam(url, 'max', 64, 1, 10_000)));
+    case '/start':
+      return start(env, url);
+    case '/run-share': {
+      const probeId = url.searchParams.get('probe') ?? '';
+      const plan = await probeOf(env, probeId).plan();
+      if (!plan) return text(`no probe ${probeId}`, 404);
+      const caller = intParam(url, 'caller', 0, 0, plan.callers - 1);
+      const records = await runShare(env, plan, caller);
+      await probeOf(env, probeId).addRecords(records);
+      return Response.json({ caller, calls: records.length, failed: records.filter((r) => r.outcome === 'failed').length });
+    }
+    case '/event': {
+      const event: RunEvent = { at: intParam(url, 'at', Date.now(), 0, 1e15), what: url.searchParams.get('what') ?? 'event' };
+      await probeOf(env, url.searchParams.get('probe') ?? '').addEvent(event);
+      return text('noted');
+    }
+  }
+  const match = /^\/(report|progress)\/([\w-]+)$/.exec(path);
+  if (match) return match[1] === 'report' ? report(env, url, match[2]!) : progress(env, match[2]!);
+  return text('routes: /ping /closure-check /client-path /cap-probe /start /report/:id /progress/:id (each with ?key=, optionally &via=direct)', 404);
+}
+
+export default {
+  async fetch(request: Request, env: Env): Promise<Response> {
+    const denied = await refusal(request, env.PROBE_KEY);
+    if (denied) return text(denied, 401);
+    try {
+      return await route(request, env);
+    } catch (error) {
+      const status = error instanceof RangeError ? 400 : 500;
+      return text(`${(error as Error)?.name ?? 'Error'}: ${(error as Error)?.message ?? String(error)}`, status);
+    }
+  },
+} satisfies ExportedHandler<Env>;

@@ -1,0 +1,75 @@
+/**
+ * A verification run's plan: how many callers stampede which bucket, under
+ * which limits, against an upstream with which faults. The consumer stores
+ * it with the probe; the report is computed against it.
+ */
+
+/** What the fake upstream is told to do besides enforcing its quota. */
+export interface UpstreamFaults {
+  /** Each response waits a uniform delay in [latencyMinMs, latencyMaxMs]. */
+  latencyMinMs: number;
+  latencyMaxMs: number;
+  /** Fraction of requests answered 429 with Retry-After: retryAfterS (not a quota refusal). */
+  inject429: number;
+  /** The Retry-After, in seconds, of an injected 429. */
+  retryAfterS: number;
+  /** Fraction of requests answered 503 (the consumer's error hook retries them). */
+  inject5xx: number;
+  /** Fraction of requests held slowMs longer than usual. */
+  slowFraction: number;
+  slowMs: number;
+}
+
+export interface RunPlan {
+  probeId: string;
+  /** The limiter instance the run stampedes (one per probe, so runs never share a bucket). */
+  bucket: string;
+  /** `service`: LimiterEntrypoint over a service binding; `direct`: the cross-script Durable Object binding. */
+  via: 'service' | 'direct';
+  /** Independent callers (Workflow instances deployed; consumer Workers locally). */
+  callers: number;
+  callsPerCaller: number;
+  /** Calls a caller keeps waiting on the limiter at once (the rest wait their turn in the caller). */
+  outstanding: number;
+  /** The upstream's quota: at most `limit` requests in any rolling `windowMs`. */
+  limit: number;
+  windowMs: number;
+  /**
+   * Added to the limiter's window (windowInMs = windowMs + marginMs): a grant
+   * is taken in the object and the request reaches the upstream a little
+   * later, and that delay varies, so two grants exactly one window apart can
+   * arrive slightly less than one window apart. Every real deployment needs
+   * the same allowance.
+   */
+  marginMs: number;
+  /** The limiter's concurrency cap. */
+  concurrency: number;
+  /** The client's dropRetries for every call; absent: the package default. */
+  dropRetries?: number;
+  /** The shared instant every caller sleeps until (ms since the epoch). */
+  startAt: number;
+  faults: UpstreamFaults;
+}
+
+export const NO_FAULTS: UpstreamFaults = {
+  latencyMinMs: 50,
+  latencyMaxMs: 250,
+  inject429: 0,
+  retryAfterS: 1,
+  inject5xx: 0,
+  slowFraction: 0,
+  slowMs: 0,
+};
+
+/** The limiter config a plan asks for. */
+export function limiterConfig(plan: RunPlan) {
+  return {
+    bucket: { limitPerWindow: plan.limit, windowInMs: plan.windowMs + plan.marginMs },
+    concurrency: plan.concurrency,
+  };
+}
+
+/** A call's id: unique within the probe, sent to the upstream with every attempt. */
+export function callId(caller: number, index: number): string {
+  return `c${caller}-${index}`;
+}

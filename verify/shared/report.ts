@@ -1,0 +1,334 @@
+/**
+ * The run's report, computed from three independent records: what each
+ * caller saw (park times, drops, outcomes), what the upstream saw (every
+ * arrival with its time and answer: the ground truth for the quota and the
+ * concurrency), and the limiter's own stats at the end. Pure: the consumer
+ * Worker renders it for /report/:id, and the local run through the same code.
+ */
+import type { RunPlan } from './plan.ts';
+
+/** One call as its caller saw it. */
+export interface CallRecord {
+  id: string;
+  caller: number;
+  /** When `bound.call` began. */
+  queuedAt: number;
+  /** Each callback invocation: [start, end] in the caller's isolate. */
+  attempts: Array<[number, number]>;
+  /** Drops reported by onDrop (rejections before the callback ran). */
+  drops: number;
+  /** When each drop was reported, and the last drop's message. */
+  dropAt?: number[];
+  dropError?: string;
+  endedAt: number;
+  outcome: 'ok' | 'failed';
+  error?: string;
+}
+
+/** One request as the upstream saw it. */
+export interface Arrival {
+  call: string;
+  at: number;
+  done: number;
+  status: number;
+  kind: 'served' | 'quota' | 'injected-429' | 'injected-5xx';
+}
+
+/** Something the harness did during the run (a restart). */
+export interface RunEvent {
+  at: number;
+  what: string;
+}
+
+export interface Check {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
+
+export interface SummaryOptions {
+  /** Default run: the stampede must drive the window to the limit and the slots to the cap. */
+  expectSaturation?: boolean;
+  /** Fault run: a restart happened and dropped callers; every drop must recover. */
+  expectDrops?: boolean;
+}
+
+export interface Summary {
+  plan: RunPlan;
+  planned: number;
+  recorded: number;
+  completed: number;
+  failedParked: number;
+  failedInFlight: number;
+  inFlightExecutedOnce: number;
+  lost: string[];
+  drops: { events: number; calls: number; recovered: number; maxPerCall: number; firstAt: number; lastAt: number; messages: string[] };
+  park: { longestMs: number; p95Ms: number; medianMs: number };
+  upstream: {
+    arrivals: number;
+    served: number;
+    quotaRefusals: number;
+    injected429: number;
+    injected5xx: number;
+    peakWindow: number;
+    peakWindowAt: number;
+    peakInFlight: number;
+  };
+  callerPeakWindow: number;
+  callerPeakConcurrency: number;
+  admissionToArrivalMs: { p95: number; max: number };
+  doubleExecutions: string[];
+  durationMs: number;
+  startedAt: number;
+  timeline: string[];
+  events: RunEvent[];
+  finalStats: unknown;
+  checks: Check[];
+  errors: string[];
+}
+
+function quantile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? 0;
+}
+
+/** The most times in any rolling window (t - windowMs, t], and where it ended. */
+export function peakInWindow(times: number[], windowMs: number): { peak: number; at: number } {
+  const sorted = [...times].sort((a, b) => a - b);
+  let peak = 0;
+  let at = 0;
+  for (let i = 0, j = 0; j < sorted.length; j++) {
+    while (sorted[i]! <= sorted[j]! - windowMs) i++;
+    if (j - i + 1 > peak) {
+      peak = j - i + 1;
+      at = sorted[j]!;
+    }
+  }
+  return { peak, at };
+}
+
+/** The most intervals open at once. An interval ending at t closes before one starting at t. */
+export function peakOverlap(intervals: Array<[number, number]>): number {
+  const edges: Array<[number, number]> = [];
+  for (const [start, end] of intervals) edges.push([start, 1], [Math.max(start, end), -1]);
+  edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let open = 0;
+  let peak = 0;
+  for (const [, delta] of edges) {
+    open += delta;
+    peak = Math.max(peak, open);
+  }
+  return peak;
+}
+
+export function summarise(
+  plan: RunPlan,
+  records: CallRecord[],
+  arrivals: Arrival[],
+  events: RunEvent[],
+  finalStats: unknown,
+  options: SummaryOptions = {},
+): Summary {
+  const planned = plan.callers * plan.callsPerCaller;
+  const byCall = new Map(records.map((r) => [r.id, r]));
+  const executions = new Map<string, number>();
+  for (const a of arrivals) if (a.kind === 'served') executions.set(a.call, (executions.get(a.call) ?? 0) + 1);
+
+  const ok = records.filter((r) => r.outcome === 'ok');
+  const failed = records.filter((r) => r.outcome === 'failed');
+  const parked = failed.filter((r) => r.attempts.length === 0);
+  const inFlight = failed.filter((r) => r.attempts.length > 0);
+
+  // A call is lost when its work never happened and its caller was not
+  // handed a result: no record at all, or a failure with no execution.
+  const lost: string[] = [];
+  for (let c = 0; c < plan.callers; c++) {
+    for (let i = 0; i < plan.callsPerCaller; i++) {
+      const id = `c${c}-${i}`;
+      const record = byCall.get(id);
+      if (!record || (record.outcome === 'failed' && !executions.get(id))) lost.push(id);
+    }
+  }
+  const doubleExecutions = [...executions].filter(([, n]) => n > 1).map(([id]) => id);
+
+  const dropped = records.filter((r) => r.drops > 0);
+  const dropTimes = records.flatMap((r) => r.dropAt ?? []);
+  const parks = records
+    .filter((r) => r.attempts.length > 0)
+    .map((r) => r.attempts[0]![0] - r.queuedAt)
+    .sort((a, b) => a - b);
+
+  const windowPeak = peakInWindow(arrivals.map((a) => a.at), plan.windowMs);
+  const upstreamInFlight = peakOverlap(arrivals.map((a) => [a.at, a.done]));
+  const attempts = records.flatMap((r) => r.attempts);
+  // Measured with the upstream's window too: starts one limiter window apart
+  // can land a millisecond closer in the callers, as they do at the upstream.
+  const callerWindow = peakInWindow(attempts.map(([start]) => start), plan.windowMs);
+  const callerConcurrency = peakOverlap(attempts);
+
+  // Admission (callback start) to arrival at the upstream, matched per call and attempt order.
+  const arrivalsByCall = new Map<string, number[]>();
+  for (const a of arrivals) arrivalsByCall.set(a.call, [...(arrivalsByCall.get(a.call) ?? []), a.at]);
+  const lags: number[] = [];
+  for (const r of records) {
+    const seen = (arrivalsByCall.get(r.id) ?? []).sort((a, b) => a - b);
+    r.attempts.forEach(([start], k) => {
+      if (seen[k] !== undefined) lags.push(seen[k]! - start);
+    });
+  }
+  lags.sort((a, b) => a - b);
+
+  const times = [...records.map((r) => r.queuedAt), ...arrivals.map((a) => a.at)];
+  const startedAt = times.length ? Math.min(...times) : plan.startAt;
+  const endedAt = Math.max(startedAt, ...records.map((r) => r.endedAt), ...arrivals.map((a) => a.done));
+
+  const quotaRefusals = arrivals.filter((a) => a.kind === 'quota').length;
+  const checks: Check[] = [];
+  const check = (name: string, pass: boolean, detail: string) => checks.push({ name, ok: pass, detail });
+  check('no call lost', lost.length === 0 && records.length === planned && parked.length === 0,
+    `${planned} planned, ${records.length} recorded, ${parked.length} failed while parked, ${lost.length} lost${lost.length ? ` (${lost.slice(0, 5).join(', ')})` : ''}`);
+  check('no call executed twice', doubleExecutions.length === 0,
+    `${doubleExecutions.length} calls served more than once by the upstream${doubleExecutions.length ? ` (${doubleExecutions.slice(0, 5).join(', ')})` : ''}`);
+  check('no rolling window above the limit', windowPeak.peak <= plan.limit && quotaRefusals === 0,
+    `peak ${windowPeak.peak} in any ${plan.windowMs} ms at the upstream (limit ${plan.limit}); ${quotaRefusals} quota refusals`);
+  check('concurrency within the cap', upstreamInFlight <= plan.concurrency && callerConcurrency <= plan.concurrency,
+    `peak ${upstreamInFlight} in flight at the upstream, ${callerConcurrency} callbacks at once (cap ${plan.concurrency})`);
+  if (options.expectSaturation) {
+    check('the stampede saturates the bucket', windowPeak.peak === plan.limit && upstreamInFlight === plan.concurrency,
+      `peak window ${windowPeak.peak} (limit ${plan.limit}), peak in flight ${upstreamInFlight} (cap ${plan.concurrency})`);
+  }
+  if (options.expectDrops) {
+    const restarted = events.some((e) => e.what.startsWith('restart'));
+    const unrecovered = dropped.filter((r) => r.outcome !== 'ok' && r.attempts.length === 0).length;
+    check('every drop recovered', restarted && dropped.length > 0 && unrecovered === 0,
+      `${restarted ? 'restarted' : 'NO restart'}; ${dropped.length} calls dropped, ${dropped.length - unrecovered} recovered`);
+  }
+
+  const errors = [...new Set(failed.map((r) => r.error ?? '(no message)'))].slice(0, 5);
+
+  return {
+    plan,
+    planned,
+    recorded: records.length,
+    completed: ok.length,
+    failedParked: parked.length,
+    failedInFlight: inFlight.length,
+    inFlightExecutedOnce: inFlight.filter((r) => executions.get(r.id) === 1).length,
+    lost,
+    drops: {
+      events: records.reduce((n, r) => n + r.drops, 0),
+      calls: dropped.length,
+      recovered: dropped.filter((r) => r.outcome === 'ok' || r.attempts.length > 0).length,
+      maxPerCall: Math.max(0, ...records.map((r) => r.drops)),
+      firstAt: Math.min(Infinity, ...dropTimes),
+      lastAt: Math.max(-Infinity, ...dropTimes),
+      messages: [...new Set(records.map((r) => r.dropError).filter((m): m is string => !!m))].slice(0, 3),
+    },
+    park: { longestMs: parks.at(-1) ?? 0, p95Ms: quantile(parks, 0.95), medianMs: quantile(parks, 0.5) },
+    upstream: {
+      arrivals: arrivals.length,
+      served: arrivals.filter((a) => a.kind === 'served').length,
+      quotaRefusals,
+      injected429: arrivals.filter((a) => a.kind === 'injected-429').length,
+      injected5xx: arrivals.filter((a) => a.kind === 'injected-5xx').length,
+      peakWindow: windowPeak.peak,
+      peakWindowAt: windowPeak.at,
+      peakInFlight: upstreamInFlight,
+    },
+    callerPeakWindow: callerWindow.peak,
+    callerPeakConcurrency: callerConcurrency,
+    admissionToArrivalMs: { p95: quantile(lags, 0.95), max: lags.at(-1) ?? 0 },
+    doubleExecutions,
+    durationMs: endedAt - startedAt,
+    startedAt,
+    timeline: timeline(startedAt, endedAt, records, arrivals, events),
+    events,
+    finalStats,
+    checks,
+    errors,
+  };
+}
+
+/** One line per slice of the run: upstream traffic, refusals, drops, and what the harness did. */
+function timeline(start: number, end: number, records: CallRecord[], arrivals: Arrival[], events: RunEvent[]): string[] {
+  const span = Math.max(1, end - start);
+  const step = Math.max(1000, Math.ceil(span / 30 / 1000) * 1000); // at most ~30 lines
+  const rows = Math.ceil((span + 1) / step);
+  const served = new Array<number>(rows).fill(0);
+  const refused = new Array<number>(rows).fill(0);
+  const completed = new Array<number>(rows).fill(0);
+  const dropped = new Array<number>(rows).fill(0);
+  const slot = (t: number) => Math.min(rows - 1, Math.max(0, Math.floor((t - start) / step)));
+  for (const a of arrivals) (a.kind === 'served' ? served : refused)[slot(a.at)]! += 1;
+  for (const r of records) {
+    if (r.outcome === 'ok') completed[slot(r.endedAt)]! += 1;
+    for (const at of r.dropAt ?? []) dropped[slot(at)]! += 1;
+  }
+  const peak = Math.max(1, ...served);
+  const lines = [`  (one line per ${step / 1000} s; # = upstream requests served)`];
+  for (let k = 0; k < rows; k++) {
+    const marks = events.filter((e) => slot(e.at) === k).map((e) => `  <- ${e.what}`).join('');
+    const bar = '#'.repeat(Math.round((served[k]! / peak) * 30)).padEnd(30);
+    const extra = [refused[k] ? `${refused[k]} refused` : '', dropped[k] ? `${dropped[k]} drops` : ''].filter(Boolean).join(', ');
+    lines.push(
+      `  t+${String(Math.round((k * step) / 1000)).padStart(4)}s ${bar} ${String(served[k]).padStart(5)} served ${String(completed[k]).padStart(5)} done${extra ? `, ${extra}` : ''}${marks}`,
+    );
+  }
+  return lines;
+}
+
+const ms = (n: number) => (n >= 60_000 ? `${(n / 60_000).toFixed(2)} min (${n} ms)` : `${n} ms`);
+
+/** The plain-text report, meant to be pasted back verbatim. */
+export function renderReport(s: Summary): string {
+  const p = s.plan;
+  const f = p.faults;
+  const faults = [
+    `latency ${f.latencyMinMs}-${f.latencyMaxMs} ms`,
+    f.inject429 ? `${(f.inject429 * 100).toFixed(2)}% injected 429 (Retry-After ${f.retryAfterS} s)` : '',
+    f.inject5xx ? `${(f.inject5xx * 100).toFixed(2)}% injected 503` : '',
+    f.slowFraction ? `${(f.slowFraction * 100).toFixed(1)}% slow (+${f.slowMs} ms)` : '',
+  ].filter(Boolean);
+  const stats = s.finalStats as Record<string, unknown> | null;
+  const statsLine = stats && typeof stats === 'object'
+    ? ['used', 'remaining', 'active', 'running', 'queued', 'penalised', 'forcedUntil', 'liveGrants']
+        .filter((k) => k in stats).map((k) => `${k}=${JSON.stringify(stats[k])}`).join(' ')
+    : String(stats);
+  const lines = [
+    `durable-rate-limiter verification report: probe ${p.probeId}`,
+    `  bucket ${p.bucket} via ${p.via === 'direct' ? 'the cross-script Durable Object binding' : 'the LimiterEntrypoint service binding'}`,
+    `  ${p.callers} callers x ${p.callsPerCaller} calls (${p.outstanding} outstanding per caller), stampede at ${new Date(p.startAt).toISOString()}`,
+    `  upstream quota ${p.limit} per ${p.windowMs} ms; limiter ${p.limit} per ${p.windowMs + p.marginMs} ms (+${p.marginMs} ms margin), concurrency ${p.concurrency}`,
+    `  upstream: ${faults.join(', ')}; client dropRetries ${p.dropRetries ?? 'default (5)'}`,
+    '',
+    `calls completed            ${s.completed} / ${s.planned}   (${s.recorded} recorded, run took ${(s.durationMs / 1000).toFixed(1)} s)`,
+    `failed while parked        ${s.failedParked}`,
+    `failed in flight           ${s.failedInFlight}${s.failedInFlight ? `   (${s.inFlightExecutedOnce} of them served once by the upstream: the caller was told, never retried for it)` : ''}`,
+    `lost                       ${s.lost.length}`,
+    `drops seen                 ${s.drops.events} on ${s.drops.calls} calls; recovered ${s.drops.recovered} / ${s.drops.calls}; most on one call ${s.drops.maxPerCall} (of ${p.dropRetries ?? 5} retries allowed)`,
+    ...(s.drops.events
+      ? [
+          `  dropped between          t+${((s.drops.firstAt - s.startedAt) / 1000).toFixed(2)}s and t+${((s.drops.lastAt - s.startedAt) / 1000).toFixed(2)}s`,
+          `  drop messages            ${s.drops.messages.join(' | ')}`,
+        ]
+      : []),
+    `executed twice             ${s.doubleExecutions.length}   (upstream ledger, per call id)`,
+    `park: longest              ${ms(s.park.longestMs)}`,
+    `park: p95                  ${ms(s.park.p95Ms)}`,
+    `park: median               ${ms(s.park.medianMs)}`,
+    `peak in any rolling window ${s.upstream.peakWindow} / limit ${p.limit}   (upstream arrivals, ${p.windowMs} ms window)`,
+    `  same, at callback starts ${s.callerPeakWindow} / limit ${p.limit}   (in the callers, ${p.windowMs} ms window)`,
+    `peak concurrency           ${s.upstream.peakInFlight} / cap ${p.concurrency}   (in flight at the upstream; ${s.callerPeakConcurrency} callbacks at once in the callers)`,
+    `upstream                   ${s.upstream.arrivals} requests: ${s.upstream.served} served, ${s.upstream.quotaRefusals} quota refusals (violations), ${s.upstream.injected429} injected 429, ${s.upstream.injected5xx} injected 503`,
+    `admission to arrival       p95 ${s.admissionToArrivalMs.p95} ms, max ${s.admissionToArrivalMs.max} ms`,
+    `final stats                ${statsLine}`,
+  ];
+  if (s.errors.length) lines.push(`failure messages           ${s.errors.join(' | ')}`);
+  if (s.events.length) {
+    lines.push('events');
+    for (const e of s.events) lines.push(`  t+${((e.at - s.startedAt) / 1000).toFixed(1)}s ${e.what}`);
+  }
+  lines.push('timeline', ...s.timeline, '', 'checks');
+  for (const c of s.checks) lines.push(`  ${c.ok ? 'PASS' : 'FAIL'}  ${c.name}: ${c.detail}`);
+  return lines.join('\n');
+}

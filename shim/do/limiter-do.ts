@@ -7,7 +7,7 @@
  */
 import { DurableObject } from 'cloudflare:workers';
 
-import type { Core, Engine, EngineAction, EngineReport } from '../engine/loader.ts';
+import type { Core, Engine, EngineAction, EngineReport, EngineWrite } from '../engine/loader.ts';
 import { createCore } from '../engine/module.ts';
 import {
   ENVELOPE_VERSION,
@@ -75,6 +75,11 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   #name: string | null = null;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerAt: number | undefined;
+  // Group commit: while a commit of this object's writes is in flight, new
+  // writes, and the actions that need them, are held and go out together
+  // once it lands.
+  #committing = false;
+  #held: { writes: EngineWrite[]; actions: EngineAction[] } | undefined;
 
   constructor(ctx: DurableObjectState, env: LimiterEnv) {
     super(ctx, env);
@@ -103,7 +108,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       const done = new Promise<T>((resolve, reject) => {
         this.#calls.set(ticket, { fn, resolve: resolve as (v: unknown) => void, reject });
       });
-      this.#flush();
+      this.#flushSoon();
       return done;
     });
   }
@@ -273,18 +278,86 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   }
 
   /**
-   * Applies the engine's writes, then acts: the grant is stored before the
-   * callback it admits is invoked, and the output gate holds that call until
-   * the write is durable. Takes admitted in one step share one commit.
+   * Applies the engine's writes (those held for the commit in flight first),
+   * then acts: the grant is stored before the callback it admits is invoked,
+   * and the output gate holds that call until the write is durable.
+   * Everything applied here shares one commit.
    */
   #flush(): void {
+    const held = this.#held;
+    this.#held = undefined;
+    let wrote = false;
+    if (held) {
+      if (held.writes.length > 0) {
+        this.#storage.apply(held.writes);
+        wrote = true;
+      }
+      for (const action of held.actions) this.#act(action);
+    }
     for (;;) {
       const { writes, actions } = this.#engine.drain();
       if (writes.length === 0 && actions.length === 0) break;
-      this.#storage.apply(writes);
+      if (writes.length > 0) {
+        this.#storage.apply(writes);
+        wrote = true;
+      }
       for (const action of actions) this.#act(action);
     }
     this.#arm();
+    // Alone, a call has nobody to share a commit with: no watching.
+    if (wrote && !this.#committing && this.#calls.size > 1) this.#watchCommit();
+  }
+
+  /**
+   * The flush of the hot path (takes, reports, the timer): at once when no
+   * commit is in flight; else the writes and the actions that follow them
+   * are held and applied together when it lands (group commit: takes that
+   * arrive during one commit share the next). Holding costs callers nothing:
+   * the output gate keeps every reply until the commit in flight lands
+   * anyway, and the engine has already decided (and dated) each grant.
+   * Settling needs no write, so a drain without writes or starts settles at
+   * once (its replies leave when the commit in flight lands, not the next).
+   */
+  #flushSoon(): void {
+    if (!this.#committing) {
+      this.#flush();
+      return;
+    }
+    for (;;) {
+      const { writes, actions } = this.#engine.drain();
+      if (writes.length === 0 && actions.length === 0) break;
+      if (writes.length === 0 && (this.#held === undefined || !actions.some((a) => a.kind === 'start'))) {
+        for (const action of actions) this.#act(action);
+      } else {
+        const held = (this.#held ??= { writes: [], actions: [] });
+        for (const write of writes) held.writes.push(write);
+        for (const action of actions) held.actions.push(action);
+      }
+    }
+    this.#arm();
+  }
+
+  /** Marks a commit in flight until storage reports it landed, then applies what was held. */
+  #watchCommit(): void {
+    this.#committing = true;
+    const apply = (): void => {
+      this.#committing = false;
+      if (this.#held === undefined) return;
+      try {
+        this.#flush();
+      } catch (error) {
+        // Storage broke under the held writes (an abort or reset): nobody
+        // else will settle the calls whose actions were held, so fail all.
+        for (const call of this.#calls.values()) call.reject(error);
+        this.#calls.clear();
+      }
+    };
+    // Gather for one more turn of the event loop after the commit lands:
+    // the replies it released come back as new takes, which then share the
+    // next commit instead of each starting one. A failed commit breaks the
+    // object (the platform resets it); settle what is held either way.
+    const landed = (): void => void setTimeout(apply, 0);
+    this.ctx.storage.sync().then(landed, landed);
   }
 
   #act(action: EngineAction): void {
@@ -312,7 +385,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     } catch (error) {
       call.thrown = error;
       this.#engine.threw(ticket, Date.now());
-      this.#flush();
+      this.#flushSoon();
       return;
     }
     const parsed = parseReport(result);
@@ -334,7 +407,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       report = { status: 0, failure: 'final' };
     }
     this.#engine.report(ticket, Date.now(), report);
-    this.#flush();
+    this.#flushSoon();
   }
 
   #rejection(action: Extract<EngineAction, { kind: 'reject' }>, call: PendingCall): unknown {
@@ -365,7 +438,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       this.#timer = undefined;
       this.#timerAt = undefined;
       this.#engine.tick(Date.now());
-      this.#flush();
+      this.#flushSoon();
     }, delay);
   }
 }

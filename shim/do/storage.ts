@@ -70,12 +70,19 @@ export class LimiterStorage {
     this.#sql.exec(`INSERT INTO ${META} (key, value) VALUES ('name', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, name);
   }
 
-  /** Applies one engine step's writes, in order. Returns rows written. */
+  /**
+   * Applies one drain's writes, in order, as one commit. Upserts of the same
+   * grant row in a run of upserts collapse to the last (takes admitted
+   * together land in the same millisecond's row). Returns rows written.
+   */
   apply(writes: readonly EngineWrite[]): number {
+    const superseded = writes.length > 1 ? supersededUpserts(writes) : undefined;
     let rows = 0;
-    for (const w of writes) {
+    for (let i = 0; i < writes.length; i++) {
+      const w = writes[i]!;
       switch (w.kind) {
         case 'putGrant':
+          if (superseded?.[i]) break;
           rows += this.#sql.exec(
             `INSERT INTO ${GRANTS} (at, amount) VALUES (?, ?) ON CONFLICT(at) DO UPDATE SET amount = excluded.amount`,
             w.at,
@@ -121,6 +128,22 @@ export class LimiterStorage {
       value,
     ).rowsWritten;
   }
+}
+
+/**
+ * Which putGrant writes a later putGrant of the same row overwrites before
+ * any other kind of write intervenes (so dropping them changes nothing).
+ */
+function supersededUpserts(writes: readonly EngineWrite[]): boolean[] | undefined {
+  let flags: boolean[] | undefined;
+  const later = new Set<number>();
+  for (let i = writes.length - 1; i >= 0; i--) {
+    const w = writes[i]!;
+    if (w.kind !== 'putGrant') later.clear();
+    else if (later.has(w.at)) (flags ??= [])[i] = true;
+    else later.add(w.at);
+  }
+  return flags;
 }
 
 function toNumber(value: unknown): number {

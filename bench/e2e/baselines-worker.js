@@ -1,0 +1,44 @@
+// The two baselines, in their own Worker so a call to them crosses the same
+// two RPC hops as a call to the limiter (driver -> object, object -> callback).
+import { DurableObject } from 'cloudflare:workers';
+
+/** (a) The bare object: execute only awaits the callback. */
+export class BareDO extends DurableObject {
+  async execute(fn) {
+    return await fn();
+  }
+}
+
+// Rows the floor object cycles through: one row written per call, a table
+// that does not grow with the run.
+const FLOOR_SLOTS = 1024;
+
+/**
+ * (b) The durable floor: one SQLite row written per call, then the callback
+ * (the output gate holds its RPC until that write commits): what any limiter
+ * that persists each grant pays, one commit per call.
+ */
+export class FloorDO extends DurableObject {
+  #seq = 0;
+  #rows = 0;
+  constructor(ctx, env) {
+    super(ctx, env);
+    ctx.storage.sql.exec('CREATE TABLE IF NOT EXISTS floor (slot INTEGER PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID');
+  }
+
+  async execute(fn) {
+    const seq = this.#seq++;
+    this.#rows += this.ctx.storage.sql.exec(
+      'INSERT INTO floor (slot, at) VALUES (?, ?) ON CONFLICT(slot) DO UPDATE SET at = excluded.at',
+      seq % FLOOR_SLOTS,
+      Date.now(),
+    ).rowsWritten;
+    return await fn();
+  }
+
+  benchCounters() {
+    return { statements: this.#seq, rowsWritten: this.#rows, databaseSize: this.ctx.storage.sql.databaseSize };
+  }
+}
+
+export default { fetch: () => new Response('bench baselines') };

@@ -1,0 +1,106 @@
+// The driver Worker: makes the calls, so both RPC hops of a call (driver ->
+// object, object -> the driver's callback) are real workerd RPC. run.mjs
+// bundles it with dist/client and posts it one job per request.
+import { defineBinder, defineLimiter } from '../../dist/client/index.js';
+
+// A no-op upstream: the callback's work costs nothing, so only the limiter
+// and the platform are measured.
+const report = () => ({ value: 1, status: 200 });
+const noopUpstream = () => new Response(null, { status: 200 });
+const readStatus = (res) => res.status;
+
+function stubOf(env, ns, name) {
+  const namespace = env[ns];
+  return namespace.get(namespace.idFromName(name));
+}
+
+/** One caller's call, as the job's target and mode say. */
+function caller(env, job) {
+  if (job.mode === 'client') {
+    const bound = defineLimiter({ binder: defineBinder(job.ns), name: job.name }).for(env);
+    return () => bound.call(noopUpstream, { read: readStatus });
+  }
+  return () => stubOf(env, job.ns, job.name).execute(report);
+}
+
+/** `c` callers in closed loops for `ms`; latencies in ms (workerd's clock: 1 ms steps, advanced by I/O). */
+async function load(env, job) {
+  const call = caller(env, job);
+  const latencies = [];
+  const started = Date.now();
+  const deadline = started + job.ms;
+  let failures = 0;
+  let firstError;
+  async function loop() {
+    while (Date.now() < deadline) {
+      const t0 = Date.now();
+      try {
+        await call();
+      } catch (error) {
+        failures++;
+        firstError ??= String(error?.message ?? error);
+      }
+      latencies.push(Date.now() - t0);
+    }
+  }
+  await Promise.all(Array.from({ length: job.c }, loop));
+  const elapsed = Date.now() - started;
+  latencies.sort((a, b) => a - b);
+  const pick = (q) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))];
+  return {
+    calls: latencies.length,
+    elapsedMs: elapsed,
+    // Little's law: with c callers always busy, mean latency = c x elapsed / calls
+    // (exact, unlike the 1 ms clock).
+    meanMs: (job.c * elapsed) / latencies.length,
+    p50Ms: pick(0.5),
+    p99Ms: pick(0.99),
+    failures,
+    firstError,
+  };
+}
+
+async function handle(env, job) {
+  switch (job.kind) {
+    case 'configure':
+      return await stubOf(env, job.ns, job.name).configure(job.name, job.config);
+    case 'seed': {
+      const stub = stubOf(env, job.ns, job.name);
+      await stub.benchSeed(job.count, job.step);
+      await stub.benchEvict().catch(() => {});
+      return { seeded: job.count };
+    }
+    case 'evict':
+      await stubOf(env, job.ns, job.name).benchEvict().catch(() => {});
+      return {};
+    case 'load':
+      return await load(env, job);
+    case 'cold': {
+      // The instance is gone (evicted); the first call constructs and restores.
+      const stub = stubOf(env, job.ns, job.name);
+      const t0 = Date.now();
+      await stub.execute(report);
+      const firstMs = Date.now() - t0;
+      const t1 = Date.now();
+      for (let i = 0; i < job.warmCalls; i++) await stub.execute(report);
+      const stats = await stub.stats();
+      return { firstMs, warmMs: (Date.now() - t1) / job.warmCalls, stats: { liveGrants: stats.liveGrants } };
+    }
+    case 'counters':
+      return await stubOf(env, job.ns, job.name).benchCounters();
+    case 'stats':
+      return await stubOf(env, job.ns, job.name).stats();
+    default:
+      throw new Error(`unknown job ${job.kind}`);
+  }
+}
+
+export default {
+  async fetch(request, env) {
+    try {
+      return Response.json(await handle(env, await request.json()));
+    } catch (error) {
+      return Response.json({ error: String(error?.stack ?? error) }, { status: 500 });
+    }
+  },
+};

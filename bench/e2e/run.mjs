@@ -1,0 +1,384 @@
+// npm run bench:e2e: the whole stack on local workerd (miniflare), the limiter
+// loaded from dist/ (build it first: bash scripts/build-package.sh). A driver
+// Worker makes the calls, so both RPC hops are real; the upstream is a no-op
+// and the limits never bind. Every limiter figure is measured in rounds that
+// alternate with its two baselines, (a) a bare object and (b) a durable floor
+// (one SQLite row per call), so drift on this shared machine cancels in the
+// ratios. Printed figures, never assertions. `--quick`: fewer, shorter rounds.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+import { build } from 'esbuild';
+import { Miniflare } from 'miniflare';
+
+import { instantiateCore } from '../../dist/engine/loader.js';
+import { miniflareLimiterWorker } from '../../dist/testing/miniflare.js';
+
+const here = import.meta.dirname;
+const root = resolve(here, '../..');
+const dist = join(root, 'dist');
+const QUICK = process.argv.includes('--quick');
+const SLICE_MS = QUICK ? 150 : 400; // one target's share of a round
+const ROUNDS = QUICK ? 2 : 3; // figures are medians over rounds
+const CONCURRENCY = [1, 16, 64];
+const LOGS = [
+  { label: '10', bucket: 'bench-small', seed: 0 },
+  { label: '10,000', bucket: 'bench-log-10k', seed: 10_000 },
+  { label: '100,000', bucket: 'bench-log-100k', seed: 100_000 },
+];
+// Limits that never bind. The small bucket's 10 ms window keeps ~10 live
+// grants; the seeded ones hold a 10-minute window, on the engine's 5 ms grid
+// (ceil(600,000 / 131,071)), so 100,000 rows span 500 s and all stay live.
+const WINDOW_LONG_MS = 600_000;
+const SEED_STEP_MS = 5;
+const configFor = (log) => ({
+  bucket: { limitPerWindow: 1_000_000_000, windowInMs: log.seed ? WINDOW_LONG_MS : 10 },
+  concurrency: 1_000_000,
+});
+
+if (!existsSync(join(dist, 'do-worker.js'))) {
+  console.error('dist/ is missing: run `bash scripts/build-package.sh` first');
+  process.exit(1);
+}
+for (const file of ['do/limiter-do.ts', 'do/storage.ts', 'engine/loader.ts']) {
+  if (statSync(join(root, 'shim', file)).mtimeMs > statSync(join(dist, file.replace('.ts', '.js'))).mtimeMs) {
+    console.warn(`warning: shim/${file} is newer than dist/: rebuild with bash scripts/build-package.sh`);
+  }
+}
+
+// ---- the workers -------------------------------------------------------------
+
+const driverScript = (
+  await build({
+    entryPoints: [join(here, 'driver-worker.js')],
+    bundle: true,
+    format: 'esm',
+    platform: 'neutral',
+    write: false,
+    external: ['cloudflare:workers'],
+    logLevel: 'warning',
+  })
+).outputFiles[0].text;
+
+/** The limiter Worker from dist/, entered through the bench module, its objects of class `className`. */
+function limiterWorker(name, className) {
+  const shipped = miniflareLimiterWorker({ name, scriptPath: dist });
+  return {
+    ...shipped,
+    modules: [
+      { type: 'ESModule', path: join(dist, 'bench-limiter.js'), contents: readFileSync(join(here, 'limiter-worker.js'), 'utf8') },
+      ...shipped.modules,
+    ],
+    // RATE_LIMITER must be the class under test: configure checks the name
+    // against it, and the registry is reached through it.
+    durableObjects: { RATE_LIMITER: { className, useSQLite: true } },
+  };
+}
+
+function miniflare(persistDir) {
+  return new Miniflare({
+    durableObjectsPersist: persistDir,
+    workers: [
+      {
+        name: 'driver',
+        modules: true,
+        script: driverScript,
+        compatibilityDate: '2025-09-01',
+        durableObjects: {
+          LIMITER: { className: 'BenchLimiterDO', scriptName: 'limiter' },
+          COUNTING: { className: 'CountingLimiterDO', scriptName: 'limiter-counting' },
+          BARE: { className: 'BareDO', scriptName: 'baselines' },
+          FLOOR: { className: 'FloorDO', scriptName: 'baselines' },
+        },
+      },
+      limiterWorker('limiter', 'BenchLimiterDO'),
+      limiterWorker('limiter-counting', 'CountingLimiterDO'),
+      {
+        name: 'baselines',
+        modules: true,
+        scriptPath: join(here, 'baselines-worker.js'),
+        compatibilityDate: '2025-09-01',
+        durableObjects: {
+          BARE: { className: 'BareDO', useSQLite: true },
+          FLOOR: { className: 'FloorDO', useSQLite: true },
+        },
+      },
+    ],
+  });
+}
+
+async function job(mf, body) {
+  const response = await mf.dispatchFetch('http://driver/', { method: 'POST', body: JSON.stringify(body) });
+  const result = await response.json();
+  if (result.error) throw new Error(`${body.kind}: ${result.error}`);
+  return result;
+}
+
+// ---- helpers ---------------------------------------------------------------------
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const fmt = (n, d = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '-');
+const pad = (s, n) => String(s).padStart(n);
+
+/** The workerd process miniflare started (for its I/O counters). */
+function workerdPid() {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[1]) === process.pid && stat.includes('(workerd)')) return Number(entry);
+    } catch {}
+  }
+  return undefined;
+}
+
+function ioBytes(pid) {
+  if (!pid) return { write_bytes: NaN, wchar: NaN };
+  const out = {};
+  for (const line of readFileSync(`/proc/${pid}/io`, 'utf8').split('\n')) {
+    const [key, value] = line.split(':');
+    if (key) out[key] = Number(value);
+  }
+  return out;
+}
+
+/** The filesystem type holding `path` (longest mount prefix). */
+function fsType(path) {
+  let best = { mount: '', type: '?' };
+  for (const line of readFileSync('/proc/mounts', 'utf8').split('\n')) {
+    const [, mount, type] = line.split(' ');
+    if (mount && (path === mount || path.startsWith(mount.endsWith('/') ? mount : `${mount}/`)) && mount.length > best.mount.length) best = { mount, type };
+  }
+  return best.type;
+}
+
+function sqliteFiles(dir) {
+  const found = [];
+  const walk = (d) => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      if (e.isDirectory()) walk(join(d, e.name));
+      else if (/\.sqlite/.test(e.name)) found.push(join(d, e.name));
+    }
+  };
+  walk(dir);
+  return found;
+}
+
+// ---- the measurements ---------------------------------------------------------------
+
+/** Targets measured round-robin within each concurrency. */
+function targets() {
+  const list = [
+    { key: 'bare', ns: 'BARE', name: 'bench-bare', mode: 'raw' },
+    { key: 'floor', ns: 'FLOOR', name: 'bench-floor', mode: 'raw' },
+  ];
+  for (const log of LOGS) {
+    list.push({ key: `raw@${log.label}`, ns: 'LIMITER', name: log.bucket, mode: 'raw', log: log.label, api: 'stub.execute' });
+    list.push({ key: `client@${log.label}`, ns: 'LIMITER', name: log.bucket, mode: 'client', log: log.label, api: 'limiter.call' });
+  }
+  return list;
+}
+
+async function throughput(mf) {
+  const results = {};
+  for (const c of CONCURRENCY) {
+    const runs = {};
+    for (const t of targets()) await job(mf, { kind: 'load', ...t, c, ms: 50 }); // warm-up
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const t of targets()) {
+        const r = await job(mf, { kind: 'load', ...t, c, ms: SLICE_MS });
+        if (r.failures) throw new Error(`${t.key} at c=${c}: ${r.failures} failures, e.g. ${r.firstError}`);
+        (runs[t.key] ??= []).push(r);
+      }
+    }
+    results[c] = Object.fromEntries(
+      Object.entries(runs).map(([key, rs]) => [
+        key,
+        {
+          perSec: median(rs.map((r) => (1000 * r.calls) / r.elapsedMs)),
+          meanMs: median(rs.map((r) => r.meanMs)),
+          p50Ms: median(rs.map((r) => r.p50Ms)),
+          p99Ms: median(rs.map((r) => r.p99Ms)),
+        },
+      ]),
+    );
+  }
+  return results;
+}
+
+async function storageFigures(mf, pid) {
+  const out = [];
+  const calls = async (ns, name, c) => job(mf, { kind: 'load', ns, name, mode: 'raw', c, ms: SLICE_MS });
+  for (const [label, ns, name] of [
+    ['durable floor', 'FLOOR', 'bench-floor-count'],
+    ['limiter, 10 grants', 'COUNTING', 'count-small'],
+    ['limiter, 100,000 grants', 'COUNTING', 'count-log-100k'],
+  ]) {
+    for (const c of [1, 64]) {
+      const before = await job(mf, { kind: 'counters', ns, name });
+      const io0 = ioBytes(pid);
+      const r = await calls(ns, name, c);
+      const io1 = ioBytes(pid);
+      const after = await job(mf, { kind: 'counters', ns, name });
+      out.push({
+        label,
+        c,
+        rows: (after.rowsWritten - before.rowsWritten) / r.calls,
+        statements: (after.statements - before.statements) / r.calls,
+        dbGrowth: (after.databaseSize - before.databaseSize) / r.calls,
+        diskBytes: (io1.write_bytes - io0.write_bytes) / r.calls,
+        sysBytes: (io1.wchar - io0.wchar) / r.calls,
+        databaseSize: after.databaseSize,
+      });
+    }
+  }
+  return out;
+}
+
+async function coldStarts(mf) {
+  const out = [];
+  for (const log of [LOGS[0], LOGS[2]]) {
+    const firsts = [];
+    const warms = [];
+    let grants;
+    for (let i = 0; i < (QUICK ? 2 : 3); i++) {
+      await job(mf, { kind: 'evict', ns: 'LIMITER', name: log.bucket });
+      const r = await job(mf, { kind: 'cold', ns: 'LIMITER', name: log.bucket, warmCalls: 20 });
+      firsts.push(r.firstMs);
+      warms.push(r.warmMs);
+      grants = r.stats.liveGrants;
+    }
+    out.push({ label: log.label, grants, firstMs: median(firsts), warmMs: median(warms) });
+  }
+  return out;
+}
+
+/** The engine alone per call (arrive, start, report, resolve), core.wasm under Node. */
+function engineOnly(seed, window) {
+  const core = instantiateCore(new WebAssembly.Module(readFileSync(join(dist, 'core.wasm'))));
+  const engine = core.createEngine();
+  const T0 = 1_700_000_000_000;
+  const grants = [];
+  for (let i = 1; i <= seed; i++) grants.push([T0 - i * SEED_STEP_MS, 1]);
+  engine.restore(T0, { config: JSON.stringify({ bucket: { limitPerWindow: 1_000_000_000, windowInMs: window }, concurrency: 1_000_000 }), grants: grants.reverse() });
+  engine.drain();
+  const n = QUICK ? 50_000 : 200_000;
+  let now = T0;
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) {
+    if (i % 4 === 0) now++; // a few calls per ms, as under load
+    const ticket = engine.arrive(now, 1);
+    engine.drain();
+    engine.report(ticket, now, { status: 200 });
+    engine.drain();
+  }
+  return Number(process.hrtime.bigint() - t0) / n / 1000; // us per call
+}
+
+// ---- printing ------------------------------------------------------------------------
+
+function printThroughput(title, results) {
+  console.log(`\n${title}`);
+  console.log(
+    `${'api'.padEnd(13)}${pad('grants', 8)}${pad('C', 4)}${pad('calls/s', 9)}${pad('mean ms', 9)}${pad('p50', 5)}${pad('p99', 5)}` +
+      `${pad('vs bare', 9)}${pad('vs floor', 10)}  | bare calls/s mean  | floor calls/s mean`,
+  );
+  for (const log of LOGS) {
+    for (const api of ['raw', 'client']) {
+      for (const c of CONCURRENCY) {
+        const r = results[c];
+        const t = r[`${api}@${log.label}`];
+        console.log(
+          `${(api === 'raw' ? 'stub.execute' : 'limiter.call').padEnd(13)}${pad(log.label, 8)}${pad(c, 4)}${pad(fmt(t.perSec), 9)}${pad(fmt(t.meanMs, 2), 9)}` +
+            `${pad(t.p50Ms, 5)}${pad(t.p99Ms, 5)}${pad(`${fmt(t.perSec / r.bare.perSec, 2)}x`, 9)}${pad(`${fmt(t.perSec / r.floor.perSec, 2)}x`, 10)}` +
+            `  | ${pad(fmt(r.bare.perSec), 7)} ${pad(fmt(r.bare.meanMs, 2), 6)}    | ${pad(fmt(r.floor.perSec), 7)} ${pad(fmt(r.floor.meanMs, 2), 6)}`,
+        );
+      }
+    }
+  }
+}
+
+function printBreakdown(results, engineUs) {
+  console.log('\nWhere the time goes (per call, subtracting baselines measured in the same rounds; engine timed alone in Node)');
+  console.log(`${pad('C', 4)}${pad('RPC x2 (bare)', 15)}${pad('commit (floor-bare)', 21)}${pad('limiter-floor', 15)}${pad('engine alone', 14)}${pad('glue+extra storage', 20)}`);
+  for (const c of CONCURRENCY) {
+    const r = results[c];
+    // Per-call cost of the serial part = 1 / throughput (the object is one thread).
+    const us = (x) => 1e6 / x.perSec;
+    const bare = us(r.bare);
+    const floor = us(r.floor);
+    const lim = us(r['raw@10']);
+    console.log(
+      `${pad(c, 4)}${pad(`${fmt(bare, 1)} us`, 15)}${pad(`${fmt(floor - bare, 1)} us`, 21)}${pad(`${fmt(lim - floor, 1)} us`, 15)}` +
+        `${pad(`${fmt(engineUs, 1)} us`, 14)}${pad(`${fmt(lim - floor - engineUs, 1)} us`, 20)}`,
+    );
+  }
+  console.log('(us = 1e6 / calls/s of stub.execute at 10 grants: the serial cost per call, which is what throughput measures)');
+}
+
+// ---- main ----------------------------------------------------------------------------
+
+const locations = [
+  { label: 'disk-backed', dir: mkdtempSync(join(tmpdir(), 'drl-bench-e2e-')) },
+  { label: 'tmpfs', dir: mkdtempSync('/dev/shm/drl-bench-e2e-') },
+];
+console.log(`durable-rate-limiter end-to-end benchmark${QUICK ? ' (--quick)' : ''}: miniflare ${JSON.parse(readFileSync(join(root, 'node_modules/miniflare/package.json'), 'utf8')).version}, limiter from dist/`);
+console.log(`rounds: ${ROUNDS} x ${SLICE_MS} ms per target, alternating bare / floor / limiter; medians shown. Latency p50/p99 in whole ms (workerd's clock); mean from Little's law.`);
+const started = Date.now();
+const engineUs = engineOnly(0, 10);
+const engineUs100k = engineOnly(100_000, WINDOW_LONG_MS);
+try {
+  for (const location of locations) {
+    const mf = miniflare(location.dir);
+    await mf.ready;
+    try {
+      for (const log of LOGS) {
+        await job(mf, { kind: 'configure', ns: 'LIMITER', name: log.bucket, config: configFor(log) });
+        if (log.seed) await job(mf, { kind: 'seed', ns: 'LIMITER', name: log.bucket, count: log.seed, step: SEED_STEP_MS });
+      }
+      await job(mf, { kind: 'configure', ns: 'COUNTING', name: 'count-small', config: configFor(LOGS[0]) });
+      await job(mf, { kind: 'configure', ns: 'COUNTING', name: 'count-log-100k', config: configFor(LOGS[2]) });
+      await job(mf, { kind: 'seed', ns: 'COUNTING', name: 'count-log-100k', count: 100_000, step: SEED_STEP_MS });
+
+      const files = sqliteFiles(location.dir);
+      console.log(`\n=== SQLite ${location.label}: ${location.dir} (${fsType(location.dir)}), ${files.length} .sqlite files there, e.g. ${files[0]?.slice(location.dir.length + 1)} ===`);
+      const results = await throughput(mf);
+      printThroughput(`Throughput and latency (${location.label})`, results);
+
+      const pid = workerdPid();
+      const storage = await storageFigures(mf, pid);
+      console.log(`\nStorage written per call (${location.label}; stub.execute; rows from the SQL API's rowsWritten, bytes from workerd's /proc io)`);
+      console.log(`${'object'.padEnd(26)}${pad('C', 4)}${pad('rows', 7)}${pad('stmts', 7)}${pad('db growth B', 13)}${pad('disk B', 10)}${pad('write() B', 11)}${pad('db size', 12)}`);
+      for (const s of storage) {
+        console.log(
+          `${s.label.padEnd(26)}${pad(s.c, 4)}${pad(fmt(s.rows, 2), 7)}${pad(fmt(s.statements, 2), 7)}${pad(fmt(s.dbGrowth, 1), 13)}${pad(fmt(s.diskBytes), 10)}${pad(fmt(s.sysBytes), 11)}${pad(fmt(s.databaseSize), 12)}`,
+        );
+      }
+
+      const cold = await coldStarts(mf);
+      console.log(`\nCold start (${location.label}): first call on a fresh instance (constructor: instantiate core.wasm, read the log, restore), isolate warm`);
+      for (const c of cold) console.log(`  ${pad(fmt(c.grants), 8)} live grants: first call ${fmt(c.firstMs)} ms (a warm call: ${fmt(c.warmMs, 2)} ms)`);
+
+      printBreakdown(results, engineUs);
+      console.log(`engine alone at 100,000 grants: ${fmt(engineUs100k, 1)} us per call (vs ${fmt(engineUs, 1)} us at 10)`);
+      const at = (c, key) => results[c][key].perSec;
+      console.log(`\nTargets (${location.label}):`);
+      console.log(`  C=1  stub.execute vs floor: ${fmt(at(1, 'raw@10') / at(1, 'floor'), 2)}x (target >= 0.9x)`);
+      for (const c of [16, 64]) console.log(`  C=${c} stub.execute vs floor: ${fmt(at(c, 'raw@10') / at(c, 'floor'), 2)}x (target > 1x); vs bare ${fmt(at(c, 'raw@10') / at(c, 'bare'), 2)}x`);
+      console.log(`  C=64 vs bare: ${fmt(at(64, 'raw@10') / at(64, 'bare'), 2)}x (aim >= 0.5x on disk-backed)`);
+      for (const c of CONCURRENCY) console.log(`  C=${c} 100,000 vs 10 grants: ${fmt(at(c, 'raw@100,000') / at(c, 'raw@10'), 2)}x (target >= 0.8x)`);
+      console.log(`  cold start at 100,000 grants: ${fmt(cold[1].firstMs)} ms (target < 50 ms)`);
+    } finally {
+      await mf.dispose();
+    }
+  }
+} finally {
+  for (const location of locations) rmSync(location.dir, { recursive: true, force: true });
+}
+console.log(`\n(${((Date.now() - started) / 1000).toFixed(0)} s)`);

@@ -167,6 +167,7 @@ describe('eviction', () => {
       put(base + 49.5, 1); // fractional time, lands on base + 50 ...
       put(base + 50, 1); // ... next to this row: folded into one row of 2
       put('not-a-time', 9); // unreadable time: dropped
+      put(base + 15, new Uint8Array([1, 2]).buffer); // a blob amount: dropped (it must not break the read)
       put(base + 60, 1e15); // absurd amount: capped at the largest limit any config allows (1e9)
       put(base + 10 * 365 * 86_400_000, 5); // far future: pulled back to the restore time
       return base;

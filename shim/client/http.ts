@@ -4,24 +4,20 @@
  * switched off, so overriding a hook never loses genuine 429 handling.
  */
 
-/** What the HTTP layer read from a result. */
-export interface HttpOutcome {
-  status: number;
-  /** The raw Retry-After header, if there was one. */
-  retryAfter?: string;
+/** A Response-like result's status: an integer `status` (0-999); undefined when it is not HTTP. */
+export function httpStatus(result: unknown): number | undefined {
+  if (result === null || (typeof result !== 'object' && typeof result !== 'function')) return undefined;
+  const { status } = result as { status?: unknown };
+  return typeof status === 'number' && Number.isInteger(status) && status >= 0 && status <= 999 ? status : undefined;
 }
 
 /**
- * Reads a Response-like result: anything with an integer `status` (0-999),
- * and optionally `headers` as a `Headers` object or a plain object of header
- * names (matched case-insensitively). Anything else is not HTTP.
+ * The raw Retry-After header of a Response-like result, from `headers` as a
+ * `Headers` object or a plain object of header names (matched
+ * case-insensitively). Read only for rate-limited attempts.
  */
-export function httpOutcome(result: unknown): HttpOutcome | undefined {
-  if (result === null || (typeof result !== 'object' && typeof result !== 'function')) return undefined;
-  const { status, headers } = result as { status?: unknown; headers?: unknown };
-  if (typeof status !== 'number' || !Number.isInteger(status) || status < 0 || status > 999) return undefined;
-  const retryAfter = header(headers, 'retry-after');
-  return retryAfter === undefined ? { status } : { status, retryAfter };
+export function retryAfterHeader(result: unknown): string | undefined {
+  return header((result as { headers?: unknown }).headers, 'retry-after');
 }
 
 function header(headers: unknown, name: string): string | undefined {

@@ -7,7 +7,7 @@
  */
 import type { CallReport } from '../envelope.ts';
 import { checkedFailure, consultHooks, signalDelay, type ErrorHook, type HookSlot, type RateLimitHook } from './hooks.ts';
-import { httpOutcome } from './http.ts';
+import { httpStatus, retryAfterHeader } from './http.ts';
 
 /** The hooks of one call: the call site's slots and the limiter's defaults. */
 export interface HookLayers {
@@ -22,21 +22,34 @@ export interface HookLayers {
  */
 export async function buildReport<V>(result: unknown, value: V, hooks: HookLayers): Promise<CallReport<V>> {
   const report: CallReport<V> = { value };
-  const http = httpOutcome(result);
-  if (http) report.status = http.status;
+  const status = httpStatus(result);
+  if (status !== undefined) report.status = status;
 
-  const signal = await consultHooks('rateLimit', hooks.callSite.rateLimit, hooks.defaults.rateLimit, result, value);
+  // The hot path has no hooks: skip the chain (and its awaits) entirely.
+  const signal = hasHook(hooks.callSite.rateLimit, hooks.defaults.rateLimit)
+    ? await consultHooks('rateLimit', hooks.callSite.rateLimit, hooks.defaults.rateLimit, result, value)
+    : undefined;
   if (signal) {
     report.rateLimited = true;
     const ms = signalDelay(signal);
     if (ms !== undefined) report.retryAfterMs = ms;
   }
   // The header only matters to a rate-limited attempt (an explicit delay beats it).
-  if (http?.retryAfter !== undefined && (http.status === 429 || report.rateLimited)) report.retryAfter = http.retryAfter;
+  if (status === 429 || report.rateLimited) {
+    const retryAfter = retryAfterHeader(result);
+    if (retryAfter !== undefined) report.retryAfter = retryAfter;
+  }
 
-  const failure = await consultHooks('error', hooks.callSite.error, hooks.defaults.error, result, value);
+  const failure = hasHook(hooks.callSite.error, hooks.defaults.error)
+    ? await consultHooks('error', hooks.callSite.error, hooks.defaults.error, result, value)
+    : undefined;
   if (failure) report.failure = checkedFailure(failure);
   return report;
+}
+
+/** Whether a hook chain has a hook to ask (`null` at the call site silences the default too). */
+function hasHook(callSite: unknown, fallback: unknown): boolean {
+  return callSite !== null && (typeof callSite === 'function' || typeof fallback === 'function');
 }
 
 /**

@@ -7,6 +7,8 @@
 import type { EngineSnapshot, EngineWrite } from '../engine/loader.ts';
 
 const META = 'drl_meta';
+// Expiries per batched DELETE of expired grant rows (see #expiredThrough).
+const EXPIRY_BATCH = 32;
 const GRANTS = 'drl_grants';
 
 export interface StoredBucket extends EngineSnapshot {
@@ -16,6 +18,12 @@ export interface StoredBucket extends EngineSnapshot {
 export class LimiterStorage {
   readonly #storage: DurableObjectStorage;
   #ready = false;
+  // Expired grants are deleted in batches: a row that has left the window
+  // harms nothing while it waits (restore drops expired rows), and one
+  // DELETE per EXPIRY_BATCH expiries instead of one per take saves a
+  // statement on every call of a short-window bucket.
+  #expiredThrough: number | undefined;
+  #expiries = 0;
 
   constructor(storage: DurableObjectStorage) {
     this.#storage = storage;
@@ -96,12 +104,15 @@ export class LimiterStorage {
           ).rowsWritten;
           break;
         case 'deleteGrantsThrough':
-          rows += this.#sql.exec(`DELETE FROM ${GRANTS} WHERE at <= ?`, w.at).rowsWritten;
+          this.#expiredThrough = Math.max(this.#expiredThrough ?? w.at, w.at);
+          if (++this.#expiries >= EXPIRY_BATCH) rows += this.#deleteExpired();
           break;
         case 'deleteGrant':
           rows += this.#sql.exec(`DELETE FROM ${GRANTS} WHERE at = ?`, w.at).rowsWritten;
           break;
         case 'clearGrants':
+          this.#expiredThrough = undefined;
+          this.#expiries = 0;
           rows += this.#sql.exec(`DELETE FROM ${GRANTS}`).rowsWritten;
           break;
         case 'putPenalty':
@@ -119,8 +130,18 @@ export class LimiterStorage {
     return rows;
   }
 
+  /** Deletes the grants that expiries named since the last batch. */
+  #deleteExpired(): number {
+    const through = this.#expiredThrough;
+    this.#expiredThrough = undefined;
+    this.#expiries = 0;
+    return through === undefined ? 0 : this.#sql.exec(`DELETE FROM ${GRANTS} WHERE at <= ?`, through).rowsWritten;
+  }
+
   /** Deletes everything: the bucket no longer exists. */
   eraseAll(): void {
+    this.#expiredThrough = undefined;
+    this.#expiries = 0;
     if (!this.exists()) return;
     this.#sql.exec(`DROP TABLE IF EXISTS ${GRANTS}`);
     this.#sql.exec(`DROP TABLE IF EXISTS ${META}`);

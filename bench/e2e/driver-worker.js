@@ -4,9 +4,12 @@
 import { defineBinder, defineLimiter } from '../../dist/client/index.js';
 
 // A no-op upstream: the callback's work costs nothing, so only the limiter
-// and the platform are measured.
+// and the platform are measured. It answers a plain Response-like object
+// (the client accepts any { status, headers }), as cheap as the raw path's
+// report: constructing a real Response is the upstream's cost, not the
+// limiter's, and would tilt the client's figures against the raw ones.
 const report = () => ({ value: 1, status: 200 });
-const noopUpstream = () => new Response(null, { status: 200 });
+const noopUpstream = () => ({ status: 200, headers: {} });
 const readStatus = (res) => res.status;
 
 function stubOf(env, ns, name) {

@@ -91,6 +91,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       this.#name = stored.name ?? null;
       this.#engine.restore(Date.now(), stored);
       this.#flush(); // repairs of damaged rows, expiry of old grants
+      this.#storage.deleteExpiredNow();
     }
   }
 

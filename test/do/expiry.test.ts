@@ -33,3 +33,17 @@ describe('expired grant rows', () => {
     expect(stats.liveGrants).toBeLessThanOrEqual(1);
   });
 });
+
+describe('a restore of a long-idle log', () => {
+  it('deletes the rows it dropped at once, so the next cold start does not read them again', async () => {
+    const { name, stub } = await configured({ bucket: { limitPerWindow: 1000, windowInMs: 50 }, concurrency: 4 });
+    for (let i = 0; i < 5; i++) {
+      await stub.execute(async () => ({ value: i }));
+      await sleep(2);
+    }
+    await sleep(80); // every grant has left the window
+    await abortAllDurableObjects();
+    await bucket(name).stats(); // the restore drops all five
+    expect(await rowCount(name)).toBe(0);
+  });
+});

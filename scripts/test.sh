@@ -36,6 +36,12 @@ count_vitest() {  # REPORT EXIT_CODE: adds a vitest JSON report's totals; a miss
   failed=$((failed + f))
 }
 
+run_vitest() {  # REPORT CONFIG: runs one vitest suite and adds its totals
+  rm -f "build/$1"
+  node_modules/.bin/vitest run --config "$2" --reporter=default --reporter=json --outputFile="build/$1"
+  count_vitest "build/$1" $?
+}
+
 echo "== engine tests (release)"
 ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log | tail -4
 count_ctest build/ctest.log
@@ -64,16 +70,10 @@ for target in config snapshot retry_after; do
 done
 
 echo "== object tests in workerd (vitest-pool-workers)"
-rm -f build/vitest-workerd.json
-node_modules/.bin/vitest run --config test/do/vitest.config.ts \
-  --reporter=default --reporter=json --outputFile=build/vitest-workerd.json
-count_vitest build/vitest-workerd.json $?
+run_vitest vitest-workerd.json test/do/vitest.config.ts
 
 echo "== client tests in workerd (vitest-pool-workers, against the real object)"
-rm -f build/vitest-client.json
-node_modules/.bin/vitest run --config test/client/vitest.config.ts \
-  --reporter=default --reporter=json --outputFile=build/vitest-client.json
-count_vitest build/vitest-client.json $?
+run_vitest vitest-client.json test/client/vitest.config.ts
 
 echo "== typechecks: shim/, the type tests, the test files"
 for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json cli/tsconfig.json; do
@@ -85,10 +85,7 @@ for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json 
 done
 
 echo "== CLI tests (node)"
-rm -f build/vitest-cli.json
-node_modules/.bin/vitest run --config test/cli/vitest.config.ts \
-  --reporter=default --reporter=json --outputFile=build/vitest-cli.json
-count_vitest build/vitest-cli.json $?
+run_vitest vitest-cli.json test/cli/vitest.config.ts
 
 echo "== consumer topology from the packed package"
 bash scripts/test-consumer.sh | tee build/consumer.log
@@ -114,10 +111,7 @@ for run in "--ci" "--ci --faults"; do
 done
 
 echo "== node tests (wasm loader, native-vs-wasm differential)"
-rm -f build/vitest-node.json
-node_modules/.bin/vitest run --config test/node/vitest.config.ts \
-  --reporter=default --reporter=json --outputFile=build/vitest-node.json
-count_vitest build/vitest-node.json $?
+run_vitest vitest-node.json test/node/vitest.config.ts
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

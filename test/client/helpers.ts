@@ -4,6 +4,9 @@ import { env } from 'cloudflare:test';
 import type { LimiterDO } from '../../shim/do/index.ts';
 import type { CallReport, ExecuteOptions, LimiterConfig } from '../../shim/envelope.ts';
 import type { LimiterStub, NamespaceLike } from '../../shim/client/index.ts';
+import { rejection, sleep, waitFor } from '../shared/async.ts';
+
+export { rejection, sleep, waitFor };
 
 export interface TestEnv {
   RATE_LIMITER: DurableObjectNamespace<LimiterDO>;
@@ -40,26 +43,8 @@ export async function configured(
   return { name, stub };
 }
 
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** The error of a promise that must reject. */
-export async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected a rejection, but the promise resolved');
-}
 
-/** Polls `check` until it holds (or fails after `timeoutMs`). */
-export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
 
 /** One `execute` that reached the namespace. */
 export interface ExecuteRecord {

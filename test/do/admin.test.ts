@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 
 import { handleAdminRequest, MAX_ADMIN_BODY_BYTES, REGISTRY_NAME } from '../../shim/do/index.ts';
 import type { LimiterConfig, LimiterStats } from '../../shim/envelope.ts';
-import { bucket, rejection, testEnv, uniqueName } from './helpers.ts';
+import { bucket, rejection, tablesOf, testEnv, uniqueName } from './helpers.ts';
 
 const KEY = 'test-admin-key';
 const ORIGIN = 'https://limiter.test';
@@ -38,14 +38,6 @@ async function admin(path: string, init: RequestInit = {}): Promise<{ status: nu
 const postConfigure = (body: BodyInit, headers: Record<string, string> = AUTH) =>
   admin('/configure', { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } });
 
-async function tablesOf(name: string): Promise<string[]> {
-  return runInDurableObject(bucket(name), async (_instance, state) =>
-    state.storage.sql
-      .exec<{ name: string }>(`SELECT name FROM sqlite_master`)
-      .toArray()
-      .map((row) => row.name),
-  );
-}
 
 /** Asserts the bucket was never created: stats says so, the registry does not list it, nothing is stored. */
 async function expectAbsent(name: string): Promise<void> {

@@ -1,21 +1,12 @@
 // Verifies configure/reconfigure: complete configs stored as given, deep-merge
 // patches, every invalid field rejected with a reason, and nothing written on
 // rejection.
-import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 
-import { bucket, configured, rejection, uniqueName } from './helpers.ts';
+import { bucket, configured, rejection, tablesOf, uniqueName } from './helpers.ts';
 
 const VALID = { bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 2 };
 
-async function tablesOf(name: string): Promise<string[]> {
-  return runInDurableObject(bucket(name), async (_instance, state) =>
-    state.storage.sql
-      .exec<{ name: string }>(`SELECT name FROM sqlite_master WHERE type = 'table'`)
-      .toArray()
-      .map((row) => row.name),
-  );
-}
 
 describe('configure', () => {
   it('stores the config as given and reports it with defaults shown apart', async () => {

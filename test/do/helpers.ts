@@ -1,5 +1,7 @@
 // Shared by the object's workerd tests.
-import { env } from 'cloudflare:test';
+import { env, runInDurableObject } from 'cloudflare:test';
+
+import { rejection, sleep, waitFor } from '../shared/async.ts';
 
 import type { LimiterDO } from '../../shim/do/index.ts';
 import type { CallReport, LimiterConfig } from '../../shim/envelope.ts';
@@ -37,7 +39,6 @@ export async function configured(config: LimiterConfig, prefix?: string): Promis
   return { name, stub };
 }
 
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** A callback that records when it ran and returns `report`. */
 export function recorder<T>(report: CallReport<T>, latencyMs = 0): { fn: () => Promise<CallReport<T>>; startedAt: number[] } {
@@ -52,21 +53,14 @@ export function recorder<T>(report: CallReport<T>, latencyMs = 0): { fn: () => P
   };
 }
 
-/** The rejection message of a promise that must reject. */
-export async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected a rejection, but the promise resolved');
-}
+export { rejection, sleep, waitFor };
 
-/** Polls `check` until it returns true (or fails after `timeoutMs`). */
-export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 5000, what = 'condition'): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
+/** The names in an object's sqlite_master: empty while nothing was ever stored. */
+export async function tablesOf(name: string): Promise<string[]> {
+  return runInDurableObject(bucket(name), async (_instance, state) =>
+    state.storage.sql
+      .exec<{ name: string }>(`SELECT name FROM sqlite_master`)
+      .toArray()
+      .map((row) => row.name),
+  );
 }

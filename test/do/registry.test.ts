@@ -4,21 +4,13 @@ import { describe, expect, it } from 'vitest';
 
 import { ENVELOPE_VERSION, REGISTRY_NAME } from '../../shim/do/index.ts';
 import type { LimiterConfig } from '../../shim/envelope.ts';
-import { bucket, configured, rejection, testEnv, uniqueName } from './helpers.ts';
+import { bucket, configured, rejection, tablesOf, testEnv, uniqueName } from './helpers.ts';
 
 const CONFIG: LimiterConfig = { bucket: { limitPerWindow: 4, windowInMs: 10_000 }, concurrency: 1 };
 
 /** The registry instance, addressed directly (configure refuses its name). */
 const registry = () => testEnv.RATE_LIMITER.get(testEnv.RATE_LIMITER.idFromName(REGISTRY_NAME));
 
-async function tablesOf(name: string): Promise<string[]> {
-  return runInDurableObject(bucket(name), async (_instance, state) =>
-    state.storage.sql
-      .exec<{ name: string }>(`SELECT name FROM sqlite_master`)
-      .toArray()
-      .map((row) => row.name),
-  );
-}
 
 async function adminStats(): Promise<{ status: number; body: { ok: boolean; buckets?: Record<string, unknown>; pruned?: string[] } }> {
   const response = await SELF.fetch('https://limiter.test/stats', { headers: { authorization: 'Bearer test-admin-key' } });

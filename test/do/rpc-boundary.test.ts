@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 
 import { REGISTRY_NAME } from '../../shim/do/index.ts';
 import type { LimiterConfig } from '../../shim/envelope.ts';
-import { bucket, configured, recorder, rejection, uniqueName } from './helpers.ts';
+import { bucket, configured, recorder, rejection, tablesOf, uniqueName } from './helpers.ts';
 
 const CONFIG: LimiterConfig = { bucket: { limitPerWindow: 7, windowInMs: 60_000 }, concurrency: 2, retry: { maxRetries: 3, minDelayInMs: 10 } };
 
@@ -18,14 +18,6 @@ function expectError(error: Error, Kind: ErrorClass, marker: string, detail: Reg
   expect(error.message).toMatch(detail);
 }
 
-async function tablesOf(name: string): Promise<string[]> {
-  return runInDurableObject(bucket(name), async (_instance, state) =>
-    state.storage.sql
-      .exec<{ name: string }>(`SELECT name FROM sqlite_master`)
-      .toArray()
-      .map((row) => row.name),
-  );
-}
 
 async function grantRows(name: string): Promise<number> {
   return runInDurableObject(bucket(name), async (_instance, state) =>

@@ -5,7 +5,7 @@
  */
 import { applyEdits, findNodeAtLocation, format, modify, parse, parseTree, printParseErrorCode, type ParseError } from 'jsonc-parser';
 
-import { checkName, configJson } from '../shim/do/arguments.ts';
+import { limitsEntryProblem } from '../shim/do/arguments.ts';
 import type { LimiterConfig } from '../shim/envelope.ts';
 import type { Core } from '../shim/engine/loader.ts';
 
@@ -57,27 +57,10 @@ export function checkLimits(text: string, core: Core): { ok: true; document: Lim
   const entries = Object.entries(limits);
   if (entries.length === 0) problems.push('"limits" is empty: there is nothing to configure');
   for (const [name, config] of entries) {
-    const problem = entryProblem(name, config, core);
+    const problem = limitsEntryProblem(core, name, config); // exactly as POST /configure checks it
     if (problem) problems.push(`${JSON.stringify(name)}: ${problem}`);
   }
   return problems.length > 0 ? { ok: false, problems } : { ok: true, document: value as LimitsDocument };
-}
-
-/** One entry checked exactly as POST /configure checks it. */
-function entryProblem(name: string, config: unknown, core: Core): string | null {
-  try {
-    checkName(name, 'bucket name');
-    const text = configJson(config, 'config');
-    const engine = core.createEngine();
-    try {
-      engine.configure(0, text);
-    } finally {
-      engine.free();
-    }
-    return null;
-  } catch (error) {
-    return error instanceof Error ? error.message : String(error);
-  }
 }
 
 /** A limits file's text for a document, with a header saying what the file is. */

@@ -477,16 +477,13 @@ Status Engine::report(Ticket t, Millis now, const Report& r) {
     s_->penalise(s_->penalty_delay(r, c->attempt));
     s_->advance(now);  // a zero delay lifts at once
   }
+  // Past this point the bucket exists: erase() settles every running call,
+  // and only erase() removes the config from an engine that has calls.
   if (s_->settle_if_abandoned(t, *c)) {
     s_->serve();
     return std::nullopt;
   }
-  if (!s_->cfg) {
-    // Erased while running and then reconfigured is covered by `settled`; an
-    // unconfigured engine with a running call cannot otherwise arise.
-    s_->reject(t, ErrorCode::NoSuchLimiter);
-    s_->release(t);
-  } else if (rate_limited) {
+  if (rate_limited) {
     // A 429 outranks any failure: everyone is paused (above); retry this call.
     if (s_->attempts_remain(*c)) {
       s_->retry_after(t, *c, 0);
@@ -514,11 +511,11 @@ Status Engine::threw(Ticket t, Millis now) {
   if (!c) return s_->unknown_ticket(t, "throw");
   s_->advance(now);
   --s_->running;
-  if (!s_->settle_if_abandoned(t, *c)) {
-    if (s_->cfg && s_->attempts_remain(*c)) {
+  if (!s_->settle_if_abandoned(t, *c)) {  // the bucket exists (see report)
+    if (s_->attempts_remain(*c)) {
       s_->retry_after(t, *c, s_->backoff_delay(c->attempt));
     } else {
-      s_->reject(t, s_->cfg ? ErrorCode::CallbackThrew : ErrorCode::NoSuchLimiter);
+      s_->reject(t, ErrorCode::CallbackThrew);
       s_->release(t);
     }
   }

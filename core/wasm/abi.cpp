@@ -84,6 +84,13 @@ DRL_EXPORT(drl_configure) int drl_configure(int h, double now, int len) {
   return e ? status(e->configure(scratch(len), to_ms(now))) : kBadHandle;
 }
 
+// Checks a complete config by the engine's rules without any engine: 0, or
+// -code with every problem in the out buffer.
+DRL_EXPORT(drl_validate_config) int drl_validate_config(int len) {
+  auto parsed = drl::parse_config(scratch(len));
+  return parsed ? 0 : fail(parsed.error());
+}
+
 DRL_EXPORT(drl_reconfigure) int drl_reconfigure(int h, double now, int len) {
   auto* e = engine(h);
   return e ? status(e->reconfigure(scratch(len), to_ms(now))) : kBadHandle;

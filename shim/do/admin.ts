@@ -17,7 +17,7 @@
 import type { Core } from '../engine/loader.ts';
 import { createCore } from '../engine/module.ts';
 import { MARKERS, REGISTRY_NAME, type LimiterStats } from '../envelope.ts';
-import { checkName, configJson } from './arguments.ts';
+import { limitsEntryProblem } from './arguments.ts';
 import type { LimiterDO, LimiterEnv } from './limiter-do.ts';
 
 /** The largest limits document accepted: far above any real one (about 500 buckets). */
@@ -109,24 +109,6 @@ async function readBody(request: Request): Promise<string | null> {
   return new TextDecoder().decode(bytes);
 }
 
-/** Checks one entry without applying it; returns the problem, if any. */
-function problemWith(name: string, config: unknown): string | null {
-  try {
-    checkName(name, 'bucket name');
-    const text = configJson(config, 'config');
-    validator ??= createCore();
-    const scratch = validator.createEngine();
-    try {
-      scratch.configure(0, text);
-    } finally {
-      scratch.free();
-    }
-    return null;
-  } catch (error) {
-    return error instanceof Error ? error.message : String(error);
-  }
-}
-
 async function configure(request: Request, ns: DurableObjectNamespace<LimiterDO>): Promise<Response> {
   const body = await readBody(request);
   if (body === null) return fail(413, `the limits document must be at most ${MAX_ADMIN_BODY_BYTES} bytes`);
@@ -149,8 +131,9 @@ async function configure(request: Request, ns: DurableObjectNamespace<LimiterDO>
   if (entries.length === 0) return fail(400, 'limits is empty: there is nothing to configure');
 
   // Every entry is checked before any is applied: a document is all or nothing.
+  const core = (validator ??= createCore());
   const checked: ConfigureResult[] = entries.map(([name, config]) => {
-    const problem = problemWith(name, config);
+    const problem = limitsEntryProblem(core, name, config);
     return problem ? { name, ok: false, error: problem } : { name, ok: true };
   });
   const invalid = checked.filter((r) => !r.ok).length;

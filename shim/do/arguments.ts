@@ -2,6 +2,7 @@
  * Checks RPC arguments at the boundary, before anything is stored: every
  * error names the argument, the rule and what was received.
  */
+import type { Core } from '../engine/loader.ts';
 import { MARKERS, MAX_NAME_LENGTH, REGISTRY_NAME, type CallReport } from '../envelope.ts';
 
 function describe(value: unknown): string {
@@ -60,6 +61,21 @@ export function configJson(value: unknown, what: 'config' | 'patch'): string {
   };
   walk(value, '');
   return JSON.stringify(value);
+}
+
+/**
+ * One entry of a limits document (`POST /configure`, the CLI's limits file),
+ * checked exactly as configure checks it: the name, then the config by the
+ * engine's rules. Returns the problem, or null.
+ */
+export function limitsEntryProblem(core: Core, name: string, config: unknown): string | null {
+  try {
+    checkName(name, 'bucket name');
+    core.validateConfig(configJson(config, 'config'));
+    return null;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  }
 }
 
 /** The `options` of execute: absent, or an object with an optional numeric cost. */

@@ -123,7 +123,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     return later(async () => {
       checkName(name);
       const text = configJson(config, 'config');
-      this.#validate(text);
+      this.#core.validateConfig(text);
       if (this.#isRegistry()) throw new RangeError(`${MARKERS.invalidArgument} the registry instance cannot hold a bucket`);
       // The name must be the one this object is addressed by: otherwise the
       // registry would list a name that leads to another (empty) object.
@@ -265,16 +265,6 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       const code = (error as { code?: string }).code;
       if (code === 'no-such-limiter') throw new LimiterNotConfiguredError((error as Error).message);
       throw error;
-    }
-  }
-
-  /** Validates a complete config without applying it. */
-  #validate(text: string): void {
-    const scratch = this.#core.createEngine();
-    try {
-      scratch.configure(0, text);
-    } finally {
-      scratch.free();
     }
   }
 

@@ -78,6 +78,7 @@ interface CoreExports {
   drl_free(h: number): void;
   drl_configure(h: number, now: number, len: number): number;
   drl_reconfigure(h: number, now: number, len: number): number;
+  drl_validate_config(len: number): number;
   drl_restore_begin(h: number, now: number, configLen: number, forcedUntil: number, liftPending: number): number;
   drl_restore_rows(h: number, count: number): number;
   drl_restore_end(h: number): number;
@@ -137,6 +138,11 @@ export class Core {
 
   createEngine(): Engine {
     return new Engine(this, this.#x.drl_new());
+  }
+
+  /** Checks a complete config document by the engine's rules; throws its [drl:invalid-config] error. */
+  validateConfig(configJson: string): void {
+    this.check(this.#x.drl_validate_config(this.putString(configJson)));
   }
 
   /** Copies a string into the scratch buffer; returns its byte length. */

@@ -32,6 +32,19 @@ describe('core.wasm loader', () => {
     expect(engine.drain()).toEqual({ writes: [], actions: [] });
   });
 
+  it('validates a config by the engine rules without an engine', () => {
+    const core = loadCore();
+    expect(() => core.validateConfig(CONFIG)).not.toThrow();
+    try {
+      core.validateConfig(JSON.stringify({ bucket: { limitPerWindow: 1, windowInMs: 0 }, concurrency: 'x' }));
+      expect.unreachable();
+    } catch (error) {
+      expect(error).toBeInstanceOf(RangeError);
+      expect((error as { code: string }).code).toBe('invalid-config');
+      expect((error as Error).message).toMatch(/bucket\.windowInMs.*; concurrency/);
+    }
+  });
+
   it('decodes the writes to store and the actions to take, in order', () => {
     const engine = loadCore().createEngine();
     engine.configure(T0, CONFIG);

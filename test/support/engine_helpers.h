@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "drl/engine.h"
+#include "model_storage.h"
 
 namespace Catch {
 
@@ -186,48 +187,6 @@ inline std::vector<Ticket> started(const std::vector<Action>& actions) {
   return out;
 }
 
-// What a host's storage holds, fed only by the engine's writes (applied in
-// order, as the host contract says).
-struct Storage {
-  std::optional<std::string> config_text;
-  std::map<Millis, int64_t> grants;
-  Millis forced_until = 0;
-  bool lift_pending = false;
-
-  void apply(const Engine& e) { apply(e.writes(), e.config_text()); }
-
-  void apply(const std::vector<Write>& writes, const std::string& current_config) {
-    for (const Write& w : writes) {
-      switch (w.kind) {
-        case WriteKind::PutGrant: grants[w.at] = w.amount; break;
-        case WriteKind::DeleteGrantsThrough: grants.erase(grants.begin(), grants.upper_bound(w.at)); break;
-        case WriteKind::DeleteGrant: grants.erase(w.at); break;
-        case WriteKind::ClearGrants: grants.clear(); break;
-        case WriteKind::PutPenalty:
-          forced_until = w.at;
-          lift_pending = w.amount != 0;
-          break;
-        case WriteKind::PutConfig: config_text = current_config; break;
-        case WriteKind::EraseAll:
-          config_text.reset();
-          grants.clear();
-          forced_until = 0;
-          lift_pending = false;
-          break;
-      }
-    }
-  }
-
-  Grants rows() const { return Grants(grants.begin(), grants.end()); }
-
-  Snapshot snapshot() const {
-    Snapshot s;
-    s.config_text = config_text;
-    s.forced_until = static_cast<double>(forced_until);
-    s.lift_pending = lift_pending;
-    for (const auto& [at, amount] : grants) s.grants.emplace_back(static_cast<double>(at), static_cast<double>(amount));
-    return s;
-  }
-};
+using drl::testing::Storage;
 
 }  // namespace drl::test

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "drl/engine.h"
+#include "model_storage.h"
 #include "records.h"
 
 namespace drl::testing {
@@ -91,10 +92,7 @@ class Runner {
   Millis clock_ = 1'700'000'000'000;  // the host's clock: may step backwards
 
   // The model host's storage, fed only by the engine's writes.
-  std::optional<std::string> stored_config_;
-  std::map<Millis, int64_t> stored_grants_;
-  Millis stored_fu_ = 0;
-  bool stored_pending_ = false;
+  Storage storage_;
 
   // What the checker knows.
   std::map<Ticket, HostCall> calls_;
@@ -332,12 +330,8 @@ class Runner {
     for (auto& [t, c] : calls_) c.state = HostState::Settled;
     calls_.clear();
     last_first_start_ = 0;
-    Snapshot snap;
-    snap.config_text = stored_config_;
-    snap.forced_until = static_cast<double>(stored_fu_);
-    snap.lift_pending = stored_pending_;
-    for (const auto& [at, amount] : stored_grants_) snap.grants.emplace_back(static_cast<double>(at), static_cast<double>(amount));
-    if (rng_.chance(30) && stored_config_) {
+    Snapshot snap = storage_.snapshot();
+    if (rng_.chance(30) && storage_.config_text) {
       // Damage that adds rows only: restore must shrug it off without
       // forgetting a real take.
       const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -393,27 +387,8 @@ class Runner {
 
   // ---- checks -------------------------------------------------------------
 
-  void apply_writes() {
-    for (const Write& w : engine_.writes()) {
-      switch (w.kind) {
-        case WriteKind::PutGrant: stored_grants_[w.at] = w.amount; break;
-        case WriteKind::DeleteGrantsThrough: stored_grants_.erase(stored_grants_.begin(), stored_grants_.upper_bound(w.at)); break;
-        case WriteKind::DeleteGrant: stored_grants_.erase(w.at); break;
-        case WriteKind::ClearGrants: stored_grants_.clear(); break;
-        case WriteKind::PutPenalty:
-          stored_fu_ = w.at;
-          stored_pending_ = w.amount != 0;
-          break;
-        case WriteKind::PutConfig: stored_config_ = engine_.config_text(); break;
-        case WriteKind::EraseAll:
-          stored_config_.reset();
-          stored_grants_.clear();
-          stored_fu_ = 0;
-          stored_pending_ = false;
-          break;
-      }
-    }
-  }
+  void apply_writes() { storage_.apply(engine_); }
+
 
   void check_actions(const json& ev) {
     const Millis now = engine_.now();
@@ -479,9 +454,8 @@ class Runner {
   void check_state() {
     if (engine_.forced_until() < last_fu_) fail("penalty deadline moved earlier");
     last_fu_ = engine_.forced_until();
-    std::vector<std::pair<Millis, int64_t>> stored(stored_grants_.begin(), stored_grants_.end());
-    if (stored != engine_.grants()) fail("storage does not mirror the engine's log after applying its writes");
-    if (stored_fu_ != engine_.forced_until()) fail("stored penalty deadline differs from the engine's");
+    if (storage_.rows() != engine_.grants()) fail("storage does not mirror the engine's log after applying its writes");
+    if (storage_.forced_until != engine_.forced_until()) fail("stored penalty deadline differs from the engine's");
     if (engine_.log_entries() > static_cast<size_t>(kMaxLogEntries)) fail("log exceeds its entry cap");
   }
 };

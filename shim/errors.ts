@@ -3,7 +3,7 @@
  * `[drl:...]` marker (see MARKERS), which survives RPC when nothing else does
  * (across RPC the class name is prefixed: match the marker with `includes`).
  */
-import { MARKERS } from './envelope.ts';
+import { MARKERS } from './error-ids.ts';
 
 /**
  * `execute`, `stats`, `reconfigure` or `pause` on a bucket that was never

@@ -4,14 +4,11 @@ namespace drl {
 
 std::string_view error_code_id(ErrorCode code) {
   switch (code) {
-    case ErrorCode::NoSuchLimiter: return "no-such-limiter";
-    case ErrorCode::InvalidConfig: return "invalid-config";
-    case ErrorCode::InvalidArgument: return "invalid-argument";
-    case ErrorCode::CostTooLarge: return "cost-too-large";
-    case ErrorCode::CallFailed: return "call-failed";
-    case ErrorCode::CallbackThrew: return "callback-threw";
-    case ErrorCode::Cancelled: return "cancelled";
-    case ErrorCode::UnknownTicket: return "unknown-ticket";
+#define DRL_ERROR(name, code, id, kind, raised_by, client, restores, meaning) \
+  case ErrorCode::name:                                                     \
+    return id;
+#include "drl/error_ids.def"
+#undef DRL_ERROR
   }
   return "error";
 }

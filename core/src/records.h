@@ -11,9 +11,13 @@
 
 namespace drl::internal {
 
+// A write's record kind is this plus its WriteKind, so no write is taken
+// for an action (1..3). The JS loader reads it from drl_contract().
+inline constexpr int kWriteRecordBase = 10;
+
 inline void encode_output(const Engine& e, std::vector<double>& out) {
   for (const Write& w : e.writes()) {
-    out.insert(out.end(), {10.0 + static_cast<int>(w.kind), static_cast<double>(w.at),
+    out.insert(out.end(), {static_cast<double>(kWriteRecordBase + static_cast<int>(w.kind)), static_cast<double>(w.at),
                            static_cast<double>(w.amount), 0});
   }
   for (const Action& a : e.actions()) {

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "drl/engine.h"
 #include "records.h"
 
@@ -210,4 +212,23 @@ DRL_EXPORT(drl_output) int drl_output(int h) {
   drl::internal::encode_output(*e, g_records);
   e->clear_output();
   return static_cast<int>(g_records.size() / 4);
+}
+
+// The tables this module was built from (error_ids.def, output_kinds.def) as
+// JSON in the out buffer: the JS tests compare them with the generated
+// tables the hosts use, so a stale core.wasm or a stale generated file fails.
+DRL_EXPORT(drl_contract) int drl_contract() {
+  nlohmann::json errors = nlohmann::json::array();
+  nlohmann::json actions = nlohmann::json::array();
+  nlohmann::json writes = nlohmann::json::array();
+#define DRL_ERROR(name, code, id, kind, raised_by, client, restores, meaning) errors.push_back({code, id, kind});
+#include "drl/error_ids.def"
+#undef DRL_ERROR
+#define DRL_ACTION(name, number, js, meaning) actions.push_back({number, js});
+#define DRL_WRITE(name, number, js, meaning) writes.push_back({number, js});
+#include "drl/output_kinds.def"
+#undef DRL_ACTION
+#undef DRL_WRITE
+  g_out = nlohmann::json{{"errors", errors}, {"actions", actions}, {"writes", writes}, {"writeRecordBase", drl::internal::kWriteRecordBase}}.dump();
+  return static_cast<int>(g_out.size());
 }

@@ -4,7 +4,7 @@
  * object's errors are recognised by the `[drl:...]` marker in it and turned
  * back into classes with their fields, which `instanceof` then finds.
  */
-import { MARKERS } from '../envelope.ts';
+import { ERROR_IDS, MARKERS } from '../error-ids.ts';
 import { CallFailedError } from '../errors.ts';
 
 export { CallFailedError };
@@ -87,11 +87,12 @@ export function callFailedFrom(message: string): CallFailedError {
 }
 
 /**
- * Markers of the object refusing the request itself (a bad argument, a cost
- * above the limit, a broken deployment): retrying cannot change the answer,
- * so such a rejection is thrown as it is, never counted as a drop.
+ * Markers the error table marks "throw" (the object refusing the request
+ * itself: a bad argument, a cost above the limit, a broken deployment):
+ * retrying cannot change the answer, so such a rejection is thrown as it is,
+ * never counted as a drop.
  */
-const REFUSALS = [MARKERS.invalidArgument, MARKERS.invalidConfig, MARKERS.costTooLarge, MARKERS.misconfigured, MARKERS.callFailed];
+const REFUSALS: readonly string[] = ERROR_IDS.filter((e) => e.client === 'throw').map((e) => e.marker);
 
 /** How a rejected attempt ends: thrown (as rebuilt here), or a drop to retry. */
 export type Settlement = { kind: 'throw'; error: unknown } | { kind: 'drop' };

@@ -14,20 +14,16 @@
  * const { writes, actions } = engine.drain(); // apply writes, then act
  */
 
-/** Stable error ids, as in core/src/error.cpp. Index = numeric code. */
-export const ERROR_CODE_IDS = [
-  '',
-  'no-such-limiter',
-  'invalid-config',
-  'invalid-argument',
-  'cost-too-large',
-  'call-failed',
-  'callback-threw',
-  'cancelled',
-  'unknown-ticket',
-] as const;
+import { ERROR_IDS, type ErrorId } from '../error-ids.ts';
+import { ACTION_KINDS, WRITE_KINDS, WRITE_RECORD_BASE } from './output-kinds.ts';
 
-export type EngineErrorCode = Exclude<(typeof ERROR_CODE_IDS)[number], ''>;
+/** Error ids by their numeric code (the wasm ABI returns -code). */
+const ERROR_ID_BY_CODE: readonly (ErrorId | undefined)[] = ERROR_IDS.reduce<(ErrorId | undefined)[]>((byCode, e) => {
+  byCode[e.code] = e.id;
+  return byCode;
+}, []);
+
+export type EngineErrorCode = ErrorId;
 
 /** An error raised by the engine. `message` starts with `[drl:<code>] `. */
 export interface EngineError extends Error {
@@ -93,18 +89,8 @@ interface CoreExports {
   drl_config_text(h: number): number;
   drl_next_wake(h: number): number;
   drl_output(h: number): number;
+  drl_contract(): number;
 }
-
-const WRITE_KINDS = [
-  '',
-  'putGrant',
-  'deleteGrantsThrough',
-  'deleteGrant',
-  'clearGrants',
-  'putPenalty',
-  'putConfig',
-  'eraseAll',
-] as const;
 
 const ERROR_KINDS = [Error, TypeError, RangeError] as const;
 // Rows per restore chunk: 64 KiB of doubles, so restoring a full log never
@@ -136,6 +122,12 @@ export class Core {
     return this.#x;
   }
 
+  /** The id tables this core.wasm was built from (see core/wasm/abi.cpp: drl_contract). */
+  contract(): { errors: [number, string, string][]; actions: [number, string][]; writes: [number, string][]; writeRecordBase: number } {
+    this.#x.drl_contract();
+    return JSON.parse(this.outString());
+  }
+
   createEngine(): Engine {
     return new Engine(this, this.#x.drl_new());
   }
@@ -162,8 +154,10 @@ export class Core {
     if (rc >= 0) return rc;
     const message = this.outString();
     const ErrorClass = ERROR_KINDS[this.#x.drl_error_kind()] ?? Error;
+    const code = ERROR_ID_BY_CODE[-rc];
+    if (code === undefined) throw new Error(`core.wasm failed with an unknown error code ${-rc}: ${message}`);
     const error = new ErrorClass(message) as Error & { code: EngineErrorCode };
-    error.code = ERROR_CODE_IDS[-rc] as EngineErrorCode;
+    error.code = code;
     throw error;
   }
 
@@ -286,8 +280,8 @@ export class Engine {
     let configText: string | undefined;
     for (let i = 0; i < count * 4; i += 4) {
       const kind = r[i]!;
-      if (kind >= 10) {
-        const name = WRITE_KINDS[kind - 10];
+      if (kind >= WRITE_RECORD_BASE) {
+        const name = WRITE_KINDS[kind - WRITE_RECORD_BASE];
         const at = r[i + 1]!;
         const amount = r[i + 2]!;
         switch (name) {
@@ -312,15 +306,23 @@ export class Engine {
           default:
             throw new Error(`core.wasm produced an unknown write kind ${kind}`);
         }
-      } else if (kind === 3) {
-        actions.push({
-          kind: 'reject',
-          ticket: r[i + 1]!,
-          code: ERROR_CODE_IDS[r[i + 2]!] as EngineErrorCode,
-          status: r[i + 3]!,
-        });
-      } else {
-        actions.push({ kind: kind === 1 ? 'start' : 'resolve', ticket: r[i + 1]!, attempt: r[i + 2]! });
+        continue;
+      }
+      const name = ACTION_KINDS[kind];
+      const ticket = r[i + 1]!;
+      switch (name) {
+        case 'start':
+        case 'resolve':
+          actions.push({ kind: name, ticket, attempt: r[i + 2]! });
+          break;
+        case 'reject': {
+          const code = ERROR_ID_BY_CODE[r[i + 2]!];
+          if (code === undefined) throw new Error(`core.wasm rejected with an unknown error code ${r[i + 2]}`);
+          actions.push({ kind: name, ticket, code, status: r[i + 3]! });
+          break;
+        }
+        default:
+          throw new Error(`core.wasm produced an unknown action kind ${kind}`);
       }
     }
     return { writes, actions };

@@ -35,11 +35,13 @@ namespace drl {
 using Millis = int64_t;
 using Ticket = uint64_t;  // 0 is never a valid ticket; below 2^53 so JS numbers hold it
 
-// What the host should do.
+// What the host should do (see output_kinds.def for each kind's meaning).
 enum class ActionKind : int {
-  Start = 1,    // invoke the ticket's callback (attempt `attempt`)
-  Resolve = 2,  // settle with the value reported by attempt `attempt`
-  Reject = 3,   // settle with an error: `code`, plus `status` for CallFailed
+#define DRL_ACTION(name, number, js, meaning) name = number,
+#define DRL_WRITE(name, number, js, meaning)
+#include "drl/output_kinds.def"
+#undef DRL_ACTION
+#undef DRL_WRITE
 };
 
 struct Action {
@@ -54,15 +56,13 @@ struct Action {
   }
 };
 
-// What the host should store. Grants are rows keyed by `at`.
+// What the host should store (see output_kinds.def). Grants are rows keyed by `at`.
 enum class WriteKind : int {
-  PutGrant = 1,             // upsert row (at, amount)
-  DeleteGrantsThrough = 2,  // delete every row with at <= `at` (expired)
-  DeleteGrant = 3,          // delete the row at `at` (merged forward)
-  ClearGrants = 4,          // delete every grant row
-  PutPenalty = 5,           // store {forcedUntil: at, liftPending: amount != 0}
-  PutConfig = 6,            // store config_text()
-  EraseAll = 7,             // delete everything: the bucket no longer exists
+#define DRL_ACTION(name, number, js, meaning)
+#define DRL_WRITE(name, number, js, meaning) name = number,
+#include "drl/output_kinds.def"
+#undef DRL_ACTION
+#undef DRL_WRITE
 };
 
 struct Write {

@@ -19,15 +19,12 @@
 
 namespace drl {
 
+// Every id, its number and what it means: see error_ids.def, the one table
+// the C++ enum, the JS hosts and the README are built from.
 enum class ErrorCode : int {
-  NoSuchLimiter = 1,    // the bucket was never configured (or was erased)
-  InvalidConfig = 2,    // configure/reconfigure got a document that breaks a rule
-  InvalidArgument = 3,  // a host-supplied argument (cost, pause ms, ticket) is malformed
-  CostTooLarge = 4,     // cost exceeds limitPerWindow: it could never be admitted
-  CallFailed = 5,       // a reported failure (or an exhausted 429) became final
-  CallbackThrew = 6,    // the callback threw on its last allowed attempt
-  Cancelled = 7,        // the caller went away before its call settled
-  UnknownTicket = 8,    // a report/throw/cancel named a ticket that is not running
+#define DRL_ERROR(name, code, id, kind, raised_by, client, restores, meaning) name = code,
+#include "drl/error_ids.def"
+#undef DRL_ERROR
 };
 
 // Which JS error class the host should raise.

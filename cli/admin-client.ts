@@ -2,16 +2,8 @@
  * Talks to a limiter Worker's admin routes (POST /configure, GET /stats)
  * over HTTP, and turns each way they can fail into what to do about it.
  */
-import type { LimiterStats } from '../shim/envelope.ts';
+import type { ConfigureResult, LimiterStats, LimitsDocument } from '../shim/envelope.ts';
 import { CliError } from './errors.ts';
-import type { LimitsDocument } from './limits-file.ts';
-
-export interface ConfigureResult {
-  name: string;
-  ok: boolean;
-  error?: string;
-  stats?: LimiterStats;
-}
 
 /** Where the limiter answers and how to fix it when it refuses: for messages. */
 export interface AdminTarget {

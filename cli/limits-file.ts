@@ -5,17 +5,12 @@
  */
 import { applyEdits, findNodeAtLocation, format, modify, parse, parseTree, printParseErrorCode, type ParseError } from 'jsonc-parser';
 
-import { limitsEntryProblem } from '../shim/do/arguments.ts';
-import type { LimiterConfig } from '../shim/envelope.ts';
+import type { LimiterConfig, LimitsDocument } from '../shim/envelope.ts';
+import { limitsEntryProblem } from '../shim/rules.ts';
 import type { Core } from '../shim/engine/loader.ts';
 
 /** The file's conventional name, beside the limiter's wrangler.jsonc. */
 export const LIMITS_FILE = 'durable-rate-limiter.limits.jsonc';
-
-/** What `POST /configure` takes. */
-export interface LimitsDocument {
-  limits: Record<string, LimiterConfig>;
-}
 
 const PARSE_OPTIONS = { allowTrailingComma: true, disallowComments: false } as const;
 

@@ -1,7 +1,7 @@
 /**
- * The wire contract between the limiter Worker (`/do`) and its consumers
- * (`/client`): both halves are built from this one file, so they cannot
- * drift. Bump ENVELOPE_VERSION when the shape of anything here changes.
+ * The wire contracts: between the limiter Worker (`/do`) and its consumers
+ * (`/client`), and between its admin routes and the CLI. Every side is built
+ * from this one file, so they cannot drift. Bump ENVELOPE_VERSION when the shape of anything here changes.
  */
 
 /**
@@ -22,23 +22,6 @@ export const REGISTRY_NAME = '__drl_registry__';
 
 /** The longest instance name accepted (`idFromName` takes any string; we keep names readable). */
 export const MAX_NAME_LENGTH = 256;
-
-/**
- * Markers carried in the message of every error the object raises. Workers
- * RPC keeps only an error's message (and prefixes a custom class's name to
- * it), so these tokens, matched anywhere in the message, are how the client
- * rebuilds a typed error on its side.
- */
-export const MARKERS = {
-  noSuchLimiter: '[drl:no-such-limiter]',
-  invalidConfig: '[drl:invalid-config]',
-  invalidArgument: '[drl:invalid-argument]',
-  costTooLarge: '[drl:cost-too-large]',
-  callFailed: '[drl:call-failed]',
-  cancelled: '[drl:cancelled]',
-  misconfigured: '[drl:misconfigured]',
-  storageFailed: '[drl:storage-failed]',
-} as const;
 
 /** A bucket's configuration: complete for `configure`, a deep patch for `reconfigure`. */
 export interface LimiterConfig {
@@ -131,4 +114,19 @@ export interface LimiterStats {
 export interface LimiterPing {
   ok: true;
   envelopeVersion: number;
+}
+
+/** What `POST /configure` takes (and the CLI's limits file holds). */
+export interface LimitsDocument {
+  limits: Record<string, LimiterConfig>;
+}
+
+/** One entry of `POST /configure`'s answer. */
+export interface ConfigureResult {
+  name: string;
+  ok: boolean;
+  /** Why this entry was refused or could not be applied. */
+  error?: string;
+  /** The bucket's state after a successful apply. */
+  stats?: LimiterStats;
 }

@@ -4,7 +4,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { uploadLimits } from '../admin-client.ts';
 import { loadCore } from '../engine.ts';
 import { CliError } from '../errors.ts';
-import { checkLimits, type LimitsDocument } from '../limits-file.ts';
+import type { LimitsDocument } from '../../shim/envelope.ts';
+import { checkLimits } from '../limits-file.ts';
 import type { Ui } from '../ui.ts';
 import { resolveTarget, shown, type TargetOptions } from './target.ts';
 

@@ -4,7 +4,7 @@
  * is where a missing or wrong binding is reported, naming what env did hold.
  */
 import type { CallReport, ExecuteOptions } from '../envelope.ts';
-import { describe } from './describe.ts';
+import { describe } from '../rules.ts';
 
 /**
  * The part of a bucket's stub the client uses: `execute`, with its generics

@@ -6,7 +6,7 @@
  */
 import type { ExecuteOptions } from '../envelope.ts';
 import type { NamespaceLike } from './binder.ts';
-import { describe } from './describe.ts';
+import { costProblem, describe, raise } from '../rules.ts';
 import { dropBackoffMs, reportDrop, sleep, type DropHook } from './drops.ts';
 import { CallDroppedError, settle } from './errors.ts';
 import type { ErrorHook, HookSlot, RateLimitHook } from './hooks.ts';
@@ -72,10 +72,8 @@ function checkCall(work: unknown, options: unknown): ExecuteOptions | undefined 
   checkHookSlot(rateLimit, 'call(fn, options): options.rateLimit');
   checkHookSlot(error, 'call(fn, options): options.error');
   if (cost === undefined) return undefined;
-  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) {
-    throw new RangeError(`call(fn, options): options.cost must be an integer >= 1 (received ${describe(cost)})`);
-  }
-  return { cost };
+  raise(costProblem(cost, 'options.cost'), 'call(fn, options): ');
+  return { cost: cost as number };
 }
 
 /** Runs `work` under the bucket; resolves with the final attempt's value. */

@@ -3,7 +3,7 @@
  * the chain that picks which one speaks: the call site's, then the limiter's
  * default. (The HTTP layer under both is in http.ts and always applies.)
  */
-import { describe } from './describe.ts';
+import { describe } from '../rules.ts';
 
 type Awaitable<T> = T | PromiseLike<T>;
 

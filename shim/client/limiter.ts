@@ -4,10 +4,9 @@
  * to an env per request. Defining does no I/O and starts no timer, so a
  * limiter is safe as a module-scope constant.
  */
-import { MAX_NAME_LENGTH, REGISTRY_NAME } from '../envelope.ts';
 import type { Binder } from './binder.ts';
 import { runCall, type CallOptions } from './call.ts';
-import { describe } from './describe.ts';
+import { describe, nameProblem, raise } from '../rules.ts';
 import { DEFAULT_DROP_RETRIES, type DropHook } from './drops.ts';
 import type { ErrorHook, HookSlot, RateLimitHook } from './hooks.ts';
 import type { HookLayers } from './report.ts';
@@ -101,18 +100,6 @@ function invalid(Kind: typeof TypeError | typeof RangeError, message: string): E
   return new Kind(`defineLimiter: ${message}`);
 }
 
-/** The instance-name rules the object applies, checked here so a bad name fails when defined. */
-function checkName(name: unknown): string {
-  if (typeof name !== 'string') throw invalid(TypeError, `name must be a string (received ${describe(name)})`);
-  if (name.length === 0) throw invalid(RangeError, 'name must not be empty');
-  if (name.length > MAX_NAME_LENGTH) throw invalid(RangeError, `name must be at most ${MAX_NAME_LENGTH} characters (received ${name.length})`);
-  if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) {
-    throw invalid(RangeError, `name must be printable (received ${describe(name)}, which has a control character)`);
-  }
-  if (name === REGISTRY_NAME) throw invalid(RangeError, `name ${JSON.stringify(REGISTRY_NAME)} is reserved for the registry`);
-  return name;
-}
-
 function checkDefinition(definition: unknown): void {
   if (definition === null || typeof definition !== 'object' || Array.isArray(definition)) {
     throw invalid(TypeError, `the definition must be an object { binder, name, ... } (received ${describe(definition)})`);
@@ -125,7 +112,7 @@ function checkDefinition(definition: unknown): void {
   if (binder === null || typeof binder !== 'object' || typeof (binder as { resolve?: unknown }).resolve !== 'function') {
     throw invalid(TypeError, `binder must come from defineBinder, defineBinder.unchecked or defineTestBinder (received ${describe(binder)})`);
   }
-  checkName(name);
+  raise(nameProblem(name, 'name'), 'defineLimiter: ');
   for (const [key, value] of [['rateLimit', rateLimit], ['error', error], ['onDrop', onDrop]] as const) {
     if (value !== undefined && value !== null && typeof value !== 'function') {
       throw invalid(TypeError, `${key} must be a function, null or undefined (received ${describe(value)})`);

@@ -5,7 +5,9 @@
  * retries), and the outcome is what the real object would settle with once
  * no retries remain.
  */
-import { MARKERS, type CallReport, type ExecuteOptions } from '../envelope.ts';
+import type { CallReport, ExecuteOptions } from '../envelope.ts';
+import { MARKERS } from '../error-ids.ts';
+import { costProblem, raise } from '../rules.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
 
 /** One call the fake saw: which bucket, and the report its callback returned. */
@@ -55,10 +57,7 @@ export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): Fa
   const stub = (name: string): FakeLimiterStub => ({
     async execute<T>(fn: () => Promise<CallReport<T>> | CallReport<T>, executeOptions?: ExecuteOptions): Promise<T> {
       if (typeof fn !== 'function') throw new TypeError(`${MARKERS.invalidArgument} execute(fn): fn must be a function`);
-      const cost = executeOptions?.cost ?? 1;
-      if (!Number.isInteger(cost) || cost < 1) {
-        throw new RangeError(`${MARKERS.invalidArgument} cost must be an integer >= 1 (received ${String(cost)})`);
-      }
+      raise(costProblem(executeOptions?.cost ?? 1, 'cost'), `${MARKERS.invalidArgument} `);
       if (!exists(name)) throw new LimiterNotConfiguredError();
       const report = await fn();
       calls.push({ name, report });

@@ -16,21 +16,16 @@
  */
 import type { Core } from '../engine/loader.ts';
 import { createCore } from '../engine/module.ts';
-import { MARKERS, REGISTRY_NAME, type LimiterStats } from '../envelope.ts';
-import { limitsEntryProblem } from './arguments.ts';
-import type { LimiterDO, LimiterEnv } from './limiter-do.ts';
+import type { ConfigureResult, LimiterStats } from '../envelope.ts';
+import { MARKERS } from '../error-ids.ts';
+import { limitsEntryProblem } from '../rules.ts';
+import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
+import type { LimiterDO } from './limiter-do.ts';
 
 /** The largest limits document accepted: far above any real one (about 500 buckets). */
 export const MAX_ADMIN_BODY_BYTES = 64 * 1024;
 
 const ROUTES: Record<string, 'GET' | 'POST'> = { '/configure': 'POST', '/stats': 'GET' };
-
-export interface ConfigureResult {
-  name: string;
-  ok: boolean;
-  error?: string;
-  stats?: LimiterStats;
-}
 
 let validator: Core | undefined; // created on first use, never at module scope
 
@@ -57,8 +52,12 @@ export async function handleAdminRequest(request: Request, env: LimiterEnv): Pro
     }
     const denied = await checkKey(request, env.DRL_CONFIG_KEY);
     if (denied) return fail(401, denied);
-    const ns = env.RATE_LIMITER as DurableObjectNamespace<LimiterDO> | undefined;
-    if (!ns) return fail(500, `${MARKERS.misconfigured} the limiter Worker must bind LimiterDO as RATE_LIMITER`);
+    let ns: DurableObjectNamespace<LimiterDO>;
+    try {
+      ns = limiterNamespace(env);
+    } catch (error) {
+      return fail(500, (error as Error).message);
+    }
     return path === '/configure' ? await configure(request, ns) : await stats(ns);
   } catch (error) {
     return fail(500, error instanceof Error ? error.message : String(error));
@@ -163,7 +162,7 @@ async function configure(request: Request, ns: DurableObjectNamespace<LimiterDO>
 }
 
 async function stats(ns: DurableObjectNamespace<LimiterDO>): Promise<Response> {
-  const registry = ns.get(ns.idFromName(REGISTRY_NAME));
+  const registry = registryStub(ns);
   const names = await registry.listNames();
   const buckets: Record<string, LimiterStats> = {};
   const pruned: string[] = [];

@@ -2,80 +2,18 @@
  * Checks RPC arguments at the boundary, before anything is stored: every
  * error names the argument, the rule and what was received.
  */
-import type { Core } from '../engine/loader.ts';
-import { MARKERS, MAX_NAME_LENGTH, REGISTRY_NAME, type CallReport } from '../envelope.ts';
-
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}...` : value);
-  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
-  if (value === undefined) return 'undefined';
-  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
-}
+import { type CallReport } from '../envelope.ts';
+import { MARKERS } from '../error-ids.ts';
+import { describe, nameProblem, raise } from '../rules.ts';
 
 function invalid(Kind: typeof TypeError | typeof RangeError, message: string): Error {
   return new Kind(`${MARKERS.invalidArgument} ${message}`);
 }
 
-/** An instance name: non-empty, bounded, printable, not the registry's. */
+/** An instance name, by the shared rule (see rules.ts); the error carries [drl:invalid-argument]. */
 export function checkName(name: unknown, what = 'name'): string {
-  if (typeof name !== 'string') throw invalid(TypeError, `${what} must be a string (received ${describe(name)})`);
-  if (name.length === 0) throw invalid(RangeError, `${what} must not be empty`);
-  if (name.length > MAX_NAME_LENGTH) {
-    throw invalid(RangeError, `${what} must be at most ${MAX_NAME_LENGTH} characters (received ${name.length})`);
-  }
-  // Control characters make names that cannot be typed, logged or compared by eye.
-  if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) {
-    throw invalid(RangeError, `${what} must be printable (received ${describe(name)}, which has a control character)`);
-  }
-  if (name === REGISTRY_NAME) throw invalid(RangeError, `${what} ${JSON.stringify(REGISTRY_NAME)} is reserved for the registry`);
-  return name;
-}
-
-/**
- * Serialises a config document for the engine. Only plain JSON values pass:
- * a function, a BigInt, a non-finite number or a class instance would be
- * silently changed by JSON.stringify, so they are refused here by path.
- */
-export function configJson(value: unknown, what: 'config' | 'patch'): string {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new TypeError(`${MARKERS.invalidConfig} ${what} must be an object (received ${describe(value)})`);
-  }
-  const walk = (v: unknown, path: string): void => {
-    if (v === null || typeof v === 'string' || typeof v === 'boolean') return;
-    if (typeof v === 'number') {
-      if (!Number.isFinite(v)) throw new TypeError(`${MARKERS.invalidConfig} ${path} must be a finite number (received ${v})`);
-      return;
-    }
-    if (typeof v === 'object') {
-      const proto = Object.getPrototypeOf(v);
-      if (Array.isArray(v)) return v.forEach((item, i) => walk(item, `${path}[${i}]`));
-      if (proto !== Object.prototype && proto !== null) {
-        throw new TypeError(`${MARKERS.invalidConfig} ${path} must be a plain object (received ${describe(v)})`);
-      }
-      for (const [key, child] of Object.entries(v)) walk(child, path ? `${path}.${key}` : key);
-      return;
-    }
-    throw new TypeError(`${MARKERS.invalidConfig} ${path || what} must be JSON data (received ${describe(v)})`);
-  };
-  walk(value, '');
-  return JSON.stringify(value);
-}
-
-/**
- * One entry of a limits document (`POST /configure`, the CLI's limits file),
- * checked exactly as configure checks it: the name, then the config by the
- * engine's rules. Returns the problem, or null.
- */
-export function limitsEntryProblem(core: Core, name: string, config: unknown): string | null {
-  try {
-    checkName(name, 'bucket name');
-    core.validateConfig(configJson(config, 'config'));
-    return null;
-  } catch (error) {
-    return error instanceof Error ? error.message : String(error);
-  }
+  raise(nameProblem(name, what), `${MARKERS.invalidArgument} `);
+  return name as string;
 }
 
 /** The `options` of execute: absent, or an object with an optional numeric cost. */

@@ -5,9 +5,11 @@
  */
 import { WorkerEntrypoint } from 'cloudflare:workers';
 
-import { ENVELOPE_VERSION, MARKERS, REGISTRY_NAME, type CallReport, type ExecuteOptions, type LimiterConfig, type LimiterConfigPatch, type LimiterPing, type LimiterStats } from '../envelope.ts';
+import { ENVELOPE_VERSION, type CallReport, type ExecuteOptions, type LimiterConfig, type LimiterConfigPatch, type LimiterPing, type LimiterStats } from '../envelope.ts';
 import { checkName } from './arguments.ts';
-import { later, type LimiterDO, type LimiterEnv } from './limiter-do.ts';
+import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
+import type { LimiterDO } from './limiter-do.ts';
+import { later } from './rpc.ts';
 
 /** The entrypoint's RPC surface, for typing a service binding. */
 export interface LimiterService {
@@ -21,14 +23,8 @@ export interface LimiterService {
 }
 
 export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements LimiterService {
-  #namespace(): DurableObjectNamespace<LimiterDO> {
-    const ns = this.env.RATE_LIMITER as DurableObjectNamespace<LimiterDO> | undefined;
-    if (!ns) throw new Error(`${MARKERS.misconfigured} the limiter Worker must bind LimiterDO as RATE_LIMITER`);
-    return ns;
-  }
-
   #bucket(name: string): DurableObjectStub<LimiterDO> {
-    const ns = this.#namespace();
+    const ns = limiterNamespace(this.env);
     return ns.get(ns.idFromName(checkName(name)));
   }
 
@@ -64,8 +60,7 @@ export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements L
 
   listNames(): Promise<string[]> {
     return later(async () => {
-      const ns = this.#namespace();
-      return ns.get(ns.idFromName(REGISTRY_NAME)).listNames();
+      return registryStub(limiterNamespace(this.env)).listNames();
     });
   }
 

@@ -1,15 +1,18 @@
 // durable-rate-limiter/do: what the limiter Worker imports.
-export { LimiterDO, type LimiterEnv, type LimiterRpc } from './limiter-do.ts';
+export { LimiterDO, type LimiterRpc } from './limiter-do.ts';
+export type { LimiterEnv } from './binding.ts';
 export { LimiterEntrypoint, type LimiterService } from './entrypoint.ts';
-export { handleAdminRequest, MAX_ADMIN_BODY_BYTES, type ConfigureResult } from './admin.ts';
+export { handleAdminRequest, MAX_ADMIN_BODY_BYTES } from './admin.ts';
 export { LimiterNotConfiguredError, CallFailedError } from '../errors.ts';
 export {
   ENVELOPE_VERSION,
   REGISTRY_NAME,
   type CallReport,
+  type ConfigureResult,
   type ExecuteOptions,
   type LimiterConfig,
   type LimiterConfigPatch,
   type LimiterPing,
   type LimiterStats,
+  type LimitsDocument,
 } from '../envelope.ts';

@@ -1,0 +1,29 @@
+/**
+ * How the object's code finds its own namespace: the limiter Worker binds
+ * LimiterDO as RATE_LIMITER, and a bucket reaches the registry through it.
+ */
+import { REGISTRY_NAME } from '../envelope.ts';
+import { MARKERS } from '../error-ids.ts';
+import type { LimiterDO } from './limiter-do.ts';
+
+/** The limiter Worker's bindings. */
+export interface LimiterEnv {
+  /** LimiterDO's own namespace, through which a bucket reaches the registry. */
+  RATE_LIMITER?: DurableObjectNamespace;
+  /** The admin routes' key; unset denies every admin request. */
+  DRL_CONFIG_KEY?: string;
+}
+
+/** The RATE_LIMITER namespace, or a [drl:misconfigured] error saying how to bind it. */
+export function limiterNamespace(env: LimiterEnv): DurableObjectNamespace<LimiterDO> {
+  const ns = env.RATE_LIMITER as DurableObjectNamespace<LimiterDO> | undefined;
+  if (!ns) {
+    throw new Error(`${MARKERS.misconfigured} the limiter Worker must bind LimiterDO as RATE_LIMITER: buckets reach the registry through it`);
+  }
+  return ns;
+}
+
+/** The stub of the registry instance, which lists every configured bucket. */
+export function registryStub(ns: DurableObjectNamespace<LimiterDO>): DurableObjectStub<LimiterDO> {
+  return ns.get(ns.idFromName(REGISTRY_NAME));
+}

@@ -1,0 +1,254 @@
+/**
+ * The host loop: the only code that drives a bucket's engine. It drains what
+ * the engine decided, applies the writes to storage, then acts (invokes
+ * callbacks, settles calls), and keeps at most one timer. Writes are grouped:
+ * while one commit is in flight, the hot path's writes and the actions that
+ * need them are held and go out together when it lands (group commit).
+ * Every decision is the engine's; nothing here paces, retries or queues.
+ */
+import type { Engine, EngineAction, EngineReport, EngineWrite } from '../engine/loader.ts';
+import { MARKERS } from '../error-ids.ts';
+import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
+import { parseReport } from './arguments.ts';
+import type { LimiterStorage } from './storage.ts';
+
+// setTimeout's limit; longer waits are chained through intermediate wakes.
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A caller waiting on its call: the callback to invoke and how to settle. */
+interface PendingCall {
+  fn: () => unknown;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+  value?: unknown; // the latest attempt's value
+  failure?: string; // the latest attempt's failure message
+  thrown?: unknown; // the latest attempt's exception
+}
+
+type Reject = Extract<EngineAction, { kind: 'reject' }>;
+
+export class EngineHost {
+  readonly #engine: Engine;
+  readonly #storage: LimiterStorage;
+  readonly #durable: DurableObjectStorage;
+  readonly #calls = new Map<number, PendingCall>();
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timerAt: number | undefined;
+  #committing = false;
+  #held: { writes: EngineWrite[]; actions: EngineAction[] } | undefined;
+
+  constructor(engine: Engine, storage: LimiterStorage, durable: DurableObjectStorage) {
+    this.#engine = engine;
+    this.#storage = storage;
+    this.#durable = durable;
+  }
+
+  /** Runs an engine call, turning its coded errors into the object's errors. */
+  run<R>(call: () => R): R {
+    try {
+      return call();
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code === 'no-such-limiter') throw new LimiterNotConfiguredError((error as Error).message);
+      throw error;
+    }
+  }
+
+  /**
+   * Waits on the call the engine knows as `ticket`: `fn` is invoked when the
+   * engine starts it, and the promise settles as the engine decides. Flushes
+   * on the hot path, so the start (if the engine already made it) goes out.
+   */
+  admit(ticket: number, fn: () => unknown): Promise<unknown> {
+    const done = new Promise<unknown>((resolve, reject) => {
+      this.#calls.set(ticket, { fn, resolve, reject });
+    });
+    this.flushSoon();
+    return done;
+  }
+
+  /**
+   * Applies everything now (configure, reconfigure, pause, stats, restore):
+   * the writes held for the commit in flight first, then all the engine has
+   * produced, then the actions. A grant is stored before the callback it
+   * admits is invoked, and the output gate holds that call until the write is
+   * durable. Everything applied here shares one commit.
+   */
+  flush(): void {
+    this.#step(false);
+  }
+
+  /**
+   * The flush of the hot path (takes, reports, the timer): at once when no
+   * commit is in flight; otherwise writes, and the starts behind them, are
+   * held and applied together when it lands, so takes that arrive during one
+   * commit share the next. Holding costs callers nothing: the output gate
+   * keeps every reply until the commit in flight lands anyway, and the engine
+   * has already decided (and dated) each grant. A drain with no writes and
+   * no start behind held writes settles at once.
+   */
+  flushSoon(): void {
+    this.#step(true);
+  }
+
+  /** The one drain loop behind flush and flushSoon. */
+  #step(mayHold: boolean): void {
+    const holding = mayHold && this.#committing;
+    let wrote = false;
+    if (!holding && this.#held) {
+      const held = this.#held;
+      this.#held = undefined;
+      wrote = this.#apply(held.writes) || wrote;
+      for (const action of held.actions) this.#act(action);
+    }
+    for (;;) {
+      const { writes, actions } = this.#engine.drain();
+      if (writes.length === 0 && actions.length === 0) break;
+      if (holding && (writes.length > 0 || (this.#held !== undefined && actions.some((a) => a.kind === 'start')))) {
+        const held = (this.#held ??= { writes: [], actions: [] });
+        held.writes.push(...writes);
+        held.actions.push(...actions);
+        continue;
+      }
+      wrote = this.#apply(writes) || wrote;
+      for (const action of actions) this.#act(action);
+    }
+    this.#arm();
+    // Alone, a call has nobody to share a commit with: no watching.
+    if (wrote && !this.#committing && this.#calls.size > 1) this.#watchCommit();
+  }
+
+  #apply(writes: readonly EngineWrite[]): boolean {
+    if (writes.length === 0) return false;
+    this.#storage.apply(writes);
+    return true;
+  }
+
+  /** Marks a commit in flight until storage reports it landed, then applies what was held. */
+  #watchCommit(): void {
+    this.#committing = true;
+    const apply = (): void => {
+      this.#committing = false;
+      if (this.#held === undefined) return;
+      try {
+        this.flush();
+      } catch (error) {
+        // Storage broke under the held writes (an abort or reset): nobody
+        // else will settle the calls whose actions were held, so fail all.
+        for (const call of this.#calls.values()) call.reject(error);
+        this.#calls.clear();
+      }
+    };
+    // Gather for one more turn of the event loop after the commit lands:
+    // the replies it released come back as new takes, which then share the
+    // next commit instead of each starting one. A failed commit breaks the
+    // object (the platform resets it); settle what is held either way.
+    const landed = (): void => void setTimeout(apply, 0);
+    this.#durable.sync().then(landed, landed);
+  }
+
+  #act(action: EngineAction): void {
+    const call = this.#calls.get(action.ticket);
+    if (!call) return;
+    switch (action.kind) {
+      case 'start':
+        // The attempt settles the call itself; this catches only what breaks
+        // the object under it (storage gone after an abort or reset), so the
+        // caller hears of it instead of it surfacing as an unhandled rejection.
+        this.#attempt(action.ticket, call).catch((error: unknown) => {
+          this.#calls.delete(action.ticket);
+          call.reject(error);
+        });
+        return;
+      case 'resolve':
+        this.#calls.delete(action.ticket);
+        call.resolve(call.value);
+        return;
+      case 'reject':
+        this.#calls.delete(action.ticket);
+        call.reject(rejection(action, call));
+        return;
+    }
+  }
+
+  async #attempt(ticket: number, call: PendingCall): Promise<void> {
+    let result: unknown;
+    try {
+      result = await call.fn();
+    } catch (error) {
+      call.thrown = error;
+      this.#engine.threw(ticket, Date.now());
+      this.flushSoon();
+      return;
+    }
+    const parsed = parseReport(result);
+    let report: EngineReport;
+    if (parsed.ok) {
+      const r = parsed.report;
+      call.value = r.value;
+      call.failure = r.failure?.message;
+      report = {
+        status: r.status ?? 0,
+        rateLimited: r.rateLimited === true,
+        retryAfter: r.retryAfter ?? undefined,
+        retryAfterMs: r.retryAfterMs ?? undefined,
+        failure: r.failure ? (r.failure.retryable ? 'retryable' : 'final') : undefined,
+      };
+    } else {
+      // The callback ran, so this is final: retrying cannot fix its shape.
+      call.failure = parsed.error;
+      report = { status: 0, failure: 'final' };
+    }
+    this.#engine.report(ticket, Date.now(), report);
+    this.flushSoon();
+  }
+
+  /** One timer for the whole queue, only while someone waits on time. */
+  #arm(): void {
+    const wake = this.#engine.nextWake();
+    if (wake === this.#timerAt) return;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = wake;
+    if (wake === undefined) return;
+    const delay = Math.min(Math.max(0, wake - Date.now()), MAX_TIMER_MS);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#timerAt = undefined;
+      this.#engine.tick(Date.now());
+      this.flushSoon();
+    }, delay);
+  }
+}
+
+/**
+ * The error a caller gets for the engine's reject action. Exhaustive over the
+ * error table: a new id fails to compile here until it is given a meaning.
+ */
+function rejection(action: Reject, call: PendingCall): unknown {
+  const code = action.code;
+  switch (code) {
+    case 'call-failed':
+      return new CallFailedError(call.failure ?? (action.status === 429 ? 'rate limited by the upstream' : 'the call failed'), action.status);
+    case 'callback-threw':
+      return call.thrown;
+    case 'no-such-limiter':
+      return new LimiterNotConfiguredError();
+    case 'cost-too-large':
+      return new RangeError(`${MARKERS.costTooLarge} the bucket's limit was lowered below this call's cost, so it can never be admitted`);
+    case 'cancelled':
+      return new Error(`${MARKERS.cancelled} the call was cancelled`);
+    // The engine settles calls with the ids above only; these would be a bug
+    // in core.wasm, reported with the id it used rather than disguised.
+    case 'invalid-config':
+    case 'invalid-argument':
+    case 'unknown-ticket':
+    case 'misconfigured':
+    case 'storage-failed':
+      return new Error(`[drl:${code}] the engine settled the call with an error it never uses for calls`);
+    default: {
+      const unhandled: never = code;
+      return new Error(`[drl:${String(unhandled)}] unknown error id`);
+    }
+  }
+}

@@ -1,0 +1,45 @@
+/**
+ * The registry: a table of every configured bucket's name, held by the one
+ * instance named REGISTRY_NAME. A bucket enters it when configured; the admin
+ * `/stats` route reads it and prunes names found to have no bucket behind them.
+ */
+import { MARKERS } from '../error-ids.ts';
+import { REGISTRY_NAME } from '../envelope.ts';
+
+const TABLE = 'drl_registry';
+
+export class RegistryTable {
+  readonly #sql: SqlStorage;
+
+  constructor(sql: SqlStorage) {
+    this.#sql = sql;
+  }
+
+  /** Adds a name (already checked); adding one twice is a no-op. */
+  add(name: string): void {
+    this.#sql.exec(`CREATE TABLE IF NOT EXISTS ${TABLE} (name TEXT PRIMARY KEY) WITHOUT ROWID`);
+    this.#sql.exec(`INSERT INTO ${TABLE} (name) VALUES (?) ON CONFLICT(name) DO NOTHING`, name);
+  }
+
+  remove(name: string): void {
+    if (this.#exists()) this.#sql.exec(`DELETE FROM ${TABLE} WHERE name = ?`, name);
+  }
+
+  /** Every name, sorted. */
+  list(): string[] {
+    if (!this.#exists()) return [];
+    return this.#sql
+      .exec<{ name: string }>(`SELECT name FROM ${TABLE} ORDER BY name`)
+      .toArray()
+      .map((row) => row.name);
+  }
+
+  #exists(): boolean {
+    return this.#sql.exec(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`, TABLE).toArray().length > 0;
+  }
+}
+
+/** The error for a registry method that reached a bucket's instance. */
+export function notTheRegistry(): Error {
+  return new Error(`${MARKERS.misconfigured} registry methods are only served by the ${REGISTRY_NAME} instance`);
+}

@@ -13,5 +13,7 @@ cp build-wasm/core.wasm shim/core.wasm
 rm -rf dist
 node_modules/.bin/tsc -p tsconfig.build.json
 cp build-wasm/core.wasm dist/core.wasm
+# /testing's module list for miniflare, from the import graph tsc just emitted.
+node scripts/gen-contracts.mjs --dist dist
 # The CLI (the package's bin), bundled with its libraries so the package has no runtime dependencies.
 npm run --silent build:cli

@@ -3,7 +3,13 @@
  * @cloudflare/vitest-pool-workers, so a `script_name` binding to it works in
  * tests. This file runs in Node (inside your vitest config) but imports no
  * Node built-in, so the same `/testing` entry also serves the fake above.
+ *
+ * The module list is an explicit one (not a scriptPath) because miniflare's
+ * default rules would parse a bare .js under node_modules as CommonJS. It is
+ * generated at build time from dist's own import graph (worker-modules.ts),
+ * so a new or split module cannot be left out.
  */
+import { WORKER_MODULES } from './worker-modules.ts';
 
 export interface MiniflareLimiterWorkerConfig {
   /** The limiter Worker's name: must equal `script_name` in your binding. */
@@ -28,23 +34,6 @@ export interface MiniflareLimiterWorkerOptions {
   compatibilityDate: string;
   durableObjects: Record<string, { className: string; useSQLite: boolean }>;
 }
-
-// Every module the do-worker entry loads, relative to dist/. An explicit list
-// (not a scriptPath) because miniflare's default rules would parse a bare .js
-// under node_modules as CommonJS. Kept in step with the build by the
-// consumer test, which loads the packed package through this very list.
-const MODULES: readonly MiniflareModule[] = [
-  { type: 'ESModule', path: 'do-worker.js' },
-  { type: 'ESModule', path: 'do/limiter-do.js' },
-  { type: 'ESModule', path: 'do/entrypoint.js' },
-  { type: 'ESModule', path: 'do/arguments.js' },
-  { type: 'ESModule', path: 'do/storage.js' },
-  { type: 'ESModule', path: 'engine/module.js' },
-  { type: 'ESModule', path: 'engine/loader.js' },
-  { type: 'ESModule', path: 'envelope.js' },
-  { type: 'ESModule', path: 'errors.js' },
-  { type: 'CompiledWasm', path: 'core.wasm' },
-];
 
 /** The filesystem path of a file: URL, without importing node:url. */
 function pathOf(url: URL): string {
@@ -78,7 +67,7 @@ export function miniflareLimiterWorker(config: MiniflareLimiterWorkerConfig): Mi
   return {
     name: config.name,
     modulesRoot,
-    modules: MODULES.map((m) => ({ type: m.type, path: `${modulesRoot}${m.path}` })),
+    modules: WORKER_MODULES.map((m) => ({ type: m.type, path: `${modulesRoot}${m.path}` })),
     compatibilityDate: config.compatibilityDate ?? '2024-04-03',
     durableObjects,
   };

@@ -38,6 +38,12 @@ describe('miniflareLimiterWorker', () => {
     expect(options.modules.find((m: { path: string }) => m.path.endsWith('.wasm')).type).toBe('CompiledWasm');
   });
 
+  it('the list generated from the sources is the one the build generated from dist', async () => {
+    const { WORKER_MODULES } = await import('../../shim/testing/worker-modules.ts');
+    const built = await import(join(dist, 'testing/worker-modules.js'));
+    expect(built.WORKER_MODULES).toEqual(WORKER_MODULES);
+  });
+
   it('binds the class with SQLite under RATE_LIMITER and under a custom binding', () => {
     expect(options.name).toBe('my-limiter');
     expect(options.durableObjects).toEqual({ RATE_LIMITER: { className: 'LimiterDO', useSQLite: true } });

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Builds what the npm package ships: dist/ (ESM + .d.ts from shim/) and
-# dist/core.wasm. Builds core.wasm first if it is missing. Run by prepack.
+# dist/core.wasm. Brings core.wasm up to date first. Run by prepack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -f build-wasm/core.wasm ]; then
+# Always the incremental build, so a pack never ships an engine older than
+# core/: a no-op when nothing changed. Configured only the first time.
+if [ ! -f build-wasm/CMakeCache.txt ]; then
   emcmake cmake -S . -B build-wasm >/dev/null
-  cmake --build build-wasm -j2 >/dev/null
 fi
+cmake --build build-wasm -j2 >/dev/null
 # The object imports ../core.wasm: beside the sources for the workerd tests,
 # beside the compiled files in dist/ for the package.
 cp build-wasm/core.wasm shim/core.wasm

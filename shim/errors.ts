@@ -11,7 +11,17 @@ import { MARKERS } from './error-ids.ts';
  * configuration to fall back on.
  *
  * @example
- * try { await stub.stats(); } catch (e) { if (e.message.includes(MARKERS.noSuchLimiter)) ... }
+ * // On a raw stub (env.RATE_LIMITER: DurableObjectNamespace<LimiterDO>) only
+ * // the message crosses RPC, so match the literal marker in it.
+ * const stub = env.RATE_LIMITER.get(env.RATE_LIMITER.idFromName('github-api'));
+ * try {
+ *   await stub.stats();
+ * } catch (error) {
+ *   if (!(error instanceof Error && error.message.includes('[drl:no-such-limiter]'))) throw error;
+ *   await stub.configure('github-api', { bucket: { limitPerWindow: 5000, windowInMs: 3_600_000 }, concurrency: 10 });
+ * }
+ * // Through durable-rate-limiter/client the same failure is a NoSuchLimiterError:
+ * // `if (error instanceof NoSuchLimiterError) ...`
  */
 export class LimiterNotConfiguredError extends Error {
   override readonly name = 'LimiterNotConfiguredError';

@@ -11,18 +11,20 @@ import { dirname, join, relative } from 'node:path';
 import { uploadLimits } from '../admin-client.ts';
 import { loadCore } from '../engine.ts';
 import { CliError } from '../errors.ts';
-import { checkLimits, LIMITS_FILE } from '../limits-file.ts';
+import { checkLimits, LIMITS_FILE, type LimitsDocument } from '../limits-file.ts';
 import { appName, findAppConfig, run, treeState, wranglerCommand } from '../project.ts';
-import { readState, STATE_FILE, writeState } from '../state.ts';
+import { readState, STATE_FILE, writeState, type LimiterState } from '../state.ts';
 import { initialLimits, limiterIndex, limiterModule, limiterWranglerConfig } from '../templates.ts';
 import type { Ui } from '../ui.ts';
-import { bindingFragment, configFormat, planBinding, type Topology } from '../wrangler-config.ts';
+import { bindingFragment, configFormat, planBinding, type BindingSpec, type Topology } from '../wrangler-config.ts';
 import { checkName } from '../../shim/do/arguments.ts';
 import { shown } from './target.ts';
 
 /** The package a limiter Worker and an application import. */
 const PACKAGE = 'durable-rate-limiter';
 const YES = 'pass --yes to take every default';
+/** The limiter Worker's wrangler config, in its folder: written by step 1, recorded in the state file. */
+const LIMITER_CONFIG = 'wrangler.jsonc';
 
 /** One thing left for the person, with the exact command when there is one. */
 interface Todo {
@@ -41,11 +43,53 @@ function positiveInteger(value: string): string | undefined {
   return /^[1-9][0-9]*$/.test(value.trim()) ? undefined : 'A whole number of at least 1.';
 }
 
+/**
+ * Runs init in the current folder (the application's root). Each step
+ * appends what it left undone to `todo`, which the summary lists.
+ *
+ * @example
+ * await initCommand(createUi({ yes: args.yes }));
+ */
 export async function initCommand(ui: Ui): Promise<void> {
   const root = process.cwd();
   const todo: Todo[] = [];
   ui.intro('durable-rate-limiter init');
+  await checkTree(ui, root);
+  const appConfig = findAppConfig(root);
+  const limiter = await chooseLimiter(ui, root, appName(root, appConfig));
+  await writeLimiterWorker(ui, todo, limiter);
+  await installPackage(ui, todo, root);
+  const binding = await addBinding(ui, todo, appConfig, limiter.worker);
+  await generateTypes(ui, todo, root);
+  const bucket = await writeLimiterModule(ui, todo, root, binding);
+  const limits = await writeLimits(ui, todo, limiter, bucket);
+  const state = recordLimiter(ui, limiter, limits.path);
+  await deploy(ui, todo, { root, limiter, state, limits });
+  summarize(ui, todo);
+}
 
+/** The limiter Worker as step 1 settles it. */
+interface Limiter {
+  /** Absolute path of its folder, which holds the state file. */
+  dir: string;
+  /** The Worker's name. */
+  worker: string;
+  /** Absolute path of its wrangler config. */
+  configFile: string;
+  /** What an earlier init recorded in the folder, or nothing. */
+  previous: LimiterState;
+}
+
+/** The limits file as step 5 leaves it, checked by the engine's rules. */
+interface WrittenLimits {
+  /** Absolute path of the limits file. */
+  path: string;
+  /** The document to upload, or undefined when the file has problems (then nothing is deployed). */
+  document: LimitsDocument | undefined;
+}
+
+/** Says why to commit first and how the tree stands; stops, when asked to, on uncommitted changes. */
+async function checkTree(ui: Ui, root: string): Promise<void> {
   const tree = treeState(root);
   const treeLine =
     tree.kind === 'clean'
@@ -57,11 +101,10 @@ export async function initCommand(ui: Ui): Promise<void> {
   if (tree.kind === 'dirty' && !(await ui.confirm({ message: 'Go on with uncommitted changes?', defaultValue: true, answeredBy: YES }))) {
     throw new CliError('Stopped before doing anything. Commit, then run init again.', 0);
   }
+}
 
-  const appConfig = findAppConfig(root);
-  const app = appName(root, appConfig);
-
-  // 1. The limiter Worker.
+/** Step 1: asks for the limiter's folder and name (an earlier init's name is the default). */
+async function chooseLimiter(ui: Ui, root: string, app: string): Promise<Limiter> {
   ui.step('1/5  The limiter Worker: a Worker of its own that holds every bucket');
   const folder = await ui.text({
     message: 'Folder for the limiter Worker',
@@ -77,21 +120,33 @@ export async function initCommand(ui: Ui): Promise<void> {
     validate: (v) => (/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(v) ? undefined : 'Lower-case letters, digits and dashes (a Worker name).'),
     answeredBy: YES,
   });
-  const configFile = join(dir, 'wrangler.jsonc');
-  await writeFiles(ui, todo, [
-    { path: join(dir, 'src', 'index.ts'), text: limiterIndex() },
-    { path: configFile, text: limiterWranglerConfig(worker) },
-  ]);
-  if (!existsSync(join(root, 'node_modules', PACKAGE, 'package.json'))) {
-    const install = `npm install ${PACKAGE}`;
-    ui.info(`The limiter Worker and your application import ${PACKAGE}, which is not installed here:\n  ${install}`);
-    // --yes never reaches the network.
-    const now = !ui.yes && (await ui.confirm({ message: `Run ${install} now?`, defaultValue: true, answeredBy: YES }));
-    const done = now && (await run('npm', ['install', PACKAGE], { cwd: root })).code === 0;
-    if (!done) todo.push({ why: `install ${PACKAGE}`, command: install });
-  }
+  return { dir, worker, configFile: join(dir, LIMITER_CONFIG), previous };
+}
 
-  // 2. The binding, in the application's own config.
+/** Step 1: the limiter Worker's entry module and wrangler config. */
+async function writeLimiterWorker(ui: Ui, todo: Todo[], limiter: Limiter): Promise<void> {
+  await writeFiles(ui, todo, [
+    { path: join(limiter.dir, 'src', 'index.ts'), text: limiterIndex() },
+    { path: limiter.configFile, text: limiterWranglerConfig(limiter.worker) },
+  ]);
+}
+
+/** Step 1: offers `npm install` of the package when the application does not have it (never under --yes). */
+async function installPackage(ui: Ui, todo: Todo[], root: string): Promise<void> {
+  if (existsSync(join(root, 'node_modules', PACKAGE, 'package.json'))) return;
+  const install = `npm install ${PACKAGE}`;
+  ui.info(`The limiter Worker and your application import ${PACKAGE}, which is not installed here:\n  ${install}`);
+  // --yes never reaches the network.
+  const now = !ui.yes && (await ui.confirm({ message: `Run ${install} now?`, defaultValue: true, answeredBy: YES }));
+  const done = now && (await run('npm', ['install', PACKAGE], { cwd: root })).code === 0;
+  if (!done) todo.push({ why: `install ${PACKAGE}`, command: install });
+}
+
+/**
+ * Step 2: asks for the topology and the binding's name, then inserts the
+ * binding into the application's own config, or shows it to merge by hand.
+ */
+async function addBinding(ui: Ui, todo: Todo[], appConfig: string | null, worker: string): Promise<BindingSpec> {
   ui.step('2/5  The binding: how your application reaches the limiter');
   const topology = await ui.select<Topology>({
     message: 'Which topology?',
@@ -112,23 +167,26 @@ export async function initCommand(ui: Ui): Promise<void> {
   if (!appConfig) {
     ui.note(bindingFragment(spec, 'jsonc'), 'No wrangler config here: add this to yours');
     todo.push({ why: "add the binding above to your application's wrangler config" });
-  } else {
-    const plan = planBinding(readFileSync(appConfig, 'utf8'), configFormat(appConfig), spec);
-    if (plan.kind === 'fragment') {
-      ui.note(plan.fragment, `${shown(appConfig)}: ${plan.reason}. Merge this by hand`);
-      todo.push({ why: `merge the ${binding} binding shown above into ${shown(appConfig)}` });
-    } else {
-      ui.note(plan.edits.map((e) => e.content.replace(/^\r?\n/, '')).join('\n'), `Insert into ${shown(appConfig)} (nothing else in it changes)`);
-      if (await ui.confirm({ message: `Insert the binding into ${shown(appConfig)}?`, defaultValue: true, answeredBy: YES })) {
-        writeFileSync(appConfig, plan.text);
-        ui.success(`Added "${plan.key}" to ${shown(appConfig)}`);
-      } else {
-        todo.push({ why: `merge the ${binding} binding shown above into ${shown(appConfig)}` });
-      }
-    }
+    return spec;
   }
+  const plan = planBinding(readFileSync(appConfig, 'utf8'), configFormat(appConfig), spec);
+  if (plan.kind === 'fragment') {
+    ui.note(plan.fragment, `${shown(appConfig)}: ${plan.reason}. Merge this by hand`);
+    todo.push({ why: `merge the ${binding} binding shown above into ${shown(appConfig)}` });
+    return spec;
+  }
+  ui.note(plan.edits.map((e) => e.content.replace(/^\r?\n/, '')).join('\n'), `Insert into ${shown(appConfig)} (nothing else in it changes)`);
+  if (await ui.confirm({ message: `Insert the binding into ${shown(appConfig)}?`, defaultValue: true, answeredBy: YES })) {
+    writeFileSync(appConfig, plan.text);
+    ui.success(`Added "${plan.key}" to ${shown(appConfig)}`);
+  } else {
+    todo.push({ why: `merge the ${binding} binding shown above into ${shown(appConfig)}` });
+  }
+  return spec;
+}
 
-  // 3. Types, so defineBinder checks the binding's name.
+/** Step 3: `wrangler types`, so defineBinder checks the binding's name. */
+async function generateTypes(ui: Ui, todo: Todo[], root: string): Promise<void> {
   ui.step('3/5  Types: wrangler types generates the Env that defineBinder checks');
   const wrangler = wranglerCommand(root);
   const typesCommand = 'npx wrangler types';
@@ -137,10 +195,12 @@ export async function initCommand(ui: Ui): Promise<void> {
   const typesNow = await ui.confirm({ message: `Run ${typesCommand} now?`, defaultValue: wrangler.local, answeredBy: YES });
   const typed = typesNow && (await ui.spin('Generating types', () => run(wrangler.file, [...wrangler.prefix, 'types'], { cwd: root, echo: false }), (r) => (r.code === 0 ? 'Types generated' : 'wrangler types failed'))).code === 0;
   if (!typed) todo.push({ why: 'generate the Env type', command: typesCommand });
+}
 
-  // 4. The application's limiter module.
+/** Step 4: asks for the bucket's name and writes the application's limiter module; returns the name. */
+async function writeLimiterModule(ui: Ui, todo: Todo[], root: string, spec: BindingSpec): Promise<string> {
   ui.step('4/5  The limiter module: the binder and the bucket name, written once');
-  const name = await ui.text({
+  const bucket = await ui.text({
     message: 'Name of the bucket (one per upstream limit, e.g. the upstream API)',
     defaultValue: 'upstream-api',
     validate: (v) => {
@@ -153,87 +213,117 @@ export async function initCommand(ui: Ui): Promise<void> {
     },
     answeredBy: YES,
   });
-  await writeFiles(ui, todo, [{ path: join(root, 'src', 'limiter.ts'), text: limiterModule(topology, binding, worker, name) }]);
+  await writeFiles(ui, todo, [{ path: join(root, 'src', 'limiter.ts'), text: limiterModule(spec.topology, spec.binding, spec.worker, bucket) }]);
+  return bucket;
+}
 
-  // 5. The limits, verbatim.
+/**
+ * Step 5: asks for the upstream's limit, verbatim, and writes the limits file
+ * (where an earlier init put it), then checks what is on disk.
+ */
+async function writeLimits(ui: Ui, todo: Todo[], limiter: Limiter, bucket: string): Promise<WrittenLimits> {
   ui.step("5/5  Limits: your upstream's real limit, verbatim");
-  const limit = Number(await ui.text({ message: `How many requests does the upstream allow (for ${name})?`, defaultValue: '60', validate: positiveInteger, answeredBy: YES }));
+  const limit = Number(await ui.text({ message: `How many requests does the upstream allow (for ${bucket})?`, defaultValue: '60', validate: positiveInteger, answeredBy: YES }));
   const windowInMs = Number(
     await ui.select({ message: 'In what window?', options: WINDOWS.map((w) => ({ ...w })), defaultValue: '60000', answeredBy: YES }),
   );
   const concurrency = Number(await ui.text({ message: 'How many calls may be in flight at once?', defaultValue: '5', validate: positiveInteger, answeredBy: YES }));
-  const limitsPath = join(dir, previous.limits ?? LIMITS_FILE);
-  await writeFiles(ui, todo, [{ path: limitsPath, text: initialLimits(name, limit, windowInMs, concurrency) }]);
-  const checked = checkLimits(readFileSync(limitsPath, 'utf8'), loadCore());
+  const path = join(limiter.dir, limiter.previous.limits ?? LIMITS_FILE);
+  await writeFiles(ui, todo, [{ path, text: initialLimits(bucket, limit, windowInMs, concurrency) }]);
+  const checked = checkLimits(readFileSync(path, 'utf8'), loadCore());
   if (!checked.ok) {
-    ui.warn(`${shown(limitsPath)} has problems:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`);
-    todo.push({ why: `fix ${shown(limitsPath)}` });
+    ui.warn(`${shown(path)} has problems:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`);
+    todo.push({ why: `fix ${shown(path)}` });
   }
-  const state = { worker, config: 'wrangler.jsonc', limits: relative(dir, limitsPath), ...(previous.url ? { url: previous.url } : {}) };
-  writeState(dir, state);
-  ui.info(`Recorded the limiter in ${shown(join(dir, STATE_FILE))} (no secrets: commit it).`);
-
-  // Deploy, set the key, apply the limits.
-  const deploy = `npx wrangler deploy --config ${shown(configFile)}`;
-  const secret = `npx wrangler secret put DRL_CONFIG_KEY --config ${shown(configFile)}`;
-  const configure = `npx ${PACKAGE} configure`;
-  ui.note([deploy, `${secret}   (a new random key, sent on stdin)`, `${configure}   (uploads ${shown(limitsPath)})`].join('\n'), 'Deploy');
-  const deployNow = !ui.yes && checked.ok && (await ui.confirm({ message: 'Deploy the limiter Worker, set its key and apply the limits now?', defaultValue: true, answeredBy: YES }));
-  if (!deployNow) {
-    todo.push({ why: 'deploy the limiter Worker', command: deploy });
-    todo.push({ why: 'set its key (type a long random one)', command: secret });
-    todo.push({ why: 'apply the limits, with the same key in the environment', command: `DRL_CONFIG_KEY=<the key> ${configure}` });
-  } else {
-    await deployLimiter(ui, todo, { root, dir, configFile, state, wrangler, deploy, secret, configure, document: checked.ok ? checked.document : undefined });
-  }
-
-  if (todo.length === 0) {
-    ui.outro('Nothing left to do: the bucket is live.');
-  } else {
-    ui.note(todo.map((t, i) => `${i + 1}. ${t.why}${t.command ? `:\n   ${t.command}` : ''}`).join('\n'), 'Still to do');
-    ui.outro(`${todo.length} thing(s) still to do, listed above.`);
-  }
+  return { path, document: checked.ok ? checked.document : undefined };
 }
 
-interface DeployContext {
-  root: string;
-  dir: string;
-  configFile: string;
-  state: { worker: string; config: string; limits: string; url?: string };
-  wrangler: { file: string; prefix: string[] };
+/** Writes the state file (keeping an origin an earlier run remembered) and returns what it holds. */
+function recordLimiter(ui: Ui, limiter: Limiter, limitsPath: string): LimiterState {
+  const { previous } = limiter;
+  const state = { worker: limiter.worker, config: LIMITER_CONFIG, limits: relative(limiter.dir, limitsPath), ...(previous.url ? { url: previous.url } : {}) };
+  writeState(limiter.dir, state);
+  ui.info(`Recorded the limiter in ${shown(join(limiter.dir, STATE_FILE))} (no secrets: commit it).`);
+  return state;
+}
+
+/** The deploy's three commands, as the person would type them. */
+interface DeployCommands {
   deploy: string;
   secret: string;
   configure: string;
-  document: Parameters<typeof uploadLimits>[1] | undefined;
 }
 
-async function deployLimiter(ui: Ui, todo: Todo[], c: DeployContext): Promise<void> {
-  const deployed = await run(c.wrangler.file, [...c.wrangler.prefix, 'deploy', '--config', c.configFile], { cwd: c.root });
+/**
+ * Shows the deploy's commands, and runs them when the person says so: never
+ * under --yes, and not with a limits file that has problems.
+ */
+async function deploy(ui: Ui, todo: Todo[], c: { root: string; limiter: Limiter; state: LimiterState; limits: WrittenLimits }): Promise<void> {
+  const config = shown(c.limiter.configFile);
+  const commands: DeployCommands = {
+    deploy: `npx wrangler deploy --config ${config}`,
+    secret: `npx wrangler secret put DRL_CONFIG_KEY --config ${config}`,
+    configure: `npx ${PACKAGE} configure`,
+  };
+  ui.note([commands.deploy, `${commands.secret}   (a new random key, sent on stdin)`, `${commands.configure}   (uploads ${shown(c.limits.path)})`].join('\n'), 'Deploy');
+  const document = c.limits.document;
+  const now = !ui.yes && document !== undefined && (await ui.confirm({ message: 'Deploy the limiter Worker, set its key and apply the limits now?', defaultValue: true, answeredBy: YES }));
+  if (!now) {
+    todo.push({ why: 'deploy the limiter Worker', command: commands.deploy });
+    todo.push({ why: 'set its key (type a long random one)', command: commands.secret });
+    todo.push({ why: 'apply the limits, with the same key in the environment', command: `DRL_CONFIG_KEY=<the key> ${commands.configure}` });
+    return;
+  }
+  await deployLimiter(ui, todo, { ...c, commands, document });
+}
+
+/** Deploys, remembers the origin, sets a new random key and uploads the limits; stops at the first failure. */
+async function deployLimiter(
+  ui: Ui,
+  todo: Todo[],
+  c: { root: string; limiter: Limiter; state: LimiterState; commands: DeployCommands; document: LimitsDocument },
+): Promise<void> {
+  const { configFile, dir } = c.limiter;
+  const wrangler = wranglerCommand(c.root);
+  const deployed = await run(wrangler.file, [...wrangler.prefix, 'deploy', '--config', configFile], { cwd: c.root });
   if (deployed.code !== 0) {
-    todo.push({ why: 'deploy the limiter Worker (it failed above)', command: c.deploy }, { why: 'set its key', command: c.secret }, { why: 'apply the limits', command: c.configure });
+    todo.push(
+      { why: 'deploy the limiter Worker (it failed above)', command: c.commands.deploy },
+      { why: 'set its key', command: c.commands.secret },
+      { why: 'apply the limits', command: c.commands.configure },
+    );
     return;
   }
   const url =
     /https:\/\/[^\s]+\.workers\.dev/.exec(deployed.stdout)?.[0] ??
     (await ui.text({ message: 'Where does the limiter answer? (its origin, e.g. a custom route)', answeredBy: 'rerun configure with --url <origin>' }));
-  writeState(c.dir, { ...c.state, url });
+  writeState(dir, { ...c.state, url });
 
   const key = randomBytes(24).toString('base64url');
-  const put = await run(c.wrangler.file, [...c.wrangler.prefix, 'secret', 'put', 'DRL_CONFIG_KEY', '--config', c.configFile], { cwd: c.root, input: `${key}\n` });
+  const put = await run(wrangler.file, [...wrangler.prefix, 'secret', 'put', 'DRL_CONFIG_KEY', '--config', configFile], { cwd: c.root, input: `${key}\n` });
   if (put.code !== 0) {
-    todo.push({ why: 'set the key (it failed above)', command: c.secret }, { why: 'apply the limits', command: c.configure });
+    todo.push({ why: 'set the key (it failed above)', command: c.commands.secret }, { why: 'apply the limits', command: c.commands.configure });
     return;
   }
   ui.note(`DRL_CONFIG_KEY=${key}`, 'The key, shown once: keep it in your password manager, export it for configure/stats');
-  if (!c.document) return;
-  const target = { url, key, configPath: shown(c.configFile) };
+  const target = { url, key, configPath: shown(configFile) };
   try {
     // A fresh workers.dev route can take a few seconds to answer.
-    await ui.spin('Applying the limits', () => withRetries(() => uploadLimits(target, c.document!)), () => 'The bucket is live');
+    await ui.spin('Applying the limits', () => withRetries(() => uploadLimits(target, c.document)), () => 'The bucket is live');
   } catch (error) {
     ui.warn((error as Error).message);
-    todo.push({ why: 'apply the limits', command: `DRL_CONFIG_KEY=<the key above> ${c.configure}` });
+    todo.push({ why: 'apply the limits', command: `DRL_CONFIG_KEY=<the key above> ${c.commands.configure}` });
   }
+}
+
+/** Ends with what is still to do, numbered, each with its command. */
+function summarize(ui: Ui, todo: Todo[]): void {
+  if (todo.length === 0) {
+    ui.outro('Nothing left to do: the bucket is live.');
+    return;
+  }
+  ui.note(todo.map((t, i) => `${i + 1}. ${t.why}${t.command ? `:\n   ${t.command}` : ''}`).join('\n'), 'Still to do');
+  ui.outro(`${todo.length} thing(s) still to do, listed above.`);
 }
 
 async function withRetries<T>(work: () => Promise<T>, attempts = 6): Promise<T> {

@@ -8,7 +8,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import type { AdminTarget } from '../admin-client.ts';
 import { CliError } from '../errors.ts';
 import { LIMITS_FILE } from '../limits-file.ts';
-import { findState, writeState, type FoundState } from '../state.ts';
+import { findState, STATE_FILE, writeState, type FoundState } from '../state.ts';
 import type { Ui } from '../ui.ts';
 
 export interface TargetOptions {
@@ -73,7 +73,7 @@ export async function resolveTarget(ui: Ui, options: TargetOptions): Promise<Res
   if (found?.state.url !== url) {
     const state = found?.state ?? (existsSync(limitsPath) ? { limits: relative(stateDir, limitsPath) } : {});
     writeState(stateDir, { ...state, url });
-    ui.info(`Remembered ${url} in ${shown(join(stateDir, '.durable-rate-limiter.jsonc'))}`);
+    ui.info(`Remembered ${url} in ${shown(join(stateDir, STATE_FILE))}`);
   }
 
   const key =

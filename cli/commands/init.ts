@@ -11,13 +11,14 @@ import { dirname, join, relative } from 'node:path';
 import { uploadLimits } from '../admin-client.ts';
 import { loadCore } from '../engine.ts';
 import { CliError } from '../errors.ts';
-import { checkLimits, LIMITS_FILE, type LimitsDocument } from '../limits-file.ts';
+import type { LimitsDocument } from '../../shim/envelope.ts';
+import { checkLimits, LIMITS_FILE } from '../limits-file.ts';
 import { appName, findAppConfig, run, treeState, wranglerCommand } from '../project.ts';
 import { readState, STATE_FILE, writeState, type LimiterState } from '../state.ts';
 import { initialLimits, limiterIndex, limiterModule, limiterWranglerConfig } from '../templates.ts';
 import type { Ui } from '../ui.ts';
 import { bindingFragment, configFormat, planBinding, type BindingSpec, type Topology } from '../wrangler-config.ts';
-import { checkName } from '../../shim/do/arguments.ts';
+import { nameProblem } from '../../shim/rules.ts';
 import { shown } from './target.ts';
 
 /** The package a limiter Worker and an application import. */
@@ -203,14 +204,7 @@ async function writeLimiterModule(ui: Ui, todo: Todo[], root: string, spec: Bind
   const bucket = await ui.text({
     message: 'Name of the bucket (one per upstream limit, e.g. the upstream API)',
     defaultValue: 'upstream-api',
-    validate: (v) => {
-      try {
-        checkName(v, 'the name');
-        return undefined;
-      } catch (error) {
-        return (error as Error).message.replace(/^\[drl:[a-z-]+\] /, '');
-      }
-    },
+    validate: (v) => nameProblem(v, 'the name')?.message,
     answeredBy: YES,
   });
   await writeFiles(ui, todo, [{ path: join(root, 'src', 'limiter.ts'), text: limiterModule(spec.topology, spec.binding, spec.worker, bucket) }]);
@@ -230,6 +224,7 @@ async function writeLimits(ui: Ui, todo: Todo[], limiter: Limiter, bucket: strin
   const concurrency = Number(await ui.text({ message: 'How many calls may be in flight at once?', defaultValue: '5', validate: positiveInteger, answeredBy: YES }));
   const path = join(limiter.dir, limiter.previous.limits ?? LIMITS_FILE);
   await writeFiles(ui, todo, [{ path, text: initialLimits(bucket, limit, windowInMs, concurrency) }]);
+  if (!existsSync(path)) return { path, document: undefined }; // declined: writeFiles put it in "still to do"
   const checked = checkLimits(readFileSync(path, 'utf8'), loadCore());
   if (!checked.ok) {
     ui.warn(`${shown(path)} has problems:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`);
@@ -238,10 +233,12 @@ async function writeLimits(ui: Ui, todo: Todo[], limiter: Limiter, bucket: strin
   return { path, document: checked.ok ? checked.document : undefined };
 }
 
-/** Writes the state file (keeping an origin an earlier run remembered) and returns what it holds. */
+/** Writes the state file (keeping an origin an earlier run remembered), if the limiter's folder exists, and returns what it holds. */
 function recordLimiter(ui: Ui, limiter: Limiter, limitsPath: string): LimiterState {
   const { previous } = limiter;
   const state = { worker: limiter.worker, config: LIMITER_CONFIG, limits: relative(limiter.dir, limitsPath), ...(previous.url ? { url: previous.url } : {}) };
+  // Nothing was written there (every file declined): no folder to record in.
+  if (!existsSync(limiter.dir)) return state;
   writeState(limiter.dir, state);
   ui.info(`Recorded the limiter in ${shown(join(limiter.dir, STATE_FILE))} (no secrets: commit it).`);
   return state;

@@ -15,11 +15,11 @@ const DOWN = '\x1b[B';
 const ENTER = '\r';
 const stripAnsi = (text: string) => text.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '').replace(/\x1b[()][A-Z0-9]/g, '');
 
-let app = '';
-let child: ChildProcess | undefined;
+const apps: string[] = [];
+const children: ChildProcess[] = [];
 afterAll(async () => {
-  await stopGroup(child?.pid);
-  if (app) rmSync(app, { recursive: true, force: true });
+  for (const child of children) await stopGroup(child.pid);
+  for (const app of apps) rmSync(app, { recursive: true, force: true });
 });
 
 /** A terminal session: waits for a prompt to appear, then types. */
@@ -29,12 +29,13 @@ function terminal(command: string, cwd: string) {
   delete env.NO_COLOR;
   delete env.CI;
   // A pty made without a terminal above it is 0 columns wide: give it a size.
-  child = spawn('script', ['-q', '-e', '-c', `stty cols 120 rows 40; ${command}`, '/dev/null'], { cwd, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn('script', ['-q', '-e', '-c', `stty cols 120 rows 40; ${command}`, '/dev/null'], { cwd, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
   let screen = '';
   let seen = 0;
   child.stdout!.on('data', (c: Buffer) => (screen += stripAnsi(c.toString())));
   child.stderr!.on('data', (c: Buffer) => (screen += stripAnsi(c.toString())));
-  const exited = new Promise<number>((done) => child!.on('close', (code) => done(code ?? -1)));
+  children.push(child);
+  const exited = new Promise<number>((done) => child.on('close', (code) => done(code ?? -1)));
   return {
     get screen() {
       return screen;
@@ -50,7 +51,7 @@ function terminal(command: string, cwd: string) {
       seen = screen.indexOf(text, seen) + text.length;
       await new Promise((r) => setTimeout(r, 100)); // the prompt is listening once drawn
       for (const key of keys) {
-        child!.stdin!.write(key);
+        child.stdin!.write(key);
         await new Promise((r) => setTimeout(r, 30));
       }
     },
@@ -59,7 +60,8 @@ function terminal(command: string, cwd: string) {
 
 describe('init in a terminal', () => {
   it('asks each question and does what the answers say', async () => {
-    app = scratchApp('drl-cli-tty-');
+    const app = scratchApp('drl-cli-tty-');
+    apps.push(app);
     const tty = terminal(`${process.execPath} ${CLI} init`, app);
     await tty.answer('Folder for the limiter Worker', [...'limiter', ENTER]);
     await tty.answer('Name of the limiter Worker', [ENTER]); // the default
@@ -90,5 +92,28 @@ describe('init in a terminal', () => {
       limits: { 'github-api': { bucket: { limitPerWindow: 5000, windowInMs: 3_600_000 }, concurrency: 10 } },
     });
     expect(parse(readFileSync(join(app, 'limiter', '.durable-rate-limiter.jsonc'), 'utf8')).worker).toBe('scratch-app-limiter');
+  });
+
+  it('declining every file ends in "still to do" naming them, not in a crash', async () => {
+    const app = scratchApp('drl-cli-decline-');
+    apps.push(app);
+    const tty = terminal(`${process.execPath} ${CLI} init`, app);
+    await tty.answer('Folder for the limiter Worker', [ENTER]);
+    await tty.answer('Name of the limiter Worker', [ENTER]);
+    await tty.answer('Write these 2 files?', ['n']);
+    await tty.answer('Run npm install durable-rate-limiter now?', ['n']);
+    await tty.answer('Which topology?', [ENTER]);
+    await tty.answer('Binding name in your env', [ENTER]);
+    await tty.answer('Insert the binding into wrangler.jsonc?', ['n']);
+    await tty.answer('Run npx wrangler types now?', ['n']);
+    await tty.answer('Name of the bucket', [ENTER]);
+    await tty.answer('Write src/limiter.ts?', ['n']);
+    await tty.answer('How many requests does the upstream allow', [ENTER]);
+    await tty.answer('In what window?', [ENTER]);
+    await tty.answer('How many calls may be in flight at once?', [ENTER]);
+    await tty.answer('durable-rate-limiter.limits.jsonc?', ['n']);
+    expect(await tty.exited, tty.screen.slice(-1500)).toBe(0);
+    expect(tty.screen).not.toContain('ENOENT');
+    expect(tty.screen).toMatch(/Still to do[\s\S]*write durable-rate-limiter\/durable-rate-limiter\.limits\.jsonc/);
   });
 });

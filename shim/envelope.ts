@@ -12,7 +12,7 @@
  * const { envelopeVersion } = await env.LIMITER.ping();
  * if (envelopeVersion !== ENVELOPE_VERSION) console.warn('limiter version skew');
  */
-export const ENVELOPE_VERSION = 1;
+export const ENVELOPE_VERSION = 2;
 
 /**
  * The reserved instance name of the registry that lists every configured
@@ -70,12 +70,27 @@ export interface CallReport<T = unknown> {
   rateLimited?: boolean;
   /** Set by an error hook: the attempt failed. */
   failure?: { message: string; retryable: boolean } | null;
+  /**
+   * The work (or `read`, or a hook) threw: its message. A callback that
+   * reports its throws this way lets the object tell them apart from a
+   * caller that is gone (see ExecuteOptions.reportsThrows).
+   */
+  thrown?: { message: string } | null;
 }
 
 /** Options for one `execute`. */
 export interface ExecuteOptions {
   /** Units taken from the bucket on every attempt. An integer >= 1, default 1. */
   cost?: number;
+  /**
+   * Say `true` when `fn` never throws: it returns the work's exceptions as
+   * `CallReport.thrown`. Then an exception from invoking `fn` can only mean
+   * the caller is gone (its isolate died, its connection broke): the object
+   * releases the slot at once and never retries it. Without it (default
+   * false) an exception from `fn` is the work's: retried with backoff, so a
+   * vanished caller costs its retries. `bound.call` always sets it.
+   */
+  reportsThrows?: boolean;
 }
 
 /** A bucket's live state. */

@@ -122,6 +122,26 @@ export const ERROR_IDS = [
     restores: null,
     meaning: "The object's storage refused a write.",
   },
+  {
+    code: 11,
+    id: 'attempt-timeout',
+    marker: '[drl:attempt-timeout]',
+    kinds: ['Error'],
+    raisedBy: 'engine',
+    client: 'throw',
+    restores: 'AttemptTimeoutError (limiter, timeoutMs)',
+    meaning: "An attempt did not report within attemptTimeoutMs: settled without a retry (the work may have reached the upstream) and its slot released; a late report is ignored.",
+  },
+  {
+    code: 12,
+    id: 'caller-gone',
+    marker: '[drl:caller-gone]',
+    kinds: ['Error'],
+    raisedBy: 'engine',
+    client: 'throw',
+    restores: null,
+    meaning: "Invoking the callback failed because its caller is gone (the callback reports its own throws, so only the transport can throw): settled at once without a retry, its slot released.",
+  },
 ] as const satisfies readonly ErrorIdEntry[];
 
 /** A stable error id, e.g. `'no-such-limiter'`. */
@@ -144,4 +164,6 @@ export const MARKERS = {
   unknownTicket: '[drl:unknown-ticket]',
   misconfigured: '[drl:misconfigured]',
   storageFailed: '[drl:storage-failed]',
+  attemptTimeout: '[drl:attempt-timeout]',
+  callerGone: '[drl:caller-gone]',
 } as const;

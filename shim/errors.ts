@@ -1,6 +1,6 @@
 /**
  * The error classes the limiter raises. Each message starts with its
- * `[drl:...]` marker (see MARKERS), which survives RPC when nothing else does
+ * `[drl:...]` marker (see the error table in error-ids.ts), which survives RPC when nothing else does
  * (across RPC the class name is prefixed: match the marker with `includes`).
  */
 import { MARKERS } from './error-ids.ts';

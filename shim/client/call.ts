@@ -10,7 +10,7 @@ import { costProblem, describe, raise } from '../rules.ts';
 import { dropBackoffMs, reportDrop, sleep, type DropHook } from './drops.ts';
 import { CallDroppedError, settle } from './errors.ts';
 import type { ErrorHook, HookSlot, RateLimitHook } from './hooks.ts';
-import { reportingCallback, type HookLayers } from './report.ts';
+import { reportingCallback, type AttemptTrace, type HookLayers } from './report.ts';
 
 /**
  * Options of one call. `read` is required and runs on every result, error
@@ -52,7 +52,7 @@ function checkHookSlot(value: unknown, what: string): void {
   }
 }
 
-function checkCall(work: unknown, options: unknown): ExecuteOptions | undefined {
+function checkCall(work: unknown, options: unknown): ExecuteOptions {
   if (typeof work !== 'function') {
     const hint = describe(work) === 'a promise' ? ': the work has already started, so nothing paces it. Pass () => fetch(url)' : '';
     throw new TypeError(`call(fn, options): fn must be a function that starts the work when invoked (received ${describe(work)})${hint}`);
@@ -71,9 +71,11 @@ function checkCall(work: unknown, options: unknown): ExecuteOptions | undefined 
   if (typeof read !== 'function') throw new TypeError(`call(fn, options): options.read must be a function (received ${describe(read)})`);
   checkHookSlot(rateLimit, 'call(fn, options): options.rateLimit');
   checkHookSlot(error, 'call(fn, options): options.error');
-  if (cost === undefined) return undefined;
+  // The callback reports the work's throws as data, so an exception from
+  // invoking it tells the object its caller is gone.
+  if (cost === undefined) return { reportsThrows: true };
   raise(costProblem(cost, 'options.cost'), 'call(fn, options): ');
-  return { cost: cost as number };
+  return { cost: cost as number, reportsThrows: true };
 }
 
 /** Runs `work` under the bucket; resolves with the final attempt's value. */
@@ -85,17 +87,16 @@ export async function runCall<T, V>(context: CallContext, work: () => T | Promis
   };
   const { name, namespace } = context;
   for (let attempt = 1; ; attempt += 1) {
-    let started = false;
-    const callback = reportingCallback(work, options.read, hooks, () => {
-      started = true;
-    });
+    const trace: AttemptTrace = { started: false };
+    const callback = reportingCallback(work, options.read, hooks, trace);
     // A fresh stub every attempt: a stub whose connection broke fails again at once.
     const stub = namespace.get(namespace.idFromName(name));
     try {
-      return executeOptions === undefined ? await stub.execute(callback) : await stub.execute(callback, executeOptions);
+      return (await stub.execute(callback, executeOptions)) as V;
     } catch (error) {
-      const outcome = settle(error, started, name);
+      const outcome = await settle(error, trace, name);
       if (outcome.kind === 'throw') throw outcome.error;
+      if (outcome.kind === 'resolve') return outcome.value as V;
       const willRetry = attempt <= context.dropRetries;
       reportDrop(context.onDrop, { limiter: name, attempt, willRetry, error });
       if (!willRetry) throw new CallDroppedError(name, attempt, error);

@@ -5,7 +5,9 @@
  * back into classes with their fields, which `instanceof` then finds.
  */
 import { ERROR_IDS, MARKERS } from '../error-ids.ts';
+import type { CallReport } from '../envelope.ts';
 import { CallFailedError } from '../errors.ts';
+import type { AttemptTrace } from './report.ts';
 
 export { CallFailedError };
 
@@ -64,6 +66,36 @@ export class CallDroppedError extends Error {
   }
 }
 
+/**
+ * An attempt's callback did not report within the bucket's
+ * `attemptTimeoutMs`. The object settled the call without a retry (the work
+ * may have reached the upstream) and released its slot, so a hung callback
+ * cannot block the bucket; what the work does after this is not counted.
+ *
+ * @example
+ * catch (error) {
+ *   if (error instanceof AttemptTimeoutError) console.warn(`${error.limiter}: no report within ${error.timeoutMs} ms`);
+ * }
+ */
+export class AttemptTimeoutError extends Error {
+  override readonly name = 'AttemptTimeoutError';
+  /** The instance name the call addressed. */
+  readonly limiter: string;
+  /** The bucket's attemptTimeoutMs when it fired. */
+  readonly timeoutMs: number;
+  constructor(limiter: string, timeoutMs: number, options?: { cause?: unknown }) {
+    super(
+      `${MARKERS.attemptTimeout} limiter ${JSON.stringify(limiter)}: the callback did not report within ${timeoutMs} ms (attemptTimeoutMs); ` +
+        'the call was not retried, since its work may have reached the upstream',
+      options,
+    );
+    this.limiter = limiter;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+const TIMEOUT_SUFFIX = /\(timeout (\d+) ms\)/;
+
 /** An error's message, whatever was thrown. */
 export function messageOf(error: unknown): string {
   if (error instanceof Error) return error.message;
@@ -94,18 +126,39 @@ export function callFailedFrom(message: string): CallFailedError {
  */
 const REFUSALS: readonly string[] = ERROR_IDS.filter((e) => e.client === 'throw').map((e) => e.marker);
 
-/** How a rejected attempt ends: thrown (as rebuilt here), or a drop to retry. */
-export type Settlement = { kind: 'throw'; error: unknown } | { kind: 'drop' };
+/** How a rejected attempt ends: thrown (as rebuilt here), a drop to retry, or settled from the report in hand. */
+export type Settlement = { kind: 'throw'; error: unknown } | { kind: 'drop' } | { kind: 'resolve'; value: unknown };
 
 /**
- * Classifies an attempt's rejection. `started` says whether the object had
- * invoked the callback: after that nothing is retried, because the work may
- * have reached the upstream.
+ * Classifies an attempt's rejection. The object's own verdicts (a marker the
+ * table says to throw) end the call as they are; the work's exception is
+ * rethrown as it was thrown here. Anything else means the object, or the
+ * connection to it, went away: before the callback ran that is a drop (safe
+ * to retry); after, the work may have reached the upstream, so it is never
+ * run again and the call settles from what the callback reported here (its
+ * value, its failure, its exception), waiting for it if it is still running.
  */
-export function settle(error: unknown, started: boolean, limiter: string): Settlement {
+export async function settle(error: unknown, trace: AttemptTrace, limiter: string): Promise<Settlement> {
   const message = messageOf(error);
   if (message.includes(MARKERS.noSuchLimiter)) return { kind: 'throw', error: new NoSuchLimiterError(limiter, { cause: error }) };
+  if (message.includes(MARKERS.callbackThrew)) return { kind: 'throw', error: trace.thrown ?? error };
   if (message.includes(MARKERS.callFailed)) return { kind: 'throw', error: callFailedFrom(message) };
-  if (started || REFUSALS.some((marker) => message.includes(marker))) return { kind: 'throw', error };
-  return { kind: 'drop' };
+  if (message.includes(MARKERS.attemptTimeout)) {
+    return { kind: 'throw', error: new AttemptTimeoutError(limiter, Number(TIMEOUT_SUFFIX.exec(message)?.[1] ?? 0), { cause: error }) };
+  }
+  if (REFUSALS.some((marker) => message.includes(marker))) return { kind: 'throw', error };
+  if (!trace.started) return { kind: 'drop' };
+  const report = await trace.running;
+  if (report === undefined) return { kind: 'throw', error };
+  return settleFromReport(report, trace.thrown);
+}
+
+/** The outcome the object would have reached for a final attempt with this report. */
+export function settleFromReport(report: CallReport, thrown: unknown): Settlement {
+  if (report.thrown) return { kind: 'throw', error: thrown ?? new Error(report.thrown.message) };
+  if (report.status === 429 || report.rateLimited === true) {
+    return { kind: 'throw', error: new CallFailedError(report.failure?.message ?? 'rate limited by the upstream', report.status ?? 429) };
+  }
+  if (report.failure) return { kind: 'throw', error: new CallFailedError(report.failure.message, report.status ?? 0) };
+  return { kind: 'resolve', value: report.value };
 }

@@ -33,7 +33,7 @@ export interface LimiterDefinition<E = Cloudflare.Env, R = Response> {
   rateLimit?: HookSlot<RateLimitHook<R>>;
   /** Default error hook for every call; a call site's own hook is asked first. */
   error?: HookSlot<ErrorHook<R>>;
-  /** Retries after a drop (the callback never ran). Default DEFAULT_DROP_RETRIES (5); 0 turns them off. */
+  /** Retries after a drop (the callback never ran). Default DEFAULT_DROP_RETRIES (10); 0 turns them off. */
   dropRetries?: number;
   /** Called on every drop, retried or not. Ignored if it throws. */
   onDrop?: DropHook | null;
@@ -131,7 +131,7 @@ function checkDefinition(definition: unknown): void {
  * `env` exists.
  *
  * Defaults: no hooks (the HTTP layer alone: a 429 pauses the bucket),
- * `dropRetries` DEFAULT_DROP_RETRIES (5), no `onDrop`.
+ * `dropRetries` DEFAULT_DROP_RETRIES (10), no `onDrop`.
  *
  * @example
  * const binder = defineBinder('RATE_LIMITER');

@@ -7,6 +7,7 @@
  */
 import type { CallReport } from '../envelope.ts';
 import { checkedFailure, consultHooks, signalDelay, type ErrorHook, type HookSlot, type RateLimitHook } from './hooks.ts';
+import { messageOf } from './errors.ts';
 import { httpStatus, retryAfterHeader } from './http.ts';
 
 /** The hooks of one call: the call site's slots and the limiter's defaults. */
@@ -53,20 +54,50 @@ function hasHook(callSite: unknown, fallback: unknown): boolean {
 }
 
 /**
- * The function passed to `execute`. `onStart` fires the moment the object
- * invokes it, before the work begins; the object may invoke it again for its
- * own retries, each time running `work` afresh.
+ * What the caller's side knows of its current attempt: whether the object
+ * invoked the callback, and, once the attempt ended here, its report and (if
+ * it threw) the exception itself, which never crosses RPC intact.
+ */
+export interface AttemptTrace<V = unknown> {
+  /** The object invoked the callback (the work may have reached the upstream). */
+  started: boolean;
+  /** The latest invocation, until it settles: awaited when the object dies under it. */
+  running?: Promise<CallReport<V>>;
+  /** The latest invocation's report. */
+  report?: CallReport<V>;
+  /** What the latest invocation threw, as thrown. */
+  thrown?: unknown;
+}
+
+/**
+ * The function passed to `execute`. It never throws: the work's exception
+ * (or read's, or a hook's) travels as `report.thrown`, so the object can tell
+ * it from a caller that is gone. `trace` records each invocation, since the
+ * object may invoke it again for its own retries, each time running `work`
+ * afresh.
  */
 export function reportingCallback<T, V>(
   work: () => T | PromiseLike<T>,
   read: (result: T) => V | PromiseLike<V>,
   hooks: HookLayers,
-  onStart: () => void,
+  trace: AttemptTrace<V>,
 ): () => Promise<CallReport<V>> {
-  return async () => {
-    onStart();
-    const result = await work();
-    const value = await read(result);
-    return buildReport(result, value, hooks);
+  const attempt = async (): Promise<CallReport<V>> => {
+    try {
+      const result = await work();
+      const value = await read(result);
+      const report = await buildReport(result, value, hooks);
+      trace.thrown = undefined;
+      return (trace.report = report);
+    } catch (error) {
+      trace.thrown = error;
+      return (trace.report = { thrown: { message: messageOf(error) } });
+    }
+  };
+  return () => {
+    trace.started = true;
+    trace.report = undefined;
+    trace.thrown = undefined;
+    return (trace.running = attempt());
   };
 }

@@ -16,18 +16,27 @@ export function checkName(name: unknown, what = 'name'): string {
   return name as string;
 }
 
-/** The `options` of execute: absent, or an object with an optional numeric cost. */
-export function executeCost(options: unknown): number {
-  if (options === undefined || options === null) return 1;
+/** execute's options, checked: the cost (the engine checks its integrality and bounds) and the callback's contract. */
+export interface ExecuteArguments {
+  cost: number;
+  reportsThrows: boolean;
+}
+
+/** The `options` of execute: absent, or an object with an optional numeric cost and an optional reportsThrows flag. */
+export function executeOptions(options: unknown): ExecuteArguments {
+  if (options === undefined || options === null) return { cost: 1, reportsThrows: false };
   if (typeof options !== 'object' || Array.isArray(options)) {
     throw invalid(TypeError, `execute options must be an object (received ${describe(options)})`);
   }
-  const { cost, ...rest } = options as { cost?: unknown };
+  const { cost, reportsThrows, ...rest } = options as { cost?: unknown; reportsThrows?: unknown };
   const unknown = Object.keys(rest);
-  if (unknown.length > 0) throw invalid(TypeError, `execute options has unknown key ${JSON.stringify(unknown[0])} (allowed: cost)`);
-  if (cost === undefined) return 1;
-  if (typeof cost !== 'number') throw invalid(TypeError, `cost must be a number (received ${describe(cost)})`);
-  return cost; // integrality and bounds: the engine's rule, with its message
+  if (unknown.length > 0) throw invalid(TypeError, `execute options has unknown key ${JSON.stringify(unknown[0])} (allowed: cost, reportsThrows)`);
+  if (reportsThrows !== undefined && typeof reportsThrows !== 'boolean') {
+    throw invalid(TypeError, `reportsThrows must be a boolean (received ${describe(reportsThrows)})`);
+  }
+  if (cost !== undefined && typeof cost !== 'number') throw invalid(TypeError, `cost must be a number (received ${describe(cost)})`);
+  // Integrality and bounds of the cost: the engine's rule, with its message.
+  return { cost: cost ?? 1, reportsThrows: reportsThrows === true };
 }
 
 export function checkCallback(fn: unknown): void {
@@ -61,6 +70,10 @@ export function parseReport(value: unknown): ParsedReport {
     if (typeof f !== 'object' || typeof f.message !== 'string' || typeof f.retryable !== 'boolean') {
       return bad('failure', 'must be { message: string, retryable: boolean }');
     }
+  }
+  if (r.thrown !== undefined && r.thrown !== null) {
+    const t = r.thrown as Record<string, unknown>;
+    if (typeof t !== 'object' || typeof t.message !== 'string') return bad('thrown', 'must be { message: string }');
   }
   return { ok: true, report: r as CallReport };
 }

@@ -10,7 +10,7 @@ import type { Engine, EngineAction, EngineReport, EngineWrite } from '../engine/
 import { MARKERS } from '../error-ids.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
 import { parseReport } from './arguments.ts';
-import type { LimiterStorage } from './storage.ts';
+import type { LimiterStorage, StoredBucket } from './storage.ts';
 
 // setTimeout's limit; longer waits are chained through intermediate wakes.
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -18,11 +18,13 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 /** A caller waiting on its call: the callback to invoke and how to settle. */
 interface PendingCall {
   fn: () => unknown;
+  /** The callback returns its own throws as report.thrown, so a throw from invoking it means the caller is gone. */
+  reportsThrows: boolean;
   resolve(value: unknown): void;
   reject(error: unknown): void;
   value?: unknown; // the latest attempt's value
   failure?: string; // the latest attempt's failure message
-  thrown?: unknown; // the latest attempt's exception
+  thrown?: unknown; // the latest attempt's exception (or, reported, one carrying its message)
 }
 
 type Reject = Extract<EngineAction, { kind: 'reject' }>;
@@ -43,6 +45,24 @@ export class EngineHost {
     this.#durable = durable;
   }
 
+  /**
+   * Rebuilds the engine from what storage holds (a cold start, or after a
+   * failed write) and applies the repairs it asks for. Returns what was
+   * stored, or undefined when the bucket does not exist.
+   */
+  restore(): StoredBucket | undefined {
+    const stored = this.#storage.read();
+    if (stored) {
+      this.#engine.restore(Date.now(), stored);
+      this.flush(); // repairs of damaged rows, expiry of old grants
+      this.#storage.deleteExpiredNow();
+    } else {
+      this.#engine.erase(Date.now());
+      this.#engine.drain(); // nothing stored, nothing to erase or settle
+    }
+    return stored;
+  }
+
   /** Runs an engine call, turning its coded errors into the object's errors. */
   run<R>(call: () => R): R {
     try {
@@ -59,9 +79,9 @@ export class EngineHost {
    * engine starts it, and the promise settles as the engine decides. Flushes
    * on the hot path, so the start (if the engine already made it) goes out.
    */
-  admit(ticket: number, fn: () => unknown): Promise<unknown> {
+  admit(ticket: number, fn: () => unknown, reportsThrows: boolean): Promise<unknown> {
     const done = new Promise<unknown>((resolve, reject) => {
-      this.#calls.set(ticket, { fn, resolve, reject });
+      this.#calls.set(ticket, { fn, reportsThrows, resolve, reject });
     });
     this.flushSoon();
     return done;
@@ -74,8 +94,8 @@ export class EngineHost {
    * admits is invoked, and the output gate holds that call until the write is
    * durable. Everything applied here shares one commit.
    */
-  flush(): void {
-    this.#step(false);
+  flush(alongside?: () => void): void {
+    this.#step(false, alongside);
   }
 
   /**
@@ -88,40 +108,95 @@ export class EngineHost {
    * no start behind held writes settles at once.
    */
   flushSoon(): void {
-    this.#step(true);
+    try {
+      this.#step(true);
+    } catch {
+      // A failed write has already settled every caller (see #storageFailed).
+    }
   }
 
-  /** The one drain loop behind flush and flushSoon. */
-  #step(mayHold: boolean): void {
+  /**
+   * The one drain loop behind flush and flushSoon. Each drain's writes go to
+   * storage as one transaction before its actions, so a write that fails
+   * leaves storage as it was; the engine is then rebuilt from storage and
+   * the failure thrown (see #storageFailed).
+   */
+  #step(mayHold: boolean, alongside?: () => void): void {
     const holding = mayHold && this.#committing;
+    let extra = alongside; // goes in the first transaction
     let wrote = false;
-    if (!holding && this.#held) {
-      const held = this.#held;
-      this.#held = undefined;
-      wrote = this.#apply(held.writes) || wrote;
-      for (const action of held.actions) this.#act(action);
-    }
-    for (;;) {
-      const { writes, actions } = this.#engine.drain();
-      if (writes.length === 0 && actions.length === 0) break;
-      if (holding && (writes.length > 0 || (this.#held !== undefined && actions.some((a) => a.kind === 'start')))) {
-        const held = (this.#held ??= { writes: [], actions: [] });
-        held.writes.push(...writes);
-        held.actions.push(...actions);
-        continue;
+    try {
+      if (!holding && this.#held) {
+        const held = this.#held;
+        this.#held = undefined;
+        wrote = this.#apply(held.writes, extra) || wrote;
+        extra = undefined;
+        for (const action of held.actions) this.#act(action);
       }
-      wrote = this.#apply(writes) || wrote;
-      for (const action of actions) this.#act(action);
+      for (;;) {
+        const { writes, actions } = this.#engine.drain();
+        if (writes.length === 0 && actions.length === 0) break;
+        if (holding && (writes.length > 0 || (this.#held !== undefined && actions.some((a) => a.kind === 'start')))) {
+          const held = (this.#held ??= { writes: [], actions: [] });
+          held.writes.push(...writes);
+          held.actions.push(...actions);
+          continue;
+        }
+        wrote = this.#apply(writes, extra) || wrote;
+        extra = undefined;
+        for (const action of actions) this.#act(action);
+      }
+      if (extra) wrote = this.#apply([], extra);
+    } catch (error) {
+      throw this.#storageFailed(error);
     }
     this.#arm();
     // Alone, a call has nobody to share a commit with: no watching.
     if (wrote && !this.#committing && this.#calls.size > 1) this.#watchCommit();
   }
 
-  #apply(writes: readonly EngineWrite[]): boolean {
-    if (writes.length === 0) return false;
-    this.#storage.apply(writes);
+  /** Applies one drain's writes (and `extra`, first) as one transaction: all or nothing. */
+  #apply(writes: readonly EngineWrite[], extra?: () => void): boolean {
+    if (writes.length === 0 && !extra) return false;
+    this.#durable.transactionSync(() => {
+      extra?.();
+      this.#storage.apply(writes);
+    });
     return true;
+  }
+
+  /**
+   * A write failed, so storage holds less than the engine decided. Live
+   * state must equal stored state: every caller this object holds is
+   * rejected with [drl:storage-failed] (one whose callback never ran is a
+   * drop the client retries; one whose callback ran is settled by the client
+   * from its own report), and the engine is rebuilt from storage, whose
+   * record of running slots keeps the cap. Returns the error to throw.
+   */
+  #storageFailed(cause: unknown): Error {
+    const error = new Error(
+      `${MARKERS.storageFailed} the object's storage refused a write, so none of it was applied (${cause instanceof Error ? cause.message : String(cause)})`,
+    );
+    const calls = [...this.#calls.values()];
+    this.#calls.clear();
+    this.#held = undefined;
+    this.#storage.forget();
+    for (const call of calls) call.reject(error);
+    try {
+      // Rebuilt without the repairs a cold start would write: storage has
+      // just refused a write, and the next cold start repairs the same rows.
+      const stored = this.#storage.read();
+      if (stored) this.#engine.restore(Date.now(), stored);
+      else this.#engine.erase(Date.now());
+      this.#engine.drain();
+    } catch {
+      // Storage cannot even be read: the engine is erased, so every request
+      // fails loudly until the platform resets the object.
+      this.#engine.erase(Date.now());
+      this.#engine.drain();
+    }
+    this.#arm();
+    return error;
   }
 
   /** Marks a commit in flight until storage reports it landed, then applies what was held. */
@@ -176,12 +251,24 @@ export class EngineHost {
     try {
       result = await call.fn();
     } catch (error) {
-      call.thrown = error;
-      this.#engine.threw(ticket, Date.now());
+      if (call.reportsThrows) {
+        // Only the transport throws here: the caller is gone. Its slot goes
+        // back at once and nothing is retried for it.
+        this.#engine.gone(ticket, Date.now());
+      } else {
+        call.thrown = error;
+        this.#engine.threw(ticket, Date.now());
+      }
       this.flushSoon();
       return;
     }
     const parsed = parseReport(result);
+    if (parsed.ok && parsed.report.thrown) {
+      call.thrown = new Error(`${MARKERS.callbackThrew} ${parsed.report.thrown.message}`);
+      this.#engine.threw(ticket, Date.now());
+      this.flushSoon();
+      return;
+    }
     let report: EngineReport;
     if (parsed.ok) {
       const r = parsed.report;
@@ -238,6 +325,13 @@ function rejection(action: Reject, call: PendingCall): unknown {
       return new RangeError(`${MARKERS.costTooLarge} the bucket's limit was lowered below this call's cost, so it can never be admitted`);
     case 'cancelled':
       return new Error(`${MARKERS.cancelled} the call was cancelled`);
+    case 'attempt-timeout':
+      return new Error(
+        `${MARKERS.attemptTimeout} the callback did not report within the bucket's attemptTimeoutMs (timeout ${action.status} ms): ` +
+          'the call was not retried (its work may have reached the upstream) and its slot was released',
+      );
+    case 'caller-gone':
+      return new Error(`${MARKERS.callerGone} the caller went away while its callback was being invoked`);
     // The engine settles calls with the ids above only; these would be a bug
     // in core.wasm, reported with the id it used rather than disguised.
     case 'invalid-config':

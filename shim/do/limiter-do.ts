@@ -21,7 +21,7 @@ import {
 } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { configJson } from '../rules.ts';
-import { checkCallback, checkName, checkPauseMs, executeCost } from './arguments.ts';
+import { checkCallback, checkName, checkPauseMs, executeOptions } from './arguments.ts';
 import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
 import { EngineHost } from './host.ts';
 import { notTheRegistry, RegistryTable } from './registry.ts';
@@ -54,13 +54,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     this.#engine = this.#core.createEngine();
     this.#storage = new LimiterStorage(ctx.storage);
     this.#host = new EngineHost(this.#engine, this.#storage, ctx.storage);
-    const stored = this.#storage.read();
-    if (stored) {
-      this.#name = stored.name ?? null;
-      this.#engine.restore(Date.now(), stored);
-      this.#host.flush(); // repairs of damaged rows, expiry of old grants
-      this.#storage.deleteExpiredNow();
-    }
+    this.#name = this.#host.restore()?.name ?? null;
   }
 
   /**
@@ -72,16 +66,17 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   execute<T = unknown>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T> {
     return later(async () => {
       checkCallback(fn);
-      const cost = executeCost(options);
+      const { cost, reportsThrows } = executeOptions(options);
       const ticket = this.#host.run(() => this.#engine.arrive(Date.now(), cost));
-      return (await this.#host.admit(ticket, fn)) as T;
+      return (await this.#host.admit(ticket, fn, reportsThrows)) as T;
     });
   }
 
   /**
    * Creates the bucket (or replaces its config) and enters its name in the
-   * registry. All or nothing: validated first, registered, then stored; if
-   * storing fails the registration is undone and nothing remains.
+   * registry. All or nothing: validated first, registered, then stored in one
+   * transaction; if storing fails, live state stays as stored, a new name is
+   * unregistered again, and the error is [drl:storage-failed].
    */
   configure(name: string, config: LimiterConfig): Promise<LimiterStats> {
     return later(async () => {
@@ -100,20 +95,18 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       const registry = registryStub(limiterNamespace(this.env));
       await registry.registerName(name);
       try {
-        this.#storage.putName(name);
         this.#host.run(() => this.#engine.configure(Date.now(), text));
+        // The name and the config are stored in one transaction: a failed
+        // write leaves neither (nor a table), and the engine as stored.
+        this.#host.flush(() => this.#storage.putName(name));
         this.#name = name;
-        this.#host.flush();
       } catch (error) {
-        if (created) {
-          this.#engine.erase(Date.now());
-          this.#host.flush();
-          this.#storage.eraseAll();
-          this.#name = null;
-          await registry.unregisterName(name).catch(() => {}); // pruned later if this fails too
-        }
-        if ((error as Error).message?.includes('[drl:')) throw error;
-        throw new Error(`${MARKERS.storageFailed} could not store the config of ${JSON.stringify(name)}: ${(error as Error).message}`);
+        // The host rebuilt the engine from storage: if the bucket does not
+        // exist there, the name must not stay registered. (If the registry
+        // cannot be reached either, GET /stats prunes the name when it finds
+        // no bucket behind it.)
+        if (created && !this.#engine.configText()) await registry.unregisterName(name).catch(() => {});
+        throw error;
       }
       return this.stats();
     });

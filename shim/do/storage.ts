@@ -33,6 +33,16 @@ export class LimiterStorage {
     return this.#storage.sql;
   }
 
+  /**
+   * Forgets what this object caches about the tables (after a rolled-back
+   * write, the tables it believes exist may not).
+   */
+  forget(): void {
+    this.#ready = false;
+    this.#expiredThrough = undefined;
+    this.#expiries = 0;
+  }
+
   /** Whether anything was ever stored. */
   exists(): boolean {
     if (this.#ready) return true;

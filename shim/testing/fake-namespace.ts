@@ -61,6 +61,7 @@ export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): Fa
       if (!exists(name)) throw new LimiterNotConfiguredError();
       const report = await fn();
       calls.push({ name, report });
+      if (report.thrown) throw new Error(`${MARKERS.callbackThrew} ${report.thrown.message}`);
       if (report.failure) throw new CallFailedError(report.failure.message, report.status ?? 0);
       if (report.status === 429 || report.rateLimited === true) {
         throw new CallFailedError('rate limited by the upstream', report.status ?? 429);

@@ -57,16 +57,18 @@ describe('report shapes', () => {
     expect(error.message).toContain('the error hook must return { message: string, retryable: boolean }');
     const signal = await rejection(bound.call(() => new Response('x'), { read: () => 1, rateLimit: () => 'yes' as never }));
     expect(signal.message).toContain('the rateLimit hook (call site) must return { retryAfterMs? }');
-    expect(recording.reports).toEqual([]);
+    // The callback reports a throw as data (so the object can tell it from a
+    // caller that is gone): the message only, never the result.
+    expect(recording.reports).toEqual([{ thrown: { message: error.message } }, { thrown: { message: signal.message } }]);
   });
 
-  it('passes cost through as execute options, and no options when cost is not given', async () => {
+  it('passes cost through as execute options, and always says the callback reports its throws', async () => {
     const { bound, recording } = await setup();
     await bound.call(() => 1, { read: (n) => n });
     await bound.call(() => 2, { read: (n) => n, cost: 3 });
     expect(recording.executes.map((e) => [e.optionsGiven, e.options])).toEqual([
-      [false, undefined],
-      [true, { cost: 3 }],
+      [true, { reportsThrows: true }],
+      [true, { cost: 3, reportsThrows: true }],
     ]);
   });
 

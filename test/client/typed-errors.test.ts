@@ -86,7 +86,29 @@ describe('typed errors', () => {
     expect(events).toEqual([]);
   });
 
-  it('a connection lost after the callback started is never retried: the error is passed on unchanged', async () => {
+  it("a thrown callback the object retried ends with the work's own exception, class and fields intact", async () => {
+    const { name } = await configured({ retry: { maxRetries: 1, minDelayInMs: 0 } }, 'threw-original');
+    const bound = defineLimiter({ binder: defineTestBinder(testEnv.RATE_LIMITER as unknown as NamespaceLike), name }).for({});
+    class QuotaError extends Error {
+      readonly code = 'Q42';
+    }
+    let ran = 0;
+    const error = await rejection(
+      bound.call(
+        () => {
+          ran += 1;
+          throw new QuotaError(`quota ${ran}`);
+        },
+        { read: (n) => n },
+      ),
+    );
+    expect(error).toBeInstanceOf(QuotaError);
+    expect((error as QuotaError).code).toBe('Q42');
+    expect(error.message).toBe('quota 2'); // the last attempt's
+    expect(ran).toBe(2);
+  });
+
+  it('a connection lost after the callback finished settles from its report: never retried, never run again', async () => {
     const { name } = await configured({}, 'lost-after-start');
     const lost = new Error('Network connection lost.');
     let executes = 0;
@@ -105,18 +127,59 @@ describe('typed errors', () => {
     const events: DropEvent[] = [];
     const bound = defineLimiter({ binder: defineTestBinder(namespace), name, onDrop: (e) => events.push(e) }).for({});
     let ran = 0;
-    const error = await rejection(
-      bound.call(
-        () => {
-          ran += 1;
-          return new Response('payment taken');
-        },
-        { read: (res) => res.text() },
-      ),
+    const work = () => {
+      ran += 1;
+      return new Response('payment taken');
+    };
+    // The work finished: its value is the call's, as the object would have resolved it.
+    expect(await bound.call(work, { read: (res) => res.text() })).toBe('payment taken');
+    // A failure the work reported rejects as the object would have rejected it.
+    const failed = await rejection(
+      bound.call(work, { read: (res) => res.text(), error: () => ({ message: 'card declined', retryable: true }) }),
     );
-    expect(error).toBe(lost);
-    expect(ran).toBe(1);
-    expect(executes).toBe(1);
+    expect(failed).toBeInstanceOf(CallFailedError);
+    expect(failed.message).toContain('card declined');
+    // What the work threw is rethrown as thrown.
+    const boom = new TypeError('boom');
+    const thrown = await rejection(
+      bound.call(() => {
+        ran += 1;
+        throw boom;
+      }, { read: (n) => n }),
+    );
+    expect(thrown).toBe(boom);
+    expect(ran).toBe(3);
+    expect(executes).toBe(3);
     expect(events).toEqual([]);
+  });
+
+  it('a connection lost while the callback still runs waits for it and settles from its report', async () => {
+    const { name } = await configured({}, 'lost-while-running');
+    let executes = 0;
+    const namespace: NamespaceLike = {
+      idFromName: (n) => testEnv.RATE_LIMITER.idFromName(n),
+      get: () =>
+        ({
+          async execute(fn) {
+            executes += 1;
+            void fn(); // invoked, then the object dies before it reports
+            await null;
+            throw new Error('Durable Object reset because its code was updated.');
+          },
+        }) as LimiterStub,
+    };
+    const bound = defineLimiter({ binder: defineTestBinder(namespace), name }).for({});
+    let finished = false;
+    const value = await bound.call(
+      async () => {
+        await new Promise((r) => setTimeout(r, 50));
+        finished = true;
+        return 'done late';
+      },
+      { read: (s) => s },
+    );
+    expect(value).toBe('done late');
+    expect(finished).toBe(true);
+    expect(executes).toBe(1);
   });
 });

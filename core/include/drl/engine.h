@@ -4,15 +4,24 @@
 // engine answers with storage writes to make, actions to take and the one
 // time it next needs to be woken. It has no clock, no timers and no I/O.
 //
+// Example:
 //   drl::Engine engine;
-//   engine.configure(R"({"bucket":{"limitPerWindow":2,"windowInMs":1000},"concurrency":1})", 0);
-//   auto a = engine.arrive(/*now=*/10, /*cost=*/1);  // -> Start{a, attempt 1}, PutGrant{10, 1}
-//   auto b = engine.arrive(11, 1);                   // queued: the only slot is held by a
-//   for (const drl::Write& w : engine.writes()) { /* apply to storage first */ }
-//   for (const drl::Action& x : engine.actions()) { /* then invoke/settle */ }
+//   engine.configure(R"({"bucket":{"limitPerWindow":2,"windowInMs":1000},"concurrency":1})", /*now=*/0);
+//   drl::Ticket a = *engine.arrive(/*now=*/10, /*cost=*/1);  // the bucket and the slot are free
+//   drl::Ticket b = *engine.arrive(/*now=*/11, /*cost=*/1);  // the only slot is a's: b queues
+//
+//   // One step's output: first store every write, then act.
+//   assert(engine.writes().size() == 2);  // PutConfig (the configure), then a's grant:
+//   assert((engine.writes()[1] == drl::Write{drl::WriteKind::PutGrant, /*at=*/10, /*amount=*/1}));
+//   assert(engine.actions().size() == 1);  // invoke a's callback
+//   assert((engine.actions()[0] == drl::Action{drl::ActionKind::Start, a, /*attempt=*/1}));
 //   engine.clear_output();
-//   engine.report(*a, 20, drl::Report{200});         // -> Resolve{a}; Start{b, 1}
-//   engine.next_wake();                              // std::nullopt: nobody waits on time
+//
+//   engine.report(a, /*now=*/20, drl::Report{/*status=*/200});
+//   assert((engine.actions()[0] == drl::Action{drl::ActionKind::Resolve, a, 1}));  // settle a with its value
+//   assert((engine.actions()[1] == drl::Action{drl::ActionKind::Start, b, 1}));    // a's slot goes to b
+//   assert(!engine.next_wake());  // nobody waits on time: no timer
+//   engine.clear_output();
 //
 // Host contract: apply every write of a step before acting on that step's
 // actions (a grant must be stored before the callback it admits is invoked),
@@ -86,8 +95,8 @@ struct Report {
   bool rate_limited = false;  // a rateLimit hook fired; status 429 implies it
   // An explicit delay, which beats the header. Negative, NaN or infinite is
   // dropped as if absent.
-  std::optional<double> retry_after_ms;
-  std::optional<std::string_view> retry_after;  // the raw Retry-After header
+  std::optional<double> retry_after_ms = std::nullopt;
+  std::optional<std::string_view> retry_after = std::nullopt;  // the raw Retry-After header
   Failure failure = Failure::None;
 };
 

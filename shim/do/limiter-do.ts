@@ -89,7 +89,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     const stored = this.#storage.read();
     if (stored) {
       this.#name = stored.name ?? null;
-      this.#engine.restore(Date.now(), stored);
+      this.#engine.restore(stored, Date.now());
       this.#flush(); // repairs of damaged rows, expiry of old grants
       this.#storage.deleteExpiredNow();
     }
@@ -105,7 +105,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     return later(async () => {
       checkCallback(fn);
       const cost = executeCost(options);
-      const ticket = this.#run(() => this.#engine.arrive(Date.now(), cost));
+      const ticket = this.#run(() => this.#engine.arrive(cost, Date.now()));
       const done = new Promise<T>((resolve, reject) => {
         this.#calls.set(ticket, { fn, resolve: resolve as (v: unknown) => void, reject });
       });
@@ -137,7 +137,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       await registry.registerName(name);
       try {
         this.#storage.putName(name);
-        this.#run(() => this.#engine.configure(Date.now(), text));
+        this.#run(() => this.#engine.configure(text, Date.now()));
         this.#name = name;
         this.#flush();
       } catch (error) {
@@ -159,7 +159,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   reconfigure(patch: LimiterConfigPatch): Promise<LimiterStats> {
     return later(async () => {
       const text = configJson(patch, 'patch');
-      this.#run(() => this.#engine.reconfigure(Date.now(), text));
+      this.#run(() => this.#engine.reconfigure(text, Date.now()));
       this.#flush();
       return this.stats();
     });
@@ -177,7 +177,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   pause(ms: number): Promise<LimiterStats> {
     return later(async () => {
       checkPauseMs(ms);
-      this.#run(() => this.#engine.pause(Date.now(), ms));
+      this.#run(() => this.#engine.pause(ms, Date.now()));
       this.#flush();
       return this.stats();
     });
@@ -397,7 +397,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       call.failure = parsed.error;
       report = { status: 0, failure: 'final' };
     }
-    this.#engine.report(ticket, Date.now(), report);
+    this.#engine.report(ticket, report, Date.now());
     this.#flushSoon();
   }
 

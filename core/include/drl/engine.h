@@ -1,14 +1,15 @@
 // The limiter engine: a sans-IO state machine the host drives.
 //
-// The host reports what happened, always with the current time in ms; the
-// engine answers with storage writes to make, actions to take and the one
-// time it next needs to be woken. It has no clock, no timers and no I/O.
+// The host reports what happened, always with the current time in ms as the
+// last argument (`now`, in every call that takes one); the engine answers
+// with storage writes to make, actions to take and the one time it next
+// needs to be woken. It has no clock, no timers and no I/O.
 //
 // Example:
 //   drl::Engine engine;
 //   engine.configure(R"({"bucket":{"limitPerWindow":2,"windowInMs":1000},"concurrency":1})", /*now=*/0);
-//   drl::Ticket a = *engine.arrive(/*now=*/10, /*cost=*/1);  // the bucket and the slot are free
-//   drl::Ticket b = *engine.arrive(/*now=*/11, /*cost=*/1);  // the only slot is a's: b queues
+//   drl::Ticket a = *engine.arrive(/*cost=*/1, /*now=*/10);  // the bucket and the slot are free
+//   drl::Ticket b = *engine.arrive(/*cost=*/1, /*now=*/11);  // the only slot is a's: b queues
 //
 //   // One step's output: first store every write, then act.
 //   assert(engine.writes().size() == 2);  // PutConfig (the configure), then a's grant:
@@ -17,7 +18,7 @@
 //   assert((engine.actions()[0] == drl::Action{drl::ActionKind::Start, a, /*attempt=*/1}));
 //   engine.clear_output();
 //
-//   engine.report(a, /*now=*/20, drl::Report{/*status=*/200});
+//   engine.report(a, drl::Report{/*status=*/200}, /*now=*/20);
 //   assert((engine.actions()[0] == drl::Action{drl::ActionKind::Resolve, a, 1}));  // settle a with its value
 //   assert((engine.actions()[1] == drl::Action{drl::ActionKind::Start, b, 1}));    // a's slot goes to b
 //   assert(!engine.next_wake());  // nobody waits on time: no timer
@@ -153,9 +154,9 @@ class Engine {
   void erase(Millis now);
 
   // A caller arrives wanting `cost` units (an integer >= 1, at most the limit).
-  Expected<Ticket> arrive(Millis now, double cost);
+  Expected<Ticket> arrive(double cost, Millis now);
   // The running attempt of `ticket` finished with `report`.
-  Status report(Ticket ticket, Millis now, const Report& report);
+  Status report(Ticket ticket, const Report& report, Millis now);
   // The running attempt of `ticket` threw (RPC keeps nothing else).
   Status threw(Ticket ticket, Millis now);
   // The caller went away. A running callback keeps its slot until it reports.
@@ -163,7 +164,7 @@ class Engine {
   // The host's timer fired.
   void tick(Millis now);
   // Pauses the bucket for `ms` (an integer 0..kMaxDelayMs): a penalty.
-  Status pause(Millis now, double ms);
+  Status pause(double ms, Millis now);
   // Live state as JSON: config (as given), effective config, remaining,
   // resetAt, penalised, forcedUntil, active, running, queued, used, grants.
   Expected<std::string> stats(Millis now);

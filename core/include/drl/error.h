@@ -10,7 +10,7 @@
 //   }
 //
 //   drl::Engine engine;  // not configured yet
-//   drl::Expected<drl::Ticket> ticket = engine.arrive(/*now=*/0, /*cost=*/1);
+//   drl::Expected<drl::Ticket> ticket = engine.arrive(/*cost=*/1, /*now=*/0);
 //   assert(!ticket.ok());
 //   assert(ticket.error().code == drl::ErrorCode::NoSuchLimiter);
 //   assert(drl::error_code_id(ticket.error().code) == "no-such-limiter");

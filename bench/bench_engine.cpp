@@ -54,7 +54,7 @@ Figures run(int64_t limit, int takes) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < takes; ++i) {
     now += step;
-    auto ticket = engine.arrive(now, 1);
+    auto ticket = engine.arrive(1, now);
     if (!ticket) std::abort();
     while (engine.actions().empty()) {
       now = *engine.next_wake();
@@ -62,7 +62,7 @@ Figures run(int64_t limit, int takes) {
     }
     sink += engine.writes().size();
     engine.clear_output();
-    if (engine.report(*ticket, now, drl::Report{200})) std::abort();
+    if (engine.report(*ticket, drl::Report{200}, now)) std::abort();
     sink += engine.actions().size();
     engine.clear_output();
   }

@@ -37,20 +37,20 @@ function benchWasm(limit, takes) {
   const core = instantiateCore(module); // a fresh instance: its memory is this bucket's footprint
   const engine = core.createEngine();
   const config = JSON.stringify({ bucket: { limitPerWindow: limit, windowInMs: limit * STEP }, concurrency: 1000 });
-  engine.restore(T0, { config, grants: prefill(limit) });
+  engine.restore({ config, grants: prefill(limit) }, T0);
   engine.drain();
   let now = T0;
   const started = process.hrtime.bigint();
   for (let i = 0; i < takes; i++) {
     now += STEP;
-    const ticket = engine.arrive(now, 1);
+    const ticket = engine.arrive(1, now);
     let out = engine.drain();
     while (out.actions.length === 0) {
       now = engine.nextWake();
       engine.tick(now);
       out = engine.drain();
     }
-    engine.report(ticket, now, { status: 200 });
+    engine.report(ticket, { status: 200 }, now);
     engine.drain();
   }
   const ns = Number(process.hrtime.bigint() - started) / takes;

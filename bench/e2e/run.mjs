@@ -266,16 +266,16 @@ function engineOnly(seed, window) {
   const T0 = 1_700_000_000_000;
   const grants = [];
   for (let i = 1; i <= seed; i++) grants.push([T0 - i * SEED_STEP_MS, 1]);
-  engine.restore(T0, { config: JSON.stringify({ bucket: { limitPerWindow: 1_000_000_000, windowInMs: window }, concurrency: 1_000_000 }), grants: grants.reverse() });
+  engine.restore({ config: JSON.stringify({ bucket: { limitPerWindow: 1_000_000_000, windowInMs: window }, concurrency: 1_000_000 }), grants: grants.reverse() }, T0);
   engine.drain();
   const n = QUICK ? 50_000 : 200_000;
   let now = T0;
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < n; i++) {
     if (i % 4 === 0) now++; // a few calls per ms, as under load
-    const ticket = engine.arrive(now, 1);
+    const ticket = engine.arrive(1, now);
     engine.drain();
-    engine.report(ticket, now, { status: 200 });
+    engine.report(ticket, { status: 200 }, now);
     engine.drain();
   }
   return Number(process.hrtime.bigint() - t0) / n / 1000; // us per call

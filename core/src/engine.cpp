@@ -103,7 +103,7 @@ struct State {
     now = std::max(now, t);
     if (!cfg) return;
     if (lift_pending && now >= forced_until) lift();
-    if (auto through = log.prune(now, window())) write(WriteKind::DeleteGrantsThrough, *through);
+    if (auto through = log.prune(window(), now)) write(WriteKind::DeleteGrantsThrough, *through);
   }
 
   // At lift at most penaltyRefillFraction of the limit is available: the log
@@ -112,7 +112,7 @@ struct State {
   void lift() {
     const Millis at = log.empty() ? forced_until : std::max(forced_until, log.newest().at);
     const int64_t floor = refill_floor();
-    const int64_t amount = std::max(floor, log.live_at(forced_until, window()));
+    const int64_t amount = std::max(floor, log.live_at(window(), forced_until));
     log.replace(internal::Grant{at, amount});
     lift_pending = false;
     write(WriteKind::ClearGrants);
@@ -198,12 +198,12 @@ struct State {
         wake = forced_until;
         break;
       }
-      const Millis fits = log.fits_at(now, c.cost, limit(), window());
+      const Millis fits = log.fits_at(c.cost, limit(), window(), now);
       if (fits > now) {
         wake = fits;
         break;
       }
-      const internal::Grant g = log.take(now, c.cost, window());
+      const internal::Grant g = log.take(c.cost, window(), now);
       write(WriteKind::PutGrant, g.at, g.amount);
       while (static_cast<int64_t>(log.size()) > kMaxLogEntries) {
         auto [deleted, merged] = log.merge_oldest();
@@ -440,7 +440,7 @@ void Engine::erase(Millis now) {
   s_->write(WriteKind::EraseAll);
 }
 
-Expected<Ticket> Engine::arrive(Millis now, double cost) {
+Expected<Ticket> Engine::arrive(double cost, Millis now) {
   if (!s_->cfg) return s_->not_configured();
   if (!std::isfinite(cost)) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
@@ -466,7 +466,7 @@ Expected<Ticket> Engine::arrive(Millis now, double cost) {
   return t;
 }
 
-Status Engine::report(Ticket t, Millis now, const Report& r) {
+Status Engine::report(Ticket t, const Report& r, Millis now) {
   Call* c = s_->running_call(t);
   if (!c) return s_->unknown_ticket(t, "report");
   s_->advance(now);
@@ -564,7 +564,7 @@ void Engine::tick(Millis now) {
   s_->serve();
 }
 
-Status Engine::pause(Millis now, double ms) {
+Status Engine::pause(double ms, Millis now) {
   if (!s_->cfg) return s_->not_configured();
   if (!std::isfinite(ms)) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,

@@ -14,7 +14,7 @@ int64_t SlidingLog::quantum(int64_t window) {
   return window <= kMaxLogEntries ? 1 : (window + cells - 1) / cells;
 }
 
-std::optional<int64_t> SlidingLog::prune(int64_t now, int64_t window) {
+std::optional<int64_t> SlidingLog::prune(int64_t window, int64_t now) {
   std::optional<int64_t> dropped;
   while (!grants_.empty() && grants_.front().at + window <= now) {
     dropped = grants_.front().at;
@@ -24,7 +24,7 @@ std::optional<int64_t> SlidingLog::prune(int64_t now, int64_t window) {
   return dropped;
 }
 
-Grant SlidingLog::take(int64_t now, int64_t amount, int64_t window) {
+Grant SlidingLog::take(int64_t amount, int64_t window, int64_t now) {
   const int64_t q = quantum(window);
   int64_t at = (now + q - 1) / q * q;
   // After a reconfigure to a finer grid, or a lift floor dated in the future,
@@ -38,7 +38,7 @@ Grant SlidingLog::take(int64_t now, int64_t amount, int64_t window) {
   return grants_.back();
 }
 
-int64_t SlidingLog::fits_at(int64_t now, int64_t amount, int64_t limit, int64_t window) const {
+int64_t SlidingLog::fits_at(int64_t amount, int64_t limit, int64_t window, int64_t now) const {
   int64_t excess = sum_ + amount - limit;
   if (excess <= 0) return now;
   for (const Grant& g : grants_) {
@@ -49,7 +49,7 @@ int64_t SlidingLog::fits_at(int64_t now, int64_t amount, int64_t limit, int64_t 
   return grants_.empty() ? now : grants_.back().at + window;
 }
 
-int64_t SlidingLog::live_at(int64_t t, int64_t window) const {
+int64_t SlidingLog::live_at(int64_t window, int64_t t) const {
   int64_t live = 0;
   for (auto it = grants_.rbegin(); it != grants_.rend() && it->at + window > t; ++it) {
     live += it->amount;

@@ -1,5 +1,6 @@
 // The sliding log: grants ordered by time with a running sum.
-// Internal to the engine; the rules it implements are in DESIGN §2.
+// Internal to the engine; the rules it implements are in DESIGN §2. As in the
+// engine's API, the time a call is about comes last.
 #pragma once
 
 #include <cstdint>
@@ -17,20 +18,20 @@ class SlidingLog {
  public:
   // Drops grants no longer live at `now` (at + window <= now). Returns the
   // newest dropped `at`, so storage can delete every row up to it at once.
-  std::optional<int64_t> prune(int64_t now, int64_t window);
+  std::optional<int64_t> prune(int64_t window, int64_t now);
 
   // Records a take at `now`, on the grid the window implies, never dated
   // before the newest grant. Returns the row to upsert.
-  Grant take(int64_t now, int64_t amount, int64_t window);
+  Grant take(int64_t amount, int64_t window, int64_t now);
 
   // The earliest time >= now at which a take of `amount` fits under `limit`,
   // assuming the log was pruned at `now`. Exact: walks the oldest grants
   // until enough of them expire, so its cost is bounded by `amount`, not by
   // the size of the log.
-  int64_t fits_at(int64_t now, int64_t amount, int64_t limit, int64_t window) const;
+  int64_t fits_at(int64_t amount, int64_t limit, int64_t window, int64_t now) const;
 
   // Sum of grants still live at `t` (at + window > t).
-  int64_t live_at(int64_t t, int64_t window) const;
+  int64_t live_at(int64_t window, int64_t t) const;
 
   // Merges the oldest grant into the next one (dating it later, the safe
   // side). Returns {deleted at, updated grant}.

@@ -9,6 +9,7 @@
 //   actions: [1 Start | 2 Resolve, ticket, attempt, 0]  [3 Reject, ticket, code, status]
 //   writes:  [10 + WriteKind, at, amount, 0]             (writes come first)
 // Times are ms as doubles; tickets stay below 2^53, so JS numbers hold them.
+// As in drl::Engine, a call that takes the time takes it last (`now`).
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -81,7 +82,7 @@ DRL_EXPORT(drl_free) void drl_free(int h) {
   if (engine(h)) g_engines[h - 1].reset();
 }
 
-DRL_EXPORT(drl_configure) int drl_configure(int h, double now, int len) {
+DRL_EXPORT(drl_configure) int drl_configure(int h, int len, double now) {
   auto* e = engine(h);
   return e ? status(e->configure(scratch(len), to_ms(now))) : kBadHandle;
 }
@@ -93,7 +94,7 @@ DRL_EXPORT(drl_validate_config) int drl_validate_config(int len) {
   return parsed ? 0 : fail(parsed.error());
 }
 
-DRL_EXPORT(drl_reconfigure) int drl_reconfigure(int h, double now, int len) {
+DRL_EXPORT(drl_reconfigure) int drl_reconfigure(int h, int len, double now) {
   auto* e = engine(h);
   return e ? status(e->reconfigure(scratch(len), to_ms(now))) : kBadHandle;
 }
@@ -102,7 +103,7 @@ DRL_EXPORT(drl_reconfigure) int drl_reconfigure(int h, double now, int len) {
 // begin (config text, if config_len >= 0, in the scratch buffer), then any
 // number of rows calls ((at, amount) pairs in the f64 buffer), then end.
 DRL_EXPORT(drl_restore_begin)
-int drl_restore_begin(int h, double now, int config_len, double forced_until, int lift_pending) {
+int drl_restore_begin(int h, int config_len, double forced_until, int lift_pending, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
   std::optional<std::string_view> config;
@@ -134,10 +135,10 @@ DRL_EXPORT(drl_erase) int drl_erase(int h, double now) {
 }
 
 // A ticket (> 0), or -code.
-DRL_EXPORT(drl_arrive) double drl_arrive(int h, double now, double cost) {
+DRL_EXPORT(drl_arrive) double drl_arrive(int h, double cost, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
-  auto t = e->arrive(to_ms(now), cost);
+  auto t = e->arrive(cost, to_ms(now));
   return t ? static_cast<double>(*t) : fail(t.error());
 }
 
@@ -145,7 +146,7 @@ DRL_EXPORT(drl_arrive) double drl_arrive(int h, double now, double cost) {
 // 2 final). retry_after_ms: NaN when absent. header_len: -1 when no header,
 // else the header's length in the scratch buffer.
 DRL_EXPORT(drl_report)
-int drl_report(int h, double ticket, double now, int status_code, int flags, double retry_after_ms, int header_len) {
+int drl_report(int h, double ticket, int status_code, int flags, double retry_after_ms, int header_len, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
   drl::Report r;
@@ -154,7 +155,7 @@ int drl_report(int h, double ticket, double now, int status_code, int flags, dou
   r.failure = static_cast<drl::Failure>((flags >> 1) & 3);
   if (!std::isnan(retry_after_ms)) r.retry_after_ms = retry_after_ms;
   if (header_len >= 0) r.retry_after = scratch(header_len);
-  return status(e->report(static_cast<drl::Ticket>(ticket), to_ms(now), r));
+  return status(e->report(static_cast<drl::Ticket>(ticket), r, to_ms(now)));
 }
 
 DRL_EXPORT(drl_threw) int drl_threw(int h, double ticket, double now) {
@@ -174,9 +175,9 @@ DRL_EXPORT(drl_tick) int drl_tick(int h, double now) {
   return 0;
 }
 
-DRL_EXPORT(drl_pause) int drl_pause(int h, double now, double ms) {
+DRL_EXPORT(drl_pause) int drl_pause(int h, double ms, double now) {
   auto* e = engine(h);
-  return e ? status(e->pause(to_ms(now), ms)) : kBadHandle;
+  return e ? status(e->pause(ms, to_ms(now))) : kBadHandle;
 }
 
 // Stats JSON into the out buffer; returns its length, or -code.

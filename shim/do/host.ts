@@ -53,7 +53,7 @@ export class EngineHost {
   restore(): StoredBucket | undefined {
     const stored = this.#storage.read();
     if (stored) {
-      this.#engine.restore(Date.now(), stored);
+      this.#engine.restore(stored, Date.now());
       this.flush(); // repairs of damaged rows, expiry of old grants
       this.#storage.deleteExpiredNow();
     } else {
@@ -186,7 +186,7 @@ export class EngineHost {
       // Rebuilt without the repairs a cold start would write: storage has
       // just refused a write, and the next cold start repairs the same rows.
       const stored = this.#storage.read();
-      if (stored) this.#engine.restore(Date.now(), stored);
+      if (stored) this.#engine.restore(stored, Date.now());
       else this.#engine.erase(Date.now());
       this.#engine.drain();
     } catch {
@@ -286,7 +286,7 @@ export class EngineHost {
       call.failure = parsed.error;
       report = { status: 0, failure: 'final' };
     }
-    this.#engine.report(ticket, Date.now(), report);
+    this.#engine.report(ticket, report, Date.now());
     this.flushSoon();
   }
 

@@ -67,7 +67,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     return later(async () => {
       checkCallback(fn);
       const { cost, reportsThrows } = executeOptions(options);
-      const ticket = this.#host.run(() => this.#engine.arrive(Date.now(), cost));
+      const ticket = this.#host.run(() => this.#engine.arrive(cost, Date.now()));
       return (await this.#host.admit(ticket, fn, reportsThrows)) as T;
     });
   }
@@ -95,7 +95,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       const registry = registryStub(limiterNamespace(this.env));
       await registry.registerName(name);
       try {
-        this.#host.run(() => this.#engine.configure(Date.now(), text));
+        this.#host.run(() => this.#engine.configure(text, Date.now()));
         // The name and the config are stored in one transaction: a failed
         // write leaves neither (nor a table), and the engine as stored.
         this.#host.flush(() => this.#storage.putName(name));
@@ -116,7 +116,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   reconfigure(patch: LimiterConfigPatch): Promise<LimiterStats> {
     return later(async () => {
       const text = configJson(patch, 'patch');
-      this.#host.run(() => this.#engine.reconfigure(Date.now(), text));
+      this.#host.run(() => this.#engine.reconfigure(text, Date.now()));
       this.#host.flush();
       return this.stats();
     });
@@ -134,7 +134,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   pause(ms: number): Promise<LimiterStats> {
     return later(async () => {
       checkPauseMs(ms);
-      this.#host.run(() => this.#engine.pause(Date.now(), ms));
+      this.#host.run(() => this.#engine.pause(ms, Date.now()));
       this.#host.flush();
       return this.stats();
     });

@@ -9,8 +9,8 @@
  * import wasm from './core.wasm';
  * const core = instantiateCore(wasm);
  * const engine = core.createEngine();
- * engine.configure(Date.now(), '{"bucket":{"limitPerWindow":5,"windowInMs":1000},"concurrency":2}');
- * const ticket = engine.arrive(Date.now(), 1);
+ * engine.configure('{"bucket":{"limitPerWindow":5,"windowInMs":1000},"concurrency":2}', Date.now());
+ * const ticket = engine.arrive(1, Date.now());
  * const { writes, actions } = engine.drain(); // apply writes, then act
  */
 
@@ -72,19 +72,19 @@ interface CoreExports {
   drl_records(): number;
   drl_new(): number;
   drl_free(h: number): void;
-  drl_configure(h: number, now: number, len: number): number;
-  drl_reconfigure(h: number, now: number, len: number): number;
+  drl_configure(h: number, len: number, now: number): number;
+  drl_reconfigure(h: number, len: number, now: number): number;
   drl_validate_config(len: number): number;
-  drl_restore_begin(h: number, now: number, configLen: number, forcedUntil: number, liftPending: number): number;
+  drl_restore_begin(h: number, configLen: number, forcedUntil: number, liftPending: number, now: number): number;
   drl_restore_rows(h: number, count: number): number;
   drl_restore_end(h: number): number;
   drl_erase(h: number, now: number): number;
-  drl_arrive(h: number, now: number, cost: number): number;
-  drl_report(h: number, ticket: number, now: number, status: number, flags: number, retryAfterMs: number, headerLen: number): number;
+  drl_arrive(h: number, cost: number, now: number): number;
+  drl_report(h: number, ticket: number, status: number, flags: number, retryAfterMs: number, headerLen: number, now: number): number;
   drl_threw(h: number, ticket: number, now: number): number;
   drl_cancel(h: number, ticket: number, now: number): number;
   drl_tick(h: number, now: number): number;
-  drl_pause(h: number, now: number, ms: number): number;
+  drl_pause(h: number, ms: number, now: number): number;
   drl_stats(h: number, now: number): number;
   drl_config_text(h: number): number;
   drl_next_wake(h: number): number;
@@ -172,7 +172,7 @@ export class Core {
   }
 }
 
-/** One bucket's engine. Every method takes `now` in ms (Date.now()). */
+/** One bucket's engine. Every method that takes the time takes it last, as `now` in ms (Date.now()). */
 export class Engine {
   readonly #core: Core;
   readonly #h: number;
@@ -186,22 +186,22 @@ export class Engine {
     return this.#h;
   }
 
-  configure(now: number, configJson: string): void {
+  configure(configJson: string, now: number): void {
     const len = this.#core.putString(configJson);
-    this.#core.check(this.#core.exports.drl_configure(this.#h, now, len));
+    this.#core.check(this.#core.exports.drl_configure(this.#h, len, now));
   }
 
-  reconfigure(now: number, patchJson: string): void {
+  reconfigure(patchJson: string, now: number): void {
     const len = this.#core.putString(patchJson);
-    this.#core.check(this.#core.exports.drl_reconfigure(this.#h, now, len));
+    this.#core.check(this.#core.exports.drl_reconfigure(this.#h, len, now));
   }
 
   /** Rebuilds the engine from stored rows, streamed through a small buffer. */
-  restore(now: number, snapshot: EngineSnapshot): void {
+  restore(snapshot: EngineSnapshot, now: number): void {
     const x = this.#core.exports;
     const grants = snapshot.grants ?? [];
     const configLen = snapshot.config === undefined ? -1 : this.#core.putString(snapshot.config);
-    x.drl_restore_begin(this.#h, now, configLen, snapshot.forcedUntil ?? 0, snapshot.liftPending ? 1 : 0);
+    x.drl_restore_begin(this.#h, configLen, snapshot.forcedUntil ?? 0, snapshot.liftPending ? 1 : 0, now);
     for (let from = 0; from < grants.length; from += RESTORE_CHUNK) {
       const count = Math.min(RESTORE_CHUNK, grants.length - from);
       const buffer = this.#core.f64(count * 2);
@@ -220,18 +220,18 @@ export class Engine {
   }
 
   /** Returns the caller's ticket; throws for a bad cost or an unconfigured bucket. */
-  arrive(now: number, cost = 1): number {
-    return this.#core.check(this.#core.exports.drl_arrive(this.#h, now, cost));
+  arrive(cost: number, now: number): number {
+    return this.#core.check(this.#core.exports.drl_arrive(this.#h, cost, now));
   }
 
-  report(ticket: number, now: number, report: EngineReport): void {
+  report(ticket: number, report: EngineReport, now: number): void {
     let flags = report.rateLimited ? 1 : 0;
     if (report.failure) flags |= FAILURE_FLAGS[report.failure];
     const headerLen = typeof report.retryAfter === 'string' ? this.#core.putString(report.retryAfter) : -1;
     const retryAfterMs = typeof report.retryAfterMs === 'number' ? report.retryAfterMs : NaN;
     const status = Number.isInteger(report.status) ? (report.status as number) : 0;
     this.#core.check(
-      this.#core.exports.drl_report(this.#h, ticket, now, status, flags, retryAfterMs, headerLen),
+      this.#core.exports.drl_report(this.#h, ticket, status, flags, retryAfterMs, headerLen, now),
     );
   }
 
@@ -247,8 +247,8 @@ export class Engine {
     this.#core.exports.drl_tick(this.#h, now);
   }
 
-  pause(now: number, ms: number): void {
-    this.#core.check(this.#core.exports.drl_pause(this.#h, now, ms));
+  pause(ms: number, now: number): void {
+    this.#core.check(this.#core.exports.drl_pause(this.#h, ms, now));
   }
 
   /** The engine's stats document (see core/include/drl/engine.h). */

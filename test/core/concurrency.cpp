@@ -26,13 +26,13 @@ TEST_CASE("never more than `concurrency` calls hold a slot", "[concurrency]") {
   CHECK(e.queued() == 2);
   CHECK(wake(e) == kNoWake);
 
-  report(e, t[1], T0 + 1, ok());
+  report(e, t[1], ok(), T0 + 1);
   CHECK(actions(e) == std::vector<Action>{resolve(t[1]), start(t[3])});
   CHECK(e.active() == 3);
-  report(e, t[0], T0 + 2, ok());
+  report(e, t[0], ok(), T0 + 2);
   CHECK(actions(e) == std::vector<Action>{resolve(t[0]), start(t[4])});
   CHECK(e.queued() == 0);
-  for (Ticket x : {t[2], t[3], t[4]}) report(e, x, T0 + 3, ok());
+  for (Ticket x : {t[2], t[3], t[4]}) report(e, x, ok(), T0 + 3);
   CHECK(e.active() == 0);
   CHECK(e.running() == 0);
 }
@@ -40,7 +40,7 @@ TEST_CASE("never more than `concurrency` calls hold a slot", "[concurrency]") {
 TEST_CASE("a call keeps its slot through the backoff between attempts", "[concurrency]") {
   Engine e = configured(slots(1));
   const Ticket a = arrive(e, T0);
-  report(e, a, T0 + 10, failed(Failure::Retryable, 503));  // next attempt at T0 + 110
+  report(e, a, failed(Failure::Retryable, 503), T0 + 10);  // next attempt at T0 + 110
   const Ticket b = arrive(e, T0 + 20);
   e.clear_output();
   CHECK(e.active() == 1);
@@ -52,7 +52,7 @@ TEST_CASE("a call keeps its slot through the backoff between attempts", "[concur
   CHECK(actions(e).empty());
   e.tick(T0 + 110);
   CHECK(actions(e) == std::vector<Action>{start(a, 2)});
-  report(e, a, T0 + 120, ok());
+  report(e, a, ok(), T0 + 120);
   CHECK(actions(e) == std::vector<Action>{resolve(a, 2), start(b)});
 }
 
@@ -65,21 +65,21 @@ TEST_CASE("a call keeps its slot while its callback threw and it backs off", "[c
   CHECK(e.active() == 1);
   e.tick(T0 + 110);
   CHECK(actions(e) == std::vector<Action>{start(a, 2)});
-  report(e, a, T0 + 120, ok());
+  report(e, a, ok(), T0 + 120);
   CHECK(actions(e) == std::vector<Action>{resolve(a, 2), start(b)});
 }
 
 TEST_CASE("a call keeps its slot while waiting out the penalty its 429 caused", "[concurrency]") {
   Engine e = configured(slots(1, {{"maxRetries", 1}}));
   const Ticket a = arrive(e, T0);
-  report(e, a, T0 + 10, too_many(1000));
+  report(e, a, too_many(1000), T0 + 10);
   const Ticket b = arrive(e, T0 + 20);
   e.clear_output();
   CHECK(e.active() == 1);
   CHECK(e.running() == 0);
   e.tick(T0 + 1010);
   CHECK(actions(e) == std::vector<Action>{start(a, 2)});
-  report(e, a, T0 + 1020, ok());
+  report(e, a, ok(), T0 + 1020);
   CHECK(actions(e) == std::vector<Action>{resolve(a, 2), start(b)});
 }
 
@@ -92,9 +92,9 @@ TEST_CASE("a cancelled running call keeps its slot until its callback reports", 
   CHECK(e.actions().empty());  // the work is still in flight
   CHECK(e.active() == 1);
 
-  SECTION("a success settles as Cancelled") { report(e, a, T0 + 2, ok()); }
+  SECTION("a success settles as Cancelled") { report(e, a, ok(), T0 + 2); }
   SECTION("a retryable failure settles as Cancelled, with no retry") {
-    report(e, a, T0 + 2, failed(Failure::Retryable, 503));
+    report(e, a, failed(Failure::Retryable, 503), T0 + 2);
   }
   SECTION("a throw settles as Cancelled") { threw(e, a, T0 + 2); }
   CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::Cancelled), start(b)});
@@ -104,7 +104,7 @@ TEST_CASE("a cancelled running call keeps its slot until its callback reports", 
 TEST_CASE("cancelling a call between attempts frees its slot at once", "[concurrency]") {
   Engine e = configured(slots(1));
   const Ticket a = arrive(e, T0);
-  report(e, a, T0 + 10, failed(Failure::Retryable, 503));
+  report(e, a, failed(Failure::Retryable, 503), T0 + 10);
   const Ticket b = arrive(e, T0 + 20);
   e.clear_output();
   cancel(e, a, T0 + 30);
@@ -136,10 +136,10 @@ TEST_CASE("lowering concurrency keeps running calls; nobody starts until below t
   CHECK(e.actions().empty());
   CHECK(e.active() == 3);
 
-  report(e, t[0], T0 + 2, ok());
+  report(e, t[0], ok(), T0 + 2);
   CHECK(actions(e) == std::vector<Action>{resolve(t[0])});
-  report(e, t[1], T0 + 3, ok());
+  report(e, t[1], ok(), T0 + 3);
   CHECK(actions(e) == std::vector<Action>{resolve(t[1])});
-  report(e, t[2], T0 + 4, ok());
+  report(e, t[2], ok(), T0 + 4);
   CHECK(actions(e) == std::vector<Action>{resolve(t[2]), start(t[3])});
 }

@@ -14,8 +14,8 @@ using namespace drl::test;
 TEST_CASE("a retry whose cost no longer fits a lowered limit is rejected CostTooLarge", "[issues.1]") {
   constexpr Millis kWindow = 1000;
   Engine e = configured(config(5, kWindow, 1, {{"maxRetries", 2}, {"minDelayInMs", 100}, {"maxDelayInMs", 1000}}));
-  const Ticket a = arrive(e, T0, 5);
-  const Ticket b = arrive(e, T0, 1);
+  const Ticket a = arrive(e, 5, T0);
+  const Ticket b = arrive(e, 1, T0);
   e.clear_output();
 
   std::vector<Action> seen;
@@ -27,7 +27,7 @@ TEST_CASE("a retry whose cost no longer fits a lowered limit is rejected CostToo
   SECTION("lowered while running, then a retryable failure") {
     REQUIRE_FALSE(e.reconfigure(R"({"bucket":{"limitPerWindow":3}})", T0 + 1));
     collect();
-    report(e, a, T0 + 10, failed(Failure::Retryable, 503));
+    report(e, a, failed(Failure::Retryable, 503), T0 + 10);
   }
   SECTION("lowered while running, then a throw") {
     REQUIRE_FALSE(e.reconfigure(R"({"bucket":{"limitPerWindow":3}})", T0 + 1));
@@ -37,10 +37,10 @@ TEST_CASE("a retry whose cost no longer fits a lowered limit is rejected CostToo
   SECTION("lowered while running, then a 429") {
     REQUIRE_FALSE(e.reconfigure(R"({"bucket":{"limitPerWindow":3}})", T0 + 1));
     collect();
-    report(e, a, T0 + 10, too_many(200));
+    report(e, a, too_many(200), T0 + 10);
   }
   SECTION("lowered while it backs off between attempts") {
-    report(e, a, T0 + 10, failed(Failure::Retryable, 503));
+    report(e, a, failed(Failure::Retryable, 503), T0 + 10);
     collect();
     REQUIRE_FALSE(e.reconfigure(R"({"bucket":{"limitPerWindow":3}})", T0 + 20));
   }
@@ -74,9 +74,9 @@ TEST_CASE("restore keeps stored amounts above a lowered limit, so raising it aga
 
   REQUIRE_FALSE(e.reconfigure(R"({"bucket":{"limitPerWindow":100}})", T0 + 200));
   e.clear_output();
-  const Ticket fits = arrive(e, T0 + 300, 50);  // 50 + 50 == 100
+  const Ticket fits = arrive(e, 50, T0 + 300);  // 50 + 50 == 100
   CHECK(actions(e) == std::vector<Action>{start(fits)});
-  const Ticket over = arrive(e, T0 + 300, 1);  // would make 101 in one window
+  const Ticket over = arrive(e, 1, T0 + 300);  // would make 101 in one window
   CHECK(e.actions().empty());
   CHECK(wake(e) == T0 + kWindow);
   e.tick(T0 + kWindow);

@@ -34,7 +34,7 @@ TEST_CASE("a 429 sets the deadline to now + delay; nothing starts before it", "[
   Engine e = configured(penalty_config({{"maxRetries", 1}, {"maxDelayInMs", 120'000}}));
   const Ticket a = running_call(e, T0);
 
-  report(e, a, T0 + 100, too_many(5000));
+  report(e, a, too_many(5000), T0 + 100);
   Step s = drain(e);
   CHECK(e.forced_until() == T0 + 5100);
   CHECK(s.writes == std::vector<Write>{put_penalty(T0 + 5100, true)});
@@ -113,7 +113,7 @@ TEST_CASE("the penalty delay: explicit ms, else Retry-After, else backoff; clamp
     r.retry_after_ms = 700;
     delay = 700;
   }
-  report(e, a, now, r);
+  report(e, a, r, now);
   CHECK(e.forced_until() == now + delay);
   CHECK(drain(e).writes == std::vector<Write>{put_penalty(now + delay, true)});
 }
@@ -122,10 +122,10 @@ TEST_CASE("without a hint, the penalty is the backoff of the attempt that saw th
   const json retry = {{"maxRetries", 3}, {"minDelayInMs", 200}, {"maxDelayInMs", 60'000}, {"factor", 3}};
   Engine e = configured(penalty_config(retry));
   const Ticket a = running_call(e, T0);
-  report(e, a, T0 + 10, failed(Failure::Retryable, 503));  // attempt 1 backs off 200 ms
+  report(e, a, failed(Failure::Retryable, 503), T0 + 10);  // attempt 1 backs off 200 ms
   e.tick(T0 + 210);
   REQUIRE(actions(e) == std::vector<Action>{start(a, 2)});
-  report(e, a, T0 + 300, too_many());
+  report(e, a, too_many(), T0 + 300);
   // Attempt 2: 200 * 3^(2-1).
   CHECK(e.forced_until() == T0 + 300 + 600);
 }
@@ -136,7 +136,7 @@ TEST_CASE("respectRetryAfter false ignores the Retry-After header", "[penalty]")
   const Ticket a = running_call(e, T0);
   Report r = too_many();
   r.retry_after = "20";
-  report(e, a, T0 + 10, r);
+  report(e, a, r, T0 + 10);
   CHECK(e.forced_until() == T0 + 10 + 200);
 }
 
@@ -146,11 +146,11 @@ TEST_CASE("concurrent 5s / 60s / 5s penalties wait 60s: deadlines never shorten"
   const Ticket b = running_call(e, T0);
   const Ticket c = running_call(e, T0);
 
-  report(e, a, T0 + 10, too_many(5000));
+  report(e, a, too_many(5000), T0 + 10);
   CHECK(drain(e).writes == std::vector<Write>{put_penalty(T0 + 5010, true)});
-  report(e, b, T0 + 11, too_many(60'000));
+  report(e, b, too_many(60'000), T0 + 11);
   CHECK(drain(e).writes == std::vector<Write>{put_penalty(T0 + 60'011, true)});
-  report(e, c, T0 + 12, too_many(5000));
+  report(e, c, too_many(5000), T0 + 12);
   CHECK(drain(e).writes.empty());  // nothing to store: the deadline did not move
   CHECK(e.forced_until() == T0 + 60'011);
 
@@ -164,18 +164,18 @@ TEST_CASE("concurrent 5s / 60s / 5s penalties wait 60s: deadlines never shorten"
 
 TEST_CASE("a shorter pause during a longer penalty changes nothing", "[penalty]") {
   Engine e = configured(penalty_config());
-  pause(e, T0, 10'000);
+  pause(e, 10'000, T0);
   e.clear_output();
-  pause(e, T0 + 1, 500);
+  pause(e, 500, T0 + 1);
   CHECK(drain(e).writes.empty());
   CHECK(e.forced_until() == T0 + 10'000);
-  pause(e, T0 + 2, 20'000);
+  pause(e, 20'000, T0 + 2);
   CHECK(drain(e).writes == std::vector<Write>{put_penalty(T0 + 20'002, true)});
 }
 
 TEST_CASE("at lift the default fraction leaves half the limit available", "[penalty]") {
   Engine e = configured(penalty_config());
-  pause(e, T0, 2000);
+  pause(e, 2000, T0);
   const Millis lift = T0 + 2000;
   CHECK(drain(e).writes == std::vector<Write>{put_penalty(lift, true)});
 
@@ -200,8 +200,8 @@ TEST_CASE("at lift the default fraction leaves half the limit available", "[pena
 TEST_CASE("the lift floor is a floor, not a reset: grants live at lift keep counting", "[penalty]") {
   constexpr Millis kLongWindow = 10'000;
   Engine e = configured(config(kLimit, kLongWindow, 100, {{"maxRetries", 0}}));
-  arrive(e, T0, 7);
-  pause(e, T0 + 100, 1000);
+  arrive(e, 7, T0);
+  pause(e, 1000, T0 + 100);
   const Millis lift = T0 + 1100;
   e.clear_output();
 
@@ -219,7 +219,7 @@ TEST_CASE("the lift floor is a floor, not a reset: grants live at lift keep coun
 
 TEST_CASE("penaltyRefillFraction 0 opens nothing until one window after the deadline", "[penalty]") {
   Engine e = configured(penalty_config({{"maxRetries", 0}}, 0.0));
-  pause(e, T0, 500);
+  pause(e, 500, T0);
   const Millis lift = T0 + 500;
   const Ticket t = arrive(e, lift);
   CHECK(e.actions().empty());
@@ -238,9 +238,9 @@ TEST_CASE("penaltyRefillFraction 1 opens the full limit minus live grants", "[pe
   SECTION("an empty log reopens completely") { live = 0; }
   SECTION("three live units keep counting") {
     live = 3;
-    arrive(e, T0, 3);
+    arrive(e, 3, T0);
   }
-  pause(e, T0 + 10, 1000);
+  pause(e, 1000, T0 + 10);
   const Millis lift = T0 + 1010;
   e.clear_output();
   e.tick(lift);
@@ -279,7 +279,7 @@ TEST_CASE("the lift floor rounds up, without float noise", "[penalty]") {
     available = 0;
   }
   Engine e = configured(config(limit, kWindow, 100, {{"maxRetries", 0}}, fraction));
-  pause(e, T0, 100);
+  pause(e, 100, T0);
   e.tick(T0 + 100);
   size_t admitted = 0;
   for (int64_t i = 0; i < limit; ++i) {
@@ -295,7 +295,7 @@ TEST_CASE("pause validates its duration", "[penalty]") {
     const double bad = GENERATE(-1.0, 1.5, std::nan(""), std::numeric_limits<double>::infinity(),
                                 static_cast<double>(kMaxDelayMs + 1));
     CAPTURE(bad);
-    const Status st = e.pause(T0, bad);
+    const Status st = e.pause(bad, T0);
     REQUIRE(st);
     CHECK(st->code == ErrorCode::InvalidArgument);
     CHECK(st->message.rfind("[drl:invalid-argument] ", 0) == 0);
@@ -305,14 +305,14 @@ TEST_CASE("pause validates its duration", "[penalty]") {
     CHECK(e.actions() == std::vector<Action>{start(t)});
   }
   SECTION("the largest pause is accepted") {
-    REQUIRE_FALSE(e.pause(T0, static_cast<double>(kMaxDelayMs)));
+    REQUIRE_FALSE(e.pause(static_cast<double>(kMaxDelayMs), T0));
     CHECK(e.forced_until() == T0 + kMaxDelayMs);
   }
 }
 
 TEST_CASE("pause before configure is the not-configured error", "[penalty]") {
   Engine e;
-  const Status st = e.pause(T0, 1000);
+  const Status st = e.pause(1000, T0);
   REQUIRE(st);
   CHECK(st->code == ErrorCode::NoSuchLimiter);
   CHECK(st->message.find("[drl:no-such-limiter]") != std::string::npos);
@@ -321,7 +321,7 @@ TEST_CASE("pause before configure is the not-configured error", "[penalty]") {
 
 TEST_CASE("pause(0) lifts at once, applying the refill floor", "[penalty]") {
   Engine e = configured(penalty_config());
-  pause(e, T0, 0);
+  pause(e, 0, T0);
   CHECK(e.forced_until() == T0);
   CHECK(drain(e).writes ==
         std::vector<Write>{put_penalty(T0, true), clear_grants(), put_grant(T0, 5), put_penalty(T0, false)});
@@ -332,15 +332,15 @@ TEST_CASE("pause(0) lifts at once, applying the refill floor", "[penalty]") {
 TEST_CASE("a pause with a clock behind the engine counts from the latest time seen", "[penalty]") {
   Engine e = configured(penalty_config());
   e.tick(T0 + 500);
-  pause(e, T0, 1000);
+  pause(e, 1000, T0);
   CHECK(e.forced_until() == T0 + 1500);
 }
 
 TEST_CASE("a penalty holds back due retries as well as the queue", "[penalty]") {
   Engine e = configured(penalty_config({{"maxRetries", 2}, {"minDelayInMs", 100}}));
   const Ticket a = running_call(e, T0);
-  report(e, a, T0 + 10, failed(Failure::Retryable, 503));  // due at T0 + 110
-  pause(e, T0 + 20, 1000);
+  report(e, a, failed(Failure::Retryable, 503), T0 + 10);  // due at T0 + 110
+  pause(e, 1000, T0 + 20);
   e.clear_output();
   e.tick(T0 + 110);
   CHECK(actions(e).empty());
@@ -355,7 +355,7 @@ TEST_CASE("a 429 reported by a call whose caller went away still pauses everyone
   Engine e = configured(penalty_config({{"maxRetries", 2}, {"maxDelayInMs", 120'000}}));
   const Ticket a = running_call(e, T0);
   cancel(e, a, T0 + 5);
-  report(e, a, T0 + 10, too_many(5000));
+  report(e, a, too_many(5000), T0 + 10);
   const Step s = drain(e);
   CHECK(s.actions == std::vector<Action>{reject(a, ErrorCode::Cancelled)});
   CHECK(e.forced_until() == T0 + 5010);

@@ -20,11 +20,11 @@ TEST_CASE("first starts follow arrival order as slots free", "[queue]") {
   CHECK(actions(e) == std::vector<Action>{start(a)});
   CHECK(e.queued() == 3);
 
-  report(e, a, T0 + 10, ok());
+  report(e, a, ok(), T0 + 10);
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(b)});
-  report(e, b, T0 + 11, ok());
+  report(e, b, ok(), T0 + 11);
   CHECK(actions(e) == std::vector<Action>{resolve(b), start(c)});
-  report(e, c, T0 + 12, ok());
+  report(e, c, ok(), T0 + 12);
   CHECK(actions(e) == std::vector<Action>{resolve(c), start(d)});
   CHECK(e.queued() == 0);
 }
@@ -32,9 +32,9 @@ TEST_CASE("first starts follow arrival order as slots free", "[queue]") {
 TEST_CASE("a head that cannot fit blocks cheaper callers behind it: no overtaking", "[queue]") {
   constexpr Millis kWindow = 1000;
   Engine e = configured(config(5, kWindow, 10));
-  arrive(e, T0, 3);
-  const Ticket big = arrive(e, T0 + 1, 5);    // 3 + 5 > 5: waits for T0's grant
-  const Ticket small = arrive(e, T0 + 2, 1);  // 3 + 1 <= 5 would fit, but is behind
+  arrive(e, 3, T0);
+  const Ticket big = arrive(e, 5, T0 + 1);    // 3 + 5 > 5: waits for T0's grant
+  const Ticket small = arrive(e, 1, T0 + 2);  // 3 + 1 <= 5 would fit, but is behind
   CHECK(actions(e) == std::vector<Action>{start(1)});
   CHECK(e.queued() == 2);
   CHECK(e.used() == 3);
@@ -52,10 +52,10 @@ TEST_CASE("a head that cannot fit blocks cheaper callers behind it: no overtakin
 
 TEST_CASE("a newcomer joins behind the queue even when it would fit", "[queue]") {
   Engine e = configured(config(3, 1000, 10));
-  arrive(e, T0, 2);
-  const Ticket head = arrive(e, T0 + 1, 2);  // waits: 2 + 2 > 3
+  arrive(e, 2, T0);
+  const Ticket head = arrive(e, 2, T0 + 1);  // waits: 2 + 2 > 3
   e.clear_output();
-  const Ticket late = arrive(e, T0 + 2, 1);  // 2 + 1 <= 3, but someone is waiting
+  const Ticket late = arrive(e, 1, T0 + 2);  // 2 + 1 <= 3, but someone is waiting
   CHECK(e.actions().empty());
   CHECK(e.queued() == 2);
   CHECK(e.used() == 2);
@@ -70,7 +70,7 @@ TEST_CASE("a head blocked only by slots has no wake time: a report frees it", "[
   e.clear_output();
   CHECK(e.queued() == 1);
   CHECK(wake(e) == kNoWake);
-  report(e, a, T0 + 50, ok());
+  report(e, a, ok(), T0 + 50);
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(b)});
   CHECK(wake(e) == kNoWake);
 }
@@ -79,7 +79,7 @@ TEST_CASE("due retries are served before queued first starts", "[queue]") {
   // One unit per 100 ms: a retry and a queued caller want the same unit.
   Engine e = configured(config(1, 100, 2, {{"maxRetries", 2}, {"minDelayInMs", 90}, {"maxDelayInMs", 90}}));
   const Ticket a = arrive(e, T0);
-  report(e, a, T0 + 10, failed(Failure::Retryable, 503));  // due at T0 + 100
+  report(e, a, failed(Failure::Retryable, 503), T0 + 10);  // due at T0 + 100
   const Ticket b = arrive(e, T0 + 50);                       // a free slot, but no unit until T0 + 100
   e.clear_output();
   CHECK(wake(e) == T0 + 100);
@@ -101,7 +101,7 @@ TEST_CASE("cancelling a queued caller rejects it at once; the next moves up", "[
   cancel(e, b, T0 + 1);
   CHECK(drain(e).actions == std::vector<Action>{reject(b, ErrorCode::Cancelled)});
   CHECK(e.queued() == 1);
-  report(e, a, T0 + 2, ok());
+  report(e, a, ok(), T0 + 2);
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(c)});
   // The cancelled ticket is gone.
   const Status again = e.cancel(b, T0 + 3);
@@ -111,9 +111,9 @@ TEST_CASE("cancelling a queued caller rejects it at once; the next moves up", "[
 
 TEST_CASE("cancelling a blocked head unblocks the callers behind it", "[queue]") {
   Engine e = configured(config(5, 1000, 10));
-  arrive(e, T0, 3);
-  const Ticket big = arrive(e, T0 + 1, 5);
-  const Ticket small = arrive(e, T0 + 2, 1);
+  arrive(e, 3, T0);
+  const Ticket big = arrive(e, 5, T0 + 1);
+  const Ticket small = arrive(e, 1, T0 + 2);
   e.clear_output();
   cancel(e, big, T0 + 3);
   CHECK(actions(e) == std::vector<Action>{reject(big, ErrorCode::Cancelled), start(small)});
@@ -125,13 +125,13 @@ TEST_CASE("arrive validates the cost", "[queue]") {
   SECTION("not a positive integer: InvalidArgument") {
     const double bad = GENERATE(0.0, -1.0, 1.5, std::nan(""), std::numeric_limits<double>::infinity());
     CAPTURE(bad);
-    auto t = e.arrive(T0, bad);
+    auto t = e.arrive(bad, T0);
     REQUIRE_FALSE(t);
     CHECK(t.error().code == ErrorCode::InvalidArgument);
     CHECK(t.error().message.rfind("[drl:invalid-argument] ", 0) == 0);
   }
   SECTION("above the limit: CostTooLarge naming both numbers") {
-    auto t = e.arrive(T0, 11);
+    auto t = e.arrive(11, T0);
     REQUIRE_FALSE(t);
     CHECK(t.error().code == ErrorCode::CostTooLarge);
     CHECK(t.error().message.rfind("[drl:cost-too-large] ", 0) == 0);
@@ -143,13 +143,13 @@ TEST_CASE("arrive validates the cost", "[queue]") {
   CHECK(e.queued() == 0);
   CHECK(e.active() == 0);
   // The whole limit is a valid cost.
-  const Ticket t = arrive(e, T0, 10);
+  const Ticket t = arrive(e, 10, T0);
   CHECK(actions(e) == std::vector<Action>{start(t)});
 }
 
 TEST_CASE("arrive and reconfigure before configure are the not-configured error", "[queue][configure]") {
   Engine e;
-  auto t = e.arrive(T0, 1);
+  auto t = e.arrive(1, T0);
   REQUIRE_FALSE(t);
   CHECK(t.error().code == ErrorCode::NoSuchLimiter);
   CHECK(t.error().message.find("[drl:no-such-limiter]") != std::string::npos);
@@ -232,20 +232,20 @@ TEST_CASE("a shorter window by reconfigure expires grants at once", "[queue][con
 TEST_CASE("lowering the limit below a queued caller's cost rejects only that caller", "[queue][configure]") {
   Engine e = configured(config(10, 1000, 1));
   const Ticket a = arrive(e, T0);
-  const Ticket big = arrive(e, T0, 8);
-  const Ticket small = arrive(e, T0, 2);
+  const Ticket big = arrive(e, 8, T0);
+  const Ticket small = arrive(e, 2, T0);
   e.clear_output();
   REQUIRE_FALSE(e.reconfigure(R"({"bucket":{"limitPerWindow":5}})", T0 + 1));
   CHECK(actions(e) == std::vector<Action>{reject(big, ErrorCode::CostTooLarge)});
   CHECK(e.queued() == 1);
-  report(e, a, T0 + 2, ok());
+  report(e, a, ok(), T0 + 2);
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(small)});
 }
 
 TEST_CASE("reconfigure carries the log and the penalty over", "[queue][configure]") {
   Engine e = configured(config(10, 1000, 10));
-  arrive(e, T0, 4);
-  pause(e, T0 + 1, 5000);
+  arrive(e, 4, T0);
+  pause(e, 5000, T0 + 1);
   e.clear_output();
   const auto grants_before = e.grants();
   REQUIRE_FALSE(e.reconfigure(R"({"concurrency":20})", T0 + 2));
@@ -262,7 +262,7 @@ TEST_CASE("erase rejects everyone waiting and forgets the bucket", "[queue][eras
   const Ticket running = arrive(e, T0);
   const Ticket backing_off = arrive(e, T0);
   const Ticket queued = arrive(e, T0);
-  report(e, backing_off, T0 + 1, failed(Failure::Retryable, 503));
+  report(e, backing_off, failed(Failure::Retryable, 503), T0 + 1);
   e.clear_output();
   REQUIRE(e.queued() == 1);
 
@@ -278,12 +278,12 @@ TEST_CASE("erase rejects everyone waiting and forgets the bucket", "[queue][eras
   CHECK(e.queued() == 0);
   CHECK(wake(e) == kNoWake);
 
-  auto t = e.arrive(T0 + 3, 1);
+  auto t = e.arrive(1, T0 + 3);
   REQUIRE_FALSE(t);
   CHECK(t.error().code == ErrorCode::NoSuchLimiter);
 
   // The running callback's late report settles nothing twice.
-  REQUIRE_FALSE(e.report(running, T0 + 4, ok()));
+  REQUIRE_FALSE(e.report(running, ok(), T0 + 4));
   CHECK(e.actions().empty());
   CHECK(e.active() == 0);
 }

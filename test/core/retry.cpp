@@ -15,12 +15,13 @@ namespace {
 // A bucket that never binds and one slot, so only retry policy shows.
 std::string retry_config(const json& retry) { return config(1000, 1'000'000, 1, retry); }
 
-// Starts one call and returns its ticket, output cleared.
-Ticket running_call(Engine& e, Millis now, double cost = 1) {
-  const Ticket t = arrive(e, now, cost);
+// Starts one call wanting `cost` (1 unless given) and returns its ticket, output cleared.
+Ticket running_call(Engine& e, double cost, Millis now) {
+  const Ticket t = arrive(e, cost, now);
   REQUIRE(actions(e) == std::vector<Action>{start(t)});
   return t;
 }
+Ticket running_call(Engine& e, Millis now) { return running_call(e, 1, now); }
 
 }  // namespace
 
@@ -29,7 +30,7 @@ TEST_CASE("a plain report resolves with that attempt's value, whatever the statu
   const Ticket a = running_call(e, T0);
   const int32_t status = GENERATE(200, 0, 404, 500, 503);
   CAPTURE(status);
-  report(e, a, T0 + 1, ok(status));
+  report(e, a, ok(status), T0 + 1);
   const Step s = drain(e);
   CHECK(s.actions == std::vector<Action>{resolve(a, 1)});
   CHECK(s.writes.empty());
@@ -46,12 +47,12 @@ TEST_CASE("a retryable failure backs off min(minDelay * factor^(k-1), maxDelay) 
   constexpr int64_t kCost = 3;
   Engine e = configured(retry_config(
       {{"maxRetries", kMaxRetries}, {"minDelayInMs", kMinDelay}, {"maxDelayInMs", kMaxDelay}, {"factor", kFactor}}));
-  const Ticket a = running_call(e, T0, kCost);
+  const Ticket a = running_call(e, kCost, T0);
   Millis now = T0;
   for (uint32_t k = 1; k <= kMaxRetries; ++k) {
     CAPTURE(k);
     now += 7;
-    report(e, a, now, failed(Failure::Retryable, 503));
+    report(e, a, failed(Failure::Retryable, 503), now);
     CHECK(drain(e).actions.empty());
     const Millis delay =
         std::min(static_cast<Millis>(kMinDelay * std::pow(kFactor, k - 1)), kMaxDelay);
@@ -68,11 +69,11 @@ TEST_CASE("a retryable failure backs off min(minDelay * factor^(k-1), maxDelay) 
   }
 
   SECTION("the last attempt's success resolves with that attempt") {
-    report(e, a, now + 1, ok());
+    report(e, a, ok(), now + 1);
     CHECK(actions(e) == std::vector<Action>{resolve(a, kMaxRetries + 1)});
   }
   SECTION("the last attempt's failure rejects with its status") {
-    report(e, a, now + 1, failed(Failure::Retryable, 502));
+    report(e, a, failed(Failure::Retryable, 502), now + 1);
     CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallFailed, 502)});
     CHECK(wake(e) == kNoWake);
   }
@@ -82,14 +83,14 @@ TEST_CASE("a retryable failure backs off min(minDelay * factor^(k-1), maxDelay) 
 TEST_CASE("a non-integer factor backs off by the product", "[retry]") {
   Engine e = configured(retry_config({{"maxRetries", 3}, {"minDelayInMs", 100}, {"factor", 1.5}}));
   const Ticket a = running_call(e, T0);
-  report(e, a, T0, failed(Failure::Retryable, 503));
+  report(e, a, failed(Failure::Retryable, 503), T0);
   e.tick(T0 + 100);
   REQUIRE(actions(e) == std::vector<Action>{start(a, 2)});
-  report(e, a, T0 + 100, failed(Failure::Retryable, 503));
+  report(e, a, failed(Failure::Retryable, 503), T0 + 100);
   CHECK(wake(e) == T0 + 100 + 150);
   e.tick(T0 + 250);
   REQUIRE(actions(e) == std::vector<Action>{start(a, 3)});
-  report(e, a, T0 + 250, failed(Failure::Retryable, 503));
+  report(e, a, failed(Failure::Retryable, 503), T0 + 250);
   CHECK(wake(e) == T0 + 250 + 225);
 }
 
@@ -98,7 +99,7 @@ TEST_CASE("a final failure rejects at once with its status, attempts left or not
   const Ticket a = running_call(e, T0);
   const Ticket b = arrive(e, T0);
   e.clear_output();
-  report(e, a, T0 + 1, failed(Failure::Final, 400));
+  report(e, a, failed(Failure::Final, 400), T0 + 1);
   CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallFailed, 400), start(b)});
 }
 
@@ -107,7 +108,7 @@ TEST_CASE("a 429 outranks a failure: it pauses and retries instead of rejecting"
   const Ticket a = running_call(e, T0);
   Report r = too_many(1000);
   r.failure = Failure::Final;
-  report(e, a, T0 + 1, r);
+  report(e, a, r, T0 + 1);
   CHECK(drain(e).actions.empty());
   CHECK(e.forced_until() == T0 + 1001);
   e.tick(T0 + 1001);
@@ -117,10 +118,10 @@ TEST_CASE("a 429 outranks a failure: it pauses and retries instead of rejecting"
 TEST_CASE("an exhausted 429 rejects as a failed call with status 429, and still pauses", "[retry]") {
   Engine e = configured(retry_config({{"maxRetries", 1}, {"maxDelayInMs", 60'000}}));
   const Ticket a = running_call(e, T0);
-  report(e, a, T0 + 1, too_many(1000));
+  report(e, a, too_many(1000), T0 + 1);
   e.tick(T0 + 1001);
   REQUIRE(actions(e) == std::vector<Action>{start(a, 2)});
-  report(e, a, T0 + 1100, too_many(5000));
+  report(e, a, too_many(5000), T0 + 1100);
   const Step s = drain(e);
   CHECK(s.actions == std::vector<Action>{reject(a, ErrorCode::CallFailed, 429)});
   CHECK(e.forced_until() == T0 + 6100);
@@ -149,7 +150,7 @@ TEST_CASE("maxRetries 0 allows a single attempt", "[retry]") {
   Engine e = configured(retry_config({{"maxRetries", 0}, {"maxDelayInMs", 60'000}}));
   const Ticket a = running_call(e, T0);
   SECTION("a retryable failure is final") {
-    report(e, a, T0 + 1, failed(Failure::Retryable, 503));
+    report(e, a, failed(Failure::Retryable, 503), T0 + 1);
     CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallFailed, 503)});
   }
   SECTION("a throw is final") {
@@ -157,7 +158,7 @@ TEST_CASE("maxRetries 0 allows a single attempt", "[retry]") {
     CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallbackThrew)});
   }
   SECTION("a 429 is final for the call but still pauses the bucket") {
-    report(e, a, T0 + 1, too_many(2000));
+    report(e, a, too_many(2000), T0 + 1);
     CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallFailed, 429)});
     CHECK(e.forced_until() == T0 + 2001);
   }
@@ -167,8 +168,8 @@ TEST_CASE("maxRetries 0 allows a single attempt", "[retry]") {
 
 TEST_CASE("a retry waits for the bucket like any take", "[retry]") {
   Engine e = configured(config(2, 1000, 1, {{"maxRetries", 1}, {"minDelayInMs", 100}}));
-  const Ticket a = running_call(e, T0, 2);
-  report(e, a, T0 + 10, failed(Failure::Retryable, 503));  // due at T0 + 110, bucket full until T0 + 1000
+  const Ticket a = running_call(e, 2, T0);
+  report(e, a, failed(Failure::Retryable, 503), T0 + 10);  // due at T0 + 110, bucket full until T0 + 1000
   e.tick(T0 + 110);
   CHECK(actions(e).empty());
   CHECK(wake(e) == T0 + 1000);
@@ -181,7 +182,7 @@ TEST_CASE("cancel: queued rejects now, running when it reports, between attempts
   const Ticket running = arrive(e, T0);
   const Ticket backing_off = arrive(e, T0);
   const Ticket queued = arrive(e, T0);
-  report(e, backing_off, T0 + 1, failed(Failure::Retryable, 503));
+  report(e, backing_off, failed(Failure::Retryable, 503), T0 + 1);
   e.clear_output();
 
   cancel(e, queued, T0 + 2);
@@ -190,7 +191,7 @@ TEST_CASE("cancel: queued rejects now, running when it reports, between attempts
   CHECK(actions(e) == std::vector<Action>{reject(backing_off, ErrorCode::Cancelled)});
   cancel(e, running, T0 + 4);
   CHECK(actions(e).empty());
-  report(e, running, T0 + 5, ok());
+  report(e, running, ok(), T0 + 5);
   CHECK(actions(e) == std::vector<Action>{reject(running, ErrorCode::Cancelled)});
   CHECK(e.active() == 0);
   CHECK(wake(e) == kNoWake);
@@ -200,9 +201,9 @@ TEST_CASE("reports, throws and cancels for tickets without a running attempt are
           "[retry]") {
   Engine e = configured(config(100, 1000, 1, {{"maxRetries", 2}, {"minDelayInMs", 100}}));
   const Ticket done = arrive(e, T0);
-  report(e, done, T0, ok());
+  report(e, done, ok(), T0);
   const Ticket backing_off = arrive(e, T0);
-  report(e, backing_off, T0, failed(Failure::Retryable, 503));
+  report(e, backing_off, failed(Failure::Retryable, 503), T0);
   const Ticket queued = arrive(e, T0);
   e.clear_output();
   REQUIRE(e.queued() == 1);
@@ -216,22 +217,22 @@ TEST_CASE("reports, throws and cancels for tickets without a running attempt are
     CHECK(e.actions().empty());
   };
   SECTION("a ticket never issued") {
-    require_unknown(e.report(999, T0 + 1, ok()));
+    require_unknown(e.report(999, ok(), T0 + 1));
     require_unknown(e.threw(999, T0 + 1));
     require_unknown(e.cancel(999, T0 + 1));
-    require_unknown(e.report(0, T0 + 1, ok()));
+    require_unknown(e.report(0, ok(), T0 + 1));
   }
   SECTION("a settled ticket") {
-    require_unknown(e.report(done, T0 + 1, ok()));
+    require_unknown(e.report(done, ok(), T0 + 1));
     require_unknown(e.threw(done, T0 + 1));
     require_unknown(e.cancel(done, T0 + 1));
   }
   SECTION("a ticket between attempts") {
-    require_unknown(e.report(backing_off, T0 + 1, ok()));
+    require_unknown(e.report(backing_off, ok(), T0 + 1));
     require_unknown(e.threw(backing_off, T0 + 1));
   }
   SECTION("a queued ticket") {
-    require_unknown(e.report(queued, T0 + 1, ok()));
+    require_unknown(e.report(queued, ok(), T0 + 1));
     require_unknown(e.threw(queued, T0 + 1));
   }
   CHECK(e.queued() == 1);

@@ -84,15 +84,15 @@ TEST_CASE("a one-ms window frees its grant on the next ms", "[sliding_log]") {
 
 TEST_CASE("takes in the same ms coalesce into one grant and one upsert", "[sliding_log]") {
   Engine e = configured(bucket_only(10, 1000));
-  arrive(e, T0, 2);
+  arrive(e, 2, T0);
   CHECK(drain(e).writes == std::vector<Write>{put_grant(T0, 2)});
-  arrive(e, T0, 3);
+  arrive(e, 3, T0);
   // One row per distinct ms: the second take rewrites the row with the sum.
   CHECK(drain(e).writes == std::vector<Write>{put_grant(T0, 5)});
   CHECK(e.grants() == Grants{{T0, 5}});
   CHECK(e.log_entries() == 1);
 
-  arrive(e, T0 + 1, 1);
+  arrive(e, 1, T0 + 1);
   CHECK(drain(e).writes == std::vector<Write>{put_grant(T0 + 1, 1)});
   CHECK(e.grants() == Grants{{T0, 5}, {T0 + 1, 1}});
   CHECK(e.used() == 6);
@@ -100,21 +100,21 @@ TEST_CASE("takes in the same ms coalesce into one grant and one upsert", "[slidi
 
 TEST_CASE("admission is used + cost <= limit, so an exact fit is admitted", "[sliding_log]") {
   Engine e = configured(bucket_only(10, 1000));
-  arrive(e, T0, 6);
+  arrive(e, 6, T0);
   e.clear_output();
-  const Ticket fits = arrive(e, T0 + 1, 4);  // 6 + 4 == 10
+  const Ticket fits = arrive(e, 4, T0 + 1);  // 6 + 4 == 10
   CHECK(actions(e) == std::vector<Action>{start(fits)});
   CHECK(e.used() == 10);
-  arrive(e, T0 + 2, 1);  // 10 + 1 > 10
+  arrive(e, 1, T0 + 2);  // 10 + 1 > 10
   CHECK(e.actions().empty());
 }
 
 TEST_CASE("the wait for a take is exact: the oldest grants expire until it fits", "[sliding_log]") {
   constexpr Millis kWindow = 1000;
   Engine e = configured(bucket_only(5, kWindow));
-  arrive(e, T0, 1);
-  arrive(e, T0 + 100, 1);
-  arrive(e, T0 + 200, 3);
+  arrive(e, 1, T0);
+  arrive(e, 1, T0 + 100);
+  arrive(e, 3, T0 + 200);
   e.clear_output();
   REQUIRE(e.used() == 5);
 
@@ -138,7 +138,7 @@ TEST_CASE("the wait for a take is exact: the oldest grants expire until it fits"
     cost = 5;
     expected = T0 + 200 + kWindow;
   }
-  const Ticket t = arrive(e, T0 + 300, cost);
+  const Ticket t = arrive(e, cost, T0 + 300);
   CHECK(e.actions().empty());
   CHECK(wake(e) == expected);
 
@@ -154,14 +154,14 @@ TEST_CASE("the wait for a take is exact: the oldest grants expire until it fits"
 TEST_CASE("the wait accounts for partial usage, not just a full log", "[sliding_log]") {
   constexpr Millis kWindow = 1000;
   Engine e = configured(bucket_only(10, kWindow));
-  arrive(e, T0, 3);
-  arrive(e, T0 + 50, 4);
+  arrive(e, 3, T0);
+  arrive(e, 4, T0 + 50);
   e.clear_output();
   // used 7 of 10: cost 3 fits at once.
-  const Ticket a = arrive(e, T0 + 60, 3);
+  const Ticket a = arrive(e, 3, T0 + 60);
   CHECK(actions(e) == std::vector<Action>{start(a)});
   // used 10 now; cost 4 needs 4 units gone: 3 (T0) is not enough, 3 + 4 is.
-  const Ticket b = arrive(e, T0 + 70, 4);
+  const Ticket b = arrive(e, 4, T0 + 70);
   CHECK(e.actions().empty());
   CHECK(wake(e) == T0 + 50 + kWindow);
   e.tick(T0 + kWindow);  // only 3 units gone: 7 + 4 > 10
@@ -260,7 +260,7 @@ TEST_CASE("takes every few ms against a one-day window keep one entry per grid c
   for (int i = 0; i < kTakes; ++i) {
     const Millis now = T0 + i * kEvery;
     const Ticket t = arrive(e, now);
-    report(e, t, now, ok());
+    report(e, t, ok(), now);
     e.clear_output();
   }
   const Millis span = (kTakes - 1) * kEvery;
@@ -298,7 +298,7 @@ FullRateRun run_full_rate(Engine& e, int64_t takes) {
     const Millis now = take_time(i);
     const Ticket t = arrive(e, now);
     run.merged = run.merged || count(e.writes(), WriteKind::DeleteGrant) > 0;
-    report(e, t, now, ok());
+    report(e, t, ok(), now);
     run.storage.apply(e);
     e.clear_output();
     run.most_entries = std::max(run.most_entries, e.log_entries());

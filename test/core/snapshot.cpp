@@ -30,11 +30,12 @@ struct Host {
     storage.apply(engine);
     return drain(engine);
   }
-  void take(Millis now, double cost = 1) {
-    const Ticket t = arrive(engine, now, cost);
-    report(engine, t, now, ok());
+  void take(double cost, Millis now) {
+    const Ticket t = arrive(engine, cost, now);
+    report(engine, t, ok(), now);
     step();
   }
+  void take(Millis now) { take(1, now); }
 };
 
 Snapshot snapshot_of(const std::string& text, std::vector<std::pair<double, double>> rows, double forced_until = 0,
@@ -59,18 +60,18 @@ json bucket_view(Engine& e, Millis now) {
 TEST_CASE("restoring from the rows an engine wrote reproduces its bucket", "[snapshot]") {
   const std::string text = config(kLimit, kWindow, 5, {{"maxRetries", 1}});
   Host before(text);
-  before.take(T0, 2);
-  before.take(T0 + 100, 3);
-  before.take(T0 + 100, 1);
-  before.take(T0 + 200, 1);
+  before.take(2, T0);
+  before.take(3, T0 + 100);
+  before.take(1, T0 + 100);
+  before.take(1, T0 + 200);
   Millis now = T0 + 300;
   SECTION("no penalty") {}
   SECTION("a pending penalty") {
-    pause(before.engine, T0 + 250, 2000);
+    pause(before.engine, 2000, T0 + 250);
     before.step();
   }
   SECTION("a lifted penalty") {
-    pause(before.engine, T0 + 250, 20);
+    pause(before.engine, 20, T0 + 250);
     before.engine.tick(T0 + 270);
     before.step();
   }
@@ -275,7 +276,7 @@ TEST_CASE("a stored config that no longer validates leaves the bucket unconfigur
   e.restore(s, T0 + 500);
   CHECK_FALSE(e.configured());
   CHECK(e.writes().empty());  // rows stay as they are for a person to inspect
-  auto t = e.arrive(T0 + 500, 1);
+  auto t = e.arrive(1, T0 + 500);
   REQUIRE_FALSE(t);
   CHECK(t.error().code == ErrorCode::NoSuchLimiter);
   CHECK_FALSE(e.stats(T0 + 500));

@@ -61,8 +61,8 @@ TEST_CASE("remaining, resetAt and the grants follow the live log", "[stats]") {
     CHECK(s["forcedUntil"].is_null());  // never penalised
   }
   SECTION("as grants are taken and expire") {
-    arrive(e, T0, 3);
-    arrive(e, T0 + 100, 2);
+    arrive(e, 3, T0);
+    arrive(e, 2, T0 + 100);
     json s = stats(e, T0 + 200);
     CHECK(s["remaining"] == kLimit - 5);
     CHECK(s["resetAt"] == T0 + 100 + kWindow);  // the newest live grant's expiry
@@ -83,8 +83,8 @@ TEST_CASE("remaining, resetAt and the grants follow the live log", "[stats]") {
 
 TEST_CASE("during a penalty nothing remains and the reset is a window after the deadline", "[stats]") {
   Engine e = configured(config(kLimit, kWindow, 10));
-  arrive(e, T0, 2);
-  pause(e, T0 + 100, 5000);
+  arrive(e, 2, T0);
+  pause(e, 5000, T0 + 100);
   const Millis fu = T0 + 5100;
 
   json s = stats(e, T0 + 200);
@@ -110,7 +110,7 @@ TEST_CASE("during a penalty resetAt is the later of the newest grant's expiry an
   const Millis cell_start = (T0 / q + 1) * q;
   Engine e = configured(config(kLimit, kDay, 10), cell_start);
   arrive(e, cell_start + 1);
-  pause(e, cell_start + 2, 10);
+  pause(e, 10, cell_start + 2);
   const json s = stats(e, cell_start + 3);
   CHECK(s["penalised"] == true);
   CHECK(s["forcedUntil"] == cell_start + 12);
@@ -123,7 +123,7 @@ TEST_CASE("stats counts slots held, callbacks running and callers queued", "[sta
   arrive(e, T0);
   arrive(e, T0);
   arrive(e, T0);
-  report(e, a, T0 + 1, failed(Failure::Retryable, 503));
+  report(e, a, failed(Failure::Retryable, 503), T0 + 1);
   const json s = stats(e, T0 + 2);
   CHECK(s["active"] == 2);
   CHECK(s["running"] == 1);
@@ -137,7 +137,7 @@ TEST_CASE("stats lists the newest 1000 grants and says when it truncated", "[sta
   SECTION("1005") { takes = 1005; }
   for (int64_t i = 0; i < takes; ++i) {
     const Ticket t = arrive(e, T0 + i);
-    report(e, t, T0 + i, ok());
+    report(e, t, ok(), T0 + i);
   }
   const json s = stats(e, T0 + takes);
   CHECK(s["liveGrants"] == takes);

@@ -83,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // The engine still works: a caller is either started or given a wake time.
   engine.clear_output();
-  auto ticket = engine.arrive(now, 1);
+  auto ticket = engine.arrive(1, now);
   require(ticket.ok());
   require(!engine.actions().empty() || engine.next_wake().has_value());
   require(engine.stats(now).ok());

@@ -45,11 +45,11 @@ describe('the shared cost rule', () => {
   it('accepts exactly the costs the engine does not refuse as invalid', () => {
     const core = loadCore();
     const engine = core.createEngine();
-    engine.configure(0, JSON.stringify({ bucket: { limitPerWindow: 1_000_000_000, windowInMs: 1000 }, concurrency: 1_000_000 }));
+    engine.configure(JSON.stringify({ bucket: { limitPerWindow: 1_000_000_000, windowInMs: 1000 }, concurrency: 1_000_000 }), 0);
     for (const cost of [1, 2, 1000, 1_000_000_000, 0, -1, 1.5, 0.999, Number.NaN, Infinity, -Infinity, 2 ** 53, 1e300]) {
       let engineCode: string | undefined;
       try {
-        engine.arrive(0, cost);
+        engine.arrive(cost, 0);
       } catch (error) {
         engineCode = (error as { code: string }).code;
       }

@@ -45,18 +45,18 @@ describe('core.wasm agrees with the native engine', () => {
       const str = (s: string) => core.putString(s);
       switch (ev.e) {
         case 'configure':
-          rc = x.drl_configure(h, ev.now, str(ev.json as string));
+          rc = x.drl_configure(h, str(ev.json as string), ev.now);
           break;
         case 'reconfigure':
-          rc = x.drl_reconfigure(h, ev.now, str(ev.json as string));
+          rc = x.drl_reconfigure(h, str(ev.json as string), ev.now);
           break;
         case 'arrive':
-          rc = x.drl_arrive(h, ev.now, ev.cost as number);
+          rc = x.drl_arrive(h, ev.cost as number, ev.now);
           break;
         case 'report': {
           const headerLen = ev.header === null ? -1 : str(ev.header as string);
           const ms = ev.ms === null ? NaN : (ev.ms as number);
-          rc = x.drl_report(h, ev.t as number, ev.now, ev.status as number, ev.flags as number, ms, headerLen);
+          rc = x.drl_report(h, ev.t as number, ev.status as number, ev.flags as number, ms, headerLen, ev.now);
           break;
         }
         case 'threw':
@@ -69,7 +69,7 @@ describe('core.wasm agrees with the native engine', () => {
           rc = x.drl_tick(h, ev.now);
           break;
         case 'pause':
-          rc = x.drl_pause(h, ev.now, ev.ms as number);
+          rc = x.drl_pause(h, ev.ms as number, ev.now);
           break;
         case 'stats':
           rc = x.drl_stats(h, ev.now);
@@ -83,7 +83,7 @@ describe('core.wasm agrees with the native engine', () => {
           h = x.drl_new();
           const grants = ev.grants as (number | null)[][];
           const configLen = ev.config === null ? -1 : str(ev.config as string);
-          rc = x.drl_restore_begin(h, ev.now, configLen, ev.fu as number, ev.pending ? 1 : 0);
+          rc = x.drl_restore_begin(h, configLen, ev.fu as number, ev.pending ? 1 : 0, ev.now);
           // Streamed in small chunks, as the loader does.
           for (let from = 0; from < grants.length; from += 2) {
             const rows = grants.slice(from, from + 2);

@@ -16,9 +16,9 @@ describe('core.wasm loader', () => {
 
   it('raises the error class the engine names, with the stable marker and code', () => {
     const engine = loadCore().createEngine();
-    expect(() => engine.arrive(T0, 1)).toThrowError(/^\[drl:no-such-limiter\] /);
+    expect(() => engine.arrive(1, T0)).toThrowError(/^\[drl:no-such-limiter\] /);
     try {
-      engine.configure(T0, JSON.stringify({ bucket: { limitPerWindow: 0, windowInMs: 1000 }, concurrency: 1 }));
+      engine.configure(JSON.stringify({ bucket: { limitPerWindow: 0, windowInMs: 1000 }, concurrency: 1 }), T0);
       expect.unreachable();
     } catch (error) {
       expect(error).toBeInstanceOf(RangeError);
@@ -26,7 +26,7 @@ describe('core.wasm loader', () => {
       expect((error as Error).message).toContain('bucket.limitPerWindow');
       expect((error as Error).message).toContain('received 0');
     }
-    expect(() => engine.configure(T0, '{"bucket": "x"}')).toThrowError(TypeError);
+    expect(() => engine.configure('{"bucket": "x"}', T0)).toThrowError(TypeError);
     // Nothing was configured by the rejected documents.
     expect(engine.configText()).toBeUndefined();
     expect(engine.drain()).toEqual({ writes: [], actions: [] });
@@ -47,18 +47,18 @@ describe('core.wasm loader', () => {
 
   it('decodes the writes to store and the actions to take, in order', () => {
     const engine = loadCore().createEngine();
-    engine.configure(T0, CONFIG);
+    engine.configure(CONFIG, T0);
     expect(engine.drain()).toEqual({ writes: [{ kind: 'putConfig', text: CONFIG }], actions: [] });
 
-    const a = engine.arrive(T0 + 5, 1);
-    const b = engine.arrive(T0 + 6, 1);
+    const a = engine.arrive(1, T0 + 5);
+    const b = engine.arrive(1, T0 + 6);
     expect(engine.drain()).toEqual({
       writes: [{ kind: 'putGrant', at: T0 + 5, amount: 1 }],
       actions: [{ kind: 'start', ticket: a, attempt: 1 }],
     });
     expect(engine.nextWake()).toBeUndefined(); // b waits for a slot, not for time
 
-    engine.report(a, T0 + 7, { status: 429, retryAfter: '2' });
+    engine.report(a, { status: 429, retryAfter: '2' }, T0 + 7);
     const afterPenalty = engine.drain();
     // Retry-After: 2 seconds, under the default 30 s maxDelayInMs.
     expect(afterPenalty.writes).toEqual([{ kind: 'putPenalty', forcedUntil: T0 + 2007, liftPending: true }]);
@@ -80,11 +80,11 @@ describe('core.wasm loader', () => {
 
   it('restores from stored rows and reports stats', () => {
     const engine = loadCore().createEngine();
-    engine.restore(T0, { config: CONFIG, grants: [[T0 - 10, 2]] });
+    engine.restore({ config: CONFIG, grants: [[T0 - 10, 2]] }, T0);
     const stats = engine.stats(T0);
     expect(stats).toMatchObject({ remaining: 0, used: 2, resetAt: T0 - 10 + 1000, queued: 0, penalised: false });
     expect(stats.config).toEqual(JSON.parse(CONFIG));
-    const t = engine.arrive(T0, 1);
+    const t = engine.arrive(1, T0);
     expect(engine.drain().actions).toEqual([]);
     expect(engine.nextWake()).toBe(T0 + 990);
     engine.tick(T0 + 990);

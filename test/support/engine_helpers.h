@@ -114,15 +114,16 @@ inline Step drain(Engine& e) {
 
 inline std::vector<Action> actions(Engine& e) { return drain(e).actions; }
 
-// Arrives and requires success.
-inline Ticket arrive(Engine& e, Millis now, double cost = 1) {
-  auto t = e.arrive(now, cost);
+// Arrives wanting `cost` (1 unless given) and requires success.
+inline Ticket arrive(Engine& e, double cost, Millis now) {
+  auto t = e.arrive(cost, now);
   if (!t) FAIL("arrive failed: " << t.error().message);
   return *t;
 }
+inline Ticket arrive(Engine& e, Millis now) { return arrive(e, 1, now); }
 
-inline void report(Engine& e, Ticket t, Millis now, const Report& r) {
-  const Status st = e.report(t, now, r);
+inline void report(Engine& e, Ticket t, const Report& r, Millis now) {
+  const Status st = e.report(t, r, now);
   if (st) FAIL("report failed: " << st->message);
 }
 
@@ -136,8 +137,8 @@ inline void cancel(Engine& e, Ticket t, Millis now) {
   if (st) FAIL("cancel failed: " << st->message);
 }
 
-inline void pause(Engine& e, Millis now, double ms) {
-  const Status st = e.pause(now, ms);
+inline void pause(Engine& e, double ms, Millis now) {
+  const Status st = e.pause(ms, now);
   if (st) FAIL("pause failed: " << st->message);
 }
 

@@ -211,7 +211,7 @@ class Runner {
     } else if (roll <= 90) {
       const double ms = rng_.chance(10) ? -5.0 : static_cast<double>(rng_.range(0, 2000));
       const Millis at = clock_;
-      event({{"e", "pause"}, {"now", at}, {"ms", ms}}, [&](std::string& m) { return status_of(engine_.pause(at, ms), m); });
+      event({{"e", "pause"}, {"now", at}, {"ms", ms}}, [&](std::string& m) { return status_of(engine_.pause(ms, at), m); });
     } else if (roll <= 93) {
       const Millis at = clock_;
       json ev = {{"e", "stats"}, {"now", at}};
@@ -262,7 +262,7 @@ class Runner {
     const Millis at = clock_;
     Ticket got = 0;
     event({{"e", "arrive"}, {"now", at}, {"cost", cost}}, [&](std::string& m) {
-      auto t = engine_.arrive(at, cost);
+      auto t = engine_.arrive(cost, at);
       if (!t) return code_of(t.error(), m);
       got = *t;
       return static_cast<double>(got);
@@ -321,7 +321,7 @@ class Runner {
     calls_[t].state = HostState::Between;
     calls_[t].allowed = cfg().retry.max_retries + 1;
     const Millis at = clock_;
-    event(ev, [&](std::string& m) { return status_of(engine_.report(t, at, r), m); });
+    event(ev, [&](std::string& m) { return status_of(engine_.report(t, r, at), m); });
   }
 
   // The object is evicted: waiting and running callers are dropped (their
@@ -365,7 +365,7 @@ class Runner {
         calls_[t].state = HostState::Between;
         const Millis at = clock_;
         event({{"e", "report"}, {"t", t}, {"now", at}, {"status", 200}, {"flags", 0}, {"ms", nullptr}, {"header", nullptr}},
-              [&](std::string& m) { return status_of(engine_.report(t, at, Report{200}), m); });
+              [&](std::string& m) { return status_of(engine_.report(t, Report{200}, at), m); });
         continue;
       }
       const auto wake = engine_.next_wake();

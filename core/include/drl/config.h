@@ -1,15 +1,27 @@
 // A bucket's configuration: parsing, validation and deep-merge patching.
 //
-//   auto parsed = drl::parse_config(R"({
+// Example:
+//   drl::Expected<drl::ParsedConfig> parsed = drl::parse_config(R"({
 //     "bucket": { "limitPerWindow": 60, "windowInMs": 60000 },
 //     "concurrency": 5,
 //     "retry": { "maxRetries": 2 }
 //   })");
-//   parsed->bucket.penalty_refill_fraction;  // 0.5 (default)
-//   parsed->retry.min_delay_ms;              // 500 (default; partial retry merges)
+//   assert(parsed.ok());
+//   assert(parsed->config.bucket.penalty_refill_fraction == 0.5);  // the default
+//   assert(parsed->config.retry.min_delay_ms == 500);  // a partial retry merges onto the defaults
+//   // The document as given, compact, without defaults: what to store and echo in stats.
+//   const std::string stored = parsed->text;
+//   assert(stored == R"({"bucket":{"limitPerWindow":60,"windowInMs":60000},"concurrency":5,"retry":{"maxRetries":2}})");
 //
-//   auto patched = drl::apply_config_patch(stored_text, R"({"concurrency": 8})");
-//   patched->text;  // the merged document as given, to store and echo in stats
+//   drl::Expected<drl::ParsedConfig> patched = drl::apply_config_patch(stored, R"({"concurrency": 8})");
+//   assert(patched->config.concurrency == 8);
+//   assert(patched->config.retry.max_retries == 2);  // untouched keys are kept
+//
+//   drl::Expected<drl::ParsedConfig> broken = drl::parse_config(R"({"concurrency": 0})");
+//   assert(drl::validate_config(R"({"concurrency": 0})").size() == 2);  // every problem at once
+//   assert(broken.error().message ==
+//          "[drl:invalid-config] bucket is required; "
+//          "concurrency must be an integer between 1 and 1000000 (received 0)");
 //
 // Every problem in a document is reported at once (the CLI shows them all
 // together), each naming the field, the rule and the value received.

@@ -1,18 +1,28 @@
 // The limiter engine: a sans-IO state machine the host drives.
 //
-// The host reports what happened, always with the current time in ms; the
-// engine answers with storage writes to make, actions to take and the one
-// time it next needs to be woken. It has no clock, no timers and no I/O.
+// The host reports what happened, always with the current time in ms as the
+// last argument (`now`, in every call that takes one); the engine answers
+// with storage writes to make, actions to take and the one time it next
+// needs to be woken. It has no clock, no timers and no I/O.
 //
+// Example:
 //   drl::Engine engine;
-//   engine.configure(R"({"bucket":{"limitPerWindow":2,"windowInMs":1000},"concurrency":1})", 0);
-//   auto a = engine.arrive(/*now=*/10, /*cost=*/1);  // -> Start{a, attempt 1}, PutGrant{10, 1}
-//   auto b = engine.arrive(11, 1);                   // queued: the only slot is held by a
-//   for (const drl::Write& w : engine.writes()) { /* apply to storage first */ }
-//   for (const drl::Action& x : engine.actions()) { /* then invoke/settle */ }
+//   engine.configure(R"({"bucket":{"limitPerWindow":2,"windowInMs":1000},"concurrency":1})", /*now=*/0);
+//   drl::Ticket a = *engine.arrive(/*cost=*/1, /*now=*/10);  // the bucket and the slot are free
+//   drl::Ticket b = *engine.arrive(/*cost=*/1, /*now=*/11);  // the only slot is a's: b queues
+//
+//   // One step's output: first store every write, then act.
+//   assert(engine.writes().size() == 2);  // PutConfig (the configure), then a's grant:
+//   assert((engine.writes()[1] == drl::Write{drl::WriteKind::PutGrant, /*at=*/10, /*amount=*/1}));
+//   assert(engine.actions().size() == 1);  // invoke a's callback
+//   assert((engine.actions()[0] == drl::Action{drl::ActionKind::Start, a, /*attempt=*/1}));
 //   engine.clear_output();
-//   engine.report(*a, 20, drl::Report{200});         // -> Resolve{a}; Start{b, 1}
-//   engine.next_wake();                              // std::nullopt: nobody waits on time
+//
+//   engine.report(a, drl::Report{/*status=*/200}, /*now=*/20);
+//   assert((engine.actions()[0] == drl::Action{drl::ActionKind::Resolve, a, 1}));  // settle a with its value
+//   assert((engine.actions()[1] == drl::Action{drl::ActionKind::Start, b, 1}));    // a's slot goes to b
+//   assert(!engine.next_wake());  // nobody waits on time: no timer
+//   engine.clear_output();
 //
 // Host contract: apply every write of a step before acting on that step's
 // actions (a grant must be stored before the callback it admits is invoked),
@@ -86,8 +96,8 @@ struct Report {
   bool rate_limited = false;  // a rateLimit hook fired; status 429 implies it
   // An explicit delay, which beats the header. Negative, NaN or infinite is
   // dropped as if absent.
-  std::optional<double> retry_after_ms;
-  std::optional<std::string_view> retry_after;  // the raw Retry-After header
+  std::optional<double> retry_after_ms = std::nullopt;
+  std::optional<std::string_view> retry_after = std::nullopt;  // the raw Retry-After header
   Failure failure = Failure::None;
 };
 
@@ -144,9 +154,9 @@ class Engine {
   void erase(Millis now);
 
   // A caller arrives wanting `cost` units (an integer >= 1, at most the limit).
-  Expected<Ticket> arrive(Millis now, double cost);
+  Expected<Ticket> arrive(double cost, Millis now);
   // The running attempt of `ticket` finished with `report`.
-  Status report(Ticket ticket, Millis now, const Report& report);
+  Status report(Ticket ticket, const Report& report, Millis now);
   // The running attempt of `ticket` threw (RPC keeps nothing else).
   Status threw(Ticket ticket, Millis now);
   // The caller went away. A running callback keeps its slot until it reports.
@@ -154,7 +164,7 @@ class Engine {
   // The host's timer fired.
   void tick(Millis now);
   // Pauses the bucket for `ms` (an integer 0..kMaxDelayMs): a penalty.
-  Status pause(Millis now, double ms);
+  Status pause(double ms, Millis now);
   // Live state as JSON: config (as given), effective config, remaining,
   // resetAt, penalised, forcedUntil, active, running, queued, used, grants.
   Expected<std::string> stats(Millis now);

@@ -1,10 +1,19 @@
 // Errors as values, each carrying a stable `[drl:...]` code.
 //
-//   drl::Expected<drl::Config> parsed = drl::parse_config(R"({"concurrency": 0})");
-//   if (!parsed) {
-//     parsed.error().code;     // drl::ErrorCode::InvalidConfig
-//     parsed.error().message;  // "[drl:invalid-config] bucket is required; concurrency ..."
+// Example:
+//   drl::Expected<drl::ParsedConfig> parsed = drl::parse_config(R"({"concurrency": 0})");
+//   if (!parsed.ok()) {
+//     const drl::Error& error = parsed.error();
+//     assert(error.code == drl::ErrorCode::InvalidConfig);
+//     assert(error.kind == drl::ErrorKind::TypeError);  // the JS class to raise
+//     assert(error.message.rfind("[drl:invalid-config] bucket is required; ", 0) == 0);
 //   }
+//
+//   drl::Engine engine;  // not configured yet
+//   drl::Expected<drl::Ticket> ticket = engine.arrive(/*cost=*/1, /*now=*/0);
+//   assert(!ticket.ok());
+//   assert(ticket.error().code == drl::ErrorCode::NoSuchLimiter);
+//   assert(drl::error_code_id(ticket.error().code) == "no-such-limiter");
 //
 // The engine never throws across its API: Workers RPC keeps only an error's
 // message, so the `[drl:...]` token at the start of every message is the one

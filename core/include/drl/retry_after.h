@@ -1,9 +1,12 @@
 // Retry-After header parsing (RFC 9110 §10.2.3).
 //
-//   drl::parse_retry_after("120", now);                            // 120000
-//   drl::parse_retry_after(" 1.5 ", now);                          // 1500
-//   drl::parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now);  // ms until then, 0 if past
-//   drl::parse_retry_after("soon", now);                           // std::nullopt
+// Example:
+//   const int64_t now = 1445412000000;  // Wed, 21 Oct 2015 07:20:00 GMT, in ms since the epoch
+//   assert(drl::parse_retry_after("120", now) == 120000);
+//   assert(drl::parse_retry_after(" 1.5 ", now) == 1500);
+//   assert(drl::parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now) == 480000);  // ms until then
+//   assert(drl::parse_retry_after("Wed, 21 Oct 2015 07:19:00 GMT", now) == 0);       // in the past
+//   assert(drl::parse_retry_after("soon", now) == std::nullopt);                     // absent
 //
 // Accepts delay-seconds (ASCII digits, optionally a decimal fraction,
 // surrounding whitespace allowed; no sign, hex, exponent or Infinity) and an

@@ -83,7 +83,8 @@ export async function uploadLimits(target: AdminTarget, document: LimitsDocument
     throw new CliError(`The limiter answered ${status}: ${answer?.error ?? 'no reason given'}`);
   }
   if (!answer.ok) {
-    const lines = answer.results.filter((r) => !r.ok).map((r) => `  - ${JSON.stringify(r.name)}: ${r.error}`);
+    // Entry by entry: what is live now, what failed and why, what was not tried.
+    const lines = answer.results.map((r) => `  - ${JSON.stringify(r.name)}: ${r.applied ? 'applied' : r.error}`);
     throw new CliError(`The limiter answered ${status}: ${answer.error ?? 'not applied'}\n${lines.join('\n')}`);
   }
   return answer.results;

@@ -139,7 +139,10 @@ export interface LimitsDocument {
 /** One entry of `POST /configure`'s answer. */
 export interface ConfigureResult {
   name: string;
+  /** This entry is valid (a 400) or was applied (otherwise). */
   ok: boolean;
+  /** This entry's config is live now. */
+  applied: boolean;
   /** Why this entry was refused or could not be applied. */
   error?: string;
   /** The bucket's state after a successful apply. */

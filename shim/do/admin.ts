@@ -133,7 +133,7 @@ async function configure(request: Request, ns: DurableObjectNamespace<LimiterDO>
   const core = (validator ??= createCore());
   const checked: ConfigureResult[] = entries.map(([name, config]) => {
     const problem = limitsEntryProblem(core, name, config);
-    return problem ? { name, ok: false, error: problem } : { name, ok: true };
+    return problem ? { name, ok: false, applied: false, error: problem } : { name, ok: true, applied: false };
   });
   const invalid = checked.filter((r) => !r.ok).length;
   if (invalid > 0) {
@@ -144,19 +144,30 @@ async function configure(request: Request, ns: DurableObjectNamespace<LimiterDO>
     });
   }
 
+  // Applied in order, each entry its own transaction in its own object. A
+  // failure stops the document there (what follows depends on nothing, but a
+  // storage that refuses one write is best not asked for more), and the
+  // answer says entry by entry what is live now.
   const results: ConfigureResult[] = [];
+  let failure: string | undefined;
   for (const [name, config] of entries) {
+    if (failure !== undefined) {
+      results.push({ name, ok: false, applied: false, error: `not attempted: ${JSON.stringify(results.find((r) => !r.ok)!.name)} failed first` });
+      continue;
+    }
     try {
       const stats = (await ns.get(ns.idFromName(name)).configure(name, config as never)) as LimiterStats;
-      results.push({ name, ok: true, stats });
+      results.push({ name, ok: true, applied: true, stats });
     } catch (error) {
-      results.push({ name, ok: false, error: error instanceof Error ? error.message : String(error) });
+      failure = error instanceof Error ? error.message : String(error);
+      results.push({ name, ok: false, applied: false, error: failure });
     }
   }
-  const failed = results.filter((r) => !r.ok).length;
-  return json(failed === 0 ? 200 : 500, {
-    ok: failed === 0,
-    ...(failed > 0 ? { error: `${failed} of ${entries.length} entries could not be applied` } : {}),
+  if (failure === undefined) return json(200, { ok: true, results });
+  const applied = results.filter((r) => r.applied).length;
+  return json(500, {
+    ok: false,
+    error: `1 of ${entries.length} entries failed to apply, so the document stopped there: ${applied} applied, ${entries.length - applied - 1} not attempted`,
     results,
   });
 }

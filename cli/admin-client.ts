@@ -3,6 +3,7 @@
  * over HTTP, and turns each way they can fail into what to do about it.
  */
 import type { ConfigureResult, LimiterStats, LimitsDocument } from '../shim/envelope.ts';
+import { quote } from '../shim/rules.ts';
 import { CliError } from './errors.ts';
 
 /** Where the limiter answers and how to fix it when it refuses: for messages. */
@@ -83,7 +84,7 @@ export async function uploadLimits(target: AdminTarget, document: LimitsDocument
     throw new CliError(`The limiter answered ${status}: ${answer?.error ?? 'no reason given'}`);
   }
   if (!answer.ok) {
-    const lines = answer.results.filter((r) => !r.ok).map((r) => `  - ${JSON.stringify(r.name)}: ${r.error}`);
+    const lines = answer.results.filter((r) => !r.ok).map((r) => `  - ${quote(r.name)}: ${r.error}`);
     throw new CliError(`The limiter answered ${status}: ${answer.error ?? 'not applied'}\n${lines.join('\n')}`);
   }
   return answer.results;

@@ -6,7 +6,7 @@
 import { applyEdits, findNodeAtLocation, format, modify, parse, parseTree, printParseErrorCode, type ParseError } from 'jsonc-parser';
 
 import type { LimiterConfig, LimitsDocument } from '../shim/envelope.ts';
-import { limitsEntryProblem } from '../shim/rules.ts';
+import { limitsEntryProblem, quote } from '../shim/rules.ts';
 import type { Core } from '../shim/engine/loader.ts';
 
 /** The file's conventional name, beside the limiter's wrangler.jsonc. */
@@ -53,7 +53,7 @@ export function checkLimits(text: string, core: Core): { ok: true; document: Lim
   if (entries.length === 0) problems.push('"limits" is empty: there is nothing to configure');
   for (const [name, config] of entries) {
     const problem = limitsEntryProblem(core, name, config); // exactly as POST /configure checks it
-    if (problem) problems.push(`${JSON.stringify(name)}: ${problem}`);
+    if (problem) problems.push(`${quote(name)}: ${problem}`);
   }
   return problems.length > 0 ? { ok: false, problems } : { ok: true, document: value as LimitsDocument };
 }

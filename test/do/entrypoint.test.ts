@@ -29,9 +29,11 @@ describe('LimiterEntrypoint', () => {
   });
 
   it('rejects a bad instance name before reaching any object', async () => {
-    for (const name of ['', '__drl_registry__', 'tab\there']) {
+    for (const name of ['', '__drl_registry__', 'tab\there', '\ud800', 'a\u200bb', ' a']) {
       const error = await rejection(service.stats(name));
       expect(error.message).toContain('[drl:invalid-argument]');
+      const configure = await rejection(service.configure(name, CONFIG));
+      expect(configure.message).toContain('[drl:invalid-argument]');
     }
   });
 

@@ -87,6 +87,16 @@ describe('configure', () => {
     ['a name with a control character', (n) => [`${n}\u0001`, CONFIG], RangeError, '[drl:invalid-argument]', /must be printable/],
     ['a name with a newline', (n) => [`${n}\n`, CONFIG], RangeError, '[drl:invalid-argument]', /must be printable/],
     ['the registry name', () => [REGISTRY_NAME, CONFIG], RangeError, '[drl:invalid-argument]', /reserved for the registry/],
+    // A lone surrogate would be stored as U+FFFD: the registry would list a name leading to another object.
+    ['a lone surrogate as the name', () => ['\ud800', CONFIG], RangeError, '[drl:invalid-argument]', /must be well-formed UTF-16: it has a lone surrogate U\+D800 at index 0/],
+    ['a name ending in a lone surrogate', () => ['a\ud800', CONFIG], RangeError, '[drl:invalid-argument]', /well-formed UTF-16: it has a lone surrogate U\+D800 at index 1/],
+    ['a zero-width space as the name', () => ['\u200b', CONFIG], RangeError, '[drl:invalid-argument]', /must be printable: it has U\+200B \(an invisible format character\) at index 0/],
+    ['a name with a right-to-left override', () => ['a\u202eb', CONFIG], RangeError, '[drl:invalid-argument]', /must be printable: it has U\+202E \(an invisible format character\) at index 1/],
+    ['a name with a line separator', () => ['a\u2028b', CONFIG], RangeError, '[drl:invalid-argument]', /must be printable: it has U\+2028 \(a line separator\)/],
+    ['a lone space as the name', () => [' ', CONFIG], RangeError, '[drl:invalid-argument]', /must not start or end with a space: it has U\+0020 at index 0/],
+    ['a name with a leading space', () => [' a', CONFIG], RangeError, '[drl:invalid-argument]', /must not start or end with a space: it has U\+0020 at index 0/],
+    ['a name with a trailing space', () => ['a ', CONFIG], RangeError, '[drl:invalid-argument]', /must not start or end with a space: it has U\+0020 at index 1/],
+    ['a name starting with a no-break space', () => ['\u00a0a', CONFIG], RangeError, '[drl:invalid-argument]', /must be printable: it has U\+00A0 \(a space other than U\+0020\) at index 0/],
     ['a null config', (n) => [n, null], TypeError, '[drl:invalid-config]', /config must be an object \(received null\)/],
     ['an array config', (n) => [n, []], TypeError, '[drl:invalid-config]', /config must be an object \(received an array\)/],
     ['a string config', (n) => [n, '{"concurrency":1}'], TypeError, '[drl:invalid-config]', /config must be an object/],
@@ -103,6 +113,8 @@ describe('configure', () => {
       const [givenName, config] = args(name);
       const error = await rejection(bucket(name).configure(givenName as never, config as never));
       expectError(error, Kind, marker, detail);
+      // The offending character is shown as its code point, never raw.
+      expect(error.message).not.toMatch(/[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Zl}\p{Zp}\u00a0]/u);
       expect((await tablesOf(name)).filter((t) => t.startsWith('drl_'))).toEqual([]);
       const listed = await bucket(name).listNames();
       expect(listed).not.toContain(name);
@@ -119,6 +131,16 @@ describe('configure', () => {
     expect(stats.name).toBe(name);
     expect(await bucket(name).listNames()).toContain(name);
   });
+
+  for (const good of ['a b', 'café', '日本語', 'emoji 🚦']) {
+    it(`accepts the name ${JSON.stringify(good)} end to end: configure, execute, stats and listNames give back the same string`, async () => {
+      const stub = bucket(good);
+      expect((await stub.configure(good, CONFIG)).name).toBe(good);
+      expect(await stub.execute(async () => ({ value: good, status: 200 }))).toBe(good);
+      expect((await stub.stats()).name).toBe(good);
+      expect((await bucket(uniqueName('other')).listNames()).filter((listed) => listed === good)).toEqual([good]);
+    });
+  }
 
   it('leaves a live bucket exactly as it was when a new config is refused', async () => {
     const { name, stub } = await configured(CONFIG, 'conf-live');

@@ -164,7 +164,9 @@ async function configure(request: Request, ns: DurableObjectNamespace<LimiterDO>
 async function stats(ns: DurableObjectNamespace<LimiterDO>): Promise<Response> {
   const registry = registryStub(ns);
   const names = await registry.listNames();
-  const buckets: Record<string, LimiterStats> = {};
+  // Keyed by bucket name, so without a prototype: "__proto__" is a name like
+  // any other, not a way to set one (JSON.stringify still writes it).
+  const buckets: Record<string, LimiterStats> = Object.create(null);
   const pruned: string[] = [];
   for (const name of names) {
     try {

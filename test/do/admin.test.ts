@@ -364,3 +364,28 @@ describe('GET /stats', () => {
     expect(body.buckets![REGISTRY_NAME]).toBeUndefined();
   });
 });
+
+describe('bucket names that are also property names', () => {
+  // GET /stats answers an object keyed by bucket name: a name like
+  // "__proto__" must be a key there, never the object's prototype.
+  it('round-trips "__proto__", "constructor" and "toString" through POST /configure and GET /stats', async () => {
+    const names = ['__proto__', 'constructor', 'toString'];
+    const limits = JSON.parse(`{ ${names.map((name) => `${JSON.stringify(name)}: ${JSON.stringify(CONFIG_A)}`).join(', ')} }`) as Record<string, LimiterConfig>;
+    expect(Object.keys(limits)).toEqual(names);
+    const configure = await postConfigure(JSON.stringify({ limits }));
+    expect(configure.status).toBe(200);
+    expect(configure.body.results!.map((r) => r.name)).toEqual(names);
+
+    const response = await SELF.fetch(`${ORIGIN}/stats`, { headers: AUTH });
+    const text = await response.text();
+    expect(response.status).toBe(200);
+    expect(text).toContain('"__proto__": {');
+    const buckets = (JSON.parse(text) as AdminBody).buckets!; // JSON.parse keeps "__proto__" as data
+    for (const name of names) {
+      expect(Object.hasOwn(buckets, name)).toBe(true);
+      expect(buckets[name]).toMatchObject({ name, config: CONFIG_A, limit: 5 });
+    }
+    expect(Object.getPrototypeOf(buckets)).toBe(Object.prototype);
+    expect(await bucket(REGISTRY_NAME).listNames()).toEqual(expect.arrayContaining(names));
+  });
+});

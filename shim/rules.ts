@@ -139,32 +139,48 @@ export function raise(problem: Problem | null, prefix: string): void {
 }
 
 /**
+ * How deeply a config document may nest, counting its objects and arrays: a
+ * real one is 2 (config > bucket). The engine has the same limit (kMaxNesting
+ * in core/src/config.cpp; a test checks they agree), but a deeper document
+ * must never reach it: the walk below, JSON.stringify and the engine's parser
+ * all recurse, and a few thousand levels overflow the stack with an unmarked
+ * RangeError. A cyclic document, which RPC can carry, is refused the same way.
+ */
+export const MAX_CONFIG_DEPTH = 32;
+
+/**
  * Serialises a config document for the engine. Only plain JSON values pass:
  * a function, a BigInt, a non-finite number or a class instance would be
- * silently changed by JSON.stringify, so they are refused here by path.
+ * silently changed by JSON.stringify, so they are refused here by path, as is
+ * a document nested more than MAX_CONFIG_DEPTH objects or arrays deep.
  */
 export function configJson(value: unknown, what: 'config' | 'patch'): string {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new TypeError(`${MARKERS.invalidConfig} ${what} must be an object (received ${describe(value)})`);
   }
-  const walk = (v: unknown, path: string): void => {
+  // `depth` counts the objects and arrays from the top down to `v`.
+  const walk = (v: unknown, path: string, depth: number): void => {
     if (v === null || typeof v === 'string' || typeof v === 'boolean') return;
     if (typeof v === 'number') {
       if (!Number.isFinite(v)) throw new TypeError(`${MARKERS.invalidConfig} ${path} must be a finite number (received ${v})`);
       return;
     }
     if (typeof v === 'object') {
+      if (depth > MAX_CONFIG_DEPTH) {
+        // Worded and classed as the engine's own rule (config.cpp, kMaxNesting).
+        throw new TypeError(`${MARKERS.invalidConfig} ${what} is nested too deeply (more than ${MAX_CONFIG_DEPTH} levels): ${path} is level ${depth}`);
+      }
       const proto = Object.getPrototypeOf(v);
-      if (Array.isArray(v)) return v.forEach((item, i) => walk(item, `${path}[${i}]`));
+      if (Array.isArray(v)) return v.forEach((item, i) => walk(item, `${path}[${i}]`, depth + 1));
       if (proto !== Object.prototype && proto !== null) {
         throw new TypeError(`${MARKERS.invalidConfig} ${path} must be a plain object (received ${describe(v)})`);
       }
-      for (const [key, child] of Object.entries(v)) walk(child, path ? `${path}.${key}` : key);
+      for (const [key, child] of Object.entries(v)) walk(child, path ? `${path}.${key}` : key, depth + 1);
       return;
     }
     throw new TypeError(`${MARKERS.invalidConfig} ${path || what} must be JSON data (received ${describe(v)})`);
   };
-  walk(value, '');
+  walk(value, '', 1);
   return JSON.stringify(value);
 }
 

@@ -262,6 +262,23 @@ describe('POST /configure: rejected documents', () => {
     });
   }
 
+  it('answers a config nested 4,000 levels deep with 400 and a marked reason naming where, and applies nothing', async () => {
+    const deep = uniqueName('deep');
+    const good = uniqueName('deep-good');
+    const levels = 4000;
+    // Sent as text: JSON.parse builds it without recursing, then the checks used to overflow the stack.
+    const retry = `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
+    const text = `{"limits":{${JSON.stringify(good)}:${JSON.stringify(CONFIG_A)},${JSON.stringify(deep)}:{"bucket":{"limitPerWindow":1,"windowInMs":1000},"concurrency":1,"retry":${retry}}}}`;
+    const { status, body } = await postConfigure(text);
+    expect(status).toBe(400);
+    expect(body.error).toBe('1 of 2 entries are invalid, so nothing was applied');
+    const bad = body.results!.find((r) => r.name === deep)!;
+    expect(bad.ok).toBe(false);
+    expect(bad.error).toMatch(/^\[drl:invalid-config\] config is nested too deeply \(more than 32 levels\): retry(\.a){31} is level 33$/);
+    await expectAbsent(deep);
+    await expectAbsent(good);
+  });
+
   it('reports every invalid entry, not just the first', async () => {
     const good = uniqueName('doc-good');
     const { status, body } = await postConfigure(

@@ -25,6 +25,13 @@ async function grantRows(name: string): Promise<number> {
   );
 }
 
+/** `{ a: { a: ... leaf } }` with `levels` objects (arrays when `arrays`): the config's own nesting is 3. */
+function nested(levels: number, leaf: unknown = 1, arrays = false): unknown {
+  let value = leaf;
+  for (let i = 0; i < levels; i += 1) value = arrays ? [value] : { a: value };
+  return value;
+}
+
 describe('execute', () => {
   type Fn = () => Promise<{ value: string; status: number }>;
   const cases: [string, (stub: ReturnType<typeof bucket>, fn: Fn) => Promise<unknown>, ErrorClass, RegExp][] = [
@@ -105,6 +112,16 @@ describe('configure', () => {
     ['a function in the config', (n) => [n, { ...CONFIG, retry: { factor: () => 2 } }], TypeError, '[drl:invalid-config]', /retry\.factor must be JSON data \(received a function\)/],
     ['a Date in the config', (n) => [n, { ...CONFIG, bucket: { limitPerWindow: 1, windowInMs: new Date(60_000) } }], TypeError, '[drl:invalid-config]', /bucket\.windowInMs must be a plain object/],
     ['an out-of-range limit', (n) => [n, { ...CONFIG, bucket: { limitPerWindow: 0, windowInMs: 1000 } }], RangeError, '[drl:invalid-config]', /bucket\.limitPerWindow.*received 0/],
+    // Walked, serialised or parsed recursively, a deep document overflowed the stack, unmarked. About
+    // 2,000 levels is the deepest workerd's RPC serialiser carries (deeper fails in the caller).
+    ['a config nested 2,000 levels deep', (n) => [n, { ...CONFIG, retry: nested(2000) }], TypeError, '[drl:invalid-config]', /config is nested too deeply \(more than 32 levels\): retry(\.a){31} is level 33/],
+    ['a config nested 33 levels deep', (n) => [n, { ...CONFIG, retry: nested(32) }], TypeError, '[drl:invalid-config]', /config is nested too deeply \(more than 32 levels\): retry(\.a){31} is level 33/],
+    ['arrays nested 2,000 levels deep', (n) => [n, { ...CONFIG, retry: nested(2000, 1, true) }], TypeError, '[drl:invalid-config]', /config is nested too deeply \(more than 32 levels\): retry(\[0\]){31} is level 33/],
+    ['a config that contains itself', (n) => {
+      const cyclic: Record<string, unknown> = { ...CONFIG };
+      cyclic.retry = cyclic;
+      return [n, cyclic];
+    }, TypeError, '[drl:invalid-config]', /config is nested too deeply \(more than 32 levels\): (retry\.){31}bucket is level 33/],
   ];
 
   for (const [what, args, Kind, marker, detail] of cases) {
@@ -169,6 +186,24 @@ describe('reconfigure', () => {
       expect((await stub.stats()).config).toEqual(CONFIG);
     });
   }
+
+  it('refuses a patch nested too deeply with [drl:invalid-config] TypeError naming where, and changes nothing', async () => {
+    const { stub } = await configured(CONFIG, 'reconf-deep');
+    for (const patch of [{ retry: nested(2000) }, { bucket: nested(32) }]) {
+      const error = await rejection(stub.reconfigure(patch as never));
+      expectError(error, TypeError, '[drl:invalid-config]', /patch is nested too deeply \(more than 32 levels\): (retry|bucket)(\.a){31} is level 33/);
+    }
+    expect((await stub.stats()).config).toEqual(CONFIG);
+  });
+
+  it('leaves a document exactly 32 levels deep to the engine, which names the unknown key', async () => {
+    const { stub } = await configured(CONFIG, 'reconf-32');
+    const error = await rejection(stub.reconfigure({ retry: nested(31) } as never));
+    expect(error.message).toContain('[drl:invalid-config]');
+    expect(error.message).not.toContain('nested');
+    expect(error.message).toMatch(/\ba\b/);
+    expect((await stub.stats()).config).toEqual(CONFIG);
+  });
 
   it('refuses a patch holding a function, naming its path', async () => {
     const { stub } = await configured(CONFIG, 'reconf-fn');

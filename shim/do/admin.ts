@@ -173,10 +173,11 @@ async function stats(ns: DurableObjectNamespace<LimiterDO>): Promise<Response> {
       buckets[name] = (await ns.get(ns.idFromName(name)).stats()) as LimiterStats;
     } catch (error) {
       // A registered name with no bucket behind it (a creation that failed
-      // half way): prune it now that it has been found.
+      // half way, or a name registered by hand): prune it now that it has
+      // been found. The registry checks again, so a bucket configured since
+      // keeps its name (and is shown next time).
       if (error instanceof Error && error.message.includes(MARKERS.noSuchLimiter)) {
-        await registry.unregisterName(name);
-        pruned.push(name);
+        if (await registry.unregisterName(name)) pruned.push(name);
       } else {
         throw error;
       }

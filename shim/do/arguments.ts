@@ -30,6 +30,10 @@ export function executeCost(options: unknown): number {
   return cost; // integrality and bounds: the engine's rule, with its message
 }
 
+/**
+ * `fn` must be a function. Over RPC an RpcTarget arrives as the same stub a
+ * function does and passes this check; invoking it is refused (host.ts).
+ */
 export function checkCallback(fn: unknown): void {
   if (typeof fn !== 'function') throw invalid(TypeError, `execute(fn): fn must be a function (received ${describe(fn)})`);
 }

@@ -23,6 +23,7 @@ interface PendingCall {
   value?: unknown; // the latest attempt's value
   failure?: string; // the latest attempt's failure message
   thrown?: unknown; // the latest attempt's exception
+  refused?: Error; // fn could not be invoked at all: the call's error, final
 }
 
 type Reject = Extract<EngineAction, { kind: 'reject' }>;
@@ -166,7 +167,7 @@ export class EngineHost {
         return;
       case 'reject':
         this.#calls.delete(action.ticket);
-        call.reject(rejection(action, call));
+        call.reject(call.refused ?? rejection(action, call));
         return;
     }
   }
@@ -176,6 +177,15 @@ export class EngineHost {
     try {
       result = await call.fn();
     } catch (error) {
+      if (notCallable(error)) {
+        // The caller's mistake, not a failed attempt: final, never retried.
+        call.refused = new TypeError(
+          `${MARKERS.invalidArgument} execute(fn): fn must be a function, but what was sent cannot be called (an RpcTarget passes as a function until invoked)`,
+        );
+        this.#engine.report(ticket, Date.now(), { status: 0, failure: 'final' });
+        this.flushSoon();
+        return;
+      }
       call.thrown = error;
       this.#engine.threw(ticket, Date.now());
       this.flushSoon();
@@ -219,6 +229,16 @@ export class EngineHost {
       this.flushSoon();
     }, delay);
   }
+}
+
+/**
+ * Whether invoking a callback failed because it is not a function. An
+ * RpcTarget sent as `fn` arrives as the same RpcStub a function does (typeof
+ * 'function', nothing to tell them apart without a round trip to the
+ * caller); invoking it rejects with this TypeError from workerd.
+ */
+function notCallable(error: unknown): boolean {
+  return error instanceof TypeError && error.message.includes('"(this)" is not a function');
 }
 
 /**

@@ -1,5 +1,6 @@
 // Verifies that wrong arguments at the object's RPC boundary are refused with a clear, marked error of a stable class, and that nothing is written or run.
 import { runInDurableObject } from 'cloudflare:test';
+import { RpcTarget } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 
 import { REGISTRY_NAME } from '../../shim/do/index.ts';
@@ -76,6 +77,39 @@ describe('execute', () => {
     // The limit itself is a legal cost.
     expect(await stub.execute(fn, { cost: 7 })).toBe('ran');
     expect((await stub.stats()).used).toBe(7);
+  });
+
+  // An RpcTarget arrives as the same RpcStub a function does (typeof 'function', same class, no own
+  // keys): it cannot be refused before the take, only when invoked. One grant is kept (under-admits).
+  it('refuses an RpcTarget passed as fn with [drl:invalid-argument] TypeError when invoking it, once, never retried', async () => {
+    const { name, stub } = await configured(CONFIG, 'exec-target'); // maxRetries 3
+    class Target extends RpcTarget {
+      hello(): string {
+        return 'not a callback';
+      }
+    }
+    const error = await rejection(stub.execute(new Target() as never));
+    expectError(error, TypeError, '[drl:invalid-argument]', /execute\(fn\): fn must be a function, but what was sent cannot be called/);
+    expect(await stub.stats()).toMatchObject({ used: 1, liveGrants: 1, active: 0, running: 0, queued: 0 });
+    expect(await grantRows(name)).toBe(1);
+    // The slot is released and the bucket keeps working.
+    const { fn, startedAt } = recorder({ value: 'ran', status: 200 });
+    expect(await stub.execute(fn)).toBe('ran');
+    expect(startedAt).toHaveLength(1);
+  });
+
+  it('still retries a callback that throws a TypeError of its own', async () => {
+    const { stub } = await configured(CONFIG, 'exec-typeerror');
+    let runs = 0;
+    const error = await rejection(
+      stub.execute(async () => {
+        runs += 1;
+        throw new TypeError('x is not a function');
+      }),
+    );
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error.message).toBe('x is not a function');
+    expect(runs).toBe(4);
   });
 
   it('checks its arguments before anything else, so an unconfigured bucket stays empty', async () => {

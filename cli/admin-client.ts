@@ -3,6 +3,7 @@
  * over HTTP, and turns each way they can fail into what to do about it.
  */
 import type { ConfigureResult, LimiterStats, LimitsDocument } from '../shim/envelope.ts';
+import { quote } from '../shim/rules.ts';
 import { CliError } from './errors.ts';
 
 /** Where the limiter answers and how to fix it when it refuses: for messages. */
@@ -84,7 +85,7 @@ export async function uploadLimits(target: AdminTarget, document: LimitsDocument
   }
   if (!answer.ok) {
     // Entry by entry: what is live now, what failed and why, what was not tried.
-    const lines = answer.results.map((r) => `  - ${JSON.stringify(r.name)}: ${r.applied ? 'applied' : r.error}`);
+    const lines = answer.results.map((r) => `  - ${quote(r.name)}: ${r.applied ? 'applied' : r.ok ? 'valid, not applied' : r.error}`);
     throw new CliError(`The limiter answered ${status}: ${answer.error ?? 'not applied'}\n${lines.join('\n')}`);
   }
   return answer.results;

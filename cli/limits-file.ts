@@ -3,16 +3,26 @@
  * config } }` in JSONC, the copy of the limits kept in version control.
  * Checked with the object's own rules, every problem of every entry at once.
  */
-import { applyEdits, findNodeAtLocation, format, modify, parse, parseTree, printParseErrorCode, type ParseError } from 'jsonc-parser';
+import { applyEdits, findNodeAtLocation, format, getNodeValue, modify, parseTree, printParseErrorCode, type ParseError } from 'jsonc-parser';
 
 import type { LimiterConfig, LimitsDocument } from '../shim/envelope.ts';
-import { limitsEntryProblem } from '../shim/rules.ts';
+import { limitsEntryProblem, quote } from '../shim/rules.ts';
 import type { Core } from '../shim/engine/loader.ts';
 
 /** The file's conventional name, beside the limiter's wrangler.jsonc. */
 export const LIMITS_FILE = 'durable-rate-limiter.limits.jsonc';
 
 const PARSE_OPTIONS = { allowTrailingComma: true, disallowComments: false } as const;
+
+/**
+ * Parses JSONC into objects without a prototype. jsonc-parser's parse()
+ * assigns keys, so a bucket named "__proto__" would set the object's
+ * prototype and vanish from the document; its tree holds every key as data.
+ */
+function parseDocument(text: string, errors: ParseError[]): unknown {
+  const tree = parseTree(text, errors, PARSE_OPTIONS);
+  return tree === undefined ? undefined : getNodeValue(tree);
+}
 
 function lineAndColumn(text: string, offset: number): string {
   const before = text.slice(0, offset).split('\n');
@@ -30,7 +40,7 @@ function lineAndColumn(text: string, offset: number): string {
  */
 export function checkLimits(text: string, core: Core): { ok: true; document: LimitsDocument } | { ok: false; problems: string[] } {
   const errors: ParseError[] = [];
-  const value: unknown = parse(text, errors, PARSE_OPTIONS);
+  const value = parseDocument(text, errors);
   if (errors.length > 0) {
     return {
       ok: false,
@@ -53,7 +63,7 @@ export function checkLimits(text: string, core: Core): { ok: true; document: Lim
   if (entries.length === 0) problems.push('"limits" is empty: there is nothing to configure');
   for (const [name, config] of entries) {
     const problem = limitsEntryProblem(core, name, config); // exactly as POST /configure checks it
-    if (problem) problems.push(`${JSON.stringify(name)}: ${problem}`);
+    if (problem) problems.push(`${quote(name)}: ${problem}`);
   }
   return problems.length > 0 ? { ok: false, problems } : { ok: true, document: value as LimitsDocument };
 }
@@ -80,7 +90,7 @@ const deepEqual = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSO
  */
 export function saveLimits(text: string | undefined, live: Record<string, LimiterConfig>, header: string): string {
   const errors: ParseError[] = [];
-  const current: unknown = text === undefined ? undefined : parse(text, errors, PARSE_OPTIONS);
+  const current = text === undefined ? undefined : parseDocument(text, errors);
   const limits = (current as { limits?: unknown } | undefined)?.limits;
   if (text === undefined || errors.length > 0 || limits === null || typeof limits !== 'object' || Array.isArray(limits)) {
     return renderLimits({ limits: live }, header);
@@ -90,11 +100,12 @@ export function saveLimits(text: string | undefined, live: Record<string, Limite
   // modify without formatting touches only the entry; the entry alone is
   // then formatted (formatting in modify would reflow the whole object).
   let next = text;
+  // Own keys only: `name in live` would find "constructor" on any object.
   for (const name of Object.keys(limits)) {
-    if (!(name in live)) next = applyEdits(next, modify(next, ['limits', name], undefined, {}));
+    if (!Object.hasOwn(live, name)) next = applyEdits(next, modify(next, ['limits', name], undefined, {}));
   }
   for (const [name, config] of Object.entries(live)) {
-    const was = (limits as Record<string, unknown>)[name];
+    const was = Object.hasOwn(limits, name) ? (limits as Record<string, unknown>)[name] : undefined;
     if (deepEqual(was, config)) continue;
     next = applyEdits(next, modify(next, ['limits', name], config, {}));
     // Formatted from the end of the entry before it, so the comma and line break are too.

@@ -17,6 +17,51 @@ export interface Problem {
   message: string;
 }
 
+// Characters that cannot be seen, typed or compared by eye, by Unicode general
+// category: controls (Cc), format characters such as zero-width and bidi marks
+// (Cf), lone surrogates (Cs), private use (Co), unassigned code points (Cn),
+// line and paragraph separators (Zl, Zp), and every space but U+0020 (Zs).
+const UNSEEN = /(?! )[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]/u;
+const UNSEEN_ALL = new RegExp(UNSEEN.source, 'gu');
+
+/** What a character the name rule refuses is, for the message. */
+const UNSEEN_KINDS: [RegExp, string][] = [
+  [/\p{Cc}/u, 'a control character'],
+  [/\p{Cf}/u, 'an invisible format character'],
+  [/\p{Co}/u, 'a private-use character'],
+  [/\p{Cn}/u, 'an unassigned code point'],
+  [/\p{Zl}/u, 'a line separator'],
+  [/\p{Zp}/u, 'a paragraph separator'],
+  [/\p{Zs}/u, 'a space other than U+0020'],
+];
+
+/**
+ * A code point as Unicode writes it, so a message never carries the raw
+ * character (which may be invisible, or reorder the text around it).
+ *
+ * @example
+ * codePoint('\u200b'); // 'U+200B'
+ */
+export function codePoint(char: string): string {
+  return `U+${char.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
+}
+
+/**
+ * A string quoted for a message, with every character the name rule refuses
+ * written as an escape: a right-to-left override shows as \u202e instead of
+ * reversing the text after it.
+ *
+ * @example
+ * quote('a\u200bb'); // '"a\\u200bb"'
+ */
+export function quote(text: string): string {
+  // JSON.stringify escapes C0 controls and lone surrogates; the rest by hand.
+  return JSON.stringify(text).replace(UNSEEN_ALL, (char) => {
+    const cp = char.codePointAt(0)!;
+    return cp > 0xffff ? `\\u{${cp.toString(16)}}` : `\\u${cp.toString(16).padStart(4, '0')}`;
+  });
+}
+
 /**
  * Names a received value in an error message: enough to recognise a mistake
  * ("a function", "undefined", "\"RATE_LIMTER\"") without dumping the value.
@@ -29,7 +74,7 @@ export function describe(value: unknown): string {
   if (value === null) return 'null';
   if (value === undefined) return 'undefined';
   if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}...` : value);
+  if (typeof value === 'string') return quote(value.length > 60 ? `${value.slice(0, 60)}...` : value);
   if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
   if (typeof value === 'function') return 'a function';
   if (typeof value === 'object' && typeof (value as { then?: unknown }).then === 'function') return 'a promise';
@@ -37,12 +82,21 @@ export function describe(value: unknown): string {
 }
 
 /**
- * The instance-name rule: a non-empty string, at most MAX_NAME_LENGTH
- * characters, printable, not the registry's reserved name. `what` is how the
+ * The instance-name rule: a non-empty string of at most MAX_NAME_LENGTH
+ * UTF-16 units, well-formed (no lone surrogate: storage would keep it as
+ * U+FFFD, another name), printable (see UNSEEN: nothing invisible, no control,
+ * no separator but the plain space), not starting or ending with a space, and
+ * not the registry's reserved name. A refusal names the rule and shows an
+ * offending character as its code point, never raw. `what` is how the
  * caller's message refers to it ("name", "bucket name").
+ *
+ * Unassigned code points are judged by the running engine's Unicode tables,
+ * so a character assigned in a newer Unicode version than the engine knows
+ * is refused until the runtime catches up.
  *
  * @example
  * nameProblem('', 'name'); // { kind: RangeError, message: 'name must not be empty' }
+ * nameProblem('a\u200bb', 'name'); // ...'name must be printable: it has U+200B (an invisible format character) at index 1'
  */
 export function nameProblem(name: unknown, what: string): Problem | null {
   if (typeof name !== 'string') return { kind: TypeError, message: `${what} must be a string (received ${describe(name)})` };
@@ -50,9 +104,20 @@ export function nameProblem(name: unknown, what: string): Problem | null {
   if (name.length > MAX_NAME_LENGTH) {
     return { kind: RangeError, message: `${what} must be at most ${MAX_NAME_LENGTH} characters (received ${name.length})` };
   }
-  // Control characters make names that cannot be typed, logged or compared by eye.
-  if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) {
-    return { kind: RangeError, message: `${what} must be printable (received ${describe(name)}, which has a control character)` };
+  const unseen = UNSEEN.exec(name);
+  if (unseen) {
+    const char = unseen[0];
+    const at = `${codePoint(char)} at index ${unseen.index}`;
+    if (/\p{Cs}/u.test(char)) {
+      return { kind: RangeError, message: `${what} must be well-formed UTF-16: it has a lone surrogate ${at}` };
+    }
+    const kind = UNSEEN_KINDS.find(([pattern]) => pattern.test(char))![1];
+    return { kind: RangeError, message: `${what} must be printable: it has ${codePoint(char)} (${kind}) at index ${unseen.index}` };
+  }
+  // Only U+0020 is left of the white space: at either end it is invisible.
+  if (name.startsWith(' ') || name.endsWith(' ')) {
+    const index = name.startsWith(' ') ? 0 : name.length - 1;
+    return { kind: RangeError, message: `${what} must not start or end with a space: it has U+0020 at index ${index}` };
   }
   if (name === REGISTRY_NAME) return { kind: RangeError, message: `${what} ${JSON.stringify(REGISTRY_NAME)} is reserved for the registry` };
   return null;
@@ -74,32 +139,48 @@ export function raise(problem: Problem | null, prefix: string): void {
 }
 
 /**
+ * How deeply a config document may nest, counting its objects and arrays: a
+ * real one is 2 (config > bucket). The engine has the same limit (kMaxNesting
+ * in core/src/config.cpp; a test checks they agree), but a deeper document
+ * must never reach it: the walk below, JSON.stringify and the engine's parser
+ * all recurse, and a few thousand levels overflow the stack with an unmarked
+ * RangeError. A cyclic document, which RPC can carry, is refused the same way.
+ */
+export const MAX_CONFIG_DEPTH = 32;
+
+/**
  * Serialises a config document for the engine. Only plain JSON values pass:
  * a function, a BigInt, a non-finite number or a class instance would be
- * silently changed by JSON.stringify, so they are refused here by path.
+ * silently changed by JSON.stringify, so they are refused here by path, as is
+ * a document nested more than MAX_CONFIG_DEPTH objects or arrays deep.
  */
 export function configJson(value: unknown, what: 'config' | 'patch'): string {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new TypeError(`${MARKERS.invalidConfig} ${what} must be an object (received ${describe(value)})`);
   }
-  const walk = (v: unknown, path: string): void => {
+  // `depth` counts the objects and arrays from the top down to `v`.
+  const walk = (v: unknown, path: string, depth: number): void => {
     if (v === null || typeof v === 'string' || typeof v === 'boolean') return;
     if (typeof v === 'number') {
       if (!Number.isFinite(v)) throw new TypeError(`${MARKERS.invalidConfig} ${path} must be a finite number (received ${v})`);
       return;
     }
     if (typeof v === 'object') {
+      if (depth > MAX_CONFIG_DEPTH) {
+        // Worded and classed as the engine's own rule (config.cpp, kMaxNesting).
+        throw new TypeError(`${MARKERS.invalidConfig} ${what} is nested too deeply (more than ${MAX_CONFIG_DEPTH} levels): ${path} is level ${depth}`);
+      }
       const proto = Object.getPrototypeOf(v);
-      if (Array.isArray(v)) return v.forEach((item, i) => walk(item, `${path}[${i}]`));
+      if (Array.isArray(v)) return v.forEach((item, i) => walk(item, `${path}[${i}]`, depth + 1));
       if (proto !== Object.prototype && proto !== null) {
         throw new TypeError(`${MARKERS.invalidConfig} ${path} must be a plain object (received ${describe(v)})`);
       }
-      for (const [key, child] of Object.entries(v)) walk(child, path ? `${path}.${key}` : key);
+      for (const [key, child] of Object.entries(v)) walk(child, path ? `${path}.${key}` : key, depth + 1);
       return;
     }
     throw new TypeError(`${MARKERS.invalidConfig} ${path || what} must be JSON data (received ${describe(v)})`);
   };
-  walk(value, '');
+  walk(value, '', 1);
   return JSON.stringify(value);
 }
 

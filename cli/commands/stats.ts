@@ -26,7 +26,7 @@ export async function statsCommand(ui: Ui, options: TargetOptions & { json: bool
   ui.note(statsTable(buckets), 'Live buckets');
   if (pruned?.length) ui.warn(`Pruned names with no bucket behind them: ${pruned.join(', ')}`);
   if (options.save) {
-    const live: Record<string, LimiterConfig> = {};
+    const live: Record<string, LimiterConfig> = Object.create(null); // keyed by bucket name: "__proto__" is one
     for (const [name, stats] of Object.entries(buckets)) live[name] = stats.config;
     const before = existsSync(limitsPath) ? readFileSync(limitsPath, 'utf8') : undefined;
     writeFileSync(limitsPath, saveLimits(before, live, SAVED_HEADER));

@@ -175,17 +175,20 @@ async function configure(request: Request, ns: DurableObjectNamespace<LimiterDO>
 async function stats(ns: DurableObjectNamespace<LimiterDO>): Promise<Response> {
   const registry = registryStub(ns);
   const names = await registry.listNames();
-  const buckets: Record<string, LimiterStats> = {};
+  // Keyed by bucket name, so without a prototype: "__proto__" is a name like
+  // any other, not a way to set one (JSON.stringify still writes it).
+  const buckets: Record<string, LimiterStats> = Object.create(null);
   const pruned: string[] = [];
   for (const name of names) {
     try {
       buckets[name] = (await ns.get(ns.idFromName(name)).stats()) as LimiterStats;
     } catch (error) {
       // A registered name with no bucket behind it (a creation that failed
-      // half way): prune it now that it has been found.
+      // half way, or a name registered by hand): prune it now that it has
+      // been found. The registry checks again, so a bucket configured since
+      // keeps its name (and is shown next time).
       if (error instanceof Error && error.message.includes(MARKERS.noSuchLimiter)) {
-        await registry.unregisterName(name);
-        pruned.push(name);
+        if (await registry.unregisterName(name)) pruned.push(name);
       } else {
         throw error;
       }

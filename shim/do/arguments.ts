@@ -39,6 +39,10 @@ export function executeOptions(options: unknown): ExecuteArguments {
   return { cost: cost ?? 1, reportsThrows: reportsThrows === true };
 }
 
+/**
+ * `fn` must be a function. Over RPC an RpcTarget arrives as the same stub a
+ * function does and passes this check; invoking it is refused (host.ts).
+ */
 export function checkCallback(fn: unknown): void {
   if (typeof fn !== 'function') throw invalid(TypeError, `execute(fn): fn must be a function (received ${describe(fn)})`);
 }

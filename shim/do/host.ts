@@ -25,6 +25,7 @@ interface PendingCall {
   value?: unknown; // the latest attempt's value
   failure?: string; // the latest attempt's failure message
   thrown?: unknown; // the latest attempt's exception (or, reported, one carrying its message)
+  refused?: Error; // fn could not be invoked at all: the call's error, final
 }
 
 type Reject = Extract<EngineAction, { kind: 'reject' }>;
@@ -241,7 +242,7 @@ export class EngineHost {
         return;
       case 'reject':
         this.#calls.delete(action.ticket);
-        call.reject(rejection(action, call));
+        call.reject(call.refused ?? rejection(action, call));
         return;
     }
   }
@@ -251,7 +252,13 @@ export class EngineHost {
     try {
       result = await call.fn();
     } catch (error) {
-      if (call.reportsThrows) {
+      if (notCallable(error)) {
+        // The caller's mistake, not a failed attempt: final, never retried.
+        call.refused = new TypeError(
+          `${MARKERS.invalidArgument} execute(fn): fn must be a function, but what was sent cannot be called (an RpcTarget passes as a function until invoked)`,
+        );
+        this.#engine.report(ticket, { status: 0, failure: 'final' }, Date.now());
+      } else if (call.reportsThrows) {
         // Only the transport throws here: the caller is gone. Its slot goes
         // back at once and nothing is retried for it.
         this.#engine.gone(ticket, Date.now());
@@ -306,6 +313,16 @@ export class EngineHost {
       this.flushSoon();
     }, delay);
   }
+}
+
+/**
+ * Whether invoking a callback failed because it is not a function. An
+ * RpcTarget sent as `fn` arrives as the same RpcStub a function does (typeof
+ * 'function', nothing to tell them apart without a round trip to the
+ * caller); invoking it rejects with this TypeError from workerd.
+ */
+function notCallable(error: unknown): boolean {
+  return error instanceof TypeError && error.message.includes('"(this)" is not a function');
 }
 
 /**

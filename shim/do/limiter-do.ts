@@ -20,7 +20,7 @@ import {
   type LimiterStats,
 } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
-import { configJson } from '../rules.ts';
+import { configJson, describe } from '../rules.ts';
 import { checkCallback, checkName, checkPauseMs, executeOptions } from './arguments.ts';
 import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
 import { EngineHost } from './host.ts';
@@ -164,11 +164,28 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     });
   }
 
-  /** @internal Removes a name from the registry. */
-  unregisterName(name: string): Promise<void> {
+  /**
+   * @internal Removes a name from the registry if its bucket is not
+   * configured, and resolves whether it did. The registry asks the bucket
+   * itself (its stats() must reject with [drl:no-such-limiter]): any Worker
+   * holding the binding can call this, and must not be able to hide a live
+   * bucket from listNames and /stats. Not checked by the name rule, so names
+   * stored under an older rule can still be pruned.
+   */
+  unregisterName(name: string): Promise<boolean> {
     return later(async () => {
       if (!this.#isRegistry()) throw notTheRegistry();
-      new RegistryTable(this.ctx.storage.sql).remove(name);
+      if (typeof name !== 'string') throw new TypeError(`${MARKERS.invalidArgument} name must be a string (received ${describe(name)})`);
+      if (!new RegistryTable(this.ctx.storage.sql).has(name)) return false;
+      const ns = limiterNamespace(this.env);
+      try {
+        await ns.get(ns.idFromName(name)).stats();
+      } catch (error) {
+        if (!(error instanceof Error && error.message.includes(MARKERS.noSuchLimiter))) throw error;
+        new RegistryTable(this.ctx.storage.sql).remove(name);
+        return true;
+      }
+      return false; // configured: the name stays
     });
   }
 

@@ -2,6 +2,9 @@
  * The registry: a table of every configured bucket's name, held by the one
  * instance named REGISTRY_NAME. A bucket enters it when configured; the admin
  * `/stats` route reads it and prunes names found to have no bucket behind them.
+ * A name leaves it only once its bucket says it is not configured (see
+ * LimiterDO.unregisterName), so whoever holds the binding cannot hide a live
+ * bucket; a name added with no bucket behind it is pruned by `/stats`.
  */
 import { MARKERS } from '../error-ids.ts';
 import { REGISTRY_NAME } from '../envelope.ts';
@@ -19,6 +22,10 @@ export class RegistryTable {
   add(name: string): void {
     this.#sql.exec(`CREATE TABLE IF NOT EXISTS ${TABLE} (name TEXT PRIMARY KEY) WITHOUT ROWID`);
     this.#sql.exec(`INSERT INTO ${TABLE} (name) VALUES (?) ON CONFLICT(name) DO NOTHING`, name);
+  }
+
+  has(name: string): boolean {
+    return this.#exists() && this.#sql.exec(`SELECT 1 FROM ${TABLE} WHERE name = ?`, name).toArray().length > 0;
   }
 
   remove(name: string): void {

@@ -92,4 +92,59 @@ describe('saving live limits over a file', () => {
       expect(parse(saved)).toEqual({ limits: live });
     }
   });
+  // Bucket names are keys: "__proto__" must stay an entry (not set a
+  // prototype) and "constructor" must not be found on every object.
+  describe('names that are also property names', () => {
+    const A = { bucket: { limitPerWindow: 1, windowInMs: 1000 }, concurrency: 1 };
+    const B = { bucket: { limitPerWindow: 2, windowInMs: 2000 }, concurrency: 2 };
+    const NAMED = `{
+  "limits": {
+    // kept as it is
+    "__proto__": { "bucket": { "limitPerWindow": 1, "windowInMs": 1000 }, "concurrency": 1 },
+    "constructor": { "bucket": { "limitPerWindow": 9, "windowInMs": 9000 }, "concurrency": 9 },
+    "read-api": { "bucket": { "limitPerWindow": 1, "windowInMs": 1000 }, "concurrency": 1 }
+  }
+}
+`;
+    /** The entries of a saved file, read as the CLI reads it. */
+    const entries = (text: string): Record<string, unknown> => {
+      const checked = checkLimits(text, core);
+      if (!checked.ok) throw new Error(checked.problems.join('\n'));
+      return checked.document.limits;
+    };
+
+    it('reads "__proto__", "constructor" and "toString" entries as entries', () => {
+      const limits = entries(NAMED);
+      expect(Object.keys(limits)).toEqual(['__proto__', 'constructor', 'read-api']);
+      expect(Object.hasOwn(limits, '__proto__')).toBe(true);
+      expect(limits['__proto__']).toEqual(A);
+      // A broken "__proto__" entry is reported, not lost.
+      const broken = checkLimits(NAMED.replace('"concurrency": 1 },', '"concurrency": 0 },'), core);
+      expect(broken).toMatchObject({ ok: false, problems: [expect.stringMatching(/^"__proto__": \[drl:invalid-config\].*concurrency/)] });
+    });
+
+    it('removes "constructor" when it is not live, keeps "__proto__" byte for byte, adds "toString"', () => {
+      // As /stats answers them: JSON.parse keeps "__proto__" as a key.
+      const live = JSON.parse(JSON.stringify({ placeholder: A }).replace('"placeholder"', '"__proto__"')) as Record<string, typeof A>;
+      live['toString'] = B;
+      expect(Object.keys(live)).toEqual(['__proto__', 'toString']);
+      const saved = saveLimits(NAMED, live, header);
+      expect(saved).toContain('    // kept as it is\n    "__proto__": { "bucket": { "limitPerWindow": 1, "windowInMs": 1000 }, "concurrency": 1 }');
+      expect(saved).not.toContain('"constructor"');
+      expect(saved).not.toContain('"read-api"');
+      const limits = entries(saved);
+      expect(Object.keys(limits)).toEqual(['__proto__', 'toString']);
+      expect(limits['toString']).toEqual(B);
+    });
+
+    it('keeps "constructor" when it is live, and writes "__proto__" into a fresh file', () => {
+      const live: Record<string, typeof A> = Object.create(null);
+      live['constructor'] = { ...A, concurrency: 9, bucket: { limitPerWindow: 9, windowInMs: 9000 } };
+      live['__proto__'] = A;
+      const saved = saveLimits(NAMED, live, header);
+      expect(Object.keys(entries(saved)).sort()).toEqual(['__proto__', 'constructor']);
+      const fresh = saveLimits(undefined, live, header);
+      expect(Object.keys(entries(fresh))).toEqual(['constructor', '__proto__']);
+    });
+  });
 });

@@ -49,6 +49,29 @@ describe('definitions', () => {
     expect(definitionError({ binder, name: '__drl_registry__' }).message).toContain('reserved for the registry');
   });
 
+  it('refuses names that are not well-formed or not printable, showing the character as its code point', () => {
+    const refusals: [string, string][] = [
+      ['\ud800', 'name must be well-formed UTF-16: it has a lone surrogate U+D800 at index 0'],
+      ['a\udc00', 'name must be well-formed UTF-16: it has a lone surrogate U+DC00 at index 1'],
+      ['\u200b', 'name must be printable: it has U+200B (an invisible format character) at index 0'],
+      ['a\u202eb', 'name must be printable: it has U+202E (an invisible format character) at index 1'],
+      ['a\u2028b', 'name must be printable: it has U+2028 (a line separator) at index 1'],
+      ['\u00a0a', 'name must be printable: it has U+00A0 (a space other than U+0020) at index 0'],
+      ['a\ue000', 'name must be printable: it has U+E000 (a private-use character) at index 1'],
+      [' ', 'name must not start or end with a space: it has U+0020 at index 0'],
+      [' a', 'name must not start or end with a space: it has U+0020 at index 0'],
+      ['a ', 'name must not start or end with a space: it has U+0020 at index 1'],
+    ];
+    for (const [name, message] of refusals) {
+      const error = definitionError({ binder, name });
+      expect(error).toBeInstanceOf(RangeError);
+      expect(error.message).toBe(`defineLimiter: ${message}`);
+    }
+    for (const name of ['a b', 'café', '日本語', 'emoji 🚦']) {
+      expect(defineLimiter({ binder, name }).name).toBe(name);
+    }
+  });
+
   it('refuses a bad binder, hook, drop policy or unknown key', () => {
     expect(definitionError(undefined).message).toContain('the definition must be an object');
     expect(definitionError({ name: 'a' }).message).toContain('binder must come from defineBinder');

@@ -262,6 +262,23 @@ describe('POST /configure: rejected documents', () => {
     });
   }
 
+  it('answers a config nested 4,000 levels deep with 400 and a marked reason naming where, and applies nothing', async () => {
+    const deep = uniqueName('deep');
+    const good = uniqueName('deep-good');
+    const levels = 4000;
+    // Sent as text: JSON.parse builds it without recursing, then the checks used to overflow the stack.
+    const retry = `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
+    const text = `{"limits":{${JSON.stringify(good)}:${JSON.stringify(CONFIG_A)},${JSON.stringify(deep)}:{"bucket":{"limitPerWindow":1,"windowInMs":1000},"concurrency":1,"retry":${retry}}}}`;
+    const { status, body } = await postConfigure(text);
+    expect(status).toBe(400);
+    expect(body.error).toBe('1 of 2 entries are invalid, so nothing was applied');
+    const bad = body.results!.find((r) => r.name === deep)!;
+    expect(bad.ok).toBe(false);
+    expect(bad.error).toMatch(/^\[drl:invalid-config\] config is nested too deeply \(more than 32 levels\): retry(\.a){31} is level 33$/);
+    await expectAbsent(deep);
+    await expectAbsent(good);
+  });
+
   it('reports every invalid entry, not just the first', async () => {
     const good = uniqueName('doc-good');
     const { status, body } = await postConfigure(
@@ -362,5 +379,30 @@ describe('GET /stats', () => {
     const listed = await bucket(REGISTRY_NAME).listNames();
     for (const name of Object.keys(body.buckets!)) expect(listed).toContain(name);
     expect(body.buckets![REGISTRY_NAME]).toBeUndefined();
+  });
+});
+
+describe('bucket names that are also property names', () => {
+  // GET /stats answers an object keyed by bucket name: a name like
+  // "__proto__" must be a key there, never the object's prototype.
+  it('round-trips "__proto__", "constructor" and "toString" through POST /configure and GET /stats', async () => {
+    const names = ['__proto__', 'constructor', 'toString'];
+    const limits = JSON.parse(`{ ${names.map((name) => `${JSON.stringify(name)}: ${JSON.stringify(CONFIG_A)}`).join(', ')} }`) as Record<string, LimiterConfig>;
+    expect(Object.keys(limits)).toEqual(names);
+    const configure = await postConfigure(JSON.stringify({ limits }));
+    expect(configure.status).toBe(200);
+    expect(configure.body.results!.map((r) => r.name)).toEqual(names);
+
+    const response = await SELF.fetch(`${ORIGIN}/stats`, { headers: AUTH });
+    const text = await response.text();
+    expect(response.status).toBe(200);
+    expect(text).toContain('"__proto__": {');
+    const buckets = (JSON.parse(text) as AdminBody).buckets!; // JSON.parse keeps "__proto__" as data
+    for (const name of names) {
+      expect(Object.hasOwn(buckets, name)).toBe(true);
+      expect(buckets[name]).toMatchObject({ name, config: CONFIG_A, limit: 5 });
+    }
+    expect(Object.getPrototypeOf(buckets)).toBe(Object.prototype);
+    expect(await bucket(REGISTRY_NAME).listNames()).toEqual(expect.arrayContaining(names));
   });
 });

@@ -1,7 +1,7 @@
 // Verifies LimiterEntrypoint, the service-binding surface: the same
 // operations with the instance name first, reaching the same buckets as the
 // Durable Object binding, plus listNames() and ping().
-import { exports } from 'cloudflare:workers';
+import { exports, RpcTarget } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 
 import type { LimiterService } from '../../shim/do/index.ts';
@@ -29,10 +29,21 @@ describe('LimiterEntrypoint', () => {
   });
 
   it('rejects a bad instance name before reaching any object', async () => {
-    for (const name of ['', '__drl_registry__', 'tab\there']) {
+    for (const name of ['', '__drl_registry__', 'tab\there', '\ud800', 'a\u200bb', ' a']) {
       const error = await rejection(service.stats(name));
       expect(error.message).toContain('[drl:invalid-argument]');
+      const configure = await rejection(service.configure(name, CONFIG));
+      expect(configure.message).toContain('[drl:invalid-argument]');
     }
+  });
+
+  it('refuses an RpcTarget passed as fn with [drl:invalid-argument] when the object invokes it', async () => {
+    const name = uniqueName('service-target');
+    await service.configure(name, CONFIG);
+    const error = await rejection(service.execute(name, new (class extends RpcTarget {})() as never));
+    expect(error.message).toContain('[drl:invalid-argument]');
+    expect(error.message).toContain('fn must be a function');
+    expect((await service.stats(name)).active).toBe(0);
   });
 
   it('passes the not-configured marker through', async () => {

@@ -141,8 +141,64 @@ describe('registry methods', () => {
 
   it('unregistering an unknown name is harmless', async () => {
     const { name } = await configured(CONFIG, 'kept');
-    await registry().unregisterName(uniqueName('unknown'));
+    expect(await registry().unregisterName(uniqueName('unknown'))).toBe(false);
     expect(await registry().listNames()).toContain(name);
+  });
+});
+
+// Any Worker holding the Durable Object binding can call the registry's
+// methods: they must not let it hide a live bucket or show a ghost.
+describe('the registry through the binding', () => {
+  it("keeps a live bucket's name when unregisterName is called on the registry stub", async () => {
+    const { name, stub } = await configured(CONFIG, 'live-kept');
+    await stub.execute(async () => ({ value: 1 }));
+    expect(await registry().unregisterName(name)).toBe(false);
+    expect(await registry().listNames()).toContain(name);
+    const { body } = await adminStats();
+    expect(body.buckets![name]).toMatchObject({ name, used: 1 });
+    expect(body.pruned ?? []).not.toContain(name);
+  });
+
+  it('removes a name with no bucket behind it, and says so', async () => {
+    const ghost = uniqueName('ghost-removed');
+    await registry().registerName(ghost);
+    expect(await registry().listNames()).toContain(ghost);
+    expect(await registry().unregisterName(ghost)).toBe(true);
+    expect(await registry().listNames()).not.toContain(ghost);
+    expect((await tablesOf(ghost)).filter((t) => t.startsWith('drl_'))).toEqual([]);
+  });
+
+  it('never shows a ghost registered by hand: GET /stats prunes it, and it stays out', async () => {
+    const ghost = uniqueName('ghost-by-hand');
+    const { name: real } = await configured(CONFIG, 'beside-ghost');
+    await registry().registerName(ghost);
+    await registry().registerName(real); // registering a live name again changes nothing
+    const first = await adminStats();
+    expect(Object.keys(first.body.buckets!)).not.toContain(ghost);
+    expect(first.body.pruned).toContain(ghost);
+    expect(first.body.buckets![real]).toBeDefined();
+    const second = await adminStats();
+    expect(Object.keys(second.body.buckets!)).not.toContain(ghost);
+    expect(second.body.pruned ?? []).not.toContain(ghost);
+    expect((await registry().listNames()).filter((n) => n === real)).toEqual([real]);
+  });
+
+  it('prunes a name stored under an older, looser name rule', async () => {
+    // A lone surrogate was accepted once and stored as U+FFFD: that name leads to another, empty object.
+    const legacy = `${uniqueName('legacy')}\ufffd`;
+    await runInDurableObject(registry(), async (_instance, state) => {
+      state.storage.sql.exec(`CREATE TABLE IF NOT EXISTS drl_registry (name TEXT PRIMARY KEY) WITHOUT ROWID`);
+      state.storage.sql.exec(`INSERT INTO drl_registry (name) VALUES (?)`, legacy);
+      state.storage.sql.exec(`INSERT INTO drl_registry (name) VALUES (?)`, 'legacy\u200bname');
+    });
+    const { body } = await adminStats();
+    expect(body.pruned).toEqual(expect.arrayContaining([legacy, 'legacy\u200bname']));
+    expect(await registry().listNames()).not.toContain('legacy\u200bname');
+  });
+
+  it('refuses a name that is not a string with [drl:invalid-argument]', async () => {
+    const error = await rejection(registry().unregisterName(42 as never));
+    expect(error.message).toContain('[drl:invalid-argument]');
   });
 });
 

@@ -1,5 +1,6 @@
 // Verifies that wrong arguments at the object's RPC boundary are refused with a clear, marked error of a stable class, and that nothing is written or run.
 import { runInDurableObject } from 'cloudflare:test';
+import { RpcTarget } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 
 import { REGISTRY_NAME } from '../../shim/do/index.ts';
@@ -23,6 +24,13 @@ async function grantRows(name: string): Promise<number> {
   return runInDurableObject(bucket(name), async (_instance, state) =>
     state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM drl_grants`).one().n,
   );
+}
+
+/** `{ a: { a: ... leaf } }` with `levels` objects (arrays when `arrays`): the config's own nesting is 3. */
+function nested(levels: number, leaf: unknown = 1, arrays = false): unknown {
+  let value = leaf;
+  for (let i = 0; i < levels; i += 1) value = arrays ? [value] : { a: value };
+  return value;
 }
 
 describe('execute', () => {
@@ -71,6 +79,39 @@ describe('execute', () => {
     expect((await stub.stats()).used).toBe(7);
   });
 
+  // An RpcTarget arrives as the same RpcStub a function does (typeof 'function', same class, no own
+  // keys): it cannot be refused before the take, only when invoked. One grant is kept (under-admits).
+  it('refuses an RpcTarget passed as fn with [drl:invalid-argument] TypeError when invoking it, once, never retried', async () => {
+    const { name, stub } = await configured(CONFIG, 'exec-target'); // maxRetries 3
+    class Target extends RpcTarget {
+      hello(): string {
+        return 'not a callback';
+      }
+    }
+    const error = await rejection(stub.execute(new Target() as never));
+    expectError(error, TypeError, '[drl:invalid-argument]', /execute\(fn\): fn must be a function, but what was sent cannot be called/);
+    expect(await stub.stats()).toMatchObject({ used: 1, liveGrants: 1, active: 0, running: 0, queued: 0 });
+    expect(await grantRows(name)).toBe(1);
+    // The slot is released and the bucket keeps working.
+    const { fn, startedAt } = recorder({ value: 'ran', status: 200 });
+    expect(await stub.execute(fn)).toBe('ran');
+    expect(startedAt).toHaveLength(1);
+  });
+
+  it('still retries a callback that throws a TypeError of its own', async () => {
+    const { stub } = await configured(CONFIG, 'exec-typeerror');
+    let runs = 0;
+    const error = await rejection(
+      stub.execute(async () => {
+        runs += 1;
+        throw new TypeError('x is not a function');
+      }),
+    );
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error.message).toBe('x is not a function');
+    expect(runs).toBe(4);
+  });
+
   it('checks its arguments before anything else, so an unconfigured bucket stays empty', async () => {
     const name = uniqueName('exec-absent');
     const error = await rejection(bucket(name).execute('nope' as never));
@@ -87,6 +128,16 @@ describe('configure', () => {
     ['a name with a control character', (n) => [`${n}\u0001`, CONFIG], RangeError, '[drl:invalid-argument]', /must be printable/],
     ['a name with a newline', (n) => [`${n}\n`, CONFIG], RangeError, '[drl:invalid-argument]', /must be printable/],
     ['the registry name', () => [REGISTRY_NAME, CONFIG], RangeError, '[drl:invalid-argument]', /reserved for the registry/],
+    // A lone surrogate would be stored as U+FFFD: the registry would list a name leading to another object.
+    ['a lone surrogate as the name', () => ['\ud800', CONFIG], RangeError, '[drl:invalid-argument]', /must be well-formed UTF-16: it has a lone surrogate U\+D800 at index 0/],
+    ['a name ending in a lone surrogate', () => ['a\ud800', CONFIG], RangeError, '[drl:invalid-argument]', /well-formed UTF-16: it has a lone surrogate U\+D800 at index 1/],
+    ['a zero-width space as the name', () => ['\u200b', CONFIG], RangeError, '[drl:invalid-argument]', /must be printable: it has U\+200B \(an invisible format character\) at index 0/],
+    ['a name with a right-to-left override', () => ['a\u202eb', CONFIG], RangeError, '[drl:invalid-argument]', /must be printable: it has U\+202E \(an invisible format character\) at index 1/],
+    ['a name with a line separator', () => ['a\u2028b', CONFIG], RangeError, '[drl:invalid-argument]', /must be printable: it has U\+2028 \(a line separator\)/],
+    ['a lone space as the name', () => [' ', CONFIG], RangeError, '[drl:invalid-argument]', /must not start or end with a space: it has U\+0020 at index 0/],
+    ['a name with a leading space', () => [' a', CONFIG], RangeError, '[drl:invalid-argument]', /must not start or end with a space: it has U\+0020 at index 0/],
+    ['a name with a trailing space', () => ['a ', CONFIG], RangeError, '[drl:invalid-argument]', /must not start or end with a space: it has U\+0020 at index 1/],
+    ['a name starting with a no-break space', () => ['\u00a0a', CONFIG], RangeError, '[drl:invalid-argument]', /must be printable: it has U\+00A0 \(a space other than U\+0020\) at index 0/],
     ['a null config', (n) => [n, null], TypeError, '[drl:invalid-config]', /config must be an object \(received null\)/],
     ['an array config', (n) => [n, []], TypeError, '[drl:invalid-config]', /config must be an object \(received an array\)/],
     ['a string config', (n) => [n, '{"concurrency":1}'], TypeError, '[drl:invalid-config]', /config must be an object/],
@@ -95,6 +146,16 @@ describe('configure', () => {
     ['a function in the config', (n) => [n, { ...CONFIG, retry: { factor: () => 2 } }], TypeError, '[drl:invalid-config]', /retry\.factor must be JSON data \(received a function\)/],
     ['a Date in the config', (n) => [n, { ...CONFIG, bucket: { limitPerWindow: 1, windowInMs: new Date(60_000) } }], TypeError, '[drl:invalid-config]', /bucket\.windowInMs must be a plain object/],
     ['an out-of-range limit', (n) => [n, { ...CONFIG, bucket: { limitPerWindow: 0, windowInMs: 1000 } }], RangeError, '[drl:invalid-config]', /bucket\.limitPerWindow.*received 0/],
+    // Walked, serialised or parsed recursively, a deep document overflowed the stack, unmarked. About
+    // 2,000 levels is the deepest workerd's RPC serialiser carries (deeper fails in the caller).
+    ['a config nested 2,000 levels deep', (n) => [n, { ...CONFIG, retry: nested(2000) }], TypeError, '[drl:invalid-config]', /config is nested too deeply \(more than 32 levels\): retry(\.a){31} is level 33/],
+    ['a config nested 33 levels deep', (n) => [n, { ...CONFIG, retry: nested(32) }], TypeError, '[drl:invalid-config]', /config is nested too deeply \(more than 32 levels\): retry(\.a){31} is level 33/],
+    ['arrays nested 2,000 levels deep', (n) => [n, { ...CONFIG, retry: nested(2000, 1, true) }], TypeError, '[drl:invalid-config]', /config is nested too deeply \(more than 32 levels\): retry(\[0\]){31} is level 33/],
+    ['a config that contains itself', (n) => {
+      const cyclic: Record<string, unknown> = { ...CONFIG };
+      cyclic.retry = cyclic;
+      return [n, cyclic];
+    }, TypeError, '[drl:invalid-config]', /config is nested too deeply \(more than 32 levels\): (retry\.){31}bucket is level 33/],
   ];
 
   for (const [what, args, Kind, marker, detail] of cases) {
@@ -103,6 +164,8 @@ describe('configure', () => {
       const [givenName, config] = args(name);
       const error = await rejection(bucket(name).configure(givenName as never, config as never));
       expectError(error, Kind, marker, detail);
+      // The offending character is shown as its code point, never raw.
+      expect(error.message).not.toMatch(/[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Zl}\p{Zp}\u00a0]/u);
       expect((await tablesOf(name)).filter((t) => t.startsWith('drl_'))).toEqual([]);
       const listed = await bucket(name).listNames();
       expect(listed).not.toContain(name);
@@ -119,6 +182,16 @@ describe('configure', () => {
     expect(stats.name).toBe(name);
     expect(await bucket(name).listNames()).toContain(name);
   });
+
+  for (const good of ['a b', 'café', '日本語', 'emoji 🚦']) {
+    it(`accepts the name ${JSON.stringify(good)} end to end: configure, execute, stats and listNames give back the same string`, async () => {
+      const stub = bucket(good);
+      expect((await stub.configure(good, CONFIG)).name).toBe(good);
+      expect(await stub.execute(async () => ({ value: good, status: 200 }))).toBe(good);
+      expect((await stub.stats()).name).toBe(good);
+      expect((await bucket(uniqueName('other')).listNames()).filter((listed) => listed === good)).toEqual([good]);
+    });
+  }
 
   it('leaves a live bucket exactly as it was when a new config is refused', async () => {
     const { name, stub } = await configured(CONFIG, 'conf-live');
@@ -147,6 +220,24 @@ describe('reconfigure', () => {
       expect((await stub.stats()).config).toEqual(CONFIG);
     });
   }
+
+  it('refuses a patch nested too deeply with [drl:invalid-config] TypeError naming where, and changes nothing', async () => {
+    const { stub } = await configured(CONFIG, 'reconf-deep');
+    for (const patch of [{ retry: nested(2000) }, { bucket: nested(32) }]) {
+      const error = await rejection(stub.reconfigure(patch as never));
+      expectError(error, TypeError, '[drl:invalid-config]', /patch is nested too deeply \(more than 32 levels\): (retry|bucket)(\.a){31} is level 33/);
+    }
+    expect((await stub.stats()).config).toEqual(CONFIG);
+  });
+
+  it('leaves a document exactly 32 levels deep to the engine, which names the unknown key', async () => {
+    const { stub } = await configured(CONFIG, 'reconf-32');
+    const error = await rejection(stub.reconfigure({ retry: nested(31) } as never));
+    expect(error.message).toContain('[drl:invalid-config]');
+    expect(error.message).not.toContain('nested');
+    expect(error.message).toMatch(/\ba\b/);
+    expect((await stub.stats()).config).toEqual(CONFIG);
+  });
 
   it('refuses a patch holding a function, naming its path', async () => {
     const { stub } = await configured(CONFIG, 'reconf-fn');

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 
 import { ERROR_IDS } from '../../shim/error-ids.ts';
 import { ACTION_KINDS, WRITE_KINDS, WRITE_RECORD_BASE } from '../../shim/engine/output-kinds.ts';
-import { costProblem } from '../../shim/rules.ts';
+import { configJson, costProblem, MAX_CONFIG_DEPTH } from '../../shim/rules.ts';
 import { loadCore } from './wasm.ts';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -58,5 +58,32 @@ describe('the shared cost rule', () => {
       // Refused here: the engine refuses it too (as invalid, or as never fitting any limit).
       else expect({ cost, refused: engineCode === 'invalid-argument' || engineCode === 'cost-too-large' }).toEqual({ cost, refused: true });
     }
+  });
+});
+
+describe('the shared nesting limit', () => {
+  // The host refuses deep documents before the engine sees them; the engine
+  // keeps its own limit. They must be the same, or one side refuses what the
+  // other accepts.
+  const nested = (levels: number): Record<string, unknown> => {
+    let value: Record<string, unknown> = { concurrency: 1 };
+    for (let i = 1; i < levels; i += 1) value = { a: value };
+    return value;
+  };
+  const engineRefusal = (text: string): string => {
+    try {
+      loadCore().validateConfig(text);
+    } catch (error) {
+      return (error as Error).message;
+    }
+    return '';
+  };
+
+  it('MAX_CONFIG_DEPTH levels pass the host and the engine reads them; one more is refused by both', () => {
+    const deepest = nested(MAX_CONFIG_DEPTH);
+    expect(engineRefusal(configJson(deepest, 'config'))).not.toContain('nested too deeply');
+    const deeper = nested(MAX_CONFIG_DEPTH + 1);
+    expect(() => configJson(deeper, 'config')).toThrow(`[drl:invalid-config] config is nested too deeply (more than ${MAX_CONFIG_DEPTH} levels)`);
+    expect(engineRefusal(JSON.stringify(deeper))).toContain(`nested too deeply (more than ${MAX_CONFIG_DEPTH} levels)`);
   });
 });

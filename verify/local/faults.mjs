@@ -191,7 +191,7 @@ async function consumerKilled(s) {
 
   // A live caller in another runtime, right after.
   const liveAsked = Date.now();
-  let drainedAt = null; // when the bucket's queue first held no gone caller
+  let drainedAt = null; // when the bucket's queue was first seen empty (no gone caller, the live call started)
   const watch = (async () => {
     for (let i = 0; i < size.liveBoundMs / 250 && drainedAt === null; i++) {
       const st = await bucketStats(bucket).catch(() => undefined);
@@ -230,7 +230,7 @@ async function consumerKilled(s) {
   s.guarantee(idle !== null, `the bucket let go of every gone caller: ${final ? `active ${final.active}, running ${final.running}, queued ${final.queued}` : 'no stats'}${idle ? '' : ' 10 s after the live call'}`);
   const ledger = await visits(probe).catch(() => []);
   s.figure(`upstream requests from the gone callers: ${ledger.filter((v) => v.call.startsWith('gone-')).length} (the ${size.concurrency} running at the kill reach it; nothing after)`);
-  s.figure(`queue free of gone callers ${drainedAt === null ? 'never seen' : `${drainedAt - killedAt} ms`} after the kill; live call made ${liveAsked - killedAt} ms after it`);
+  s.figure(`the bucket's queue first seen empty ${drainedAt === null ? 'never' : `${drainedAt - killedAt} ms after the kill`}; live call made ${liveAsked - killedAt} ms after the kill`);
   s.figure(`final stats: used ${final?.used ?? '?'}, active ${final?.active ?? '?'}, queued ${final?.queued ?? '?'}`);
 }
 

@@ -46,6 +46,12 @@ export interface RunPlan {
   concurrency: number;
   /** The client's dropRetries for every call; absent: the package default. */
   dropRetries?: number;
+  /**
+   * The limiter's `attemptTimeoutMs` (top level, beside `concurrency`): how
+   * long one attempt may run before the object gives up on it. Absent: not
+   * sent (an engine without the field refuses the config).
+   */
+  attemptTimeoutMs?: number;
   /** The shared instant every caller sleeps until (ms since the epoch). */
   startAt: number;
   faults: UpstreamFaults;
@@ -66,6 +72,7 @@ export function limiterConfig(plan: RunPlan) {
   return {
     bucket: { limitPerWindow: plan.limit, windowInMs: plan.windowMs + plan.marginMs },
     concurrency: plan.concurrency,
+    ...(plan.attemptTimeoutMs === undefined ? {} : { attemptTimeoutMs: plan.attemptTimeoutMs }),
   };
 }
 

@@ -51,7 +51,17 @@ export interface SummaryOptions {
   expectSaturation?: boolean;
   /** Fault run: a restart happened and dropped callers; every drop must recover. */
   expectDrops?: boolean;
+  /**
+   * Kill run: the limiter's runtime was SIGKILLed this many times while
+   * callbacks ran. Adds: the kills happened; no call failed in flight though
+   * the upstream served its work (the client settles a finished call from the
+   * report it had); no CallDroppedError.
+   */
+  expectKills?: number;
 }
+
+/** The marker of a kill event on the timeline (the harness writes it). */
+export const KILL_EVENT = 'kill';
 
 export interface Summary {
   plan: RunPlan;
@@ -61,6 +71,10 @@ export interface Summary {
   failedParked: number;
   failedInFlight: number;
   inFlightExecutedOnce: number;
+  /** Failed in flight although the upstream served their work at least once. */
+  inFlightServed: number;
+  /** Calls that ended with CallDroppedError (dropped on every attempt). */
+  callDropped: number;
   lost: string[];
   drops: { events: number; calls: number; recovered: number; maxPerCall: number; firstAt: number; lastAt: number; messages: string[] };
   park: { longestMs: number; p95Ms: number; medianMs: number };
@@ -197,6 +211,16 @@ export function summarise(
     check('the stampede saturates the bucket', windowPeak.peak === plan.limit && upstreamInFlight === plan.concurrency,
       `peak window ${windowPeak.peak} (limit ${plan.limit}), peak in flight ${upstreamInFlight} (cap ${plan.concurrency})`);
   }
+  const inFlightServed = inFlight.filter((r) => (executions.get(r.id) ?? 0) > 0);
+  const callDropped = failed.filter((r) => r.error?.startsWith('CallDroppedError')).length;
+  if (options.expectKills !== undefined) {
+    const kills = events.filter((e) => e.what.startsWith(KILL_EVENT));
+    check('the limiter was killed with callbacks running', kills.length >= options.expectKills,
+      `${kills.length} of ${options.expectKills} kills happened`);
+    check('no call failed in flight though the upstream served it', inFlightServed.length === 0,
+      `${inFlight.length} failed in flight, ${inFlightServed.length} of them served by the upstream${inFlightServed.length ? ` (${inFlightServed.slice(0, 5).map((r) => r.id).join(', ')})` : ''}`);
+    check('no CallDroppedError', callDropped === 0, `${callDropped} calls ended with CallDroppedError`);
+  }
   if (options.expectDrops) {
     const restarted = events.some((e) => e.what.startsWith('restart'));
     const unrecovered = dropped.filter((r) => r.outcome !== 'ok' && r.attempts.length === 0).length;
@@ -214,6 +238,8 @@ export function summarise(
     failedParked: parked.length,
     failedInFlight: inFlight.length,
     inFlightExecutedOnce: inFlight.filter((r) => executions.get(r.id) === 1).length,
+    inFlightServed: inFlightServed.length,
+    callDropped,
     lost,
     drops: {
       events: records.reduce((n, r) => n + r.drops, 0),
@@ -299,12 +325,13 @@ export function renderReport(s: Summary): string {
     `  bucket ${p.bucket} via ${p.via === 'direct' ? 'the cross-script Durable Object binding' : 'the LimiterEntrypoint service binding'}`,
     `  ${p.callers} callers x ${p.callsPerCaller} calls (${p.outstanding} outstanding per caller), stampede at ${new Date(p.startAt).toISOString()}`,
     `  upstream quota ${p.limit} per ${p.windowMs} ms; limiter ${p.limit} per ${p.windowMs + p.marginMs} ms (+${p.marginMs} ms margin), concurrency ${p.concurrency}`,
-    `  upstream: ${faults.join(', ')}; client dropRetries ${p.dropRetries ?? 'default (5)'}`,
+    `  upstream: ${faults.join(', ')}; client dropRetries ${p.dropRetries ?? 'default (5)'}${p.attemptTimeoutMs === undefined ? '' : `; limiter attemptTimeoutMs ${p.attemptTimeoutMs}`}`,
     '',
     `calls completed            ${s.completed} / ${s.planned}   (${s.recorded} recorded, run took ${(s.durationMs / 1000).toFixed(1)} s)`,
     `failed while parked        ${s.failedParked}`,
     `failed in flight           ${s.failedInFlight}${s.failedInFlight ? `   (${s.inFlightExecutedOnce} of them served once by the upstream: the caller was told, never retried for it)` : ''}`,
     `lost                       ${s.lost.length}`,
+    `CallDroppedError           ${s.callDropped}`,
     `drops seen                 ${s.drops.events} on ${s.drops.calls} calls; recovered ${s.drops.recovered} / ${s.drops.calls}; most on one call ${s.drops.maxPerCall} (of ${p.dropRetries ?? 5} retries allowed)`,
     ...(s.drops.events
       ? [

@@ -10,11 +10,13 @@
  *   /progress/:id                                          how far a run is
  *   /run-share?probe=&caller=   one caller's share in this request (the local run drives these)
  *   /event?probe=&what=         marks an event on the run's timeline (the local run's restarts)
+ *   /fault-calls?probe=&bucket=&calls=&work=sleep|hang&ms=&tag=   N calls at once (the fault suite; see faults.ts)
  */
 import { NO_FAULTS, limiterConfig, type RunPlan } from '../../shared/plan.ts';
 import { renderReport, summarise, type Arrival, type CallRecord, type RunEvent } from '../../shared/report.ts';
 import { refusal } from './auth.ts';
 import { limiterAdmin, parseVia } from './limiter-client.ts';
+import { faultCalls } from './faults.ts';
 import { capProbe, clientPath, closureCheck, ping } from './probes.ts';
 import { runShare } from './stampede.ts';
 
@@ -56,6 +58,7 @@ export function planFrom(url: URL, probeId: string): RunPlan {
     marginMs: intParam(url, 'margin', 1_000, 0, 3_600_000),
     concurrency: intParam(url, 'concurrency', 5, 1, 100_000),
     ...(url.searchParams.has('dropRetries') ? { dropRetries: intParam(url, 'dropRetries', 5, 0, 100) } : {}),
+    ...(url.searchParams.has('attemptTimeout') ? { attemptTimeoutMs: intParam(url, 'attemptTimeout', 0, 1, 3_600_000) } : {}),
     startAt: Date.now() + numberParam(url, 'delay', 60, 0, 86_400) * 1000,
     faults: {
       latencyMinMs: latencyMin!,
@@ -115,9 +118,12 @@ async function report(env: Env, url: URL, probeId: string): Promise<Response> {
   ]);
   const finalStats = await limiterAdmin(env, plan.via).stats(plan.bucket).catch((error: Error) => `stats failed: ${error.message}`);
   const expect = (url.searchParams.get('expect') ?? '').split(',');
+  // expect=kills:N: the run SIGKILLed the limiter N times with callbacks running.
+  const kills = expect.find((e) => e.startsWith('kills:'));
   const summary = summarise(plan, records, arrivals, events, finalStats, {
     expectSaturation: expect.includes('saturation'),
     expectDrops: expect.includes('drops'),
+    ...(kills ? { expectKills: Number(kills.slice('kills:'.length)) } : {}),
   });
   if (url.searchParams.get('format') === 'json') {
     const { timeline: _t, ...rest } = summary;
@@ -158,6 +164,24 @@ async function route(request: Request, env: Env): Promise<Response> {
       await probeOf(env, probeId).addRecords(records);
       return Response.json({ caller, calls: records.length, failed: records.filter((r) => r.outcome === 'failed').length });
     }
+    case '/fault-calls': {
+      const work = url.searchParams.get('work') ?? 'sleep';
+      if (work !== 'sleep' && work !== 'hang') throw new RangeError('?work= is sleep or hang');
+      const bucket = url.searchParams.get('bucket');
+      const probe = url.searchParams.get('probe');
+      if (!bucket || !probe) throw new RangeError('?bucket= and ?probe= are required');
+      const records = await faultCalls(env, {
+        probe,
+        bucket,
+        calls: intParam(url, 'calls', 1, 1, 1000),
+        work,
+        ms: intParam(url, 'ms', 1000, 0, 600_000),
+        tag: url.searchParams.get('tag') ?? 'f',
+        via,
+        ...(url.searchParams.has('dropRetries') ? { dropRetries: intParam(url, 'dropRetries', 5, 0, 100) } : {}),
+      });
+      return Response.json({ records });
+    }
     case '/event': {
       const event: RunEvent = { at: intParam(url, 'at', Date.now(), 0, 1e15), what: url.searchParams.get('what') ?? 'event' };
       await probeOf(env, url.searchParams.get('probe') ?? '').addEvent(event);
@@ -166,7 +190,7 @@ async function route(request: Request, env: Env): Promise<Response> {
   }
   const match = /^\/(report|progress)\/([\w-]+)$/.exec(path);
   if (match) return match[1] === 'report' ? report(env, url, match[2]!) : progress(env, match[2]!);
-  return text('routes: /ping /closure-check /client-path /cap-probe /start /report/:id /progress/:id (each with ?key=, optionally &via=direct)', 404);
+  return text('routes: /ping /closure-check /client-path /cap-probe /start /report/:id /progress/:id /fault-calls (each with ?key=, optionally &via=direct)', 404);
 }
 
 export default {

@@ -8,6 +8,12 @@
  * from which the report counts executions per call, the peak rolling window
  * and the peak number in flight.
  *
+ * The fault suite (verify/local/faults.mjs) uses two more routes that need
+ * no quota settings: `/sleep?ms=N` answers 200 after N ms and `/hang` never
+ * answers (it waits HANG_MS, far longer than any run); both write each
+ * request to a second ledger, `visits`, at ARRIVAL (and its answer time when
+ * it answers), so a request whose caller died or hung is still counted.
+ *
  * Reached only through a service binding (`workers_dev` is off when deployed).
  */
 import { DurableObject } from 'cloudflare:workers';
@@ -24,6 +30,21 @@ export interface QuotaSettings {
   windowMs: number;
   faults: UpstreamFaults;
 }
+
+/** One request to /sleep or /hang, written when it arrives; `done` is null until it is answered. */
+export interface Visit {
+  call: string;
+  at: number;
+  done: number | null;
+  kind: 'sleep' | 'hang';
+}
+
+// A hung request waits this long: far beyond any run, which disposes the
+// runtime (and the timer with it) long before. A pending timer also keeps
+// workerd from cancelling the request as a hung promise.
+const HANG_MS = 15 * 60_000;
+// The longest /sleep?ms= accepted.
+const MAX_SLEEP_MS = 10 * 60_000;
 
 export interface UpstreamProgress {
   arrivals: number;
@@ -43,6 +64,9 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
     super(ctx, env);
     ctx.storage.sql.exec(
       `CREATE TABLE IF NOT EXISTS arrivals (call TEXT NOT NULL, at INTEGER NOT NULL, done INTEGER NOT NULL, status INTEGER NOT NULL, kind TEXT NOT NULL)`,
+    );
+    ctx.storage.sql.exec(
+      `CREATE TABLE IF NOT EXISTS visits (seq INTEGER PRIMARY KEY AUTOINCREMENT, call TEXT NOT NULL, at INTEGER NOT NULL, done INTEGER, kind TEXT NOT NULL)`,
     );
     ctx.storage.sql.exec(`CREATE TABLE IF NOT EXISTS settings (id INTEGER PRIMARY KEY CHECK (id = 1), json TEXT NOT NULL)`);
     const row = ctx.storage.sql.exec<{ json: string }>(`SELECT json FROM settings WHERE id = 1`).toArray()[0];
@@ -95,6 +119,33 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
     return Response.json({ call, at, kind }, { status, headers });
   }
 
+  /**
+   * One request to /sleep (answered after `ms`) or /hang (never answered
+   * within a run). Written to `visits` on arrival, updated when answered.
+   */
+  async visit(call: string, kind: Visit['kind'], ms: number): Promise<Response> {
+    const at = Date.now();
+    const seq = this.ctx.storage.sql
+      .exec<{ seq: number }>(`INSERT INTO visits (call, at, done, kind) VALUES (?, ?, NULL, ?) RETURNING seq`, call, at, kind)
+      .one().seq;
+    this.#inFlight++;
+    try {
+      await new Promise((resolve) => setTimeout(resolve, kind === 'hang' ? HANG_MS : ms));
+    } finally {
+      this.#inFlight--;
+    }
+    const done = Date.now();
+    this.ctx.storage.sql.exec(`UPDATE visits SET done = ? WHERE seq = ?`, done, seq);
+    return Response.json({ call, at, done, kind });
+  }
+
+  visits(): Visit[] {
+    return this.ctx.storage.sql
+      .exec<{ call: string; at: number; done: number | null; kind: Visit['kind'] }>(`SELECT call, at, done, kind FROM visits ORDER BY seq`)
+      .toArray()
+      .map((row) => ({ ...row }));
+  }
+
   progress(): UpstreamProgress {
     return { ...this.#counts, inFlight: this.#inFlight };
   }
@@ -118,6 +169,15 @@ export default {
     switch (url.pathname) {
       case '/work':
         return quota.work(url.searchParams.get('call') ?? '(none)');
+      case '/sleep': {
+        const ms = Number(url.searchParams.get('ms') ?? '0');
+        if (!Number.isInteger(ms) || ms < 0 || ms > MAX_SLEEP_MS) return new Response(`upstream: ?ms= must be an integer in [0, ${MAX_SLEEP_MS}]`, { status: 400 });
+        return quota.visit(url.searchParams.get('call') ?? '(none)', 'sleep', ms);
+      }
+      case '/hang':
+        return quota.visit(url.searchParams.get('call') ?? '(none)', 'hang', HANG_MS);
+      case '/visits':
+        return Response.json(await quota.visits());
       case '/configure':
         await quota.configure((await request.json()) as QuotaSettings);
         return new Response('configured');

@@ -1,0 +1,64 @@
+/**
+ * One call through the client (`bound.call`), recorded as its caller saw it:
+ * when it was queued, every callback invocation, every drop, the outcome and
+ * the error's class and message. The stampede's calls and the fault suite's
+ * calls are all made here, so every report reads the same record.
+ */
+import { defineLimiter } from '../../../dist/client/index.js';
+import type { CallRecord } from '../../shared/report.ts';
+import { binderFor, type Via } from './limiter-client.ts';
+
+export interface RecordedCallSpec {
+  /** The call's id, sent to the upstream with every attempt. */
+  id: string;
+  caller: number;
+  bucket: string;
+  via: Via;
+  /** The client's dropRetries; absent: the package default. */
+  dropRetries?: number;
+  /** The upstream URL the callback fetches (through the UPSTREAM service binding). */
+  url: string;
+}
+
+export async function recordedCall(env: Env, spec: RecordedCallSpec): Promise<CallRecord> {
+  const record: CallRecord = { id: spec.id, caller: spec.caller, queuedAt: Date.now(), attempts: [], drops: 0, endedAt: 0, outcome: 'ok' };
+  // One definition per call (defining is free: no I/O, no timers) so that
+  // onDrop counts this call's drops.
+  const limiter = defineLimiter({
+    binder: binderFor(env, spec.via),
+    name: spec.bucket,
+    ...(spec.dropRetries === undefined ? {} : { dropRetries: spec.dropRetries }),
+    onDrop: ({ error }) => {
+      record.drops++;
+      (record.dropAt ??= []).push(Date.now());
+      record.dropError = String((error as Error)?.message ?? error).slice(0, 200);
+    },
+  });
+  try {
+    await limiter.for(env).call(
+      async () => {
+        const attempt: [number, number] = [Date.now(), 0];
+        record.attempts.push(attempt);
+        try {
+          return await env.UPSTREAM.fetch(spec.url);
+        } finally {
+          attempt[1] = Date.now();
+        }
+      },
+      {
+        read: async (res) => {
+          await res.arrayBuffer();
+          return res.status;
+        },
+        // A 503 is this call's failure, retried by this call alone; a 429 is
+        // the built-in HTTP layer's (it pauses everyone).
+        error: (res) => (res.status >= 500 ? { message: `upstream answered ${res.status}`, retryable: true } : null),
+      },
+    );
+  } catch (error) {
+    record.outcome = 'failed';
+    record.error = `${(error as Error)?.name ?? 'Error'}: ${String((error as Error)?.message ?? error).slice(0, 300)}`;
+  }
+  record.endedAt = Date.now();
+  return record;
+}

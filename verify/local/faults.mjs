@@ -1,0 +1,423 @@
+#!/usr/bin/env node
+// The fault suite on local workerd: `npm run verify:faults [-- flags]`.
+//
+// Callers that vanish, callbacks that hang, restarts with callbacks in
+// flight, driven against the real stack (workerd runtimes started through
+// miniflare's Node API, see stack.mjs), each fault a real one: a runtime is
+// SIGKILLed by its workerd PID (a child of this process, found through
+// /proc), a callback's upstream request never answers. Three runtimes:
+//   limiter      verify/limiter, storage persisted in a scratch folder;
+//   application  the fake upstream (the ground truth) + consumers 0 and 1;
+//   doomed       one consumer alone, to be SIGKILLed with calls parked.
+//
+// Scenarios (each a named check, PASS only if every guarantee under it holds):
+//   1. consumer killed with calls parked: a gone caller costs at most the one
+//      attempt that found it gone (<= 1 grant), is never retried, and frees
+//      its slot at once: a live caller starts within about one callback.
+//   2. limiter SIGKILLed with callbacks in flight (3 times at CI size): peak
+//      in flight at the upstream <= the cap, 0 lost, 0 executed twice, 0
+//      calls failed in flight though the upstream served them, 0
+//      CallDroppedError.
+//   3. hung callback under attemptTimeoutMs: the hung call rejects with
+//      [drl:attempt-timeout] after about the timeout, not retried; the next
+//      call starts after the timeout and resolves.
+//   4. restart while idle (what run.mjs --faults does): every parked caller
+//      dropped by the restart recovers; nothing lost, nothing twice.
+//
+// Flags:
+//   --ci          the small asserted run (the default size); ends with "faults: N passed, N failed"
+//   --full        larger sizes, for runs by hand (still bounded)
+//   --only=1,3    run only these scenarios
+//   --kills=N     scenario 2's kill count (default 3, --full 8)
+//   --attempt-timeout=MS   also configure scenario 2's bucket with attemptTimeoutMs (default: not sent)
+//   --via=direct  the cross-script Durable Object binding instead of LimiterEntrypoint
+// Every wait is bounded; the suite stops by itself (a watchdog ends it).
+import { Stack, bundleWorkers, consumerName, sleep, ts } from './stack.mjs';
+import { runStampede } from './stampede.mjs';
+
+const FLAGS = '--ci --full --only=1,2,3,4 --kills=N --attempt-timeout=MS --via=direct';
+let only = new Set([1, 2, 3, 4]);
+let killsFlag;
+let attemptTimeoutFlag;
+const argv = process.argv.slice(2);
+for (const arg of argv) {
+  if (['--ci', '--full', '--via=direct', '--via=service', '--help'].includes(arg)) continue;
+  const onlyFlag = /^--only=([1-4](,[1-4])*)$/.exec(arg);
+  if (onlyFlag) {
+    only = new Set(onlyFlag[1].split(',').map(Number));
+    continue;
+  }
+  const kills = /^--kills=(\d+)$/.exec(arg);
+  if (kills && Number(kills[1]) >= 1 && Number(kills[1]) <= 20) {
+    killsFlag = Number(kills[1]);
+    continue;
+  }
+  const timeout = /^--attempt-timeout=(\d+)$/.exec(arg);
+  if (timeout && Number(timeout[1]) >= 1) {
+    attemptTimeoutFlag = Number(timeout[1]);
+    continue;
+  }
+  console.error(`faults: unknown flag ${arg} (flags: ${FLAGS})`);
+  process.exit(2);
+}
+if (argv.includes('--help')) {
+  console.log(`npm run verify:faults -- [${FLAGS.split(' ').join('] [')}]`);
+  process.exit(0);
+}
+const full = argv.includes('--full');
+const via = argv.includes('--via=direct') ? 'direct' : 'service';
+
+// Sizes. Every bound is a ceiling on a wait, never a pace.
+const SIZE = full
+  ? {
+      gone: { parked: 30, concurrency: 2, workMs: 3000, liveWorkMs: 500, liveBoundMs: 150_000 },
+      kills: { callers: 3, calls: 60, concurrency: 4, latency: '800-1200', limit: 20, window: 1000, margin: 100, kills: killsFlag ?? 8, deadlineMs: 240_000 },
+      hung: { timeoutMs: 2000, boundMs: 20_000 },
+      idle: { callers: 3, calls: 80, concurrency: 5, latency: '50-250', limit: 20, window: 2000, margin: 100, deadlineMs: 120_000 },
+      watchdogMs: 12 * 60_000,
+    }
+  : {
+      gone: { parked: 12, concurrency: 2, workMs: 3000, liveWorkMs: 500, liveBoundMs: 35_000 },
+      kills: { callers: 2, calls: 25, concurrency: 4, latency: '800-1200', limit: 20, window: 1000, margin: 100, kills: killsFlag ?? 3, deadlineMs: 75_000 },
+      hung: { timeoutMs: 2000, boundMs: 10_000 },
+      idle: { callers: 2, calls: 30, concurrency: 3, latency: '50-150', limit: 10, window: 1000, margin: 100, deadlineMs: 45_000 },
+      watchdogMs: 4 * 60_000,
+    };
+
+// The slack each timing guarantee allows (this machine is shared and small).
+const LIVE_START_SLACK_MS = 2000; // scenario 1: one callback (workMs) + this
+const TIMEOUT_SLACK_MS = 1500; // scenario 3: attemptTimeoutMs + this
+// Scenario 3: how much earlier than the timeout still counts as "after" it.
+// The object may date the attempt from its grant, a hop before the callback
+// starts in the caller; under load on this machine that hop can take 100+ ms.
+const TIMEOUT_EARLY_MS = 250;
+// The wide window scenarios 1 and 3 configure: every grant stays live, so
+// the bucket's `used` is the number of grants taken.
+const LONG_WINDOW = { limitPerWindow: 100_000, windowInMs: 30 * 60_000 };
+
+const APP = 'application';
+const DOOMED = 'doomed';
+const GONE_CONSUMER = 'drl-verify-consumer-gone';
+const [C0, C1] = [consumerName(0), consumerName(1)];
+const runId = Date.now().toString(36);
+
+const log = (line) => console.log(line);
+const fmt = (ms) => (ms === null || ms === undefined ? '?' : `${ms} ms`);
+
+/** One scenario's verdict: each guarantee with its figure. */
+class Scenario {
+  constructor(name) {
+    this.name = name;
+    this.guarantees = [];
+    this.figures = [];
+  }
+  guarantee(ok, text) {
+    this.guarantees.push({ ok: !!ok, text });
+  }
+  figure(text) {
+    this.figures.push(text);
+  }
+  get ok() {
+    return this.guarantees.length > 0 && this.guarantees.every((g) => g.ok);
+  }
+  print() {
+    log(`${this.ok ? 'PASS' : 'FAIL'}  ${this.name}`);
+    for (const g of this.guarantees) log(`        ${g.ok ? 'ok  ' : 'FAIL'}  ${g.text}`);
+    for (const f of this.figures) log(`              ${f}`);
+  }
+}
+
+/** Resolves with the request's JSON, or { error } when it fails; never rejects. */
+function request(promise) {
+  return promise.then(
+    (body) => ({ ...JSON.parse(body) }),
+    (error) => ({ error: String(error?.message ?? error) }),
+  );
+}
+
+/** Waits for a promise at most `ms`; resolves { timedOut: true } after. */
+function within(promise, ms) {
+  let timer;
+  return Promise.race([promise, new Promise((r) => (timer = setTimeout(() => r({ timedOut: true }), ms)))]).finally(() => clearTimeout(timer));
+}
+
+/** Polls `probe()` (every `everyMs`) until it returns a truthy value or `ms` pass; returns that value or null. */
+async function until(probe, ms, everyMs = 100) {
+  const end = Date.now() + ms;
+  for (let i = 0; Date.now() < end && i < Math.ceil(ms / everyMs) + 1; i++) {
+    try {
+      const value = await probe();
+      if (value) return value;
+    } catch {}
+    await sleep(everyMs);
+  }
+  return null;
+}
+
+let stack;
+const bucketStats = async (bucket) => (await stack.limiterStats())[bucket];
+const visits = async (probe) => {
+  const upstream = await stack.runtime(APP).mf.getWorker('drl-verify-upstream');
+  const res = await upstream.fetch(`http://upstream/visits?probe=${encodeURIComponent(probe)}`);
+  if (!res.ok) throw new Error(`upstream /visits answered ${res.status}`);
+  return res.json();
+};
+const faultCalls = (runtime, worker, query) =>
+  stack.get(runtime, worker, `/fault-calls?${new URLSearchParams({ via, ...Object.fromEntries(Object.entries(query).map(([k, v]) => [k, String(v)])) })}`);
+
+// ---- 1. a consumer killed with calls parked -----------------------------------
+
+async function consumerKilled(s) {
+  const size = SIZE.gone;
+  const bucket = `faults-gone-${runId}`;
+  const probe = `faults-gone-${runId}`;
+  const configured = await stack.configure({ [bucket]: { bucket: LONG_WINDOW, concurrency: size.concurrency } });
+  if (!configured.ok) throw new Error(`configure ${bucket} failed: ${JSON.stringify(configured.body)}`);
+
+  // The doomed consumer parks its calls: `concurrency` run (each ~workMs at the upstream), the rest wait.
+  const parked = size.parked;
+  const doomedCalls = request(faultCalls(DOOMED, GONE_CONSUMER, { probe, bucket, calls: parked, work: 'sleep', ms: size.workMs, tag: 'gone' }));
+  const running = await until(async () => {
+    const st = await bucketStats(bucket);
+    return st && st.running === size.concurrency && st.queued === parked - size.concurrency && st;
+  }, 15_000);
+  if (!running) throw new Error(`the doomed consumer's calls never showed ${size.concurrency} running + ${parked - size.concurrency} parked: ${JSON.stringify(await bucketStats(bucket).catch(() => null))}`);
+  const pid = stack.pid(DOOMED);
+  const goneMs = await stack.kill(DOOMED);
+  const killedAt = Date.now();
+  log(`[${ts()}] SIGKILLed the doomed consumer's workerd (pid ${pid}, gone in ${goneMs} ms) with ${running.running} running, ${running.queued} parked`);
+  const doomedAnswer = await within(doomedCalls, 2000);
+  s.figure(`the doomed consumer's request: ${doomedAnswer.timedOut ? 'no answer' : doomedAnswer.error ? `failed (${doomedAnswer.error.slice(0, 80)})` : 'ANSWERED (it should have died)'}`);
+
+  // A live caller in another runtime, right after.
+  const liveAsked = Date.now();
+  let drainedAt = null; // when the bucket's queue was first seen empty (no gone caller, the live call started)
+  const watch = (async () => {
+    for (let i = 0; i < size.liveBoundMs / 250 && drainedAt === null; i++) {
+      const st = await bucketStats(bucket).catch(() => undefined);
+      if (st && st.queued === 0) drainedAt = Date.now();
+      else await sleep(250);
+    }
+  })();
+  const live = await within(request(faultCalls(APP, C0, { probe, bucket, calls: 1, work: 'sleep', ms: size.liveWorkMs, tag: 'live' })), size.liveBoundMs);
+  await watch;
+  const record = live.records?.[0];
+  let liveStart = record?.attempts?.[0]?.[0];
+  if (liveStart === undefined) {
+    // No record (the call is still waiting, or failed): the upstream's ledger says whether it ever started.
+    liveStart = (await visits(probe).catch(() => [])).find((v) => v.call === 'live-0')?.at;
+  }
+  const liveWaitMs = liveStart === undefined ? null : liveStart - (record?.queuedAt ?? liveAsked);
+  const bound = size.workMs + LIVE_START_SLACK_MS;
+  s.guarantee(
+    liveWaitMs !== null && liveWaitMs < bound,
+    `the live caller's callback started ${liveWaitMs === null ? `not within ${size.liveBoundMs} ms` : `${liveWaitMs} ms`} after its call (allowed < ${bound} ms: one callback + ${LIVE_START_SLACK_MS} ms)`,
+  );
+  s.guarantee(record?.outcome === 'ok', `the live call resolved: ${record ? record.outcome + (record.error ? ` (${record.error})` : '') : live.timedOut ? `no answer within ${size.liveBoundMs} ms` : live.error}`);
+
+  // Grants: once the bucket is idle, `used` is every grant taken (the window outlives the run).
+  const idle = await until(async () => {
+    const st = await bucketStats(bucket);
+    return st && st.active === 0 && st.queued === 0 && st;
+  }, 10_000, 250);
+  const final = idle ?? (await bucketStats(bucket).catch(() => null));
+  const liveGrants = record ? record.attempts.length : 1;
+  const goneGrants = final ? final.used - liveGrants : null;
+  s.guarantee(
+    goneGrants !== null && goneGrants <= parked,
+    `grants taken by the ${parked} gone callers: ${goneGrants ?? '?'} (${goneGrants === null ? '?' : (goneGrants / parked).toFixed(2)} per gone caller; allowed <= 1 each, ${parked} in all)`,
+  );
+  s.guarantee(idle !== null, `the bucket let go of every gone caller: ${final ? `active ${final.active}, running ${final.running}, queued ${final.queued}` : 'no stats'}${idle ? '' : ' 10 s after the live call'}`);
+  const ledger = await visits(probe).catch(() => []);
+  s.figure(`upstream requests from the gone callers: ${ledger.filter((v) => v.call.startsWith('gone-')).length} (the ${size.concurrency} running at the kill reach it; nothing after)`);
+  s.figure(`the bucket's queue first seen empty ${drainedAt === null ? 'never' : `${drainedAt - killedAt} ms after the kill`}; live call made ${liveAsked - killedAt} ms after the kill`);
+  s.figure(`final stats: used ${final?.used ?? '?'}, active ${final?.active ?? '?'}, queued ${final?.queued ?? '?'}`);
+}
+
+// ---- 2. the limiter SIGKILLed with callbacks in flight ---------------------------
+
+async function limiterKilled(s) {
+  const size = SIZE.kills;
+  const query = new URLSearchParams({
+    drive: 'external',
+    format: 'json',
+    via,
+    instances: String(size.callers),
+    calls: String(size.calls),
+    outstanding: String(size.calls),
+    limit: String(size.limit),
+    window: String(size.window),
+    margin: String(size.margin),
+    concurrency: String(size.concurrency),
+    latency: size.latency,
+    inject429: '0',
+    delay: '1',
+    ...(attemptTimeoutFlag === undefined ? {} : { attemptTimeout: String(attemptTimeoutFlag) }),
+  });
+  const consumers = [C0, C1, consumerName(2)].slice(0, size.callers);
+  const run = await runStampede(stack, { app: APP, consumers, query, kills: size.kills, deadlineMs: size.deadlineMs, log: (l) => log(`  ${l}`) });
+  const { summary: r, plan } = run;
+  s.guarantee(run.kills.length === size.kills, `kills with callbacks running: ${run.kills.length} of ${size.kills}`);
+  s.guarantee(r.upstream.peakInFlight <= plan.concurrency, `peak in flight at the upstream ${r.upstream.peakInFlight} / cap ${plan.concurrency} (callbacks at once in the callers: ${r.callerPeakConcurrency})`);
+  s.guarantee(r.lost.length === 0 && r.recorded === r.planned, `lost ${r.lost.length} of ${r.planned} (${r.recorded} recorded)${r.lost.length ? `: ${r.lost.slice(0, 5).join(', ')}` : ''}`);
+  s.guarantee(r.doubleExecutions.length === 0, `executed twice ${r.doubleExecutions.length}${r.doubleExecutions.length ? `: ${r.doubleExecutions.slice(0, 5).join(', ')}` : ''}`);
+  s.guarantee(r.inFlightServed === 0, `failed in flight although the upstream served the work: ${r.inFlightServed} (of ${r.failedInFlight} failed in flight)`);
+  s.guarantee(r.callDropped === 0, `CallDroppedError: ${r.callDropped}`);
+  s.guarantee(r.upstream.peakWindow <= plan.limit && r.upstream.quotaRefusals === 0, `peak in any rolling window ${r.upstream.peakWindow} / limit ${plan.limit}; ${r.upstream.quotaRefusals} quota refusals`);
+  s.guarantee(run.shareErrors === 0, `every caller's share finished: ${run.timedOut ? `NO, still running after ${size.deadlineMs / 1000} s` : `${run.results.length - run.shareErrors} of ${run.results.length}`}`);
+  for (const [k, kill] of run.kills.entries()) {
+    s.figure(`kill ${k + 1}: ${kill.running} running, ${kill.queued} parked; back after ${kill.downMs} ms; ${kill.inFlightAtReturn ?? '?'} requests still in flight at the upstream when it came back`);
+  }
+  s.figure(`calls completed ${r.completed} / ${r.planned}; drops ${r.drops.events} on ${r.drops.calls} calls, most on one call ${r.drops.maxPerCall}; run took ${(r.durationMs / 1000).toFixed(1)} s`);
+  if (r.errors.length) s.figure(`failure messages: ${r.errors.join(' | ').slice(0, 300)}`);
+}
+
+// ---- 3. a hung callback under attemptTimeoutMs ------------------------------------
+
+async function hungCallback(s) {
+  const size = SIZE.hung;
+  const bucket = `faults-hung-${runId}`;
+  const probe = `faults-hung-${runId}`;
+  const config = { bucket: LONG_WINDOW, concurrency: 1, attemptTimeoutMs: size.timeoutMs };
+  const configured = await stack.configure({ [bucket]: config });
+  s.guarantee(configured.ok, `the bucket accepts attemptTimeoutMs: ${configured.ok ? 'configured' : `REFUSED (${configured.status}): ${(configured.body.results?.[0]?.error ?? configured.body.error ?? '').slice(0, 200)}`}`);
+  if (!configured.ok) {
+    // Measure what happens today without the field: the figures say how long the bucket stays blocked.
+    const { attemptTimeoutMs: _, ...without } = config;
+    const again = await stack.configure({ [bucket]: without });
+    if (!again.ok) throw new Error(`configure ${bucket} without attemptTimeoutMs failed too: ${JSON.stringify(again.body)}`);
+    s.figure('configured without attemptTimeoutMs to measure the current behaviour');
+  }
+
+  const hung = request(faultCalls(APP, C0, { probe, bucket, calls: 1, work: 'hang', tag: 'hung' }));
+  const arrival = await until(async () => (await visits(probe)).find((v) => v.call === 'hung-0'), 10_000);
+  if (!arrival) throw new Error('the hung call never reached the upstream');
+  const second = request(faultCalls(APP, C1, { probe, bucket, calls: 1, work: 'sleep', ms: 200, tag: 'second' }));
+  const deadline = arrival.at + size.boundMs;
+  const [h, sec] = await Promise.all([within(hung, Math.max(0, deadline - Date.now())), within(second, Math.max(0, deadline - Date.now()) + 1000)]);
+  const hr = h.records?.[0];
+  const sr = sec.records?.[0];
+  const ledger = await visits(probe).catch(() => []);
+  const hStart = hr?.attempts?.[0]?.[0] ?? arrival.at;
+  const sStart = sr?.attempts?.[0]?.[0] ?? ledger.find((v) => v.call === 'second-0')?.at;
+
+  const message = hr?.error ?? '';
+  const elapsed = hr ? hr.endedAt - hStart : null;
+  s.guarantee(
+    hr?.outcome === 'failed' && message.includes('[drl:attempt-timeout]'),
+    `the hung call rejects with [drl:attempt-timeout]: ${hr ? (hr.outcome === 'ok' ? 'it RESOLVED' : `"${message.slice(0, 160)}"`) : h.timedOut ? `still pending ${size.boundMs} ms after its start` : h.error}`,
+  );
+  const maxElapsed = size.timeoutMs + TIMEOUT_SLACK_MS;
+  s.guarantee(
+    elapsed !== null && elapsed >= size.timeoutMs - TIMEOUT_EARLY_MS && elapsed <= maxElapsed,
+    `it settled ${elapsed === null ? 'never (within the bound)' : `${elapsed} ms`} after its callback started (allowed ${size.timeoutMs - TIMEOUT_EARLY_MS}-${maxElapsed} ms)`,
+  );
+  const hungVisits = ledger.filter((v) => v.call === 'hung-0').length;
+  // Only a settled call can show it was not retried: a call still hanging proves nothing.
+  s.guarantee(
+    hr !== undefined && hr.attempts.length === 1 && hungVisits === 1,
+    `not retried: ${hr ? `${hr.attempts.length} callback invocation(s)` : 'unknown (it never settled)'}, ${hungVisits} upstream request(s)`,
+  );
+  const gap = sStart === undefined ? null : sStart - hStart;
+  s.guarantee(
+    gap !== null && gap >= size.timeoutMs - TIMEOUT_EARLY_MS && gap <= maxElapsed,
+    `the second call started ${gap === null ? `not within ${size.boundMs} ms` : `${gap} ms`} after the hung call's start (allowed ${size.timeoutMs - TIMEOUT_EARLY_MS}-${maxElapsed} ms: after the timeout, concurrency 1)`,
+  );
+  s.guarantee(sr?.outcome === 'ok', `the second call resolved: ${sr ? sr.outcome + (sr.error ? ` (${sr.error.slice(0, 120)})` : '') : sec.timedOut ? 'no answer within the bound' : sec.error}`);
+  const st = await bucketStats(bucket).catch(() => null);
+  s.figure(`bucket after: active ${st?.active ?? '?'}, running ${st?.running ?? '?'}, queued ${st?.queued ?? '?'}, used ${st?.used ?? '?'}`);
+}
+
+// ---- 4. restart while idle (run.mjs --faults) ----------------------------------------
+
+async function idleRestart(s) {
+  const size = SIZE.idle;
+  const query = new URLSearchParams({
+    drive: 'external',
+    format: 'json',
+    via,
+    instances: String(size.callers),
+    calls: String(size.calls),
+    outstanding: String(size.calls),
+    limit: String(size.limit),
+    window: String(size.window),
+    margin: String(size.margin),
+    concurrency: String(size.concurrency),
+    latency: size.latency,
+    inject429: '0',
+    delay: '1',
+  });
+  const consumers = [C0, C1, consumerName(2)].slice(0, size.callers);
+  const run = await runStampede(stack, { app: APP, consumers, query, faults: true, deadlineMs: size.deadlineMs, log: (l) => log(`  ${l}`) });
+  for (const c of run.summary.checks) s.guarantee(c.ok, `${c.name}: ${c.detail}`);
+  s.guarantee(run.shareErrors === 0, `every caller's share finished: ${run.timedOut ? 'NO' : `${run.results.length - run.shareErrors} of ${run.results.length}`}`);
+  const r = run.summary;
+  s.figure(`calls completed ${r.completed} / ${r.planned}; drops ${r.drops.events} on ${r.drops.calls} calls, most on one call ${r.drops.maxPerCall}; ${r.events.map((e) => e.what).join('; ')}`);
+}
+
+// ---- the run ---------------------------------------------------------------------------
+
+const SCENARIOS = [
+  [1, '1. consumer killed with calls parked', consumerKilled],
+  [3, '3. hung callback (attemptTimeoutMs)', hungCallback],
+  [2, '2. limiter killed with callbacks in flight', limiterKilled],
+  [4, '4. limiter restarted while idle', idleRestart],
+];
+
+const results = [];
+const watchdog = setTimeout(() => {
+  log(`faults: the suite ran past its ${SIZE.watchdogMs / 1000} s watchdog: stopping`);
+  for (const r of results) r.print();
+  log(`faults: ${results.filter((r) => r.ok).length} passed, ${SCENARIOS.filter(([n]) => only.has(n)).length - results.filter((r) => r.ok).length} failed`);
+  (stack?.dispose() ?? Promise.resolve()).finally(() => process.exit(1));
+}, SIZE.watchdogMs);
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, () => {
+    (stack?.dispose() ?? Promise.resolve()).finally(() => process.exit(130));
+  });
+}
+
+const began = Date.now();
+try {
+  await bundleWorkers();
+  stack = await Stack.create({ probeKey: crypto.randomUUID(), adminKey: crypto.randomUUID() });
+  const callers = Math.max(SIZE.kills.callers, SIZE.idle.callers);
+  log(`faults (${full ? 'full' : 'ci'} size, via ${via}): starting the limiter, the application (upstream + ${callers} consumers) and the doomed consumer on local workerd`);
+  await stack.startLimiter();
+  const appConsumers = Array.from({ length: callers }, (_, k) => consumerName(k));
+  await stack.startApplication(APP, { consumers: appConsumers, upstream: true, probeHome: C0 });
+  if (only.has(1)) await stack.startApplication(DOOMED, { consumers: [GONE_CONSUMER] });
+  log(
+    `  workerd pids: limiter ${stack.pid('limiter')}, application ${stack.pid(APP)}${only.has(1) ? `, doomed ${stack.pid(DOOMED)}` : ''} (children of ${process.pid})`,
+  );
+  for (const [n, name, body] of SCENARIOS) {
+    if (!only.has(n)) continue;
+    log('');
+    log(`== ${name}`);
+    const s = new Scenario(name);
+    const start = Date.now();
+    try {
+      await body(s);
+    } catch (error) {
+      s.guarantee(false, `the scenario could not run: ${error?.stack ?? error}`);
+    }
+    s.figure(`scenario took ${((Date.now() - start) / 1000).toFixed(1)} s`);
+    s.print();
+    results.push(s);
+  }
+} catch (error) {
+  log(`faults: the stack could not start: ${error?.stack ?? error}`);
+  const s = new Scenario('the stack starts');
+  s.guarantee(false, String(error?.message ?? error));
+  results.push(s);
+} finally {
+  clearTimeout(watchdog);
+  await stack?.dispose();
+}
+
+log('');
+log(`faults: summary (${((Date.now() - began) / 1000).toFixed(0)} s)`);
+for (const r of results) log(`  ${r.ok ? 'PASS' : 'FAIL'}  ${r.name}`);
+const passed = results.filter((r) => r.ok).length;
+log(`faults: ${passed} passed, ${results.length - passed} failed`);
+process.exitCode = results.length - passed > 0 ? 1 : 0;

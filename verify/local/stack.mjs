@@ -1,0 +1,282 @@
+// The local verification stack: the three Workers bundled from their sources
+// (imports resolve to dist/), and workerd runtimes started through
+// miniflare's Node API, each one a child process of this Node process whose
+// PID is known, so a run can SIGKILL exactly that runtime (by PID, never by
+// name) and start it again on the same persisted storage.
+//
+// Used by run.mjs (the stampede; --faults, --kills=N) and faults.mjs (the
+// fault suite).
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const root = resolve(here, '../..');
+const verify = resolve(here, '..');
+const out = join(verify, '.build');
+
+export const LIMITER = 'drl-verify-limiter';
+export const UPSTREAM = 'drl-verify-upstream';
+export const consumerName = (k) => `drl-verify-consumer-${k}`;
+const COMPAT = '2025-09-01';
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+export const ts = () => new Date().toISOString().slice(11, 19);
+
+/** Bundles the limiter, the upstream and the consumer into verify/.build/; throws if dist/ is missing. */
+export async function bundleWorkers() {
+  for (const file of ['dist/do/index.js', 'dist/client/index.js', 'dist/core.wasm']) {
+    if (!existsSync(join(root, file))) {
+      throw new Error(`${file} is missing: build the package first (bash scripts/build.sh, or npm run build:package)`);
+    }
+  }
+  const { build } = await import('esbuild');
+  mkdirSync(out, { recursive: true });
+  for (const name of ['limiter', 'upstream', 'consumer']) {
+    await build({
+      entryPoints: [join(verify, name, 'src/index.ts')],
+      outfile: join(out, name, 'index.js'),
+      bundle: true,
+      format: 'esm',
+      target: 'es2022',
+      platform: 'neutral',
+      // The object imports ../core.wasm: kept as an import, so .build/core.wasm
+      // is loaded as a CompiledWasm module, as wrangler does when it deploys.
+      external: ['cloudflare:*', '*.wasm'],
+      logLevel: 'error',
+    });
+  }
+  copyFileSync(join(root, 'dist/core.wasm'), join(out, 'core.wasm'));
+}
+
+// ---- processes: found through /proc, by parent PID ---------------------------
+
+/** This process's workerd children: PIDs whose parent is us and whose command is workerd. */
+export function workerdChildren() {
+  const pids = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const info = procInfo(Number(entry));
+    if (info && info.ppid === process.pid && info.comm === 'workerd' && info.state !== 'Z') pids.push(Number(entry));
+  }
+  return pids;
+}
+
+/** { comm, state, ppid } of a PID from /proc/PID/stat, or null once it is gone. */
+function procInfo(pid) {
+  let stat;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+  // "PID (comm) STATE PPID ...": comm may hold spaces or parentheses, so split at the last ')'.
+  const close = stat.lastIndexOf(')');
+  const comm = stat.slice(stat.indexOf('(') + 1, close);
+  const [state, ppid] = stat.slice(close + 2).split(' ');
+  return { comm, state, ppid: Number(ppid) };
+}
+
+/**
+ * SIGKILLs one workerd runtime this process started, by PID, after checking
+ * the PID is still that child (not a reused PID); waits (at most 5 s) until
+ * it has exited. Returns the time it took to be gone.
+ */
+export async function sigkill(pid) {
+  const info = procInfo(pid);
+  if (!info || info.ppid !== process.pid || info.comm !== 'workerd') {
+    throw new Error(`PID ${pid} is not a workerd runtime started by this process (${info ? `${info.comm}, parent ${info.ppid}` : 'gone'}): not killed`);
+  }
+  const start = Date.now();
+  process.kill(pid, 'SIGKILL');
+  for (let i = 0; i < 100; i++) {
+    const now = procInfo(pid);
+    if (!now || now.state === 'Z') return Date.now() - start;
+    await sleep(50);
+  }
+  throw new Error(`workerd PID ${pid} was still running 5 s after SIGKILL`);
+}
+
+// ---- the runtimes -------------------------------------------------------------
+
+/**
+ * One run's runtimes: the limiter's (its Durable Object storage persisted in
+ * a scratch folder, kept across restarts) and any number of application
+ * runtimes (the upstream, consumers), all meeting through one dev registry,
+ * as several `wrangler dev` sessions would.
+ */
+export class Stack {
+  #Miniflare;
+  #scratch;
+  #registry;
+  #limiterStorage;
+  /** name -> { mf, pid } */
+  #runtimes = new Map();
+
+  constructor(Miniflare, { adminKey, probeKey }) {
+    this.#Miniflare = Miniflare;
+    this.adminKey = adminKey;
+    this.probeKey = probeKey;
+    this.#scratch = mkdtempSync(join(tmpdir(), 'drl-verify-'));
+    this.#registry = join(this.#scratch, 'registry');
+    this.#limiterStorage = join(this.#scratch, 'limiter-storage');
+  }
+
+  static async create(keys) {
+    const { Miniflare } = await import('miniflare');
+    return new Stack(Miniflare, keys);
+  }
+
+  /** Starts a runtime and learns its workerd PID (the one new child). Runtimes start one at a time. */
+  async #start(name, options) {
+    if (this.#runtimes.has(name)) throw new Error(`runtime ${name} is already running`);
+    const before = new Set(workerdChildren());
+    const mf = new this.#Miniflare(options);
+    this.#runtimes.set(name, { mf, pid: undefined });
+    await mf.ready;
+    const fresh = workerdChildren().filter((pid) => !before.has(pid));
+    if (fresh.length !== 1) throw new Error(`runtime ${name}: expected one new workerd child, found ${fresh.length} (${fresh.join(', ')})`);
+    this.#runtimes.get(name).pid = fresh[0];
+    return this.#runtimes.get(name);
+  }
+
+  runtime(name) {
+    const r = this.#runtimes.get(name);
+    if (!r) throw new Error(`runtime ${name} is not running`);
+    return r;
+  }
+
+  pid(name) {
+    return this.runtime(name).pid;
+  }
+
+  /** The limiter Worker (LimiterDO, LimiterEntrypoint, the admin routes) on its persisted storage. */
+  startLimiter() {
+    return this.#start('limiter', {
+      name: LIMITER,
+      modulesRoot: out,
+      modules: [
+        { type: 'ESModule', path: join(out, 'limiter/index.js') },
+        { type: 'CompiledWasm', path: join(out, 'core.wasm') },
+      ],
+      compatibilityDate: COMPAT,
+      durableObjects: { RATE_LIMITER: { className: 'LimiterDO', useSQLite: true } },
+      durableObjectsPersist: this.#limiterStorage,
+      bindings: { DRL_CONFIG_KEY: this.adminKey },
+      unsafeDevRegistryPath: this.#registry,
+      unsafeDevRegistryDurableObjectProxy: true,
+    });
+  }
+
+  /**
+   * An application runtime: `consumers` (names) and, if `upstream`, the fake
+   * upstream. `probeHome` is the consumer that holds the run's ProbeDO
+   * class (the others bind it cross-script); null leaves PROBE unbound
+   * (routes that need no notebook, like /fault-calls).
+   */
+  startApplication(name, { consumers, upstream = false, probeHome = null }) {
+    const consumer = (worker) => ({
+      name: worker,
+      modulesRoot: out,
+      modules: [{ type: 'ESModule', path: join(out, 'consumer/index.js') }],
+      compatibilityDate: COMPAT,
+      bindings: { PROBE_KEY: this.probeKey },
+      durableObjects: {
+        RATE_LIMITER: { className: 'LimiterDO', scriptName: LIMITER },
+        ...(probeHome === null
+          ? {}
+          : { PROBE: worker === probeHome ? { className: 'ProbeDO', useSQLite: true } : { className: 'ProbeDO', scriptName: probeHome } }),
+      },
+      serviceBindings: {
+        LIMITER: { name: LIMITER, entrypoint: 'LimiterEntrypoint' },
+        UPSTREAM: UPSTREAM,
+      },
+    });
+    return this.#start(name, {
+      unsafeDevRegistryPath: this.#registry,
+      unsafeDevRegistryDurableObjectProxy: true,
+      workers: [
+        ...consumers.map(consumer),
+        ...(upstream
+          ? [
+              {
+                name: UPSTREAM,
+                modulesRoot: out,
+                modules: [{ type: 'ESModule', path: join(out, 'upstream/index.js') }],
+                compatibilityDate: COMPAT,
+                durableObjects: { QUOTA: { className: 'QuotaDO', useSQLite: true } },
+              },
+            ]
+          : []),
+      ],
+    });
+  }
+
+  /** SIGKILLs a runtime's workerd by PID, then lets miniflare clean up after it. Returns ms until gone. */
+  async kill(name) {
+    const { mf, pid } = this.runtime(name);
+    const goneMs = await sigkill(pid);
+    this.#runtimes.delete(name);
+    // The process is gone: dispose only closes miniflare's side (its loopback
+    // server, the dev registry entry); its own SIGKILL finds nothing to kill.
+    await mf.dispose().catch(() => {});
+    return goneMs;
+  }
+
+  /** Disposes a runtime the way miniflare does (what --faults has always done). */
+  async stop(name) {
+    const { mf } = this.runtime(name);
+    this.#runtimes.delete(name);
+    await mf.dispose();
+  }
+
+  /**
+   * Stops the limiter (`kill`: SIGKILL by PID at once; otherwise miniflare's
+   * own dispose) and starts it again on the same storage. Returns the PIDs
+   * and how long it was unreachable.
+   */
+  async restartLimiter({ kill }) {
+    const oldPid = this.pid('limiter');
+    const down = Date.now();
+    if (kill) await this.kill('limiter');
+    else await this.stop('limiter');
+    const { pid } = await this.startLimiter();
+    return { oldPid, pid, down, up: Date.now(), downMs: Date.now() - down };
+  }
+
+  /** A fetch to a Worker of a runtime with the probe key. Throws on a non-2xx answer. */
+  async get(runtime, worker, path, init) {
+    const target = await this.runtime(runtime).mf.getWorker(worker);
+    const res = await target.fetch(`http://verify${path}${path.includes('?') ? '&' : '?'}key=${this.probeKey}`, init);
+    const body = await res.text();
+    if (!res.ok) throw new Error(`${path} answered ${res.status}: ${body.trim()}`);
+    return body;
+  }
+
+  /** Every bucket's stats from the limiter's admin route (GET /stats). */
+  async limiterStats() {
+    const res = await this.runtime('limiter').mf.dispatchFetch('http://limiter/stats', { headers: { authorization: `Bearer ${this.adminKey}` } });
+    const body = await res.json();
+    if (!res.ok) throw new Error(`GET /stats answered ${res.status}: ${body.error}`);
+    return body.buckets ?? {};
+  }
+
+  /** Applies a limits document through the admin route (POST /configure). Returns { ok, status, body }. */
+  async configure(limits) {
+    const res = await this.runtime('limiter').mf.dispatchFetch('http://limiter/configure', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${this.adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ limits }),
+    });
+    const body = await res.json();
+    return { ok: res.ok && body.ok === true, status: res.status, body };
+  }
+
+  async dispose() {
+    const runtimes = [...this.#runtimes.values()];
+    this.#runtimes.clear();
+    await Promise.allSettled(runtimes.map(({ mf }) => mf.dispose()));
+    rmSync(this.#scratch, { recursive: true, force: true });
+  }
+}

@@ -55,14 +55,14 @@ Figures run(int64_t limit, int takes) {
   for (int i = 0; i < takes; ++i) {
     now += step;
     auto ticket = engine.arrive(1, now);
-    if (!ticket) std::abort();
+    if (!ticket.ok()) std::abort();
     while (engine.actions().empty()) {
       now = *engine.next_wake();
       engine.tick(now);
     }
     sink += engine.writes().size();
     engine.clear_output();
-    if (engine.report(*ticket, drl::Report{200}, now)) std::abort();
+    if (!engine.report(*ticket, drl::Report{200}, now).ok()) std::abort();
     sink += engine.actions().size();
     engine.clear_output();
   }

@@ -327,23 +327,23 @@ Engine& Engine::operator=(Engine&&) noexcept = default;
 
 Status Engine::configure(std::string_view config_json, Millis now) {
   auto parsed = parse_config(config_json);
-  if (!parsed) return parsed.error();
+  if (!parsed.ok()) return parsed.error();
   s_->advance(now);
   s_->apply_config(std::move(*parsed));
   s_->advance(now);  // a shorter window may have expired grants
   s_->serve();
-  return std::nullopt;
+  return Status::success();
 }
 
 Status Engine::reconfigure(std::string_view patch_json, Millis now) {
   if (!s_->cfg) return s_->not_configured();
   auto merged = apply_config_patch(s_->cfg->text, patch_json);
-  if (!merged) return merged.error();
+  if (!merged.ok()) return merged.error();
   s_->advance(now);
   s_->apply_config(std::move(*merged));
   s_->advance(now);
   s_->serve();
-  return std::nullopt;
+  return Status::success();
 }
 
 void Engine::restore(const Snapshot& snap, Millis now) {
@@ -363,7 +363,7 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
   auto parsed = parse_config(*config_text);
   // A stored config that no longer validates cannot be run safely; the rows
   // stay untouched for a person to inspect, and the bucket reads as absent.
-  if (!parsed) return;
+  if (!parsed.ok()) return;
   s_->cfg = std::move(*parsed);
 
   bool repaired = false;
@@ -481,7 +481,7 @@ Status Engine::report(Ticket t, const Report& r, Millis now) {
   // and only erase() removes the config from an engine that has calls.
   if (s_->settle_if_abandoned(t, *c)) {
     s_->serve();
-    return std::nullopt;
+    return Status::success();
   }
   if (rate_limited) {
     // A 429 outranks any failure: everyone is paused (above); retry this call.
@@ -503,7 +503,7 @@ Status Engine::report(Ticket t, const Report& r, Millis now) {
     s_->release(t);
   }
   s_->serve();
-  return std::nullopt;
+  return Status::success();
 }
 
 Status Engine::threw(Ticket t, Millis now) {
@@ -520,7 +520,7 @@ Status Engine::threw(Ticket t, Millis now) {
     }
   }
   s_->serve();
-  return std::nullopt;
+  return Status::success();
 }
 
 Status Engine::cancel(Ticket t, Millis now) {
@@ -556,7 +556,7 @@ Status Engine::cancel(Ticket t, Millis now) {
     }
   }
   s_->serve();
-  return std::nullopt;
+  return Status::success();
 }
 
 void Engine::tick(Millis now) {
@@ -579,7 +579,7 @@ Status Engine::pause(double ms, Millis now) {
   s_->penalise(static_cast<Millis>(ms));
   s_->advance(now);  // a zero pause lifts at once
   s_->serve();
-  return std::nullopt;
+  return Status::success();
 }
 
 Expected<std::string> Engine::stats(Millis now) {

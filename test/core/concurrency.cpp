@@ -121,7 +121,7 @@ TEST_CASE("raising concurrency by reconfigure starts queued callers at once", "[
   const Ticket b = arrive(e, T0);
   const Ticket c = arrive(e, T0);
   e.clear_output();
-  REQUIRE_FALSE(e.reconfigure(R"({"concurrency":3})", T0 + 1));
+  REQUIRE(e.reconfigure(R"({"concurrency":3})", T0 + 1).ok());
   CHECK(actions(e) == std::vector<Action>{start(b), start(c)});
   CHECK(e.active() == 3);
 }
@@ -132,7 +132,7 @@ TEST_CASE("lowering concurrency keeps running calls; nobody starts until below t
   std::vector<Ticket> t;
   for (int i = 0; i < 4; ++i) t.push_back(arrive(e, T0));
   e.clear_output();
-  REQUIRE_FALSE(e.reconfigure(R"({"concurrency":1})", T0 + 1));
+  REQUIRE(e.reconfigure(R"({"concurrency":1})", T0 + 1).ok());
   CHECK(e.actions().empty());
   CHECK(e.active() == 3);
 

@@ -296,16 +296,16 @@ TEST_CASE("pause validates its duration", "[penalty]") {
                                 static_cast<double>(kMaxDelayMs + 1));
     CAPTURE(bad);
     const Status st = e.pause(bad, T0);
-    REQUIRE(st);
-    CHECK(st->code == ErrorCode::InvalidArgument);
-    CHECK(st->message.rfind("[drl:invalid-argument] ", 0) == 0);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == ErrorCode::InvalidArgument);
+    CHECK(st.error().message.rfind("[drl:invalid-argument] ", 0) == 0);
     CHECK(e.writes().empty());
     CHECK(e.forced_until() == 0);
     const Ticket t = arrive(e, T0);
     CHECK(e.actions() == std::vector<Action>{start(t)});
   }
   SECTION("the largest pause is accepted") {
-    REQUIRE_FALSE(e.pause(static_cast<double>(kMaxDelayMs), T0));
+    REQUIRE(e.pause(static_cast<double>(kMaxDelayMs), T0).ok());
     CHECK(e.forced_until() == T0 + kMaxDelayMs);
   }
 }
@@ -313,9 +313,9 @@ TEST_CASE("pause validates its duration", "[penalty]") {
 TEST_CASE("pause before configure is the not-configured error", "[penalty]") {
   Engine e;
   const Status st = e.pause(1000, T0);
-  REQUIRE(st);
-  CHECK(st->code == ErrorCode::NoSuchLimiter);
-  CHECK(st->message.find("[drl:no-such-limiter]") != std::string::npos);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().code == ErrorCode::NoSuchLimiter);
+  CHECK(st.error().message.find("[drl:no-such-limiter]") != std::string::npos);
   CHECK(e.writes().empty());
 }
 

@@ -105,8 +105,8 @@ TEST_CASE("cancelling a queued caller rejects it at once; the next moves up", "[
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(c)});
   // The cancelled ticket is gone.
   const Status again = e.cancel(b, T0 + 3);
-  REQUIRE(again);
-  CHECK(again->code == ErrorCode::UnknownTicket);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code == ErrorCode::UnknownTicket);
 }
 
 TEST_CASE("cancelling a blocked head unblocks the callers behind it", "[queue]") {
@@ -126,13 +126,13 @@ TEST_CASE("arrive validates the cost", "[queue]") {
     const double bad = GENERATE(0.0, -1.0, 1.5, std::nan(""), std::numeric_limits<double>::infinity());
     CAPTURE(bad);
     auto t = e.arrive(bad, T0);
-    REQUIRE_FALSE(t);
+    REQUIRE_FALSE(t.ok());
     CHECK(t.error().code == ErrorCode::InvalidArgument);
     CHECK(t.error().message.rfind("[drl:invalid-argument] ", 0) == 0);
   }
   SECTION("above the limit: CostTooLarge naming both numbers") {
     auto t = e.arrive(11, T0);
-    REQUIRE_FALSE(t);
+    REQUIRE_FALSE(t.ok());
     CHECK(t.error().code == ErrorCode::CostTooLarge);
     CHECK(t.error().message.rfind("[drl:cost-too-large] ", 0) == 0);
     CHECK(t.error().message.find("11") != std::string::npos);
@@ -150,14 +150,14 @@ TEST_CASE("arrive validates the cost", "[queue]") {
 TEST_CASE("arrive and reconfigure before configure are the not-configured error", "[queue][configure]") {
   Engine e;
   auto t = e.arrive(1, T0);
-  REQUIRE_FALSE(t);
+  REQUIRE_FALSE(t.ok());
   CHECK(t.error().code == ErrorCode::NoSuchLimiter);
   CHECK(t.error().message.find("[drl:no-such-limiter]") != std::string::npos);
 
   const Status st = e.reconfigure(R"({"concurrency":2})", T0);
-  REQUIRE(st);
-  CHECK(st->code == ErrorCode::NoSuchLimiter);
-  CHECK(st->message.find("[drl:no-such-limiter]") != std::string::npos);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().code == ErrorCode::NoSuchLimiter);
+  CHECK(st.error().message.find("[drl:no-such-limiter]") != std::string::npos);
   CHECK_FALSE(e.configured());
   CHECK(e.writes().empty());
 }
@@ -166,8 +166,8 @@ TEST_CASE("an invalid config is refused with no writes and no change", "[queue][
   SECTION("on a fresh engine") {
     Engine e;
     const Status st = e.configure(R"({"bucket":{"limitPerWindow":0,"windowInMs":1000},"concurrency":1})", T0);
-    REQUIRE(st);
-    CHECK(st->code == ErrorCode::InvalidConfig);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == ErrorCode::InvalidConfig);
     CHECK_FALSE(e.configured());
     CHECK(e.writes().empty());
   }
@@ -181,8 +181,8 @@ TEST_CASE("an invalid config is refused with no writes and no change", "[queue][
     SECTION("configure") { st = e.configure(R"({"bucket":{"limitPerWindow":5},"concurrency":5})", T0 + 1); }
     SECTION("reconfigure") { st = e.reconfigure(R"({"concurrency":0})", T0 + 1); }
     SECTION("reconfigure with an unknown key") { st = e.reconfigure(R"({"concurency":5})", T0 + 1); }
-    REQUIRE(st);
-    CHECK(st->code == ErrorCode::InvalidConfig);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == ErrorCode::InvalidConfig);
     CHECK(e.writes().empty());
     CHECK(e.actions().empty());
     CHECK(e.config_text() == json::parse(good).dump());
@@ -195,7 +195,7 @@ TEST_CASE("an invalid config is refused with no writes and no change", "[queue][
 TEST_CASE("configure stores the config as given", "[queue][configure]") {
   Engine e;
   const std::string text = config(3, 1000, 2, {{"maxRetries", 1}});
-  REQUIRE_FALSE(e.configure(text, T0));
+  REQUIRE(e.configure(text, T0).ok());
   CHECK(e.writes() == std::vector<Write>{put_config()});
   CHECK(e.config_text() == json::parse(text).dump());
   CHECK(e.actions().empty());
@@ -209,7 +209,7 @@ TEST_CASE("raising the limit by reconfigure starts queued callers at once", "[qu
   const Ticket d = arrive(e, T0);
   e.clear_output();
   REQUIRE(e.queued() == 2);
-  REQUIRE_FALSE(e.reconfigure(R"({"bucket":{"limitPerWindow":4}})", T0 + 1));
+  REQUIRE(e.reconfigure(R"({"bucket":{"limitPerWindow":4}})", T0 + 1).ok());
   const Step s = drain(e);
   CHECK(s.actions == std::vector<Action>{start(c), start(d)});
   CHECK(s.writes.front() == put_config());
@@ -223,7 +223,7 @@ TEST_CASE("a shorter window by reconfigure expires grants at once", "[queue][con
   arrive(e, T0);
   const Ticket b = arrive(e, T0 + 1);
   e.clear_output();
-  REQUIRE_FALSE(e.reconfigure(R"({"bucket":{"windowInMs":100}})", T0 + 200));
+  REQUIRE(e.reconfigure(R"({"bucket":{"windowInMs":100}})", T0 + 200).ok());
   const Step s = drain(e);
   CHECK(s.actions == std::vector<Action>{start(b)});
   CHECK(s.writes == std::vector<Write>{put_config(), delete_through(T0), put_grant(T0 + 200, 1)});
@@ -235,7 +235,7 @@ TEST_CASE("lowering the limit below a queued caller's cost rejects only that cal
   const Ticket big = arrive(e, 8, T0);
   const Ticket small = arrive(e, 2, T0);
   e.clear_output();
-  REQUIRE_FALSE(e.reconfigure(R"({"bucket":{"limitPerWindow":5}})", T0 + 1));
+  REQUIRE(e.reconfigure(R"({"bucket":{"limitPerWindow":5}})", T0 + 1).ok());
   CHECK(actions(e) == std::vector<Action>{reject(big, ErrorCode::CostTooLarge)});
   CHECK(e.queued() == 1);
   report(e, a, ok(), T0 + 2);
@@ -248,7 +248,7 @@ TEST_CASE("reconfigure carries the log and the penalty over", "[queue][configure
   pause(e, 5000, T0 + 1);
   e.clear_output();
   const auto grants_before = e.grants();
-  REQUIRE_FALSE(e.reconfigure(R"({"concurrency":20})", T0 + 2));
+  REQUIRE(e.reconfigure(R"({"concurrency":20})", T0 + 2).ok());
   CHECK(e.forced_until() == T0 + 5001);
   CHECK(e.grants() == grants_before);
   const Ticket t = arrive(e, T0 + 3);
@@ -279,11 +279,11 @@ TEST_CASE("erase rejects everyone waiting and forgets the bucket", "[queue][eras
   CHECK(wake(e) == kNoWake);
 
   auto t = e.arrive(1, T0 + 3);
-  REQUIRE_FALSE(t);
+  REQUIRE_FALSE(t.ok());
   CHECK(t.error().code == ErrorCode::NoSuchLimiter);
 
   // The running callback's late report settles nothing twice.
-  REQUIRE_FALSE(e.report(running, ok(), T0 + 4));
+  REQUIRE(e.report(running, ok(), T0 + 4).ok());
   CHECK(e.actions().empty());
   CHECK(e.active() == 0);
 }

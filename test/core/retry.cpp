@@ -210,9 +210,9 @@ TEST_CASE("reports, throws and cancels for tickets without a running attempt are
   REQUIRE(e.active() == 1);
 
   auto require_unknown = [&](const Status& st) {
-    REQUIRE(st);
-    CHECK(st->code == ErrorCode::UnknownTicket);
-    CHECK(st->message.rfind("[drl:unknown-ticket] ", 0) == 0);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == ErrorCode::UnknownTicket);
+    CHECK(st.error().message.rfind("[drl:unknown-ticket] ", 0) == 0);
     CHECK(e.writes().empty());
     CHECK(e.actions().empty());
   };

@@ -23,7 +23,7 @@ struct Host {
   Storage storage;
 
   explicit Host(const std::string& text, Millis now = T0) {
-    REQUIRE_FALSE(engine.configure(text, now));
+    REQUIRE(engine.configure(text, now).ok());
     step();
   }
   Step step() {
@@ -277,9 +277,9 @@ TEST_CASE("a stored config that no longer validates leaves the bucket unconfigur
   CHECK_FALSE(e.configured());
   CHECK(e.writes().empty());  // rows stay as they are for a person to inspect
   auto t = e.arrive(1, T0 + 500);
-  REQUIRE_FALSE(t);
+  REQUIRE_FALSE(t.ok());
   CHECK(t.error().code == ErrorCode::NoSuchLimiter);
-  CHECK_FALSE(e.stats(T0 + 500));
+  CHECK_FALSE(e.stats(T0 + 500).ok());
 }
 
 TEST_CASE("more than kMaxLogEntries rows merge the oldest forward down to the cap", "[snapshot]") {

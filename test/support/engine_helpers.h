@@ -74,7 +74,7 @@ inline std::string config(int64_t limit, int64_t window, int64_t concurrency, co
 inline Engine configured(const std::string& text, Millis now = T0) {
   Engine e;
   const Status st = e.configure(text, now);
-  if (st) FAIL("configure failed: " << st->message);
+  if (!st.ok()) FAIL("configure failed: " << st.error().message);
   e.clear_output();
   return e;
 }
@@ -117,29 +117,29 @@ inline std::vector<Action> actions(Engine& e) { return drain(e).actions; }
 // Arrives wanting `cost` (1 unless given) and requires success.
 inline Ticket arrive(Engine& e, double cost, Millis now) {
   auto t = e.arrive(cost, now);
-  if (!t) FAIL("arrive failed: " << t.error().message);
+  if (!t.ok()) FAIL("arrive failed: " << t.error().message);
   return *t;
 }
 inline Ticket arrive(Engine& e, Millis now) { return arrive(e, 1, now); }
 
 inline void report(Engine& e, Ticket t, const Report& r, Millis now) {
   const Status st = e.report(t, r, now);
-  if (st) FAIL("report failed: " << st->message);
+  if (!st.ok()) FAIL("report failed: " << st.error().message);
 }
 
 inline void threw(Engine& e, Ticket t, Millis now) {
   const Status st = e.threw(t, now);
-  if (st) FAIL("threw failed: " << st->message);
+  if (!st.ok()) FAIL("threw failed: " << st.error().message);
 }
 
 inline void cancel(Engine& e, Ticket t, Millis now) {
   const Status st = e.cancel(t, now);
-  if (st) FAIL("cancel failed: " << st->message);
+  if (!st.ok()) FAIL("cancel failed: " << st.error().message);
 }
 
 inline void pause(Engine& e, double ms, Millis now) {
   const Status st = e.pause(ms, now);
-  if (st) FAIL("pause failed: " << st->message);
+  if (!st.ok()) FAIL("pause failed: " << st.error().message);
 }
 
 inline Report ok(int32_t status = 200) {
@@ -163,7 +163,7 @@ inline Report failed(Failure failure, int32_t status) {
 
 inline json stats(Engine& e, Millis now) {
   auto s = e.stats(now);
-  if (!s) FAIL("stats failed: " << s.error().message);
+  if (!s.ok()) FAIL("stats failed: " << s.error().message);
   return json::parse(*s);
 }
 

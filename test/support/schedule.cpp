@@ -136,7 +136,7 @@ class Runner {
     message = e.message;
     return -static_cast<double>(e.code);
   }
-  static double status_of(const Status& s, std::string& message) { return s ? code_of(*s, message) : 0; }
+  static double status_of(const Status& s, std::string& message) { return s.ok() ? 0 : code_of(s.error(), message); }
 
   json random_config(bool complete) {
     json c = json::object();
@@ -218,7 +218,7 @@ class Runner {
       std::string out;
       event(ev, [&](std::string& m) {
         auto s = engine_.stats(at);
-        if (!s) return code_of(s.error(), m);
+        if (!s.ok()) return code_of(s.error(), m);
         out = *s;
         return 0.0;
       });
@@ -263,7 +263,7 @@ class Runner {
     Ticket got = 0;
     event({{"e", "arrive"}, {"now", at}, {"cost", cost}}, [&](std::string& m) {
       auto t = engine_.arrive(cost, at);
-      if (!t) return code_of(t.error(), m);
+      if (!t.ok()) return code_of(t.error(), m);
       got = *t;
       return static_cast<double>(got);
     });

@@ -7,7 +7,9 @@
 //
 // Example:
 //   drl::Engine engine;
-//   engine.configure(R"({"bucket":{"limitPerWindow":2,"windowInMs":1000},"concurrency":1})", /*now=*/0);
+//   drl::Status configured =
+//       engine.configure(R"({"bucket":{"limitPerWindow":2,"windowInMs":1000},"concurrency":1})", /*now=*/0);
+//   assert(configured.ok());
 //   drl::Ticket a = *engine.arrive(/*cost=*/1, /*now=*/10);  // the bucket and the slot are free
 //   drl::Ticket b = *engine.arrive(/*cost=*/1, /*now=*/11);  // the only slot is a's: b queues
 //
@@ -18,7 +20,8 @@
 //   assert((engine.actions()[0] == drl::Action{drl::ActionKind::Start, a, /*attempt=*/1}));
 //   engine.clear_output();
 //
-//   engine.report(a, drl::Report{/*status=*/200}, /*now=*/20);
+//   drl::Status reported = engine.report(a, drl::Report{/*status=*/200}, /*now=*/20);
+//   assert(reported.ok());
 //   assert((engine.actions()[0] == drl::Action{drl::ActionKind::Resolve, a, 1}));  // settle a with its value
 //   assert((engine.actions()[1] == drl::Action{drl::ActionKind::Start, b, 1}));    // a's slot goes to b
 //   assert(!engine.next_wake());  // nobody waits on time: no timer

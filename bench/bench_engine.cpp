@@ -13,8 +13,11 @@
 #include <string>
 
 #include "drl/engine.h"
+#include "engine_inspector.h"
 
 namespace {
+
+using drl::internal::inspect;
 
 struct Figures {
   double ns_per_take;
@@ -69,7 +72,7 @@ Figures run(int64_t limit, int takes) {
   const auto t1 = std::chrono::steady_clock::now();
   if (sink == 0) std::abort();
   const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / takes;
-  return Figures{ns, mallinfo2().uordblks - heap_before, engine.log_entries()};
+  return Figures{ns, mallinfo2().uordblks - heap_before, inspect(engine).log_entries()};
 }
 
 }  // namespace

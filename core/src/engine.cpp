@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "drl/retry_after.h"
+#include "engine_inspector.h"
 #include "sliding_log.h"
 
 namespace drl {
@@ -625,24 +626,29 @@ std::optional<Millis> Engine::next_wake() const { return s_->wake; }
 bool Engine::configured() const { return s_->cfg.has_value(); }
 const std::string& Engine::config_text() const { return s_->cfg ? s_->cfg->text : s_->empty_text; }
 const Config* Engine::config() const { return s_->cfg ? &s_->cfg->config : nullptr; }
-Millis Engine::now() const { return s_->now; }
-Millis Engine::forced_until() const { return s_->forced_until; }
-int64_t Engine::used() const { return s_->log.used(); }
-size_t Engine::log_entries() const { return s_->log.size(); }
-size_t Engine::active() const { return s_->active; }
-size_t Engine::running() const { return s_->running; }
-size_t Engine::queued() const { return s_->queued; }
-std::vector<std::pair<Millis, int64_t>> Engine::grants() const {
-  std::vector<std::pair<Millis, int64_t>> out;
-  out.reserve(s_->log.size());
-  for (const auto& g : s_->log.grants()) out.emplace_back(g.at, g.amount);
-  return out;
-}
 const std::vector<Write>& Engine::writes() const { return s_->writes; }
 const std::vector<Action>& Engine::actions() const { return s_->actions; }
 void Engine::clear_output() {
   s_->writes.clear();
   s_->actions.clear();
 }
+
+namespace internal {
+
+Millis EngineInspector::now() const { return s_.now; }
+Millis EngineInspector::forced_until() const { return s_.forced_until; }
+int64_t EngineInspector::used() const { return s_.log.used(); }
+size_t EngineInspector::log_entries() const { return s_.log.size(); }
+size_t EngineInspector::active() const { return s_.active; }
+size_t EngineInspector::running() const { return s_.running; }
+size_t EngineInspector::queued() const { return s_.queued; }
+std::vector<std::pair<Millis, int64_t>> EngineInspector::grants() const {
+  std::vector<std::pair<Millis, int64_t>> out;
+  out.reserve(s_.log.size());
+  for (const auto& g : s_.log.grants()) out.emplace_back(g.at, g.amount);
+  return out;
+}
+
+}  // namespace internal
 
 }  // namespace drl

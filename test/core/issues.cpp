@@ -55,7 +55,7 @@ TEST_CASE("a retry whose cost no longer fits a lowered limit is rejected CostToo
   CHECK(std::count(seen.begin(), seen.end(), start(a, 2)) == 0);
   // Its slot is free again and the caller behind it ran.
   CHECK(std::count(seen.begin(), seen.end(), start(b)) == 1);
-  CHECK(e.used() <= 3);
+  CHECK(inspect(e).used() <= 3);
 }
 
 // Issue 2: restore clamped stored amounts to the current (lowered) limit, so
@@ -69,7 +69,7 @@ TEST_CASE("restore keeps stored amounts above a lowered limit, so raising it aga
   snap.grants = {{static_cast<double>(T0), 50}};
   Engine e;
   e.restore(snap, T0 + 100);
-  CHECK(e.grants() == Grants{{T0, 50}});
+  CHECK(inspect(e).grants() == Grants{{T0, 50}});
   CHECK(e.writes().empty());  // nothing to repair: the row is as stored
 
   REQUIRE(e.reconfigure(R"({"bucket":{"limitPerWindow":100}})", T0 + 200).ok());
@@ -89,6 +89,6 @@ TEST_CASE("restore keeps a stored amount up to kMaxLimitPerWindow exactly", "[is
   snap.grants = {{static_cast<double>(T0), static_cast<double>(kMaxLimitPerWindow)}};
   Engine e;
   e.restore(snap, T0 + 1);
-  CHECK(e.grants() == Grants{{T0, kMaxLimitPerWindow}});
+  CHECK(inspect(e).grants() == Grants{{T0, kMaxLimitPerWindow}});
   CHECK(e.writes().empty());
 }

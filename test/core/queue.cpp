@@ -18,7 +18,7 @@ TEST_CASE("first starts follow arrival order as slots free", "[queue]") {
   const Ticket c = arrive(e, T0 + 2);
   const Ticket d = arrive(e, T0 + 3);
   CHECK(actions(e) == std::vector<Action>{start(a)});
-  CHECK(e.queued() == 3);
+  CHECK(inspect(e).queued() == 3);
 
   report(e, a, ok(), T0 + 10);
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(b)});
@@ -26,7 +26,7 @@ TEST_CASE("first starts follow arrival order as slots free", "[queue]") {
   CHECK(actions(e) == std::vector<Action>{resolve(b), start(c)});
   report(e, c, ok(), T0 + 12);
   CHECK(actions(e) == std::vector<Action>{resolve(c), start(d)});
-  CHECK(e.queued() == 0);
+  CHECK(inspect(e).queued() == 0);
 }
 
 TEST_CASE("a head that cannot fit blocks cheaper callers behind it: no overtaking", "[queue]") {
@@ -36,8 +36,8 @@ TEST_CASE("a head that cannot fit blocks cheaper callers behind it: no overtakin
   const Ticket big = arrive(e, 5, T0 + 1);    // 3 + 5 > 5: waits for T0's grant
   const Ticket small = arrive(e, 1, T0 + 2);  // 3 + 1 <= 5 would fit, but is behind
   CHECK(actions(e) == std::vector<Action>{start(1)});
-  CHECK(e.queued() == 2);
-  CHECK(e.used() == 3);
+  CHECK(inspect(e).queued() == 2);
+  CHECK(inspect(e).used() == 3);
   CHECK(wake(e) == T0 + kWindow);
 
   e.tick(T0 + kWindow - 1);
@@ -57,8 +57,8 @@ TEST_CASE("a newcomer joins behind the queue even when it would fit", "[queue]")
   e.clear_output();
   const Ticket late = arrive(e, 1, T0 + 2);  // 2 + 1 <= 3, but someone is waiting
   CHECK(e.actions().empty());
-  CHECK(e.queued() == 2);
-  CHECK(e.used() == 2);
+  CHECK(inspect(e).queued() == 2);
+  CHECK(inspect(e).used() == 2);
   e.tick(T0 + 1000);
   CHECK(actions(e) == std::vector<Action>{start(head), start(late)});
 }
@@ -68,7 +68,7 @@ TEST_CASE("a head blocked only by slots has no wake time: a report frees it", "[
   const Ticket a = arrive(e, T0);
   const Ticket b = arrive(e, T0);
   e.clear_output();
-  CHECK(e.queued() == 1);
+  CHECK(inspect(e).queued() == 1);
   CHECK(wake(e) == kNoWake);
   report(e, a, ok(), T0 + 50);
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(b)});
@@ -86,7 +86,7 @@ TEST_CASE("due retries are served before queued first starts", "[queue]") {
 
   e.tick(T0 + 100);
   CHECK(actions(e) == std::vector<Action>{start(a, 2)});
-  CHECK(e.queued() == 1);
+  CHECK(inspect(e).queued() == 1);
   CHECK(wake(e) == T0 + 200);
   e.tick(T0 + 200);
   CHECK(actions(e) == std::vector<Action>{start(b)});
@@ -100,7 +100,7 @@ TEST_CASE("cancelling a queued caller rejects it at once; the next moves up", "[
   e.clear_output();
   cancel(e, b, T0 + 1);
   CHECK(drain(e).actions == std::vector<Action>{reject(b, ErrorCode::Cancelled)});
-  CHECK(e.queued() == 1);
+  CHECK(inspect(e).queued() == 1);
   report(e, a, ok(), T0 + 2);
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(c)});
   // The cancelled ticket is gone.
@@ -117,7 +117,7 @@ TEST_CASE("cancelling a blocked head unblocks the callers behind it", "[queue]")
   e.clear_output();
   cancel(e, big, T0 + 3);
   CHECK(actions(e) == std::vector<Action>{reject(big, ErrorCode::Cancelled), start(small)});
-  CHECK(e.used() == 4);
+  CHECK(inspect(e).used() == 4);
 }
 
 TEST_CASE("arrive validates the cost", "[queue]") {
@@ -140,8 +140,8 @@ TEST_CASE("arrive validates the cost", "[queue]") {
   }
   CHECK(e.writes().empty());
   CHECK(e.actions().empty());
-  CHECK(e.queued() == 0);
-  CHECK(e.active() == 0);
+  CHECK(inspect(e).queued() == 0);
+  CHECK(inspect(e).active() == 0);
   // The whole limit is a valid cost.
   const Ticket t = arrive(e, 10, T0);
   CHECK(actions(e) == std::vector<Action>{start(t)});
@@ -187,8 +187,8 @@ TEST_CASE("an invalid config is refused with no writes and no change", "[queue][
     CHECK(e.actions().empty());
     CHECK(e.config_text() == json::parse(good).dump());
     CHECK(e.config()->concurrency == 1);
-    CHECK(e.queued() == 1);
-    CHECK(e.active() == 1);
+    CHECK(inspect(e).queued() == 1);
+    CHECK(inspect(e).active() == 1);
   }
 }
 
@@ -208,7 +208,7 @@ TEST_CASE("raising the limit by reconfigure starts queued callers at once", "[qu
   const Ticket c = arrive(e, T0);
   const Ticket d = arrive(e, T0);
   e.clear_output();
-  REQUIRE(e.queued() == 2);
+  REQUIRE(inspect(e).queued() == 2);
   REQUIRE(e.reconfigure(R"({"bucket":{"limitPerWindow":4}})", T0 + 1).ok());
   const Step s = drain(e);
   CHECK(s.actions == std::vector<Action>{start(c), start(d)});
@@ -237,7 +237,7 @@ TEST_CASE("lowering the limit below a queued caller's cost rejects only that cal
   e.clear_output();
   REQUIRE(e.reconfigure(R"({"bucket":{"limitPerWindow":5}})", T0 + 1).ok());
   CHECK(actions(e) == std::vector<Action>{reject(big, ErrorCode::CostTooLarge)});
-  CHECK(e.queued() == 1);
+  CHECK(inspect(e).queued() == 1);
   report(e, a, ok(), T0 + 2);
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(small)});
 }
@@ -247,10 +247,10 @@ TEST_CASE("reconfigure carries the log and the penalty over", "[queue][configure
   arrive(e, 4, T0);
   pause(e, 5000, T0 + 1);
   e.clear_output();
-  const auto grants_before = e.grants();
+  const auto grants_before = inspect(e).grants();
   REQUIRE(e.reconfigure(R"({"concurrency":20})", T0 + 2).ok());
-  CHECK(e.forced_until() == T0 + 5001);
-  CHECK(e.grants() == grants_before);
+  CHECK(inspect(e).forced_until() == T0 + 5001);
+  CHECK(inspect(e).grants() == grants_before);
   const Ticket t = arrive(e, T0 + 3);
   CHECK(actions(e).empty());
   e.tick(T0 + 5001);
@@ -264,7 +264,7 @@ TEST_CASE("erase rejects everyone waiting and forgets the bucket", "[queue][eras
   const Ticket queued = arrive(e, T0);
   report(e, backing_off, failed(Failure::Retryable, 503), T0 + 1);
   e.clear_output();
-  REQUIRE(e.queued() == 1);
+  REQUIRE(inspect(e).queued() == 1);
 
   e.erase(T0 + 2);
   const Step s = drain(e);
@@ -275,7 +275,7 @@ TEST_CASE("erase rejects everyone waiting and forgets the bucket", "[queue][eras
     CHECK(std::find(s.actions.begin(), s.actions.end(), reject(t, ErrorCode::NoSuchLimiter)) != s.actions.end());
   }
   CHECK_FALSE(e.configured());
-  CHECK(e.queued() == 0);
+  CHECK(inspect(e).queued() == 0);
   CHECK(wake(e) == kNoWake);
 
   auto t = e.arrive(1, T0 + 3);
@@ -285,5 +285,5 @@ TEST_CASE("erase rejects everyone waiting and forgets the bucket", "[queue][eras
   // The running callback's late report settles nothing twice.
   REQUIRE(e.report(running, ok(), T0 + 4).ok());
   CHECK(e.actions().empty());
-  CHECK(e.active() == 0);
+  CHECK(inspect(e).active() == 0);
 }

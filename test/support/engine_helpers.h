@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "drl/engine.h"
+#include "engine_inspector.h"
 #include "model_storage.h"
 
 namespace Catch {
@@ -189,5 +190,7 @@ inline std::vector<Ticket> started(const std::vector<Action>& actions) {
 }
 
 using drl::testing::Storage;
+// Test-only views of an engine: inspect(e).used(), inspect(e).queued(), ...
+using drl::internal::inspect;
 
 }  // namespace drl::test

@@ -124,6 +124,7 @@ int64_t grid_step_ms(int64_t window_ms);
 
 namespace internal {
 struct State;
+class EngineInspector;  // the test peer: core/src/engine_inspector.h
 }
 
 class Engine {
@@ -179,22 +180,13 @@ class Engine {
   const std::string& config_text() const;
   const Config* config() const;
 
-  // Read-only views for tests and benchmarks.
-  Millis now() const;  // the latest time seen
-  Millis forced_until() const;
-  int64_t used() const;  // sum of live grants as of the last event
-  size_t log_entries() const;
-  size_t active() const;   // slots held (running or between attempts)
-  size_t running() const;  // callbacks currently executing
-  size_t queued() const;   // waiting for a first start
-  std::vector<std::pair<Millis, int64_t>> grants() const;
-
   // Output of the events since the last clear_output().
   const std::vector<Write>& writes() const;
   const std::vector<Action>& actions() const;
   void clear_output();
 
  private:
+  friend class internal::EngineInspector;
   std::unique_ptr<internal::State> s_;
 };
 

@@ -7,7 +7,8 @@
 // same scratch (drl_out_ptr / drl_out_len). Every engine call's output is
 // fetched with drl_output(h), which copies it into records of four doubles:
 //   actions: [1 Start | 2 Resolve, ticket, attempt, 0]  [3 Reject, ticket, code, status]
-//   writes:  [10 + WriteKind, at, amount, 0]             (writes come first)
+//   writes:  [10 + WriteKind, at, amount, 0]             (writes come first;
+//            PutPenalty: [15, forced_until, lift_pending 1 or 0, 0])
 // Times are ms as doubles; tickets stay below 2^53, so JS numbers hold them.
 // As in drl::Engine, a call that takes the time takes it last (`now`).
 #include <cmath>

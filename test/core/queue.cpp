@@ -287,3 +287,27 @@ TEST_CASE("erase rejects everyone waiting and forgets the bucket", "[queue][eras
   CHECK(e.actions().empty());
   CHECK(inspect(e).active() == 0);
 }
+
+// Verifies that a running call whose caller is gone settles exactly once,
+// whichever of cancel and erase comes first, and that its late report adds nothing.
+TEST_CASE("a running call settles once whatever order cancel and erase come in", "[queue][erase]") {
+  Engine e = configured(config(100, 1000, 1));
+  const Ticket running = arrive(e, T0);
+  e.clear_output();
+  SECTION("cancel, then erase") {
+    cancel(e, running, T0 + 1);
+    CHECK(actions(e).empty());  // it keeps its slot: the work is in flight
+    e.erase(T0 + 2);
+    CHECK(actions(e) == std::vector<Action>{reject(running, ErrorCode::NoSuchLimiter)});
+  }
+  SECTION("erase, then cancel") {
+    e.erase(T0 + 1);
+    CHECK(actions(e) == std::vector<Action>{reject(running, ErrorCode::NoSuchLimiter)});
+    cancel(e, running, T0 + 2);
+    CHECK(actions(e).empty());
+  }
+  report(e, running, ok(), T0 + 3);
+  CHECK(actions(e).empty());
+  CHECK(inspect(e).active() == 0);
+  CHECK(inspect(e).running() == 0);
+}

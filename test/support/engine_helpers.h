@@ -41,7 +41,13 @@ struct StringMaker<drl::Write> {
                                         "ClearGrants", "PutPenalty", "PutConfig",           "EraseAll"};
     const int k = static_cast<int>(w.kind);
     std::ostringstream out;
-    out << (k >= 1 && k <= 7 ? names[k] : "?") << "{" << w.at << ", " << w.amount << "}";
+    out << (k >= 1 && k <= 7 ? names[k] : "?") << "{" << w.at << ", ";
+    if (w.kind == drl::WriteKind::PutPenalty) {
+      out << (w.lift_pending ? "lift pending" : "lifted");
+    } else {
+      out << w.amount;
+    }
+    out << "}";
     return out.str();
   }
 };
@@ -91,7 +97,9 @@ inline Write delete_through(Millis at) { return Write{WriteKind::DeleteGrantsThr
 inline Write delete_grant(Millis at) { return Write{WriteKind::DeleteGrant, at, 0}; }
 inline Write clear_grants() { return Write{WriteKind::ClearGrants, 0, 0}; }
 inline Write put_penalty(Millis until, bool lift_pending) {
-  return Write{WriteKind::PutPenalty, until, lift_pending ? 1 : 0};
+  Write w{WriteKind::PutPenalty, until};
+  w.lift_pending = lift_pending;
+  return w;
 }
 inline Write put_config() { return Write{WriteKind::PutConfig, 0, 0}; }
 inline Write erase_all() { return Write{WriteKind::EraseAll, 0, 0}; }

@@ -73,17 +73,18 @@ enum class WriteKind : int {
   DeleteGrantsThrough = 2,  // delete every row with at <= `at` (expired)
   DeleteGrant = 3,          // delete the row at `at` (merged forward)
   ClearGrants = 4,          // delete every grant row
-  PutPenalty = 5,           // store {forcedUntil: at, liftPending: amount != 0}
+  PutPenalty = 5,           // store {forcedUntil: at, liftPending: lift_pending}
   PutConfig = 6,            // store config_text()
   EraseAll = 7,             // delete everything: the bucket no longer exists
 };
 
 struct Write {
   WriteKind kind;
-  Millis at = 0;
-  int64_t amount = 0;
+  Millis at = 0;              // a grant's time; PutPenalty: the deadline (forcedUntil)
+  int64_t amount = 0;         // PutGrant: the grant's amount
+  bool lift_pending = false;  // PutPenalty: the penalty is still to be lifted at `at`
   bool operator==(const Write& o) const {
-    return kind == o.kind && at == o.at && amount == o.amount;
+    return kind == o.kind && at == o.at && amount == o.amount && lift_pending == o.lift_pending;
   }
 };
 
@@ -171,6 +172,9 @@ class Engine {
   Status pause(double ms, Millis now);
   // Live state as JSON: config (as given), effective config, remaining,
   // resetAt, penalised, forcedUntil, active, running, queued, used, grants.
+  // Like tick(), it first moves time to `now`, which may lift a penalty,
+  // expire grants and start waiting calls: a host drains writes() and
+  // actions() after stats() as after any other step.
   Expected<std::string> stats(Millis now);
 
   // When the host must next call tick(); nullopt when no one waits on time.

@@ -13,8 +13,11 @@
 #include <string>
 
 #include "drl/engine.h"
+#include "engine_inspector.h"
 
 namespace {
+
+using drl::internal::inspect;
 
 struct Figures {
   double ns_per_take;
@@ -55,21 +58,21 @@ Figures run(int64_t limit, int takes) {
   for (int i = 0; i < takes; ++i) {
     now += step;
     auto ticket = engine.arrive(1, now);
-    if (!ticket) std::abort();
+    if (!ticket.ok()) std::abort();
     while (engine.actions().empty()) {
       now = *engine.next_wake();
       engine.tick(now);
     }
     sink += engine.writes().size();
     engine.clear_output();
-    if (engine.report(*ticket, drl::Report{200}, now)) std::abort();
+    if (!engine.report(*ticket, drl::Report{200}, now).ok()) std::abort();
     sink += engine.actions().size();
     engine.clear_output();
   }
   const auto t1 = std::chrono::steady_clock::now();
   if (sink == 0) std::abort();
   const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / takes;
-  return Figures{ns, mallinfo2().uordblks - heap_before, engine.log_entries()};
+  return Figures{ns, mallinfo2().uordblks - heap_before, inspect(engine).log_entries()};
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "drl/retry_after.h"
+#include "engine_inspector.h"
 #include "sliding_log.h"
 
 namespace drl {
@@ -23,13 +24,21 @@ std::string number_text(double v) {
 
 enum class Phase { Queued, Running, Backoff, Ready };
 
+// Whether anyone still awaits a call's outcome. Only a running call can lose
+// its caller and live on (its work is in flight); any other call is dropped
+// at once.
+enum class Caller {
+  Waiting,    // the caller awaits the outcome
+  Cancelled,  // went away while the callback ran: settle as Cancelled when it ends
+  Settled,    // already rejected (erase) while the callback ran: nothing left to say
+};
+
 struct Call {
   int64_t cost = 1;
   uint32_t attempt = 0;  // attempts started so far
   Phase phase = Phase::Queued;
-  Millis due = 0;          // Backoff: when the next attempt may take
-  bool cancelled = false;  // the caller went away while its callback ran
-  bool settled = false;    // already rejected (erase) while its callback ran
+  Millis due = 0;  // Backoff: when the next attempt may take
+  Caller caller = Caller::Waiting;
 };
 
 struct Restoring {
@@ -91,6 +100,12 @@ struct State {
   void write(WriteKind kind, Millis at = 0, int64_t amount = 0) {
     writes.push_back(Write{kind, at, amount});
   }
+  // Stores the penalty as it stands.
+  void put_penalty() {
+    Write w{WriteKind::PutPenalty, forced_until};
+    w.lift_pending = lift_pending;
+    writes.push_back(w);
+  }
   void act(ActionKind kind, Ticket t, uint32_t attempt) {
     actions.push_back(Action{kind, t, attempt});
   }
@@ -117,7 +132,7 @@ struct State {
     lift_pending = false;
     write(WriteKind::ClearGrants);
     if (amount > 0) write(WriteKind::PutGrant, at, amount);
-    write(WriteKind::PutPenalty, forced_until, 0);
+    put_penalty();
   }
 
   int64_t refill_floor() const {
@@ -136,7 +151,7 @@ struct State {
     if (until < forced_until || (until == forced_until && lift_pending)) return;
     forced_until = until;
     lift_pending = true;
-    write(WriteKind::PutPenalty, forced_until, 1);
+    put_penalty();
   }
 
   Millis backoff_delay(uint32_t attempt) const {
@@ -174,6 +189,16 @@ struct State {
       }
       if (!ready.empty()) {
         t = *ready.begin();
+        if (calls[t].cost > limit()) {
+          // The limit was lowered while its callback ran (reject_oversized
+          // spares running calls), and now it can never fit. No queued
+          // caller gets here: arrive checks the cost against the limit, and
+          // every config change rejects the queued callers that no longer fit.
+          reject(t, ErrorCode::CostTooLarge);
+          ready.erase(ready.begin());
+          release(t);
+          continue;
+        }
       } else {
         while (!queue.empty() && calls.count(queue.front()) == 0) queue.pop_front();
         if (queue.empty() || active >= static_cast<size_t>(config().concurrency)) break;
@@ -181,19 +206,6 @@ struct State {
         from_queue = true;
       }
       Call& c = calls[t];
-      if (c.cost > limit()) {
-        // Its limit was lowered while its callback ran: it can never fit.
-        reject(t, ErrorCode::CostTooLarge);
-        if (from_queue) {
-          queue.pop_front();
-          --queued;
-          calls.erase(t);
-        } else {
-          ready.erase(ready.begin());
-          release(t);
-        }
-        continue;
-      }
       if (lift_pending) {
         wake = forced_until;
         break;
@@ -282,8 +294,8 @@ struct State {
 
   // Common ending of a running attempt for a caller that is gone.
   bool settle_if_abandoned(Ticket t, Call& c) {
-    if (!c.cancelled && !c.settled) return false;
-    if (!c.settled) reject(t, ErrorCode::Cancelled);
+    if (c.caller == Caller::Waiting) return false;
+    if (c.caller == Caller::Cancelled) reject(t, ErrorCode::Cancelled);
     release(t);
     return true;
   }
@@ -316,9 +328,8 @@ struct State {
 }  // namespace internal
 
 using internal::Call;
+using internal::Caller;
 using internal::Phase;
-
-int64_t grid_step_ms(int64_t window_ms) { return internal::SlidingLog::quantum(window_ms); }
 
 Engine::Engine() : s_(std::make_unique<internal::State>()) {}
 Engine::~Engine() = default;
@@ -327,23 +338,23 @@ Engine& Engine::operator=(Engine&&) noexcept = default;
 
 Status Engine::configure(std::string_view config_json, Millis now) {
   auto parsed = parse_config(config_json);
-  if (!parsed) return parsed.error();
+  if (!parsed.ok()) return parsed.error();
   s_->advance(now);
   s_->apply_config(std::move(*parsed));
   s_->advance(now);  // a shorter window may have expired grants
   s_->serve();
-  return std::nullopt;
+  return Status::success();
 }
 
 Status Engine::reconfigure(std::string_view patch_json, Millis now) {
   if (!s_->cfg) return s_->not_configured();
   auto merged = apply_config_patch(s_->cfg->text, patch_json);
-  if (!merged) return merged.error();
+  if (!merged.ok()) return merged.error();
   s_->advance(now);
   s_->apply_config(std::move(*merged));
   s_->advance(now);
   s_->serve();
-  return std::nullopt;
+  return Status::success();
 }
 
 void Engine::restore(const Snapshot& snap, Millis now) {
@@ -363,7 +374,7 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
   auto parsed = parse_config(*config_text);
   // A stored config that no longer validates cannot be run safely; the rows
   // stay untouched for a person to inspect, and the bucket reads as absent.
-  if (!parsed) return;
+  if (!parsed.ok()) return;
   s_->cfg = std::move(*parsed);
 
   bool repaired = false;
@@ -380,8 +391,8 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
   }
   s_->forced_until = static_cast<Millis>(std::ceil(fu));
   s_->lift_pending = lift_pending && s_->forced_until > 0;
-  if (repaired) s_->write(WriteKind::PutPenalty, s_->forced_until, s_->lift_pending ? 1 : 0);
-  s_->restoring->latest_legit = std::max(latest, s_->forced_until) + internal::SlidingLog::quantum(s_->window());
+  if (repaired) s_->put_penalty();
+  s_->restoring->latest_legit = std::max(latest, s_->forced_until) + grid_step_ms(s_->window());
 }
 
 void Engine::restore_rows(const double* rows, size_t count) {
@@ -410,8 +421,8 @@ void Engine::erase(Millis now) {
   s_->advance(now);
   for (auto& [t, c] : s_->calls) {
     if (c.phase == Phase::Running) {
-      if (!c.settled) s_->reject(t, ErrorCode::NoSuchLimiter);
-      c.settled = true;
+      if (c.caller != Caller::Settled) s_->reject(t, ErrorCode::NoSuchLimiter);
+      c.caller = Caller::Settled;
     }
   }
   for (Ticket t : s_->queue) {
@@ -481,7 +492,7 @@ Status Engine::report(Ticket t, const Report& r, Millis now) {
   // and only erase() removes the config from an engine that has calls.
   if (s_->settle_if_abandoned(t, *c)) {
     s_->serve();
-    return std::nullopt;
+    return Status::success();
   }
   if (rate_limited) {
     // A 429 outranks any failure: everyone is paused (above); retry this call.
@@ -503,7 +514,7 @@ Status Engine::report(Ticket t, const Report& r, Millis now) {
     s_->release(t);
   }
   s_->serve();
-  return std::nullopt;
+  return Status::success();
 }
 
 Status Engine::threw(Ticket t, Millis now) {
@@ -520,7 +531,7 @@ Status Engine::threw(Ticket t, Millis now) {
     }
   }
   s_->serve();
-  return std::nullopt;
+  return Status::success();
 }
 
 Status Engine::cancel(Ticket t, Millis now) {
@@ -535,7 +546,9 @@ Status Engine::cancel(Ticket t, Millis now) {
       s_->reject(t, ErrorCode::Cancelled);
       break;
     case Phase::Running:
-      c.cancelled = true;  // keeps its slot: the work is still in flight
+      // Keeps its slot: the work is still in flight. A call erase() already
+      // settled stays settled.
+      if (c.caller == Caller::Waiting) c.caller = Caller::Cancelled;
       break;
     case Phase::Ready:
       s_->ready.erase(t);
@@ -556,7 +569,7 @@ Status Engine::cancel(Ticket t, Millis now) {
     }
   }
   s_->serve();
-  return std::nullopt;
+  return Status::success();
 }
 
 void Engine::tick(Millis now) {
@@ -579,7 +592,7 @@ Status Engine::pause(double ms, Millis now) {
   s_->penalise(static_cast<Millis>(ms));
   s_->advance(now);  // a zero pause lifts at once
   s_->serve();
-  return std::nullopt;
+  return Status::success();
 }
 
 Expected<std::string> Engine::stats(Millis now) {
@@ -625,24 +638,29 @@ std::optional<Millis> Engine::next_wake() const { return s_->wake; }
 bool Engine::configured() const { return s_->cfg.has_value(); }
 const std::string& Engine::config_text() const { return s_->cfg ? s_->cfg->text : s_->empty_text; }
 const Config* Engine::config() const { return s_->cfg ? &s_->cfg->config : nullptr; }
-Millis Engine::now() const { return s_->now; }
-Millis Engine::forced_until() const { return s_->forced_until; }
-int64_t Engine::used() const { return s_->log.used(); }
-size_t Engine::log_entries() const { return s_->log.size(); }
-size_t Engine::active() const { return s_->active; }
-size_t Engine::running() const { return s_->running; }
-size_t Engine::queued() const { return s_->queued; }
-std::vector<std::pair<Millis, int64_t>> Engine::grants() const {
-  std::vector<std::pair<Millis, int64_t>> out;
-  out.reserve(s_->log.size());
-  for (const auto& g : s_->log.grants()) out.emplace_back(g.at, g.amount);
-  return out;
-}
 const std::vector<Write>& Engine::writes() const { return s_->writes; }
 const std::vector<Action>& Engine::actions() const { return s_->actions; }
 void Engine::clear_output() {
   s_->writes.clear();
   s_->actions.clear();
 }
+
+namespace internal {
+
+Millis EngineInspector::now() const { return s_.now; }
+Millis EngineInspector::forced_until() const { return s_.forced_until; }
+int64_t EngineInspector::used() const { return s_.log.used(); }
+size_t EngineInspector::log_entries() const { return s_.log.size(); }
+size_t EngineInspector::active() const { return s_.active; }
+size_t EngineInspector::running() const { return s_.running; }
+size_t EngineInspector::queued() const { return s_.queued; }
+std::vector<std::pair<Millis, int64_t>> EngineInspector::grants() const {
+  std::vector<std::pair<Millis, int64_t>> out;
+  out.reserve(s_.log.size());
+  for (const auto& g : s_.log.grants()) out.emplace_back(g.at, g.amount);
+  return out;
+}
+
+}  // namespace internal
 
 }  // namespace drl

@@ -5,14 +5,18 @@
 #include "drl/config.h"
 #include "drl/engine.h"
 
-namespace drl::internal {
+namespace drl {
 
-int64_t SlidingLog::quantum(int64_t window) {
+int64_t grid_step_ms(int64_t window_ms) {
   // The live range (now - window, ceil(now/q)*q] spans floor(window/q) + 1
   // cells, so q must keep window/q at most kMaxLogEntries - 1.
   constexpr int64_t cells = kMaxLogEntries - 1;
-  return window <= kMaxLogEntries ? 1 : (window + cells - 1) / cells;
+  return window_ms <= kMaxLogEntries ? 1 : (window_ms + cells - 1) / cells;
 }
+
+}  // namespace drl
+
+namespace drl::internal {
 
 std::optional<int64_t> SlidingLog::prune(int64_t window, int64_t now) {
   std::optional<int64_t> dropped;
@@ -25,7 +29,7 @@ std::optional<int64_t> SlidingLog::prune(int64_t window, int64_t now) {
 }
 
 Grant SlidingLog::take(int64_t amount, int64_t window, int64_t now) {
-  const int64_t q = quantum(window);
+  const int64_t q = grid_step_ms(window);
   int64_t at = (now + q - 1) / q * q;
   // After a reconfigure to a finer grid, or a lift floor dated in the future,
   // the newest grant can be later than `at`: join it rather than go back.

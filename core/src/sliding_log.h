@@ -20,8 +20,8 @@ class SlidingLog {
   // newest dropped `at`, so storage can delete every row up to it at once.
   std::optional<int64_t> prune(int64_t window, int64_t now);
 
-  // Records a take at `now`, on the grid the window implies, never dated
-  // before the newest grant. Returns the row to upsert.
+  // Records a take at `now`, on the window's grid (drl::grid_step_ms), never
+  // dated before the newest grant. Returns the row to upsert.
   Grant take(int64_t amount, int64_t window, int64_t now);
 
   // The earliest time >= now at which a take of `amount` fits under `limit`,
@@ -52,10 +52,6 @@ class SlidingLog {
   bool empty() const { return grants_.empty(); }
   const Grant& newest() const { return grants_.back(); }
   const std::deque<Grant>& grants() const { return grants_; }
-
-  // The grid step for a window: 1 ms (exact) until the window holds more
-  // distinct ms than the log may keep entries.
-  static int64_t quantum(int64_t window);
 
  private:
   std::deque<Grant> grants_;

@@ -7,7 +7,8 @@
 // same scratch (drl_out_ptr / drl_out_len). Every engine call's output is
 // fetched with drl_output(h), which copies it into records of four doubles:
 //   actions: [1 Start | 2 Resolve, ticket, attempt, 0]  [3 Reject, ticket, code, status]
-//   writes:  [10 + WriteKind, at, amount, 0]             (writes come first)
+//   writes:  [10 + WriteKind, at, amount, 0]             (writes come first;
+//            PutPenalty: [15, forced_until, lift_pending 1 or 0, 0])
 // Times are ms as doubles; tickets stay below 2^53, so JS numbers hold them.
 // As in drl::Engine, a call that takes the time takes it last (`now`).
 #include <cmath>
@@ -50,7 +51,7 @@ int fail(const drl::Error& e) {
   return -static_cast<int>(e.code);
 }
 
-int status(const drl::Status& s) { return s ? fail(*s) : 0; }
+int status(const drl::Status& s) { return s.ok() ? 0 : fail(s.error()); }
 
 constexpr int kBadHandle = -static_cast<int>(drl::ErrorCode::InvalidArgument);
 
@@ -91,7 +92,7 @@ DRL_EXPORT(drl_configure) int drl_configure(int h, int len, double now) {
 // -code with every problem in the out buffer.
 DRL_EXPORT(drl_validate_config) int drl_validate_config(int len) {
   auto parsed = drl::parse_config(scratch(len));
-  return parsed ? 0 : fail(parsed.error());
+  return parsed.ok() ? 0 : fail(parsed.error());
 }
 
 DRL_EXPORT(drl_reconfigure) int drl_reconfigure(int h, int len, double now) {
@@ -139,7 +140,7 @@ DRL_EXPORT(drl_arrive) double drl_arrive(int h, double cost, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
   auto t = e->arrive(cost, to_ms(now));
-  return t ? static_cast<double>(*t) : fail(t.error());
+  return t.ok() ? static_cast<double>(*t) : fail(t.error());
 }
 
 // flags: bit 0 rate limited by a hook; bits 1-2 failure (0 none, 1 retryable,
@@ -185,7 +186,7 @@ DRL_EXPORT(drl_stats) int drl_stats(int h, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
   auto s = e->stats(to_ms(now));
-  if (!s) return fail(s.error());
+  if (!s.ok()) return fail(s.error());
   g_out = std::move(*s);
   return static_cast<int>(g_out.size());
 }

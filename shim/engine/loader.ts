@@ -251,7 +251,10 @@ export class Engine {
     this.#core.check(this.#core.exports.drl_pause(this.#h, ms, now));
   }
 
-  /** The engine's stats document (see core/include/drl/engine.h). */
+  /**
+   * The engine's stats document (see core/include/drl/engine.h). Like tick(),
+   * it moves time to `now` first, which may start waiting calls: drain() after it.
+   */
   stats(now: number): Record<string, unknown> {
     this.#core.check(this.#core.exports.drl_stats(this.#h, now));
     return JSON.parse(this.#core.outString()) as Record<string, unknown>;

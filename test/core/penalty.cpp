@@ -36,10 +36,10 @@ TEST_CASE("a 429 sets the deadline to now + delay; nothing starts before it", "[
 
   report(e, a, too_many(5000), T0 + 100);
   Step s = drain(e);
-  CHECK(e.forced_until() == T0 + 5100);
+  CHECK(inspect(e).forced_until() == T0 + 5100);
   CHECK(s.writes == std::vector<Write>{put_penalty(T0 + 5100, true)});
   CHECK(s.actions.empty());  // its retry waits out the penalty too
-  CHECK(e.active() == 1);
+  CHECK(inspect(e).active() == 1);
 
   // The bucket is nearly empty, but the penalty holds everyone.
   const Ticket b = arrive(e, T0 + 200);
@@ -55,7 +55,7 @@ TEST_CASE("a 429 sets the deadline to now + delay; nothing starts before it", "[
   // At lift the log becomes one floor grant (half of 10 spent), then the takes join it.
   CHECK(s.writes == std::vector<Write>{clear_grants(), put_grant(T0 + 5100, 5), put_penalty(T0 + 5100, false),
                                        put_grant(T0 + 5100, 6), put_grant(T0 + 5100, 7)});
-  CHECK(e.forced_until() == T0 + 5100);
+  CHECK(inspect(e).forced_until() == T0 + 5100);
 }
 
 TEST_CASE("the penalty delay: explicit ms, else Retry-After, else backoff; clamped to maxDelayInMs",
@@ -114,7 +114,7 @@ TEST_CASE("the penalty delay: explicit ms, else Retry-After, else backoff; clamp
     delay = 700;
   }
   report(e, a, r, now);
-  CHECK(e.forced_until() == now + delay);
+  CHECK(inspect(e).forced_until() == now + delay);
   CHECK(drain(e).writes == std::vector<Write>{put_penalty(now + delay, true)});
 }
 
@@ -127,7 +127,7 @@ TEST_CASE("without a hint, the penalty is the backoff of the attempt that saw th
   REQUIRE(actions(e) == std::vector<Action>{start(a, 2)});
   report(e, a, too_many(), T0 + 300);
   // Attempt 2: 200 * 3^(2-1).
-  CHECK(e.forced_until() == T0 + 300 + 600);
+  CHECK(inspect(e).forced_until() == T0 + 300 + 600);
 }
 
 TEST_CASE("respectRetryAfter false ignores the Retry-After header", "[penalty]") {
@@ -137,7 +137,7 @@ TEST_CASE("respectRetryAfter false ignores the Retry-After header", "[penalty]")
   Report r = too_many();
   r.retry_after = "20";
   report(e, a, r, T0 + 10);
-  CHECK(e.forced_until() == T0 + 10 + 200);
+  CHECK(inspect(e).forced_until() == T0 + 10 + 200);
 }
 
 TEST_CASE("concurrent 5s / 60s / 5s penalties wait 60s: deadlines never shorten", "[penalty]") {
@@ -152,7 +152,7 @@ TEST_CASE("concurrent 5s / 60s / 5s penalties wait 60s: deadlines never shorten"
   CHECK(drain(e).writes == std::vector<Write>{put_penalty(T0 + 60'011, true)});
   report(e, c, too_many(5000), T0 + 12);
   CHECK(drain(e).writes.empty());  // nothing to store: the deadline did not move
-  CHECK(e.forced_until() == T0 + 60'011);
+  CHECK(inspect(e).forced_until() == T0 + 60'011);
 
   const Ticket d = arrive(e, T0 + 5010);
   e.tick(T0 + 5012);
@@ -168,7 +168,7 @@ TEST_CASE("a shorter pause during a longer penalty changes nothing", "[penalty]"
   e.clear_output();
   pause(e, 500, T0 + 1);
   CHECK(drain(e).writes.empty());
-  CHECK(e.forced_until() == T0 + 10'000);
+  CHECK(inspect(e).forced_until() == T0 + 10'000);
   pause(e, 20'000, T0 + 2);
   CHECK(drain(e).writes == std::vector<Write>{put_penalty(T0 + 20'002, true)});
 }
@@ -188,7 +188,7 @@ TEST_CASE("at lift the default fraction leaves half the limit available", "[pena
   const Step s = drain(e);
   // ceil(10 * (1 - 0.5)) = 5 counted as spent at lift: 5 of the 6 start.
   CHECK(started(s.actions) == std::vector<Ticket>(waiting.begin(), waiting.begin() + 5));
-  CHECK(e.grants() == Grants{{lift, kLimit}});
+  CHECK(inspect(e).grants() == Grants{{lift, kLimit}});
   // Full allowance returns one window after the deadline.
   CHECK(wake(e) == lift + kWindow);
   e.tick(lift + kWindow - 1);
@@ -213,8 +213,8 @@ TEST_CASE("the lift floor is a floor, not a reset: grants live at lift keep coun
   REQUIRE(s.writes.size() >= 2);
   CHECK(s.writes[0] == clear_grants());
   CHECK(s.writes[1] == put_grant(lift, 7));
-  CHECK(e.used() == kLimit);
-  CHECK(e.grants() == Grants{{lift, kLimit}});
+  CHECK(inspect(e).used() == kLimit);
+  CHECK(inspect(e).grants() == Grants{{lift, kLimit}});
 }
 
 TEST_CASE("penaltyRefillFraction 0 opens nothing until one window after the deadline", "[penalty]") {
@@ -223,7 +223,7 @@ TEST_CASE("penaltyRefillFraction 0 opens nothing until one window after the dead
   const Millis lift = T0 + 500;
   const Ticket t = arrive(e, lift);
   CHECK(e.actions().empty());
-  CHECK(e.grants() == Grants{{lift, kLimit}});
+  CHECK(inspect(e).grants() == Grants{{lift, kLimit}});
   CHECK(wake(e) == lift + kWindow);
   e.tick(lift + kWindow - 1);
   CHECK(actions(e).empty());
@@ -296,33 +296,33 @@ TEST_CASE("pause validates its duration", "[penalty]") {
                                 static_cast<double>(kMaxDelayMs + 1));
     CAPTURE(bad);
     const Status st = e.pause(bad, T0);
-    REQUIRE(st);
-    CHECK(st->code == ErrorCode::InvalidArgument);
-    CHECK(st->message.rfind("[drl:invalid-argument] ", 0) == 0);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == ErrorCode::InvalidArgument);
+    CHECK(st.error().message.rfind("[drl:invalid-argument] ", 0) == 0);
     CHECK(e.writes().empty());
-    CHECK(e.forced_until() == 0);
+    CHECK(inspect(e).forced_until() == 0);
     const Ticket t = arrive(e, T0);
     CHECK(e.actions() == std::vector<Action>{start(t)});
   }
   SECTION("the largest pause is accepted") {
-    REQUIRE_FALSE(e.pause(static_cast<double>(kMaxDelayMs), T0));
-    CHECK(e.forced_until() == T0 + kMaxDelayMs);
+    REQUIRE(e.pause(static_cast<double>(kMaxDelayMs), T0).ok());
+    CHECK(inspect(e).forced_until() == T0 + kMaxDelayMs);
   }
 }
 
 TEST_CASE("pause before configure is the not-configured error", "[penalty]") {
   Engine e;
   const Status st = e.pause(1000, T0);
-  REQUIRE(st);
-  CHECK(st->code == ErrorCode::NoSuchLimiter);
-  CHECK(st->message.find("[drl:no-such-limiter]") != std::string::npos);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().code == ErrorCode::NoSuchLimiter);
+  CHECK(st.error().message.find("[drl:no-such-limiter]") != std::string::npos);
   CHECK(e.writes().empty());
 }
 
 TEST_CASE("pause(0) lifts at once, applying the refill floor", "[penalty]") {
   Engine e = configured(penalty_config());
   pause(e, 0, T0);
-  CHECK(e.forced_until() == T0);
+  CHECK(inspect(e).forced_until() == T0);
   CHECK(drain(e).writes ==
         std::vector<Write>{put_penalty(T0, true), clear_grants(), put_grant(T0, 5), put_penalty(T0, false)});
   const Ticket t = arrive(e, T0);
@@ -333,7 +333,7 @@ TEST_CASE("a pause with a clock behind the engine counts from the latest time se
   Engine e = configured(penalty_config());
   e.tick(T0 + 500);
   pause(e, 1000, T0);
-  CHECK(e.forced_until() == T0 + 1500);
+  CHECK(inspect(e).forced_until() == T0 + 1500);
 }
 
 TEST_CASE("a penalty holds back due retries as well as the queue", "[penalty]") {
@@ -358,6 +358,6 @@ TEST_CASE("a 429 reported by a call whose caller went away still pauses everyone
   report(e, a, too_many(5000), T0 + 10);
   const Step s = drain(e);
   CHECK(s.actions == std::vector<Action>{reject(a, ErrorCode::Cancelled)});
-  CHECK(e.forced_until() == T0 + 5010);
+  CHECK(inspect(e).forced_until() == T0 + 5010);
   CHECK(s.writes == std::vector<Write>{put_penalty(T0 + 5010, true)});
 }

@@ -18,7 +18,7 @@ TEST_CASE("first starts follow arrival order as slots free", "[queue]") {
   const Ticket c = arrive(e, T0 + 2);
   const Ticket d = arrive(e, T0 + 3);
   CHECK(actions(e) == std::vector<Action>{start(a)});
-  CHECK(e.queued() == 3);
+  CHECK(inspect(e).queued() == 3);
 
   report(e, a, ok(), T0 + 10);
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(b)});
@@ -26,7 +26,7 @@ TEST_CASE("first starts follow arrival order as slots free", "[queue]") {
   CHECK(actions(e) == std::vector<Action>{resolve(b), start(c)});
   report(e, c, ok(), T0 + 12);
   CHECK(actions(e) == std::vector<Action>{resolve(c), start(d)});
-  CHECK(e.queued() == 0);
+  CHECK(inspect(e).queued() == 0);
 }
 
 TEST_CASE("a head that cannot fit blocks cheaper callers behind it: no overtaking", "[queue]") {
@@ -36,8 +36,8 @@ TEST_CASE("a head that cannot fit blocks cheaper callers behind it: no overtakin
   const Ticket big = arrive(e, 5, T0 + 1);    // 3 + 5 > 5: waits for T0's grant
   const Ticket small = arrive(e, 1, T0 + 2);  // 3 + 1 <= 5 would fit, but is behind
   CHECK(actions(e) == std::vector<Action>{start(1)});
-  CHECK(e.queued() == 2);
-  CHECK(e.used() == 3);
+  CHECK(inspect(e).queued() == 2);
+  CHECK(inspect(e).used() == 3);
   CHECK(wake(e) == T0 + kWindow);
 
   e.tick(T0 + kWindow - 1);
@@ -57,8 +57,8 @@ TEST_CASE("a newcomer joins behind the queue even when it would fit", "[queue]")
   e.clear_output();
   const Ticket late = arrive(e, 1, T0 + 2);  // 2 + 1 <= 3, but someone is waiting
   CHECK(e.actions().empty());
-  CHECK(e.queued() == 2);
-  CHECK(e.used() == 2);
+  CHECK(inspect(e).queued() == 2);
+  CHECK(inspect(e).used() == 2);
   e.tick(T0 + 1000);
   CHECK(actions(e) == std::vector<Action>{start(head), start(late)});
 }
@@ -68,7 +68,7 @@ TEST_CASE("a head blocked only by slots has no wake time: a report frees it", "[
   const Ticket a = arrive(e, T0);
   const Ticket b = arrive(e, T0);
   e.clear_output();
-  CHECK(e.queued() == 1);
+  CHECK(inspect(e).queued() == 1);
   CHECK(wake(e) == kNoWake);
   report(e, a, ok(), T0 + 50);
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(b)});
@@ -86,7 +86,7 @@ TEST_CASE("due retries are served before queued first starts", "[queue]") {
 
   e.tick(T0 + 100);
   CHECK(actions(e) == std::vector<Action>{start(a, 2)});
-  CHECK(e.queued() == 1);
+  CHECK(inspect(e).queued() == 1);
   CHECK(wake(e) == T0 + 200);
   e.tick(T0 + 200);
   CHECK(actions(e) == std::vector<Action>{start(b)});
@@ -100,13 +100,13 @@ TEST_CASE("cancelling a queued caller rejects it at once; the next moves up", "[
   e.clear_output();
   cancel(e, b, T0 + 1);
   CHECK(drain(e).actions == std::vector<Action>{reject(b, ErrorCode::Cancelled)});
-  CHECK(e.queued() == 1);
+  CHECK(inspect(e).queued() == 1);
   report(e, a, ok(), T0 + 2);
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(c)});
   // The cancelled ticket is gone.
   const Status again = e.cancel(b, T0 + 3);
-  REQUIRE(again);
-  CHECK(again->code == ErrorCode::UnknownTicket);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code == ErrorCode::UnknownTicket);
 }
 
 TEST_CASE("cancelling a blocked head unblocks the callers behind it", "[queue]") {
@@ -117,7 +117,7 @@ TEST_CASE("cancelling a blocked head unblocks the callers behind it", "[queue]")
   e.clear_output();
   cancel(e, big, T0 + 3);
   CHECK(actions(e) == std::vector<Action>{reject(big, ErrorCode::Cancelled), start(small)});
-  CHECK(e.used() == 4);
+  CHECK(inspect(e).used() == 4);
 }
 
 TEST_CASE("arrive validates the cost", "[queue]") {
@@ -126,13 +126,13 @@ TEST_CASE("arrive validates the cost", "[queue]") {
     const double bad = GENERATE(0.0, -1.0, 1.5, std::nan(""), std::numeric_limits<double>::infinity());
     CAPTURE(bad);
     auto t = e.arrive(bad, T0);
-    REQUIRE_FALSE(t);
+    REQUIRE_FALSE(t.ok());
     CHECK(t.error().code == ErrorCode::InvalidArgument);
     CHECK(t.error().message.rfind("[drl:invalid-argument] ", 0) == 0);
   }
   SECTION("above the limit: CostTooLarge naming both numbers") {
     auto t = e.arrive(11, T0);
-    REQUIRE_FALSE(t);
+    REQUIRE_FALSE(t.ok());
     CHECK(t.error().code == ErrorCode::CostTooLarge);
     CHECK(t.error().message.rfind("[drl:cost-too-large] ", 0) == 0);
     CHECK(t.error().message.find("11") != std::string::npos);
@@ -140,8 +140,8 @@ TEST_CASE("arrive validates the cost", "[queue]") {
   }
   CHECK(e.writes().empty());
   CHECK(e.actions().empty());
-  CHECK(e.queued() == 0);
-  CHECK(e.active() == 0);
+  CHECK(inspect(e).queued() == 0);
+  CHECK(inspect(e).active() == 0);
   // The whole limit is a valid cost.
   const Ticket t = arrive(e, 10, T0);
   CHECK(actions(e) == std::vector<Action>{start(t)});
@@ -150,14 +150,14 @@ TEST_CASE("arrive validates the cost", "[queue]") {
 TEST_CASE("arrive and reconfigure before configure are the not-configured error", "[queue][configure]") {
   Engine e;
   auto t = e.arrive(1, T0);
-  REQUIRE_FALSE(t);
+  REQUIRE_FALSE(t.ok());
   CHECK(t.error().code == ErrorCode::NoSuchLimiter);
   CHECK(t.error().message.find("[drl:no-such-limiter]") != std::string::npos);
 
   const Status st = e.reconfigure(R"({"concurrency":2})", T0);
-  REQUIRE(st);
-  CHECK(st->code == ErrorCode::NoSuchLimiter);
-  CHECK(st->message.find("[drl:no-such-limiter]") != std::string::npos);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().code == ErrorCode::NoSuchLimiter);
+  CHECK(st.error().message.find("[drl:no-such-limiter]") != std::string::npos);
   CHECK_FALSE(e.configured());
   CHECK(e.writes().empty());
 }
@@ -166,8 +166,8 @@ TEST_CASE("an invalid config is refused with no writes and no change", "[queue][
   SECTION("on a fresh engine") {
     Engine e;
     const Status st = e.configure(R"({"bucket":{"limitPerWindow":0,"windowInMs":1000},"concurrency":1})", T0);
-    REQUIRE(st);
-    CHECK(st->code == ErrorCode::InvalidConfig);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == ErrorCode::InvalidConfig);
     CHECK_FALSE(e.configured());
     CHECK(e.writes().empty());
   }
@@ -181,21 +181,21 @@ TEST_CASE("an invalid config is refused with no writes and no change", "[queue][
     SECTION("configure") { st = e.configure(R"({"bucket":{"limitPerWindow":5},"concurrency":5})", T0 + 1); }
     SECTION("reconfigure") { st = e.reconfigure(R"({"concurrency":0})", T0 + 1); }
     SECTION("reconfigure with an unknown key") { st = e.reconfigure(R"({"concurency":5})", T0 + 1); }
-    REQUIRE(st);
-    CHECK(st->code == ErrorCode::InvalidConfig);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == ErrorCode::InvalidConfig);
     CHECK(e.writes().empty());
     CHECK(e.actions().empty());
     CHECK(e.config_text() == json::parse(good).dump());
     CHECK(e.config()->concurrency == 1);
-    CHECK(e.queued() == 1);
-    CHECK(e.active() == 1);
+    CHECK(inspect(e).queued() == 1);
+    CHECK(inspect(e).active() == 1);
   }
 }
 
 TEST_CASE("configure stores the config as given", "[queue][configure]") {
   Engine e;
   const std::string text = config(3, 1000, 2, {{"maxRetries", 1}});
-  REQUIRE_FALSE(e.configure(text, T0));
+  REQUIRE(e.configure(text, T0).ok());
   CHECK(e.writes() == std::vector<Write>{put_config()});
   CHECK(e.config_text() == json::parse(text).dump());
   CHECK(e.actions().empty());
@@ -208,8 +208,8 @@ TEST_CASE("raising the limit by reconfigure starts queued callers at once", "[qu
   const Ticket c = arrive(e, T0);
   const Ticket d = arrive(e, T0);
   e.clear_output();
-  REQUIRE(e.queued() == 2);
-  REQUIRE_FALSE(e.reconfigure(R"({"bucket":{"limitPerWindow":4}})", T0 + 1));
+  REQUIRE(inspect(e).queued() == 2);
+  REQUIRE(e.reconfigure(R"({"bucket":{"limitPerWindow":4}})", T0 + 1).ok());
   const Step s = drain(e);
   CHECK(s.actions == std::vector<Action>{start(c), start(d)});
   CHECK(s.writes.front() == put_config());
@@ -223,7 +223,7 @@ TEST_CASE("a shorter window by reconfigure expires grants at once", "[queue][con
   arrive(e, T0);
   const Ticket b = arrive(e, T0 + 1);
   e.clear_output();
-  REQUIRE_FALSE(e.reconfigure(R"({"bucket":{"windowInMs":100}})", T0 + 200));
+  REQUIRE(e.reconfigure(R"({"bucket":{"windowInMs":100}})", T0 + 200).ok());
   const Step s = drain(e);
   CHECK(s.actions == std::vector<Action>{start(b)});
   CHECK(s.writes == std::vector<Write>{put_config(), delete_through(T0), put_grant(T0 + 200, 1)});
@@ -235,9 +235,9 @@ TEST_CASE("lowering the limit below a queued caller's cost rejects only that cal
   const Ticket big = arrive(e, 8, T0);
   const Ticket small = arrive(e, 2, T0);
   e.clear_output();
-  REQUIRE_FALSE(e.reconfigure(R"({"bucket":{"limitPerWindow":5}})", T0 + 1));
+  REQUIRE(e.reconfigure(R"({"bucket":{"limitPerWindow":5}})", T0 + 1).ok());
   CHECK(actions(e) == std::vector<Action>{reject(big, ErrorCode::CostTooLarge)});
-  CHECK(e.queued() == 1);
+  CHECK(inspect(e).queued() == 1);
   report(e, a, ok(), T0 + 2);
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(small)});
 }
@@ -247,10 +247,10 @@ TEST_CASE("reconfigure carries the log and the penalty over", "[queue][configure
   arrive(e, 4, T0);
   pause(e, 5000, T0 + 1);
   e.clear_output();
-  const auto grants_before = e.grants();
-  REQUIRE_FALSE(e.reconfigure(R"({"concurrency":20})", T0 + 2));
-  CHECK(e.forced_until() == T0 + 5001);
-  CHECK(e.grants() == grants_before);
+  const auto grants_before = inspect(e).grants();
+  REQUIRE(e.reconfigure(R"({"concurrency":20})", T0 + 2).ok());
+  CHECK(inspect(e).forced_until() == T0 + 5001);
+  CHECK(inspect(e).grants() == grants_before);
   const Ticket t = arrive(e, T0 + 3);
   CHECK(actions(e).empty());
   e.tick(T0 + 5001);
@@ -264,7 +264,7 @@ TEST_CASE("erase rejects everyone waiting and forgets the bucket", "[queue][eras
   const Ticket queued = arrive(e, T0);
   report(e, backing_off, failed(Failure::Retryable, 503), T0 + 1);
   e.clear_output();
-  REQUIRE(e.queued() == 1);
+  REQUIRE(inspect(e).queued() == 1);
 
   e.erase(T0 + 2);
   const Step s = drain(e);
@@ -275,15 +275,39 @@ TEST_CASE("erase rejects everyone waiting and forgets the bucket", "[queue][eras
     CHECK(std::find(s.actions.begin(), s.actions.end(), reject(t, ErrorCode::NoSuchLimiter)) != s.actions.end());
   }
   CHECK_FALSE(e.configured());
-  CHECK(e.queued() == 0);
+  CHECK(inspect(e).queued() == 0);
   CHECK(wake(e) == kNoWake);
 
   auto t = e.arrive(1, T0 + 3);
-  REQUIRE_FALSE(t);
+  REQUIRE_FALSE(t.ok());
   CHECK(t.error().code == ErrorCode::NoSuchLimiter);
 
   // The running callback's late report settles nothing twice.
-  REQUIRE_FALSE(e.report(running, ok(), T0 + 4));
+  REQUIRE(e.report(running, ok(), T0 + 4).ok());
   CHECK(e.actions().empty());
-  CHECK(e.active() == 0);
+  CHECK(inspect(e).active() == 0);
+}
+
+// Verifies that a running call whose caller is gone settles exactly once,
+// whichever of cancel and erase comes first, and that its late report adds nothing.
+TEST_CASE("a running call settles once whatever order cancel and erase come in", "[queue][erase]") {
+  Engine e = configured(config(100, 1000, 1));
+  const Ticket running = arrive(e, T0);
+  e.clear_output();
+  SECTION("cancel, then erase") {
+    cancel(e, running, T0 + 1);
+    CHECK(actions(e).empty());  // it keeps its slot: the work is in flight
+    e.erase(T0 + 2);
+    CHECK(actions(e) == std::vector<Action>{reject(running, ErrorCode::NoSuchLimiter)});
+  }
+  SECTION("erase, then cancel") {
+    e.erase(T0 + 1);
+    CHECK(actions(e) == std::vector<Action>{reject(running, ErrorCode::NoSuchLimiter)});
+    cancel(e, running, T0 + 2);
+    CHECK(actions(e).empty());
+  }
+  report(e, running, ok(), T0 + 3);
+  CHECK(actions(e).empty());
+  CHECK(inspect(e).active() == 0);
+  CHECK(inspect(e).running() == 0);
 }

@@ -26,17 +26,17 @@ TEST_CASE("a rested caller spends the whole limit at once; the next waits exactl
     const Ticket t = arrive(e, T0);
     CHECK(actions(e) == std::vector<Action>{start(t)});
   }
-  CHECK(e.used() == kLimit);
-  CHECK(e.grants() == Grants{{T0, kLimit}});
+  CHECK(inspect(e).used() == kLimit);
+  CHECK(inspect(e).grants() == Grants{{T0, kLimit}});
 
   const Ticket late = arrive(e, T0);
   CHECK(e.actions().empty());
-  CHECK(e.queued() == 1);
+  CHECK(inspect(e).queued() == 1);
   CHECK(wake(e) == T0 + kWindow);
 
   e.tick(T0 + kWindow - 1);
   CHECK(drain(e).actions.empty());
-  CHECK(e.used() == kLimit);
+  CHECK(inspect(e).used() == kLimit);
   CHECK(wake(e) == T0 + kWindow);
 
   e.tick(T0 + kWindow);
@@ -44,7 +44,7 @@ TEST_CASE("a rested caller spends the whole limit at once; the next waits exactl
   CHECK(s.actions == std::vector<Action>{start(late)});
   // The old grant expired and the new take is dated now.
   CHECK(s.writes == std::vector<Write>{delete_through(T0), put_grant(T0 + kWindow, 1)});
-  CHECK(e.grants() == Grants{{T0 + kWindow, 1}});
+  CHECK(inspect(e).grants() == Grants{{T0 + kWindow, 1}});
   CHECK(wake(e) == kNoWake);
 }
 
@@ -57,18 +57,18 @@ TEST_CASE("a grant is live for window - 1 ms after its take and gone at window",
   SECTION("window - 1: still live, the newcomer waits") {
     arrive(e, T0 + kWindow - 1);
     CHECK(e.actions().empty());
-    CHECK(e.used() == 1);
+    CHECK(inspect(e).used() == 1);
     CHECK(wake(e) == T0 + kWindow);
   }
   SECTION("window: expired, the newcomer starts") {
     const Ticket t = arrive(e, T0 + kWindow);
     CHECK(e.actions() == std::vector<Action>{start(t)});
-    CHECK(e.grants() == Grants{{T0 + kWindow, 1}});
+    CHECK(inspect(e).grants() == Grants{{T0 + kWindow, 1}});
   }
   SECTION("window + 1: expired, the newcomer starts") {
     const Ticket t = arrive(e, T0 + kWindow + 1);
     CHECK(e.actions() == std::vector<Action>{start(t)});
-    CHECK(e.grants() == Grants{{T0 + kWindow + 1, 1}});
+    CHECK(inspect(e).grants() == Grants{{T0 + kWindow + 1, 1}});
   }
 }
 
@@ -89,13 +89,13 @@ TEST_CASE("takes in the same ms coalesce into one grant and one upsert", "[slidi
   arrive(e, 3, T0);
   // One row per distinct ms: the second take rewrites the row with the sum.
   CHECK(drain(e).writes == std::vector<Write>{put_grant(T0, 5)});
-  CHECK(e.grants() == Grants{{T0, 5}});
-  CHECK(e.log_entries() == 1);
+  CHECK(inspect(e).grants() == Grants{{T0, 5}});
+  CHECK(inspect(e).log_entries() == 1);
 
   arrive(e, 1, T0 + 1);
   CHECK(drain(e).writes == std::vector<Write>{put_grant(T0 + 1, 1)});
-  CHECK(e.grants() == Grants{{T0, 5}, {T0 + 1, 1}});
-  CHECK(e.used() == 6);
+  CHECK(inspect(e).grants() == Grants{{T0, 5}, {T0 + 1, 1}});
+  CHECK(inspect(e).used() == 6);
 }
 
 TEST_CASE("admission is used + cost <= limit, so an exact fit is admitted", "[sliding_log]") {
@@ -104,7 +104,7 @@ TEST_CASE("admission is used + cost <= limit, so an exact fit is admitted", "[sl
   e.clear_output();
   const Ticket fits = arrive(e, 4, T0 + 1);  // 6 + 4 == 10
   CHECK(actions(e) == std::vector<Action>{start(fits)});
-  CHECK(e.used() == 10);
+  CHECK(inspect(e).used() == 10);
   arrive(e, 1, T0 + 2);  // 10 + 1 > 10
   CHECK(e.actions().empty());
 }
@@ -116,7 +116,7 @@ TEST_CASE("the wait for a take is exact: the oldest grants expire until it fits"
   arrive(e, 1, T0 + 100);
   arrive(e, 3, T0 + 200);
   e.clear_output();
-  REQUIRE(e.used() == 5);
+  REQUIRE(inspect(e).used() == 5);
 
   // Each cost needs the oldest grants whose amounts sum to at least the cost
   // (the log is full) to expire; the last of them decides the time.
@@ -181,8 +181,8 @@ TEST_CASE("expiry deletes storage rows through the newest expired grant, in one 
   e.tick(T0 + 10 + kWindow);  // T0 and T0 + 10 have expired, T0 + 20 has not
   const Step s = drain(e);
   CHECK(s.writes == std::vector<Write>{delete_through(T0 + 10)});
-  CHECK(e.grants() == Grants{{T0 + 20, 1}});
-  CHECK(e.used() == 1);
+  CHECK(inspect(e).grants() == Grants{{T0 + 20, 1}});
+  CHECK(inspect(e).used() == 1);
 
   e.tick(T0 + 10 + kWindow + 5);  // nothing new expires: no write
   CHECK(drain(e).writes.empty());
@@ -197,8 +197,8 @@ TEST_CASE("time going backwards is treated as the latest time seen", "[sliding_l
   SECTION("a take at an earlier now is dated at the latest time, so it cannot expire early") {
     arrive(e, T0);
     CHECK(drain(e).writes == std::vector<Write>{put_grant(T0 + 500, 2)});
-    CHECK(e.now() == T0 + 500);
-    CHECK(e.grants() == Grants{{T0 + 500, 2}});
+    CHECK(inspect(e).now() == T0 + 500);
+    CHECK(inspect(e).grants() == Grants{{T0 + 500, 2}});
 
     const Ticket waiting = arrive(e, T0);
     CHECK(e.actions().empty());
@@ -219,11 +219,11 @@ TEST_CASE("time going backwards is treated as the latest time seen", "[sliding_l
     const Step s = drain(e);
     CHECK(s.actions.empty());
     CHECK(s.writes.empty());
-    CHECK(e.now() == T0 + 1499);
-    CHECK(e.used() == 2);
+    CHECK(inspect(e).now() == T0 + 1499);
+    CHECK(inspect(e).used() == 2);
     e.tick(T0 + 1500);
     CHECK(actions(e) == std::vector<Action>{start(waiting)});
-    CHECK(e.grants() == Grants{{T0 + 600, 1}, {T0 + 1500, 1}});
+    CHECK(inspect(e).grants() == Grants{{T0 + 600, 1}, {T0 + 1500, 1}});
   }
 }
 
@@ -241,14 +241,14 @@ TEST_CASE("windows longer than kMaxLogEntries ms date takes on a grid", "[slidin
   CHECK(drain(e).writes == std::vector<Write>{put_grant(cell_end, 1)});
   arrive(e, cell_end - 1);
   arrive(e, cell_end);  // the end of a cell is its own date
-  CHECK(e.grants() == Grants{{cell_end, 3}});
+  CHECK(inspect(e).grants() == Grants{{cell_end, 3}});
   arrive(e, cell_end + 1);
-  CHECK(e.grants() == Grants{{cell_end, 3}, {cell_end + q, 1}});
+  CHECK(inspect(e).grants() == Grants{{cell_end, 3}, {cell_end + q, 1}});
   // Dated later means expiring later: the take at cell_start + 1 lives until cell_end + window.
   e.tick(cell_end + kDay - 1);
-  CHECK(e.used() == 4);
+  CHECK(inspect(e).used() == 4);
   e.tick(cell_end + kDay);
-  CHECK(e.grants() == Grants{{cell_end + q, 1}});
+  CHECK(inspect(e).grants() == Grants{{cell_end + q, 1}});
 }
 
 TEST_CASE("takes every few ms against a one-day window keep one entry per grid cell", "[sliding_log]") {
@@ -264,10 +264,10 @@ TEST_CASE("takes every few ms against a one-day window keep one entry per grid c
     e.clear_output();
   }
   const Millis span = (kTakes - 1) * kEvery;
-  CHECK(e.used() == kTakes);
+  CHECK(inspect(e).used() == kTakes);
   // Every take lands in one of the cells covering [T0, T0 + span].
-  CHECK(e.log_entries() <= static_cast<size_t>(span / q + 2));
-  CHECK(e.log_entries() >= static_cast<size_t>(span / q));
+  CHECK(inspect(e).log_entries() <= static_cast<size_t>(span / q + 2));
+  CHECK(inspect(e).log_entries() >= static_cast<size_t>(span / q));
 }
 
 namespace {
@@ -301,7 +301,7 @@ FullRateRun run_full_rate(Engine& e, int64_t takes) {
     report(e, t, ok(), now);
     run.storage.apply(e);
     e.clear_output();
-    run.most_entries = std::max(run.most_entries, e.log_entries());
+    run.most_entries = std::max(run.most_entries, inspect(e).log_entries());
   }
   return run;
 }
@@ -319,8 +319,8 @@ TEST_CASE("a full-rate load on a long window fills the grid to the cap and never
   // last window still counts, and storage mirrors the merged log.
   int64_t in_window = 0;
   for (int64_t i = 0; i < takes; ++i) in_window += take_time(i) + kCapWindow > take_time(takes - 1) ? 1 : 0;
-  CHECK(e.used() >= in_window);
-  CHECK(run.storage.rows() == e.grants());
+  CHECK(inspect(e).used() >= in_window);
+  CHECK(run.storage.rows() == inspect(e).grants());
 }
 
 TEST_CASE("merging forward under a full-rate load stops counting a take after window + one cell",
@@ -335,5 +335,5 @@ TEST_CASE("merging forward under a full-rate load stops counting a take after wi
   const Millis last = take_time(takes - 1);
   int64_t within_window_and_a_cell = 0;
   for (int64_t i = 0; i < takes; ++i) within_window_and_a_cell += take_time(i) + kCapWindow + kCell > last ? 1 : 0;
-  CHECK(e.used() <= within_window_and_a_cell);
+  CHECK(inspect(e).used() <= within_window_and_a_cell);
 }

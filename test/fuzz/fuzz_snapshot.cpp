@@ -10,8 +10,11 @@
 #include <string>
 
 #include "drl/engine.h"
+#include "engine_inspector.h"
 
 namespace {
+
+using drl::internal::inspect;
 
 double take_double(const uint8_t*& data, size_t& size) {
   double v = 0;
@@ -66,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       stored[w.at] = w.amount;
     }
   }
-  const auto grants = engine.grants();
+  const auto grants = inspect(engine).grants();
   require(grants.size() <= static_cast<size_t>(drl::kMaxLogEntries));
   int64_t sum = 0;
   for (size_t i = 0; i < grants.size(); ++i) {
@@ -74,12 +77,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (i > 0) require(grants[i - 1].first < grants[i].first);
     sum += grants[i].second;
   }
-  require(sum == engine.used());
+  require(sum == inspect(engine).used());
   if (cleared) {
     // After a repair the stored rows are exactly the (unexpired) log.
     for (const auto& [at, amount] : grants) require(stored.count(at) && stored[at] == amount);
   }
-  require(engine.forced_until() >= 0 && engine.forced_until() <= now + drl::kMaxDelayMs);
+  require(inspect(engine).forced_until() >= 0 && inspect(engine).forced_until() <= now + drl::kMaxDelayMs);
 
   // The engine still works: a caller is either started or given a wake time.
   engine.clear_output();

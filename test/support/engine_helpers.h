@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "drl/engine.h"
+#include "engine_inspector.h"
 #include "model_storage.h"
 
 namespace Catch {
@@ -40,7 +41,13 @@ struct StringMaker<drl::Write> {
                                         "ClearGrants", "PutPenalty", "PutConfig",           "EraseAll"};
     const int k = static_cast<int>(w.kind);
     std::ostringstream out;
-    out << (k >= 1 && k <= 7 ? names[k] : "?") << "{" << w.at << ", " << w.amount << "}";
+    out << (k >= 1 && k <= 7 ? names[k] : "?") << "{" << w.at << ", ";
+    if (w.kind == drl::WriteKind::PutPenalty) {
+      out << (w.lift_pending ? "lift pending" : "lifted");
+    } else {
+      out << w.amount;
+    }
+    out << "}";
     return out.str();
   }
 };
@@ -74,7 +81,7 @@ inline std::string config(int64_t limit, int64_t window, int64_t concurrency, co
 inline Engine configured(const std::string& text, Millis now = T0) {
   Engine e;
   const Status st = e.configure(text, now);
-  if (st) FAIL("configure failed: " << st->message);
+  if (!st.ok()) FAIL("configure failed: " << st.error().message);
   e.clear_output();
   return e;
 }
@@ -90,7 +97,9 @@ inline Write delete_through(Millis at) { return Write{WriteKind::DeleteGrantsThr
 inline Write delete_grant(Millis at) { return Write{WriteKind::DeleteGrant, at, 0}; }
 inline Write clear_grants() { return Write{WriteKind::ClearGrants, 0, 0}; }
 inline Write put_penalty(Millis until, bool lift_pending) {
-  return Write{WriteKind::PutPenalty, until, lift_pending ? 1 : 0};
+  Write w{WriteKind::PutPenalty, until};
+  w.lift_pending = lift_pending;
+  return w;
 }
 inline Write put_config() { return Write{WriteKind::PutConfig, 0, 0}; }
 inline Write erase_all() { return Write{WriteKind::EraseAll, 0, 0}; }
@@ -117,29 +126,29 @@ inline std::vector<Action> actions(Engine& e) { return drain(e).actions; }
 // Arrives wanting `cost` (1 unless given) and requires success.
 inline Ticket arrive(Engine& e, double cost, Millis now) {
   auto t = e.arrive(cost, now);
-  if (!t) FAIL("arrive failed: " << t.error().message);
+  if (!t.ok()) FAIL("arrive failed: " << t.error().message);
   return *t;
 }
 inline Ticket arrive(Engine& e, Millis now) { return arrive(e, 1, now); }
 
 inline void report(Engine& e, Ticket t, const Report& r, Millis now) {
   const Status st = e.report(t, r, now);
-  if (st) FAIL("report failed: " << st->message);
+  if (!st.ok()) FAIL("report failed: " << st.error().message);
 }
 
 inline void threw(Engine& e, Ticket t, Millis now) {
   const Status st = e.threw(t, now);
-  if (st) FAIL("threw failed: " << st->message);
+  if (!st.ok()) FAIL("threw failed: " << st.error().message);
 }
 
 inline void cancel(Engine& e, Ticket t, Millis now) {
   const Status st = e.cancel(t, now);
-  if (st) FAIL("cancel failed: " << st->message);
+  if (!st.ok()) FAIL("cancel failed: " << st.error().message);
 }
 
 inline void pause(Engine& e, double ms, Millis now) {
   const Status st = e.pause(ms, now);
-  if (st) FAIL("pause failed: " << st->message);
+  if (!st.ok()) FAIL("pause failed: " << st.error().message);
 }
 
 inline Report ok(int32_t status = 200) {
@@ -163,7 +172,7 @@ inline Report failed(Failure failure, int32_t status) {
 
 inline json stats(Engine& e, Millis now) {
   auto s = e.stats(now);
-  if (!s) FAIL("stats failed: " << s.error().message);
+  if (!s.ok()) FAIL("stats failed: " << s.error().message);
   return json::parse(*s);
 }
 
@@ -189,5 +198,7 @@ inline std::vector<Ticket> started(const std::vector<Action>& actions) {
 }
 
 using drl::testing::Storage;
+// Test-only views of an engine: inspect(e).used(), inspect(e).queued(), ...
+using drl::internal::inspect;
 
 }  // namespace drl::test

@@ -33,7 +33,7 @@ struct Storage {
         case WriteKind::ClearGrants: grants.clear(); break;
         case WriteKind::PutPenalty:
           forced_until = w.at;
-          lift_pending = w.amount != 0;
+          lift_pending = w.lift_pending;
           break;
         case WriteKind::PutConfig: config_text = current_config; break;
         case WriteKind::EraseAll:

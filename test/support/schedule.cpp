@@ -10,11 +10,14 @@
 #include <vector>
 
 #include "drl/engine.h"
+#include "engine_inspector.h"
 #include "model_storage.h"
 #include "records.h"
 
 namespace drl::testing {
 namespace {
+
+using internal::inspect;
 
 using nlohmann::json;
 
@@ -105,7 +108,7 @@ class Runner {
     if (!result_.ok) return;
     result_.ok = false;
     std::ostringstream out;
-    out << "seed " << seed_ << ", step " << step_ << ", engine now " << engine_.now() << ": " << what;
+    out << "seed " << seed_ << ", step " << step_ << ", engine now " << inspect(engine_).now() << ": " << what;
     result_.failure = out.str();
   }
 
@@ -136,7 +139,7 @@ class Runner {
     message = e.message;
     return -static_cast<double>(e.code);
   }
-  static double status_of(const Status& s, std::string& message) { return s ? code_of(*s, message) : 0; }
+  static double status_of(const Status& s, std::string& message) { return s.ok() ? 0 : code_of(s.error(), message); }
 
   json random_config(bool complete) {
     json c = json::object();
@@ -166,7 +169,7 @@ class Runner {
     const Millis at = clock_;
     const bool first = !engine_.configured();
     // The engine forgets takes its old window had already expired.
-    if (old_window > 0) horizon_ = std::max(horizon_, std::max(engine_.now(), at) - old_window);
+    if (old_window > 0) horizon_ = std::max(horizon_, std::max(inspect(engine_).now(), at) - old_window);
     event({{"e", first ? "configure" : "reconfigure"}, {"now", at}, {"json", text}}, [&](std::string& m) {
       return status_of(first ? engine_.configure(text, at) : engine_.reconfigure(text, at), m);
     });
@@ -218,7 +221,7 @@ class Runner {
       std::string out;
       event(ev, [&](std::string& m) {
         auto s = engine_.stats(at);
-        if (!s) return code_of(s.error(), m);
+        if (!s.ok()) return code_of(s.error(), m);
         out = *s;
         return 0.0;
       });
@@ -263,7 +266,7 @@ class Runner {
     Ticket got = 0;
     event({{"e", "arrive"}, {"now", at}, {"cost", cost}}, [&](std::string& m) {
       auto t = engine_.arrive(cost, at);
-      if (!t) return code_of(t.error(), m);
+      if (!t.ok()) return code_of(t.error(), m);
       got = *t;
       return static_cast<double>(got);
     });
@@ -291,7 +294,7 @@ class Runner {
       header = std::to_string(rng_.range(0, 3)) + (rng_.chance(50) ? ".5" : "");
     } else if (roll <= 65) {
       r.status = 429;
-      header = imf_fixdate(engine_.now() + rng_.range(-2000, 4000));
+      header = imf_fixdate(inspect(engine_).now() + rng_.range(-2000, 4000));
     } else if (roll <= 67) {
       r.status = 429;
       header = "soon";
@@ -336,12 +339,12 @@ class Runner {
       // forgetting a real take.
       const double nan = std::numeric_limits<double>::quiet_NaN();
       snap.grants.emplace_back(nan, 1);
-      snap.grants.emplace_back(static_cast<double>(engine_.now()), -3);
-      snap.grants.emplace_back(static_cast<double>(engine_.now() + 10'000'000'000LL), 2);
+      snap.grants.emplace_back(static_cast<double>(inspect(engine_).now()), -3);
+      snap.grants.emplace_back(static_cast<double>(inspect(engine_).now() + 10'000'000'000LL), 2);
       if (!snap.grants.empty()) snap.grants.emplace_back(snap.grants.front().first, 1e12);
       std::swap(snap.grants.front(), snap.grants.back());
     }
-    const Millis at = std::max(clock_, engine_.now());  // wall clocks move on across restarts
+    const Millis at = std::max(clock_, inspect(engine_).now());  // wall clocks move on across restarts
     clock_ = at;
     engine_ = Engine{};
     json ev = {{"e", "restore"}, {"now", at}, {"pending", snap.lift_pending}, {"fu", snap.forced_until}};
@@ -391,7 +394,7 @@ class Runner {
 
 
   void check_actions(const json& ev) {
-    const Millis now = engine_.now();
+    const Millis now = inspect(engine_).now();
     bool started = false;
     size_t active = 0;
     for (const auto& [t, c] : calls_) active += c.state == HostState::Running || c.state == HostState::Between;
@@ -448,15 +451,15 @@ class Runner {
           break;
       }
     }
-    if (started && engine_.forced_until() > now) fail("a take started while a penalty was active");
+    if (started && inspect(engine_).forced_until() > now) fail("a take started while a penalty was active");
   }
 
   void check_state() {
-    if (engine_.forced_until() < last_fu_) fail("penalty deadline moved earlier");
-    last_fu_ = engine_.forced_until();
-    if (storage_.rows() != engine_.grants()) fail("storage does not mirror the engine's log after applying its writes");
-    if (storage_.forced_until != engine_.forced_until()) fail("stored penalty deadline differs from the engine's");
-    if (engine_.log_entries() > static_cast<size_t>(kMaxLogEntries)) fail("log exceeds its entry cap");
+    if (inspect(engine_).forced_until() < last_fu_) fail("penalty deadline moved earlier");
+    last_fu_ = inspect(engine_).forced_until();
+    if (storage_.rows() != inspect(engine_).grants()) fail("storage does not mirror the engine's log after applying its writes");
+    if (storage_.forced_until != inspect(engine_).forced_until()) fail("stored penalty deadline differs from the engine's");
+    if (inspect(engine_).log_entries() > static_cast<size_t>(kMaxLogEntries)) fail("log exceeds its entry cap");
   }
 };
 

@@ -7,7 +7,9 @@
 //
 // Example:
 //   drl::Engine engine;
-//   engine.configure(R"({"bucket":{"limitPerWindow":2,"windowInMs":1000},"concurrency":1})", /*now=*/0);
+//   drl::Status configured =
+//       engine.configure(R"({"bucket":{"limitPerWindow":2,"windowInMs":1000},"concurrency":1})", /*now=*/0);
+//   assert(configured.ok());
 //   drl::Ticket a = *engine.arrive(/*cost=*/1, /*now=*/10);  // the bucket and the slot are free
 //   drl::Ticket b = *engine.arrive(/*cost=*/1, /*now=*/11);  // the only slot is a's: b queues
 //
@@ -18,7 +20,8 @@
 //   assert((engine.actions()[0] == drl::Action{drl::ActionKind::Start, a, /*attempt=*/1}));
 //   engine.clear_output();
 //
-//   engine.report(a, drl::Report{/*status=*/200}, /*now=*/20);
+//   drl::Status reported = engine.report(a, drl::Report{/*status=*/200}, /*now=*/20);
+//   assert(reported.ok());
 //   assert((engine.actions()[0] == drl::Action{drl::ActionKind::Resolve, a, 1}));  // settle a with its value
 //   assert((engine.actions()[1] == drl::Action{drl::ActionKind::Start, b, 1}));    // a's slot goes to b
 //   assert(!engine.next_wake());  // nobody waits on time: no timer
@@ -77,10 +80,11 @@ enum class WriteKind : int {
 
 struct Write {
   WriteKind kind;
-  Millis at = 0;
-  int64_t amount = 0;
+  Millis at = 0;              // a grant's time; PutPenalty: the deadline (forcedUntil)
+  int64_t amount = 0;         // PutGrant: the grant's amount
+  bool lift_pending = false;  // PutPenalty: the penalty is still to be lifted at `at`
   bool operator==(const Write& o) const {
-    return kind == o.kind && at == o.at && amount == o.amount;
+    return kind == o.kind && at == o.at && amount == o.amount && lift_pending == o.lift_pending;
   }
 };
 
@@ -121,6 +125,7 @@ int64_t grid_step_ms(int64_t window_ms);
 
 namespace internal {
 struct State;
+class EngineInspector;  // the test peer: core/src/engine_inspector.h
 }
 
 class Engine {
@@ -167,6 +172,9 @@ class Engine {
   Status pause(double ms, Millis now);
   // Live state as JSON: config (as given), effective config, remaining,
   // resetAt, penalised, forcedUntil, active, running, queued, used, grants.
+  // Like tick(), it first moves time to `now`, which may lift a penalty,
+  // expire grants and start waiting calls: a host drains writes() and
+  // actions() after stats() as after any other step.
   Expected<std::string> stats(Millis now);
 
   // When the host must next call tick(); nullopt when no one waits on time.
@@ -176,22 +184,13 @@ class Engine {
   const std::string& config_text() const;
   const Config* config() const;
 
-  // Read-only views for tests and benchmarks.
-  Millis now() const;  // the latest time seen
-  Millis forced_until() const;
-  int64_t used() const;  // sum of live grants as of the last event
-  size_t log_entries() const;
-  size_t active() const;   // slots held (running or between attempts)
-  size_t running() const;  // callbacks currently executing
-  size_t queued() const;   // waiting for a first start
-  std::vector<std::pair<Millis, int64_t>> grants() const;
-
   // Output of the events since the last clear_output().
   const std::vector<Write>& writes() const;
   const std::vector<Action>& actions() const;
   void clear_output();
 
  private:
+  friend class internal::EngineInspector;
   std::unique_ptr<internal::State> s_;
 };
 

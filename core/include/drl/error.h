@@ -15,6 +15,10 @@
 //   assert(ticket.error().code == drl::ErrorCode::NoSuchLimiter);
 //   assert(drl::error_code_id(ticket.error().code) == "no-such-limiter");
 //
+//   drl::Status paused = engine.pause(/*ms=*/1000, /*now=*/0);  // a Status carries no value
+//   assert(!paused.ok());
+//   assert(paused.error().message.rfind("[drl:no-such-limiter] ", 0) == 0);
+//
 // The engine never throws across its API: Workers RPC keeps only an error's
 // message, so the `[drl:...]` token at the start of every message is the one
 // thing the JS side can rely on to rebuild a typed error.
@@ -51,12 +55,15 @@ struct Error {
   static Error make(ErrorCode code, ErrorKind kind, std::string_view detail);
 };
 
+// A value, or an error. Ask ok() first (value() and error() assume the
+// answer): neither Expected nor Status converts to bool, so no reader has to
+// remember which way round truthiness goes. Both are [[nodiscard]]: an
+// ignored error is a bug.
 template <class T>
-class Expected {
+class [[nodiscard]] Expected {
  public:
   Expected(T value) : v_(std::move(value)) {}          // NOLINT: implicit by design
   Expected(Error error) : v_(std::move(error)) {}      // NOLINT: implicit by design
-  explicit operator bool() const { return v_.index() == 0; }
   bool ok() const { return v_.index() == 0; }
   T& value() { return std::get<0>(v_); }
   const T& value() const { return std::get<0>(v_); }
@@ -70,7 +77,17 @@ class Expected {
   std::variant<T, Error> v_;
 };
 
-// Success, or an error.
-using Status = std::optional<Error>;
+// Success, or an error: an Expected with no value.
+class [[nodiscard]] Status {
+ public:
+  Status() = default;                                // success
+  Status(Error error) : error_(std::move(error)) {}  // NOLINT: implicit by design, as in Expected
+  static Status success() { return Status(); }
+  bool ok() const { return !error_.has_value(); }
+  const Error& error() const { return *error_; }
+
+ private:
+  std::optional<Error> error_;
+};
 
 }  // namespace drl

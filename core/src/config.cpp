@@ -110,7 +110,7 @@ class Checker {
           std::string("config must be an object (received ") + doc.type_name() + ")");
       return;
     }
-    reject_unknown(doc, "config", "", {"bucket", "concurrency", "retry"});
+    reject_unknown(doc, "config", "", {"bucket", "concurrency", "attemptTimeoutMs", "retry"});
 
     const json* bucket = find(doc, "bucket");
     if (bucket == nullptr || bucket->is_null()) {
@@ -124,6 +124,8 @@ class Checker {
 
     check_int(doc, "concurrency", "concurrency", 1, kMaxConcurrency, /*required=*/true,
               config.concurrency);
+    check_int(doc, "attemptTimeoutMs", "attemptTimeoutMs", 1, kMaxAttemptTimeoutMs, /*required=*/false,
+              config.attempt_timeout_ms);
 
     // JSON null on an optional field means "absent, use the default". Patches
     // are RFC 7396 merge patches, where null deletes a key; reading null the
@@ -455,6 +457,7 @@ std::string effective_config_json(const Config& config) {
   out["bucket"]["windowInMs"] = config.bucket.window_ms;
   out["bucket"]["penaltyRefillFraction"] = config.bucket.penalty_refill_fraction;
   out["concurrency"] = config.concurrency;
+  out["attemptTimeoutMs"] = config.attempt_timeout_ms;
   out["retry"]["maxRetries"] = config.retry.max_retries;
   out["retry"]["minDelayInMs"] = config.retry.min_delay_ms;
   out["retry"]["maxDelayInMs"] = config.retry.max_delay_ms;

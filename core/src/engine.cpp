@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -37,7 +38,9 @@ struct Call {
   int64_t cost = 1;
   uint32_t attempt = 0;  // attempts started so far
   Phase phase = Phase::Queued;
-  Millis due = 0;  // Backoff: when the next attempt may take
+  Millis due = 0;         // Backoff: when the next attempt may take
+  Millis started_at = 0;  // Running: the attempt's grant time, its key in the slots record
+  Millis deadline = 0;    // Running: when the attempt times out
   Caller caller = Caller::Waiting;
 };
 
@@ -64,6 +67,17 @@ struct State {
   size_t running = 0;
   Ticket next_ticket = 1;
   std::optional<Millis> wake;
+
+  // Attempts that may be running at the upstream, for the slots record:
+  // live ones by their start (grant) time, and those restored from before a
+  // restart, whose callers are gone but whose work may still be in flight.
+  // A restored slot is held (counted in `active`) until its start plus the
+  // attempt timeout, when it can no longer be running.
+  std::multimap<Millis, Ticket> deadlines;  // running attempts by when they time out
+  std::map<Millis, int64_t> slot_starts;    // live running attempts by start time
+  std::map<Millis, int64_t> restored_slots; // slots from before a restart, by start time
+  int64_t restored_held = 0;                // their sum, part of `active`
+  bool slots_dirty = false;                 // the record differs from what was last written
 
   std::vector<Write> writes;
   std::vector<Action> actions;
@@ -113,12 +127,121 @@ struct State {
     actions.push_back(Action{ActionKind::Reject, t, 0, code, status});
   }
 
-  // Moves time forward to `t` (never back), lifts a due penalty, expires grants.
+  // Moves time forward to `t` (never back), times out attempts, frees
+  // restored slots that can no longer be running, lifts a due penalty,
+  // expires grants.
   void advance(Millis t) {
     now = std::max(now, t);
+    time_out_attempts();
     if (!cfg) return;
+    free_restored_slots();
     if (lift_pending && now >= forced_until) lift();
     if (auto through = log.prune(window(), now)) write(WriteKind::DeleteGrantsThrough, *through);
+  }
+
+  // ---- slots that survive a restart ----------------------------------------
+
+  int64_t timeout() const { return config().attempt_timeout_ms; }
+
+  void slot_started(Ticket t, Call& c, Millis at) {
+    c.started_at = at;
+    c.deadline = now + (cfg ? timeout() : kMaxAttemptTimeoutMs);
+    deadlines.emplace(c.deadline, t);
+    ++slot_starts[at];
+    slots_dirty = true;
+  }
+
+  // The attempt is no longer running: its deadline and its entry in the
+  // slots record go. The record is rewritten with the next write made
+  // anyway (a release recorded late only holds a slot longer after a crash).
+  void attempt_ended(Ticket t, Call& c) {
+    --running;
+    auto range = deadlines.equal_range(c.deadline);
+    for (auto d = range.first; d != range.second; ++d) {
+      if (d->second == t) {
+        deadlines.erase(d);
+        break;
+      }
+    }
+    auto slot = slot_starts.find(c.started_at);
+    if (slot != slot_starts.end() && --slot->second <= 0) slot_starts.erase(slot);
+    slots_dirty = true;
+  }
+
+  // An attempt that has not reported by its deadline is settled: not
+  // retried (its work may have reached the upstream) and its slot freed. A
+  // report that arrives later finds no running attempt and changes nothing.
+  void time_out_attempts() {
+    while (!deadlines.empty() && deadlines.begin()->first <= now) {
+      const Ticket t = deadlines.begin()->second;
+      Call& c = calls[t];
+      attempt_ended(t, c);  // erases the deadline
+      if (c.caller != Caller::Settled) {
+        const Millis limit_ms = cfg ? timeout() : kMaxAttemptTimeoutMs;
+        reject(t, ErrorCode::AttemptTimeout, static_cast<int32_t>(limit_ms));
+      }
+      release(t);
+    }
+  }
+
+  void free_restored_slots() {
+    while (!restored_slots.empty() && restored_slots.begin()->first + timeout() <= now) {
+      restored_held -= restored_slots.begin()->second;
+      active -= static_cast<size_t>(restored_slots.begin()->second);
+      restored_slots.erase(restored_slots.begin());
+      slots_dirty = true;
+    }
+  }
+
+  // Records the slots with the writes of this step, when it makes any: a
+  // start always does (its grant), so the record is durable before the
+  // callback runs; a release alone waits for the next write.
+  void record_slots() {
+    if (!slots_dirty || writes.empty() || !cfg) return;
+    writes.push_back(Write{WriteKind::PutSlots});
+    slots_dirty = false;
+  }
+
+  std::string slots_text() const {
+    std::map<Millis, int64_t> all = restored_slots;
+    for (const auto& [at, n] : slot_starts) all[at] += n;
+    std::string out;
+    for (const auto& [at, n] : all) {
+      if (!out.empty()) out += ',';
+      out += std::to_string(at) + ':' + std::to_string(n);
+    }
+    return out;
+  }
+
+  // "at:count,..." as stored. Unreadable entries are skipped; a count is
+  // capped at the largest concurrency; a start in the future is pulled back
+  // to now (its slot is then held a full timeout from now: later is safe).
+  void restore_slots(std::string_view text) {
+    if (!cfg) return;
+    size_t i = 0;
+    while (i < text.size()) {
+      size_t end = text.find(',', i);
+      if (end == std::string_view::npos) end = text.size();
+      const std::string_view entry = text.substr(i, end - i);
+      i = end + 1;
+      const size_t colon = entry.find(':');
+      if (colon == std::string_view::npos) continue;
+      const std::string at_text(entry.substr(0, colon));
+      const std::string n_text(entry.substr(colon + 1));
+      char* stop = nullptr;
+      const double at_raw = std::strtod(at_text.c_str(), &stop);
+      if (at_text.empty() || *stop != '\0' || !std::isfinite(at_raw) || at_raw < 0) continue;
+      const double n_raw = std::strtod(n_text.c_str(), &stop);
+      if (n_text.empty() || *stop != '\0' || !std::isfinite(n_raw) || n_raw < 1) continue;
+      const Millis at = std::min(static_cast<Millis>(std::ceil(at_raw)), now);
+      const int64_t n = static_cast<int64_t>(std::min(std::floor(n_raw), static_cast<double>(kMaxConcurrency)));
+      if (at + timeout() <= now) continue;  // can no longer be running
+      restored_slots[at] += n;
+      restored_held += n;
+      active += static_cast<size_t>(n);
+    }
+    // What is held now is what the record should say.
+    slots_dirty = true;
   }
 
   // At lift at most penaltyRefillFraction of the limit is available: the log
@@ -175,7 +298,11 @@ struct State {
   // anyone queued), then the queue. A head that cannot go blocks the rest.
   void serve() {
     wake.reset();
-    if (!cfg) return;
+    if (!cfg) {
+      // Running calls of an erased bucket still time out.
+      if (!deadlines.empty()) wake = deadlines.begin()->first;
+      return;
+    }
     while (true) {
       Ticket t = 0;
       bool from_queue = false;
@@ -232,11 +359,20 @@ struct State {
       c.phase = Phase::Running;
       ++c.attempt;
       ++running;
+      slot_started(t, c, g.at);
       act(ActionKind::Start, t, c.attempt);
     }
     if (!backoff.empty() && (!wake || backoff.begin()->first < *wake)) wake = backoff.begin()->first;
     // Nothing can start before the penalty lifts: no point waking earlier.
     if (wake && lift_pending) wake = std::max(*wake, forced_until);
+    // A caller queued behind restored slots waits for the first to free.
+    if (queued > 0 && !restored_slots.empty() && active >= static_cast<size_t>(config().concurrency)) {
+      const Millis freed = restored_slots.begin()->first + timeout();
+      if (!wake || freed < *wake) wake = freed;
+    }
+    // Timeouts fire whatever else waits, a penalty included.
+    if (!deadlines.empty() && (!wake || deadlines.begin()->first < *wake)) wake = deadlines.begin()->first;
+    record_slots();
   }
 
   // Queued callers whose cost can no longer fit are rejected, not left to
@@ -361,6 +497,7 @@ void Engine::restore(const Snapshot& snap, Millis now) {
   restore_begin(snap.config_text ? std::optional<std::string_view>(*snap.config_text) : std::nullopt,
                 snap.forced_until, snap.lift_pending, now);
   for (const auto& [at, amount] : snap.grants) s_->restore_row(at, amount);
+  if (snap.slots_text) restore_slots(*snap.slots_text);
   restore_end();
 }
 
@@ -397,6 +534,10 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
 
 void Engine::restore_rows(const double* rows, size_t count) {
   for (size_t i = 0; i < count; ++i) s_->restore_row(rows[2 * i], rows[2 * i + 1]);
+}
+
+void Engine::restore_slots(std::string_view slots_text) {
+  if (s_->restoring) s_->restore_slots(slots_text);
 }
 
 void Engine::restore_end() {
@@ -443,6 +584,9 @@ void Engine::erase(Millis now) {
   s_->queued = 0;
   s_->ready.clear();
   s_->backoff.clear();
+  s_->active -= static_cast<size_t>(s_->restored_held);
+  s_->restored_slots.clear();
+  s_->restored_held = 0;
   s_->cfg.reset();
   s_->log.clear();
   s_->forced_until = 0;
@@ -480,8 +624,8 @@ Expected<Ticket> Engine::arrive(double cost, Millis now) {
 Status Engine::report(Ticket t, const Report& r, Millis now) {
   Call* c = s_->running_call(t);
   if (!c) return s_->unknown_ticket(t, "report");
+  s_->attempt_ended(t, *c);
   s_->advance(now);
-  --s_->running;
   const bool rate_limited = r.status == 429 || r.rate_limited;
   if (rate_limited && s_->cfg) {
     // A 429 pauses everyone, even when the caller that saw it has gone.
@@ -520,8 +664,8 @@ Status Engine::report(Ticket t, const Report& r, Millis now) {
 Status Engine::threw(Ticket t, Millis now) {
   Call* c = s_->running_call(t);
   if (!c) return s_->unknown_ticket(t, "throw");
+  s_->attempt_ended(t, *c);
   s_->advance(now);
-  --s_->running;
   if (!s_->settle_if_abandoned(t, *c)) {  // the bucket exists (see report)
     if (s_->attempts_remain(*c)) {
       s_->retry_after(t, *c, s_->backoff_delay(c->attempt));
@@ -568,6 +712,17 @@ Status Engine::cancel(Ticket t, Millis now) {
       break;
     }
   }
+  s_->serve();
+  return Status::success();
+}
+
+Status Engine::gone(Ticket t, Millis now) {
+  Call* c = s_->running_call(t);
+  if (!c) return s_->unknown_ticket(t, "gone");
+  s_->attempt_ended(t, *c);
+  s_->advance(now);
+  if (c->caller != Caller::Settled) s_->reject(t, ErrorCode::CallerGone);
+  s_->release(t);
   s_->serve();
   return Status::success();
 }
@@ -626,6 +781,7 @@ Expected<std::string> Engine::stats(Millis now) {
       {"forcedUntil", s.forced_until > 0 ? nlohmann::json(s.forced_until) : nlohmann::json(nullptr)},
       {"active", s.active},
       {"running", s.running},
+      {"restoredSlots", s.restored_held},
       {"queued", s.queued},
       {"liveGrants", log.size()},
       {"grants", std::move(grants)},
@@ -637,6 +793,7 @@ Expected<std::string> Engine::stats(Millis now) {
 std::optional<Millis> Engine::next_wake() const { return s_->wake; }
 bool Engine::configured() const { return s_->cfg.has_value(); }
 const std::string& Engine::config_text() const { return s_->cfg ? s_->cfg->text : s_->empty_text; }
+std::string Engine::slots_text() const { return s_->slots_text(); }
 const Config* Engine::config() const { return s_->cfg ? &s_->cfg->config : nullptr; }
 const std::vector<Write>& Engine::writes() const { return s_->writes; }
 const std::vector<Action>& Engine::actions() const { return s_->actions; }

@@ -121,6 +121,14 @@ DRL_EXPORT(drl_restore_rows) int drl_restore_rows(int h, int count) {
   return 0;
 }
 
+// The slots record (its text in the scratch buffer), between begin and end.
+DRL_EXPORT(drl_restore_slots) int drl_restore_slots(int h, int len) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  e->restore_slots(scratch(len));
+  return 0;
+}
+
 DRL_EXPORT(drl_restore_end) int drl_restore_end(int h) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
@@ -169,6 +177,11 @@ DRL_EXPORT(drl_cancel) int drl_cancel(int h, double ticket, double now) {
   return e ? status(e->cancel(static_cast<drl::Ticket>(ticket), to_ms(now))) : kBadHandle;
 }
 
+DRL_EXPORT(drl_gone) int drl_gone(int h, double ticket, double now) {
+  auto* e = engine(h);
+  return e ? status(e->gone(static_cast<drl::Ticket>(ticket), to_ms(now))) : kBadHandle;
+}
+
 DRL_EXPORT(drl_tick) int drl_tick(int h, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
@@ -204,6 +217,14 @@ DRL_EXPORT(drl_next_wake) double drl_next_wake(int h) {
   auto* e = engine(h);
   auto w = e ? e->next_wake() : std::nullopt;
   return w ? static_cast<double>(*w) : -1;
+}
+
+// The slots record into the out buffer; returns its length.
+DRL_EXPORT(drl_slots_text) int drl_slots_text(int h) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  g_out = e->slots_text();
+  return static_cast<int>(g_out.size());
 }
 
 // Copies and clears the engine's output; returns the number of records.

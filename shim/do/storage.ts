@@ -67,6 +67,7 @@ export class LimiterStorage {
     for (const row of this.#sql.exec<{ key: string; value: string }>(`SELECT key, value FROM ${META}`)) {
       if (row.key === 'config') bucket.config = String(row.value);
       else if (row.key === 'name') bucket.name = String(row.value);
+      else if (row.key === 'slots') bucket.slots = String(row.value);
       else if (row.key === 'penalty') {
         // Damage reads as "no penalty"; the engine normalises the rest.
         const [until, pending] = String(row.value).split(':');
@@ -101,6 +102,8 @@ export class LimiterStorage {
    */
   apply(writes: readonly EngineWrite[]): number {
     const superseded = writes.length > 1 ? supersededUpserts(writes) : undefined;
+    let lastSlots = -1;
+    for (let i = 0; i < writes.length; i++) if (writes[i]!.kind === 'putSlots') lastSlots = i;
     let rows = 0;
     for (let i = 0; i < writes.length; i++) {
       const w = writes[i]!;
@@ -131,6 +134,10 @@ export class LimiterStorage {
         case 'putConfig':
           this.ensure();
           rows += this.#putMeta('config', w.text);
+          break;
+        case 'putSlots':
+          // Only the last record of a batch matters: each is the whole set.
+          if (i === lastSlots) rows += this.#putMeta('slots', w.text);
           break;
         case 'eraseAll':
           this.eraseAll();

@@ -37,6 +37,7 @@ export type EngineWrite =
   | { kind: 'clearGrants' }
   | { kind: 'putPenalty'; forcedUntil: number; liftPending: boolean }
   | { kind: 'putConfig'; text: string }
+  | { kind: 'putSlots'; text: string }
   | { kind: 'eraseAll' };
 
 export type EngineAction =
@@ -59,6 +60,8 @@ export interface EngineSnapshot {
   liftPending?: boolean;
   /** (at, amount) pairs exactly as stored; bad rows are normalised. */
   grants?: ArrayLike<readonly [number, number]>;
+  /** The slots record as stored (attempts that may still be running). */
+  slots?: string;
 }
 
 interface CoreExports {
@@ -77,12 +80,15 @@ interface CoreExports {
   drl_validate_config(len: number): number;
   drl_restore_begin(h: number, configLen: number, forcedUntil: number, liftPending: number, now: number): number;
   drl_restore_rows(h: number, count: number): number;
+  drl_restore_slots(h: number, len: number): number;
   drl_restore_end(h: number): number;
+  drl_slots_text(h: number): number;
   drl_erase(h: number, now: number): number;
   drl_arrive(h: number, cost: number, now: number): number;
   drl_report(h: number, ticket: number, status: number, flags: number, retryAfterMs: number, headerLen: number, now: number): number;
   drl_threw(h: number, ticket: number, now: number): number;
   drl_cancel(h: number, ticket: number, now: number): number;
+  drl_gone(h: number, ticket: number, now: number): number;
   drl_tick(h: number, now: number): number;
   drl_pause(h: number, ms: number, now: number): number;
   drl_stats(h: number, now: number): number;
@@ -212,6 +218,7 @@ export class Engine {
       }
       x.drl_restore_rows(this.#h, count);
     }
+    if (snapshot.slots !== undefined) x.drl_restore_slots(this.#h, this.#core.putString(snapshot.slots));
     x.drl_restore_end(this.#h);
   }
 
@@ -239,6 +246,11 @@ export class Engine {
     this.#core.check(this.#core.exports.drl_threw(this.#h, ticket, now));
   }
 
+  /** Invoking the running attempt's callback failed in transport: the caller is gone (see engine.h). */
+  gone(ticket: number, now: number): void {
+    this.#core.check(this.#core.exports.drl_gone(this.#h, ticket, now));
+  }
+
   cancel(ticket: number, now: number): void {
     this.#core.check(this.#core.exports.drl_cancel(this.#h, ticket, now));
   }
@@ -261,6 +273,12 @@ export class Engine {
   }
 
   /** The stored config document as given, or undefined when unconfigured. */
+  /** The slots record, for putSlots: "at:count,..." ('' when no attempt may be running). */
+  slotsText(): string {
+    this.#core.exports.drl_slots_text(this.#h);
+    return this.#core.outString();
+  }
+
   configText(): string | undefined {
     const len = this.#core.exports.drl_config_text(this.#h);
     return len > 0 ? this.#core.outString() : undefined;
@@ -297,6 +315,9 @@ export class Engine {
             break;
           case 'putPenalty':
             writes.push({ kind: name, forcedUntil: at, liftPending: amount !== 0 });
+            break;
+          case 'putSlots':
+            writes.push({ kind: name, text: this.slotsText() });
             break;
           case 'putConfig':
             configText ??= this.configText() ?? '';

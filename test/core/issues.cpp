@@ -70,7 +70,7 @@ TEST_CASE("restore keeps stored amounts above a lowered limit, so raising it aga
   Engine e;
   e.restore(snap, T0 + 100);
   CHECK(inspect(e).grants() == Grants{{T0, 50}});
-  CHECK(e.writes().empty());  // nothing to repair: the row is as stored
+  CHECK(writes_of(e).empty());  // nothing to repair: the row is as stored
 
   REQUIRE(e.reconfigure(R"({"bucket":{"limitPerWindow":100}})", T0 + 200).ok());
   e.clear_output();
@@ -90,5 +90,5 @@ TEST_CASE("restore keeps a stored amount up to kMaxLimitPerWindow exactly", "[is
   Engine e;
   e.restore(snap, T0 + 1);
   CHECK(inspect(e).grants() == Grants{{T0, kMaxLimitPerWindow}});
-  CHECK(e.writes().empty());
+  CHECK(writes_of(e).empty());
 }

@@ -299,7 +299,7 @@ TEST_CASE("pause validates its duration", "[penalty]") {
     REQUIRE_FALSE(st.ok());
     CHECK(st.error().code == ErrorCode::InvalidArgument);
     CHECK(st.error().message.rfind("[drl:invalid-argument] ", 0) == 0);
-    CHECK(e.writes().empty());
+    CHECK(writes_of(e).empty());
     CHECK(inspect(e).forced_until() == 0);
     const Ticket t = arrive(e, T0);
     CHECK(e.actions() == std::vector<Action>{start(t)});
@@ -316,7 +316,7 @@ TEST_CASE("pause before configure is the not-configured error", "[penalty]") {
   REQUIRE_FALSE(st.ok());
   CHECK(st.error().code == ErrorCode::NoSuchLimiter);
   CHECK(st.error().message.find("[drl:no-such-limiter]") != std::string::npos);
-  CHECK(e.writes().empty());
+  CHECK(writes_of(e).empty());
 }
 
 TEST_CASE("pause(0) lifts at once, applying the refill floor", "[penalty]") {

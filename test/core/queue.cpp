@@ -63,16 +63,16 @@ TEST_CASE("a newcomer joins behind the queue even when it would fit", "[queue]")
   CHECK(actions(e) == std::vector<Action>{start(head), start(late)});
 }
 
-TEST_CASE("a head blocked only by slots has no wake time: a report frees it", "[queue]") {
+TEST_CASE("a head blocked only by slots wakes for nothing but attempt timeouts: a report frees it", "[queue]") {
   Engine e = configured(config(100, 1000, 1));
   const Ticket a = arrive(e, T0);
   const Ticket b = arrive(e, T0);
   e.clear_output();
   CHECK(inspect(e).queued() == 1);
-  CHECK(wake(e) == kNoWake);
+  CHECK(wake(e) == T0 + kDefaultAttemptTimeout);  // a's timeout, not a poll for the slot
   report(e, a, ok(), T0 + 50);
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(b)});
-  CHECK(wake(e) == kNoWake);
+  CHECK(wake(e) == T0 + 50 + kDefaultAttemptTimeout);  // b's
 }
 
 TEST_CASE("due retries are served before queued first starts", "[queue]") {
@@ -138,7 +138,7 @@ TEST_CASE("arrive validates the cost", "[queue]") {
     CHECK(t.error().message.find("11") != std::string::npos);
     CHECK(t.error().message.find("10") != std::string::npos);
   }
-  CHECK(e.writes().empty());
+  CHECK(writes_of(e).empty());
   CHECK(e.actions().empty());
   CHECK(inspect(e).queued() == 0);
   CHECK(inspect(e).active() == 0);
@@ -159,7 +159,7 @@ TEST_CASE("arrive and reconfigure before configure are the not-configured error"
   CHECK(st.error().code == ErrorCode::NoSuchLimiter);
   CHECK(st.error().message.find("[drl:no-such-limiter]") != std::string::npos);
   CHECK_FALSE(e.configured());
-  CHECK(e.writes().empty());
+  CHECK(writes_of(e).empty());
 }
 
 TEST_CASE("an invalid config is refused with no writes and no change", "[queue][configure]") {
@@ -169,7 +169,7 @@ TEST_CASE("an invalid config is refused with no writes and no change", "[queue][
     REQUIRE_FALSE(st.ok());
     CHECK(st.error().code == ErrorCode::InvalidConfig);
     CHECK_FALSE(e.configured());
-    CHECK(e.writes().empty());
+    CHECK(writes_of(e).empty());
   }
   SECTION("on a busy engine, by configure and by reconfigure") {
     const std::string good = config(2, 1000, 1);
@@ -183,7 +183,7 @@ TEST_CASE("an invalid config is refused with no writes and no change", "[queue][
     SECTION("reconfigure with an unknown key") { st = e.reconfigure(R"({"concurency":5})", T0 + 1); }
     REQUIRE_FALSE(st.ok());
     CHECK(st.error().code == ErrorCode::InvalidConfig);
-    CHECK(e.writes().empty());
+    CHECK(writes_of(e).empty());
     CHECK(e.actions().empty());
     CHECK(e.config_text() == json::parse(good).dump());
     CHECK(e.config()->concurrency == 1);
@@ -196,7 +196,7 @@ TEST_CASE("configure stores the config as given", "[queue][configure]") {
   Engine e;
   const std::string text = config(3, 1000, 2, {{"maxRetries", 1}});
   REQUIRE(e.configure(text, T0).ok());
-  CHECK(e.writes() == std::vector<Write>{put_config()});
+  CHECK(writes_of(e) == std::vector<Write>{put_config()});
   CHECK(e.config_text() == json::parse(text).dump());
   CHECK(e.actions().empty());
 }

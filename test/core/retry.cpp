@@ -213,7 +213,7 @@ TEST_CASE("reports, throws and cancels for tickets without a running attempt are
     REQUIRE_FALSE(st.ok());
     CHECK(st.error().code == ErrorCode::UnknownTicket);
     CHECK(st.error().message.rfind("[drl:unknown-ticket] ", 0) == 0);
-    CHECK(e.writes().empty());
+    CHECK(writes_of(e).empty());
     CHECK(e.actions().empty());
   };
   SECTION("a ticket never issued") {

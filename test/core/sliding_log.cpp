@@ -297,7 +297,7 @@ FullRateRun run_full_rate(Engine& e, int64_t takes) {
   for (int64_t i = 0; i < takes; ++i) {
     const Millis now = take_time(i);
     const Ticket t = arrive(e, now);
-    run.merged = run.merged || count(e.writes(), WriteKind::DeleteGrant) > 0;
+    run.merged = run.merged || count(writes_of(e), WriteKind::DeleteGrant) > 0;
     report(e, t, ok(), now);
     run.storage.apply(e);
     e.clear_output();

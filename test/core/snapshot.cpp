@@ -123,7 +123,7 @@ TEST_CASE("a restored pending penalty holds until its deadline, then lifts with 
   SECTION("deadline still ahead") {
     Engine e;
     e.restore(snapshot_of(text, {{double(T0), 2}}, double(T0 + 800), true), T0 + 500);
-    CHECK(e.writes().empty());
+    CHECK(writes_of(e).empty());
     CHECK(inspect(e).forced_until() == T0 + 800);
     arrive(e, T0 + 500);
     CHECK(e.actions().empty());
@@ -188,7 +188,7 @@ TEST_CASE("sorting alone changes no stored row, so it writes nothing", "[snapsho
   Engine e;
   e.restore(snapshot_of(config(kLimit, kWindow, 10), {{double(T0 + 30), 1}, {double(T0 + 10), 2}}), T0 + 500);
   CHECK(inspect(e).grants() == Grants{{T0 + 10, 2}, {T0 + 30, 1}});
-  CHECK(e.writes().empty());
+  CHECK(writes_of(e).empty());
 }
 
 TEST_CASE("restore pulls grants dated beyond any legitimate future back", "[snapshot]") {
@@ -244,7 +244,7 @@ TEST_CASE("restore repairs an unreadable or absurd penalty deadline", "[snapshot
   SECTION("the longest possible delay itself is kept") {
     e.restore(snapshot_of(text, {}, double(now + kMaxDelayMs), true), now);
     CHECK(inspect(e).forced_until() == now + kMaxDelayMs);
-    CHECK(e.writes().empty());
+    CHECK(writes_of(e).empty());
   }
 }
 
@@ -253,7 +253,7 @@ TEST_CASE("clean live rows restore with no writes at all", "[snapshot]") {
   e.restore(snapshot_of(config(kLimit, kWindow, 10), {{double(T0 + 10), 2}, {double(T0 + 20), 3}},
                         double(T0 - 50'000), false),
             T0 + 500);
-  CHECK(e.writes().empty());
+  CHECK(writes_of(e).empty());
   CHECK(inspect(e).grants() == Grants{{T0 + 10, 2}, {T0 + 20, 3}});
   CHECK(inspect(e).forced_until() == T0 - 50'000);
 }
@@ -262,7 +262,7 @@ TEST_CASE("expired rows are deleted on restore, not repaired", "[snapshot]") {
   Engine e;
   e.restore(snapshot_of(config(kLimit, kWindow, 10), {{double(T0), 2}, {double(T0 + 600), 3}}), T0 + 1000);
   CHECK(inspect(e).grants() == Grants{{T0 + 600, 3}});
-  CHECK(e.writes() == std::vector<Write>{delete_through(T0)});
+  CHECK(writes_of(e) == std::vector<Write>{delete_through(T0)});
 }
 
 TEST_CASE("a stored config that no longer validates leaves the bucket unconfigured", "[snapshot]") {
@@ -275,7 +275,7 @@ TEST_CASE("a stored config that no longer validates leaves the bucket unconfigur
   s.config_text = stored;
   e.restore(s, T0 + 500);
   CHECK_FALSE(e.configured());
-  CHECK(e.writes().empty());  // rows stay as they are for a person to inspect
+  CHECK(writes_of(e).empty());  // rows stay as they are for a person to inspect
   auto t = e.arrive(1, T0 + 500);
   REQUIRE_FALSE(t.ok());
   CHECK(t.error().code == ErrorCode::NoSuchLimiter);
@@ -303,6 +303,6 @@ TEST_CASE("more than kMaxLogEntries rows merge the oldest forward down to the ca
   // Storage is rewritten to match.
   Storage storage;
   storage.apply(e);
-  CHECK(e.writes().front() == clear_grants());
+  CHECK(writes_of(e).front() == clear_grants());
   CHECK(storage.rows() == g);
 }

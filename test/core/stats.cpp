@@ -33,6 +33,7 @@ TEST_CASE("stats echoes the config as given and the effective config separately"
   CHECK(s["config"] == given);  // no defaults mixed in
   CHECK(s["effective"] == json({{"bucket", {{"limitPerWindow", kLimit}, {"windowInMs", kWindow}, {"penaltyRefillFraction", 0.5}}},
                                 {"concurrency", 2},
+                                {"attemptTimeoutMs", 120'000},
                                 {"retry",
                                  {{"maxRetries", 1},
                                   {"minDelayInMs", 500},

@@ -107,18 +107,39 @@ inline Write erase_all() { return Write{WriteKind::EraseAll, 0, 0}; }
 // next_wake() as a plain number (kNoWake when nobody waits on time), so a
 // failed check prints the times.
 inline constexpr Millis kNoWake = -1;
+// attemptTimeoutMs when a config leaves it out: a running attempt's wake.
+inline constexpr Millis kDefaultAttemptTimeout = 120'000;
 inline Millis wake(const Engine& e) { return e.next_wake().value_or(kNoWake); }
 
-// One step's output, taken from the engine (which is then cleared).
+// One step's output, taken from the engine (which is then cleared). The
+// slots record (PutSlots) is counted apart from the other writes: it rides
+// along with them, and test/core/slots.cpp checks it on its own.
 struct Step {
   std::vector<Write> writes;
   std::vector<Action> actions;
+  size_t slot_records = 0;
 };
 
 inline Step drain(Engine& e) {
-  Step s{e.writes(), e.actions()};
+  Step s{{}, e.actions()};
+  for (const Write& w : e.writes()) {
+    if (w.kind == WriteKind::PutSlots) {
+      ++s.slot_records;
+    } else {
+      s.writes.push_back(w);
+    }
+  }
   e.clear_output();
   return s;
+}
+
+// The engine's pending writes without the slots record (see Step).
+inline std::vector<Write> writes_of(const Engine& e) {
+  std::vector<Write> out;
+  for (const Write& w : e.writes()) {
+    if (w.kind != WriteKind::PutSlots) out.push_back(w);
+  }
+  return out;
 }
 
 inline std::vector<Action> actions(Engine& e) { return drain(e).actions; }

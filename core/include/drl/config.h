@@ -41,6 +41,9 @@ inline constexpr int64_t kMaxLimitPerWindow = 1'000'000'000;
 inline constexpr int64_t kMaxWindowMs = 366LL * 24 * 60 * 60 * 1000;  // 366 days
 inline constexpr int64_t kMaxConcurrency = 1'000'000;
 inline constexpr int64_t kMaxRetries = 100;
+// An attempt longer than a day is a hung one; the bound also keeps the
+// timeout within the int32 an action carries it in.
+inline constexpr int64_t kMaxAttemptTimeoutMs = 24LL * 60 * 60 * 1000;
 inline constexpr int64_t kMaxDelayMs = kMaxWindowMs;
 inline constexpr double kMaxFactor = 1000.0;
 
@@ -61,6 +64,10 @@ struct RetryConfig {
 struct Config {
   BucketConfig bucket;
   int64_t concurrency = 0;
+  // An attempt that has not reported by then is settled without a retry and
+  // its slot released. Longer than Cloudflare's own 100 s origin timeout, so
+  // an HTTP call through Cloudflare has given up before the limiter does.
+  int64_t attempt_timeout_ms = 120'000;
   RetryConfig retry;
 };
 

@@ -14,8 +14,10 @@
 //   drl::Ticket b = *engine.arrive(/*cost=*/1, /*now=*/11);  // the only slot is a's: b queues
 //
 //   // One step's output: first store every write, then act.
-//   assert(engine.writes().size() == 2);  // PutConfig (the configure), then a's grant:
+//   assert(engine.writes().size() == 3);  // PutConfig (the configure), a's grant, the slots record
 //   assert((engine.writes()[1] == drl::Write{drl::WriteKind::PutGrant, /*at=*/10, /*amount=*/1}));
+//   assert(engine.writes()[2].kind == drl::WriteKind::PutSlots);  // a runs: a restart keeps its slot
+//   assert(engine.slots_text() == "10:1");                          // one attempt started at 10
 //   assert(engine.actions().size() == 1);  // invoke a's callback
 //   assert((engine.actions()[0] == drl::Action{drl::ActionKind::Start, a, /*attempt=*/1}));
 //   engine.clear_output();
@@ -24,7 +26,7 @@
 //   assert(reported.ok());
 //   assert((engine.actions()[0] == drl::Action{drl::ActionKind::Resolve, a, 1}));  // settle a with its value
 //   assert((engine.actions()[1] == drl::Action{drl::ActionKind::Start, b, 1}));    // a's slot goes to b
-//   assert(!engine.next_wake());  // nobody waits on time: no timer
+//   assert(*engine.next_wake() == 20 + 120'000);  // only b's attempt timeout (default 120 s after its start)
 //   engine.clear_output();
 //
 // Host contract: apply every write of a step before acting on that step's
@@ -112,6 +114,9 @@ struct Snapshot {
   double forced_until = 0;
   bool lift_pending = false;
   std::vector<std::pair<double, double>> grants;  // (at, amount)
+  // The slots record (slots_text() as last stored): attempts that may still
+  // be running, by start time.
+  std::optional<std::string> slots_text;
 };
 
 // At most this many log entries are kept. For windows up to this many ms
@@ -153,6 +158,8 @@ class Engine {
   void restore_begin(std::optional<std::string_view> config_text, double forced_until, bool lift_pending,
                      Millis now);
   void restore_rows(const double* rows, size_t count);
+  // The slots record, if one was stored: between begin and end.
+  void restore_slots(std::string_view slots_text);
   void restore_end();
   // Forgets the bucket: everyone waiting is rejected with NoSuchLimiter and
   // an EraseAll write is emitted. Running callbacks settle as NoSuchLimiter.
@@ -166,6 +173,11 @@ class Engine {
   Status threw(Ticket ticket, Millis now);
   // The caller went away. A running callback keeps its slot until it reports.
   Status cancel(Ticket ticket, Millis now);
+  // Invoking the running attempt's callback failed in transport: its caller
+  // is gone (the host knows only the transport can throw, because the
+  // callback reports its own exceptions). Settles it as CallerGone, never
+  // retried, and its slot is free at once; the grant it took stays.
+  Status gone(Ticket ticket, Millis now);
   // The host's timer fired.
   void tick(Millis now);
   // Pauses the bucket for `ms` (an integer 0..kMaxDelayMs): a penalty.
@@ -182,6 +194,10 @@ class Engine {
   bool configured() const;
   // The stored config document (as given), for PutConfig.
   const std::string& config_text() const;
+  // The slots record, for PutSlots: "at:count,..." for every attempt that
+  // may still be running (started at `at`), including those restored from
+  // before a restart. Empty when none.
+  std::string slots_text() const;
   const Config* config() const;
 
   // Output of the events since the last clear_output().

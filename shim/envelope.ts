@@ -35,6 +35,15 @@ export interface LimiterConfig {
   };
   /** At most this many callbacks in flight at once, retries included. */
   concurrency: number;
+  /**
+   * An attempt that has not reported within this many ms is settled with
+   * [drl:attempt-timeout] (never retried) and its slot freed; after a
+   * restart, the slots of callbacks that were running stay held until their
+   * start plus this. Default 120000 (above Cloudflare's 100 s origin
+   * timeout); at most 86400000. A callback that really runs longer can then
+   * exceed the cap: set it above your slowest legitimate call.
+   */
+  attemptTimeoutMs?: number;
   retry?: {
     /** Retries after the first attempt. Default 3. */
     maxRetries?: number;
@@ -53,6 +62,7 @@ export interface LimiterConfig {
 export type LimiterConfigPatch = {
   bucket?: { [K in keyof LimiterConfig['bucket']]?: LimiterConfig['bucket'][K] | null };
   concurrency?: number;
+  attemptTimeoutMs?: number | null;
   retry?: { [K in keyof NonNullable<LimiterConfig['retry']>]?: NonNullable<LimiterConfig['retry']>[K] | null } | null;
 };
 
@@ -117,6 +127,12 @@ export interface LimiterStats {
   active: number;
   /** Callbacks currently running. */
   running: number;
+  /**
+   * Slots held for callbacks that were running when the object restarted:
+   * their work may still be in flight, so each is held until its start plus
+   * attemptTimeoutMs (part of `active`).
+   */
+  restoredSlots: number;
   /** Callers waiting for a first start. */
   queued: number;
   liveGrants: number;
@@ -141,8 +157,8 @@ export interface ConfigureResult {
   name: string;
   /** This entry is valid (a 400) or was applied (otherwise). */
   ok: boolean;
-  /** This entry's config is live now. */
-  applied: boolean;
+  /** Set once the document was valid and applying began: this entry's config is live now. */
+  applied?: boolean;
   /** Why this entry was refused or could not be applied. */
   error?: string;
   /** The bucket's state after a successful apply. */

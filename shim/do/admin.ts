@@ -133,7 +133,7 @@ async function configure(request: Request, ns: DurableObjectNamespace<LimiterDO>
   const core = (validator ??= createCore());
   const checked: ConfigureResult[] = entries.map(([name, config]) => {
     const problem = limitsEntryProblem(core, name, config);
-    return problem ? { name, ok: false, applied: false, error: problem } : { name, ok: true, applied: false };
+    return problem ? { name, ok: false, error: problem } : { name, ok: true };
   });
   const invalid = checked.filter((r) => !r.ok).length;
   if (invalid > 0) {
@@ -164,10 +164,10 @@ async function configure(request: Request, ns: DurableObjectNamespace<LimiterDO>
     }
   }
   if (failure === undefined) return json(200, { ok: true, results });
-  const applied = results.filter((r) => r.applied).length;
+  const skipped = results.filter((r) => r.applied === false && r.error?.startsWith('not attempted')).length;
   return json(500, {
     ok: false,
-    error: `1 of ${entries.length} entries failed to apply, so the document stopped there: ${applied} applied, ${entries.length - applied - 1} not attempted`,
+    error: `1 of ${entries.length} entries could not be applied${skipped > 0 ? ` (the document stopped there: ${skipped} not attempted)` : ''}`,
     results,
   });
 }

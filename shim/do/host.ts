@@ -126,11 +126,15 @@ export class EngineHost {
     const holding = mayHold && this.#committing;
     let extra = alongside; // goes in the first transaction
     let wrote = false;
+    // The actions of the batch being applied: not acted on if its write fails.
+    let unacted: readonly EngineAction[] = [];
     try {
       if (!holding && this.#held) {
         const held = this.#held;
-        this.#held = undefined;
+        unacted = held.actions;
         wrote = this.#apply(held.writes, extra) || wrote;
+        this.#held = undefined;
+        unacted = [];
         extra = undefined;
         for (const action of held.actions) this.#act(action);
       }
@@ -143,13 +147,15 @@ export class EngineHost {
           held.actions.push(...actions);
           continue;
         }
+        unacted = actions;
         wrote = this.#apply(writes, extra) || wrote;
+        unacted = [];
         extra = undefined;
         for (const action of actions) this.#act(action);
       }
       if (extra) wrote = this.#apply([], extra);
     } catch (error) {
-      throw this.#storageFailed(error);
+      throw this.#storageFailed(error, [...unacted, ...(this.#held?.actions ?? [])]);
     }
     this.#arm();
     // Alone, a call has nobody to share a commit with: no watching.
@@ -174,26 +180,36 @@ export class EngineHost {
    * from its own report), and the engine is rebuilt from storage, whose
    * record of running slots keeps the cap. Returns the error to throw.
    */
-  #storageFailed(cause: unknown): Error {
+  #storageFailed(cause: unknown, unacted: readonly EngineAction[]): Error {
     const error = new Error(
       `${MARKERS.storageFailed} the object's storage refused a write, so none of it was applied (${cause instanceof Error ? cause.message : String(cause)})`,
     );
+    const tickets = [...this.#calls.keys()];
     const calls = [...this.#calls.values()];
     this.#calls.clear();
     this.#held = undefined;
     this.#storage.forget();
+    const now = Date.now();
+    // The slots to keep are the engine's own, not the stored record: exactly
+    // the attempts whose callbacks were invoked and have not reported (their
+    // callers are rejected below, but their work goes on). So first nobody
+    // may start any more (every waiting caller is withdrawn), then the starts
+    // that were decided but never acted on are undone: no callback ran.
+    for (const ticket of tickets) ignoreUnknown(() => this.#engine.cancel(ticket, now));
+    for (const action of unacted) if (action.kind === 'start') ignoreUnknown(() => this.#engine.gone(action.ticket, now));
+    const slots = this.#engine.slotsText();
     for (const call of calls) call.reject(error);
     try {
       // Rebuilt without the repairs a cold start would write: storage has
       // just refused a write, and the next cold start repairs the same rows.
       const stored = this.#storage.read();
-      if (stored) this.#engine.restore(stored, Date.now());
-      else this.#engine.erase(Date.now());
+      if (stored) this.#engine.restore({ ...stored, slots }, now);
+      else this.#engine.erase(now);
       this.#engine.drain();
     } catch {
       // Storage cannot even be read: the engine is erased, so every request
       // fails loudly until the platform resets the object.
-      this.#engine.erase(Date.now());
+      this.#engine.erase(now);
       this.#engine.drain();
     }
     this.#arm();
@@ -323,6 +339,15 @@ export class EngineHost {
  */
 function notCallable(error: unknown): boolean {
   return error instanceof TypeError && error.message.includes('"(this)" is not a function');
+}
+
+/** Runs an engine call whose [drl:unknown-ticket] means "already settled": nothing to undo. */
+function ignoreUnknown(call: () => void): void {
+  try {
+    call();
+  } catch (error) {
+    if ((error as { code?: string }).code !== 'unknown-ticket') throw error;
+  }
 }
 
 /**

@@ -105,7 +105,16 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
         // exist there, the name must not stay registered. (If the registry
         // cannot be reached either, GET /stats prunes the name when it finds
         // no bucket behind it.)
-        if (created && !this.#engine.configText()) await registry.unregisterName(name).catch(() => {});
+        if (created && !this.#engine.configText()) {
+          // Whatever tables an earlier failure or damage left behind hold no
+          // bucket: clear them, so the next configure starts clean.
+          try {
+            this.#storage.eraseAll();
+          } catch {
+            // storage refuses even this: the next configure meets the same fault
+          }
+          await registry.unregisterName(name).catch(() => {});
+        }
         throw error;
       }
       return this.stats();

@@ -185,13 +185,15 @@ export class LimiterStorage {
 
 /**
  * Which putGrant writes a later putGrant of the same row overwrites before
- * any other kind of write intervenes (so dropping them changes nothing).
+ * any other write to the grant rows intervenes (so dropping them changes
+ * nothing; writes to the meta rows do not touch grants).
  */
 function supersededUpserts(writes: readonly EngineWrite[]): boolean[] | undefined {
   let flags: boolean[] | undefined;
   const later = new Set<number>();
   for (let i = writes.length - 1; i >= 0; i--) {
     const w = writes[i]!;
+    if (w.kind === 'putPenalty' || w.kind === 'putConfig' || w.kind === 'putSlots') continue; // other rows
     if (w.kind !== 'putGrant') later.clear();
     else if (later.has(w.at)) (flags ??= [])[i] = true;
     else later.add(w.at);

@@ -92,7 +92,7 @@ describe('eviction', () => {
   });
 
   it('(b) queued callers are rejected before their callback ran; the bucket keeps working', async () => {
-    const config: LimiterConfig = { bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 1 };
+    const config: LimiterConfig = { bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 1, attemptTimeoutMs: 3_000 };
     const { name, stub } = await configured(config, 'evict-queue');
     const holder = recorder({ value: 'holder' }, 2_000);
     const first = recorder({ value: 'q1' });
@@ -115,13 +115,18 @@ describe('eviction', () => {
     expect(second.startedAt).toEqual([]);
     await holding; // whatever became of the in-flight call, it settles
 
-    // A fresh object serves new calls (the lost slot is not held forever).
+    // A fresh object keeps the holder's slot (its work may still be running
+    // at the upstream) until the holder's start + attemptTimeoutMs, then
+    // serves new calls: the slot is neither lost nor held forever.
     const fresh = bucket(name);
     const stats = await fresh.stats();
     expect(stats.queued).toBe(0);
-    expect(stats.active).toBe(0);
+    expect(stats.active).toBe(1);
+    expect(stats.restoredSlots).toBe(1);
     expect(stats.used).toBe(1); // the holder's grant was stored before it ran
-    expect(await fresh.execute(async () => ({ value: 'after-1' }))).toBe('after-1');
+    const after = recorder({ value: 'after-1' });
+    expect(await fresh.execute(after.fn)).toBe('after-1');
+    expect(after.startedAt[0]!).toBeGreaterThanOrEqual(holder.startedAt[0]! + 3_000 - 100); // (its grant is dated a moment before its callback starts)
     expect(await fresh.execute(async () => ({ value: 'after-2' }))).toBe('after-2');
     expect(first.startedAt).toEqual([]);
     expect(second.startedAt).toEqual([]);

@@ -53,15 +53,24 @@ describe('core.wasm loader', () => {
     const a = engine.arrive(1, T0 + 5);
     const b = engine.arrive(1, T0 + 6);
     expect(engine.drain()).toEqual({
-      writes: [{ kind: 'putGrant', at: T0 + 5, amount: 1 }],
+      // The grant, then the slots record with a's start: a restart keeps its slot.
+      writes: [
+        { kind: 'putGrant', at: T0 + 5, amount: 1 },
+        { kind: 'putSlots', text: `${T0 + 5}:1` },
+      ],
       actions: [{ kind: 'start', ticket: a, attempt: 1 }],
     });
-    expect(engine.nextWake()).toBeUndefined(); // b waits for a slot, not for time
+    // b waits for a slot, not for time: the only wake is a's attempt timeout.
+    expect(engine.nextWake()).toBe(T0 + 5 + 120_000);
 
     engine.report(a, { status: 429, retryAfter: '2' }, T0 + 7);
     const afterPenalty = engine.drain();
-    // Retry-After: 2 seconds, under the default 30 s maxDelayInMs.
-    expect(afterPenalty.writes).toEqual([{ kind: 'putPenalty', forcedUntil: T0 + 2007, liftPending: true }]);
+    // Retry-After: 2 seconds, under the default 30 s maxDelayInMs. a's slot
+    // record rides along: nothing runs now.
+    expect(afterPenalty.writes).toEqual([
+      { kind: 'putPenalty', forcedUntil: T0 + 2007, liftPending: true },
+      { kind: 'putSlots', text: '' },
+    ]);
     expect(afterPenalty.actions).toEqual([]);
     expect(engine.nextWake()).toBe(T0 + 2007);
 

@@ -2,7 +2,9 @@
 # Runs every test: the engine's Catch2 suite (release, then under ASan+UBSan),
 # the libFuzzer targets for a bounded time, the object's and the client's
 # suites inside workerd, the type tests, the consumer topology from the packed
-# tarball, the CLI's tests, the local verification run at CI size (verify/),
+# tarball, the CLI's tests, the local verification run at CI size (verify/:
+# plain, restarted when idle, and killed three times with callbacks in
+# flight), the fault suite,
 # and the Node suite (wasm loader, native-vs-wasm differential, /testing).
 # Ends with one line:
 # "N passed, N failed".
@@ -102,13 +104,22 @@ if node_modules/.bin/tsc -p verify/tsconfig.json --noEmit; then
 else
   echo "tsc -p verify/tsconfig.json: FAILED"; failed=$((failed + 1))
 fi
-for run in "--ci" "--ci --faults"; do
+for run in "--ci" "--ci --faults" "--ci --kills=3"; do
   log=build/verify${run// /}.log
   timeout 300 node verify/local/run.mjs $run 2>&1 | tee "$log" | grep -E '^(verify|  (PASS|FAIL))'
   read -r p f < <(sed -nE 's/^verify: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log" | tail -1)
   passed=$((passed + ${p:-0}))
   failed=$((failed + ${f:-1}))
 done
+
+echo "== fault suite (CI size): gone callers, limiter killed with callbacks in flight, a hung callback"
+# verify/local/faults.mjs drives the same local stack, killing workerd
+# processes by PID; each scenario is one named check, and it ends with
+# "faults: N passed, N failed".
+timeout 400 node verify/local/faults.mjs --ci 2>&1 | tee build/faults.log | grep -E '^(faults|  (PASS|FAIL))'
+read -r p f < <(sed -nE 's/^faults: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' build/faults.log | tail -1)
+passed=$((passed + ${p:-0}))
+failed=$((failed + ${f:-1}))
 
 echo "== node tests (wasm loader, native-vs-wasm differential)"
 run_vitest vitest-node.json test/node/vitest.config.ts

@@ -16,6 +16,11 @@
 namespace drl {
 namespace internal {
 
+// How long a bucket with no attempt running waits for some other write to
+// carry its slots record before writing it alone (one row, once per quiet
+// spell): short beside the seconds an idle object lives before eviction.
+constexpr Millis kIdleSlotsWriteMs = 500;
+
 // A number as a person wrote it: 2, not 2.0 (JS numbers arrive as doubles).
 std::string number_text(double v) {
   if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
@@ -78,6 +83,7 @@ struct State {
   std::map<Millis, int64_t> restored_slots; // slots from before a restart, by start time
   int64_t restored_held = 0;                // their sum, part of `active`
   bool slots_dirty = false;                 // the record differs from what was last written
+  std::optional<Millis> slots_write_due;    // idle: when a dirty record is written on its own
 
   std::vector<Write> writes;
   std::vector<Action> actions;
@@ -195,11 +201,24 @@ struct State {
 
   // Records the slots with the writes of this step, when it makes any: a
   // start always does (its grant), so the record is durable before the
-  // callback runs; a release alone waits for the next write.
+  // callback runs. A release alone waits for the next write, or, once no
+  // attempt runs at all, for kIdleSlotsWriteMs without one: a bucket that
+  // goes quiet records that nothing runs before it can be evicted, so a cold
+  // start does not hold finished callbacks' slots for a whole timeout.
   void record_slots() {
-    if (!slots_dirty || writes.empty() || !cfg) return;
-    writes.push_back(Write{WriteKind::PutSlots});
-    slots_dirty = false;
+    if (!slots_dirty || !cfg) {
+      slots_write_due.reset();
+      return;
+    }
+    if (!writes.empty() || (slots_write_due && now >= *slots_write_due)) {
+      writes.push_back(Write{WriteKind::PutSlots});
+      slots_dirty = false;
+      slots_write_due.reset();
+    } else if (running > 0) {
+      slots_write_due.reset();
+    } else if (!slots_write_due) {
+      slots_write_due = now + kIdleSlotsWriteMs;
+    }
   }
 
   std::string slots_text() const {
@@ -373,6 +392,7 @@ struct State {
     // Timeouts fire whatever else waits, a penalty included.
     if (!deadlines.empty() && (!wake || deadlines.begin()->first < *wake)) wake = deadlines.begin()->first;
     record_slots();
+    if (slots_write_due && (!wake || *slots_write_due < *wake)) wake = slots_write_due;
   }
 
   // Queued callers whose cost can no longer fit are rejected, not left to

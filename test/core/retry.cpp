@@ -56,7 +56,9 @@ TEST_CASE("a retryable failure backs off min(minDelay * factor^(k-1), maxDelay) 
     CHECK(drain(e).actions.empty());
     const Millis delay =
         std::min(static_cast<Millis>(kMinDelay * std::pow(kFactor, k - 1)), kMaxDelay);
-    CHECK(wake(e) == now + delay);
+    // Nothing runs during the backoff: the slots record is written on its own
+    // after kIdleSlotsWrite, if the retry is not due first.
+    CHECK(wake(e) == now + std::min(delay, kIdleSlotsWrite));
     e.tick(now + delay - 1);
     CHECK(actions(e).empty());
     now += delay;
@@ -75,7 +77,7 @@ TEST_CASE("a retryable failure backs off min(minDelay * factor^(k-1), maxDelay) 
   SECTION("the last attempt's failure rejects with its status") {
     report(e, a, failed(Failure::Retryable, 502), now + 1);
     CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallFailed, 502)});
-    CHECK(wake(e) == kNoWake);
+    CHECK(wake(e) == now + 1 + kIdleSlotsWrite);  // only the quiet bucket's slots record: no retry
   }
   CHECK(inspect(e).active() == 0);
 }
@@ -163,6 +165,13 @@ TEST_CASE("maxRetries 0 allows a single attempt", "[retry]") {
     CHECK(inspect(e).forced_until() == T0 + 2001);
   }
   CHECK(inspect(e).active() == 0);
+  // A quiet bucket writes its slots record once (unless the step's own write,
+  // the 429's penalty, carried it), then needs no timer.
+  if (wake(e) != kNoWake) {
+    CHECK(wake(e) == T0 + 1 + kIdleSlotsWrite);
+    e.tick(wake(e));
+    CHECK(drain(e).slot_records == 1);
+  }
   CHECK(wake(e) == kNoWake);
 }
 
@@ -170,8 +179,11 @@ TEST_CASE("a retry waits for the bucket like any take", "[retry]") {
   Engine e = configured(config(2, 1000, 1, {{"maxRetries", 1}, {"minDelayInMs", 100}}));
   const Ticket a = running_call(e, 2, T0);
   report(e, a, failed(Failure::Retryable, 503), T0 + 10);  // due at T0 + 110, bucket full until T0 + 1000
+  CHECK(wake(e) == T0 + 110);  // the retry is due before the quiet bucket's slots record
   e.tick(T0 + 110);
   CHECK(actions(e).empty());
+  e.tick(T0 + 10 + kIdleSlotsWrite);
+  CHECK(drain(e).slot_records == 1);
   CHECK(wake(e) == T0 + 1000);
   e.tick(T0 + 1000);
   CHECK(actions(e) == std::vector<Action>{start(a, 2)});
@@ -194,6 +206,9 @@ TEST_CASE("cancel: queued rejects now, running when it reports, between attempts
   report(e, running, ok(), T0 + 5);
   CHECK(actions(e) == std::vector<Action>{reject(running, ErrorCode::Cancelled)});
   CHECK(inspect(e).active() == 0);
+  CHECK(wake(e) == T0 + 5 + kIdleSlotsWrite);  // the quiet bucket's slots record, then nothing
+  e.tick(T0 + 5 + kIdleSlotsWrite);
+  CHECK(drain(e).slot_records == 1);
   CHECK(wake(e) == kNoWake);
 }
 

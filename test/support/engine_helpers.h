@@ -109,6 +109,9 @@ inline Write erase_all() { return Write{WriteKind::EraseAll, 0, 0}; }
 inline constexpr Millis kNoWake = -1;
 // attemptTimeoutMs when a config leaves it out: a running attempt's wake.
 inline constexpr Millis kDefaultAttemptTimeout = 120'000;
+// How long a bucket where nothing runs waits before writing its slots record
+// alone (core/src/engine.cpp, kIdleSlotsWriteMs).
+inline constexpr Millis kIdleSlotsWrite = 500;
 inline Millis wake(const Engine& e) { return e.next_wake().value_or(kNoWake); }
 
 // One step's output, taken from the engine (which is then cleared). The

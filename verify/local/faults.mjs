@@ -29,7 +29,7 @@
 //   --full        larger sizes, for runs by hand (still bounded)
 //   --only=1,3    run only these scenarios
 //   --kills=N     scenario 2's kill count (default 3, --full 8)
-//   --attempt-timeout=MS   also configure scenario 2's bucket with attemptTimeoutMs (default: not sent)
+//   --attempt-timeout=MS   scenario 2's attemptTimeoutMs (default 3000: above its slowest callback)
 //   --via=direct  the cross-script Durable Object binding instead of LimiterEntrypoint
 // Every wait is bounded; the suite stops by itself (a watchdog ends it).
 import { Stack, bundleWorkers, consumerName, sleep, ts } from './stack.mjs';
@@ -252,7 +252,10 @@ async function limiterKilled(s) {
     latency: size.latency,
     inject429: '0',
     delay: '1',
-    ...(attemptTimeoutFlag === undefined ? {} : { attemptTimeout: String(attemptTimeoutFlag) }),
+    // Sized as a user would size it: above the slowest callback (1.2 s), so
+    // a restart holds the slots of callbacks that were running for at most
+    // this long (the default 120 s would stall every parked caller as long).
+    attemptTimeout: String(attemptTimeoutFlag ?? 3_000),
   });
   const consumers = [C0, C1, consumerName(2)].slice(0, size.callers);
   const run = await runStampede(stack, { app: APP, consumers, query, kills: size.kills, deadlineMs: size.deadlineMs, log: (l) => log(`  ${l}`) });
@@ -346,6 +349,9 @@ async function idleRestart(s) {
     latency: size.latency,
     inject429: '0',
     delay: '1',
+    // Sized above the slowest callback (250 ms), as a user would: a restart
+    // just after callbacks finished holds their slots at most this long.
+    attemptTimeout: '2000',
   });
   const consumers = [C0, C1, consumerName(2)].slice(0, size.callers);
   const run = await runStampede(stack, { app: APP, consumers, query, faults: true, deadlineMs: size.deadlineMs, log: (l) => log(`  ${l}`) });

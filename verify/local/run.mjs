@@ -23,7 +23,7 @@
 //              callbacks run, restarting it on the same storage each time; reports peak
 //              in flight vs the cap, lost, executed twice, CallDroppedError, and calls
 //              that failed in flight although the upstream served them
-//   --attempt-timeout=MS   configure the bucket with attemptTimeoutMs (an engine without it refuses)
+//   --attempt-timeout=MS   configure the bucket with attemptTimeoutMs (default with --kills or --faults: 2000)
 //   --ci       a small configuration that asserts; ends with "verify: N passed, N failed"
 //   --via=direct   the cross-script Durable Object binding instead of LimiterEntrypoint
 import { Stack, bundleWorkers, consumerName } from './stack.mjs';
@@ -111,7 +111,9 @@ try {
     latency: size.latency,
     inject429: String(size.inject429),
     delay: '2',
-    ...(attemptTimeout === undefined ? {} : { attemptTimeout: String(attemptTimeout) }),
+    // With kills, size attemptTimeoutMs as a user would, above the slowest
+    // callback: a restart holds the slots of running callbacks that long.
+    ...(attemptTimeout === undefined && kills === 0 && !faults ? {} : { attemptTimeout: String(attemptTimeout ?? 2_000) }),
     // A restart leaves the limiter unreachable for a moment (the runtime
     // starting again, the consumers' runtime learning its new address): the
     // client's default 5 drop retries are spaced to span at least 1.55 s,

@@ -110,20 +110,13 @@ describe('typed errors', () => {
 
   it('a connection lost after the callback finished settles from its report: never retried, never run again', async () => {
     const { name } = await configured({}, 'lost-after-start');
-    const lost = new Error('Network connection lost.');
     let executes = 0;
     // Invokes the callback for real (in this isolate), then loses the connection.
-    const namespace: NamespaceLike = {
-      idFromName: (n) => testEnv.RATE_LIMITER.idFromName(n),
-      get: () =>
-        ({
-          async execute(fn) {
-            executes += 1;
-            await fn();
-            throw lost;
-          },
-        }) as LimiterStub,
-    };
+    const namespace = dyingNamespace(async (fn) => {
+      executes += 1;
+      await fn();
+      throw new Error('Network connection lost.');
+    });
     const events: DropEvent[] = [];
     const bound = defineLimiter({ binder: defineTestBinder(namespace), name, onDrop: (e) => events.push(e) }).for({});
     let ran = 0;
@@ -156,18 +149,12 @@ describe('typed errors', () => {
   it('a connection lost while the callback still runs waits for it and settles from its report', async () => {
     const { name } = await configured({}, 'lost-while-running');
     let executes = 0;
-    const namespace: NamespaceLike = {
-      idFromName: (n) => testEnv.RATE_LIMITER.idFromName(n),
-      get: () =>
-        ({
-          async execute(fn) {
-            executes += 1;
-            void fn(); // invoked, then the object dies before it reports
-            await null;
-            throw new Error('Durable Object reset because its code was updated.');
-          },
-        }) as LimiterStub,
-    };
+    const namespace = dyingNamespace(async (fn) => {
+      executes += 1;
+      void fn(); // invoked, then the object dies before it reports
+      await null;
+      throw new Error('Durable Object reset because its code was updated.');
+    });
     const bound = defineLimiter({ binder: defineTestBinder(namespace), name }).for({});
     let finished = false;
     const value = await bound.call(
@@ -183,3 +170,11 @@ describe('typed errors', () => {
     expect(executes).toBe(1);
   });
 });
+
+/** A namespace whose stub's execute is `execute`: an object that dies as the test says. */
+function dyingNamespace(execute: (fn: () => unknown) => Promise<never>): NamespaceLike {
+  return {
+    idFromName: (n) => testEnv.RATE_LIMITER.idFromName(n),
+    get: () => ({ execute }) as unknown as LimiterStub,
+  };
+}

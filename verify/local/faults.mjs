@@ -234,11 +234,9 @@ async function consumerKilled(s) {
   s.figure(`final stats: used ${final?.used ?? '?'}, active ${final?.active ?? '?'}, queued ${final?.queued ?? '?'}`);
 }
 
-// ---- 2. the limiter SIGKILLed with callbacks in flight ---------------------------
-
-async function limiterKilled(s) {
-  const size = SIZE.kills;
-  const query = new URLSearchParams({
+/** The consumer's /start query for a stampede of `size`, its bucket with attemptTimeoutMs. */
+function stampedeQuery(size, attemptTimeoutMs) {
+  return new URLSearchParams({
     drive: 'external',
     format: 'json',
     via,
@@ -252,11 +250,18 @@ async function limiterKilled(s) {
     latency: size.latency,
     inject429: '0',
     delay: '1',
-    // Sized as a user would size it: above the slowest callback (1.2 s), so
-    // a restart holds the slots of callbacks that were running for at most
-    // this long (the default 120 s would stall every parked caller as long).
-    attemptTimeout: String(attemptTimeoutFlag ?? 3_000),
+    attemptTimeout: String(attemptTimeoutMs),
   });
+}
+
+// ---- 2. the limiter SIGKILLed with callbacks in flight ---------------------------
+
+async function limiterKilled(s) {
+  const size = SIZE.kills;
+  // Sized as a user would size it: above the slowest callback (1.2 s), so
+  // a restart holds the slots of callbacks that were running for at most
+  // this long (the default 120 s would stall every parked caller as long).
+  const query = stampedeQuery(size, attemptTimeoutFlag ?? 3_000);
   const consumers = [C0, C1, consumerName(2)].slice(0, size.callers);
   const run = await runStampede(stack, { app: APP, consumers, query, kills: size.kills, deadlineMs: size.deadlineMs, log: (l) => log(`  ${l}`) });
   const { summary: r, plan } = run;
@@ -335,24 +340,9 @@ async function hungCallback(s) {
 
 async function idleRestart(s) {
   const size = SIZE.idle;
-  const query = new URLSearchParams({
-    drive: 'external',
-    format: 'json',
-    via,
-    instances: String(size.callers),
-    calls: String(size.calls),
-    outstanding: String(size.calls),
-    limit: String(size.limit),
-    window: String(size.window),
-    margin: String(size.margin),
-    concurrency: String(size.concurrency),
-    latency: size.latency,
-    inject429: '0',
-    delay: '1',
-    // Sized above the slowest callback (250 ms), as a user would: a restart
-    // just after callbacks finished holds their slots at most this long.
-    attemptTimeout: '2000',
-  });
+  // Sized above the slowest callback (250 ms), as a user would: a restart
+  // just after callbacks finished holds their slots at most this long.
+  const query = stampedeQuery(size, 2_000);
   const consumers = [C0, C1, consumerName(2)].slice(0, size.callers);
   const run = await runStampede(stack, { app: APP, consumers, query, faults: true, deadlineMs: size.deadlineMs, log: (l) => log(`  ${l}`) });
   for (const c of run.summary.checks) s.guarantee(c.ok, `${c.name}: ${c.detail}`);

@@ -12,6 +12,9 @@ import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
 import { parseReport } from './arguments.ts';
 import type { LimiterStorage, StoredBucket } from './storage.ts';
 
+// Writes that are safe stored alone, whatever else in their batch fails (see #apply).
+const SAFE_ALONE: ReadonlySet<EngineWrite['kind']> = new Set(['putGrant', 'putSlots', 'deleteGrantsThrough', 'putPenalty']);
+
 // setTimeout's limit; longer waits are chained through intermediate wakes.
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -162,9 +165,21 @@ export class EngineHost {
     if (wrote && !this.#committing && this.#calls.size > 1) this.#watchCommit();
   }
 
-  /** Applies one drain's writes (and `extra`, first) as one transaction: all or nothing. */
+  /**
+   * Applies one drain's writes (and `extra`, first), all or nothing. A batch
+   * of grant upserts, expiries, a penalty and the slots record needs no
+   * transaction of its own: each of those writes, stored without the rest,
+   * leaves storage on the safe side (more counted, never less), and the
+   * engine is rebuilt from storage after a failure anyway. A batch that
+   * removes or replaces grants (a lift, a merge), stores a config or erases
+   * the bucket is one transaction.
+   */
   #apply(writes: readonly EngineWrite[], extra?: () => void): boolean {
     if (writes.length === 0 && !extra) return false;
+    if (!extra && writes.every((w) => SAFE_ALONE.has(w.kind))) {
+      this.#storage.apply(writes);
+      return true;
+    }
     this.#durable.transactionSync(() => {
       extra?.();
       this.#storage.apply(writes);
@@ -317,6 +332,11 @@ export class EngineHost {
   #arm(): void {
     const wake = this.#engine.nextWake();
     if (wake === this.#timerAt) return;
+    // A timer already set no later than the wake is kept: it fires, the
+    // engine finds nothing due yet, and the timer is set again. On a busy
+    // bucket every start and report moves the wake a little later (attempt
+    // timeouts, the idle slots write), so this saves a clear and a set per call.
+    if (wake !== undefined && this.#timerAt !== undefined && this.#timerAt <= wake) return;
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#timerAt = wake;

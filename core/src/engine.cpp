@@ -46,6 +46,7 @@ struct Call {
   Millis due = 0;         // Backoff: when the next attempt may take
   Millis started_at = 0;  // Running: the attempt's grant time, its key in the slots record
   Millis deadline = 0;    // Running: when the attempt times out
+  Millis timeout = 0;     // Running: the attemptTimeoutMs it runs under (a reconfigure keeps it)
   Caller caller = Caller::Waiting;
 };
 
@@ -151,7 +152,8 @@ struct State {
 
   void slot_started(Ticket t, Call& c, Millis at) {
     c.started_at = at;
-    c.deadline = now + (cfg ? timeout() : kMaxAttemptTimeoutMs);
+    c.timeout = cfg ? timeout() : kMaxAttemptTimeoutMs;
+    c.deadline = now + c.timeout;
     deadlines.emplace(c.deadline, t);
     ++slot_starts[at];
     slots_dirty = true;
@@ -182,10 +184,8 @@ struct State {
       const Ticket t = deadlines.begin()->second;
       Call& c = calls[t];
       attempt_ended(t, c);  // erases the deadline
-      if (c.caller != Caller::Settled) {
-        const Millis limit_ms = cfg ? timeout() : kMaxAttemptTimeoutMs;
-        reject(t, ErrorCode::AttemptTimeout, static_cast<int32_t>(limit_ms));
-      }
+      // The timeout it ran under, which a reconfigure since did not change.
+      if (c.caller != Caller::Settled) reject(t, ErrorCode::AttemptTimeout, static_cast<int32_t>(c.timeout));
       release(t);
     }
   }
@@ -252,7 +252,8 @@ struct State {
       if (at_text.empty() || *stop != '\0' || !std::isfinite(at_raw) || at_raw < 0) continue;
       const double n_raw = std::strtod(n_text.c_str(), &stop);
       if (n_text.empty() || *stop != '\0' || !std::isfinite(n_raw) || n_raw < 1) continue;
-      const Millis at = std::min(static_cast<Millis>(std::ceil(at_raw)), now);
+      // Clamped before the conversion: a time beyond int64 is damage, not a cast to overflow.
+      const Millis at = static_cast<Millis>(std::min(std::ceil(at_raw), static_cast<double>(now)));
       const int64_t n = static_cast<int64_t>(std::min(std::floor(n_raw), static_cast<double>(kMaxConcurrency)));
       if (at + timeout() <= now) continue;  // can no longer be running
       restored_slots[at] += n;
@@ -611,8 +612,11 @@ void Engine::erase(Millis now) {
   s_->log.clear();
   s_->forced_until = 0;
   s_->lift_pending = false;
-  s_->wake.reset();
   s_->write(WriteKind::EraseAll);
+  // EraseAll deletes the slots record, but callbacks still running keep their
+  // slots (in a bucket configured again too): the next write stores them.
+  s_->slots_dirty = !s_->slot_starts.empty();
+  s_->serve();  // no bucket: the wake is only the running attempts' deadlines
 }
 
 Expected<Ticket> Engine::arrive(double cost, Millis now) {
@@ -701,7 +705,8 @@ Status Engine::threw(Ticket t, Millis now) {
 Status Engine::cancel(Ticket t, Millis now) {
   auto it = s_->calls.find(t);
   if (it == s_->calls.end()) return s_->unknown_ticket(t, "cancel");
-  s_->advance(now);
+  // Acted on before time moves, as report() does: the advance may time out
+  // this very call (its deadline passed, the timer not yet fired) and erase it.
   Call& c = it->second;
   switch (c.phase) {
     case Phase::Queued:
@@ -732,6 +737,7 @@ Status Engine::cancel(Ticket t, Millis now) {
       break;
     }
   }
+  s_->advance(now);
   s_->serve();
   return Status::success();
 }

@@ -126,7 +126,7 @@ TEST_CASE("raising concurrency by reconfigure starts queued callers at once", "[
   CHECK(inspect(e).active() == 3);
 }
 
-TEST_CASE("lowering concurrency keeps running calls; nobody starts until below the new cap",
+TEST_CASE("lowering concurrency keeps running calls, nobody starts until below the new cap",
           "[concurrency][configure]") {
   Engine e = configured(slots(3));
   std::vector<Ticket> t;

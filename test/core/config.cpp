@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "drl/config.h"
+#include "drl/engine.h"
 
 namespace {
 
@@ -60,6 +61,7 @@ void require_same(const drl::Config& a, const drl::Config& b) {
   CHECK(a.bucket.window_ms == b.bucket.window_ms);
   CHECK(a.bucket.penalty_refill_fraction == b.bucket.penalty_refill_fraction);
   CHECK(a.concurrency == b.concurrency);
+  CHECK(a.attempt_timeout_ms == b.attempt_timeout_ms);
   CHECK(a.retry.max_retries == b.retry.max_retries);
   CHECK(a.retry.min_delay_ms == b.retry.min_delay_ms);
   CHECK(a.retry.max_delay_ms == b.retry.max_delay_ms);
@@ -85,6 +87,7 @@ TEST_CASE("a minimal config gets every default", "[config]") {
   CHECK(c.bucket.window_ms == 60000);
   CHECK(c.bucket.penalty_refill_fraction == 0.5);
   CHECK(c.concurrency == 5);
+  CHECK(c.attempt_timeout_ms == 120000);
   CHECK(c.retry.max_retries == 3);
   CHECK(c.retry.min_delay_ms == 500);
   CHECK(c.retry.max_delay_ms == 30000);
@@ -97,12 +100,14 @@ TEST_CASE("every field can be set", "[config]") {
   const drl::Config c = success(R"({
     "bucket": {"limitPerWindow": 1000000000, "windowInMs": 31622400000, "penaltyRefillFraction": 0},
     "concurrency": 1000000,
+    "attemptTimeoutMs": 86400000,
     "retry": {"maxRetries": 0, "minDelayInMs": 0, "maxDelayInMs": 0, "factor": 1000,
               "respectRetryAfter": false}})");
   CHECK(c.bucket.limit_per_window == drl::kMaxLimitPerWindow);
   CHECK(c.bucket.window_ms == drl::kMaxWindowMs);
   CHECK(c.bucket.penalty_refill_fraction == 0.0);
   CHECK(c.concurrency == drl::kMaxConcurrency);
+  CHECK(c.attempt_timeout_ms == drl::kMaxAttemptTimeoutMs);
   CHECK(c.retry.max_retries == 0);
   CHECK(c.retry.min_delay_ms == 0);
   CHECK(c.retry.max_delay_ms == 0);
@@ -130,7 +135,7 @@ TEST_CASE("integral numbers written as floats are accepted", "[config]") {
 
 TEST_CASE("null on an optional field means the default", "[config]") {
   const drl::Config c = success(R"({"bucket":{"limitPerWindow":60,"windowInMs":60000,
-    "penaltyRefillFraction":null},"concurrency":5,"retry":{"maxRetries":null,"factor":null,
+    "penaltyRefillFraction":null},"concurrency":5,"attemptTimeoutMs":null,"retry":{"maxRetries":null,"factor":null,
     "respectRetryAfter":null,"minDelayInMs":null,"maxDelayInMs":null}})");
   require_same(c, success(kMinimal));
   require_same(success(with("/retry", nullptr)), success(kMinimal));
@@ -144,6 +149,7 @@ TEST_CASE("integer fields: every violation names path, rule and value", "[config
       {"/bucket/limitPerWindow", "bucket.limitPerWindow", 1, 1000000000, true},
       {"/bucket/windowInMs", "bucket.windowInMs", 1, 31622400000, true},
       {"/concurrency", "concurrency", 1, 1000000, true},
+      {"/attemptTimeoutMs", "attemptTimeoutMs", 1, 86400000, false},
       {"/retry/maxRetries", "retry.maxRetries", 0, 100, false},
       {"/retry/minDelayInMs", "retry.minDelayInMs", 0, 31622400000, false},
       {"/retry/maxDelayInMs", "retry.maxDelayInMs", 0, 31622400000, false},
@@ -579,4 +585,94 @@ TEST_CASE("effective_config_json fills every default", "[config]") {
   CHECK(custom_json.find(R"("factor":1.25)") != std::string::npos);
   CHECK(custom_json.find(R"("respectRetryAfter":false)") != std::string::npos);
   require_same(success(custom_json), custom);
+}
+
+TEST_CASE("attemptTimeoutMs: an optional integer from 1 ms to 24 h, 120 s when absent", "[config][timeout]") {
+  CHECK(drl::kMaxAttemptTimeoutMs == 86'400'000);
+  CHECK(success(kMinimal).attempt_timeout_ms == 120'000);
+  CHECK(success(with("/attemptTimeoutMs", 1)).attempt_timeout_ms == 1);
+  CHECK(success(with("/attemptTimeoutMs", 5000)).attempt_timeout_ms == 5000);
+  CHECK(success(with("/attemptTimeoutMs", 6e4)).attempt_timeout_ms == 60'000);
+  CHECK(success(with("/attemptTimeoutMs", 86'400'000)).attempt_timeout_ms == drl::kMaxAttemptTimeoutMs);
+  CHECK(success(with("/attemptTimeoutMs", nullptr)).attempt_timeout_ms == 120'000);
+
+  const std::string rule = "attemptTimeoutMs must be an integer between 1 and 86400000";
+  for (const auto& [value, shown] : std::vector<std::pair<json, std::string>>{
+           {0, "0"}, {-1, "-1"}, {86'400'001, "86400001"}, {1.5, "1.5"}, {0.5, "0.5"}, {1e300, "1e+300"}}) {
+    INFO("value " << shown);
+    const drl::Error e = failure(with("/attemptTimeoutMs", value));
+    CHECK(e.kind == ErrorKind::RangeError);
+    CHECK(e.message == kPrefix + rule + " (received " + shown + ")");
+  }
+  for (const auto& [value, shown] : std::vector<std::pair<json, std::string>>{
+           {"5000", R"("5000")"}, {true, "true"}, {json::array({1000}), "[1000]"}, {json::object(), "{}"}}) {
+    INFO("value " << shown);
+    const drl::Error e = failure(with("/attemptTimeoutMs", value));
+    CHECK(e.kind == ErrorKind::TypeError);
+    CHECK(e.message == kPrefix + "attemptTimeoutMs must be a number, an integer between 1 and 86400000 (received " +
+                           shown + ")");
+  }
+  // It is a top-level field: inside bucket or retry it is an unknown key.
+  CHECK(failure(with("/bucket/attemptTimeoutMs", 5000)).message.find(R"(unknown key "attemptTimeoutMs" in bucket)") !=
+        std::string::npos);
+  CHECK(failure(with("/retry", {{"attemptTimeoutMs", 5000}})).message.find(
+            R"(unknown key "attemptTimeoutMs" in retry)") != std::string::npos);
+  // Reported together with the other problems, in schema order.
+  const auto problems = drl::validate_config(R"({"bucket":{"limitPerWindow":60,"windowInMs":60000},
+                                                 "concurrency":0,"attemptTimeoutMs":0,"retry":{"factor":0}})");
+  REQUIRE(problems.size() == 3);
+  CHECK(problems[0].path == "concurrency");
+  CHECK(problems[1].path == "attemptTimeoutMs");
+  CHECK(problems[2].path == "retry.factor");
+}
+
+TEST_CASE("attemptTimeoutMs is echoed as given, and only the effective view fills it", "[config][timeout]") {
+  auto given = drl::parse_config(with("/attemptTimeoutMs", 5000));
+  REQUIRE(given.ok());
+  CHECK(given->text == R"({"attemptTimeoutMs":5000,"bucket":{"limitPerWindow":60,"windowInMs":60000},"concurrency":5})");
+  CHECK(drl::effective_config_json(given->config).find(R"("attemptTimeoutMs":5000)") != std::string::npos);
+  CHECK(drl::parse_config(kMinimal)->text.find("attemptTimeoutMs") == std::string::npos);
+  CHECK(drl::effective_config_json(success(kMinimal)).find(R"("attemptTimeoutMs":120000)") != std::string::npos);
+}
+
+TEST_CASE("attemptTimeoutMs by patch: set, replaced, removed back to the default, validated", "[config][timeout]") {
+  auto patched = drl::apply_config_patch(kMinimal, R"({"attemptTimeoutMs":3000})");
+  REQUIRE(patched.ok());
+  CHECK(patched->config.attempt_timeout_ms == 3000);
+  CHECK(patched->config.concurrency == 5);
+  patched = drl::apply_config_patch(patched->text, R"({"attemptTimeoutMs":9000})");
+  REQUIRE(patched.ok());
+  CHECK(patched->config.attempt_timeout_ms == 9000);
+  patched = drl::apply_config_patch(patched->text, R"({"attemptTimeoutMs":null})");
+  REQUIRE(patched.ok());
+  CHECK(patched->config.attempt_timeout_ms == 120'000);
+  CHECK(patched->text == json::parse(kMinimal).dump());
+
+  patched = drl::apply_config_patch(kMinimal, R"({"attemptTimeoutMs":86400001})");
+  REQUIRE_FALSE(patched.ok());
+  CHECK(patched.error().kind == ErrorKind::RangeError);
+  CHECK(patched.error().message ==
+        kPrefix + "attemptTimeoutMs must be an integer between 1 and 86400000 (received 86400001)");
+}
+
+TEST_CASE("stats echoes attemptTimeoutMs as given and shows the effective one", "[config][timeout][stats]") {
+  drl::Engine e;
+  REQUIRE(e.configure(kMinimal, 1000).ok());
+  json s = json::parse(*e.stats(1000));
+  CHECK_FALSE(s["config"].contains("attemptTimeoutMs"));
+  CHECK(s["effective"]["attemptTimeoutMs"] == 120'000);
+
+  REQUIRE(e.reconfigure(R"({"attemptTimeoutMs":2500})", 1000).ok());
+  s = json::parse(*e.stats(1000));
+  CHECK(s["config"]["attemptTimeoutMs"] == 2500);
+  CHECK(s["effective"]["attemptTimeoutMs"] == 2500);
+  REQUIRE(e.config() != nullptr);
+  CHECK(e.config()->attempt_timeout_ms == 2500);
+
+  // A rejected value changes nothing: neither stored nor echoed.
+  const drl::Status bad = e.reconfigure(R"({"attemptTimeoutMs":0})", 1000);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == ErrorCode::InvalidConfig);
+  CHECK(json::parse(*e.stats(1000))["config"]["attemptTimeoutMs"] == 2500);
+  CHECK(e.config()->attempt_timeout_ms == 2500);
 }

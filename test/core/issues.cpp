@@ -92,3 +92,118 @@ TEST_CASE("restore keeps a stored amount up to kMaxLimitPerWindow exactly", "[is
   CHECK(inspect(e).grants() == Grants{{T0, kMaxLimitPerWindow}});
   CHECK(writes_of(e).empty());
 }
+
+// Issue 11: faults of the attempt-timeout and slots-record features.
+namespace {
+
+constexpr Millis kTimeout = 1000;
+
+std::string timed(int64_t concurrency) { return with_timeout(config(100, 10'000, concurrency), kTimeout); }
+
+}  // namespace
+
+// cancel() moved time forward before acting on the ticket it had looked up:
+// when that ticket's own deadline had passed (the timer not yet fired), the
+// advance timed it out and erased its call, and cancel then read the freed
+// call (a use-after-free, caught by ASan).
+TEST_CASE("a cancel at or after a running attempt's deadline, before the timer fired, is heard first",
+          "[issues.11]") {
+  Engine e = configured(timed(1));
+  const Ticket a = arrive(e, T0);
+  const Ticket b = arrive(e, T0);
+  e.clear_output();
+  Millis at = T0 + kTimeout;
+  SECTION("at the deadline") {}
+  SECTION("after it") { at += 250; }
+  cancel(e, a, at);
+  // The cancel marks the running call; the advance then times it out.
+  CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::AttemptTimeout, kTimeout), start(b)});
+  CHECK(inspect(e).active() == 1);
+  CHECK(inspect(e).running() == 1);
+  const Status late = e.report(a, ok(), at + 1);
+  REQUIRE_FALSE(late.ok());
+  CHECK(late.error().code == ErrorCode::UnknownTicket);
+}
+
+// erase() cleared the wake, though the callbacks it settled still run and
+// time out: the host, keeping its one timer at next_wake(), had none, so
+// their slots were held until some unrelated event came along.
+TEST_CASE("after erase, next_wake is still the earliest running deadline", "[issues.11]") {
+  Engine e = configured(timed(2));
+  arrive(e, T0);
+  arrive(e, T0 + 10);
+  e.clear_output();
+  e.erase(T0 + 20);
+  CHECK(wake(e) == T0 + kTimeout);
+  e.tick(T0 + kTimeout);
+  CHECK(wake(e) == T0 + 10 + kTimeout);
+  e.tick(T0 + 10 + kTimeout);
+  CHECK(wake(e) == kNoWake);
+  CHECK(inspect(e).active() == 0);
+}
+
+// The AttemptTimeout rejection carried the attemptTimeoutMs configured when
+// it fired, not the one the attempt ran under (its deadline was right).
+TEST_CASE("a timeout rejection states the timeout its attempt ran under, whatever a reconfigure set since",
+          "[issues.11]") {
+  Engine e = configured(timed(2));
+  const Ticket a = arrive(e, T0);
+  REQUIRE(e.reconfigure(R"({"attemptTimeoutMs":60000})", T0 + 1).ok());
+  e.clear_output();
+  e.tick(T0 + kTimeout);
+  CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::AttemptTimeout, kTimeout)});
+}
+
+// restore_slots converted a start time to an integer before clamping it to
+// now: a time beyond int64 (damage, such as "1e300") was undefined behaviour
+// and in practice became the most negative time, so the slot was dropped as
+// long expired instead of being held a full timeout from the restore.
+TEST_CASE("a slots record entry dated beyond any time is held a full timeout from the restore", "[issues.11]") {
+  for (const char* at : {"1e300", "9223372036854775808", "1e19"}) {
+    INFO("at " << at);
+    Snapshot snap;
+    snap.config_text = timed(1);
+    snap.slots_text = std::string(at) + ":1";
+    Engine e;
+    e.restore(snap, T0);
+    CHECK(e.slots_text() == std::to_string(T0) + ":1");
+    const Ticket x = arrive(e, T0);
+    CHECK(e.actions().empty());
+    CHECK(wake(e) == T0 + kTimeout);
+    e.tick(T0 + kTimeout);
+    CHECK(actions(e) == std::vector<Action>{start(x)});
+  }
+}
+
+// erase() emits EraseAll, which deletes the slots record, but the callbacks
+// still running keep their slots in the live engine (they hold the cap of a
+// bucket configured again). The record was not marked for rewriting, so the
+// configure after the erase stored none: a restart then forgot those
+// callbacks and admitted `concurrency` more beside them.
+TEST_CASE("a bucket configured again after erase stores the slots of callbacks still running", "[issues.11]") {
+  Engine e = configured(timed(1));
+  Storage storage;
+  storage.config_text = e.config_text();
+  arrive(e, T0);
+  storage.apply(e);
+  e.clear_output();
+  e.erase(T0 + 10);
+  storage.apply(e);
+  e.clear_output();
+  CHECK_FALSE(storage.slots_text.has_value());
+
+  REQUIRE(e.configure(timed(1), T0 + 20).ok());
+  storage.apply(e);
+  CHECK(e.writes() == std::vector<Write>{put_config(), put_slots()});
+  e.clear_output();
+  CHECK(storage.slots_text == std::to_string(T0) + ":1");
+  arrive(e, T0 + 20);
+  CHECK(e.actions().empty());  // the live engine holds the cap...
+
+  Engine restarted;
+  restarted.restore(storage.snapshot(), T0 + 30);
+  const Ticket x = arrive(restarted, T0 + 30);
+  CHECK(restarted.actions().empty());  // ... and so does one restored from storage
+  restarted.tick(T0 + kTimeout);
+  CHECK(actions(restarted) == std::vector<Action>{start(x)});
+}

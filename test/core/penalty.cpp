@@ -30,7 +30,7 @@ Ticket running_call(Engine& e, Millis now) {
 
 }  // namespace
 
-TEST_CASE("a 429 sets the deadline to now + delay; nothing starts before it", "[penalty]") {
+TEST_CASE("a 429 sets the deadline to now + delay, nothing starts before it", "[penalty]") {
   Engine e = configured(penalty_config({{"maxRetries", 1}, {"maxDelayInMs", 120'000}}));
   const Ticket a = running_call(e, T0);
 
@@ -58,7 +58,7 @@ TEST_CASE("a 429 sets the deadline to now + delay; nothing starts before it", "[
   CHECK(inspect(e).forced_until() == T0 + 5100);
 }
 
-TEST_CASE("the penalty delay: explicit ms, else Retry-After, else backoff; clamped to maxDelayInMs",
+TEST_CASE("the penalty delay: explicit ms, else Retry-After, else backoff, clamped to maxDelayInMs",
           "[penalty]") {
   const json retry = {{"maxRetries", 3}, {"minDelayInMs", 200}, {"maxDelayInMs", 60'000}, {"factor", 3}};
   Engine e = configured(penalty_config(retry));

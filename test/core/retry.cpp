@@ -131,7 +131,7 @@ TEST_CASE("an exhausted 429 rejects as a failed call with status 429, and still 
   CHECK(inspect(e).active() == 0);
 }
 
-TEST_CASE("a throw retries with backoff; an exhausted throw rejects CallbackThrew", "[retry]") {
+TEST_CASE("a throw retries with backoff, an exhausted throw rejects CallbackThrew", "[retry]") {
   Engine e = configured(retry_config({{"maxRetries", 2}, {"minDelayInMs", 100}, {"factor", 2}}));
   const Ticket a = running_call(e, T0);
   threw(e, a, T0 + 1);

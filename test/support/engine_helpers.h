@@ -38,10 +38,11 @@ template <>
 struct StringMaker<drl::Write> {
   static std::string convert(const drl::Write& w) {
     static const char* const names[] = {"?",          "PutGrant",  "DeleteGrantsThrough", "DeleteGrant",
-                                        "ClearGrants", "PutPenalty", "PutConfig",           "EraseAll"};
+                                        "ClearGrants", "PutPenalty", "PutConfig",           "EraseAll",
+                                        "PutSlots"};
     const int k = static_cast<int>(w.kind);
     std::ostringstream out;
-    out << (k >= 1 && k <= 7 ? names[k] : "?") << "{" << w.at << ", ";
+    out << (k >= 1 && k <= 8 ? names[k] : "?") << "{" << w.at << ", ";
     if (w.kind == drl::WriteKind::PutPenalty) {
       out << (w.lift_pending ? "lift pending" : "lifted");
     } else {
@@ -77,6 +78,13 @@ inline std::string config(int64_t limit, int64_t window, int64_t concurrency, co
   return doc.dump();
 }
 
+// `text` with attemptTimeoutMs set.
+inline std::string with_timeout(const std::string& text, int64_t attempt_timeout_ms) {
+  json doc = json::parse(text);
+  doc["attemptTimeoutMs"] = attempt_timeout_ms;
+  return doc.dump();
+}
+
 // A configured engine with the configure step's output cleared.
 inline Engine configured(const std::string& text, Millis now = T0) {
   Engine e;
@@ -103,6 +111,7 @@ inline Write put_penalty(Millis until, bool lift_pending) {
 }
 inline Write put_config() { return Write{WriteKind::PutConfig, 0, 0}; }
 inline Write erase_all() { return Write{WriteKind::EraseAll, 0, 0}; }
+inline Write put_slots() { return Write{WriteKind::PutSlots, 0, 0}; }
 
 // next_wake() as a plain number (kNoWake when nobody waits on time), so a
 // failed check prints the times.
@@ -168,6 +177,11 @@ inline void threw(Engine& e, Ticket t, Millis now) {
 inline void cancel(Engine& e, Ticket t, Millis now) {
   const Status st = e.cancel(t, now);
   if (!st.ok()) FAIL("cancel failed: " << st.error().message);
+}
+
+inline void gone(Engine& e, Ticket t, Millis now) {
+  const Status st = e.gone(t, now);
+  if (!st.ok()) FAIL("gone failed: " << st.error().message);
 }
 
 inline void pause(Engine& e, double ms, Millis now) {

@@ -21,10 +21,14 @@ struct Storage {
   std::map<Millis, int64_t> grants;
   Millis forced_until = 0;
   bool lift_pending = false;
+  // The slots record (PutSlots stores the engine's slots_text() as it stands
+  // when the step's writes are applied); absent until the first one.
+  std::optional<std::string> slots_text;
 
-  void apply(const Engine& e) { apply(e.writes(), e.config_text()); }
+  void apply(const Engine& e) { apply(e.writes(), e.config_text(), e.slots_text()); }
 
-  void apply(const std::vector<Write>& writes, const std::string& current_config) {
+  void apply(const std::vector<Write>& writes, const std::string& current_config,
+             const std::string& current_slots = std::string()) {
     for (const Write& w : writes) {
       switch (w.kind) {
         case WriteKind::PutGrant: grants[w.at] = w.amount; break;
@@ -36,8 +40,10 @@ struct Storage {
           lift_pending = w.lift_pending;
           break;
         case WriteKind::PutConfig: config_text = current_config; break;
+        case WriteKind::PutSlots: slots_text = current_slots; break;
         case WriteKind::EraseAll:
           config_text.reset();
+          slots_text.reset();
           grants.clear();
           forced_until = 0;
           lift_pending = false;
@@ -53,6 +59,7 @@ struct Storage {
     s.config_text = config_text;
     s.forced_until = static_cast<double>(forced_until);
     s.lift_pending = lift_pending;
+    s.slots_text = slots_text;
     for (const auto& [at, amount] : grants) s.grants.emplace_back(static_cast<double>(at), static_cast<double>(amount));
     return s;
   }

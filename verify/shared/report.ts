@@ -5,6 +5,8 @@
  * concurrency), and the limiter's own stats at the end. Pure: the consumer
  * Worker renders it for /report/:id, and the local run through the same code.
  */
+import { DEFAULT_DROP_RETRIES } from '../../dist/client/index.js';
+
 import type { RunPlan } from './plan.ts';
 
 /** One call as its caller saw it. */
@@ -332,7 +334,7 @@ export function renderReport(s: Summary): string {
     `failed in flight           ${s.failedInFlight}${s.failedInFlight ? `   (${s.inFlightExecutedOnce} of them served once by the upstream: the caller was told, never retried for it)` : ''}`,
     `lost                       ${s.lost.length}`,
     `CallDroppedError           ${s.callDropped}`,
-    `drops seen                 ${s.drops.events} on ${s.drops.calls} calls; recovered ${s.drops.recovered} / ${s.drops.calls}; most on one call ${s.drops.maxPerCall} (of ${p.dropRetries ?? 5} retries allowed)`,
+    `drops seen                 ${s.drops.events} on ${s.drops.calls} calls; recovered ${s.drops.recovered} / ${s.drops.calls}; most on one call ${s.drops.maxPerCall} (of ${p.dropRetries ?? DEFAULT_DROP_RETRIES} retries allowed)`,
     ...(s.drops.events
       ? [
           `  dropped between          t+${((s.drops.firstAt - s.startedAt) / 1000).toFixed(2)}s and t+${((s.drops.lastAt - s.startedAt) / 1000).toFixed(2)}s`,

@@ -237,6 +237,7 @@ struct State {
   // to now (its slot is then held a full timeout from now: later is safe).
   void restore_slots(std::string_view text) {
     if (!cfg) return;
+    bool changed = false;  // the stored record says anything but what is now held
     size_t i = 0;
     while (i < text.size()) {
       size_t end = text.find(',', i);
@@ -244,6 +245,8 @@ struct State {
       const std::string_view entry = text.substr(i, end - i);
       i = end + 1;
       const size_t colon = entry.find(':');
+      const bool was_changed = changed;
+      changed = true;  // until this entry is restored exactly as written (below)
       if (colon == std::string_view::npos) continue;
       const std::string at_text(entry.substr(0, colon));
       const std::string n_text(entry.substr(colon + 1));
@@ -256,12 +259,16 @@ struct State {
       const Millis at = static_cast<Millis>(std::min(std::ceil(at_raw), static_cast<double>(now)));
       const int64_t n = static_cast<int64_t>(std::min(std::floor(n_raw), static_cast<double>(kMaxConcurrency)));
       if (at + timeout() <= now) continue;  // can no longer be running
+      // Out of order, or a second entry for a start already held: rewritten in order.
+      const bool merged = !restored_slots.empty() && restored_slots.rbegin()->first >= at;
       restored_slots[at] += n;
       restored_held += n;
       active += static_cast<size_t>(n);
+      if (!merged && entry == std::to_string(at) + ':' + std::to_string(n)) changed = was_changed;
     }
-    // What is held now is what the record should say.
-    slots_dirty = true;
+    // Rewritten only if normalising changed something (an entry dropped,
+    // clamped, rounded or merged); a record restored exactly is left alone.
+    if (changed) slots_dirty = true;
   }
 
   // At lift at most penaltyRefillFraction of the limit is available: the log

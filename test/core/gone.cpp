@@ -60,7 +60,17 @@ TEST_CASE("gone with nobody queued frees the slot and writes nothing of its own"
   CHECK(s.slot_records == 0);  // the release rides on the next write
   CHECK(inspect(e).active() == 0);
   CHECK(e.slots_text().empty());
-  CHECK(wake(e) == kNoWake);  // no deadline left to wake for
+  // No deadline is left to wake for: only the quiet bucket's slots record,
+  // written alone once no other write carried it.
+  CHECK(wake(e) == T0 + 10 + kIdleSlotsWrite);
+  e.tick(T0 + 10 + kIdleSlotsWrite - 1);
+  CHECK(drain(e).slot_records == 0);
+  e.tick(T0 + 10 + kIdleSlotsWrite);
+  const Step idle = drain(e);
+  CHECK(idle.actions.empty());
+  CHECK(idle.writes.empty());
+  CHECK(idle.slot_records == 1);
+  CHECK(wake(e) == kNoWake);
 }
 
 TEST_CASE("a gone call is never retried and its grant stays counted", "[gone]") {
@@ -186,6 +196,13 @@ TEST_CASE("gone during a penalty frees the slot but the queue waits for the lift
   gone(e, a, T0 + 20);
   CHECK(actions(e) == std::vector<Action>{caller_gone(a)});
   CHECK(inspect(e).active() == 0);
+  // Nothing runs: the slots record is written alone first, and starts nobody.
+  CHECK(wake(e) == T0 + 20 + kIdleSlotsWrite);
+  e.tick(T0 + 20 + kIdleSlotsWrite);
+  const Step idle = drain(e);
+  CHECK(idle.actions.empty());
+  CHECK(idle.writes.empty());
+  CHECK(idle.slot_records == 1);
   CHECK(wake(e) == T0 + 3010);
   e.tick(T0 + 3009);
   CHECK(actions(e).empty());

@@ -1,8 +1,10 @@
 // Verifies the slots record: every start writes it (PutSlots) in the same
-// step as its grant; releases only mark it, riding on the next write; it
-// never makes a write of its own; and a restart restores it as slots held
-// until start + attemptTimeoutMs, so the cap holds across a crash with
-// callbacks still running. Damaged records are read on the safe side.
+// step as its grant; releases only mark it, riding on the next write, or,
+// once no attempt runs, written alone kIdleSlotsWrite after the bucket went
+// quiet; and a restart restores it as slots held until start +
+// attemptTimeoutMs, so the cap holds across a crash with callbacks still
+// running. Damaged records are read on the safe side and rewritten; an
+// intact one is not.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -286,6 +288,15 @@ TEST_CASE("a slot whose timeout has passed by the restore is not restored", "[sl
     Engine e = restored(bucket(3), record, T0 + 10 + kTimeout + 1);
     CHECK(e.slots_text().empty());
     CHECK(restored_slots(e, T0 + 10 + kTimeout + 1) == 0);
+    // The stored record still names them: it is rewritten (empty) alone once
+    // the bucket has been quiet, and then nothing waits.
+    CHECK(e.writes().empty());
+    CHECK(wake(e) == T0 + 10 + kTimeout + 1 + kIdleSlotsWrite);
+    e.tick(T0 + 10 + kTimeout + 1 + kIdleSlotsWrite);
+    const Step idle = drain(e);
+    CHECK(idle.actions.empty());
+    CHECK(idle.writes.empty());
+    CHECK(idle.slot_records == 1);
     CHECK(wake(e) == kNoWake);
   }
 }
@@ -297,24 +308,40 @@ TEST_CASE("each restored slot is freed when now reaches its start + timeout", "[
   CHECK(restored_slots(e, T0 + 10 + kTimeout - 1) == 1);
   CHECK(restored_slots(e, T0 + 10 + kTimeout) == 0);
   CHECK(inspect(e).active() == 0);
-  // Nobody waited on them, so no wake was needed.
+  // Nobody waited on them, so no wake was needed for their release; but the
+  // record, stale since the first freed, is written alone once quiet.
+  const Step quiet = drain(e);
+  CHECK(quiet.writes.empty());
+  CHECK(quiet.slot_records == 0);
+  CHECK(wake(e) == T0 + kTimeout + kIdleSlotsWrite);
+  e.tick(T0 + kTimeout + kIdleSlotsWrite);
+  const Step idle = drain(e);
+  CHECK(idle.actions.empty());
+  CHECK(idle.writes.empty());
+  CHECK(idle.slot_records == 1);
   CHECK(wake(e) == kNoWake);
 }
 
 TEST_CASE("restored slots are dropped from the record with the next write after they free", "[slots][snapshot]") {
   Engine e = restored(bucket(5), slot(T0) + "," + slot(T0 + 10), T0 + 100);
   CHECK(e.writes().empty());
-  pause(e, 0, T0 + 200);  // the restore's record is rewritten with the next write
+  CHECK(wake(e) == kNoWake);
+  pause(e, 0, T0 + 200);  // the restored record is intact: the next write does not rewrite it
   Step s = drain(e);
-  CHECK(s.slot_records == 1);
+  CHECK_FALSE(s.writes.empty());
+  CHECK(s.slot_records == 0);
   CHECK(e.slots_text() == slot(T0) + "," + slot(T0 + 10));
   e.tick(T0 + kTimeout);
   s = drain(e);
   CHECK(s.writes.empty());
   CHECK(s.slot_records == 0);
   CHECK(e.slots_text() == slot(T0 + 10));
+  CHECK(wake(e) == T0 + kTimeout + kIdleSlotsWrite);  // unless a write carries it first
   pause(e, 0, T0 + kTimeout + 1);
-  CHECK(drain(e).slot_records == 1);
+  s = drain(e);
+  CHECK_FALSE(s.writes.empty());
+  CHECK(s.slot_records == 1);
+  CHECK(wake(e) == kNoWake);  // carried: no idle write left to make
 }
 
 TEST_CASE("a restored slot and a live one started in the same ms share one record entry", "[slots][snapshot]") {
@@ -362,10 +389,11 @@ TEST_CASE("a damaged slots record is read on the safe side", "[slots][snapshot]"
   struct Case {
     std::string text;
     std::string restored;  // slots_text() after the restore
+    bool rewritten = true;  // normalising changed it, so it is written again
   };
   const std::string t0 = std::to_string(T0);
   const std::vector<Case> cases = {
-      {"", ""},
+      {"", "", false},  // no slots at all: intact, nothing to rewrite
       {"garbage", ""},
       {",,,", ""},
       {":1", ""},
@@ -399,16 +427,28 @@ TEST_CASE("a damaged slots record is read on the safe side", "[slots][snapshot]"
     Engine e = restored(bucket(3), c.text, now);
     CHECK(e.slots_text() == c.restored);
     CHECK(e.writes().empty());  // restore makes no write of its own for it
-    // The next write carries the cleaned record.
+    // A cleaned record is written alone once the bucket has been quiet...
+    CHECK(wake(e) == (c.rewritten ? now + kIdleSlotsWrite : kNoWake));
+    // ... unless the next write carries it first.
     pause(e, 0, now);
-    CHECK(drain(e).slot_records == 1);
+    CHECK(drain(e).slot_records == (c.rewritten ? 1u : 0u));
+    CHECK(wake(e) == kNoWake);
   }
 }
 
 TEST_CASE("a future-dated restored slot is held a full timeout from the restore", "[slots][snapshot]") {
   Engine e = restored(bucket(1), std::to_string(T0 + 50'000) + ":1", T0 + 100);
+  CHECK(e.slots_text() == slot(T0 + 100));
   const Ticket x = arrive(e, T0 + 100);
   CHECK(e.actions().empty());
+  // The pulled-back entry changed the record: it is written alone first, and
+  // frees nothing.
+  CHECK(wake(e) == T0 + 100 + kIdleSlotsWrite);
+  e.tick(T0 + 100 + kIdleSlotsWrite);
+  const Step idle = drain(e);
+  CHECK(idle.actions.empty());
+  CHECK(idle.writes.empty());
+  CHECK(idle.slot_records == 1);
   CHECK(wake(e) == T0 + 100 + kTimeout);
   e.tick(T0 + 100 + kTimeout - 1);
   CHECK(actions(e).empty());
@@ -456,8 +496,16 @@ TEST_CASE("a queue blocked by restored slots during a penalty starts at the late
   e.restore(snap, T0 + 100);
   const Ticket x = arrive(e, T0 + 100);
   CHECK(e.actions().empty());
+  CHECK(wake(e) == T0 + kTimeout);  // the restored slot's release
   e.tick(T0 + kTimeout);  // the slot frees; the penalty still holds
   CHECK(actions(e).empty());
+  // Nothing runs: the record without that slot is written alone before the lift.
+  CHECK(wake(e) == T0 + kTimeout + kIdleSlotsWrite);
+  e.tick(T0 + kTimeout + kIdleSlotsWrite);
+  const Step idle = drain(e);
+  CHECK(idle.actions.empty());
+  CHECK(idle.writes.empty());
+  CHECK(idle.slot_records == 1);
   CHECK(wake(e) == T0 + 3000);
   e.tick(T0 + 3000);
   CHECK(actions(e) == std::vector<Action>{start(x)});

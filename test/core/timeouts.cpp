@@ -47,9 +47,10 @@ TEST_CASE("an attempt is timed out at start + attemptTimeoutMs, not a millisecon
   CHECK(inspect(e).running() == 1);
   CHECK(wake(e) == T0 + kTimeout);
 
-  SECTION("the timer fires at the deadline") { e.tick(T0 + kTimeout); }
-  SECTION("the timer fires late") { e.tick(T0 + kTimeout + 1); }
-  SECTION("stats moves time past the deadline") { stats(e, T0 + kTimeout); }
+  Millis fired = 0;
+  SECTION("the timer fires at the deadline") { e.tick(fired = T0 + kTimeout); }
+  SECTION("the timer fires late") { e.tick(fired = T0 + kTimeout + 1); }
+  SECTION("stats moves time past the deadline") { stats(e, fired = T0 + kTimeout); }
   const Step s = drain(e);
   CHECK(s.actions == std::vector<Action>{timed_out(a)});
   // The release is recorded with the next write; it makes none of its own.
@@ -57,6 +58,13 @@ TEST_CASE("an attempt is timed out at start + attemptTimeoutMs, not a millisecon
   CHECK(s.slot_records == 0);
   CHECK(inspect(e).active() == 0);
   CHECK(inspect(e).running() == 0);
+  // No deadline is left: only the quiet bucket's slots record, then nothing.
+  CHECK(wake(e) == fired + kIdleSlotsWrite);
+  e.tick(fired + kIdleSlotsWrite);
+  const Step idle = drain(e);
+  CHECK(idle.actions.empty());
+  CHECK(idle.writes.empty());
+  CHECK(idle.slot_records == 1);
   CHECK(wake(e) == kNoWake);
 }
 
@@ -278,6 +286,13 @@ TEST_CASE("a deadline during a penalty fires at the deadline, not at the lift", 
   CHECK(actions(e) == std::vector<Action>{timed_out(b)});
   CHECK(inspect(e).active() == 1);  // a, waiting out the penalty for its retry
   CHECK(inspect(e).queued() == 1);
+  // Nothing runs now: the slots record is written alone before the lift.
+  CHECK(wake(e) == T0 + kTimeout + kIdleSlotsWrite);
+  e.tick(T0 + kTimeout + kIdleSlotsWrite);
+  const Step idle = drain(e);
+  CHECK(idle.actions.empty());
+  CHECK(idle.writes.empty());
+  CHECK(idle.slot_records == 1);
   CHECK(wake(e) == T0 + 5010);
 
   e.tick(T0 + 5010);
@@ -305,6 +320,13 @@ TEST_CASE("next_wake is the earliest running deadline whatever else waits", "[ti
   CHECK(wake(e) == T0 + kTimeout);
   report(e, a, failed(Failure::Retryable, 503), T0 + 200);  // retry due at T0 + 3200
   e.clear_output();
+  // No attempt runs: the quiet bucket's slots record comes first, then the retry.
+  CHECK(wake(e) == T0 + 200 + kIdleSlotsWrite);
+  e.tick(T0 + 200 + kIdleSlotsWrite);
+  const Step idle = drain(e);
+  CHECK(idle.actions.empty());
+  CHECK(idle.writes.empty());
+  CHECK(idle.slot_records == 1);
   CHECK(wake(e) == T0 + 3200);
 }
 

@@ -94,6 +94,8 @@ describe('core.wasm agrees with the native engine', () => {
             });
             rc += x.drl_restore_rows(h, rows.length);
           }
+          // The slots record, as the loader passes it: between rows and end.
+          if (typeof ev.slots === 'string') rc += x.drl_restore_slots(h, str(ev.slots));
           rc += x.drl_restore_end(h);
           break;
         }

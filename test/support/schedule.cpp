@@ -354,6 +354,7 @@ class Runner {
       rows.push_back({std::isfinite(a) ? json(a) : json(nullptr), std::isfinite(b) ? json(b) : json(nullptr)});
     }
     ev["grants"] = rows;
+    ev["slots"] = snap.slots_text ? json(*snap.slots_text) : json(nullptr);
     event(ev, [&](std::string&) {
       engine_.restore(snap, at);
       return 0.0;

@@ -50,8 +50,8 @@ export class EngineHost {
   }
 
   /**
-   * Rebuilds the engine from what storage holds (a cold start, or after a
-   * failed write) and applies the repairs it asks for. Returns what was
+   * Rebuilds the engine from what storage holds (a cold start) and applies
+   * the repairs it asks for. Returns what was
    * stored, or undefined when the bucket does not exist.
    */
   restore(): StoredBucket | undefined {
@@ -197,7 +197,7 @@ export class EngineHost {
    */
   #storageFailed(cause: unknown, unacted: readonly EngineAction[]): Error {
     const error = new Error(
-      `${MARKERS.storageFailed} the object's storage refused a write, so none of it was applied (${cause instanceof Error ? cause.message : String(cause)})`,
+      `${MARKERS.storageFailed} the object's storage refused a write (${cause instanceof Error ? cause.message : String(cause)}); the bucket now runs on what storage holds`,
     );
     const tickets = [...this.#calls.keys()];
     const calls = [...this.#calls.values()];

@@ -1,8 +1,8 @@
 // Verifies that core.wasm, driven through its numeric ABI from JS, makes the
 // very same decisions as the native engine: the same schedules (recorded by
 // build/drl_replay, which also checked every invariant natively) must give
-// identical return codes, error messages, output records, wake times and
-// stats documents.
+// identical return codes, error messages, output records, wake times, slots
+// records and stats documents.
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 
@@ -15,6 +15,7 @@ interface TraceEvent {
   msg?: string;
   records: number[];
   wake: number;
+  slotsText: string;
   out?: string;
   [key: string]: unknown;
 }
@@ -65,6 +66,9 @@ describe('core.wasm agrees with the native engine', () => {
         case 'cancel':
           rc = x.drl_cancel(h, ev.t as number, ev.now);
           break;
+        case 'gone':
+          rc = x.drl_gone(h, ev.t as number, ev.now);
+          break;
         case 'tick':
           rc = x.drl_tick(h, ev.now);
           break;
@@ -109,6 +113,9 @@ describe('core.wasm agrees with the native engine', () => {
       const n = x.drl_output(h);
       expect(Array.from(core.records(n)), where).toEqual(ev.records);
       expect(x.drl_next_wake(h), where).toBe(ev.wake);
+      // What a putSlots write would store now.
+      x.drl_slots_text(h);
+      expect(core.outString(), where).toBe(ev.slotsText);
     });
     x.drl_free(h);
   }

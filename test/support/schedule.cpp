@@ -69,7 +69,17 @@ struct HostCall {
   HostState state = HostState::Waiting;
   int64_t cost = 1;
   uint32_t attempts = 0;
-  int64_t allowed = 0;  // attempts allowed when the last retry was decided
+  int64_t allowed = 0;     // attempts allowed when the last retry was decided
+  Millis started = 0;      // Running: when the attempt started (the engine's time)
+  Millis timeout = 0;      // Running: the attemptTimeoutMs it started under
+};
+
+// A callback that was running when the object crashed: its caller's RPC
+// broke, but the work goes on at the upstream until it finishes, and at the
+// latest until its start + timeout (the engine's own bound on an attempt).
+struct OldCallback {
+  Millis started = 0;
+  Millis ends = 0;  // when it finishes, at most started + its timeout
 };
 
 class Runner {
@@ -103,6 +113,11 @@ class Runner {
   Millis horizon_ = std::numeric_limits<Millis>::min();
   Ticket last_first_start_ = 0;
   Millis last_fu_ = 0;
+  std::vector<OldCallback> old_;     // callbacks from before a crash, still running upstream
+  std::vector<Ticket> ended_;        // timed out or gone: any news of them is late
+  std::optional<Ticket> gone_;       // the ticket of the gone event being run
+  size_t held_allowance_ = 0;        // slots held above a cap a reconfigure lowered
+  bool step_had_writes_ = false;
 
   void fail(const std::string& what) {
     if (!result_.ok) return;
@@ -119,9 +134,12 @@ class Runner {
   void event(json ev, const std::function<double(std::string&)>& call) {
     std::string message;
     const double rc = call(message);
+    step_had_writes_ = !engine_.writes().empty();
     std::vector<double> records;
     internal::encode_output(engine_, records);
+    check_writes();
     apply_writes();
+    expire_old();
     check_actions(ev);
     engine_.clear_output();
     check_state();
@@ -131,6 +149,7 @@ class Runner {
       ev["records"] = records;
       const auto wake = engine_.next_wake();
       ev["wake"] = wake ? static_cast<double>(*wake) : -1.0;
+      ev["slotsText"] = engine_.slots_text();
       trace_->push_back(std::move(ev));
     }
   }
@@ -141,6 +160,13 @@ class Runner {
   }
   static double status_of(const Status& s, std::string& message) { return s.ok() ? 0 : code_of(s.error(), message); }
 
+  // attemptTimeoutMs small enough to fire within a schedule, or the default.
+  json random_timeout() {
+    if (rng_.chance(20)) return rng_.range(1, 50);
+    if (rng_.chance(85)) return rng_.range(50, 3000);
+    return rng_.range(3000, 200'000);
+  }
+
   json random_config(bool complete) {
     json c = json::object();
     const bool long_window = rng_.chance(5);
@@ -149,6 +175,9 @@ class Runner {
     if (rng_.chance(60)) bucket["penaltyRefillFraction"] = rng_.chance(20) ? static_cast<double>(rng_.range(0, 1)) : static_cast<double>(rng_.range(0, 100)) / 100.0;
     if (complete || rng_.chance(50)) c["bucket"] = bucket;
     if (complete || rng_.chance(50)) c["concurrency"] = rng_.range(1, 5);
+    if (complete ? rng_.chance(60) : rng_.chance(20)) {
+      c["attemptTimeoutMs"] = !complete && rng_.chance(25) ? json(nullptr) : random_timeout();
+    }
     if (rng_.chance(70)) {
       const int64_t min_delay = rng_.range(0, 300);
       json retry = {{"maxRetries", rng_.range(0, 3)},
@@ -170,6 +199,8 @@ class Runner {
     const bool first = !engine_.configured();
     // The engine forgets takes its old window had already expired.
     if (old_window > 0) horizon_ = std::max(horizon_, std::max(inspect(engine_).now(), at) - old_window);
+    // A lowered cap keeps the slots already held: none more until below it.
+    held_allowance_ = std::max(held_allowance_, held());
     event({{"e", first ? "configure" : "reconfigure"}, {"now", at}, {"json", text}}, [&](std::string& m) {
       return status_of(first ? engine_.configure(text, at) : engine_.reconfigure(text, at), m);
     });
@@ -191,31 +222,33 @@ class Runner {
   void random_step() {
     const int64_t roll = rng_.range(1, 100);
     auto running = tickets_in({HostState::Running});
-    if (roll <= 30) {
+    if (roll <= 28) {
       arrive();
-    } else if (roll <= 58 && !running.empty()) {
+    } else if (roll <= 54 && !running.empty()) {
       report(pick(running));
-    } else if (roll <= 62 && !running.empty()) {
+    } else if (roll <= 58 && !running.empty()) {
       const Ticket t = pick(running);
       const Millis at = clock_;
       calls_[t].state = HostState::Between;
       calls_[t].allowed = cfg().retry.max_retries + 1;
       event({{"e", "threw"}, {"t", t}, {"now", at}}, [&](std::string& m) { return status_of(engine_.threw(t, at), m); });
-    } else if (roll <= 65) {
+    } else if (roll <= 61 && !running.empty()) {
+      gone(pick(running));
+    } else if (roll <= 64) {
       auto live = tickets_in({HostState::Waiting, HostState::Running, HostState::Between});
       if (live.empty()) return;
       const Ticket t = pick(live);
       const Millis at = clock_;
       event({{"e", "cancel"}, {"t", t}, {"now", at}}, [&](std::string& m) { return status_of(engine_.cancel(t, at), m); });
-    } else if (roll <= 85) {
+    } else if (roll <= 83) {
       advance_clock();
-    } else if (roll <= 88) {
+    } else if (roll <= 86) {
       configure_random(/*complete=*/rng_.chance(30));
-    } else if (roll <= 90) {
+    } else if (roll <= 88) {
       const double ms = rng_.chance(10) ? -5.0 : static_cast<double>(rng_.range(0, 2000));
       const Millis at = clock_;
       event({{"e", "pause"}, {"now", at}, {"ms", ms}}, [&](std::string& m) { return status_of(engine_.pause(ms, at), m); });
-    } else if (roll <= 93) {
+    } else if (roll <= 91) {
       const Millis at = clock_;
       json ev = {{"e", "stats"}, {"now", at}};
       std::string out;
@@ -226,8 +259,10 @@ class Runner {
         return 0.0;
       });
       if (trace_ && !out.empty()) trace_->back()["out"] = out;
-    } else if (roll <= 95) {
+    } else if (roll <= 94) {
       evict();
+    } else if (roll <= 96 && !ended_.empty()) {
+      late_news(pick(ended_));
     } else {
       const Millis at = clock_;
       event({{"e", "tick"}, {"now", at}}, [&](std::string&) {
@@ -247,6 +282,10 @@ class Runner {
     } else {
       clock_ += rng_.range(0, engine_.configured() ? cfg().bucket.window_ms / 3 + 1 : 100);
     }
+    // Sometimes the timer has not fired yet: the next event (a report, a
+    // cancel, gone, an arrival...) is the first to bring the new time, and
+    // may be news of an attempt whose deadline has just passed.
+    if (rng_.chance(30)) return;
     const Millis at = clock_;
     event({{"e", "tick"}, {"now", at}}, [&](std::string&) {
       engine_.tick(at);
@@ -327,12 +366,77 @@ class Runner {
     event(ev, [&](std::string& m) { return status_of(engine_.report(t, r, at), m); });
   }
 
-  // The object is evicted: waiting and running callers are dropped (their
-  // RPC breaks) and a new engine is rebuilt from storage alone.
+  // Invoking the callback failed in transport: the caller is gone.
+  void gone(Ticket t) {
+    const Millis at = clock_;
+    gone_ = t;
+    event({{"e", "gone"}, {"t", t}, {"now", at}}, [&](std::string& m) { return status_of(engine_.gone(t, at), m); });
+    gone_.reset();
+    if (calls_[t].state != HostState::Settled) fail("gone did not settle ticket " + std::to_string(t));
+  }
+
+  // News of an attempt the engine already ended (timed out, or gone): a host
+  // that hears it late must be told UnknownTicket, with nothing changed.
+  void late_news(Ticket t) {
+    const Millis at = clock_;
+    const int64_t roll = rng_.range(1, 4);
+    json ev = {{"t", t}, {"now", at}};
+    std::function<double(std::string&)> call;
+    if (roll == 1) {
+      ev["e"] = "report";
+      ev["status"] = 429;  // a late 429 would pause everyone if it were heard
+      ev["flags"] = 0;
+      ev["ms"] = 5000.0;
+      ev["header"] = nullptr;
+      Report r;
+      r.status = 429;
+      r.retry_after_ms = 5000.0;
+      call = [&, r](std::string& m) { return status_of(engine_.report(t, r, at), m); };
+    } else if (roll == 2) {
+      ev["e"] = "threw";
+      call = [&](std::string& m) { return status_of(engine_.threw(t, at), m); };
+    } else if (roll == 3) {
+      ev["e"] = "gone";
+      call = [&](std::string& m) { return status_of(engine_.gone(t, at), m); };
+    } else {
+      ev["e"] = "cancel";
+      call = [&](std::string& m) { return status_of(engine_.cancel(t, at), m); };
+    }
+    const Millis fu = inspect(engine_).forced_until();
+    const size_t active = inspect(engine_).active();
+    double rc = 0;
+    event(ev, [&](std::string& m) {
+      rc = call(m);
+      if (!engine_.writes().empty() || !engine_.actions().empty()) fail("late news of ticket " + std::to_string(t) + " produced output");
+      return rc;
+    });
+    if (rc != -static_cast<double>(ErrorCode::UnknownTicket)) fail("late news of ticket " + std::to_string(t) + " was not UnknownTicket");
+    if (inspect(engine_).forced_until() != fu || inspect(engine_).active() != active) fail("late news changed the engine");
+    ++result_.late_news;
+  }
+
+  // The object is evicted (a crash, a deploy): waiting callers are dropped
+  // (their RPC breaks), callbacks already running go on at the upstream
+  // until they finish, and a new engine is rebuilt from storage alone.
   void evict() {
-    for (auto& [t, c] : calls_) c.state = HostState::Settled;
+    const Millis crash_at = inspect(engine_).now();
+    size_t carried = 0;
+    for (auto& [t, c] : calls_) {
+      if (c.state == HostState::Running) {
+        // It finishes at a random time, or runs all the way to its deadline.
+        const Millis deadline = c.started + c.timeout;
+        const Millis ends = rng_.chance(40) ? deadline : std::min(deadline, crash_at + rng_.range(0, c.timeout));
+        old_.push_back(OldCallback{c.started, ends});
+        ++carried;
+      }
+      c.state = HostState::Settled;
+    }
     calls_.clear();
+    ended_.clear();
     last_first_start_ = 0;
+    ++result_.crashes;
+    if (carried > 0) ++result_.crashes_with_running;
+    result_.carried_callbacks += carried;
     Snapshot snap = storage_.snapshot();
     if (rng_.chance(30) && storage_.config_text) {
       // Damage that adds rows only: restore must shrug it off without
@@ -343,6 +447,8 @@ class Runner {
       snap.grants.emplace_back(static_cast<double>(inspect(engine_).now() + 10'000'000'000LL), 2);
       if (!snap.grants.empty()) snap.grants.emplace_back(snap.grants.front().first, 1e12);
       std::swap(snap.grants.front(), snap.grants.back());
+      // And a slots record with unreadable entries beside the real ones.
+      snap.slots_text = snap.slots_text.value_or("") + ",junk,5:x,:,-1:2,nan:1";
     }
     const Millis at = std::max(clock_, inspect(engine_).now());  // wall clocks move on across restarts
     clock_ = at;
@@ -389,10 +495,45 @@ class Runner {
     }
   }
 
+  // ---- the model of what runs ---------------------------------------------
+
+  // Old callbacks end when they finish, and at the latest at start + the
+  // attemptTimeoutMs configured now: the engine holds a restored slot until
+  // then, and a configuration that shortens the timeout declares the longer
+  // ones hung (the engine's own running attempts keep the deadline they
+  // started with). Ended ones never come back.
+  void expire_old() {
+    if (!engine_.configured()) return;
+    const Millis now = inspect(engine_).now();
+    const Millis timeout = cfg().attempt_timeout_ms;
+    old_.erase(std::remove_if(old_.begin(), old_.end(),
+                              [&](const OldCallback& o) { return o.ends <= now || o.started + timeout <= now; }),
+               old_.end());
+  }
+
+  // Slots held in the current engine as the model sees them: running
+  // attempts and calls between attempts, plus old callbacks still running.
+  size_t held() const {
+    size_t n = old_.size();
+    for (const auto& [t, c] : calls_) n += c.state == HostState::Running || c.state == HostState::Between;
+    return n;
+  }
+
   // ---- checks -------------------------------------------------------------
 
   void apply_writes() { storage_.apply(engine_); }
 
+  // The slots record rides with the step's writes: every start writes it
+  // (before its callback may run), and it is never a write of its own.
+  void check_writes() {
+    size_t slots = 0;
+    for (const Write& w : engine_.writes()) slots += w.kind == WriteKind::PutSlots;
+    bool started = false;
+    for (const Action& a : engine_.actions()) started = started || a.kind == ActionKind::Start;
+    if (started && slots == 0) fail("a start without a slots record in its step");
+    if (slots > 1) fail("more than one slots record in a step");
+    if (slots > 0 && engine_.writes().size() == slots) fail("a slots record written on its own");
+  }
 
   void check_actions(const json& ev) {
     const Millis now = inspect(engine_).now();
@@ -425,11 +566,19 @@ class Runner {
           if (a.attempt == 1) {
             if (a.ticket <= last_first_start_) fail("first starts out of FIFO order");
             last_first_start_ = a.ticket;
-            if (active >= static_cast<size_t>(cfg().concurrency)) fail("started beyond the concurrency cap");
+            // Callbacks from before a crash still hold their slots.
+            const int64_t over = static_cast<int64_t>(active + old_.size()) - cfg().concurrency;
+            result_.max_over_cap = std::max(result_.max_over_cap, over);
+            if (over >= 0) {
+              fail("started beyond the concurrency cap: " + std::to_string(active) + " held here and " +
+                   std::to_string(old_.size()) + " from before a restart, cap " + std::to_string(cfg().concurrency));
+            }
             ++active;
           }
           c.attempts = a.attempt;
           c.state = HostState::Running;
+          c.started = now;
+          c.timeout = cfg().attempt_timeout_ms;
           takes_.emplace_back(now, c.cost);
           int64_t in_window = 0;
           const Millis from = std::max(now - cfg().bucket.window_ms, horizon_);
@@ -446,6 +595,19 @@ class Runner {
           ++result_.settled;
           break;
         case ActionKind::Reject:
+          if (a.code == ErrorCode::AttemptTimeout) {
+            // Timed out exactly when due: not before (the deadline), and
+            // never after (check_state), saying the timeout it ran under.
+            if (c.state != HostState::Running) fail("a call timed out that was not running");
+            if (now < c.started + c.timeout) fail("an attempt timed out before its deadline");
+            if (a.status != c.timeout) fail("a timeout rejection names another timeout");
+            ++result_.timeouts;
+            ended_.push_back(a.ticket);
+          } else if (a.code == ErrorCode::CallerGone) {
+            if (gone_ != a.ticket) fail("CallerGone for a ticket nobody said was gone");
+            ++result_.gone;
+            ended_.push_back(a.ticket);
+          }
           if (c.state == HostState::Running || c.state == HostState::Between) --active;
           c.state = HostState::Settled;
           ++result_.settled;
@@ -461,6 +623,61 @@ class Runner {
     if (storage_.rows() != inspect(engine_).grants()) fail("storage does not mirror the engine's log after applying its writes");
     if (storage_.forced_until != inspect(engine_).forced_until()) fail("stored penalty deadline differs from the engine's");
     if (inspect(engine_).log_entries() > static_cast<size_t>(kMaxLogEntries)) fail("log exceeds its entry cap");
+    if (!engine_.configured()) return;
+    const Millis now = inspect(engine_).now();
+
+    // No attempt outlives its deadline, and the host's one timer is set no
+    // later than the first.
+    std::optional<Millis> first_deadline;
+    size_t running = 0;
+    for (const auto& [t, c] : calls_) {
+      if (c.state != HostState::Running) continue;
+      ++running;
+      const Millis deadline = c.started + c.timeout;
+      if (deadline <= now) fail("ticket " + std::to_string(t) + " still running past its deadline");
+      if (!first_deadline || deadline < *first_deadline) first_deadline = deadline;
+    }
+    if (first_deadline && engine_.next_wake().value_or(std::numeric_limits<Millis>::max()) > *first_deadline) {
+      fail("next_wake is later than a running attempt's deadline");
+    }
+    if (running != inspect(engine_).running()) fail("the engine's running count differs from the model's");
+
+    // In flight across crashes (attempts running here plus callbacks from
+    // before a restart still running at the upstream) never exceeds the cap.
+    // Slots held bound it (calls between attempts hold one too), and may
+    // exceed the cap only where a reconfigure lowered it below the slots it
+    // found held, until enough of those end (none more start meanwhile).
+    const size_t cap = static_cast<size_t>(cfg().concurrency);
+    const size_t in_flight = running + old_.size();
+    const size_t slots_held = held();
+    const bool lowered = held_allowance_ > cap;
+    if (slots_held > std::max(cap, held_allowance_)) {
+      fail(std::to_string(slots_held) + " slots held (" + std::to_string(old_.size()) +
+           " by callbacks from before a restart) beyond the cap " + std::to_string(cap));
+    }
+    if (!lowered && in_flight > cap) {
+      fail(std::to_string(in_flight) + " attempts in flight (" + std::to_string(old_.size()) +
+           " from before a restart) beyond the cap " + std::to_string(cap));
+    }
+    held_allowance_ = std::min(held_allowance_, slots_held);
+    if (!lowered) {
+      result_.max_in_flight_over_cap =
+          std::max(result_.max_in_flight_over_cap, static_cast<int64_t>(in_flight) - static_cast<int64_t>(cap));
+    }
+    result_.max_in_flight = std::max(result_.max_in_flight, in_flight);
+    result_.max_old_in_flight = std::max(result_.max_old_in_flight, old_.size());
+    if (in_flight == cap && !old_.empty()) ++result_.full_with_old;
+    if (inspect(engine_).queued() > 0 && !old_.empty() && slots_held - old_.size() < cap && slots_held >= cap &&
+        inspect(engine_).forced_until() <= now) {
+      ++result_.held_back_by_old;
+    }
+
+    // After a step that wrote anything, the stored record is the engine's.
+    // (A step with no writes may leave it behind: only ever holding more.)
+    if (storage_.slots_text.value_or("") != engine_.slots_text() && step_had_writes_) {
+      fail("stored slots record \"" + storage_.slots_text.value_or("") + "\" differs from the engine's \"" +
+           engine_.slots_text() + "\" after a step with writes");
+    }
   }
 };
 

@@ -21,10 +21,28 @@ struct ScheduleResult {
   size_t starts = 0;
   size_t settled = 0;
   size_t tickets = 0;
+  // Faults exercised, so the property test can show the schedules reach them.
+  size_t timeouts = 0;             // attempts the engine timed out
+  size_t gone = 0;                 // attempts settled by gone()
+  size_t late_news = 0;            // report/threw/gone/cancel after a timeout or gone: UnknownTicket
+  size_t crashes = 0;              // restarts from storage
+  size_t crashes_with_running = 0;  // ... while at least one callback ran
+  size_t carried_callbacks = 0;    // callbacks left running at the upstream by those crashes
+  // In flight: attempts running in the current engine plus callbacks from
+  // before a crash still running at the upstream. `cap` is concurrency.
+  size_t max_in_flight = 0;
+  size_t max_old_in_flight = 0;    // the most such old callbacks at once
+  size_t full_with_old = 0;        // steps with in-flight == cap, old callbacks among them
+  size_t held_back_by_old = 0;     // steps where a caller queued only because of old callbacks
+  int64_t max_over_cap = -1'000'000;  // max (held slots - cap) at a first start, before it: must stay < 0
+  // max (in flight - cap) after any step with no cap lowered below the slots
+  // it found held: must stay <= 0 (0: the cap reached exactly).
+  int64_t max_in_flight_over_cap = -1'000'000;
 };
 
 // Runs one schedule. When `trace` is given, every event is appended to it as
-// {"e": ..., args..., "rc": ..., "records": [...], "wake": ..., "out"?: ...},
+// {"e": ..., args..., "rc": ..., "records": [...], "wake": ..., "slotsText": ...,
+// "out"?: ...} (a restore also carries the stored slots record as "slots"),
 // which a replay of the same events through core.wasm must reproduce.
 ScheduleResult run_schedule(const ScheduleOptions& options, nlohmann::json* trace = nullptr);
 

@@ -197,12 +197,7 @@ TEST_CASE("gone during a penalty frees the slot but the queue waits for the lift
   CHECK(actions(e) == std::vector<Action>{caller_gone(a)});
   CHECK(inspect(e).active() == 0);
   // Nothing runs: the slots record is written alone first, and starts nobody.
-  CHECK(wake(e) == T0 + 20 + kIdleSlotsWrite);
-  e.tick(T0 + 20 + kIdleSlotsWrite);
-  const Step idle = drain(e);
-  CHECK(idle.actions.empty());
-  CHECK(idle.writes.empty());
-  CHECK(idle.slot_records == 1);
+  expect_idle_slots_write(e, T0 + 20 + kIdleSlotsWrite);
   CHECK(wake(e) == T0 + 3010);
   e.tick(T0 + 3009);
   CHECK(actions(e).empty());

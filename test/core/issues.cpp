@@ -171,12 +171,7 @@ TEST_CASE("a slots record entry dated beyond any time is held a full timeout fro
     CHECK(e.actions().empty());
     // The restore changed the record (the entry was pulled back to now): it is
     // written alone once the bucket has been quiet, and frees nothing.
-    CHECK(wake(e) == T0 + kIdleSlotsWrite);
-    e.tick(T0 + kIdleSlotsWrite);
-    const Step idle = drain(e);
-    CHECK(idle.actions.empty());
-    CHECK(idle.writes.empty());
-    CHECK(idle.slot_records == 1);
+    expect_idle_slots_write(e, T0 + kIdleSlotsWrite);
     CHECK(wake(e) == T0 + kTimeout);
     e.tick(T0 + kTimeout - 1);
     CHECK(actions(e).empty());

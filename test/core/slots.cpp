@@ -291,12 +291,7 @@ TEST_CASE("a slot whose timeout has passed by the restore is not restored", "[sl
     // The stored record still names them: it is rewritten (empty) alone once
     // the bucket has been quiet, and then nothing waits.
     CHECK(e.writes().empty());
-    CHECK(wake(e) == T0 + 10 + kTimeout + 1 + kIdleSlotsWrite);
-    e.tick(T0 + 10 + kTimeout + 1 + kIdleSlotsWrite);
-    const Step idle = drain(e);
-    CHECK(idle.actions.empty());
-    CHECK(idle.writes.empty());
-    CHECK(idle.slot_records == 1);
+    expect_idle_slots_write(e, T0 + 10 + kTimeout + 1 + kIdleSlotsWrite);
     CHECK(wake(e) == kNoWake);
   }
 }
@@ -313,12 +308,7 @@ TEST_CASE("each restored slot is freed when now reaches its start + timeout", "[
   const Step quiet = drain(e);
   CHECK(quiet.writes.empty());
   CHECK(quiet.slot_records == 0);
-  CHECK(wake(e) == T0 + kTimeout + kIdleSlotsWrite);
-  e.tick(T0 + kTimeout + kIdleSlotsWrite);
-  const Step idle = drain(e);
-  CHECK(idle.actions.empty());
-  CHECK(idle.writes.empty());
-  CHECK(idle.slot_records == 1);
+  expect_idle_slots_write(e, T0 + kTimeout + kIdleSlotsWrite);
   CHECK(wake(e) == kNoWake);
 }
 
@@ -443,12 +433,7 @@ TEST_CASE("a future-dated restored slot is held a full timeout from the restore"
   CHECK(e.actions().empty());
   // The pulled-back entry changed the record: it is written alone first, and
   // frees nothing.
-  CHECK(wake(e) == T0 + 100 + kIdleSlotsWrite);
-  e.tick(T0 + 100 + kIdleSlotsWrite);
-  const Step idle = drain(e);
-  CHECK(idle.actions.empty());
-  CHECK(idle.writes.empty());
-  CHECK(idle.slot_records == 1);
+  expect_idle_slots_write(e, T0 + 100 + kIdleSlotsWrite);
   CHECK(wake(e) == T0 + 100 + kTimeout);
   e.tick(T0 + 100 + kTimeout - 1);
   CHECK(actions(e).empty());
@@ -500,12 +485,7 @@ TEST_CASE("a queue blocked by restored slots during a penalty starts at the late
   e.tick(T0 + kTimeout);  // the slot frees; the penalty still holds
   CHECK(actions(e).empty());
   // Nothing runs: the record without that slot is written alone before the lift.
-  CHECK(wake(e) == T0 + kTimeout + kIdleSlotsWrite);
-  e.tick(T0 + kTimeout + kIdleSlotsWrite);
-  const Step idle = drain(e);
-  CHECK(idle.actions.empty());
-  CHECK(idle.writes.empty());
-  CHECK(idle.slot_records == 1);
+  expect_idle_slots_write(e, T0 + kTimeout + kIdleSlotsWrite);
   CHECK(wake(e) == T0 + 3000);
   e.tick(T0 + 3000);
   CHECK(actions(e) == std::vector<Action>{start(x)});

@@ -59,12 +59,7 @@ TEST_CASE("an attempt is timed out at start + attemptTimeoutMs, not a millisecon
   CHECK(inspect(e).active() == 0);
   CHECK(inspect(e).running() == 0);
   // No deadline is left: only the quiet bucket's slots record, then nothing.
-  CHECK(wake(e) == fired + kIdleSlotsWrite);
-  e.tick(fired + kIdleSlotsWrite);
-  const Step idle = drain(e);
-  CHECK(idle.actions.empty());
-  CHECK(idle.writes.empty());
-  CHECK(idle.slot_records == 1);
+  expect_idle_slots_write(e, fired + kIdleSlotsWrite);
   CHECK(wake(e) == kNoWake);
 }
 
@@ -287,12 +282,7 @@ TEST_CASE("a deadline during a penalty fires at the deadline, not at the lift", 
   CHECK(inspect(e).active() == 1);  // a, waiting out the penalty for its retry
   CHECK(inspect(e).queued() == 1);
   // Nothing runs now: the slots record is written alone before the lift.
-  CHECK(wake(e) == T0 + kTimeout + kIdleSlotsWrite);
-  e.tick(T0 + kTimeout + kIdleSlotsWrite);
-  const Step idle = drain(e);
-  CHECK(idle.actions.empty());
-  CHECK(idle.writes.empty());
-  CHECK(idle.slot_records == 1);
+  expect_idle_slots_write(e, T0 + kTimeout + kIdleSlotsWrite);
   CHECK(wake(e) == T0 + 5010);
 
   e.tick(T0 + 5010);
@@ -321,12 +311,7 @@ TEST_CASE("next_wake is the earliest running deadline whatever else waits", "[ti
   report(e, a, failed(Failure::Retryable, 503), T0 + 200);  // retry due at T0 + 3200
   e.clear_output();
   // No attempt runs: the quiet bucket's slots record comes first, then the retry.
-  CHECK(wake(e) == T0 + 200 + kIdleSlotsWrite);
-  e.tick(T0 + 200 + kIdleSlotsWrite);
-  const Step idle = drain(e);
-  CHECK(idle.actions.empty());
-  CHECK(idle.writes.empty());
-  CHECK(idle.slot_records == 1);
+  expect_idle_slots_write(e, T0 + 200 + kIdleSlotsWrite);
   CHECK(wake(e) == T0 + 3200);
 }
 

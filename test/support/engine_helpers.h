@@ -145,6 +145,17 @@ inline Step drain(Engine& e) {
   return s;
 }
 
+// The idle slots write of a quiet bucket: due at `at`, it stores the slots
+// record alone and starts nobody. Ticks to it and checks all of that.
+inline void expect_idle_slots_write(Engine& e, Millis at) {
+  CHECK(wake(e) == at);
+  e.tick(at);
+  const Step s = drain(e);
+  CHECK(s.actions.empty());
+  CHECK(s.writes.empty());
+  CHECK(s.slot_records == 1);
+}
+
 // The engine's pending writes without the slots record (see Step).
 inline std::vector<Write> writes_of(const Engine& e) {
   std::vector<Write> out;

@@ -116,8 +116,8 @@ try {
     ...(attemptTimeout === undefined && kills === 0 && !faults ? {} : { attemptTimeout: String(attemptTimeout ?? 2_000) }),
     // A restart leaves the limiter unreachable for a moment (the runtime
     // starting again, the consumers' runtime learning its new address): the
-    // client's default 5 drop retries are spaced to span at least 1.55 s,
-    // longer than a restart takes here; the report shows how many were used.
+    // client's default 10 drop retries are spaced to span at least 13 s,
+    // longer than several restarts take here; the report shows how many were used.
   });
   const run = await runStampede(stack, {
     app: 'application',

@@ -101,9 +101,16 @@ export class LimiterStorage {
    * together land in the same millisecond's row). Returns rows written.
    */
   apply(writes: readonly EngineWrite[]): number {
-    const superseded = writes.length > 1 ? supersededUpserts(writes) : undefined;
+    // One pass finds what the rest needs: the last slots record, and whether
+    // two grant upserts could collapse (a take alone has one: no allocation).
     let lastSlots = -1;
-    for (let i = 0; i < writes.length; i++) if (writes[i]!.kind === 'putSlots') lastSlots = i;
+    let grantUpserts = 0;
+    for (let i = 0; i < writes.length; i++) {
+      const kind = writes[i]!.kind;
+      if (kind === 'putSlots') lastSlots = i;
+      else if (kind === 'putGrant') grantUpserts++;
+    }
+    const superseded = grantUpserts > 1 ? supersededUpserts(writes) : undefined;
     let rows = 0;
     for (let i = 0; i < writes.length; i++) {
       const w = writes[i]!;

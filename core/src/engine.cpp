@@ -450,6 +450,17 @@ struct State {
                            ", which has no running attempt");
   }
 
+  // The running attempt of `t` has ended (reported, threw, or its caller is
+  // gone): its slot record and deadline go, then time moves on. nullptr if
+  // `t` has no running attempt.
+  Call* end_attempt(Ticket t, Millis at) {
+    Call* c = running_call(t);
+    if (!c) return nullptr;
+    attempt_ended(t, *c);
+    advance(at);
+    return c;
+  }
+
   // Finds a call whose callback is running; nullptr if there is none.
   Call* running_call(Ticket t) {
     auto it = calls.find(t);
@@ -653,10 +664,8 @@ Expected<Ticket> Engine::arrive(double cost, Millis now) {
 }
 
 Status Engine::report(Ticket t, const Report& r, Millis now) {
-  Call* c = s_->running_call(t);
+  Call* c = s_->end_attempt(t, now);
   if (!c) return s_->unknown_ticket(t, "report");
-  s_->attempt_ended(t, *c);
-  s_->advance(now);
   const bool rate_limited = r.status == 429 || r.rate_limited;
   if (rate_limited && s_->cfg) {
     // A 429 pauses everyone, even when the caller that saw it has gone.
@@ -693,10 +702,8 @@ Status Engine::report(Ticket t, const Report& r, Millis now) {
 }
 
 Status Engine::threw(Ticket t, Millis now) {
-  Call* c = s_->running_call(t);
+  Call* c = s_->end_attempt(t, now);
   if (!c) return s_->unknown_ticket(t, "throw");
-  s_->attempt_ended(t, *c);
-  s_->advance(now);
   if (!s_->settle_if_abandoned(t, *c)) {  // the bucket exists (see report)
     if (s_->attempts_remain(*c)) {
       s_->retry_after(t, *c, s_->backoff_delay(c->attempt));
@@ -750,10 +757,8 @@ Status Engine::cancel(Ticket t, Millis now) {
 }
 
 Status Engine::gone(Ticket t, Millis now) {
-  Call* c = s_->running_call(t);
+  Call* c = s_->end_attempt(t, now);
   if (!c) return s_->unknown_ticket(t, "gone");
-  s_->attempt_ended(t, *c);
-  s_->advance(now);
   if (c->caller != Caller::Settled) s_->reject(t, ErrorCode::CallerGone);
   s_->release(t);
   s_->serve();

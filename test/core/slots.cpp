@@ -29,21 +29,6 @@ std::string bucket(int64_t concurrency, Millis timeout = kTimeout,
 // "at:count" for a time relative to T0.
 std::string slot(Millis at, int64_t count = 1) { return std::to_string(at) + ":" + std::to_string(count); }
 
-// An engine whose every write lands in `storage`, as a host applies them.
-struct Host {
-  Engine engine;
-  Storage storage;
-
-  explicit Host(const std::string& text, Millis now = T0) {
-    REQUIRE(engine.configure(text, now).ok());
-    step();
-  }
-  Step step() {
-    storage.apply(engine);
-    return drain(engine);
-  }
-};
-
 Engine restored(const std::string& text, const std::string& slots_text, Millis now) {
   Snapshot snap;
   snap.config_text = text;

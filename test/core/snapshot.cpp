@@ -17,27 +17,6 @@ constexpr Millis kWindow = 1000;
 const double kNaN = std::nan("");
 const double kInf = std::numeric_limits<double>::infinity();
 
-// An engine whose every write lands in `storage`, as a host would apply them.
-struct Host {
-  Engine engine;
-  Storage storage;
-
-  explicit Host(const std::string& text, Millis now = T0) {
-    REQUIRE(engine.configure(text, now).ok());
-    step();
-  }
-  Step step() {
-    storage.apply(engine);
-    return drain(engine);
-  }
-  void take(double cost, Millis now) {
-    const Ticket t = arrive(engine, cost, now);
-    report(engine, t, ok(), now);
-    step();
-  }
-  void take(Millis now) { take(1, now); }
-};
-
 Snapshot snapshot_of(const std::string& text, std::vector<std::pair<double, double>> rows, double forced_until = 0,
                      bool lift_pending = false) {
   Snapshot s;

@@ -247,6 +247,29 @@ inline std::vector<Ticket> started(const std::vector<Action>& actions) {
 }
 
 using drl::testing::Storage;
+
+// An engine whose every write lands in `storage`, as a host applies them.
+struct Host {
+  Engine engine;
+  Storage storage;
+
+  explicit Host(const std::string& text, Millis now = T0) {
+    REQUIRE(engine.configure(text, now).ok());
+    step();
+  }
+  Step step() {
+    storage.apply(engine);
+    return drain(engine);
+  }
+  // One call taking `cost` at `now` and reporting success at once.
+  void take(double cost, Millis now) {
+    const Ticket t = arrive(engine, cost, now);
+    report(engine, t, ok(), now);
+    step();
+  }
+  void take(Millis now) { take(1, now); }
+};
+
 // Test-only views of an engine: inspect(e).used(), inspect(e).queued(), ...
 using drl::internal::inspect;
 

@@ -61,10 +61,8 @@ function hasHook(callSite: unknown, fallback: unknown): boolean {
 export interface AttemptTrace<V = unknown> {
   /** The object invoked the callback (the work may have reached the upstream). */
   started: boolean;
-  /** The latest invocation, until it settles: awaited when the object dies under it. */
+  /** The latest invocation: awaited for its report when the object dies under it. */
   running?: Promise<CallReport<V>>;
-  /** The latest invocation's report. */
-  report?: CallReport<V>;
   /** What the latest invocation threw, as thrown. */
   thrown?: unknown;
 }
@@ -85,18 +83,14 @@ export function reportingCallback<T, V>(
   const attempt = async (): Promise<CallReport<V>> => {
     try {
       const result = await work();
-      const value = await read(result);
-      const report = await buildReport(result, value, hooks);
-      trace.thrown = undefined;
-      return (trace.report = report);
+      return await buildReport(result, await read(result), hooks);
     } catch (error) {
       trace.thrown = error;
-      return (trace.report = { thrown: { message: messageOf(error) } });
+      return { thrown: { message: messageOf(error) } };
     }
   };
   return () => {
     trace.started = true;
-    trace.report = undefined;
     trace.thrown = undefined;
     return (trace.running = attempt());
   };

@@ -1,0 +1,152 @@
+// npm run bench:compare -- <other dist/>: this checkout's limiter (dist/) against
+// another build of it (for example a worktree of an older commit, built with
+// bash scripts/build-package.sh), both loaded into ONE workerd, on disk-backed
+// SQLite, with a bare object as the common baseline. Rounds alternate
+// bare / this / other, so drift on a shared machine hits all three alike; the
+// figures are medians of per-round ratios. Printed figures, never assertions.
+//
+//   node bench/e2e/compare.mjs ../wt-old/dist [--rounds=9] [--slice=300] [--c=1,16,64]
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+import { build } from 'esbuild';
+import { Miniflare } from 'miniflare';
+
+const here = import.meta.dirname;
+const root = resolve(here, '../..');
+const option = (name, fallback) => {
+  const hit = process.argv.find((a) => a.startsWith(`--${name}=`));
+  return hit ? Number(hit.slice(name.length + 3)) : fallback;
+};
+const ROUNDS = option('rounds', 9);
+const SLICE_MS = option('slice', 300);
+const CONCURRENCY = process.argv.find((a) => a.startsWith('--c='))?.slice(4).split(',').map(Number) ?? [1, 16, 64];
+const dists = { after: join(root, 'dist'), before: resolve(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? '') };
+for (const [label, dir] of Object.entries(dists)) {
+  if (!existsSync(join(dir, 'do-worker.js'))) {
+    console.error(`${label}: ${dir} holds no built package (do-worker.js); usage: node bench/e2e/compare.mjs <other dist/>`);
+    process.exit(2);
+  }
+}
+
+/** The driver Worker with the client of `dist` bundled in (each build's client speaks its own object's options). */
+async function driverScript(dist) {
+  const ownClient = {
+    name: 'own-client',
+    setup(b) {
+      b.onResolve({ filter: /dist\/client\/index\.js$/ }, () => ({ path: join(dist, 'client/index.js') }));
+    },
+  };
+  const out = await build({
+    entryPoints: [join(here, 'driver-worker.js')],
+    bundle: true,
+    format: 'esm',
+    platform: 'neutral',
+    write: false,
+    external: ['cloudflare:workers'],
+    plugins: [ownClient],
+    logLevel: 'warning',
+  });
+  return out.outputFiles[0].text;
+}
+const driver = async (name, dist) => ({
+  name,
+  modules: true,
+  script: await driverScript(dist),
+  compatibilityDate: '2025-09-01',
+  durableObjects: {
+    AFTER: { className: 'BenchLimiterDO', scriptName: 'limiter-after' },
+    BEFORE: { className: 'BenchLimiterDO', scriptName: 'limiter-before' },
+    BARE: { className: 'BareDO', scriptName: 'baselines' },
+  },
+});
+
+/** One build's limiter Worker, entered through the bench module placed inside that build's dist/. */
+async function limiterWorker(name, dist) {
+  const { miniflareLimiterWorker } = await import(pathToFileURL(join(dist, 'testing/miniflare.js')).href);
+  const shipped = miniflareLimiterWorker({ name, scriptPath: dist });
+  return {
+    ...shipped,
+    modules: [
+      { type: 'ESModule', path: join(dist, 'bench-limiter.js'), contents: readFileSync(join(here, 'limiter-worker.js'), 'utf8') },
+      ...shipped.modules,
+    ],
+    durableObjects: { RATE_LIMITER: { className: 'BenchLimiterDO', useSQLite: true } },
+  };
+}
+
+const persist = mkdtempSync(join(tmpdir(), 'drl-bench-compare-'));
+const mf = new Miniflare({
+  durableObjectsPersist: persist,
+  workers: [
+    await driver('driver-after', dists.after),
+    await driver('driver-before', dists.before),
+    await limiterWorker('limiter-after', dists.after),
+    await limiterWorker('limiter-before', dists.before),
+    {
+      name: 'baselines',
+      modules: true,
+      scriptPath: join(here, 'baselines-worker.js'),
+      compatibilityDate: '2025-09-01',
+      durableObjects: { BARE: { className: 'BareDO', useSQLite: true }, FLOOR: { className: 'FloorDO', useSQLite: true } },
+    },
+  ],
+});
+
+/** A job for the driver that carries the client of the build under test (`before` targets go to the older one). */
+async function job(body) {
+  const worker = await mf.getWorker(body.ns === 'BEFORE' ? 'driver-before' : 'driver-after');
+  const response = await worker.fetch('http://driver/', { method: 'POST', body: JSON.stringify(body) });
+  const result = await response.json();
+  if (result.error) throw new Error(`${body.kind}: ${result.error}`);
+  return result;
+}
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const f2 = (n) => n.toFixed(2);
+
+try {
+  const config = { bucket: { limitPerWindow: 1_000_000_000, windowInMs: 10 }, concurrency: 1_000_000 };
+  for (const ns of ['AFTER', 'BEFORE']) await job({ kind: 'configure', ns, name: 'bench-small', config });
+  const targets = [
+    { key: 'bare', ns: 'BARE', name: 'bench-bare', mode: 'raw' },
+    { key: 'after', ns: 'AFTER', name: 'bench-small', mode: 'raw' },
+    { key: 'before', ns: 'BEFORE', name: 'bench-small', mode: 'raw' },
+    { key: 'after-client', ns: 'AFTER', name: 'bench-small', mode: 'client' },
+    { key: 'before-client', ns: 'BEFORE', name: 'bench-small', mode: 'client' },
+  ];
+  console.log(`limiter ${dists.after} (after) vs ${dists.before} (before); disk-backed SQLite in ${persist}`);
+  console.log(`${ROUNDS} rounds x ${SLICE_MS} ms per target, alternating; medians of per-round ratios\n`);
+  console.log('api            C   after/bare  before/bare  after/before   after calls/s  before calls/s');
+  for (const c of CONCURRENCY) {
+    for (const t of targets) await job({ kind: 'load', ...t, c, ms: 100 }); // warm-up
+    const rounds = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      const perSec = {};
+      // Rotate the order each round so no target always runs first.
+      for (let i = 0; i < targets.length; i++) {
+        const t = targets[(i + r) % targets.length];
+        const out = await job({ kind: 'load', ...t, c, ms: SLICE_MS });
+        if (out.failures) throw new Error(`${t.key} at C=${c}: ${out.failures} failures, e.g. ${out.firstError}`);
+        perSec[t.key] = (1000 * out.calls) / out.elapsedMs;
+      }
+      rounds.push(perSec);
+    }
+    for (const [api, a, b] of [
+      ['stub.execute', 'after', 'before'],
+      ['limiter.call', 'after-client', 'before-client'],
+    ]) {
+      console.log(
+        `${api.padEnd(13)}${String(c).padStart(3)}${f2(median(rounds.map((x) => x[a] / x.bare))).padStart(13)}${f2(median(rounds.map((x) => x[b] / x.bare))).padStart(13)}` +
+          `${f2(median(rounds.map((x) => x[a] / x[b]))).padStart(14)}${median(rounds.map((x) => x[a])).toFixed(0).padStart(16)}${median(rounds.map((x) => x[b])).toFixed(0).padStart(16)}`,
+      );
+    }
+  }
+} finally {
+  await mf.dispose();
+  rmSync(persist, { recursive: true, force: true });
+}

@@ -21,6 +21,14 @@ namespace internal {
 // spell): short beside the seconds an idle object lives before eviction.
 constexpr Millis kIdleSlotsWriteMs = 500;
 
+// How much longer than its start + timeout the slots record may hold a live
+// attempt's slot after a restart. The record lists each running attempt as
+// if it had started this much later, so it still covers the attempts that
+// start within this span while no more run than it lists: a busy bucket
+// rewrites it about once a span, not with every start. (At most a quarter
+// of the attempt timeout, so a short timeout is stretched by at most that.)
+constexpr Millis kSlotsCoverMs = 1000;
+
 // A number as a person wrote it: 2, not 2.0 (JS numbers arrive as doubles).
 std::string number_text(double v) {
   if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
@@ -83,7 +91,9 @@ struct State {
   std::map<Millis, int64_t> slot_starts;    // live running attempts by start time
   std::map<Millis, int64_t> restored_slots; // slots from before a restart, by start time
   int64_t restored_held = 0;                // their sum, part of `active`
-  bool slots_dirty = false;                 // the record differs from what was last written
+  std::map<Millis, int64_t> recorded;       // the slots record as last written or restored, by start
+  bool slots_grew = false;                  // a start (or an erase) since the record was last checked
+  bool slots_dirty = false;                 // the record lists slots that have since been released
   std::optional<Millis> slots_write_due;    // idle: when a dirty record is written on its own
 
   std::vector<Write> writes;
@@ -156,12 +166,12 @@ struct State {
     c.deadline = now + c.timeout;
     deadlines.emplace(c.deadline, t);
     ++slot_starts[at];
-    slots_dirty = true;
+    slots_grew = true;
   }
 
-  // The attempt is no longer running: its deadline and its entry in the
-  // slots record go. The record is rewritten with the next write made
-  // anyway (a release recorded late only holds a slot longer after a crash).
+  // The attempt is no longer running: its deadline goes, and the record
+  // holds its slot until rewritten (a release recorded late only holds a
+  // slot longer after a crash).
   void attempt_ended(Ticket t, Call& c) {
     --running;
     auto range = deadlines.equal_range(c.deadline);
@@ -199,33 +209,87 @@ struct State {
     }
   }
 
-  // Records the slots with the writes of this step, when it makes any: a
-  // start always does (its grant), so the record is durable before the
-  // callback runs. A release alone waits for the next write, or, once no
-  // attempt runs at all, for kIdleSlotsWriteMs without one: a bucket that
-  // goes quiet records that nothing runs before it can be evicted, so a cold
-  // start does not hold finished callbacks' slots for a whole timeout.
+  Millis cover_span() const { return std::min(kSlotsCoverMs, timeout() / 4); }
+
+  // Whether the record, restored now, would hold at least as many slots as
+  // may be running at every moment from now on. Each entry is held until
+  // its start + timeout, so that holds when, for every start s of a running
+  // attempt (live or restored), the record has at least as many entries
+  // dated s or later as there are running attempts started s or later.
+  bool record_covers() const {
+    auto live = slot_starts.rbegin();
+    auto old = restored_slots.rbegin();
+    auto held = recorded.rbegin();
+    int64_t need = 0;
+    int64_t have = 0;
+    while (live != slot_starts.rend() || old != restored_slots.rend()) {
+      Millis at;
+      if (old == restored_slots.rend() || (live != slot_starts.rend() && live->first >= old->first)) {
+        at = live->first;
+        need += (live++)->second;
+      } else {
+        at = old->first;
+        need += (old++)->second;
+      }
+      while (held != recorded.rend() && held->first >= at) have += (held++)->second;
+      if (have < need) return false;
+    }
+    return true;
+  }
+
+  int64_t recorded_count() const {
+    int64_t n = 0;
+    for (const auto& [at, count] : recorded) n += count;
+    return n;
+  }
+
+  // Writes the record: restored slots as they are, live attempts as if
+  // started a cover span later (see kSlotsCoverMs).
+  void write_record() {
+    recorded = restored_slots;
+    const Millis span = cover_span();
+    for (const auto& [at, n] : slot_starts) recorded[at + span] += n;
+    writes.push_back(Write{WriteKind::PutSlots});
+    slots_dirty = false;
+    slots_write_due.reset();
+  }
+
+  // The record is written in the step of a start it does not cover, with
+  // that start's grant, so it is durable before the callback runs. Releases
+  // write nothing of their own: the record drops them when it rides on a
+  // step that writes anyway and lists more slots than are now held (so a
+  // steady load, where each release is followed by a start, writes it about
+  // once a cover span), or, once no attempt has run for kIdleSlotsWriteMs,
+  // alone: a bucket that goes quiet records that nothing runs before it can
+  // be evicted, and a cold start does not hold finished callbacks' slots.
   void record_slots() {
-    if (!slots_dirty || !cfg) {
+    if (!cfg) {
       slots_write_due.reset();
       return;
     }
-    if (!writes.empty() || (slots_write_due && now >= *slots_write_due)) {
-      writes.push_back(Write{WriteKind::PutSlots});
-      slots_dirty = false;
+    if (slots_grew) {
+      slots_grew = false;
+      if (!record_covers()) {
+        write_record();
+        return;
+      }
+    }
+    if (slots_dirty && !writes.empty() && recorded_count() > static_cast<int64_t>(running) + restored_held) {
+      write_record();
+      return;
+    }
+    if (!slots_dirty || running > 0) {
       slots_write_due.reset();
-    } else if (running > 0) {
-      slots_write_due.reset();
+    } else if (slots_write_due && now >= *slots_write_due) {
+      write_record();
     } else if (!slots_write_due) {
       slots_write_due = now + kIdleSlotsWriteMs;
     }
   }
 
   std::string slots_text() const {
-    std::map<Millis, int64_t> all = restored_slots;
-    for (const auto& [at, n] : slot_starts) all[at] += n;
     std::string out;
-    for (const auto& [at, n] : all) {
+    for (const auto& [at, n] : recorded) {
       if (!out.empty()) out += ',';
       out += std::to_string(at) + ':' + std::to_string(n);
     }
@@ -262,6 +326,7 @@ struct State {
       // Out of order, or a second entry for a start already held: rewritten in order.
       const bool merged = !restored_slots.empty() && restored_slots.rbegin()->first >= at;
       restored_slots[at] += n;
+      recorded[at] += n;
       restored_held += n;
       active += static_cast<size_t>(n);
       if (!merged && entry == std::to_string(at) + ':' + std::to_string(n)) changed = was_changed;
@@ -632,8 +697,10 @@ void Engine::erase(Millis now) {
   s_->lift_pending = false;
   s_->write(WriteKind::EraseAll);
   // EraseAll deletes the slots record, but callbacks still running keep their
-  // slots (in a bucket configured again too): the next write stores them.
-  s_->slots_dirty = !s_->slot_starts.empty();
+  // slots (in a bucket configured again too): the next step with a config
+  // finds them uncovered and writes them.
+  s_->recorded.clear();
+  s_->slots_grew = !s_->slot_starts.empty();
   s_->serve();  // no bucket: the wake is only the running attempts' deadlines
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <map>
@@ -117,7 +118,7 @@ class Runner {
   std::vector<Ticket> ended_;        // timed out or gone: any news of them is late
   std::optional<Ticket> gone_;       // the ticket of the gone event being run
   size_t held_allowance_ = 0;        // slots held above a cap a reconfigure lowered
-  bool step_had_writes_ = false;
+  bool step_wrote_slots_ = false;
 
   void fail(const std::string& what) {
     if (!result_.ok) return;
@@ -133,13 +134,16 @@ class Runner {
 
   void event(json ev, const std::function<double(std::string&)>& call) {
     std::string message;
+    const std::optional<Millis> timeout_before =
+        engine_.configured() ? std::optional<Millis>(cfg().attempt_timeout_ms) : std::nullopt;
     const double rc = call(message);
-    step_had_writes_ = !engine_.writes().empty();
+    step_wrote_slots_ = false;
+    for (const Write& w : engine_.writes()) step_wrote_slots_ = step_wrote_slots_ || w.kind == WriteKind::PutSlots;
     std::vector<double> records;
     internal::encode_output(engine_, records);
     check_writes();
     apply_writes();
-    expire_old();
+    expire_old(timeout_before);
     check_actions(ev);
     engine_.clear_output();
     check_state();
@@ -501,11 +505,13 @@ class Runner {
   // attemptTimeoutMs configured now: the engine holds a restored slot until
   // then, and a configuration that shortens the timeout declares the longer
   // ones hung (the engine's own running attempts keep the deadline they
-  // started with). Ended ones never come back.
-  void expire_old() {
+  // started with). Ended ones never come back. A step that changes the
+  // timeout first moves time under the one before it, so whichever is
+  // shorter ends them.
+  void expire_old(std::optional<Millis> timeout_before) {
     if (!engine_.configured()) return;
     const Millis now = inspect(engine_).now();
-    const Millis timeout = cfg().attempt_timeout_ms;
+    const Millis timeout = std::min(cfg().attempt_timeout_ms, timeout_before.value_or(cfg().attempt_timeout_ms));
     old_.erase(std::remove_if(old_.begin(), old_.end(),
                               [&](const OldCallback& o) { return o.ends <= now || o.started + timeout <= now; }),
                old_.end());
@@ -523,18 +529,62 @@ class Runner {
 
   void apply_writes() { storage_.apply(engine_); }
 
-  // The slots record rides with the step's writes: every start writes it
-  // (before its callback may run). It is a write of its own only as the idle
-  // write, when no attempt runs (a quiet bucket records its releases).
+  // The slots record is written at most once a step, and on its own (with
+  // no grant) only as the idle write, when no attempt runs, or after an
+  // erase left running callbacks out of it. That it covers what runs is
+  // checked after every step (check_record_covers).
   void check_writes() {
     size_t slots = 0;
     for (const Write& w : engine_.writes()) slots += w.kind == WriteKind::PutSlots;
+    if (slots > 1) fail("more than one slots record in a step");
     bool started = false;
     for (const Action& a : engine_.actions()) started = started || a.kind == ActionKind::Start;
-    if (started && slots == 0) fail("a start without a slots record in its step");
-    if (slots > 1) fail("more than one slots record in a step");
-    if (slots > 0 && engine_.writes().size() == slots && inspect(engine_).running() > 0) {
-      fail("a slots record written on its own while attempts run");
+    if (slots > 0 && engine_.writes().size() == slots && inspect(engine_).running() > 0 && started) {
+      fail("a start's slots record written without its grant");
+    }
+  }
+
+  // What a restart now would hold, from the stored record alone (restore
+  // clamps a future entry to now and drops expired ones), must cover every
+  // attempt that may still be in flight: at each moment from now on, at
+  // least as many held entries as attempts (live here, or callbacks from
+  // before a restart) not yet ended. Ends are bounded by start + the
+  // timeout configured now, as the restart would bound them.
+  void check_record_covers() {
+    if (!engine_.configured()) return;
+    const Millis now = inspect(engine_).now();
+    const Millis timeout = cfg().attempt_timeout_ms;
+    std::vector<Millis> holds;
+    const std::string text = storage_.slots_text.value_or("");
+    for (size_t i = 0; i < text.size();) {
+      size_t end = text.find(',', i);
+      if (end == std::string::npos) end = text.size();
+      const std::string entry = text.substr(i, end - i);
+      i = end + 1;
+      const size_t colon = entry.find(':');
+      if (colon == std::string::npos) continue;
+      char* stop = nullptr;
+      const double at = std::strtod(entry.substr(0, colon).c_str(), &stop);
+      const double n = std::strtod(entry.substr(colon + 1).c_str(), &stop);
+      if (!std::isfinite(at) || !std::isfinite(n) || at < 0 || n < 1) continue;
+      const Millis until = std::min(static_cast<Millis>(std::ceil(at)), now) + timeout;
+      for (int64_t k = 0; k < static_cast<int64_t>(n) && k < 1'000'000; ++k) holds.push_back(until);
+    }
+    std::vector<Millis> ends;
+    for (const auto& [t, c] : calls_) {
+      if (c.state == HostState::Running) ends.push_back(std::min(c.started + c.timeout, c.started + timeout));
+    }
+    for (const OldCallback& o : old_) ends.push_back(std::min(o.ends, o.started + timeout));
+    std::sort(holds.rbegin(), holds.rend());
+    std::sort(ends.rbegin(), ends.rend());
+    for (size_t k = 0; k < ends.size(); ++k) {
+      if (ends[k] <= now) break;
+      if (k >= holds.size() || holds[k] < ends[k]) {
+        fail("the stored slots record \"" + text + "\" does not cover the attempts in flight: the " +
+             std::to_string(k + 1) + "th latest ends at " + std::to_string(ends[k]) + ", held only until " +
+             (k < holds.size() ? std::to_string(holds[k]) : std::string("never")));
+        return;
+      }
     }
   }
 
@@ -675,12 +725,12 @@ class Runner {
       ++result_.held_back_by_old;
     }
 
-    // After a step that wrote anything, the stored record is the engine's.
-    // (A step with no writes may leave it behind: only ever holding more.)
-    if (storage_.slots_text.value_or("") != engine_.slots_text() && step_had_writes_) {
+    // After a step that wrote the record, the stored record is the engine's.
+    if (storage_.slots_text.value_or("") != engine_.slots_text() && step_wrote_slots_) {
       fail("stored slots record \"" + storage_.slots_text.value_or("") + "\" differs from the engine's \"" +
-           engine_.slots_text() + "\" after a step with writes");
+           engine_.slots_text() + "\" after a step that wrote it");
     }
+    check_record_covers();
   }
 };
 

@@ -17,7 +17,7 @@
 //   assert(engine.writes().size() == 3);  // PutConfig (the configure), a's grant, the slots record
 //   assert((engine.writes()[1] == drl::Write{drl::WriteKind::PutGrant, /*at=*/10, /*amount=*/1}));
 //   assert(engine.writes()[2].kind == drl::WriteKind::PutSlots);  // a runs: a restart keeps its slot
-//   assert(engine.slots_text() == "10:1");                          // one attempt started at 10
+//   assert(engine.slots_text() == "1010:1");  // a's start, dated 1 s later so it covers later starts
 //   assert(engine.actions().size() == 1);  // invoke a's callback
 //   assert((engine.actions()[0] == drl::Action{drl::ActionKind::Start, a, /*attempt=*/1}));
 //   engine.clear_output();
@@ -26,6 +26,7 @@
 //   assert(reported.ok());
 //   assert((engine.actions()[0] == drl::Action{drl::ActionKind::Resolve, a, 1}));  // settle a with its value
 //   assert((engine.actions()[1] == drl::Action{drl::ActionKind::Start, b, 1}));    // a's slot goes to b
+//   assert(engine.writes().size() == 1);  // b's grant alone: the record written for a still covers b
 //   assert(*engine.next_wake() == 20 + 120'000);  // only b's attempt timeout (default 120 s after its start)
 //   engine.clear_output();
 //
@@ -115,7 +116,7 @@ struct Snapshot {
   bool lift_pending = false;
   std::vector<std::pair<double, double>> grants;  // (at, amount)
   // The slots record (slots_text() as last stored): attempts that may still
-  // be running, by start time.
+  // be running, each held until its start + the attempt timeout.
   std::optional<std::string> slots_text;
 };
 
@@ -194,9 +195,12 @@ class Engine {
   bool configured() const;
   // The stored config document (as given), for PutConfig.
   const std::string& config_text() const;
-  // The slots record, for PutSlots: "at:count,..." for every attempt that
-  // may still be running (started at `at`), including those restored from
-  // before a restart. Empty when none.
+  // The slots record, for PutSlots, as last written or restored:
+  // "at:count,...", each entry a slot a restart holds until at + the attempt
+  // timeout. It covers every attempt that may be running (restored ones as
+  // they were, live ones dated up to a second after their start), so it is
+  // rewritten only when a start is not covered, or when nothing has run
+  // for a while and it still lists released slots. Empty when none.
   std::string slots_text() const;
   const Config* config() const;
 

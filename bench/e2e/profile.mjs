@@ -1,0 +1,148 @@
+// Where the limiter's own isolate spends its time under load: the V8 CPU
+// profiler (through workerd's inspector) samples the limiter Worker while a
+// driver Worker makes calls, and this prints the hottest functions by self
+// time and the share of a few entry points by total time. A tool for finding
+// what to make faster; it prints figures and asserts nothing.
+//
+//   node bench/e2e/profile.mjs [--c=1] [--ms=4000] [--mode=raw|client] [--top=25] [--dist=dist]
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+import { build } from 'esbuild';
+import { Miniflare } from 'miniflare';
+import WebSocket from 'ws';
+
+import { pathToFileURL } from 'node:url';
+
+const here = import.meta.dirname;
+const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
+const dist = resolve(arg('dist', join(here, '../../dist')));
+const { miniflareLimiterWorker } = await import(pathToFileURL(join(dist, 'testing/miniflare.js')).href);
+const C = Number(arg('c', '1'));
+const MS = Number(arg('ms', '4000'));
+const MODE = arg('mode', 'raw');
+const TOP = Number(arg('top', '25'));
+const PORT = 9300 + Math.floor(Math.random() * 500);
+
+const driverScript = (
+  await build({
+    entryPoints: [join(here, 'driver-worker.js')],
+    bundle: true,
+    format: 'esm',
+    platform: 'neutral',
+    write: false,
+    external: ['cloudflare:workers'],
+    logLevel: 'warning',
+  })
+).outputFiles[0].text;
+
+const shipped = miniflareLimiterWorker({ name: 'limiter', scriptPath: dist });
+const persist = mkdtempSync(join(tmpdir(), 'drl-profile-'));
+const mf = new Miniflare({
+  durableObjectsPersist: persist,
+  inspectorPort: PORT,
+  workers: [
+    {
+      name: 'driver',
+      modules: true,
+      script: driverScript,
+      compatibilityDate: '2025-09-01',
+      durableObjects: { LIMITER: { className: 'BenchLimiterDO', scriptName: 'limiter' } },
+    },
+    {
+      ...shipped,
+      unsafeInspectorProxy: true,
+      modules: [
+        { type: 'ESModule', path: join(dist, 'bench-limiter.js'), contents: readFileSync(join(here, 'limiter-worker.js'), 'utf8') },
+        ...shipped.modules,
+      ],
+      durableObjects: { RATE_LIMITER: { className: 'BenchLimiterDO', useSQLite: true } },
+    },
+  ],
+});
+
+async function job(body) {
+  const response = await mf.dispatchFetch('http://driver/', { method: 'POST', body: JSON.stringify(body) });
+  const result = await response.json();
+  if (result.error) throw new Error(`${body.kind}: ${result.error}`);
+  return result;
+}
+
+/** A minimal DevTools-protocol session on the limiter Worker's isolate. */
+async function inspector() {
+  const socket = new WebSocket(`ws://127.0.0.1:${PORT}/limiter`);
+  await new Promise((ok, fail) => {
+    socket.once('open', ok);
+    socket.once('error', fail);
+  });
+  let id = 0;
+  const waiting = new Map();
+  socket.on('message', (data) => {
+    const msg = JSON.parse(String(data));
+    if (msg.id && waiting.has(msg.id)) {
+      waiting.get(msg.id)(msg);
+      waiting.delete(msg.id);
+    }
+  });
+  const send = (method, params = {}) =>
+    new Promise((ok, fail) => {
+      const n = ++id;
+      waiting.set(n, (msg) => (msg.error ? fail(new Error(`${method}: ${msg.error.message}`)) : ok(msg.result)));
+      socket.send(JSON.stringify({ id: n, method, params }));
+    });
+  return { send, close: () => socket.close() };
+}
+
+try {
+  const name = 'profile-small';
+  await job({ kind: 'configure', ns: 'LIMITER', name, config: { bucket: { limitPerWindow: 1_000_000_000, windowInMs: 10 }, concurrency: 1_000_000 } });
+  await job({ kind: 'load', ns: 'LIMITER', name, mode: MODE, c: C, ms: 500 }); // warm-up
+  const session = await inspector();
+  await session.send('Profiler.enable');
+  await session.send('Profiler.setSamplingInterval', { interval: 50 });
+  await session.send('Profiler.start');
+  const load = await job({ kind: 'load', ns: 'LIMITER', name, mode: MODE, c: C, ms: MS });
+  const { profile } = await session.send('Profiler.stop');
+  session.close();
+  writeFileSync(join(tmpdir(), 'drl-limiter.cpuprofile'), JSON.stringify(profile));
+
+  // Self time per sample, then inclusive time by walking each sample's stack.
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map();
+  for (const n of profile.nodes) for (const child of n.children ?? []) parent.set(child, n.id);
+  const label = (n) => {
+    const f = n.callFrame;
+    const file = f.url ? f.url.split('/').slice(-2).join('/') : '';
+    return `${f.functionName || '(anonymous)'} ${file}${f.url ? `:${f.lineNumber + 1}` : ''}`;
+  };
+  const self = new Map();
+  const total = new Map();
+  const deltas = profile.timeDeltas;
+  let all = 0;
+  for (let i = 0; i < profile.samples.length; i++) {
+    const dt = deltas[i + 1] ?? 0;
+    all += dt;
+    const leaf = byId.get(profile.samples[i]);
+    self.set(label(leaf), (self.get(label(leaf)) ?? 0) + dt);
+    const seen = new Set();
+    for (let id = profile.samples[i]; id !== undefined; id = parent.get(id)) {
+      const l = label(byId.get(id));
+      if (seen.has(l)) continue;
+      seen.add(l);
+      total.set(l, (total.get(l) ?? 0) + dt);
+    }
+  }
+  const calls = load.calls;
+  const us = (t) => (t / calls).toFixed(1).padStart(8);
+  const pct = (t) => `${((100 * t) / all).toFixed(1).padStart(5)}%`;
+  console.log(`limiter isolate, ${MODE} calls at C=${C}: ${calls} calls in ${load.elapsedMs} ms; sampled ${(all / 1000).toFixed(0)} ms`);
+  console.log(`(profile: ${join(tmpdir(), 'drl-limiter.cpuprofile')}; us = microseconds per call)\n`);
+  console.log('self us/call  share  function');
+  for (const [l, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, TOP)) console.log(`${us(t)}    ${pct(t)}  ${l}`);
+  console.log('\ntotal us/call  share  function (inclusive; dist/ functions only)');
+  for (const [l, t] of [...total].filter(([l]) => /\.js:/.test(l)).sort((a, b) => b[1] - a[1]).slice(0, TOP)) console.log(`${us(t)}    ${pct(t)}  ${l}`);
+} finally {
+  await mf.dispose();
+  rmSync(persist, { recursive: true, force: true });
+}

@@ -181,6 +181,21 @@ describe('an invalid declaration', () => {
 
 });
 
+describe('GET /stats with an invalid declaration', () => {
+  // After the test above: it relies on the name not being registered there.
+  it('lists the bucket under invalid with its error, and every other bucket as usual', async () => {
+    const name = 'declared-zero-window';
+    await registry().registerName(name); // registered, as a bucket configured before the bad deploy would be
+    const response = await SELF.fetch('https://limiter.test/stats', { headers: { authorization: 'Bearer test-admin-key' } });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { buckets: Record<string, LimiterStats>; invalid?: Record<string, string> };
+    expect(body.invalid?.[name]).toContain('[drl:invalid-config] DRL_LIMITS declares bucket "declared-zero-window"');
+    expect(body.buckets[name]).toBeUndefined();
+    expect(body.buckets['declared-registers']?.config).toEqual(DECLARED_LIMITS['declared-registers']);
+    expect(await registry().listNames()).toContain(name); // not pruned: the bucket is declared, not absent
+  });
+});
+
 describe('DRL_LIMITS as a string (a .dev.vars line or a secret)', () => {
   it('is read as the same JSON document', async () => {
     const name = uniqueName('string-form');

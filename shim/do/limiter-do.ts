@@ -138,7 +138,11 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
         } catch {
           // storage refuses even this: the next configure meets the same fault
         }
-        await registry.unregisterName(name).catch(() => {});
+        const unregistered = registry.unregisterName(name).catch(() => {});
+        // The registry asks this bucket's stats() before removing the name.
+        // On the declaration path that call waits on this very declaration
+        // check, so awaiting here would never settle: it goes on alone.
+        if (declared === undefined) await unregistered;
       }
       throw error;
     }

@@ -287,13 +287,21 @@ struct State {
     }
   }
 
-  std::string slots_text() const {
+  static std::string record_text(const std::map<Millis, int64_t>& slots) {
     std::string out;
-    for (const auto& [at, n] : recorded) {
+    for (const auto& [at, n] : slots) {
       if (!out.empty()) out += ',';
       out += std::to_string(at) + ':' + std::to_string(n);
     }
     return out;
+  }
+
+  std::string slots_text() const { return record_text(recorded); }
+
+  std::string running_slots_text() const {
+    std::map<Millis, int64_t> held = restored_slots;
+    for (const auto& [at, n] : slot_starts) held[at] += n;
+    return record_text(held);
   }
 
   // "at:count,..." as stored. Unreadable entries are skipped; a count is
@@ -899,6 +907,7 @@ std::optional<Millis> Engine::next_wake() const { return s_->wake; }
 bool Engine::configured() const { return s_->cfg.has_value(); }
 const std::string& Engine::config_text() const { return s_->cfg ? s_->cfg->text : s_->empty_text; }
 std::string Engine::slots_text() const { return s_->slots_text(); }
+std::string Engine::running_slots_text() const { return s_->running_slots_text(); }
 const Config* Engine::config() const { return s_->cfg ? &s_->cfg->config : nullptr; }
 const std::vector<Write>& Engine::writes() const { return s_->writes; }
 const std::vector<Action>& Engine::actions() const { return s_->actions; }

@@ -227,6 +227,14 @@ DRL_EXPORT(drl_slots_text) int drl_slots_text(int h) {
   return static_cast<int>(g_out.size());
 }
 
+// The slots held now, exactly (running_slots_text), into the out buffer; returns its length.
+DRL_EXPORT(drl_running_slots_text) int drl_running_slots_text(int h) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  g_out = e->running_slots_text();
+  return static_cast<int>(g_out.size());
+}
+
 // Copies and clears the engine's output; returns the number of records.
 DRL_EXPORT(drl_output) int drl_output(int h) {
   auto* e = engine(h);

@@ -207,12 +207,14 @@ export class EngineHost {
     const now = Date.now();
     // The slots to keep are the engine's own, not the stored record: exactly
     // the attempts whose callbacks were invoked and have not reported (their
-    // callers are rejected below, but their work goes on). So first nobody
+    // callers are rejected below, but their work goes on). The stored record
+    // still covers them (it did after the last write that landed), so the
+    // rebuilt engine taking them as its record is on the safe side. First nobody
     // may start any more (every waiting caller is withdrawn), then the starts
     // that were decided but never acted on are undone: no callback ran.
     for (const ticket of tickets) ignoreUnknown(() => this.#engine.cancel(ticket, now));
     for (const action of unacted) if (action.kind === 'start') ignoreUnknown(() => this.#engine.gone(action.ticket, now));
-    const slots = this.#engine.slotsText();
+    const slots = this.#engine.runningSlotsText();
     for (const call of calls) call.reject(error);
     try {
       // Rebuilt without the repairs a cold start would write: storage has

@@ -83,6 +83,7 @@ interface CoreExports {
   drl_restore_slots(h: number, len: number): number;
   drl_restore_end(h: number): number;
   drl_slots_text(h: number): number;
+  drl_running_slots_text(h: number): number;
   drl_erase(h: number, now: number): number;
   drl_arrive(h: number, cost: number, now: number): number;
   drl_report(h: number, ticket: number, status: number, flags: number, retryAfterMs: number, headerLen: number, now: number): number;
@@ -272,13 +273,19 @@ export class Engine {
     return JSON.parse(this.#core.outString()) as Record<string, unknown>;
   }
 
-  /** The stored config document as given, or undefined when unconfigured. */
-  /** The slots record, for putSlots: "at:count,..." ('' when no attempt may be running). */
+  /** The slots record, for putSlots: "at:count,...", as last written or restored ('' when none). */
   slotsText(): string {
     this.#core.exports.drl_slots_text(this.#h);
     return this.#core.outString();
   }
 
+  /** The slots held now, exactly, in the record's format: for rebuilding after a failed write. */
+  runningSlotsText(): string {
+    this.#core.exports.drl_running_slots_text(this.#h);
+    return this.#core.outString();
+  }
+
+  /** The stored config document as given, or undefined when unconfigured. */
   configText(): string | undefined {
     const len = this.#core.exports.drl_config_text(this.#h);
     return len > 0 ? this.#core.outString() : undefined;

@@ -53,10 +53,11 @@ describe('core.wasm loader', () => {
     const a = engine.arrive(1, T0 + 5);
     const b = engine.arrive(1, T0 + 6);
     expect(engine.drain()).toEqual({
-      // The grant, then the slots record with a's start: a restart keeps its slot.
+      // The grant, then the slots record with a's start (dated a second later,
+      // so it covers the starts of that second): a restart keeps its slot.
       writes: [
         { kind: 'putGrant', at: T0 + 5, amount: 1 },
-        { kind: 'putSlots', text: `${T0 + 5}:1` },
+        { kind: 'putSlots', text: `${T0 + 5 + 1000}:1` },
       ],
       actions: [{ kind: 'start', ticket: a, attempt: 1 }],
     });
@@ -65,8 +66,8 @@ describe('core.wasm loader', () => {
 
     engine.report(a, { status: 429, retryAfter: '2' }, T0 + 7);
     const afterPenalty = engine.drain();
-    // Retry-After: 2 seconds, under the default 30 s maxDelayInMs. a's slot
-    // record rides along: nothing runs now.
+    // Retry-After: 2 seconds, under the default 30 s maxDelayInMs. The slots
+    // record rides along, as it lists a slot and nothing runs now.
     expect(afterPenalty.writes).toEqual([
       { kind: 'putPenalty', forcedUntil: T0 + 2007, liftPending: true },
       { kind: 'putSlots', text: '' },

@@ -202,6 +202,12 @@ class Engine {
   // rewritten only when a start is not covered, or when nothing has run
   // for a while and it still lists released slots. Empty when none.
   std::string slots_text() const;
+  // The slots held now, exactly, in the record's format: running attempts by
+  // start time and restored slots as restored. For rebuilding an engine after
+  // a failed write: the stored record still covers these (it covered them
+  // after the last write that landed), so restoring them as the record is
+  // on the safe side.
+  std::string running_slots_text() const;
   const Config* config() const;
 
   // Output of the events since the last clear_output().

@@ -22,18 +22,20 @@ export interface MiniflareLimiterWorkerConfig {
   compatibilityDate?: string;
 }
 
-export interface MiniflareModule {
+// Type aliases, not interfaces: @cloudflare/vitest-plugin 1.x types a
+// worker's options with an index signature, which an interface never meets.
+export type MiniflareModule = {
   type: 'ESModule' | 'CompiledWasm';
   path: string;
-}
+};
 
-export interface MiniflareLimiterWorkerOptions {
+export type MiniflareLimiterWorkerOptions = {
   name: string;
   modules: MiniflareModule[];
   modulesRoot: string;
   compatibilityDate: string;
   durableObjects: Record<string, { className: string; useSQLite: boolean }>;
-}
+};
 
 /** The filesystem path of a file: URL, without importing node:url. */
 function pathOf(url: URL): string {

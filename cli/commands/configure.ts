@@ -59,6 +59,12 @@ export function readDeclaration(path: string): LimitsDocument {
 export async function configureCommand(ui: Ui, options: TargetOptions): Promise<void> {
   ui.intro('durable-rate-limiter configure');
   const { target, source } = await resolveTarget(ui, options);
+  if (source.kind === 'file' && !options.limits && !existsSync(source.path)) {
+    throw new CliError(
+      `Found no limits to apply: ${shown(target.configPath)} declares none (vars.${DECLARATION_VAR}) and there is no limits file at ${shown(source.path)}.\n` +
+        "  Run this from your application's root or the limiter's folder, or pass --limits <file>.",
+    );
+  }
   const document = source.kind === 'declaration' ? readDeclaration(source.path) : readLimitsFile(source.path);
   const from = source.kind === 'declaration' ? `the declaration in ${shown(source.path)}` : shown(source.path);
   const names = Object.keys(document.limits);

@@ -64,6 +64,10 @@ export async function initCommand(ui: Ui): Promise<void> {
   const declared = await declareLimits(ui, todo, limiter, bucket);
   const state = recordLimiter(ui, limiter);
   await deploy(ui, todo, { root, limiter, state, declared });
+  if (appConfig) {
+    // One process runs both Workers; the app's config first (it gets the port).
+    ui.note(`npx wrangler dev -c ${shown(appConfig)} -c ${shown(limiter.configFile)}`, 'Local development: both Workers in one process');
+  }
   summarize(ui, todo);
 }
 

@@ -110,6 +110,7 @@ describe('init --yes', () => {
     expect(initRun.stdout).toContain('npx wrangler deploy --config durable-rate-limiter/wrangler.jsonc');
     expect(initRun.stdout).toContain('npx wrangler secret put DRL_CONFIG_KEY --config durable-rate-limiter/wrangler.jsonc');
     expect(initRun.stdout).toContain('the declared limits apply on each bucket\'s first use');
+    expect(initRun.stdout).toContain('npx wrangler dev -c wrangler.jsonc -c durable-rate-limiter/wrangler.jsonc');
     expect(initRun.stdout.split('Still to do')[1]).not.toContain('durable-rate-limiter configure'); // no configure step left to do
     expect(initRun.stdout).not.toMatch(/\x1b\[/); // no colours off a terminal
   });

@@ -174,9 +174,10 @@ function formatProperty(text: string, path: string[], options: { insertSpaces: b
 
 /** The example file `sample` writes: every field a config can have, each explained. */
 export const SAMPLE_LIMITS = `// Limits for the durable-rate-limiter buckets: one entry per upstream limit.
-// This file is NOT read at runtime and never deployed. \`npx durable-rate-limiter
-// configure\` uploads it to the limiter Worker; \`stats --save\` rewrites it from
-// the live buckets. Bucket names are the \`name\` each defineLimiter uses.
+// An example of every field. Copy the entries into vars.DRL_LIMITS in the
+// limiter's wrangler.jsonc (read at runtime), or upload this file as it is:
+// \`npx durable-rate-limiter configure --limits <this file>\`. Bucket names are
+// the \`name\` each defineLimiter uses.
 {
   "limits": {
     "read-api": {

@@ -2,7 +2,8 @@
 # Tests the package as a user receives it: npm pack, install the tarball into
 # test/consumer (an application Worker), then
 #   - typecheck every subpath under moduleResolution bundler, nodenext, node
-#   - typecheck the consumer app against the installed .d.ts
+#   - typecheck the consumer app against the installed .d.ts, and its
+#     vitest.config.ts against @cloudflare/vitest-pool-workers as installed
 #   - publint and arethetypeswrong on the tarball
 #   - the consumer's own vitest-pool-workers suite (limiter as an auxiliary
 #     Worker loaded from node_modules through miniflareLimiterWorker)
@@ -40,6 +41,7 @@ for mode in bundler nodenext node; do
   check "types-$mode" "$tsc" -p "test/consumer/types/tsconfig.$mode.json"
 done
 check types-app "$tsc" -p test/consumer/tsconfig.json
+check types-vitest-config "$tsc" -p test/consumer/tsconfig.config.json
 check publint node_modules/.bin/publint run --strict "$tarball"
 # ESM only by design (Workers load ES modules): the one rule ignored is
 # "a require() would get ESM"; node10 resolution (typesVersions) is checked.

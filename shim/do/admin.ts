@@ -1,6 +1,8 @@
 /**
  * The admin routes a limiter Worker mounts: `POST /configure` (apply a limits
- * document) and `GET /stats` (every registered bucket's live state). Both are
+ * document) and `GET /stats` (every registered bucket's live state; a
+ * declared bucket is registered on its first use, and one whose declaration
+ * is invalid is listed under `invalid` with its error). Both are
  * guarded by the DRL_CONFIG_KEY secret, sent as `Authorization: Bearer <key>`;
  * an unset secret denies everything.
  *
@@ -179,6 +181,9 @@ async function stats(ns: DurableObjectNamespace<LimiterDO>): Promise<Response> {
   // any other, not a way to set one (JSON.stringify still writes it).
   const buckets: Record<string, LimiterStats> = Object.create(null);
   const pruned: string[] = [];
+  // Buckets whose DRL_LIMITS declaration is invalid: each fails alone (its
+  // error, naming the field) instead of failing the whole listing.
+  const invalid: Record<string, string> = Object.create(null);
   for (const name of names) {
     try {
       buckets[name] = (await ns.get(ns.idFromName(name)).stats()) as LimiterStats;
@@ -189,10 +194,17 @@ async function stats(ns: DurableObjectNamespace<LimiterDO>): Promise<Response> {
       // keeps its name (and is shown next time).
       if (error instanceof Error && error.message.includes(MARKERS.noSuchLimiter)) {
         if (await registry.unregisterName(name)) pruned.push(name);
+      } else if (error instanceof Error && error.message.includes(MARKERS.invalidConfig)) {
+        invalid[name] = error.message;
       } else {
         throw error;
       }
     }
   }
-  return json(200, { ok: true, buckets, ...(pruned.length > 0 ? { pruned } : {}) });
+  return json(200, {
+    ok: true,
+    buckets,
+    ...(pruned.length > 0 ? { pruned } : {}),
+    ...(Object.keys(invalid).length > 0 ? { invalid } : {}),
+  });
 }

@@ -2,7 +2,7 @@
  * How the object's code finds its own namespace: the limiter Worker binds
  * LimiterDO as RATE_LIMITER, and a bucket reaches the registry through it.
  */
-import { REGISTRY_NAME } from '../envelope.ts';
+import { REGISTRY_NAME, type LimiterConfig } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import type { LimiterDO } from './limiter-do.ts';
 
@@ -16,6 +16,14 @@ export interface LimiterEnv {
   RATE_LIMITER?: DurableObjectNamespace<LimiterDO> | DurableObjectNamespace;
   /** The admin routes' key; unset denies every admin request. */
   DRL_CONFIG_KEY?: string;
+  /**
+   * Declared limits, `{ "<bucket name>": <LimiterConfig>, ... }`: a wrangler
+   * `vars` entry (an object), or a `.dev.vars` line or secret holding the
+   * same JSON (a string). A declared bucket is configured from it on first
+   * use; see declared.ts and LimiterDO's applyDeclaration. Unset: no bucket
+   * is declared.
+   */
+  DRL_LIMITS?: string | Record<string, LimiterConfig>;
 }
 
 /** The RATE_LIMITER namespace, or a [drl:misconfigured] error saying how to bind it. */

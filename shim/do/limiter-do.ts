@@ -23,6 +23,7 @@ import { MARKERS } from '../error-ids.ts';
 import { configJson, describe } from '../rules.ts';
 import { checkCallback, checkName, checkPauseMs, executeOptions } from './arguments.ts';
 import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
+import { readDeclaration, type Declaration } from './declared.ts';
 import { EngineHost } from './host.ts';
 import { notTheRegistry, RegistryTable } from './registry.ts';
 import { later } from './rpc.ts';
@@ -47,6 +48,10 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   readonly #storage: LimiterStorage;
   readonly #host: EngineHost;
   #name: string | null = null;
+  // The declaration check runs once per instance (see #declarationReady):
+  // after it succeeds, a call pays one field read for it.
+  #declarationDone = false;
+  #declarationCheck: Promise<void> | undefined;
 
   constructor(ctx: DurableObjectState, env: LimiterEnv) {
     super(ctx, env);
@@ -65,6 +70,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
    */
   execute<T = unknown>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T> {
     return later(async () => {
+      if (!this.#declarationDone) await this.#declarationReady();
       checkCallback(fn);
       const { cost, reportsThrows } = executeOptions(options);
       const ticket = this.#host.run(() => this.#engine.arrive(cost, Date.now()));
@@ -76,54 +82,76 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
    * Creates the bucket (or replaces its config) and enters its name in the
    * registry. All or nothing: validated first, registered, then stored in one
    * transaction; if storing fails, live state stays as stored, a new name is
-   * unregistered again, and the error is [drl:storage-failed].
+   * unregistered again, and the error is [drl:storage-failed]. A declared
+   * bucket's declaration is applied first (if it changed), so this config
+   * stays in force until the declaration changes again.
    */
   configure(name: string, config: LimiterConfig): Promise<LimiterStats> {
     return later(async () => {
       checkName(name);
       const text = configJson(config, 'config');
       this.#core.validateConfig(text);
-      if (this.#isRegistry()) throw new RangeError(`${MARKERS.invalidArgument} the registry instance cannot hold a bucket`);
-      // The name must be the one this object is addressed by: otherwise the
-      // registry would list a name that leads to another (empty) object.
-      if (!this.ctx.id.equals(limiterNamespace(this.env).idFromName(name))) {
-        throw new RangeError(
-          `${MARKERS.invalidArgument} configure(${JSON.stringify(name)}) was sent to an object addressed by another name: use idFromName(${JSON.stringify(name)}) for its stub`,
-        );
-      }
-      const created = !this.#engine.configText();
-      const registry = registryStub(limiterNamespace(this.env));
-      await registry.registerName(name);
-      try {
-        this.#host.run(() => this.#engine.configure(text, Date.now()));
-        // The name and the config are stored in one transaction: a failed
-        // write leaves neither (nor a table), and the engine as stored.
-        this.#host.flush(() => this.#storage.putName(name));
-        this.#name = name;
-      } catch (error) {
-        // The host rebuilt the engine from storage: if the bucket does not
-        // exist there, the name must not stay registered. (If the registry
-        // cannot be reached either, GET /stats prunes the name when it finds
-        // no bucket behind it.)
-        if (created && !this.#engine.configText()) {
-          // Whatever tables an earlier failure or damage left behind hold no
-          // bucket: clear them, so the next configure starts clean.
-          try {
-            this.#storage.eraseAll();
-          } catch {
-            // storage refuses even this: the next configure meets the same fault
-          }
-          await registry.unregisterName(name).catch(() => {});
-        }
-        throw error;
-      }
+      if (!this.#declarationDone) await this.#declarationReady();
+      await this.#configureBucket(name, text);
       return this.stats();
     });
+  }
+
+  /**
+   * configure's path after validation, shared with declarations: checks the
+   * name addresses this object, registers it, applies and stores the config
+   * (and `declared`, the declaration's fingerprint, in the same transaction),
+   * and compensates on failure.
+   */
+  async #configureBucket(name: string, text: string, declared?: string): Promise<void> {
+    if (this.#isRegistry()) throw new RangeError(`${MARKERS.invalidArgument} the registry instance cannot hold a bucket`);
+    // The name must be the one this object is addressed by: otherwise the
+    // registry would list a name that leads to another (empty) object.
+    if (!this.ctx.id.equals(limiterNamespace(this.env).idFromName(name))) {
+      throw new RangeError(
+        `${MARKERS.invalidArgument} configure(${JSON.stringify(name)}) was sent to an object addressed by another name: use idFromName(${JSON.stringify(name)}) for its stub`,
+      );
+    }
+    const created = !this.#engine.configText();
+    const registry = registryStub(limiterNamespace(this.env));
+    await registry.registerName(name);
+    try {
+      this.#host.run(() => this.#engine.configure(text, Date.now()));
+      // The name and the config (and the declaration's fingerprint) are
+      // stored in one transaction: a failed write leaves none of them (nor a
+      // table), and the engine as stored.
+      this.#host.flush(() => {
+        this.#storage.putName(name);
+        if (declared !== undefined) this.#storage.putDeclared(declared);
+      });
+      this.#name = name;
+    } catch (error) {
+      // The host rebuilt the engine from storage: if the bucket does not
+      // exist there, the name must not stay registered. (If the registry
+      // cannot be reached either, GET /stats prunes the name when it finds
+      // no bucket behind it.)
+      if (created && !this.#engine.configText()) {
+        // Whatever tables an earlier failure or damage left behind hold no
+        // bucket: clear them, so the next configure starts clean.
+        try {
+          this.#storage.eraseAll();
+        } catch {
+          // storage refuses even this: the next configure meets the same fault
+        }
+        const unregistered = registry.unregisterName(name).catch(() => {});
+        // The registry asks this bucket's stats() before removing the name.
+        // On the declaration path that call waits on this very declaration
+        // check, so awaiting here would never settle: it goes on alone.
+        if (declared === undefined) await unregistered;
+      }
+      throw error;
+    }
   }
 
   /** Deep-merges `patch` onto the stored config (`null` removes an optional field). */
   reconfigure(patch: LimiterConfigPatch): Promise<LimiterStats> {
     return later(async () => {
+      if (!this.#declarationDone) await this.#declarationReady();
       const text = configJson(patch, 'patch');
       this.#host.run(() => this.#engine.reconfigure(text, Date.now()));
       this.#host.flush();
@@ -133,6 +161,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
 
   stats(): Promise<LimiterStats> {
     return later(async () => {
+      if (!this.#declarationDone) await this.#declarationReady();
       const stats = this.#host.run(() => this.#engine.stats(Date.now()));
       this.#host.flush();
       return { name: this.#name, ...stats } as unknown as LimiterStats;
@@ -142,6 +171,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   /** Pauses the bucket for `ms`, as a 429 would: everyone waits. */
   pause(ms: number): Promise<LimiterStats> {
     return later(async () => {
+      if (!this.#declarationDone) await this.#declarationReady();
       checkPauseMs(ms);
       this.#host.run(() => this.#engine.pause(ms, Date.now()));
       this.#host.flush();
@@ -196,6 +226,57 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       }
       return false; // configured: the name stays
     });
+  }
+
+  // ---- declared limits (DRL_LIMITS; see declared.ts) ------------------------
+
+  /**
+   * The declaration check, once per instance: the first call that needs the
+   * bucket waits on it, and so does every call that arrives meanwhile. A
+   * check that failed on the way (the registry unreachable, storage refusing
+   * the write) is tried again by the next call; an invalid declaration is
+   * kept, so every call on this bucket fails with its error until a deploy
+   * fixes it.
+   */
+  #declarationReady(): Promise<void> {
+    if (this.#declarationCheck) return this.#declarationCheck;
+    const name = this.#isRegistry() ? null : (this.ctx.id.name ?? this.#name);
+    const declaration: Declaration = name === null ? { kind: 'none' } : readDeclaration(this.env.DRL_LIMITS, name, this.#core);
+    if (declaration.kind === 'invalid') {
+      this.#declarationCheck = Promise.reject(declaration.error);
+      this.#declarationCheck.catch(() => {}); // handled by each caller that awaits it
+      return this.#declarationCheck;
+    }
+    this.#declarationCheck = this.#applyDeclaration(name!, declaration).then(
+      () => {
+        this.#declarationDone = true;
+      },
+      (error: unknown) => {
+        this.#declarationCheck = undefined;
+        throw error;
+      },
+    );
+    return this.#declarationCheck;
+  }
+
+  /**
+   * The precedence of declared limits, in one place. The object stores the
+   * fingerprint (canonical JSON) of the declaration it last applied, in the
+   * transaction that stores the config:
+   * - declared, and the declaration differs from the stored fingerprint (a
+   *   deploy changed it, or it is new, or the bucket does not exist yet): it
+   *   is applied as configure applies a config (a full replacement; the log,
+   *   penalty and queue are kept), and the fingerprint updated;
+   * - declared, and equal to the stored fingerprint: nothing happens, so a
+   *   runtime configure/reconfigure stays in force until the declaration
+   *   itself changes in a later deploy;
+   * - not declared (never, or removed from DRL_LIMITS): nothing happens; a
+   *   stored bucket stays as stored, and an unconfigured name stays absent.
+   */
+  async #applyDeclaration(name: string, declaration: Declaration): Promise<void> {
+    if (declaration.kind !== 'valid') return;
+    if (this.#engine.configText() && this.#storage.readDeclared() === declaration.fingerprint) return;
+    await this.#configureBucket(name, declaration.text, declaration.fingerprint);
   }
 
   #isRegistry(): boolean {

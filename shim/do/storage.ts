@@ -1,8 +1,8 @@
 /**
  * The object's persistence in its SQLite storage. Grants are one row per
- * distinct grant time; config, name and penalty are small records. Nothing
- * exists (not even a table) until the first `configure`, so an unconfigured
- * bucket holds zero bytes.
+ * distinct grant time; config, name, penalty and the fingerprint of the last
+ * applied declaration are small records. Nothing exists (not even a table)
+ * until the first `configure`, so an unconfigured bucket holds zero bytes.
  */
 import type { EngineSnapshot, EngineWrite } from '../engine/loader.ts';
 
@@ -92,7 +92,20 @@ export class LimiterStorage {
 
   putName(name: string): void {
     this.ensure();
-    this.#sql.exec(`INSERT INTO ${META} (key, value) VALUES ('name', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, name);
+    this.#putMeta('name', name);
+  }
+
+  /** The fingerprint of the declaration last applied (see declared.ts), or undefined. */
+  readDeclared(): string | undefined {
+    if (!this.exists()) return undefined;
+    const [row] = this.#sql.exec<{ value: string }>(`SELECT value FROM ${META} WHERE key = 'declared'`).toArray();
+    return row === undefined ? undefined : String(row.value);
+  }
+
+  /** Records the fingerprint of the declaration just applied; goes in the transaction that stores its config. */
+  putDeclared(fingerprint: string): void {
+    this.ensure();
+    this.#putMeta('declared', fingerprint);
   }
 
   /**

@@ -14,3 +14,5 @@ export {
   type MiniflareLimiterWorkerOptions,
   type MiniflareModule,
 } from './miniflare.ts';
+export { limiterStub, type LimiterNamespaceLike } from './stub.ts';
+export type { LimiterRpc } from '../do/limiter-do.ts';

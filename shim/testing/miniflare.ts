@@ -9,6 +9,8 @@
  * generated at build time from dist's own import graph (worker-modules.ts),
  * so a new or split module cannot be left out.
  */
+import type { LimiterConfig } from '../envelope.ts';
+import { configJson, nameProblem, quote } from '../rules.ts';
 import { WORKER_MODULES } from './worker-modules.ts';
 
 export interface MiniflareLimiterWorkerConfig {
@@ -20,21 +22,35 @@ export interface MiniflareLimiterWorkerConfig {
   scriptPath?: string;
   /** The limiter Worker's compatibility date. Default 2024-04-03 (Workers RPC). */
   compatibilityDate?: string;
+  /**
+   * Declared limits, `{ "<bucket name>": <LimiterConfig>, ... }`, put in the
+   * limiter Worker's DRL_LIMITS binding: each bucket exists from its first
+   * call, with no setup file. Checked here for shape (plain objects, valid
+   * names, plain JSON data); the config rules themselves are the engine's,
+   * applied by the object on the bucket's first call. Default: none.
+   */
+  limits?: Record<string, LimiterConfig>;
 }
 
-// Type aliases, not interfaces: @cloudflare/vitest-plugin 1.x types a
-// worker's options with an index signature, which an interface never meets.
-export type MiniflareModule = {
+export interface MiniflareModule {
   type: 'ESModule' | 'CompiledWasm';
   path: string;
-};
+}
 
+// A type alias, not an interface: cloudflareTest's `miniflare.workers` wants
+// objects with an index signature, which only an alias gets implicitly.
 export type MiniflareLimiterWorkerOptions = {
   name: string;
   modules: MiniflareModule[];
   modulesRoot: string;
   compatibilityDate: string;
   durableObjects: Record<string, { className: string; useSQLite: boolean }>;
+  /**
+   * DRL_LIMITS, present when `limits` was given: its JSON text (the limiter
+   * reads a string or an object alike). Text, because an object binding is
+   * copied on its way to workerd and a copy drops a "__proto__" key.
+   */
+  bindings?: { DRL_LIMITS: string };
 };
 
 /** The filesystem path of a file: URL, without importing node:url. */
@@ -50,7 +66,14 @@ function pathOf(url: URL): string {
  * // vitest.config.ts
  * cloudflareTest({
  *   wrangler: { configPath: './wrangler.jsonc' },
- *   miniflare: { workers: [miniflareLimiterWorker({ name: 'my-limiter' })] },
+ *   miniflare: {
+ *     workers: [
+ *       miniflareLimiterWorker({
+ *         name: 'my-limiter',
+ *         limits: { 'example-api': { bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 5 } },
+ *       }),
+ *     ],
+ *   },
  * })
  */
 export function miniflareLimiterWorker(config: MiniflareLimiterWorkerConfig): MiniflareLimiterWorkerOptions {
@@ -72,5 +95,36 @@ export function miniflareLimiterWorker(config: MiniflareLimiterWorkerConfig): Mi
     modules: WORKER_MODULES.map((m) => ({ type: m.type, path: `${modulesRoot}${m.path}` })),
     compatibilityDate: config.compatibilityDate ?? '2024-04-03',
     durableObjects,
+    ...(config.limits === undefined ? {} : { bindings: { DRL_LIMITS: declaredLimits(config.limits) } }),
   };
+}
+
+/**
+ * `limits` checked and written as JSON text: a plain object whose keys are
+ * valid bucket names and whose values are plain objects of JSON data. The
+ * engine's config rules are not repeated here (they live in core.wasm, which
+ * this file must not load); the object applies them on the first call.
+ */
+function declaredLimits(limits: unknown): string {
+  const where = 'miniflareLimiterWorker: limits';
+  if (limits === null || typeof limits !== 'object' || Array.isArray(limits)) {
+    throw new TypeError(`${where} must be an object { "<bucket name>": <config>, ... }`);
+  }
+  const proto = Object.getPrototypeOf(limits);
+  if (proto !== Object.prototype && proto !== null) {
+    throw new TypeError(`${where} must be a plain object (an object literal; \`__proto__: ...\` in a literal sets its prototype, write ['__proto__'] for a bucket of that name)`);
+  }
+  // Written entry by entry: an own "__proto__" key is a bucket name.
+  const entries: string[] = [];
+  for (const [name, config] of Object.entries(limits)) {
+    const problem = nameProblem(name, 'bucket name');
+    if (problem) throw new problem.kind(`${where}[${quote(name)}]: ${problem.message}`);
+    try {
+      entries.push(`${JSON.stringify(name)}:${configJson(config, 'config')}`);
+    } catch (error) {
+      const reason = (error as Error).message.replace(/^\[drl:[a-z-]+\]\s*/, '');
+      throw new TypeError(`${where}[${quote(name)}]: ${reason}`);
+    }
+  }
+  return `{${entries.join(',')}}`;
 }

@@ -9,6 +9,7 @@ export const WORKER_MODULES: readonly MiniflareModule[] = [
   { type: 'CompiledWasm', path: 'core.wasm' },
   { type: 'ESModule', path: 'do/arguments.js' },
   { type: 'ESModule', path: 'do/binding.js' },
+  { type: 'ESModule', path: 'do/declared.js' },
   { type: 'ESModule', path: 'do/entrypoint.js' },
   { type: 'ESModule', path: 'do/host.js' },
   { type: 'ESModule', path: 'do/limiter-do.js' },

@@ -1,6 +1,8 @@
 import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
 import { defineConfig } from 'vitest/config';
 
+import { DECLARED_LIMITS } from './declared-limits.ts';
+
 // A second application in its own isolate. The test hands it a function that
 // forwards to the shared bucket's execute (a Durable Object stub cannot be
 // sent over RPC from the test runner); its callback is an RPC function handle
@@ -33,7 +35,8 @@ export default defineConfig({
       main: './test/do/worker.ts',
       wrangler: { configPath: './test/do/wrangler.jsonc' },
       miniflare: {
-        bindings: { DRL_CONFIG_KEY: 'test-admin-key' },
+        // DRL_LIMITS as an object, as a wrangler JSON var arrives (declared.test.ts).
+        bindings: { DRL_CONFIG_KEY: 'test-admin-key', DRL_LIMITS: DECLARED_LIMITS },
         serviceBindings: { OTHER_APP: { name: 'other-app', entrypoint: 'OtherApp' } },
         workers: [
           {

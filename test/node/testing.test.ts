@@ -56,6 +56,67 @@ describe('miniflareLimiterWorker', () => {
   });
 });
 
+describe('miniflareLimiterWorker({ limits })', () => {
+  const config = { bucket: { limitPerWindow: 5, windowInMs: 1_000 }, concurrency: 2 };
+
+  it('puts limits into the DRL_LIMITS binding as JSON text, and adds no binding without them', () => {
+    const limits = { 'example-api': config, other: { ...config, retry: { maxRetries: 0 } } };
+    const options = testing.miniflareLimiterWorker({ name: 'my-limiter', limits });
+    expect(Object.keys(options.bindings)).toEqual(['DRL_LIMITS']);
+    expect(JSON.parse(options.bindings.DRL_LIMITS)).toEqual(limits);
+    expect(testing.miniflareLimiterWorker({ name: 'my-limiter' }).bindings).toBeUndefined();
+  });
+
+  it('keeps a bucket named "__proto__" as a name (an own key), not a prototype', () => {
+    const options = testing.miniflareLimiterWorker({ name: 'x', limits: { ['__proto__']: config } });
+    expect(options.bindings.DRL_LIMITS).toBe(`{"__proto__":${JSON.stringify(config)}}`);
+  });
+
+  it.each([
+    ['an array', [config], /limits must be an object/],
+    ['a string', '{"a":{}}', /limits must be an object/],
+    ['null', null, /limits must be an object/],
+    ['an object with a prototype', { __proto__: { a: config } }, /limits must be a plain object/],
+    ['a class instance', new Map([['a', config]]), /limits must be a plain object/],
+    ['a config that is not an object', { 'example-api': 5 }, /limits\["example-api"\]: config must be an object \(received 5\)/],
+    ['a config that is an array', { 'example-api': [] }, /limits\["example-api"\]: config must be an object \(received an array\)/],
+    ['a config with a function', { 'example-api': { ...config, concurrency: () => 1 } }, /limits\["example-api"\]: concurrency must be JSON data \(received a function\)/],
+    ['a non-finite number', { 'example-api': { ...config, concurrency: Infinity } }, /limits\["example-api"\]: concurrency must be a finite number/],
+    ['an empty bucket name', { '': config }, /limits\[""\]: bucket name must not be empty/],
+    ['the reserved name', { __drl_registry__: config }, /is reserved for the registry/],
+  ])('rejects %s with a TypeError or RangeError naming the bucket', (_what, limits, message) => {
+    expect(() => testing.miniflareLimiterWorker({ name: 'x', limits })).toThrow(message);
+    try {
+      testing.miniflareLimiterWorker({ name: 'x', limits });
+    } catch (error) {
+      expect(error instanceof TypeError || error instanceof RangeError).toBe(true);
+    }
+  });
+
+  it('rejects nesting deeper than any config before anything recurses on it', () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 10_000; i++) deep = { a: deep };
+    expect(() => testing.miniflareLimiterWorker({ name: 'x', limits: { 'example-api': { bucket: deep, concurrency: 1 } } })).toThrow(
+      /limits\["example-api"\]: config is nested too deeply/,
+    );
+  });
+});
+
+describe('limiterStub', () => {
+  it('returns the stub of the named bucket from the namespace', () => {
+    const seen: string[] = [];
+    const stub = { configure: () => 'configured' };
+    const namespace = { idFromName: (name: string) => (seen.push(name), { name }), get: (id: { name: string }) => (id.name === 'b' ? stub : null) };
+    expect(testing.limiterStub(namespace, 'b')).toBe(stub);
+    expect(seen).toEqual(['b']);
+  });
+
+  it('rejects a missing namespace or name', () => {
+    expect(() => testing.limiterStub(undefined, 'b')).toThrow(/namespace must be the Durable Object namespace binding/);
+    expect(() => testing.limiterStub({ idFromName: () => 1, get: () => 1 }, '')).toThrow(/name must be the bucket name/);
+  });
+});
+
 describe('createFakeLimiterNamespace', () => {
   const run = (fake: any, name: string, report: unknown) => fake.namespace.get(fake.namespace.idFromName(name)).execute(async () => report);
 

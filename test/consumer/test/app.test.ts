@@ -3,12 +3,15 @@
 // through the client and through the LimiterEntrypoint service binding.
 import { env, SELF } from 'cloudflare:test';
 import { CallFailedError, NoSuchLimiterError, defineBinder, defineLimiter } from 'durable-rate-limiter/client';
-import { ENVELOPE_VERSION, type LimiterRpc } from 'durable-rate-limiter/do';
+import { ENVELOPE_VERSION } from 'durable-rate-limiter/do';
+import { limiterStub } from 'durable-rate-limiter/testing';
 import { describe, expect, it } from 'vitest';
 
 import { api, typo } from '../src/limiter';
 
-const bucket = () => env.RATE_LIMITER.get(env.RATE_LIMITER.idFromName('example-api')) as unknown as LimiterRpc;
+// env.RATE_LIMITER is a plain DurableObjectNamespace (as `wrangler types`
+// writes a cross-script binding); limiterStub types the stub with LimiterRpc.
+const bucket = () => limiterStub(env.RATE_LIMITER, 'example-api');
 
 describe('cross-script Durable Object binding', () => {
   it('paces a request through the app and the shared bucket', async () => {
@@ -46,6 +49,22 @@ describe('cross-script Durable Object binding', () => {
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(CallFailedError);
     expect((error as CallFailedError).status).toBe(403);
+  });
+});
+
+describe('declared limits (miniflareLimiterWorker({ limits }))', () => {
+  it('the bucket exists from its declaration, with no setup file', async () => {
+    const stats = await bucket().stats();
+    expect(stats.config).toEqual({ bucket: { limitPerWindow: 1000, windowInMs: 60_000 }, concurrency: 5 });
+  });
+
+  it('a test may still reconfigure a bucket at run time through limiterStub', async () => {
+    const stub = limiterStub(env.RATE_LIMITER, 'reconfigured-api');
+    expect((await stub.stats()).config.concurrency).toBe(1);
+    const stats = await stub.reconfigure({ concurrency: 3 });
+    expect(stats.config).toEqual({ bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 3 });
+    const replaced = await stub.configure('reconfigured-api', { bucket: { limitPerWindow: 20, windowInMs: 1_000 }, concurrency: 2 });
+    expect(replaced.limit).toBe(20);
   });
 });
 

@@ -27,9 +27,13 @@ export async function statsCommand(ui: Ui, options: TargetOptions & { json: bool
   }
   ui.intro(options.save ? 'durable-rate-limiter stats --save' : 'durable-rate-limiter stats');
   const { target, source } = await resolveTarget(ui, options);
-  const { buckets, pruned } = await ui.spin(`Reading every bucket from ${target.url}`, () => readStats(target), (r) => `${Object.keys(r.buckets).length} bucket(s)`);
+  const { buckets, pruned, invalid } = await ui.spin(`Reading every bucket from ${target.url}`, () => readStats(target), (r) => `${Object.keys(r.buckets).length} bucket(s)`);
   ui.note(statsTable(buckets), 'Live buckets');
   if (pruned?.length) ui.warn(`Pruned names with no bucket behind them: ${pruned.join(', ')}`);
+  if (invalid && Object.keys(invalid).length > 0) {
+    // Declared with a config the engine refuses: every call on them rejects until the declaration is fixed.
+    ui.warn(`Buckets whose declaration (${DECLARATION_VAR}) is invalid:\n${Object.entries(invalid).map(([name, error]) => `  - ${name}: ${error}`).join('\n')}`);
+  }
   if (options.save) {
     const live: Record<string, LimiterConfig> = Object.create(null); // keyed by bucket name: "__proto__" is one
     for (const [name, stats] of Object.entries(buckets)) live[name] = stats.config;

@@ -202,6 +202,24 @@ describe('configure and stats against wrangler dev', () => {
     expect(Object.keys((await liveStats()).buckets).sort()).toEqual(['second-api', 'upstream-api']);
   });
 
+  it('stats names a live bucket whose declaration the running limiter refuses', async () => {
+    const before = readFileSync(limiterConfig(), 'utf8');
+    const broken = { 'upstream-api': { bucket: { limitPerWindow: 0, windowInMs: 1000 }, concurrency: 1 } };
+    // wrangler dev reloads the limiter when its config changes.
+    writeFileSync(limiterConfig(), before.replace(/"vars": \{[\s\S]*\n  \}\n/, `"vars": { "DRL_LIMITS": ${JSON.stringify(broken)} }\n`));
+    try {
+      let run = await cli(['stats']);
+      for (let i = 0; i < 40 && !run.stderr.concat(run.stdout).includes('is invalid'); i++) {
+        await new Promise((r) => setTimeout(r, 500));
+        run = await cli(['stats']);
+      }
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout).toMatch(/Buckets whose declaration \(DRL_LIMITS\) is invalid:\s*│?\s*- upstream-api: .*\[drl:invalid-config\]/);
+    } finally {
+      writeFileSync(limiterConfig(), before);
+    }
+  });
+
   it('a wrong key gets the 401 guidance: how to set a new one', async () => {
     const run = await cli(['stats'], app, { DRL_CONFIG_KEY: 'not-the-key' });
     expect(run.code).toBe(1);

@@ -24,7 +24,8 @@
 // plugin release built on that wrangler) and installed once into
 // build/onedev-tools, reused while the versions match.
 //
-// Flags: --only=wrangler|vite   --tarball=PATH (default: npm pack now)   --keep
+// Flags: --only=wrangler|vite   --tarball=PATH (default: npm pack now, of the dist/ that
+// scripts/build-package.sh built)   --keep (the project, even when every check passed)
 // Every wait is bounded and each dev process is killed by its process group,
 // on failure too; a watchdog ends the run. Ends with "onedev: N passed, N failed".
 import { execFileSync, spawn } from 'node:child_process';

@@ -97,12 +97,16 @@ export async function uploadLimits(target: AdminTarget, document: LimitsDocument
  * @example
  * const { buckets } = await readStats(target);
  */
-export async function readStats(target: AdminTarget): Promise<{ buckets: Record<string, LimiterStats>; pruned?: string[] }> {
+export async function readStats(
+  target: AdminTarget,
+): Promise<{ buckets: Record<string, LimiterStats>; pruned?: string[]; invalid?: Record<string, string> }> {
   const { status, json } = await request(target, '/stats');
-  const answer = json as { ok?: boolean; error?: string; buckets?: Record<string, LimiterStats>; pruned?: string[] } | undefined;
+  const answer = json as
+    | { ok?: boolean; error?: string; buckets?: Record<string, LimiterStats>; pruned?: string[]; invalid?: Record<string, string> }
+    | undefined;
   if (!answer || typeof answer.buckets !== 'object' || answer.buckets === null) {
     if (status >= 200 && status < 300) throw new CliError(redeployAdvice(target, '/stats'));
     throw new CliError(`The limiter answered ${status}: ${answer?.error ?? 'no reason given'}`);
   }
-  return { buckets: answer.buckets, ...(answer.pruned ? { pruned: answer.pruned } : {}) };
+  return { buckets: answer.buckets, ...(answer.pruned ? { pruned: answer.pruned } : {}), ...(answer.invalid ? { invalid: answer.invalid } : {}) };
 }

@@ -41,12 +41,7 @@ function lineAndColumn(text: string, offset: number): string {
 export function checkLimits(text: string, core: Core): { ok: true; document: LimitsDocument } | { ok: false; problems: string[] } {
   const errors: ParseError[] = [];
   const value = parseDocument(text, errors);
-  if (errors.length > 0) {
-    return {
-      ok: false,
-      problems: errors.map((e) => `${printParseErrorCode(e.error)} at ${lineAndColumn(text, e.offset)}`),
-    };
-  }
+  if (errors.length > 0) return { ok: false, problems: syntaxProblems(text, errors) };
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     return { ok: false, problems: ['the file must hold an object: { "limits": { "<bucket name>": <config>, ... } }'] };
   }
@@ -54,18 +49,35 @@ export function checkLimits(text: string, core: Core): { ok: true; document: Lim
   for (const key of Object.keys(value)) {
     if (key !== 'limits') problems.push(`unknown key ${JSON.stringify(key)} at the top (allowed: limits)`);
   }
-  const limits = (value as { limits?: unknown }).limits;
+  const checked = checkEntries((value as { limits?: unknown }).limits, core, '"limits"');
+  return checked.ok && problems.length === 0 ? checked : { ok: false, problems: [...problems, ...(checked.ok ? [] : checked.problems)] };
+}
+
+/** Each JSONC syntax error, with its line and column. */
+export function syntaxProblems(text: string, errors: ParseError[]): string[] {
+  return errors.map((e) => `${printParseErrorCode(e.error)} at ${lineAndColumn(text, e.offset)}`);
+}
+
+/**
+ * Checks a `{ "<bucket name>": <config> }` object (the limits file's
+ * "limits", or the declaration vars.DRL_LIMITS) entry by entry, by the
+ * object's own rules; `what` names it in a problem.
+ *
+ * @example
+ * const checked = checkEntries({ 'read-api': { bucket: { limitPerWindow: 60, windowInMs: 60_000 }, concurrency: 5 } }, core, 'DRL_LIMITS');
+ */
+export function checkEntries(limits: unknown, core: Core, what: string): { ok: true; document: LimitsDocument } | { ok: false; problems: string[] } {
   if (limits === null || typeof limits !== 'object' || Array.isArray(limits)) {
-    problems.push('"limits" must be an object mapping each bucket name to its config');
-    return { ok: false, problems };
+    return { ok: false, problems: [`${what} must be an object mapping each bucket name to its config`] };
   }
+  const problems: string[] = [];
   const entries = Object.entries(limits);
-  if (entries.length === 0) problems.push('"limits" is empty: there is nothing to configure');
+  if (entries.length === 0) problems.push(`${what} is empty: there is nothing to configure`);
   for (const [name, config] of entries) {
     const problem = limitsEntryProblem(core, name, config); // exactly as POST /configure checks it
     if (problem) problems.push(`${quote(name)}: ${problem}`);
   }
-  return problems.length > 0 ? { ok: false, problems } : { ok: true, document: value as LimitsDocument };
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, document: { limits: limits as LimitsDocument['limits'] } };
 }
 
 /** A limits file's text for a document, with a header saying what the file is. */
@@ -89,42 +101,83 @@ const deepEqual = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSO
  * writeFileSync(path, saveLimits(readFileSync(path, 'utf8'), { 'read-api': stats.config }));
  */
 export function saveLimits(text: string | undefined, live: Record<string, LimiterConfig>, header: string): string {
+  return (text !== undefined && saveEntries(text, ['limits'], live)) || renderLimits({ limits: live }, header);
+}
+
+/**
+ * Rewrites the object at `path` in a JSONC text (a limits file's "limits",
+ * a wrangler config's vars.DRL_LIMITS) to hold exactly `live`, by edits that
+ * keep every unchanged entry's bytes and comments and everything around the
+ * object as it was. Creates the object (and its parents) when absent.
+ * Returns undefined when the text does not parse, or something on the way is
+ * not an object: then nothing can be edited safely.
+ *
+ * @example
+ * writeFileSync(config, saveEntries(readFileSync(config, 'utf8'), ['vars', 'DRL_LIMITS'], live) ?? fail());
+ */
+export function saveEntries(text: string, path: string[], live: Record<string, LimiterConfig>): string | undefined {
   const errors: ParseError[] = [];
-  const current = text === undefined ? undefined : parseDocument(text, errors);
-  const limits = (current as { limits?: unknown } | undefined)?.limits;
-  if (text === undefined || errors.length > 0 || limits === null || typeof limits !== 'object' || Array.isArray(limits)) {
-    return renderLimits({ limits: live }, header);
-  }
+  const root = parseTree(text, errors, PARSE_OPTIONS);
+  if (!root || errors.length > 0 || root.type !== 'object') return undefined;
   const eol = text.includes('\r\n') ? '\r\n' : '\n';
   const formattingOptions = { insertSpaces: true, tabSize: 2, eol };
+  // The deepest part of the path that exists must be an object to insert into.
+  for (let depth = 1; depth <= path.length; depth++) {
+    const node = findNodeAtLocation(root, path.slice(0, depth));
+    if (node === undefined) {
+      // Created whole, then formatted as one property (modify alone would write it on one line).
+      let next = applyEdits(text, modify(text, path.slice(0, depth), nest(path.slice(depth), live), {}));
+      next = formatProperty(next, path.slice(0, depth), formattingOptions);
+      return next;
+    }
+    if (node.type !== 'object') return undefined;
+  }
+  const node = findNodeAtLocation(root, path)!;
+  if ((node.children ?? []).length === 0) {
+    // An empty object (init's `{}`): replaced whole, laid out at its line's indent.
+    const lineStart = text.lastIndexOf('\n', node.offset - 1) + 1;
+    const indent = /^[ \t]*/.exec(text.slice(lineStart, node.offset))?.[0] ?? '';
+    const body = Object.keys(live).length === 0 ? '{}' : JSON.stringify(live, null, 2).replace(/\n/g, eol + indent);
+    return applyEdits(text, [{ offset: node.offset, length: node.length, content: body }]);
+  }
+  const limits = getNodeValue(node) as Record<string, unknown>;
   // modify without formatting touches only the entry; the entry alone is
   // then formatted (formatting in modify would reflow the whole object).
   let next = text;
   // Own keys only: `name in live` would find "constructor" on any object.
   for (const name of Object.keys(limits)) {
-    if (!Object.hasOwn(live, name)) next = applyEdits(next, modify(next, ['limits', name], undefined, {}));
+    if (!Object.hasOwn(live, name)) next = applyEdits(next, modify(next, [...path, name], undefined, {}));
   }
   for (const [name, config] of Object.entries(live)) {
-    const was = Object.hasOwn(limits, name) ? (limits as Record<string, unknown>)[name] : undefined;
+    const was = Object.hasOwn(limits, name) ? limits[name] : undefined;
     if (deepEqual(was, config)) continue;
-    next = applyEdits(next, modify(next, ['limits', name], config, {}));
-    // Formatted from the end of the entry before it, so the comma and line break are too.
-    const entry = findNodeAtLocation(parseTree(next)!, ['limits', name])?.parent;
-    const siblings = entry?.parent?.children ?? [];
-    const before = siblings[siblings.indexOf(entry!) - 1];
-    if (entry?.parent) {
-      const start = before ? before.offset + before.length : entry.parent.offset + 1;
-      next = applyEdits(next, format(next, { offset: start, length: entry.offset + entry.length - start }, formattingOptions));
-    }
+    next = applyEdits(next, modify(next, [...path, name], config, {}));
+    next = formatProperty(next, [...path, name], formattingOptions);
   }
   return next;
 }
 
+/** `value` under the keys of `path`, innermost last: nest(['a'], v) is { a: v }. */
+function nest(path: string[], value: unknown): unknown {
+  return path.reduceRight<unknown>((inner, key) => ({ [key]: inner }), value);
+}
+
+/** Formats one property, from the end of the one before it, so its comma and line break are too. */
+function formatProperty(text: string, path: string[], options: { insertSpaces: boolean; tabSize: number; eol: string }): string {
+  const entry = findNodeAtLocation(parseTree(text, [], PARSE_OPTIONS)!, path)?.parent;
+  if (!entry?.parent) return text;
+  const siblings = entry.parent.children ?? [];
+  const before = siblings[siblings.indexOf(entry) - 1];
+  const start = before ? before.offset + before.length : entry.parent.offset + 1;
+  return applyEdits(text, format(text, { offset: start, length: entry.offset + entry.length - start }, options));
+}
+
 /** The example file `sample` writes: every field a config can have, each explained. */
 export const SAMPLE_LIMITS = `// Limits for the durable-rate-limiter buckets: one entry per upstream limit.
-// This file is NOT read at runtime and never deployed. \`npx durable-rate-limiter
-// configure\` uploads it to the limiter Worker; \`stats --save\` rewrites it from
-// the live buckets. Bucket names are the \`name\` each defineLimiter uses.
+// An example of every field. Copy the entries into vars.DRL_LIMITS in the
+// limiter's wrangler.jsonc (read at runtime), or upload this file as it is:
+// \`npx durable-rate-limiter configure --limits <this file>\`. Bucket names are
+// the \`name\` each defineLimiter uses.
 {
   "limits": {
     "read-api": {

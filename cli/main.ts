@@ -15,18 +15,18 @@ import { createUi } from './ui.ts';
 const USAGE = `Usage: npx durable-rate-limiter <command> [options]
 
 Commands
-  init              set up a limiter Worker and bind this application to it (run from the app's root)
-  configure         upload the limits file to the limiter (no deploy)
+  init              set up a limiter Worker, declare its bucket, bind this application to it (run from the app's root)
+  configure         apply the limiter's declared limits (vars.DRL_LIMITS in its wrangler config) now, no deploy
   stats             show every bucket's live state (--json for machines)
-  stats --save      rewrite the limits file from the live buckets
-  sample            write an example limits file
+  stats --save      write the live limits into the declaration
+  sample            write an example limits file (every field, explained)
 
 Options
   --url <origin>    where the limiter answers; beats the remembered one and is remembered
-  --limits <path>   the limits file (default: the one recorded beside the limiter)
+  --limits <path>   a limits file ({ "limits": {...} }) instead of the declaration
   --out <path>      sample: where to write the example
   --json            stats: print JSON only
-  --save            stats: rewrite the limits file
+  --save            stats: write the live limits into the declaration (or --limits file)
   -y, --yes         take every default without asking (init never deploys with it)
   -h, --help        this text
 

@@ -1,4 +1,5 @@
 /** The files `init` writes, as text. Each names what it is and who wrote it. */
+import type { LimiterConfig } from '../shim/envelope.ts';
 import type { Topology } from './wrangler-config.ts';
 
 /** A date every wrangler 4 accepts and the object's features need. */
@@ -21,7 +22,11 @@ export default {
 `;
 }
 
-/** The limiter Worker's wrangler.jsonc: the binding the registry needs and the SQLite migration. */
+/**
+ * The limiter Worker's wrangler.jsonc: the binding the registry needs, the
+ * SQLite migration, and the declaration (vars.DRL_LIMITS), which `init`
+ * fills with the bucket it scaffolds.
+ */
 export function limiterWranglerConfig(worker: string): string {
   return `// The limiter Worker (scaffolded by \`npx durable-rate-limiter init\`).
 // Applications bind its LimiterDO class (script_name "${worker}") or its
@@ -35,28 +40,22 @@ export function limiterWranglerConfig(worker: string): string {
     "bindings": [{ "name": "RATE_LIMITER", "class_name": "LimiterDO" }]
   },
   // SQLite-backed storage: one row per grant. Never remove this migration.
-  "migrations": [{ "tag": "v1", "new_sqlite_classes": ["LimiterDO"] }]
+  "migrations": [{ "tag": "v1", "new_sqlite_classes": ["LimiterDO"] }],
+  // The buckets, one entry per upstream limit: each is configured from here
+  // on first use (deployed or under wrangler dev), so no configure step is
+  // needed. \`npx durable-rate-limiter configure\` applies it now without a
+  // redeploy; \`stats --save\` writes the live limits back here.
+  // Every field: \`npx durable-rate-limiter sample --out x.jsonc\`.
+  "vars": {
+    "DRL_LIMITS": {}
+  }
 }
 `;
 }
 
-/** The limits file `init` writes: the upstream's limit, verbatim. */
-export function initialLimits(name: string, limitPerWindow: number, windowInMs: number, concurrency: number): string {
-  return `// Limits for the durable-rate-limiter buckets: one entry per upstream limit.
-// NOT read at runtime and never deployed: \`npx durable-rate-limiter configure\`
-// uploads this file; \`npx durable-rate-limiter stats --save\` rewrites it from
-// the live buckets. Every field: \`npx durable-rate-limiter sample --out x.jsonc\`.
-{
-  "limits": {
-    ${JSON.stringify(name)}: {
-      // The upstream's documented limit, verbatim.
-      "bucket": { "limitPerWindow": ${limitPerWindow}, "windowInMs": ${windowInMs} },
-      // At most this many calls in flight at once, retries included.
-      "concurrency": ${concurrency}
-    }
-  }
-}
-`;
+/** The config `init` declares for its bucket: the upstream's limit, verbatim. */
+export function initialConfig(limitPerWindow: number, windowInMs: number, concurrency: number): LimiterConfig {
+  return { bucket: { limitPerWindow, windowInMs }, concurrency };
 }
 
 const HOOKS = `  // Uncomment for an upstream that signals a limit without a 429 (checked
@@ -72,7 +71,7 @@ const HOOKS = `  // Uncomment for an upstream that signals a limit without a 429
 export function limiterModule(topology: Topology, binding: string, worker: string, name: string): string {
   const header = `// The rate limiter this application calls its upstream through (written by
 // \`npx durable-rate-limiter init\`). Limits live in the limiter Worker
-// "${worker}", set from its limits file by \`npx durable-rate-limiter configure\`.`;
+// "${worker}": declared in its wrangler.jsonc (vars.DRL_LIMITS).`;
   const limiter = `/** The bucket's instance name, written once here: a typo would be a different, unconfigured bucket. */
 export const LIMITER_NAME = ${JSON.stringify(name)};
 

@@ -4,7 +4,8 @@
 # suites inside workerd, the type tests, the consumer topology from the packed
 # tarball, the CLI's tests, the local verification run at CI size (verify/:
 # plain, restarted when idle, and killed three times with callbacks in
-# flight), the fault suite,
+# flight), the fault suite, local dev in one process (wrangler dev and the
+# vite plugin), the packed tarball on Node 22's current toolchain,
 # and the Node suite (wasm loader, native-vs-wasm differential, /testing).
 # Ends with one line:
 # "N passed, N failed".
@@ -118,6 +119,21 @@ echo "== fault suite (CI size): gone callers, limiter killed with callbacks in f
 # "faults: N passed, N failed".
 timeout 400 node verify/local/faults.mjs --ci 2>&1 | tee build/faults.log | grep -E '^(faults|  (PASS|FAIL))'
 read -r p f < <(sed -nE 's/^faults: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' build/faults.log | tail -1)
+passed=$((passed + ${p:-0}))
+failed=$((failed + ${f:-1}))
+
+echo "== local dev in one process: wrangler dev with both configs, and the vite plugin (from the packed tarball)"
+# verify/local/one-process.mjs: a throwaway app + limiter whose wrangler.jsonc
+# declares the bucket (vars.DRL_LIMITS), paced through the app with no
+# configure step; ends with "onedev: N passed, N failed".
+timeout 600 node verify/local/one-process.mjs 2>&1 | tee build/onedev.log | grep -E '^(onedev|  (PASS|FAIL))'
+read -r p f < <(sed -nE 's/^onedev: ([0-9]+) passed, ([0-9]+) failed.*$/\1 \2/p' build/onedev.log | tail -1)
+passed=$((passed + ${p:-0}))
+failed=$((failed + ${f:-1}))
+
+echo "== the packed tarball on Node 22 with the current toolchain (wrangler, @cloudflare/vitest-plugin 1.x, vitest)"
+bash scripts/test-toolchain-22.sh 2>&1 | tee build/toolchain22.log | grep -E '^toolchain22'
+read -r p f < <(sed -nE 's/^toolchain22: ([0-9]+) passed, ([0-9]+) failed.*$/\1 \2/p' build/toolchain22.log | tail -1)
 passed=$((passed + ${p:-0}))
 failed=$((failed + ${f:-1}))
 

@@ -1,10 +1,15 @@
-/** `configure`: upload the limits file to the limiter's /configure route. */
+/**
+ * `configure`: apply the declared limits (vars.DRL_LIMITS in the limiter's
+ * wrangler config), or a limits file given with --limits, through the
+ * limiter's /configure route: live at once, without a redeploy.
+ */
 import { existsSync, readFileSync } from 'node:fs';
 
 import { uploadLimits } from '../admin-client.ts';
 import { loadCore } from '../engine.ts';
 import { CliError } from '../errors.ts';
 import type { LimitsDocument } from '../../shim/envelope.ts';
+import { checkDeclaration, DECLARATION_VAR } from '../declaration.ts';
 import { checkLimits } from '../limits-file.ts';
 import type { Ui } from '../ui.ts';
 import { resolveTarget, shown, type TargetOptions } from './target.ts';
@@ -30,13 +35,41 @@ export function readLimitsFile(path: string): LimitsDocument {
   return checked.document;
 }
 
+/**
+ * Reads and checks the declaration in a limiter's wrangler config; throws
+ * one CliError listing every problem.
+ *
+ * @example
+ * const document = readDeclaration('durable-rate-limiter/wrangler.jsonc');
+ */
+export function readDeclaration(path: string): LimitsDocument {
+  const checked = checkDeclaration(readFileSync(path, 'utf8'), loadCore());
+  if (checked.kind === 'absent') {
+    throw new CliError(`${shown(path)} declares no limits (vars.${DECLARATION_VAR}).\n  Declare them there, e.g. "vars": { "${DECLARATION_VAR}": { "my-api": { "bucket": { "limitPerWindow": 60, "windowInMs": 60000 }, "concurrency": 5 } } }`);
+  }
+  if (checked.kind === 'problems') {
+    const count = checked.problems.length;
+    throw new CliError(
+      `${shown(path)} vars.${DECLARATION_VAR} has ${count} problem${count === 1 ? '' : 's'}, so nothing was uploaded:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`,
+    );
+  }
+  return checked.document;
+}
+
 export async function configureCommand(ui: Ui, options: TargetOptions): Promise<void> {
   ui.intro('durable-rate-limiter configure');
-  const { target, limitsPath } = await resolveTarget(ui, options);
-  const document = readLimitsFile(limitsPath);
+  const { target, source } = await resolveTarget(ui, options);
+  if (source.kind === 'file' && !options.limits && !existsSync(source.path)) {
+    throw new CliError(
+      `Found no limits to apply: ${shown(target.configPath)} declares none (vars.${DECLARATION_VAR}) and there is no limits file at ${shown(source.path)}.\n` +
+        "  Run this from your application's root or the limiter's folder, or pass --limits <file>.",
+    );
+  }
+  const document = source.kind === 'declaration' ? readDeclaration(source.path) : readLimitsFile(source.path);
+  const from = source.kind === 'declaration' ? `the declaration in ${shown(source.path)}` : shown(source.path);
   const names = Object.keys(document.limits);
   const results = await ui.spin(
-    `Uploading ${names.length} bucket${names.length === 1 ? '' : 's'} from ${shown(limitsPath)} to ${target.url}`,
+    `Uploading ${names.length} bucket${names.length === 1 ? '' : 's'} from ${from} to ${target.url}`,
     () => uploadLimits(target, document),
     (r) => `Configured ${r.length} bucket${r.length === 1 ? '' : 's'}`,
   );

@@ -6,16 +6,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { dirname, join } from 'node:path';
 
-import { uploadLimits } from '../admin-client.ts';
+import { checkDeclaration, DECLARATION_VAR, declareBucket, declaredBucket } from '../declaration.ts';
 import { loadCore } from '../engine.ts';
 import { CliError } from '../errors.ts';
-import type { LimitsDocument } from '../../shim/envelope.ts';
-import { checkLimits, LIMITS_FILE } from '../limits-file.ts';
 import { appName, findAppConfig, run, treeState, wranglerCommand } from '../project.ts';
 import { readState, STATE_FILE, writeState, type LimiterState } from '../state.ts';
-import { initialLimits, limiterIndex, limiterModule, limiterWranglerConfig } from '../templates.ts';
+import { initialConfig, limiterIndex, limiterModule, limiterWranglerConfig } from '../templates.ts';
 import type { Ui } from '../ui.ts';
 import { bindingFragment, configFormat, planBinding, type BindingSpec, type Topology } from '../wrangler-config.ts';
 import { nameProblem } from '../../shim/rules.ts';
@@ -63,9 +61,13 @@ export async function initCommand(ui: Ui): Promise<void> {
   const binding = await addBinding(ui, todo, appConfig, limiter.worker);
   await generateTypes(ui, todo, root);
   const bucket = await writeLimiterModule(ui, todo, root, binding);
-  const limits = await writeLimits(ui, todo, limiter, bucket);
-  const state = recordLimiter(ui, limiter, limits.path);
-  await deploy(ui, todo, { root, limiter, state, limits });
+  const declared = await declareLimits(ui, todo, limiter, bucket);
+  const state = recordLimiter(ui, limiter);
+  await deploy(ui, todo, { root, limiter, state, declared });
+  if (appConfig) {
+    // One process runs both Workers; the app's config first (it gets the port).
+    ui.note(`npx wrangler dev -c ${shown(appConfig)} -c ${shown(limiter.configFile)}`, 'Local development: both Workers in one process');
+  }
   summarize(ui, todo);
 }
 
@@ -79,14 +81,6 @@ interface Limiter {
   configFile: string;
   /** What an earlier init recorded in the folder, or nothing. */
   previous: LimiterState;
-}
-
-/** The limits file as step 5 leaves it, checked by the engine's rules. */
-interface WrittenLimits {
-  /** Absolute path of the limits file. */
-  path: string;
-  /** The document to upload, or undefined when the file has problems (then nothing is deployed). */
-  document: LimitsDocument | undefined;
 }
 
 /** Says why to commit first and how the tree stands; stops, when asked to, on uncommitted changes. */
@@ -124,12 +118,16 @@ async function chooseLimiter(ui: Ui, root: string, app: string): Promise<Limiter
   return { dir, worker, configFile: join(dir, LIMITER_CONFIG), previous };
 }
 
-/** Step 1: the limiter Worker's entry module and wrangler config. */
+/**
+ * Step 1: the limiter Worker's entry module and wrangler config. An existing
+ * config is never offered for replacement: it holds the declared limits,
+ * which step 5 edits in place.
+ */
 async function writeLimiterWorker(ui: Ui, todo: Todo[], limiter: Limiter): Promise<void> {
-  await writeFiles(ui, todo, [
-    { path: join(limiter.dir, 'src', 'index.ts'), text: limiterIndex() },
-    { path: limiter.configFile, text: limiterWranglerConfig(limiter.worker) },
-  ]);
+  const files = [{ path: join(limiter.dir, 'src', 'index.ts'), text: limiterIndex() }];
+  if (existsSync(limiter.configFile)) ui.info(`Kept ${shown(limiter.configFile)} as it is (its declared limits are yours).`);
+  else files.push({ path: limiter.configFile, text: limiterWranglerConfig(limiter.worker) });
+  await writeFiles(ui, todo, files);
 }
 
 /** Step 1: offers `npm install` of the package when the application does not have it (never under --yes). */
@@ -212,31 +210,70 @@ async function writeLimiterModule(ui: Ui, todo: Todo[], root: string, spec: Bind
 }
 
 /**
- * Step 5: asks for the upstream's limit, verbatim, and writes the limits file
- * (where an earlier init put it), then checks what is on disk.
+ * Step 5: asks for the upstream's limit, verbatim, and declares it in the
+ * limiter's wrangler config (vars.DRL_LIMITS), by an edit that keeps every
+ * comment and any other bucket; then checks the declaration on disk.
+ * Returns whether the declaration is valid (then the deploy may go ahead).
  */
-async function writeLimits(ui: Ui, todo: Todo[], limiter: Limiter, bucket: string): Promise<WrittenLimits> {
+async function declareLimits(ui: Ui, todo: Todo[], limiter: Limiter, bucket: string): Promise<boolean> {
   ui.step("5/5  Limits: your upstream's real limit, verbatim");
   const limit = Number(await ui.text({ message: `How many requests does the upstream allow (for ${bucket})?`, defaultValue: '60', validate: positiveInteger, answeredBy: YES }));
   const windowInMs = Number(
     await ui.select({ message: 'In what window?', options: WINDOWS.map((w) => ({ ...w })), defaultValue: '60000', answeredBy: YES }),
   );
   const concurrency = Number(await ui.text({ message: 'How many calls may be in flight at once?', defaultValue: '5', validate: positiveInteger, answeredBy: YES }));
-  const path = join(limiter.dir, limiter.previous.limits ?? LIMITS_FILE);
-  await writeFiles(ui, todo, [{ path, text: initialLimits(bucket, limit, windowInMs, concurrency) }]);
-  if (!existsSync(path)) return { path, document: undefined }; // declined: writeFiles put it in "still to do"
-  const checked = checkLimits(readFileSync(path, 'utf8'), loadCore());
-  if (!checked.ok) {
-    ui.warn(`${shown(path)} has problems:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`);
-    todo.push({ why: `fix ${shown(path)}` });
+  const config = initialConfig(limit, windowInMs, concurrency);
+  const file = limiter.configFile;
+  const fragment = `"vars": { "${DECLARATION_VAR}": ${JSON.stringify({ [bucket]: config }, null, 2).replace(/\n/g, '\n  ')} }`;
+  if (limiter.previous.limits) {
+    ui.info(`${limiter.previous.limits} (the limits file of an earlier init) is no longer read by default: the declaration in ${shown(file)} is. Use --limits to upload the file.`);
   }
-  return { path, document: checked.ok ? checked.document : undefined };
+  if (!existsSync(file)) {
+    ui.note(fragment, `Declare the bucket in ${shown(file)} once it exists`);
+    todo.push({ why: `add the declaration shown above to ${shown(file)}` });
+    return false;
+  }
+  const text = readFileSync(file, 'utf8');
+  const was = declaredBucket(text, bucket);
+  const next = declareBucket(text, bucket, config);
+  if (next === undefined) {
+    ui.note(fragment, `${shown(file)}: vars.${DECLARATION_VAR} could not be edited safely. Merge this by hand`);
+    todo.push({ why: `merge the declaration shown above into ${shown(file)}` });
+  } else if (JSON.stringify(was) === JSON.stringify(config)) {
+    ui.info(`${shown(file)} already declares ${bucket} as it would be written.`);
+  } else {
+    ui.note(JSON.stringify({ [bucket]: config }, null, 2), `${was === undefined ? 'Declare in' : 'Replace the declaration in'} ${shown(file)} (vars.${DECLARATION_VAR})`);
+    const write = await ui.confirm({
+      message: was === undefined ? `Declare ${bucket} in ${shown(file)}?` : `Replace the declared ${bucket} in ${shown(file)}?`,
+      defaultValue: was === undefined,
+      answeredBy: YES,
+    });
+    if (write) {
+      writeFileSync(file, next);
+      ui.success(`Declared ${bucket} in ${shown(file)}`);
+    } else if (was === undefined) {
+      todo.push({ why: `declare ${bucket} in ${shown(file)} (shown above)` });
+    } else {
+      ui.info(`Kept the declared ${bucket} as it is.`);
+    }
+  }
+  const checked = checkDeclaration(readFileSync(file, 'utf8'), loadCore());
+  if (checked.kind === 'problems') {
+    ui.warn(`${shown(file)} vars.${DECLARATION_VAR} has problems:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`);
+    todo.push({ why: `fix vars.${DECLARATION_VAR} in ${shown(file)}` });
+  }
+  return checked.kind === 'ok';
 }
 
-/** Writes the state file (keeping an origin an earlier run remembered), if the limiter's folder exists, and returns what it holds. */
-function recordLimiter(ui: Ui, limiter: Limiter, limitsPath: string): LimiterState {
+/** Writes the state file (keeping an origin and a limits file an earlier run remembered), if the limiter's folder exists, and returns what it holds. */
+function recordLimiter(ui: Ui, limiter: Limiter): LimiterState {
   const { previous } = limiter;
-  const state = { worker: limiter.worker, config: LIMITER_CONFIG, limits: relative(limiter.dir, limitsPath), ...(previous.url ? { url: previous.url } : {}) };
+  const state = {
+    worker: limiter.worker,
+    config: LIMITER_CONFIG,
+    ...(previous.limits ? { limits: previous.limits } : {}),
+    ...(previous.url ? { url: previous.url } : {}),
+  };
   // Nothing was written there (every file declined): no folder to record in.
   if (!existsSync(limiter.dir)) return state;
   writeState(limiter.dir, state);
@@ -244,94 +281,67 @@ function recordLimiter(ui: Ui, limiter: Limiter, limitsPath: string): LimiterSta
   return state;
 }
 
-/** The deploy's three commands, as the person would type them. */
+/** The deploy's two commands, as the person would type them. */
 interface DeployCommands {
   deploy: string;
   secret: string;
-  configure: string;
 }
 
 /**
  * Shows the deploy's commands, and runs them when the person says so: never
- * under --yes, and not with a limits file that has problems.
+ * under --yes, and not with a declaration that has problems. The declared
+ * limits deploy with the Worker: no configure step follows.
  */
-async function deploy(ui: Ui, todo: Todo[], c: { root: string; limiter: Limiter; state: LimiterState; limits: WrittenLimits }): Promise<void> {
+async function deploy(ui: Ui, todo: Todo[], c: { root: string; limiter: Limiter; state: LimiterState; declared: boolean }): Promise<void> {
   const config = shown(c.limiter.configFile);
   const commands: DeployCommands = {
     deploy: `npx wrangler deploy --config ${config}`,
     secret: `npx wrangler secret put DRL_CONFIG_KEY --config ${config}`,
-    configure: `npx ${PACKAGE} configure`,
   };
-  ui.note([commands.deploy, `${commands.secret}   (a new random key, sent on stdin)`, `${commands.configure}   (uploads ${shown(c.limits.path)})`].join('\n'), 'Deploy');
-  const document = c.limits.document;
-  const now = !ui.yes && document !== undefined && (await ui.confirm({ message: 'Deploy the limiter Worker, set its key and apply the limits now?', defaultValue: true, answeredBy: YES }));
+  ui.note(
+    [`${commands.deploy}   (the declared limits apply on each bucket's first use)`, `${commands.secret}   (a new random key, sent on stdin: for stats and configure)`].join('\n'),
+    'Deploy',
+  );
+  const now = !ui.yes && c.declared && (await ui.confirm({ message: 'Deploy the limiter Worker and set its key now?', defaultValue: true, answeredBy: YES }));
   if (!now) {
-    todo.push({ why: 'deploy the limiter Worker', command: commands.deploy });
-    todo.push({ why: 'set its key (type a long random one)', command: commands.secret });
-    todo.push({ why: 'apply the limits, with the same key in the environment', command: `DRL_CONFIG_KEY=<the key> ${commands.configure}` });
+    todo.push({ why: 'deploy the limiter Worker (its declared limits go with it)', command: commands.deploy });
+    todo.push({ why: 'set its key, for stats and configure (type a long random one)', command: commands.secret });
     return;
   }
-  await deployLimiter(ui, todo, { ...c, commands, document });
+  await deployLimiter(ui, todo, { ...c, commands });
 }
 
-/** Deploys, remembers the origin, sets a new random key and uploads the limits; stops at the first failure. */
-async function deployLimiter(
-  ui: Ui,
-  todo: Todo[],
-  c: { root: string; limiter: Limiter; state: LimiterState; commands: DeployCommands; document: LimitsDocument },
-): Promise<void> {
+/** Deploys, remembers the origin and sets a new random key; stops at the first failure. */
+async function deployLimiter(ui: Ui, todo: Todo[], c: { root: string; limiter: Limiter; state: LimiterState; commands: DeployCommands }): Promise<void> {
   const { configFile, dir } = c.limiter;
   const wrangler = wranglerCommand(c.root);
   const deployed = await run(wrangler.file, [...wrangler.prefix, 'deploy', '--config', configFile], { cwd: c.root });
   if (deployed.code !== 0) {
-    todo.push(
-      { why: 'deploy the limiter Worker (it failed above)', command: c.commands.deploy },
-      { why: 'set its key', command: c.commands.secret },
-      { why: 'apply the limits', command: c.commands.configure },
-    );
+    todo.push({ why: 'deploy the limiter Worker (it failed above)', command: c.commands.deploy }, { why: 'set its key', command: c.commands.secret });
     return;
   }
   const url =
     /https:\/\/[^\s]+\.workers\.dev/.exec(deployed.stdout)?.[0] ??
-    (await ui.text({ message: 'Where does the limiter answer? (its origin, e.g. a custom route)', answeredBy: 'rerun configure with --url <origin>' }));
+    (await ui.text({ message: 'Where does the limiter answer? (its origin, e.g. a custom route)', answeredBy: 'rerun stats with --url <origin>' }));
   writeState(dir, { ...c.state, url });
 
   const key = randomBytes(24).toString('base64url');
   const put = await run(wrangler.file, [...wrangler.prefix, 'secret', 'put', 'DRL_CONFIG_KEY', '--config', configFile], { cwd: c.root, input: `${key}\n` });
   if (put.code !== 0) {
-    todo.push({ why: 'set the key (it failed above)', command: c.commands.secret }, { why: 'apply the limits', command: c.commands.configure });
+    todo.push({ why: 'set the key (it failed above)', command: c.commands.secret });
     return;
   }
-  ui.note(`DRL_CONFIG_KEY=${key}`, 'The key, shown once: keep it in your password manager, export it for configure/stats');
-  const target = { url, key, configPath: shown(configFile) };
-  try {
-    // A fresh workers.dev route can take a few seconds to answer.
-    await ui.spin('Applying the limits', () => withRetries(() => uploadLimits(target, c.document)), () => 'The bucket is live');
-  } catch (error) {
-    ui.warn((error as Error).message);
-    todo.push({ why: 'apply the limits', command: `DRL_CONFIG_KEY=<the key above> ${c.commands.configure}` });
-  }
+  ui.note(`DRL_CONFIG_KEY=${key}`, 'The key, shown once: keep it in your password manager, export it for stats and configure');
 }
 
 /** Ends with what is still to do, numbered, each with its command. */
 function summarize(ui: Ui, todo: Todo[]): void {
   if (todo.length === 0) {
-    ui.outro('Nothing left to do: the bucket is live.');
+    ui.outro('Nothing left to do: the bucket is configured from its declaration on first use.');
     return;
   }
   ui.note(todo.map((t, i) => `${i + 1}. ${t.why}${t.command ? `:\n   ${t.command}` : ''}`).join('\n'), 'Still to do');
   ui.outro(`${todo.length} thing(s) still to do, listed above.`);
-}
-
-async function withRetries<T>(work: () => Promise<T>, attempts = 6): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await work();
-    } catch (error) {
-      if (attempt >= attempts) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 2000 * attempt));
-    }
-  }
 }
 
 /**

@@ -1,4 +1,4 @@
-/** `sample`: write an example limits file to start from. */
+/** `sample`: write an example of every config field, as a limits file, to copy from. */
 import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
@@ -22,5 +22,7 @@ export async function sampleCommand(ui: Ui, options: { out?: string }): Promise<
   }
   ui.note(SAMPLE_LIMITS.trimEnd(), shown(path));
   writeFileSync(path, SAMPLE_LIMITS);
-  ui.outro(`Wrote ${shown(path)}. Edit it, then: npx durable-rate-limiter configure`);
+  ui.outro(
+    `Wrote ${shown(path)}. Copy its entries into vars.DRL_LIMITS in the limiter's wrangler.jsonc, or upload it as it is: npx durable-rate-limiter configure --limits ${shown(path)}`,
+  );
 }

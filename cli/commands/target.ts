@@ -1,11 +1,15 @@
 /**
  * What `configure` and `stats` share: finding the limiter (state file,
- * limits file, --url) and the key, asking only what is unknown.
+ * its wrangler config's declaration or a limits file, --url) and the key,
+ * asking only what is unknown.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
+import { findNodeAtLocation, parseTree } from 'jsonc-parser';
+
 import type { AdminTarget } from '../admin-client.ts';
+import { DECLARATION_PATH } from '../declaration.ts';
 import { CliError } from '../errors.ts';
 import { LIMITS_FILE } from '../limits-file.ts';
 import { findState, STATE_FILE, writeState, type FoundState } from '../state.ts';
@@ -18,10 +22,17 @@ export interface TargetOptions {
   limits?: string;
 }
 
+/**
+ * Where the limits are kept: the declaration (vars.DRL_LIMITS in the
+ * limiter's wrangler config), or a limits file (--limits, or the file an
+ * earlier version of init wrote, while the config declares nothing).
+ */
+export type LimitsSource = { kind: 'declaration'; path: string } | { kind: 'file'; path: string };
+
 export interface Resolved {
   target: AdminTarget;
-  /** Absolute path of the limits file (it may not exist yet). */
-  limitsPath: string;
+  /** Where configure reads and stats --save writes (the file may not exist yet). */
+  source: LimitsSource;
   found: FoundState | null;
 }
 
@@ -45,15 +56,14 @@ function checkUrl(value: string): string | undefined {
  * --url, DRL_CONFIG_KEY, and a prompt for whatever is still missing.
  *
  * @example
- * const { target, limitsPath } = await resolveTarget(ui, { url: args.url });
+ * const { target, source } = await resolveTarget(ui, { url: args.url });
  */
 export async function resolveTarget(ui: Ui, options: TargetOptions): Promise<Resolved> {
   const found = findState(process.cwd());
   const base = found?.dir ?? process.cwd();
-  const limitsPath = options.limits
-    ? resolve(options.limits)
-    : join(base, found?.state.limits ?? LIMITS_FILE);
   const configPath = join(base, found?.state.config ?? 'wrangler.jsonc');
+  const source = limitsSource(found, configPath, options);
+  const limitsPath = source.path;
 
   let url = options.url;
   if (url !== undefined) {
@@ -71,7 +81,9 @@ export async function resolveTarget(ui: Ui, options: TargetOptions): Promise<Res
   // Remembered for next time, in the limiter's folder (or beside the limits file).
   const stateDir = found?.dir ?? dirname(limitsPath);
   if (found?.state.url !== url) {
-    const state = found?.state ?? (existsSync(limitsPath) ? { limits: relative(stateDir, limitsPath) } : {});
+    const state =
+      found?.state ??
+      (source.kind === 'declaration' ? { config: relative(stateDir, limitsPath) } : existsSync(limitsPath) ? { limits: relative(stateDir, limitsPath) } : {});
     writeState(stateDir, { ...state, url });
     ui.info(`Remembered ${url} in ${shown(join(stateDir, STATE_FILE))}`);
   }
@@ -82,5 +94,29 @@ export async function resolveTarget(ui: Ui, options: TargetOptions): Promise<Res
       message: 'The limiter\'s DRL_CONFIG_KEY',
       answeredBy: 'set DRL_CONFIG_KEY in the environment',
     }));
-  return { target: { url, key, configPath: shown(configPath) }, limitsPath, found };
+  return { target: { url, key, configPath: shown(configPath) }, source, found };
+}
+
+/**
+ * Picks where the limits are: --limits names a file; else the limiter's
+ * config when it declares vars.DRL_LIMITS, or when a state file says it is
+ * the limiter's and no older limits file is there; else the limits file
+ * (what init wrote before the declaration), so existing projects keep working.
+ *
+ * @example
+ * limitsSource(findState(cwd), 'durable-rate-limiter/wrangler.jsonc', {}); // { kind: 'declaration', ... }
+ */
+export function limitsSource(found: FoundState | null, configPath: string, options: TargetOptions): LimitsSource {
+  if (options.limits) return { kind: 'file', path: resolve(options.limits) };
+  const base = found?.dir ?? process.cwd();
+  const file = join(base, found?.state.limits ?? LIMITS_FILE);
+  if (existsSync(configPath) && declares(readFileSync(configPath, 'utf8'))) return { kind: 'declaration', path: configPath };
+  if (found?.state.config && existsSync(configPath) && !existsSync(file)) return { kind: 'declaration', path: configPath };
+  return { kind: 'file', path: file };
+}
+
+/** Whether a wrangler config has vars.DRL_LIMITS at all (valid or not: configure reports its problems). */
+function declares(text: string): boolean {
+  const root = parseTree(text, [], { allowTrailingComma: true, disallowComments: false });
+  return root !== undefined && findNodeAtLocation(root, DECLARATION_PATH) !== undefined;
 }

@@ -8,8 +8,12 @@ import type { LimiterDO } from './limiter-do.ts';
 
 /** The limiter Worker's bindings. */
 export interface LimiterEnv {
-  /** LimiterDO's own namespace, through which a bucket reaches the registry. */
-  RATE_LIMITER?: DurableObjectNamespace;
+  /**
+   * LimiterDO's own namespace, through which a bucket reaches the registry.
+   * Typed either way, so an application's generated Env (which types it with
+   * the class) can mount the admin routes in local dev.
+   */
+  RATE_LIMITER?: DurableObjectNamespace<LimiterDO> | DurableObjectNamespace;
   /** The admin routes' key; unset denies every admin request. */
   DRL_CONFIG_KEY?: string;
   /**

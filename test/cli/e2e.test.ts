@@ -1,7 +1,9 @@
 // Verifies the CLI end to end against real processes: init --yes in a
-// scratch application, the scaffolded limiter Worker under `wrangler dev`
-// on a loopback port, then configure / stats / stats --save over HTTP with
-// the CLI installed from the packed tarball, as a user gets it.
+// scratch application (the bucket declared in the limiter's wrangler.jsonc,
+// vars.DRL_LIMITS), the scaffolded limiter Worker under `wrangler dev` on a
+// loopback port, then configure / stats / stats --save over HTTP with the
+// CLI installed from the packed tarball, as a user gets it; and a limits
+// file (--limits, or the one an older init recorded) still works.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -27,6 +29,8 @@ const temps: string[] = [];
 /** The CLI as installed in the scratch app from the tarball, run from `cwd` inside it. */
 const cli = (args: string[], cwd = app, env: Record<string, string | undefined> = { DRL_CONFIG_KEY: KEY }) => runCli(args, { cwd, env, bin });
 const limitsPath = () => join(app, LIMITER, 'durable-rate-limiter.limits.jsonc');
+const limiterConfig = () => join(app, LIMITER, 'wrangler.jsonc');
+const declared = () => parse(readFileSync(limiterConfig(), 'utf8')).vars.DRL_LIMITS;
 const liveStats = async () => {
   const run = await cli(['stats', '--json']);
   expect(run.code, run.stderr).toBe(0);
@@ -80,9 +84,12 @@ afterAll(async () => {
 
 describe('init --yes', () => {
   it('scaffolds the limiter, records it, and inserts the binding keeping every comment', () => {
-    for (const file of ['src/index.ts', 'wrangler.jsonc', 'durable-rate-limiter.limits.jsonc', '.durable-rate-limiter.jsonc']) {
+    for (const file of ['src/index.ts', 'wrangler.jsonc', '.durable-rate-limiter.jsonc']) {
       expect(existsSync(join(app, LIMITER, file)), file).toBe(true);
     }
+    expect(existsSync(limitsPath())).toBe(false); // the declaration is the one source
+    expect(declared()).toEqual({ 'upstream-api': { bucket: { limitPerWindow: 60, windowInMs: 60_000 }, concurrency: 5 } });
+    expect(readFileSync(limiterConfig(), 'utf8')).toContain('// SQLite-backed storage: one row per grant. Never remove this migration.');
     const config = readFileSync(join(app, 'wrangler.jsonc'), 'utf8');
     const [head] = APP_CONFIG.split('  /* dated */');
     expect(config.startsWith(head!)).toBe(true);
@@ -94,7 +101,6 @@ describe('init --yes', () => {
     expect(parse(readFileSync(join(app, LIMITER, '.durable-rate-limiter.jsonc'), 'utf8'))).toEqual({
       worker: 'scratch-app-limiter',
       config: 'wrangler.jsonc',
-      limits: 'durable-rate-limiter.limits.jsonc',
     });
   });
 
@@ -103,23 +109,26 @@ describe('init --yes', () => {
     expect(initRun.stdout).toContain('Still to do');
     expect(initRun.stdout).toContain('npx wrangler deploy --config durable-rate-limiter/wrangler.jsonc');
     expect(initRun.stdout).toContain('npx wrangler secret put DRL_CONFIG_KEY --config durable-rate-limiter/wrangler.jsonc');
-    expect(initRun.stdout).toMatch(/DRL_CONFIG_KEY=<the key> npx durable-rate-limiter configure/);
+    expect(initRun.stdout).toContain('the declared limits apply on each bucket\'s first use');
+    expect(initRun.stdout).toContain('npx wrangler dev -c wrangler.jsonc -c durable-rate-limiter/wrangler.jsonc');
+    expect(initRun.stdout.split('Still to do')[1]).not.toContain('durable-rate-limiter configure'); // no configure step left to do
     expect(initRun.stdout).not.toMatch(/\x1b\[/); // no colours off a terminal
   });
 });
 
 describe('configure and stats against wrangler dev', () => {
-  it('configure --url from a subfolder uploads the file, and remembers the url', async () => {
+  it('configure --url from a subfolder applies the declaration, and remembers the url', async () => {
     const run = await cli(['configure', `--url=${url}`], join(app, 'src'));
     expect(run.code, run.stdout + run.stderr).toBe(0);
+    expect(run.stdout).toContain('from the declaration in ../durable-rate-limiter/wrangler.jsonc');
     expect(run.stdout).toContain('upstream-api: 60 per 60000 ms, concurrency 5');
     expect(parse(readFileSync(join(app, LIMITER, '.durable-rate-limiter.jsonc'), 'utf8')).url).toBe(url);
   });
 
-  it('stats shows the bucket live with the file\'s limits (JSON and table)', async () => {
+  it('stats shows the bucket live with the declared limits (JSON and table)', async () => {
     const { buckets } = await liveStats();
     expect(buckets['upstream-api']).toMatchObject({
-      config: parse(readFileSync(limitsPath(), 'utf8')).limits['upstream-api'],
+      config: declared()['upstream-api'],
       limit: 60,
       windowInMs: 60_000,
       remaining: 60,
@@ -129,36 +138,65 @@ describe('configure and stats against wrangler dev', () => {
     expect(table.stdout).toMatch(/upstream-api\s+60 per 1 min\s+0\s+60\s+0\s+0\s+5\s+-/);
   });
 
-  it('stats --save round-trips: the file then holds the live limits, and configures the same buckets', async () => {
-    // Change the live state behind the file's back, with a second bucket.
-    writeFileSync(
-      limitsPath(),
-      '// kept header\n{ "limits": { "upstream-api": { "bucket": { "limitPerWindow": 120, "windowInMs": 60000 }, "concurrency": 3 },\n' +
-        '  "second-api": { "bucket": { "limitPerWindow": 10, "windowInMs": 1000, "penaltyRefillFraction": 0.25 }, "concurrency": 1, "retry": { "maxRetries": 0 } } } }\n',
-    );
-    expect((await cli(['configure'])).code).toBe(0); // the remembered url
-    writeFileSync(limitsPath(), '// kept header\n{ "limits": { "upstream-api": { "bucket": { "limitPerWindow": 1, "windowInMs": 1000 }, "concurrency": 1 } } }\n');
+  it('stats --save writes the live limits into vars.DRL_LIMITS, keeping the config\'s comments, and configures the same buckets', async () => {
+    const original = readFileSync(limiterConfig(), 'utf8');
+    // Change the live state behind the declaration's back, with a second bucket.
+    const live = {
+      'upstream-api': { bucket: { limitPerWindow: 120, windowInMs: 60000 }, concurrency: 3 },
+      'second-api': { bucket: { limitPerWindow: 10, windowInMs: 1000, penaltyRefillFraction: 0.25 }, concurrency: 1, retry: { maxRetries: 0 } },
+    };
+    writeFileSync(limitsPath(), JSON.stringify({ limits: live }));
+    expect((await cli(['configure', '--limits', limitsPath()])).code).toBe(0); // the remembered url
+    rmSync(limitsPath());
+    expect(readFileSync(limiterConfig(), 'utf8')).toBe(original); // --limits never touches the declaration
 
     const save = await cli(['stats', '--save']);
     expect(save.code, save.stderr).toBe(0);
-    const saved = readFileSync(limitsPath(), 'utf8');
-    expect(saved.startsWith('// kept header\n')).toBe(true);
-    const live = (await liveStats()).buckets;
-    expect(parse(saved).limits).toEqual({ 'upstream-api': live['upstream-api']!.config, 'second-api': live['second-api']!.config });
-    expect(parse(saved).limits['second-api']).toEqual({ bucket: { limitPerWindow: 10, windowInMs: 1000, penaltyRefillFraction: 0.25 }, concurrency: 1, retry: { maxRetries: 0 } });
+    expect(save.stdout).toContain('into vars.DRL_LIMITS in durable-rate-limiter/wrangler.jsonc');
+    const saved = readFileSync(limiterConfig(), 'utf8');
+    expect(saved.split('"vars"')[0]).toBe(original.split('"vars"')[0]); // everything before it, comments included
+    const stats = (await liveStats()).buckets;
+    expect(parse(saved).vars.DRL_LIMITS).toEqual({ 'upstream-api': stats['upstream-api']!.config, 'second-api': stats['second-api']!.config });
+    expect(parse(saved).vars.DRL_LIMITS['second-api']).toEqual(live['second-api']);
 
+    // Edit the declaration by hand; configure (no file) applies it.
+    writeFileSync(limiterConfig(), saved.replace('"limitPerWindow": 120', '"limitPerWindow": 90'));
     const again = await cli(['configure']);
     expect(again.code, again.stderr).toBe(0);
-    expect((await liveStats()).buckets['upstream-api']).toMatchObject({ limit: 120 });
+    expect((await liveStats()).buckets['upstream-api']).toMatchObject({ limit: 90 });
   });
 
-  it('an invalid limits file is refused with every problem and nothing uploaded', async () => {
-    const before = readFileSync(limitsPath(), 'utf8');
-    writeFileSync(limitsPath(), '{ "limits": { "a": { "bucket": { "limitPerWindow": 0, "windowInMs": 1000 }, "concurrency": 1 }, "b": { "concurrency": -1 } } }');
+  it('a limits file recorded by an older init is still used while the config declares nothing', async () => {
+    const declaredText = readFileSync(limiterConfig(), 'utf8');
+    const state = join(app, LIMITER, '.durable-rate-limiter.jsonc');
+    const stateText = readFileSync(state, 'utf8');
+    try {
+      writeFileSync(limiterConfig(), declaredText.replace(/"vars": \{[\s\S]*\n  \}\n/, '"vars": {}\n'));
+      writeFileSync(state, JSON.stringify({ worker: 'scratch-app-limiter', config: 'wrangler.jsonc', limits: 'durable-rate-limiter.limits.jsonc', url }));
+      writeFileSync(limitsPath(), '// old file\n{ "limits": { "upstream-api": { "bucket": { "limitPerWindow": 70, "windowInMs": 60000 }, "concurrency": 5 } } }\n');
+      const run = await cli(['configure']);
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout).toContain('from durable-rate-limiter/durable-rate-limiter.limits.jsonc');
+      expect((await liveStats()).buckets['upstream-api']).toMatchObject({ limit: 70 });
+      const save = await cli(['stats', '--save']);
+      expect(save.code, save.stderr).toBe(0);
+      expect(readFileSync(limitsPath(), 'utf8').startsWith('// old file\n')).toBe(true);
+      expect(parse(readFileSync(limitsPath(), 'utf8')).limits['second-api']).toBeDefined();
+    } finally {
+      writeFileSync(limiterConfig(), declaredText);
+      writeFileSync(state, stateText);
+      rmSync(limitsPath(), { force: true });
+    }
+  });
+
+  it('an invalid declaration is refused with every problem and nothing uploaded', async () => {
+    const before = readFileSync(limiterConfig(), 'utf8');
+    const bad = { a: { bucket: { limitPerWindow: 0, windowInMs: 1000 }, concurrency: 1 }, b: { concurrency: -1 } };
+    writeFileSync(limiterConfig(), before.replace(/"vars": \{[\s\S]*\n  \}\n/, `"vars": { "DRL_LIMITS": ${JSON.stringify(bad)} }\n`));
     const run = await cli(['configure']);
-    writeFileSync(limitsPath(), before);
+    writeFileSync(limiterConfig(), before);
     expect(run.code).toBe(1);
-    expect(run.stderr).toMatch(/has 2 problems, so nothing was uploaded/);
+    expect(run.stderr).toMatch(/wrangler.jsonc vars.DRL_LIMITS has 2 problems, so nothing was uploaded/);
     expect(run.stderr).toMatch(/- "a": \[drl:invalid-config\]/);
     expect(run.stderr).toMatch(/- "b": \[drl:invalid-config\]/);
     expect(Object.keys((await liveStats()).buckets).sort()).toEqual(['second-api', 'upstream-api']);
@@ -199,9 +237,24 @@ describe('a limiter deployed before the admin routes', () => {
     return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
   }
 
+  it('stats names each bucket the limiter lists under "invalid" (a declaration it refuses), with its error', async () => {
+    // The limiter's side of "invalid" is tested in workerd (test/do/declared.test.ts); this is the CLI's.
+    const live = (await liveStats()).buckets;
+    const error = '[drl:invalid-config] DRL_LIMITS declares bucket "broken-api" with an invalid config: bucket.limitPerWindow must be at least 1 (received 0)';
+    const server = createServer((_, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, buckets: live, invalid: { 'broken-api': error } })));
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const run = await cli(['stats', '--url', `http://127.0.0.1:${(server.address() as { port: number }).port}`]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain('Buckets whose declaration (DRL_LIMITS) is invalid:');
+    expect(run.stdout).toContain(`- broken-api: ${error}`);
+    expect(run.stdout).toMatch(/upstream-api\s+\d+ per/); // the valid ones are still shown
+    expect((await cli(['stats', '--url', url])).code).toBe(0); // the real one is remembered again
+  });
+
   it('says to redeploy once, whether it answers 404 or its fallback', async () => {
     for (const origin of [await fakeLimiter(404, 'Not found'), await fakeLimiter(200, 'limiter ok')]) {
-      const run = await cli(['configure', '--url', origin, '--limits', limitsPath()]);
+      const run = await cli(['configure', '--url', origin]);
       expect(run.code).toBe(1);
       expect(run.stderr).toContain('deployed from an older durable-rate-limiter');
       expect(run.stderr).toContain('Redeploy it once');

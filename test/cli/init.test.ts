@@ -1,6 +1,6 @@
 // Verifies init's promises without a Worker running: a config that already
 // has the key is left untouched with the fragment printed, existing files
-// are never replaced under --yes, a TOML config is edited by insertion, and
+// and a declared bucket tuned by hand are never replaced under --yes, a TOML config is edited by insertion, and
 // with no terminal and no --yes it fails at once naming --yes.
 import { readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -36,13 +36,15 @@ describe('init', () => {
     await runCli(['init', '--yes'], { cwd: dir });
     const mine = '// my own limiter module\nexport const limiter = 1;\n';
     writeFileSync(join(dir, 'src', 'limiter.ts'), mine);
-    const limits = join(dir, 'durable-rate-limiter', 'durable-rate-limiter.limits.jsonc');
-    const myLimits = '// tuned by hand\n{ "limits": { "x": { "bucket": { "limitPerWindow": 7, "windowInMs": 1000 }, "concurrency": 1 } } }\n';
-    writeFileSync(limits, myLimits);
+    const limiterConfig = join(dir, 'durable-rate-limiter', 'wrangler.jsonc');
+    const tuned = readFileSync(limiterConfig, 'utf8').replace('"limitPerWindow": 60,', '"limitPerWindow": 7, // tuned by hand');
+    writeFileSync(limiterConfig, tuned);
     const run = await runCli(['init', '--yes'], { cwd: dir });
     expect(run.code, run.stderr).toBe(0);
     expect(readFileSync(join(dir, 'src', 'limiter.ts'), 'utf8')).toBe(mine);
-    expect(readFileSync(limits, 'utf8')).toBe(myLimits);
+    expect(readFileSync(limiterConfig, 'utf8')).toBe(tuned);
+    expect(run.stdout).toContain('Kept durable-rate-limiter/wrangler.jsonc as it is (its declared limits are yours).');
+    expect(run.stdout).toContain('Replace the declared upstream-api in durable-rate-limiter/wrangler.jsonc? no (--yes)');
     expect(run.stdout).toContain('Replace the existing src/limiter.ts? no (--yes)');
     expect(run.stdout).toContain('Kept src/limiter.ts as it is.');
     expect(run.stdout).toContain('durable-rate-limiter/src/index.ts is already as it would be written.');

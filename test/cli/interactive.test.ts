@@ -76,8 +76,8 @@ describe('init in a terminal', () => {
     await tty.answer('How many requests does the upstream allow (for github-api)?', [...'5000', ENTER]);
     await tty.answer('In what window?', [DOWN, ENTER]); // from "per minute" to "per hour"
     await tty.answer('How many calls may be in flight at once?', [...'10', ENTER]);
-    await tty.answer('Write limiter/durable-rate-limiter.limits.jsonc?', ['y']);
-    await tty.answer('apply the limits now?', ['n']);
+    await tty.answer('Declare github-api in limiter/wrangler.jsonc?', ['y']);
+    await tty.answer('set its key now?', ['n']);
     expect(await tty.exited).toBe(0);
     expect(tty.screen).toContain('Still to do');
 
@@ -88,8 +88,8 @@ describe('init in a terminal', () => {
     const module = readFileSync(join(app, 'src', 'limiter.ts'), 'utf8');
     expect(module).toContain('export const LIMITER_NAME = "github-api";');
     expect(module).toContain('env.LIMITER as unknown as LimiterService');
-    expect(parse(readFileSync(join(app, 'limiter', 'durable-rate-limiter.limits.jsonc'), 'utf8'))).toEqual({
-      limits: { 'github-api': { bucket: { limitPerWindow: 5000, windowInMs: 3_600_000 }, concurrency: 10 } },
+    expect(parse(readFileSync(join(app, 'limiter', 'wrangler.jsonc'), 'utf8')).vars).toEqual({
+      DRL_LIMITS: { 'github-api': { bucket: { limitPerWindow: 5000, windowInMs: 3_600_000 }, concurrency: 10 } },
     });
     expect(parse(readFileSync(join(app, 'limiter', '.durable-rate-limiter.jsonc'), 'utf8')).worker).toBe('scratch-app-limiter');
   });
@@ -111,9 +111,9 @@ describe('init in a terminal', () => {
     await tty.answer('How many requests does the upstream allow', [ENTER]);
     await tty.answer('In what window?', [ENTER]);
     await tty.answer('How many calls may be in flight at once?', [ENTER]);
-    await tty.answer('durable-rate-limiter.limits.jsonc?', ['n']);
     expect(await tty.exited, tty.screen.slice(-1500)).toBe(0);
     expect(tty.screen).not.toContain('ENOENT');
-    expect(tty.screen).toMatch(/Still to do[\s\S]*write durable-rate-limiter\/durable-rate-limiter\.limits\.jsonc/);
+    // The config was declined too: the declaration is shown and left to do.
+    expect(tty.screen).toMatch(/Still to do[\s\S]*add the declaration shown above to durable-rate-limiter\/wrangler\.jsonc/);
   });
 });

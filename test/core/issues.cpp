@@ -201,14 +201,20 @@ TEST_CASE("a bucket configured again after erase stores the slots of callbacks s
   storage.apply(e);
   CHECK(e.writes() == std::vector<Write>{put_config(), put_slots()});
   e.clear_output();
-  CHECK(storage.slots_text == std::to_string(T0) + ":1");
+  // The running callback, dated a cover span after its start, as any record does.
+  const Millis entry = T0 + cover_span(kTimeout);
+  CHECK(storage.slots_text == slot(entry));
   arrive(e, T0 + 20);
   CHECK(e.actions().empty());  // the live engine holds the cap...
 
+  // Restarted past the span, so the entry is restored as stored.
   Engine restarted;
-  restarted.restore(storage.snapshot(), T0 + 30);
-  const Ticket x = arrive(restarted, T0 + 30);
+  restarted.restore(storage.snapshot(), entry + 10);
+  const Ticket x = arrive(restarted, entry + 10);
   CHECK(restarted.actions().empty());  // ... and so does one restored from storage
-  restarted.tick(T0 + kTimeout);
+  CHECK(wake(restarted) == entry + kTimeout);
+  restarted.tick(entry + kTimeout - 1);
+  CHECK(actions(restarted).empty());
+  restarted.tick(entry + kTimeout);
   CHECK(actions(restarted) == std::vector<Action>{start(x)});
 }

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -121,6 +122,13 @@ inline constexpr Millis kDefaultAttemptTimeout = 120'000;
 // How long a bucket where nothing runs waits before writing its slots record
 // alone (core/src/engine.cpp, kIdleSlotsWriteMs).
 inline constexpr Millis kIdleSlotsWrite = 500;
+// How much later than its start the slots record dates a live attempt, so
+// the record covers the starts within that span (core/src/engine.cpp,
+// kSlotsCoverMs): 1 s, or a quarter of attemptTimeoutMs when that is less.
+inline constexpr Millis kSlotsCover = 1000;
+inline Millis cover_span(Millis attempt_timeout) { return std::min(kSlotsCover, attempt_timeout / 4); }
+// One slots record entry, "at:count": `count` slots held until at + the timeout.
+inline std::string slot(Millis at, int64_t count = 1) { return std::to_string(at) + ":" + std::to_string(count); }
 inline Millis wake(const Engine& e) { return e.next_wake().value_or(kNoWake); }
 
 // One step's output, taken from the engine (which is then cleared). The

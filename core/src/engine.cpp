@@ -237,6 +237,10 @@ struct State {
     return true;
   }
 
+  bool stores_anyway() const {
+    return std::any_of(writes.begin(), writes.end(), [](const Write& w) { return w.kind != WriteKind::DeleteGrantsThrough; });
+  }
+
   int64_t recorded_count() const {
     int64_t n = 0;
     for (const auto& [at, count] : recorded) n += count;
@@ -257,9 +261,10 @@ struct State {
   // The record is written in the step of a start it does not cover, with
   // that start's grant, so it is durable before the callback runs. Releases
   // write nothing of their own: the record drops them when it rides on a
-  // step that writes anyway and lists more slots than are now held (so a
-  // steady load, where each release is followed by a start, writes it about
-  // once a cover span), or, once no attempt has run for kIdleSlotsWriteMs,
+  // step that stores something anyway (an expiry alone does not count: the
+  // host batches those) and lists more slots than are now held (so a steady
+  // load, where each release is followed by a start, writes it about once a
+  // cover span), or, once no attempt has run for kIdleSlotsWriteMs,
   // alone: a bucket that goes quiet records that nothing runs before it can
   // be evicted, and a cold start does not hold finished callbacks' slots.
   void record_slots() {
@@ -274,7 +279,7 @@ struct State {
         return;
       }
     }
-    if (slots_dirty && !writes.empty() && recorded_count() > static_cast<int64_t>(running) + restored_held) {
+    if (slots_dirty && stores_anyway() && recorded_count() > static_cast<int64_t>(running) + restored_held) {
       write_record();
       return;
     }

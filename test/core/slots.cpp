@@ -211,9 +211,13 @@ TEST_CASE("a release writes nothing of its own, the record rides on the next wri
     CHECK(e.writes() == std::vector<Write>{put_config(), put_slots()});
     CHECK(e.slots_text() == slot(T0 + 1100));
   }
-  SECTION("an expiry") {
+  SECTION("not an expiry alone (the host batches those), but the next write after it") {
     e.tick(T0 + 500);
-    CHECK(e.writes() == std::vector<Write>{delete_through(T0), put_slots()});
+    CHECK(e.writes() == std::vector<Write>{delete_through(T0)});
+    CHECK(e.slots_text() == both);
+    e.clear_output();
+    pause(e, 50, T0 + 550);
+    CHECK(e.writes() == std::vector<Write>{put_penalty(T0 + 600, true), put_slots()});
     CHECK(e.slots_text() == slot(T0 + 1100));
   }
   e.clear_output();

@@ -158,6 +158,7 @@ export class Stack {
   async #start(name, options) {
     if (this.#runtimes.has(name)) throw new Error(`runtime ${name} is already running`);
     const before = new Set(workerdChildren());
+    if (LOG_FILE) appendFileSync(LOG_FILE, `[${name}] (runtime starting)\n`); // the file exists even when nothing is logged
     const mf = new this.#Miniflare(LOG_FILE ? { ...options, verbose: true, handleRuntimeStdio: keepOutput(name) } : options);
     this.#runtimes.set(name, { mf, pid: undefined });
     await mf.ready;

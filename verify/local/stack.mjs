@@ -34,15 +34,20 @@ export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
  * what it shows without the variable (the Workers' own console output), and
  * those uncaught-exception lines.
  */
-const LOG_FILE = process.env.DRL_VERIFY_LOG;
+const logFile = () => process.env.DRL_VERIFY_LOG; // read when a runtime starts: run.mjs --ci sets it
+
+/** The uncaught-exception reports in a DRL_VERIFY_LOG file. */
+export function uncaughtLines(file) {
+  return readFileSync(file, 'utf8').split('\n').filter((line) => line.includes('source = Uncaught'));
+}
 const WORKERD_DETAIL = /^workerd\/\S+: (info|debug):/;
 
-/** miniflare's handleRuntimeStdio for `runtime`: keep each line in LOG_FILE, echo what is not runtime detail. */
-function keepOutput(runtime) {
+/** miniflare's handleRuntimeStdio for `runtime`: keep each line in `file`, echo what is not runtime detail. */
+function keepOutput(runtime, file) {
   return (stdout, stderr) => {
     for (const [stream, echo] of [[stdout, process.stdout], [stderr, process.stderr]]) {
       createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => {
-        appendFileSync(LOG_FILE, `[${runtime}] ${line}\n`);
+        appendFileSync(file, `[${runtime}] ${line}\n`);
         if (!WORKERD_DETAIL.test(line) || line.includes('uncaught exception')) echo.write(`${line}\n`);
       });
     }
@@ -158,8 +163,9 @@ export class Stack {
   async #start(name, options) {
     if (this.#runtimes.has(name)) throw new Error(`runtime ${name} is already running`);
     const before = new Set(workerdChildren());
-    if (LOG_FILE) appendFileSync(LOG_FILE, `[${name}] (runtime starting)\n`); // the file exists even when nothing is logged
-    const mf = new this.#Miniflare(LOG_FILE ? { ...options, verbose: true, handleRuntimeStdio: keepOutput(name) } : options);
+    const file = logFile();
+    if (file) appendFileSync(file, `[${name}] (runtime starting)\n`); // the file exists even when nothing is logged
+    const mf = new this.#Miniflare(file ? { ...options, verbose: true, handleRuntimeStdio: keepOutput(name, file) } : options);
     this.#runtimes.set(name, { mf, pid: undefined });
     await mf.ready;
     const fresh = workerdChildren().filter((pid) => !before.has(pid));

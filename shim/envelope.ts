@@ -3,6 +3,7 @@
  * (`/client`), and between its admin routes and the CLI. Every side is built
  * from this one file, so they cannot drift. Bump ENVELOPE_VERSION when the shape of anything here changes.
  */
+import type { ErrorId } from './error-ids.ts';
 
 /**
  * The version of the RPC envelope. A consumer compares it with `ping()` to
@@ -12,7 +13,7 @@
  * const { envelopeVersion } = await env.LIMITER.ping();
  * if (envelopeVersion !== ENVELOPE_VERSION) console.warn('limiter version skew');
  */
-export const ENVELOPE_VERSION = 2;
+export const ENVELOPE_VERSION = 3;
 
 /**
  * The reserved instance name of the registry that lists every configured
@@ -70,8 +71,14 @@ export type LimiterConfigPatch = {
 export interface CallReport<T = unknown> {
   /** What `read` extracted; handed back to the caller if this attempt is final. */
   value?: T;
-  /** The HTTP status, when the work was an HTTP call. */
+  /**
+   * The HTTP status, when the work was an HTTP call; 429 when a rateLimit
+   * hook said the attempt was a rate limit (the one status the object treats
+   * as one), whatever the upstream answered.
+   */
   status?: number;
+  /** The status the upstream really answered, when a rateLimit hook made `status` 429. */
+  upstreamStatus?: number;
   /** The raw Retry-After header, if any (delay-seconds or an HTTP-date). */
   retryAfter?: string | null;
   /** An explicit pause in ms (from a rateLimit hook); beats the header. */
@@ -101,6 +108,61 @@ export interface ExecuteOptions {
    * vanished caller costs its retries. `bound.call` always sets it.
    */
   reportsThrows?: boolean;
+  /**
+   * `'data'`: the call resolves with a SettledCall instead of rejecting
+   * when the object settles it with one of its verdicts (a final failure, a
+   * bucket that is not configured, the callback's own throw, an attempt
+   * timeout, a refused argument). A Workers runtime logs every rejected RPC
+   * call as an uncaught exception, in `wrangler dev` and `wrangler tail`
+   * alike, so outcomes that are normal travel as data and only faults (the
+   * object or its storage breaking, a transport error) still reject.
+   * Without it (default) execute resolves with the value and rejects with
+   * the object's errors. Costs one small object around each result.
+   * `bound.call` always sets it and rebuilds the same typed errors.
+   */
+  settles?: 'data';
+}
+
+/**
+ * What `execute` resolves with for these options: a SettledCall with
+ * `settles: 'data'`, else the value itself.
+ *
+ * @example
+ * type Plain = ExecuteResult<number, { cost: 2 }>; // number
+ * type AsData = ExecuteResult<number, { settles: 'data' }>; // SettledCall<number>
+ */
+export type ExecuteResult<T, O extends ExecuteOptions | undefined> = O extends { settles: 'data' } ? SettledCall<T> : T;
+
+/**
+ * What `execute` resolves with when asked for `settles: 'data'`.
+ *
+ * @example
+ * const settled = await stub.execute(fn, { settles: 'data' });
+ * if (!settled.ok && settled.error.id === 'call-failed') console.warn(settled.error.status);
+ */
+export type SettledCall<T = unknown> = { ok: true; value: T } | { ok: false; error: SettledError };
+
+/**
+ * An error the object settled a call with, as data: what the rejection
+ * would have carried (its class and message, which starts with its
+ * `[drl:...]` marker) and the fields the client restores.
+ *
+ * @example
+ * const error: SettledError = { id: 'call-failed', kind: 'Error', message: '[drl:call-failed] not found (status 404)', reason: 'not found', status: 404 };
+ */
+export interface SettledError {
+  /** The error id (the marker without brackets), e.g. `'no-such-limiter'`. */
+  id: ErrorId;
+  /** The class the rejection would have had. */
+  kind: 'Error' | 'TypeError' | 'RangeError';
+  /** The rejection's message, marker first. */
+  message: string;
+  /** call-failed: the attempt's HTTP status (0 when it was not HTTP). */
+  status?: number;
+  /** call-failed: the failure's own message, without the marker and status. */
+  reason?: string;
+  /** attempt-timeout: the bucket's attemptTimeoutMs. */
+  timeoutMs?: number;
 }
 
 /** A bucket's live state. */

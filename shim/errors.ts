@@ -32,7 +32,8 @@ export class LimiterNotConfiguredError extends Error {
 
 /**
  * A reported failure (or a 429 with no retries left) that became final.
- * `status` is the attempt's HTTP status (0 when it was not HTTP).
+ * `status` is the attempt's HTTP status (0 when it was not HTTP); `reason`
+ * the failure's message alone.
  *
  * @example
  * catch (e) { if (e instanceof CallFailedError && e.status === 404) ... }
@@ -40,8 +41,11 @@ export class LimiterNotConfiguredError extends Error {
 export class CallFailedError extends Error {
   override readonly name = 'CallFailedError';
   readonly status: number;
+  /** The failure's own message (the error hook's, or the object's), without the marker and status. */
+  readonly reason: string;
   constructor(message: string, status: number) {
     super(`${MARKERS.callFailed} ${message} (status ${status})`);
     this.status = status;
+    this.reason = message;
   }
 }

@@ -3,7 +3,7 @@
  * A binder is inert until `resolve(env)` runs (from `limiter.for(env)`), which
  * is where a missing or wrong binding is reported, naming what env did hold.
  */
-import type { CallReport, ExecuteOptions } from '../envelope.ts';
+import type { CallReport, ExecuteOptions, ExecuteResult } from '../envelope.ts';
 import { describe } from '../rules.ts';
 
 /**
@@ -11,13 +11,16 @@ import { describe } from '../rules.ts';
  * intact. A raw `DurableObjectStub` loses them over RPC (its `execute` returns
  * `never`, which type-checks against anything); the client asserts the real
  * stub to this type once, inside the binder, so call sites keep their types.
+ * An adapter must pass `options` through unchanged and return what the
+ * object answers: `bound.call` asks for `settles: 'data'` and reads the
+ * SettledCall it gets back.
  *
  * @example
  * // An adapter over a service binding to LimiterEntrypoint:
  * const stub: LimiterStub = { execute: (fn, options) => env.LIMITER.execute(name, fn, options) };
  */
 export interface LimiterStub {
-  execute<T = unknown>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T>;
+  execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: O): Promise<ExecuteResult<T, O>>;
 }
 
 /**

@@ -4,11 +4,11 @@
  * drop, retried on a fresh stub after a short jittered wait; anything else
  * (including every failure after the callback started) ends the call.
  */
-import type { ExecuteOptions } from '../envelope.ts';
+import type { ExecuteOptions, SettledCall, SettledError } from '../envelope.ts';
 import type { NamespaceLike } from './binder.ts';
 import { costProblem, describe, raise } from '../rules.ts';
-import { dropBackoffMs, reportDrop, sleep, type DropHook } from './drops.ts';
-import { CallDroppedError, settle } from './errors.ts';
+import { dropBackoffMs, dropError, reportDrop, sleep, type DropHook } from './drops.ts';
+import { CallDroppedError, errorFromSettled, settle } from './errors.ts';
 import type { ErrorHook, HookSlot, RateLimitHook } from './hooks.ts';
 import { reportingCallback, type AttemptTrace, type HookLayers } from './report.ts';
 
@@ -72,11 +72,14 @@ function checkCall(work: unknown, options: unknown): ExecuteOptions {
   checkHookSlot(rateLimit, 'call(fn, options): options.rateLimit');
   checkHookSlot(error, 'call(fn, options): options.error');
   // The callback reports the work's throws as data, so an exception from
-  // invoking it tells the object its caller is gone.
-  if (cost === undefined) return { reportsThrows: true };
+  // invoking it tells the object its caller is gone; the object answers with
+  // its verdicts as data too, so normal outcomes are never logged as uncaught.
+  if (cost === undefined) return DATA_OPTIONS;
   raise(costProblem(cost, 'options.cost'), 'call(fn, options): ');
-  return { cost: cost as number, reportsThrows: true };
+  return { cost: cost as number, ...DATA_OPTIONS };
 }
+
+const DATA_OPTIONS = { reportsThrows: true, settles: 'data' } as const satisfies ExecuteOptions;
 
 /** Runs `work` under the bucket; resolves with the final attempt's value. */
 export async function runCall<T, V>(context: CallContext, work: () => T | PromiseLike<T>, options: CallOptions<T, V>): Promise<V> {
@@ -91,16 +94,41 @@ export async function runCall<T, V>(context: CallContext, work: () => T | Promis
     const callback = reportingCallback(work, options.read, hooks, trace);
     // A fresh stub every attempt: a stub whose connection broke fails again at once.
     const stub = namespace.get(namespace.idFromName(name));
+    let answer: unknown;
+    let error: unknown;
+    let rejected = false;
     try {
-      return (await stub.execute(callback, executeOptions)) as V;
-    } catch (error) {
-      const outcome = await settle(error, trace, name);
-      if (outcome.kind === 'throw') throw outcome.error;
-      if (outcome.kind === 'resolve') return outcome.value as V;
-      const willRetry = attempt <= context.dropRetries;
-      reportDrop(context.onDrop, { limiter: name, attempt, willRetry, error });
-      if (!willRetry) throw new CallDroppedError(name, attempt, error);
-      await sleep(dropBackoffMs(attempt));
+      answer = await stub.execute(callback, executeOptions);
+    } catch (transport) {
+      // A fault: the object (or the connection to it) broke, or it kept an
+      // error as a rejection on purpose (see shim/settled.ts).
+      rejected = true;
+      error = transport;
     }
+    let verdict: SettledError | undefined;
+    if (!rejected) {
+      if (!isSettled(answer)) {
+        throw new TypeError(
+          `limiter ${JSON.stringify(name)}: execute resolved with ${describe(answer)} instead of { ok, value } or { ok, error }: ` +
+            'a namespace adapter must pass execute its options unchanged and return what the object answers',
+        );
+      }
+      if (answer.ok) return answer.value as V;
+      verdict = answer.error;
+      error = errorFromSettled(verdict);
+    }
+    const outcome = await settle(error, trace, name, verdict);
+    if (outcome.kind === 'throw') throw outcome.error;
+    if (outcome.kind === 'resolve') return outcome.value as V;
+    const willRetry = attempt <= context.dropRetries;
+    const dropped = dropError(error);
+    reportDrop(context.onDrop, { limiter: name, attempt, willRetry, error: dropped });
+    if (!willRetry) throw new CallDroppedError(name, attempt, dropped);
+    await sleep(dropBackoffMs(attempt));
   }
+}
+
+/** Whether execute answered with a SettledCall (what `settles: 'data'` asks for). */
+function isSettled(value: unknown): value is SettledCall {
+  return value !== null && typeof value === 'object' && typeof (value as { ok?: unknown }).ok === 'boolean';
 }

@@ -47,8 +47,8 @@ export interface DropEvent {
   attempt: number;
   /** Whether another attempt follows; false on the last, before CallDroppedError. */
   willRetry: boolean;
-  /** The rejection that showed the drop. */
-  error: unknown;
+  /** The rejection that showed the drop; one that was not an Error is wrapped in one (its `cause`). */
+  error: Error;
 }
 
 /**
@@ -76,3 +76,15 @@ export function reportDrop(onDrop: DropHook | null | undefined, event: DropEvent
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A drop's rejection as an Error: transports reject with Errors, but a
+ * namespace adapter may reject with anything, and onDrop is promised one.
+ */
+export function dropError(error: unknown): Error {
+  if (error instanceof Error) return error;
+  const message = error !== null && typeof error === 'object' && typeof (error as { message?: unknown }).message === 'string'
+    ? (error as { message: string }).message
+    : String(error);
+  return new Error(`the call was dropped with a rejection that is not an Error: ${message}`, { cause: error });
+}

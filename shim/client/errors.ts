@@ -4,8 +4,8 @@
  * object's errors are recognised by the `[drl:...]` marker in it and turned
  * back into classes with their fields, which `instanceof` then finds.
  */
-import { ERROR_IDS, MARKERS } from '../error-ids.ts';
-import type { CallReport } from '../envelope.ts';
+import { ERROR_IDS, MARKERS, type ErrorId } from '../error-ids.ts';
+import type { CallReport, SettledError } from '../envelope.ts';
 import { CallFailedError } from '../errors.ts';
 import type { AttemptTrace } from './report.ts';
 
@@ -125,28 +125,48 @@ export function callFailedFrom(message: string): CallFailedError {
  * never counted as a drop.
  */
 const REFUSALS: readonly string[] = ERROR_IDS.filter((e) => e.client === 'throw').map((e) => e.marker);
+const REFUSAL_IDS: ReadonlySet<string> = new Set(ERROR_IDS.filter((e) => e.client === 'throw').map((e) => e.id));
 
-/** How a rejected attempt ends: thrown (as rebuilt here), a drop to retry, or settled from the report in hand. */
+/** How a failed attempt ends: thrown (as rebuilt here), a drop to retry, or settled from the report in hand. */
 export type Settlement = { kind: 'throw'; error: unknown } | { kind: 'drop' } | { kind: 'resolve'; value: unknown };
 
+const ERROR_CLASSES = { Error, TypeError, RangeError } as const;
+
 /**
- * Classifies an attempt's rejection. The object's own verdicts (a marker the
- * table says to throw) end the call as they are; the work's exception is
- * rethrown as it was thrown here. Anything else means the object, or the
- * connection to it, went away: before the callback ran that is a drop (safe
- * to retry); after, the work may have reached the upstream, so it is never
- * run again and the call settles from what the callback reported here (its
- * value, its failure, its exception), waiting for it if it is still running.
+ * The error the object settled a call with, as the rejection would have
+ * carried it: its class and message. A refusal (a bad argument, a cost above
+ * the limit) is thrown as this; the other verdicts are rebuilt from its fields.
  */
-export async function settle(error: unknown, trace: AttemptTrace, limiter: string): Promise<Settlement> {
+export function errorFromSettled(settled: SettledError): Error {
+  const Kind = ERROR_CLASSES[settled.kind] ?? Error;
+  return new Kind(settled.message);
+}
+
+/**
+ * Classifies a failed attempt: `error` is the rejection, or, when the object
+ * settled the call as data, `verdict` and the error rebuilt from it. The
+ * object's own verdicts (a marker the table says to throw) end the call; the
+ * work's exception is rethrown as it was thrown here. Anything else means the
+ * object, or the connection to it, went away: before the callback ran that
+ * is a drop (safe to retry); after, the work may have reached the upstream,
+ * so it is never run again and the call settles from what the callback
+ * reported here (its value, its failure, its exception), waiting for it if
+ * it is still running.
+ */
+export async function settle(error: unknown, trace: AttemptTrace, limiter: string, verdict?: SettledError): Promise<Settlement> {
   const message = messageOf(error);
-  if (message.includes(MARKERS.noSuchLimiter)) return { kind: 'throw', error: new NoSuchLimiterError(limiter, { cause: error }) };
-  if (message.includes(MARKERS.callbackThrew)) return { kind: 'throw', error: trace.thrown ?? error };
-  if (message.includes(MARKERS.callFailed)) return { kind: 'throw', error: callFailedFrom(message) };
-  if (message.includes(MARKERS.attemptTimeout)) {
-    return { kind: 'throw', error: new AttemptTimeoutError(limiter, Number(TIMEOUT_SUFFIX.exec(message)?.[1] ?? 0), { cause: error }) };
+  const is = (id: ErrorId, marker: string) => (verdict ? verdict.id === id : message.includes(marker));
+  if (is('no-such-limiter', MARKERS.noSuchLimiter)) return { kind: 'throw', error: new NoSuchLimiterError(limiter, { cause: error }) };
+  if (is('callback-threw', MARKERS.callbackThrew)) return { kind: 'throw', error: trace.thrown ?? error };
+  if (is('call-failed', MARKERS.callFailed)) {
+    const failed = verdict?.reason !== undefined ? new CallFailedError(verdict.reason, verdict.status ?? 0) : callFailedFrom(message);
+    return { kind: 'throw', error: failed };
   }
-  if (REFUSALS.some((marker) => message.includes(marker))) return { kind: 'throw', error };
+  if (is('attempt-timeout', MARKERS.attemptTimeout)) {
+    const timeoutMs = verdict?.timeoutMs ?? Number(TIMEOUT_SUFFIX.exec(message)?.[1] ?? 0);
+    return { kind: 'throw', error: new AttemptTimeoutError(limiter, timeoutMs, { cause: error }) };
+  }
+  if (verdict ? REFUSAL_IDS.has(verdict.id) : REFUSALS.some((marker) => message.includes(marker))) return { kind: 'throw', error };
   if (!trace.started) return { kind: 'drop' };
   const report = await trace.running;
   if (report === undefined) return { kind: 'throw', error };

@@ -5,4 +5,4 @@ export type { CallOptions } from './call.ts';
 export type { ErrorHook, FailureDescription, HookSlot, RateLimitHook, RateLimitSignal } from './hooks.ts';
 export { DEFAULT_DROP_RETRIES, type DropEvent, type DropHook } from './drops.ts';
 export { AttemptTimeoutError, CallDroppedError, CallFailedError, NoSuchLimiterError } from './errors.ts';
-export { ENVELOPE_VERSION, type CallReport } from '../envelope.ts';
+export { ENVELOPE_VERSION, type CallReport, type SettledCall, type SettledError } from '../envelope.ts';

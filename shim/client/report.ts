@@ -19,7 +19,8 @@ export interface HookLayers {
 /**
  * Builds one attempt's report from the work's result and what `read` made of
  * it: the HTTP layer first (status always, Retry-After when the attempt is a
- * rate limit), then the rateLimit and error hooks through their chain.
+ * rate limit), then the rateLimit and error hooks through their chain. A
+ * rateLimit signal makes `status` 429 and keeps the real one as `upstreamStatus`.
  */
 export async function buildReport<V>(result: unknown, value: V, hooks: HookLayers): Promise<CallReport<V>> {
   const report: CallReport<V> = { value };
@@ -31,7 +32,11 @@ export async function buildReport<V>(result: unknown, value: V, hooks: HookLayer
     ? await consultHooks('rateLimit', hooks.callSite.rateLimit, hooks.defaults.rateLimit, result, value)
     : undefined;
   if (signal) {
+    // It crosses as a 429, the one status the object treats as a rate limit;
+    // the upstream's own answer is kept beside it.
     report.rateLimited = true;
+    if (status !== undefined && status !== 429) report.upstreamStatus = status;
+    report.status = 429;
     const ms = signalDelay(signal);
     if (ms !== undefined) report.retryAfterMs = ms;
   }
@@ -83,7 +88,7 @@ export function reportingCallback<T, V>(
   const attempt = async (): Promise<CallReport<V>> => {
     try {
       const result = await work();
-      return await buildReport(result, await read(result), hooks);
+      return await buildReport(result, carried(await read(result)), hooks);
     } catch (error) {
       trace.thrown = error;
       return { thrown: { message: messageOf(error) } };
@@ -94,4 +99,22 @@ export function reportingCallback<T, V>(
     trace.thrown = undefined;
     return (trace.running = attempt());
   };
+}
+
+/**
+ * `read`'s value, if Workers RPC can carry it to the object and back. A
+ * symbol or a function (at the top, where the check costs one typeof) would
+ * otherwise fail in the RPC layer with a bare DataCloneError; this says which
+ * value and what to do.
+ */
+function carried<V>(value: V): V {
+  const type = typeof value;
+  if (type === 'symbol' || type === 'function') {
+    const what = type === 'symbol' ? `a symbol, ${String(value)}` : `a function${(value as () => unknown).name ? ` (${(value as () => unknown).name})` : ''}`;
+    throw new TypeError(
+      `call(fn, options): read returned ${what}, which Workers RPC cannot carry to the limiter and back: ` +
+        'return plain data (a string, number, boolean, null, array or plain object)',
+    );
+  }
+  return value;
 }

@@ -22,18 +22,28 @@ export interface ExecuteArguments {
   reportsThrows: boolean;
 }
 
-/** The `options` of execute: absent, or an object with an optional numeric cost and an optional reportsThrows flag. */
+/**
+ * Whether execute was asked to settle as data (`settles: 'data'`). Read
+ * before the options are checked, so a refusal of the options themselves
+ * travels as data too.
+ */
+export function settlesAsData(options: unknown): boolean {
+  return typeof options === 'object' && options !== null && (options as { settles?: unknown }).settles === 'data';
+}
+
+/** The `options` of execute: absent, or an object with an optional numeric cost, an optional reportsThrows flag and an optional `settles: 'data'`. */
 export function executeOptions(options: unknown): ExecuteArguments {
   if (options === undefined || options === null) return { cost: 1, reportsThrows: false };
   if (typeof options !== 'object' || Array.isArray(options)) {
     throw invalid(TypeError, `execute options must be an object (received ${describe(options)})`);
   }
-  const { cost, reportsThrows, ...rest } = options as { cost?: unknown; reportsThrows?: unknown };
+  const { cost, reportsThrows, settles, ...rest } = options as { cost?: unknown; reportsThrows?: unknown; settles?: unknown };
   const unknown = Object.keys(rest);
-  if (unknown.length > 0) throw invalid(TypeError, `execute options has unknown key ${JSON.stringify(unknown[0])} (allowed: cost, reportsThrows)`);
+  if (unknown.length > 0) throw invalid(TypeError, `execute options has unknown key ${JSON.stringify(unknown[0])} (allowed: cost, reportsThrows, settles)`);
   if (reportsThrows !== undefined && typeof reportsThrows !== 'boolean') {
     throw invalid(TypeError, `reportsThrows must be a boolean (received ${describe(reportsThrows)})`);
   }
+  if (settles !== undefined && settles !== 'data') throw invalid(TypeError, `settles must be 'data' or left out (received ${describe(settles)})`);
   if (cost !== undefined && typeof cost !== 'number') throw invalid(TypeError, `cost must be a number (received ${describe(cost)})`);
   // Integrality and bounds of the cost: the engine's rule, with its message.
   return { cost: cost ?? 1, reportsThrows: reportsThrows === true };

@@ -5,15 +5,20 @@
  */
 import { WorkerEntrypoint } from 'cloudflare:workers';
 
-import { ENVELOPE_VERSION, type CallReport, type ExecuteOptions, type LimiterConfig, type LimiterConfigPatch, type LimiterPing, type LimiterStats } from '../envelope.ts';
-import { checkName } from './arguments.ts';
+import { ENVELOPE_VERSION, type CallReport, type ExecuteOptions, type ExecuteResult, type LimiterConfig, type LimiterConfigPatch, type LimiterPing, type LimiterStats } from '../envelope.ts';
+import { checkName, settlesAsData } from './arguments.ts';
 import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
 import type { LimiterDO } from './limiter-do.ts';
 import { later } from './rpc.ts';
+import { settledError } from '../settled.ts';
 
 /** The entrypoint's RPC surface, for typing a service binding. */
 export interface LimiterService {
-  execute<T = unknown>(name: string, fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T>;
+  execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(
+    name: string,
+    fn: () => Promise<CallReport<T>> | CallReport<T>,
+    options?: O,
+  ): Promise<ExecuteResult<T, O>>;
   configure(name: string, config: LimiterConfig): Promise<LimiterStats>;
   reconfigure(name: string, patch: LimiterConfigPatch): Promise<LimiterStats>;
   stats(name: string): Promise<LimiterStats>;
@@ -28,9 +33,22 @@ export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements L
     return ns.get(ns.idFromName(checkName(name)));
   }
 
-  execute<T = unknown>(name: string, fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T> {
+  /** LimiterDO's execute on the bucket `name`; with `settles: 'data'` a bad name is settled as data too. */
+  execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(
+    name: string,
+    fn: () => Promise<CallReport<T>> | CallReport<T>,
+    options?: O,
+  ): Promise<ExecuteResult<T, O>> {
     return later(async () => {
-      return (await this.#bucket(name).execute(fn as () => Promise<CallReport>, options)) as T;
+      let stub: DurableObjectStub<LimiterDO>;
+      try {
+        stub = this.#bucket(name);
+      } catch (error) {
+        const settled = settlesAsData(options) ? settledError(error) : undefined;
+        if (settled === undefined) throw error;
+        return { ok: false, error: settled } as ExecuteResult<T, O>;
+      }
+      return (await stub.execute(fn as () => Promise<CallReport>, options)) as ExecuteResult<T, O>;
     });
   }
 

@@ -390,9 +390,13 @@ function rejection(action: Reject, call: PendingCall): unknown {
     case 'cancelled':
       return new Error(`${MARKERS.cancelled} the call was cancelled`);
     case 'attempt-timeout':
-      return new Error(
-        `${MARKERS.attemptTimeout} the callback did not report within the bucket's attemptTimeoutMs (timeout ${action.status} ms): ` +
-          'the call was not retried (its work may have reached the upstream) and its slot was released',
+      // timeoutMs travels as a field when the call settles as data (settled.ts).
+      return Object.assign(
+        new Error(
+          `${MARKERS.attemptTimeout} the callback did not report within the bucket's attemptTimeoutMs (timeout ${action.status} ms): ` +
+            'the call was not retried (its work may have reached the upstream) and its slot was released',
+        ),
+        { timeoutMs: action.status },
       );
     case 'caller-gone':
       return new Error(`${MARKERS.callerGone} the caller went away while its callback was being invoked`);

@@ -10,9 +10,12 @@ export {
   type CallReport,
   type ConfigureResult,
   type ExecuteOptions,
+  type ExecuteResult,
   type LimiterConfig,
   type LimiterConfigPatch,
   type LimiterPing,
   type LimiterStats,
   type LimitsDocument,
+  type SettledCall,
+  type SettledError,
 } from '../envelope.ts';

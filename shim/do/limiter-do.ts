@@ -14,6 +14,7 @@ import {
   REGISTRY_NAME,
   type CallReport,
   type ExecuteOptions,
+  type ExecuteResult,
   type LimiterConfig,
   type LimiterConfigPatch,
   type LimiterPing,
@@ -21,19 +22,20 @@ import {
 } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { configJson, describe } from '../rules.ts';
-import { checkCallback, checkName, checkPauseMs, executeOptions } from './arguments.ts';
+import { checkCallback, checkName, checkPauseMs, executeOptions, settlesAsData } from './arguments.ts';
 import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
 import { readDeclaration, type Declaration } from './declared.ts';
 import { EngineHost } from './host.ts';
 import { notTheRegistry, RegistryTable } from './registry.ts';
 import { later } from './rpc.ts';
+import { settledError } from '../settled.ts';
 import { LimiterStorage } from './storage.ts';
 
 export type { LimiterEnv } from './binding.ts';
 
 /** The object's RPC surface, for typing a raw stub. */
 export interface LimiterRpc {
-  execute<T = unknown>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T>;
+  execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: O): Promise<ExecuteResult<T, O>>;
   configure(name: string, config: LimiterConfig): Promise<LimiterStats>;
   reconfigure(patch: LimiterConfigPatch): Promise<LimiterStats>;
   stats(): Promise<LimiterStats>;
@@ -66,15 +68,27 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
    * Runs `fn` when the bucket allows: a rolling-window take, a concurrency
    * slot, no active penalty, strictly in arrival order. `fn` runs in the
    * caller's isolate and returns a CallReport; the call resolves with the
-   * final attempt's `value`.
+   * final attempt's `value`. With `settles: 'data'` it resolves with a
+   * SettledCall instead, and the object's verdicts travel in it (settled.ts).
    */
-  execute<T = unknown>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T> {
+  execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(
+    fn: () => Promise<CallReport<T>> | CallReport<T>,
+    options?: O,
+  ): Promise<ExecuteResult<T, O>> {
     return later(async () => {
-      if (!this.#declarationDone) await this.#declarationReady();
-      checkCallback(fn);
-      const { cost, reportsThrows } = executeOptions(options);
-      const ticket = this.#host.run(() => this.#engine.arrive(cost, Date.now()));
-      return (await this.#host.admit(ticket, fn, reportsThrows)) as T;
+      const asData = settlesAsData(options);
+      try {
+        if (!this.#declarationDone) await this.#declarationReady();
+        checkCallback(fn);
+        const { cost, reportsThrows } = executeOptions(options);
+        const ticket = this.#host.run(() => this.#engine.arrive(cost, Date.now()));
+        const value = await this.#host.admit(ticket, fn, reportsThrows);
+        return (asData ? { ok: true, value } : value) as ExecuteResult<T, O>;
+      } catch (error) {
+        const settled = asData ? settledError(error) : undefined;
+        if (settled === undefined) throw error;
+        return { ok: false, error: settled } as ExecuteResult<T, O>;
+      }
     });
   }
 

@@ -5,10 +5,11 @@
  * retries), and the outcome is what the real object would settle with once
  * no retries remain.
  */
-import type { CallReport, ExecuteOptions } from '../envelope.ts';
+import type { CallReport, ExecuteOptions, ExecuteResult } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { costProblem, raise } from '../rules.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
+import { settledError } from '../settled.ts';
 
 /** One call the fake saw: which bucket, and the report its callback returned. */
 export interface CapturedCall {
@@ -18,7 +19,7 @@ export interface CapturedCall {
 
 /** The part of a limiter stub the client uses. */
 export interface FakeLimiterStub {
-  execute<T = unknown>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: ExecuteOptions): Promise<T>;
+  execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: O): Promise<ExecuteResult<T, O>>;
 }
 
 export interface FakeLimiterNamespace {
@@ -55,20 +56,32 @@ export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): Fa
   const calls: CapturedCall[] = [];
   const exists = (name: string) => options.configured === undefined || options.configured.includes(name);
   const stub = (name: string): FakeLimiterStub => ({
-    async execute<T>(fn: () => Promise<CallReport<T>> | CallReport<T>, executeOptions?: ExecuteOptions): Promise<T> {
-      if (typeof fn !== 'function') throw new TypeError(`${MARKERS.invalidArgument} execute(fn): fn must be a function`);
-      raise(costProblem(executeOptions?.cost ?? 1, 'cost'), `${MARKERS.invalidArgument} `);
-      if (!exists(name)) throw new LimiterNotConfiguredError();
-      const report = await fn();
-      calls.push({ name, report });
-      if (report.thrown) throw new Error(`${MARKERS.callbackThrew} ${report.thrown.message}`);
-      if (report.failure) throw new CallFailedError(report.failure.message, report.status ?? 0);
-      if (report.status === 429 || report.rateLimited === true) {
-        throw new CallFailedError('rate limited by the upstream', report.status ?? 429);
+    // Settles as the object does: as data when asked (`settles: 'data'`, as bound.call asks), else by rejecting.
+    async execute<T, O extends ExecuteOptions = ExecuteOptions>(fn: () => Promise<CallReport<T>> | CallReport<T>, executeOptions?: O): Promise<ExecuteResult<T, O>> {
+      if (executeOptions?.settles !== 'data') return (await terminal(name, fn, executeOptions)) as ExecuteResult<T, O>;
+      try {
+        return { ok: true, value: await terminal(name, fn, executeOptions) } as ExecuteResult<T, O>;
+      } catch (error) {
+        const settled = settledError(error);
+        if (settled === undefined) throw error;
+        return { ok: false, error: settled } as ExecuteResult<T, O>;
       }
-      return report.value as T;
     },
   });
+  /** One call, run to its terminal outcome: the value, or the error the object would settle it with. */
+  async function terminal<T>(name: string, fn: () => Promise<CallReport<T>> | CallReport<T>, executeOptions?: ExecuteOptions): Promise<T> {
+    if (typeof fn !== 'function') throw new TypeError(`${MARKERS.invalidArgument} execute(fn): fn must be a function`);
+    raise(costProblem(executeOptions?.cost ?? 1, 'cost'), `${MARKERS.invalidArgument} `);
+    if (!exists(name)) throw new LimiterNotConfiguredError();
+    const report = await fn();
+    calls.push({ name, report });
+    if (report.thrown) throw new Error(`${MARKERS.callbackThrew} ${report.thrown.message}`);
+    if (report.failure) throw new CallFailedError(report.failure.message, report.status ?? 0);
+    if (report.status === 429 || report.rateLimited === true) {
+      throw new CallFailedError('rate limited by the upstream', report.status ?? 429);
+    }
+    return report.value as T;
+  }
   return {
     calls,
     namespace: {

@@ -10,7 +10,7 @@
  * so a new or split module cannot be left out.
  */
 import type { LimiterConfig } from '../envelope.ts';
-import { configJson, nameProblem, quote } from '../rules.ts';
+import { configJson, describe, nameProblem, quote } from '../rules.ts';
 import { WORKER_MODULES } from './worker-modules.ts';
 
 export interface MiniflareLimiterWorkerConfig {
@@ -18,7 +18,10 @@ export interface MiniflareLimiterWorkerConfig {
   name: string;
   /** The Durable Object binding name inside the limiter Worker. Default RATE_LIMITER. */
   binding?: string;
-  /** The folder holding do-worker.js and core.wasm. Default: this package's dist/. */
+  /**
+   * The limiter Worker's entry, `do-worker.js`, or the folder holding it (and
+   * core.wasm beside it). Default: this package's dist/do-worker.js.
+   */
   scriptPath?: string;
   /** The limiter Worker's compatibility date. Default 2024-04-03 (Workers RPC). */
   compatibilityDate?: string;
@@ -81,7 +84,7 @@ export function miniflareLimiterWorker(config: MiniflareLimiterWorkerConfig): Mi
     throw new TypeError('miniflareLimiterWorker: name must be the non-empty script_name your binding uses');
   }
   const binding = config.binding ?? 'RATE_LIMITER';
-  const root = config.scriptPath ?? pathOf(new URL('..', (import.meta as { url: string }).url));
+  const root = config.scriptPath === undefined ? pathOf(new URL('..', (import.meta as { url: string }).url)) : scriptFolder(config.scriptPath);
   const modulesRoot = root.endsWith('/') ? root : `${root}/`;
   // The object reaches its registry through RATE_LIMITER, so that binding
   // always exists; `binding` adds another name for the same class.
@@ -97,6 +100,25 @@ export function miniflareLimiterWorker(config: MiniflareLimiterWorkerConfig): Mi
     durableObjects,
     ...(config.limits === undefined ? {} : { bindings: { DRL_LIMITS: declaredLimits(config.limits) } }),
   };
+}
+
+/**
+ * The folder of the limiter Worker's modules, from `scriptPath`: the path of
+ * do-worker.js itself, or of the folder holding it.
+ */
+function scriptFolder(scriptPath: unknown): string {
+  if (typeof scriptPath !== 'string' || scriptPath.length === 0) {
+    throw new TypeError(`miniflareLimiterWorker: scriptPath must be the path of do-worker.js or of the folder holding it (received ${describe(scriptPath)})`);
+  }
+  const file = /[^/\\]+$/.exec(scriptPath)?.[0] ?? '';
+  if (!file.endsWith('.js')) return scriptPath;
+  if (file !== 'do-worker.js') {
+    throw new TypeError(
+      `miniflareLimiterWorker: scriptPath ${quote(scriptPath)} names ${file}, but the limiter Worker's entry is do-worker.js ` +
+        '(do.js exports plain values, which workerd refuses in an entry module): pass the path of do-worker.js or of its folder',
+    );
+  }
+  return scriptPath.slice(0, scriptPath.length - file.length) || './';
 }
 
 /**

@@ -23,4 +23,5 @@ export const WORKER_MODULES: readonly MiniflareModule[] = [
   { type: 'ESModule', path: 'error-ids.js' },
   { type: 'ESModule', path: 'errors.js' },
   { type: 'ESModule', path: 'rules.js' },
+  { type: 'ESModule', path: 'settled.js' },
 ];

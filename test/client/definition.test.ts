@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 import { defineBinder, defineLimiter, defineTestBinder, DEFAULT_DROP_RETRIES, ENVELOPE_VERSION, type Binder } from '../../shim/client/index.ts';
 import { ENVELOPE_VERSION as DO_ENVELOPE_VERSION } from '../../shim/do/index.ts';
-import { recordingNamespace } from './helpers.ts';
+import { recordingNamespace, testEnv } from './helpers.ts';
 
 const binder = defineBinder.unchecked('RATE_LIMITER');
 
@@ -91,6 +91,14 @@ describe('definitions', () => {
     expect(() => defineBinder.unchecked('')).toThrow('binding name must be a non-empty string');
     expect(() => defineBinder(undefined as never)).toThrow('defineBinder(name): the binding name must be a non-empty string (received undefined)');
     expect(() => defineTestBinder({ get: () => ({}) } as never)).toThrow('namespace must have idFromName(name) and get(id) methods');
+  });
+
+  it('a binder exposes the binding name it was made with, and so does the limiter defined on it', () => {
+    expect(defineBinder.unchecked('RATE_LIMITER').binding).toBe('RATE_LIMITER');
+    expect(defineBinder.unchecked('OTHER').binding).toBe('OTHER');
+    const binder = defineBinder.unchecked('LIMITS');
+    expect(defineLimiter({ binder, name: 'example-api' }).binding).toBe('LIMITS');
+    expect(defineTestBinder(testEnv.RATE_LIMITER as never).binding).toBe('(injected namespace)');
   });
 
   it('refuses call arguments that would run the work unpaced', async () => {

@@ -184,6 +184,23 @@ describe('drop retries', () => {
     expect(holderRan).toBe(1);
     expect(events).toHaveLength(1);
   });
+  it('onDrop always receives an Error: a drop that rejected with something else is wrapped, the original as its cause', async () => {
+    const { name } = await configured({}, 'drops-non-error');
+    const recording = recordingNamespace({ dropFirst: 2, dropError: (attempt) => (attempt === 1 ? 'socket closed' : { code: 'EPIPE', message: 'pipe broke' }) });
+    const events: DropEvent[] = [];
+    const bound = defineLimiter({ binder: defineTestBinder(recording.namespace), name, onDrop: (e) => events.push(e) }).for({});
+    expect(await bound.call(() => 'through', { read: (s) => s })).toBe('through');
+    expect(events).toHaveLength(2);
+    for (const event of events) expect(event.error).toBeInstanceOf(Error);
+    expect(events[0]!.error.message).toBe('the call was dropped with a rejection that is not an Error: socket closed');
+    expect(events[0]!.error.cause).toBe('socket closed');
+    expect(events[1]!.error.message).toContain('pipe broke');
+    expect(events[1]!.error.cause).toEqual({ code: 'EPIPE', message: 'pipe broke' });
+    // An Error is passed as it is.
+    const { bound: plain, events: plainEvents } = await setup(1);
+    await plain.call(() => 1, { read: (n) => n });
+    expect(plainEvents[0]!.error.message).toBe('Network connection lost. (fake drop 1)');
+  });
 });
 
 function settle<T>(promise: Promise<T>): Promise<{ ok: true; value: T } | { ok: false; error: Error }> {

@@ -57,6 +57,10 @@ export interface ExecuteRecord {
   reports: CallReport[];
   /** How this execute ended: dropped by the fake, or sent on to the real object. */
   outcome: 'dropped' | 'delegated';
+  /** How the real object's answer crossed RPC: resolved (a value or a settled envelope) or rejected. */
+  crossed?: 'resolved' | 'rejected';
+  /** What the object resolved with, when it did. */
+  answer?: unknown;
 }
 
 export interface RecordingNamespace {
@@ -105,7 +109,14 @@ export function recordingNamespace(
             record.reports.push(report);
             return report;
           };
-          return (await (rest.length > 0 ? target.execute(recorded, rest[0]) : target.execute(recorded))) as never;
+          try {
+            record.answer = await (rest.length > 0 ? target.execute(recorded, rest[0]) : target.execute(recorded));
+            record.crossed = 'resolved';
+          } catch (error) {
+            record.crossed = 'rejected';
+            throw error;
+          }
+          return record.answer as never;
         },
       };
       return stub;

@@ -33,7 +33,7 @@ describe('hook chain', () => {
     );
     expect(error).toBeInstanceOf(CallFailedError);
     expect(recording.reports).toEqual([
-      { value: '{}', status: 403, rateLimited: true, retryAfterMs: 25, failure: { message: 'from the call site', retryable: false } },
+      { value: '{}', status: 429, upstreamStatus: 403, rateLimited: true, retryAfterMs: 25, failure: { message: 'from the call site', retryable: false } },
     ]);
   });
 
@@ -134,7 +134,7 @@ describe('hook chain', () => {
     expect(recording.reports).toEqual([
       { value: 'ok', status: 200 },
       { value: 'busy', status: 503 },
-      { value: 'quota', status: 403, rateLimited: true, retryAfter: '0.01' },
+      { value: 'quota', status: 429, upstreamStatus: 403, rateLimited: true, retryAfter: '0.01' },
     ]);
   });
 

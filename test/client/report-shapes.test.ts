@@ -38,12 +38,12 @@ describe('report shapes', () => {
     expect(recording.reports).toEqual([{ value: 'missing', status: 404 }]);
   });
 
-  it('a rateLimit answer without a usable delay sends rateLimited alone', async () => {
+  it('a rateLimit answer without a usable delay sends rateLimited and status 429 alone (no upstreamStatus when the work is not HTTP)', async () => {
     const { bound, recording } = await setup({ maxRetries: 0, minDelayInMs: 0 }); // no pause between the calls
     for (const retryAfterMs of [undefined, null, -5, Number.NaN, Number.POSITIVE_INFINITY]) {
       await rejection(bound.call(() => ({ done: true }), { read: () => 'v', rateLimit: () => ({ retryAfterMs }) }));
     }
-    expect(recording.reports).toEqual(Array.from({ length: 5 }, () => ({ value: 'v', rateLimited: true })));
+    expect(recording.reports).toEqual(Array.from({ length: 5 }, () => ({ value: 'v', status: 429, rateLimited: true })));
   });
 
   it('a malformed hook answer is a thrown callback, named by its hook', async () => {
@@ -62,13 +62,27 @@ describe('report shapes', () => {
     expect(recording.reports).toEqual([{ thrown: { message: error.message } }, { thrown: { message: signal.message } }]);
   });
 
-  it('passes cost through as execute options, and always says the callback reports its throws', async () => {
+  it('a read that returns what RPC cannot carry (a symbol, a function) fails naming read and the value, never a bare DataCloneError', async () => {
+    const { bound, recording } = await setup();
+    const symbol = await rejection(bound.call(() => 1, { read: () => Symbol('token') }));
+    expect(symbol).toBeInstanceOf(TypeError);
+    expect(symbol.message).toBe(
+      'call(fn, options): read returned a symbol, Symbol(token), which Workers RPC cannot carry to the limiter and back: ' +
+        'return plain data (a string, number, boolean, null, array or plain object)',
+    );
+    const fn = await rejection(bound.call(() => 1, { read: () => function parse() {} }));
+    expect(fn).toBeInstanceOf(TypeError);
+    expect(fn.message).toContain('read returned a function (parse), which Workers RPC cannot carry');
+    expect(recording.reports).toEqual([{ thrown: { message: symbol.message } }, { thrown: { message: fn.message } }]);
+  });
+
+  it('passes cost through as execute options, and always says the callback reports its throws and asks for a settled envelope', async () => {
     const { bound, recording } = await setup();
     await bound.call(() => 1, { read: (n) => n });
     await bound.call(() => 2, { read: (n) => n, cost: 3 });
     expect(recording.executes.map((e) => [e.optionsGiven, e.options])).toEqual([
-      [true, { reportsThrows: true }],
-      [true, { cost: 3, reportsThrows: true }],
+      [true, { reportsThrows: true, settles: 'data' }],
+      [true, { cost: 3, reportsThrows: true, settles: 'data' }],
     ]);
   });
 

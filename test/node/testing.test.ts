@@ -54,6 +54,20 @@ describe('miniflareLimiterWorker', () => {
   it('rejects a missing name', () => {
     expect(() => testing.miniflareLimiterWorker({ name: '' })).toThrow(/name must be the non-empty script_name/);
   });
+
+  it('takes scriptPath as the path of do-worker.js or as its folder, with the same result', () => {
+    const byFile = testing.miniflareLimiterWorker({ name: 'x', scriptPath: join(dist, 'do-worker.js') });
+    const byFolder = testing.miniflareLimiterWorker({ name: 'x', scriptPath: dist });
+    expect(byFile.modulesRoot).toBe(`${dist}/`);
+    expect(byFile).toEqual(byFolder);
+    expect(byFile.modules[0]).toEqual({ type: 'ESModule', path: join(dist, 'do-worker.js') });
+  });
+
+  it('refuses a scriptPath naming another .js file, naming the entry it wants', () => {
+    expect(() => testing.miniflareLimiterWorker({ name: 'x', scriptPath: join(dist, 'do/index.js') })).toThrow(
+      /scriptPath ".*\/do\/index\.js" names index\.js, but the limiter Worker's entry is do-worker\.js/,
+    );
+  });
 });
 
 describe('miniflareLimiterWorker({ limits })', () => {
@@ -136,6 +150,36 @@ describe('createFakeLimiterNamespace', () => {
     await expect(run(fake, 'a', { status: 429, value: 'body' })).rejects.toThrow('(status 429)');
     await expect(run(fake, 'a', { status: 403, rateLimited: true })).rejects.toThrow('(status 403)');
     expect(fake.calls).toHaveLength(3);
+  });
+
+  it("settles as data when asked, as the object does: { ok, value } or { ok: false, error }", async () => {
+    const fake = testing.createFakeLimiterNamespace({ configured: ['a'] });
+    const stub = (name: string) => fake.namespace.get(fake.namespace.idFromName(name));
+    await expect(stub('a').execute(async () => ({ value: 1 }), { settles: 'data' })).resolves.toEqual({ ok: true, value: 1 });
+    await expect(stub('a').execute(async () => ({ status: 404, failure: { message: 'gone', retryable: false } }), { settles: 'data' })).resolves.toEqual({
+      ok: false,
+      error: { id: 'call-failed', kind: 'Error', message: '[drl:call-failed] gone (status 404)', status: 404, reason: 'gone' },
+    });
+    await expect(stub('typo').execute(async () => ({ value: 1 }), { settles: 'data' })).resolves.toMatchObject({ ok: false, error: { id: 'no-such-limiter' } });
+  });
+
+  it("records a rateLimit hook's attempt as a 429 with its delay, the upstream's status kept as upstreamStatus", async () => {
+    const client = await import(join(dist, 'client/index.js'));
+    const quota = testing.createFakeLimiterNamespace();
+    const limited = client.defineLimiter({
+      binder: client.defineTestBinder(quota.namespace),
+      name: 'example-api',
+      rateLimit: (res: Response) => (res.status === 403 ? { retryAfterMs: 60_000 } : null),
+    });
+    // The fake is terminal: a rate limit whose retries are spent rejects, as the object finally does.
+    const error = await limited.for({}).call(() => new Response('{}', { status: 403 }), { read: (res: Response) => res.text() }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(client.CallFailedError);
+    expect(error.status).toBe(429);
+    const [{ name, report }] = quota.calls;
+    expect(name).toBe('example-api');
+    expect(report.status).toBe(429);
+    expect(report.upstreamStatus).toBe(403);
+    expect(report.retryAfterMs).toBe(60_000);
   });
 
   it('rejects unconfigured names with the marker, without running the callback', async () => {

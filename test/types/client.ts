@@ -1,13 +1,14 @@
 // Verifies /client's types against an Env like the one `wrangler types`
 // generates (env.d.ts): binding names are checked, env is required, and the
 // value type flows from `read` to the caller. Checked by tsc, never run.
-import type { LimiterDO } from '../../shim/do/index.ts';
+import type { LimiterDO, SettledCall, SettledError } from '../../shim/do/index.ts';
 import {
   defineBinder,
   defineLimiter,
   defineTestBinder,
   type Binder,
   type BoundLimiter,
+  CallFailedError,
   type CallReport,
   type DoBindings,
   type Limiter,
@@ -144,4 +145,29 @@ const adapter: NamespaceLike = {
 const overService = defineLimiter({ binder: defineTestBinder(adapter), name: 'example-api' });
 overService.for({});
 
-void [calls, withDefaults, erased, fromTyped, fromRaw, kept, overService];
+// ---- settled as data, and the fields of part 2 ------------------------------
+
+// execute's result follows its options: the value, or a SettledCall with settles: 'data'.
+async function settles(stub: LimiterStub): Promise<void> {
+  const plain = await stub.execute(async (): Promise<CallReport<number>> => ({ value: 1 }), { cost: 2 });
+  expectType<number>(plain);
+  const settled = await stub.execute(async (): Promise<CallReport<number>> => ({ value: 1 }), { settles: 'data' });
+  expectType<SettledCall<number>>(settled);
+  if (settled.ok) expectType<number>(settled.value);
+  else expectType<SettledError['id']>(settled.error.id);
+  // @ts-expect-error settles takes only 'data'
+  await stub.execute(async () => ({ value: 1 }), { settles: 'yes' });
+}
+
+// A binder says which binding it resolves.
+expectType<string>(binder.binding);
+// onDrop's error is always an Error.
+defineLimiter({ binder, name: 'drop-error', onDrop: ({ error }) => expectType<Error>(error) });
+// A report keeps the upstream's status beside the 429 a rateLimit hook makes.
+const limitedReport: CallReport = { status: 429, upstreamStatus: 403, rateLimited: true };
+// A failed call's reason is its message alone.
+declare const failed: CallFailedError;
+expectType<string>(failed.reason);
+expectType<number>(failed.status);
+
+void [calls, withDefaults, erased, fromTyped, fromRaw, kept, overService, settles, limitedReport];

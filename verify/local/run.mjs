@@ -26,7 +26,11 @@
 //   --attempt-timeout=MS   configure the bucket with attemptTimeoutMs (default with --kills or --faults: 2000)
 //   --ci       a small configuration that asserts; ends with "verify: N passed, N failed"
 //   --via=direct   the cross-script Durable Object binding instead of LimiterEntrypoint
-import { Stack, bundleWorkers, consumerName } from './stack.mjs';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { Stack, bundleWorkers, consumerName, uncaughtLines } from './stack.mjs';
 import { runStampede } from './stampede.mjs';
 
 const argv = process.argv.slice(2);
@@ -66,6 +70,9 @@ const size = load
   : ci
     ? { consumers: 2, calls: 30, outstanding: 30, limit: 10, window: 1_000, margin: 100, concurrency: 3, latency: '50-150', inject429: 0 }
     : { consumers: 3, calls: 80, outstanding: 80, limit: 20, window: 2_000, margin: 100, concurrency: 5, latency: '50-250', inject429: 0 };
+// --ci keeps the runtimes' logs (DRL_VERIFY_LOG, or a scratch file) and
+// asserts that no normal outcome was logged as an uncaught exception.
+if (ci && !process.env.DRL_VERIFY_LOG) process.env.DRL_VERIFY_LOG = join(mkdtempSync(join(tmpdir(), 'drl-verify-log-')), 'workerd.log');
 const mode = [load ? 'load' : ci ? 'ci' : 'default', faults ? 'faults' : '', kills ? `kills=${kills}` : ''].filter(Boolean).join('+');
 
 function fail(message) {
@@ -145,6 +152,15 @@ try {
     console.log('');
   }
   if (ci) {
+    // The probes ran a final failure, a not-configured bucket and a throwing
+    // callback: none of them is a fault, so none may be logged as uncaught.
+    const uncaught = uncaughtLines(process.env.DRL_VERIFY_LOG);
+    summary.checks.push({
+      ok: uncaught.length === 0,
+      name: 'no uncaught exception logged',
+      detail: `${uncaught.length} in ${process.env.DRL_VERIFY_LOG}: ${uncaught.slice(0, 3).join(' | ')}`,
+    });
+    console.log(`  ${uncaught.length === 0 ? 'PASS' : 'FAIL'}  no uncaught exception logged by any runtime (${uncaught.length}; log: ${process.env.DRL_VERIFY_LOG})`);
     const passed = summary.checks.filter((c) => c.ok).length;
     const failed = summary.checks.length - passed + run.shareErrors;
     for (const c of summary.checks.filter((c) => !c.ok)) console.log(`verify: FAILED ${c.name}: ${c.detail}`);

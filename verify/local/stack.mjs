@@ -6,9 +6,10 @@
 //
 // Used by run.mjs (the stampede; --faults, --kills=N) and faults.mjs (the
 // fault suite).
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -22,6 +23,36 @@ export const consumerName = (k) => `drl-verify-consumer-${k}`;
 const COMPAT = '2025-09-01';
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * DRL_VERIFY_LOG=<file>: every runtime runs verbose and its whole output is
+ * appended to <file>, one line each, prefixed with the runtime's name. That
+ * includes workerd's report of each uncaught exception ("uncaught exception;
+ * source = Uncaught ..."), the event `wrangler dev` prints as `✘ [ERROR]
+ * Uncaught ...` and a deployed Worker's logs list under exceptions: count
+ * them with `grep -c 'source = Uncaught' <file>`. The console still shows
+ * what it shows without the variable (the Workers' own console output), and
+ * those uncaught-exception lines.
+ */
+const logFile = () => process.env.DRL_VERIFY_LOG; // read when a runtime starts: run.mjs --ci sets it
+
+/** The uncaught-exception reports in a DRL_VERIFY_LOG file. */
+export function uncaughtLines(file) {
+  return readFileSync(file, 'utf8').split('\n').filter((line) => line.includes('source = Uncaught'));
+}
+const WORKERD_DETAIL = /^workerd\/\S+: (info|debug):/;
+
+/** miniflare's handleRuntimeStdio for `runtime`: keep each line in `file`, echo what is not runtime detail. */
+function keepOutput(runtime, file) {
+  return (stdout, stderr) => {
+    for (const [stream, echo] of [[stdout, process.stdout], [stderr, process.stderr]]) {
+      createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => {
+        appendFileSync(file, `[${runtime}] ${line}\n`);
+        if (!WORKERD_DETAIL.test(line) || line.includes('uncaught exception')) echo.write(`${line}\n`);
+      });
+    }
+  };
+}
 export const ts = () => new Date().toISOString().slice(11, 19);
 
 /** Bundles the limiter, the upstream and the consumer into verify/.build/; throws if dist/ is missing. */
@@ -132,7 +163,9 @@ export class Stack {
   async #start(name, options) {
     if (this.#runtimes.has(name)) throw new Error(`runtime ${name} is already running`);
     const before = new Set(workerdChildren());
-    const mf = new this.#Miniflare(options);
+    const file = logFile();
+    if (file) appendFileSync(file, `[${name}] (runtime starting)\n`); // the file exists even when nothing is logged
+    const mf = new this.#Miniflare(file ? { ...options, verbose: true, handleRuntimeStdio: keepOutput(name, file) } : options);
     this.#runtimes.set(name, { mf, pid: undefined });
     await mf.ready;
     const fresh = workerdChildren().filter((pid) => !before.has(pid));

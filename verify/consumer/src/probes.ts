@@ -121,6 +121,22 @@ export async function clientPath(env: Env, v: Via): Promise<string> {
       return (error instanceof NoSuchLimiterError && error.limiter === NEVER_CONFIGURED && drops === 0) || `threw ${(error as Error)?.name}, ${drops} drops`;
     }
   });
+  await check("the work's own exception reaches the caller as it was thrown, after the bucket's retries", async () => {
+    class UpstreamDown extends Error {}
+    let runs = 0;
+    try {
+      await api.call(
+        () => {
+          runs += 1;
+          throw new UpstreamDown('socket hang up');
+        },
+        { read: (res: Response) => res.status },
+      );
+      return 'resolved';
+    } catch (error) {
+      return (error instanceof UpstreamDown && runs >= 1) || `threw ${(error as Error)?.name}: ${(error as Error)?.message} after ${runs} runs`;
+    }
+  });
   await check('the envelope versions agree', async () => {
     const { envelopeVersion } = await limiterAdmin(env, v).ping();
     return envelopeVersion === ENVELOPE_VERSION || `limiter ${envelopeVersion}, client ${ENVELOPE_VERSION}`;

@@ -2,7 +2,7 @@
  * Talks to a limiter Worker's admin routes (POST /configure, GET /stats)
  * over HTTP, and turns each way they can fail into what to do about it.
  */
-import type { ConfigureResult, LimiterStats, LimitsDocument } from '../shim/envelope.ts';
+import { ADMIN_IDENTITY_PATH, ENVELOPE_VERSION, type AdminIdentity, type ConfigureResult, type LimiterStats, type LimitsDocument } from '../shim/envelope.ts';
 import { quote } from '../shim/rules.ts';
 import { CliError } from './errors.ts';
 
@@ -34,6 +34,69 @@ function redeployAdvice(target: AdminTarget, route: string): string {
   );
 }
 
+/** The fallback text a limiter Worker answers on other paths: the scaffolded one, and /do-worker's. */
+const LIMITER_FALLBACKS = ['limiter ok', 'durable-rate-limiter ok'];
+
+/**
+ * Makes sure a limiter Worker answers at target.url before anything is
+ * remembered or the key is sent: `GET /__drl` must answer its identity.
+ * Otherwise tells apart a limiter deployed before that route (it answers its
+ * fallback text: redeploy it) from a Worker that is no limiter at all (an
+ * application's port, a typo), and says which.
+ *
+ * @example
+ * const { envelope } = await identifyLimiter(target);
+ */
+export async function identifyLimiter(target: AdminTarget): Promise<AdminIdentity> {
+  const identity = await get(target, ADMIN_IDENTITY_PATH);
+  const answer = identity.json as Partial<AdminIdentity> | undefined;
+  if (identity.status === 200 && answer?.limiter === 'durable-rate-limiter' && typeof answer.envelope === 'number') {
+    return { limiter: answer.limiter, envelope: answer.envelope };
+  }
+  const root = await get(target, '/');
+  if (LIMITER_FALLBACKS.includes(root.text.trim())) throw new CliError(redeployAdvice(target, ADMIN_IDENTITY_PATH));
+  const seen = identity.status === 200 ? `200 with ${JSON.stringify(identity.text.slice(0, 80))}` : String(identity.status);
+  throw new CliError(
+    `${target.url} is not a durable-rate-limiter limiter Worker: it answered GET ${ADMIN_IDENTITY_PATH} with ${seen}, where a limiter answers who it is.\n` +
+      '  Is this your application (the port you know), not the limiter? Pass --url with the origin the limiter Worker answers on:\n' +
+      '  its workers.dev URL once deployed, or the port of its own `wrangler dev` (under one `wrangler dev` for both Workers, mount\n' +
+      "  handleAdminRequest in your application for local development: see the README's \"Local development\").\n" +
+      '  Nothing was remembered and no key was sent.',
+  );
+}
+
+/** A plain GET without the key, for the identity check. */
+async function get(target: AdminTarget, path: string): Promise<{ status: number; json: unknown; text: string }> {
+  let response: Response;
+  try {
+    response = await fetch(new URL(path, `${target.url}/`), { signal: AbortSignal.timeout(30_000) });
+  } catch (error) {
+    throw unreachable(target, error);
+  }
+  const text = await response.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, json, text };
+}
+
+function unreachable(target: AdminTarget, error: unknown): CliError {
+  const cause = (error as { cause?: { message?: string } }).cause?.message ?? (error as Error).message;
+  return new CliError(
+    `Could not reach the limiter at ${target.url} (${cause}).\n  Is it deployed (or running under wrangler dev)? Pass --url <origin> if it answers elsewhere.`,
+  );
+}
+
+/** Whether a limiter's envelope differs from this CLI's: for a warning, never a refusal (the admin routes' shape is older than the envelope). */
+export function envelopeSkew(identity: AdminIdentity): string | undefined {
+  return identity.envelope === ENVELOPE_VERSION
+    ? undefined
+    : `The limiter speaks envelope ${identity.envelope} and this CLI ${ENVELOPE_VERSION}: deploy the limiter from the same durable-rate-limiter version as your applications.`;
+}
+
 async function request(target: AdminTarget, route: '/configure' | '/stats', body?: string): Promise<{ status: number; json: unknown; text: string }> {
   const url = new URL(route, target.url.endsWith('/') ? target.url : `${target.url}/`);
   let response: Response;
@@ -48,10 +111,7 @@ async function request(target: AdminTarget, route: '/configure' | '/stats', body
       signal: AbortSignal.timeout(30_000),
     });
   } catch (error) {
-    const cause = (error as { cause?: { message?: string } }).cause?.message ?? (error as Error).message;
-    throw new CliError(
-      `Could not reach the limiter at ${target.url} (${cause}).\n  Is it deployed (or running under wrangler dev)? Pass --url <origin> if it answers elsewhere.`,
-    );
+    throw unreachable(target, error);
   }
   const text = await response.text();
   let json: unknown;
@@ -62,7 +122,9 @@ async function request(target: AdminTarget, route: '/configure' | '/stats', body
   }
   const reason = (json as { error?: string } | undefined)?.error ?? text.slice(0, 200);
   if (response.status === 401) {
-    throw new CliError(`The limiter refused the key (401: ${reason}).\n${newKeyAdvice(target.configPath, target.url)}`);
+    // The limiter's own reason may carry the same advice for curl users: keep its first sentence, give the advice once.
+    const first = reason.split(/\.\s/)[0]!.replace(/\.$/, '');
+    throw new CliError(`The limiter refused the key (401: ${first}).\n${newKeyAdvice(target.configPath, target.url)}`);
   }
   if (response.status === 404) throw new CliError(redeployAdvice(target, route));
   return { status: response.status, json, text };

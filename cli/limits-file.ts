@@ -75,9 +75,40 @@ export function checkEntries(limits: unknown, core: Core, what: string): { ok: t
   if (entries.length === 0) problems.push(`${what} is empty: there is nothing to configure`);
   for (const [name, config] of entries) {
     const problem = limitsEntryProblem(core, name, config); // exactly as POST /configure checks it
-    if (problem) problems.push(`${quote(name)}: ${problem}`);
+    if (problem) for (const one of splitProblems(problem)) problems.push(`${quote(name)}: ${one}`);
   }
   return problems.length > 0 ? { ok: false, problems } : { ok: true, document: { limits: limits as LimitsDocument['limits'] } };
+}
+
+/**
+ * The engine reports every problem of one config in one message
+ * (`[drl:invalid-config] a; b; c`): one problem each, keeping the marker on
+ * each, so a count says how many there are. Splits on `; ` outside quoted
+ * values (a received string may hold one).
+ *
+ * @example
+ * splitProblems('[drl:invalid-config] concurrency ...; bucket.windowInMs ...'); // two problems
+ */
+export function splitProblems(message: string): string[] {
+  const marker = /^\[drl:[a-z-]+\] /.exec(message)?.[0] ?? '';
+  const body = message.slice(marker.length);
+  const parts: string[] = [];
+  let start = 0;
+  let inString = false;
+  for (let i = 0; i < body.length; i++) {
+    const ch = body[i];
+    if (inString) {
+      if (ch === '\\') i++;
+      else if (ch === '"') inString = false;
+    } else if (ch === '"') {
+      inString = true;
+    } else if (ch === ';' && body[i + 1] === ' ') {
+      parts.push(body.slice(start, i));
+      start = i + 2;
+    }
+  }
+  parts.push(body.slice(start));
+  return parts.filter((p) => p.length > 0).map((p) => marker + p);
 }
 
 /** A limits file's text for a document, with a header saying what the file is. */

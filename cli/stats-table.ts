@@ -1,7 +1,8 @@
 /** The readable form of /stats: one row per bucket. */
 import type { LimiterStats } from '../shim/envelope.ts';
 
-function duration(ms: number): string {
+/** A window or a delay as a person reads it: "1 min", "90 s", "60100 ms". */
+export function duration(ms: number): string {
   if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
   if (ms % 60_000 === 0) return `${ms / 60_000} min`;
   if (ms % 1000 === 0) return `${ms / 1000} s`;
@@ -13,16 +14,22 @@ function penalty(stats: LimiterStats): string {
   return `${Math.max(0, Math.ceil((stats.forcedUntil - stats.now) / 1000))} s left`;
 }
 
+/** When the window is whole again (resetAt: the newest live grant's expiry), from now; '-' when nothing is live. */
+function resets(stats: LimiterStats): string {
+  if (stats.used === 0 || stats.resetAt <= stats.now) return '-';
+  return `in ${Math.ceil((stats.resetAt - stats.now) / 1000)} s`;
+}
+
 /**
  * Formats buckets as an aligned text table.
  *
  * @example
  * console.log(statsTable(buckets));
- * // bucket    limit         used  remaining  running  queued  concurrency  penalty
- * // read-api  60 per 1 min  3     57         1        0       5            -
+ * // bucket    limit         used  remaining  full again  running  queued  concurrency  penalty
+ * // read-api  60 per 1 min  3     57         in 42 s     1        0       5            -
  */
 export function statsTable(buckets: Record<string, LimiterStats>): string {
-  const header = ['bucket', 'limit', 'used', 'remaining', 'running', 'queued', 'concurrency', 'penalty'];
+  const header = ['bucket', 'limit', 'used', 'remaining', 'full again', 'running', 'queued', 'concurrency', 'penalty'];
   const rows = Object.entries(buckets)
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([name, s]) => [
@@ -30,6 +37,7 @@ export function statsTable(buckets: Record<string, LimiterStats>): string {
       `${s.limit} per ${duration(s.windowInMs)}`,
       String(s.used),
       String(s.remaining),
+      resets(s),
       String(s.running),
       String(s.queued),
       String(s.effective?.concurrency ?? s.config.concurrency),

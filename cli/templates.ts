@@ -5,8 +5,23 @@ import type { Topology } from './wrangler-config.ts';
 /** A date every wrangler 4 accepts and the object's features need. */
 const COMPATIBILITY_DATE = '2025-09-01';
 
-/** The limiter Worker's entry module: the object, the entrypoint and the admin routes. */
-export function limiterIndex(): string {
+/** The limiter Worker's entry module: the object, the entrypoint and (unless declined) the admin routes. */
+export function limiterIndex(admin = true): string {
+  if (!admin) {
+    return `// The limiter Worker: holds every bucket in the LimiterDO Durable Object.
+// Scaffolded by \`npx durable-rate-limiter init\` without the admin routes:
+// the buckets declared in wrangler.jsonc (vars.DRL_LIMITS) configure
+// themselves on first use, and the application's src/configure-limiter.ts
+// applies limits at run time through its binding. Mount the routes later with
+// handleAdminRequest from 'durable-rate-limiter/do' (see the README).
+// Redeploy only when this code changes (a package upgrade) or the declaration does.
+export { LimiterDO, LimiterEntrypoint } from 'durable-rate-limiter/do';
+
+export default {
+  fetch: (): Response => new Response('limiter ok'),
+};
+`;
+  }
   return `// The limiter Worker: holds every bucket in the LimiterDO Durable Object and
 // answers the admin routes (POST /configure, GET /stats) guarded by the
 // DRL_CONFIG_KEY secret. Scaffolded by \`npx durable-rate-limiter init\`.
@@ -53,7 +68,7 @@ export function limiterWranglerConfig(worker: string): string {
 `;
 }
 
-/** The config `init` declares for its bucket: the upstream's limit, verbatim. */
+/** The config `init` declares for its bucket: the upstream's limit, verbatim (the window with its margin). */
 export function initialConfig(limitPerWindow: number, windowInMs: number, concurrency: number): LimiterConfig {
   return { bucket: { limitPerWindow, windowInMs }, concurrency };
 }
@@ -113,4 +128,57 @@ const binder: Binder<Env> = {
 };
 
 ${limiter}`;
+}
+
+/**
+ * The application's src/configure-limiter.ts, written when the limiter has
+ * no admin routes: `configureLimiter(env)` applies LIMITS through the
+ * binding at run time (a run-time configure stays in force until the
+ * declaration changes in a later deploy of the limiter).
+ */
+export function configureModule(topology: Topology, binding: string, name: string, config: LimiterConfig): string {
+  const limits = JSON.stringify({ [name]: config }, null, 2);
+  const header = `// Applies limits to the limiter at run time, through the ${binding} binding
+// (written by \`npx durable-rate-limiter init\`, told not to mount the
+// limiter's admin routes). You may never need it: the limiter Worker declares
+// its buckets in its wrangler.jsonc (vars.DRL_LIMITS), and each is configured
+// from there on first use. Call configureLimiter(env) to change a limit without
+// deploying the limiter: from a route of your own behind your own auth, a
+// scheduled handler, or a one-off script. What it applies replaces the
+// bucket's config (queued callers are kept) and stays in force until the
+// declaration itself changes in a later deploy of the limiter.`;
+  const body = `/** The limits to apply, one entry per bucket (the same shape as vars.DRL_LIMITS). */
+export const LIMITS: Record<string, LimiterConfig> = ${limits};
+
+/**
+ * Configures every bucket in LIMITS and resolves with each one's live state.
+ *
+ * @example
+ * const applied = await configureLimiter(env);
+ * console.log(applied[${JSON.stringify(name)}]?.limit);
+ */
+export async function configureLimiter(env: Env): Promise<Record<string, LimiterStats>> {
+  const applied: Record<string, LimiterStats> = {};
+  for (const [name, config] of Object.entries(LIMITS)) {
+    applied[name] = await ${topology === 'durable-object' ? 'bucket(env, name).configure(name, config)' : 'service(env).configure(name, config)'};
+  }
+  return applied;
+}
+`;
+  if (topology === 'durable-object') {
+    return `${header}
+import type { LimiterConfig, LimiterRpc, LimiterStats } from 'durable-rate-limiter/do';
+
+// A cross-script binding is typed as a plain namespace: its stubs are typed here, once.
+const bucket = (env: Env, name: string) => env.${binding}.get(env.${binding}.idFromName(name)) as unknown as LimiterRpc;
+
+${body}`;
+  }
+  return `${header}
+import type { LimiterConfig, LimiterService, LimiterStats } from 'durable-rate-limiter/do';
+
+// The service binding to the limiter Worker's LimiterEntrypoint, typed here, once.
+const service = (env: Env) => env.${binding} as unknown as LimiterService;
+
+${body}`;
 }

@@ -6,7 +6,7 @@
  * so every byte already there, comments included, stays where it was. When
  * the key is already present the plan is a fragment to merge by hand.
  */
-import { applyEdits, parseTree, type Edit, type Node, type ParseError } from 'jsonc-parser';
+import { applyEdits, getNodeValue, parseTree, type Edit, type Node, type ParseError } from 'jsonc-parser';
 
 /** Which way the application reaches the limiter. */
 export type Topology = 'durable-object' | 'service';
@@ -27,6 +27,7 @@ export type ConfigFormat = 'json' | 'jsonc' | 'toml';
  */
 export type BindingPlan =
   | { kind: 'insert'; key: string; edits: Edit[]; text: string; fragment: string }
+  | { kind: 'present'; key: string; fragment: string }
   | { kind: 'fragment'; key: string; reason: string; fragment: string };
 
 /** The config file's format from its name. */
@@ -66,7 +67,8 @@ export function bindingFragment(spec: BindingSpec, format: ConfigFormat): string
 
 /**
  * Plans adding the binding to a config's text. Never touches a key that is
- * already there: a second binding array or a merge is a person's decision.
+ * already there: a second binding array or a merge is a person's decision;
+ * but when the very binding is already there (an earlier init), it is done.
  *
  * @example
  * const plan = planBinding(text, 'jsonc', { topology: 'durable-object', binding: 'RATE_LIMITER', worker: 'my-limiter' });
@@ -85,6 +87,9 @@ function planToml(text: string, spec: BindingSpec): BindingPlan {
       ? /^[ \t]*(\[\[?[ \t]*durable_objects[ \t]*[.\]]|durable_objects[ \t]*[.=])/m
       : /^[ \t]*(\[\[?[ \t]*services[ \t]*\]|services[ \t]*=)/m;
   if (present.test(text)) {
+    // The block init appends, as it appended it: nothing to do.
+    const normalise = (t: string) => t.replace(/\r\n/g, '\n').replace(/[ \t]+$/gm, '');
+    if (normalise(text).includes(normalise(fragment))) return { kind: 'present', key, fragment };
     return { kind: 'fragment', key, reason: `the config already has ${key}`, fragment };
   }
   const eol = text.includes('\r\n') ? '\r\n' : '\n';
@@ -92,6 +97,17 @@ function planToml(text: string, spec: BindingSpec): BindingPlan {
   const content = lead + fragment.replace(/\n/g, eol);
   const edits: Edit[] = [{ offset: text.length, length: 0, content }];
   return { kind: 'insert', key, edits, text: text + content, fragment };
+}
+
+/** Whether a parsed config already holds exactly this binding (at the top level). */
+function hasBinding(config: unknown, spec: BindingSpec): boolean {
+  const c = config as { durable_objects?: { bindings?: unknown }; services?: unknown };
+  if (spec.topology === 'durable-object') {
+    const bindings = Array.isArray(c.durable_objects?.bindings) ? (c.durable_objects.bindings as Record<string, unknown>[]) : [];
+    return bindings.some((b) => b?.name === spec.binding && b.class_name === 'LimiterDO' && b.script_name === spec.worker);
+  }
+  const services = Array.isArray(c.services) ? (c.services as Record<string, unknown>[]) : [];
+  return services.some((b) => b?.binding === spec.binding && b.service === spec.worker && b.entrypoint === 'LimiterEntrypoint');
 }
 
 /** Whitespace on one line. */
@@ -107,6 +123,7 @@ function planJson(text: string, format: ConfigFormat, spec: BindingSpec): Bindin
   }
   const properties = root.children ?? [];
   if (properties.some((p) => p.children?.[0]?.value === key)) {
+    if (hasBinding(getNodeValue(root), spec)) return { kind: 'present', key, fragment };
     return { kind: 'fragment', key, reason: `the config already has "${key}"`, fragment };
   }
   const eol = text.includes('\r\n') ? '\r\n' : '\n';

@@ -6,6 +6,7 @@
 # plain, restarted when idle, and killed three times with callbacks in
 # flight), the fault suite, local dev in one process (wrangler dev and the
 # vite plugin), the packed tarball on Node 22's current toolchain,
+# the README's code samples typechecked (scripts/check-readme.mjs),
 # and the Node suite (wasm loader, native-vs-wasm differential, /testing).
 # Ends with one line:
 # "N passed, N failed".
@@ -86,6 +87,13 @@ for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json 
     echo "tsc -p $project: FAILED"; failed=$((failed + 1))
   fi
 done
+
+echo "== README samples: every \`\`\`ts block typechecked against the built package's types"
+if node scripts/check-readme.mjs; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+fi
 
 echo "== CLI tests (node)"
 run_vitest vitest-cli.json test/cli/vitest.config.ts

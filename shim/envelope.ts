@@ -209,6 +209,20 @@ export interface LimiterPing {
   envelopeVersion: number;
 }
 
+/**
+ * The admin surface's identity route: `GET /__drl` answers an AdminIdentity
+ * without the key, so the CLI can tell a limiter Worker from any other
+ * Worker (an application's port) before it sends the key anywhere.
+ */
+export const ADMIN_IDENTITY_PATH = '/__drl';
+
+/** What `GET /__drl` answers. */
+export interface AdminIdentity {
+  limiter: 'durable-rate-limiter';
+  /** The limiter's ENVELOPE_VERSION. */
+  envelope: number;
+}
+
 /** What `POST /configure` takes (and the CLI's limits file holds). */
 export interface LimitsDocument {
   limits: Record<string, LimiterConfig>;

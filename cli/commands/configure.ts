@@ -5,7 +5,8 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 
-import { uploadLimits } from '../admin-client.ts';
+import { readStats, uploadLimits } from '../admin-client.ts';
+import { configureOutcome } from '../configure-outcome.ts';
 import { loadCore } from '../engine.ts';
 import { CliError } from '../errors.ts';
 import type { LimitsDocument } from '../../shim/envelope.ts';
@@ -68,14 +69,15 @@ export async function configureCommand(ui: Ui, options: TargetOptions): Promise<
   const document = source.kind === 'declaration' ? readDeclaration(source.path) : readLimitsFile(source.path);
   const from = source.kind === 'declaration' ? `the declaration in ${shown(source.path)}` : shown(source.path);
   const names = Object.keys(document.limits);
+  // The buckets as they were, so each line can say what configure changed.
+  const before = (await readStats(target)).buckets;
   const results = await ui.spin(
     `Uploading ${names.length} bucket${names.length === 1 ? '' : 's'} from ${from} to ${target.url}`,
     () => uploadLimits(target, document),
     (r) => `Configured ${r.length} bucket${r.length === 1 ? '' : 's'}`,
   );
   for (const result of results) {
-    const s = result.stats;
-    ui.success(s ? `${result.name}: ${s.limit} per ${s.windowInMs} ms, concurrency ${s.effective.concurrency}` : result.name);
+    ui.success(configureOutcome(result.name, Object.hasOwn(before, result.name) ? before[result.name] : undefined, result.stats));
   }
-  ui.outro('Live now. Callers queued on a reconfigured bucket were rejected (their wait could not be met under new limits).');
+  ui.outro('Live now.');
 }

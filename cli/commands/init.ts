@@ -13,7 +13,8 @@ import { loadCore } from '../engine.ts';
 import { CliError } from '../errors.ts';
 import { appName, findAppConfig, run, treeState, wranglerCommand } from '../project.ts';
 import { readState, STATE_FILE, writeState, type LimiterState } from '../state.ts';
-import { initialConfig, limiterIndex, limiterModule, limiterWranglerConfig } from '../templates.ts';
+import { configureModule, initialConfig, limiterIndex, limiterModule, limiterWranglerConfig } from '../templates.ts';
+import type { LimiterConfig } from '../../shim/envelope.ts';
 import type { Ui } from '../ui.ts';
 import { bindingFragment, configFormat, planBinding, type BindingSpec, type Topology } from '../wrangler-config.ts';
 import { nameProblem } from '../../shim/rules.ts';
@@ -36,7 +37,32 @@ const WINDOWS = [
   { value: '60000', label: 'per minute' },
   { value: '3600000', label: 'per hour' },
   { value: '86400000', label: 'per day' },
+  { value: 'other', label: 'another length', hint: 'e.g. 10 s, 15 min, 90000 ms' },
 ] as const;
+
+/**
+ * Added to the upstream's window: the limiter counts a call when it admits
+ * it, the upstream when the request arrives a few ms later, so two calls
+ * admitted one window apart can land closer together there (measured: the
+ * 1st and 6th requests 59,996 ms apart at the upstream under a limit of 5
+ * per 60,000 ms). 100 ms covers the at most 42 ms seen under load.
+ */
+export const WINDOW_MARGIN_MS = 100;
+
+/** The longest window the engine accepts (366 days). */
+const MAX_WINDOW_MS = 366 * 86_400_000;
+
+const UNITS: Record<string, number> = { ms: 1, s: 1000, sec: 1000, min: 60_000, m: 60_000, h: 3_600_000, hour: 3_600_000, d: 86_400_000, day: 86_400_000 };
+
+/** A window length as typed, e.g. "90000", "90 s", "15 min", "2 h", "1.5 min": ms, or undefined. */
+export function parseWindow(value: string): number | undefined {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(value);
+  if (!match) return undefined;
+  const unit = UNITS[(match[2] || 'ms').toLowerCase()];
+  if (unit === undefined) return undefined;
+  const ms = Number(match[1]) * unit;
+  return Number.isInteger(ms) && ms >= 1 && ms <= MAX_WINDOW_MS ? ms : undefined;
+}
 
 function positiveInteger(value: string): string | undefined {
   return /^[1-9][0-9]*$/.test(value.trim()) ? undefined : 'A whole number of at least 1.';
@@ -56,14 +82,16 @@ export async function initCommand(ui: Ui): Promise<void> {
   await checkTree(ui, root);
   const appConfig = findAppConfig(root);
   const limiter = await chooseLimiter(ui, root, appName(root, appConfig));
-  await writeLimiterWorker(ui, todo, limiter);
+  const admin = await chooseAdmin(ui);
+  await writeLimiterWorker(ui, todo, limiter, admin);
   await installPackage(ui, todo, root);
   const binding = await addBinding(ui, todo, appConfig, limiter.worker);
   await generateTypes(ui, todo, root);
   const bucket = await writeLimiterModule(ui, todo, root, binding);
-  const declared = await declareLimits(ui, todo, limiter, bucket);
+  const { declared, config } = await declareLimits(ui, todo, limiter, bucket);
+  if (!admin) await writeConfigureModule(ui, todo, root, binding, bucket, config);
   const state = recordLimiter(ui, limiter);
-  await deploy(ui, todo, { root, limiter, state, declared });
+  await deploy(ui, todo, { root, limiter, state, declared, admin });
   if (appConfig) {
     // One process runs both Workers; the app's config first (it gets the port).
     ui.note(`npx wrangler dev -c ${shown(appConfig)} -c ${shown(limiter.configFile)}`, 'Local development: both Workers in one process');
@@ -119,12 +147,27 @@ async function chooseLimiter(ui: Ui, root: string, app: string): Promise<Limiter
 }
 
 /**
+ * Step 1: whether the limiter Worker mounts the admin routes. They answer on
+ * the internet (guarded by a key); without them the declaration still
+ * configures every bucket, and a configureLimiter(env) module in the
+ * application applies limits at run time through the binding instead.
+ */
+async function chooseAdmin(ui: Ui): Promise<boolean> {
+  ui.info(
+    'The admin routes (POST /configure, GET /stats) let `npx durable-rate-limiter configure` and `stats` reach the limiter over HTTP.\n' +
+      'They answer on the internet, guarded by the DRL_CONFIG_KEY secret. Without them the declared limits still configure\n' +
+      'every bucket on first use, and init writes src/configure-limiter.ts to apply limits at run time through your binding.',
+  );
+  return ui.confirm({ message: 'Mount the key-guarded admin routes in the limiter Worker?', defaultValue: true, answeredBy: YES });
+}
+
+/**
  * Step 1: the limiter Worker's entry module and wrangler config. An existing
  * config is never offered for replacement: it holds the declared limits,
  * which step 5 edits in place.
  */
-async function writeLimiterWorker(ui: Ui, todo: Todo[], limiter: Limiter): Promise<void> {
-  const files = [{ path: join(limiter.dir, 'src', 'index.ts'), text: limiterIndex() }];
+async function writeLimiterWorker(ui: Ui, todo: Todo[], limiter: Limiter, admin: boolean): Promise<void> {
+  const files = [{ path: join(limiter.dir, 'src', 'index.ts'), text: limiterIndex(admin) }];
   if (existsSync(limiter.configFile)) ui.info(`Kept ${shown(limiter.configFile)} as it is (its declared limits are yours).`);
   else files.push({ path: limiter.configFile, text: limiterWranglerConfig(limiter.worker) });
   await writeFiles(ui, todo, files);
@@ -169,6 +212,10 @@ async function addBinding(ui: Ui, todo: Todo[], appConfig: string | null, worker
     return spec;
   }
   const plan = planBinding(readFileSync(appConfig, 'utf8'), configFormat(appConfig), spec);
+  if (plan.kind === 'present') {
+    ui.info(`${shown(appConfig)} already binds ${binding} to ${worker} (an earlier init): nothing to add.`);
+    return spec;
+  }
   if (plan.kind === 'fragment') {
     ui.note(plan.fragment, `${shown(appConfig)}: ${plan.reason}. Merge this by hand`);
     todo.push({ why: `merge the ${binding} binding shown above into ${shown(appConfig)}` });
@@ -210,17 +257,37 @@ async function writeLimiterModule(ui: Ui, todo: Todo[], root: string, spec: Bind
 }
 
 /**
- * Step 5: asks for the upstream's limit, verbatim, and declares it in the
+ * Step 5: asks for the upstream's limit, verbatim (its window with a margin,
+ * unless declined), and declares it in the
  * limiter's wrangler config (vars.DRL_LIMITS), by an edit that keeps every
  * comment and any other bucket; then checks the declaration on disk.
  * Returns whether the declaration is valid (then the deploy may go ahead).
  */
-async function declareLimits(ui: Ui, todo: Todo[], limiter: Limiter, bucket: string): Promise<boolean> {
-  ui.step("5/5  Limits: your upstream's real limit, verbatim");
+async function declareLimits(ui: Ui, todo: Todo[], limiter: Limiter, bucket: string): Promise<{ declared: boolean; config: LimiterConfig }> {
+  ui.step("5/5  Limits: your upstream's real limit, verbatim, with a margin on its window");
   const limit = Number(await ui.text({ message: `How many requests does the upstream allow (for ${bucket})?`, defaultValue: '60', validate: positiveInteger, answeredBy: YES }));
-  const windowInMs = Number(
-    await ui.select({ message: 'In what window?', options: WINDOWS.map((w) => ({ ...w })), defaultValue: '60000', answeredBy: YES }),
+  const choice = await ui.select<string>({ message: 'In what window?', options: WINDOWS.map((w) => ({ ...w })), defaultValue: '60000', answeredBy: YES });
+  const upstreamWindow =
+    choice === 'other'
+      ? parseWindow(
+          await ui.text({
+            message: "The upstream's window (a number with ms, s, min, h or d)",
+            validate: (v) => (parseWindow(v) === undefined ? 'A whole number of ms from 1 ms to 366 days, e.g. 90 s or 15 min.' : undefined),
+            answeredBy: YES,
+          }),
+        )!
+      : Number(choice);
+  ui.info(
+    `The limiter counts a call when it admits it; the upstream counts it when the request arrives, a few ms later.\n` +
+      `So two calls admitted exactly one window apart can reach the upstream slightly closer together (measured: 59,996 ms apart\n` +
+      `under a limit of 5 per 60,000 ms). A margin of ${WINDOW_MARGIN_MS} ms on the window keeps a strict upstream from counting one too many.`,
   );
+  const margin = await ui.confirm({
+    message: `Add the ${WINDOW_MARGIN_MS} ms margin (window ${upstreamWindow} ms → ${upstreamWindow + WINDOW_MARGIN_MS} ms)?`,
+    defaultValue: true,
+    answeredBy: YES,
+  });
+  const windowInMs = Math.min(upstreamWindow + (margin ? WINDOW_MARGIN_MS : 0), MAX_WINDOW_MS);
   const concurrency = Number(await ui.text({ message: 'How many calls may be in flight at once?', defaultValue: '5', validate: positiveInteger, answeredBy: YES }));
   const config = initialConfig(limit, windowInMs, concurrency);
   const file = limiter.configFile;
@@ -231,7 +298,7 @@ async function declareLimits(ui: Ui, todo: Todo[], limiter: Limiter, bucket: str
   if (!existsSync(file)) {
     ui.note(fragment, `Declare the bucket in ${shown(file)} once it exists`);
     todo.push({ why: `add the declaration shown above to ${shown(file)}` });
-    return false;
+    return { declared: false, config };
   }
   const text = readFileSync(file, 'utf8');
   const was = declaredBucket(text, bucket);
@@ -262,7 +329,17 @@ async function declareLimits(ui: Ui, todo: Todo[], limiter: Limiter, bucket: str
     ui.warn(`${shown(file)} vars.${DECLARATION_VAR} has problems:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`);
     todo.push({ why: `fix vars.${DECLARATION_VAR} in ${shown(file)}` });
   }
-  return checked.kind === 'ok';
+  return { declared: checked.kind === 'ok', config };
+}
+
+/**
+ * With no admin routes: the application's src/configure-limiter.ts, which
+ * applies limits at run time through the binding (the declaration already
+ * configures the bucket on first use; this is for a change without a deploy).
+ */
+async function writeConfigureModule(ui: Ui, todo: Todo[], root: string, spec: BindingSpec, bucket: string, config: LimiterConfig): Promise<void> {
+  ui.step('     No admin routes: src/configure-limiter.ts applies limits at run time through your binding');
+  await writeFiles(ui, todo, [{ path: join(root, 'src', 'configure-limiter.ts'), text: configureModule(spec.topology, spec.binding, bucket, config) }]);
 }
 
 /** Writes the state file (keeping an origin and a limits file an earlier run remembered), if the limiter's folder exists, and returns what it holds. */
@@ -292,27 +369,31 @@ interface DeployCommands {
  * under --yes, and not with a declaration that has problems. The declared
  * limits deploy with the Worker: no configure step follows.
  */
-async function deploy(ui: Ui, todo: Todo[], c: { root: string; limiter: Limiter; state: LimiterState; declared: boolean }): Promise<void> {
+async function deploy(ui: Ui, todo: Todo[], c: { root: string; limiter: Limiter; state: LimiterState; declared: boolean; admin: boolean }): Promise<void> {
   const config = shown(c.limiter.configFile);
   const commands: DeployCommands = {
     deploy: `npx wrangler deploy --config ${config}`,
     secret: `npx wrangler secret put DRL_CONFIG_KEY --config ${config}`,
   };
   ui.note(
-    [`${commands.deploy}   (the declared limits apply on each bucket's first use)`, `${commands.secret}   (a new random key, sent on stdin: for stats and configure)`].join('\n'),
+    [
+      `${commands.deploy}   (the declared limits apply on each bucket's first use)`,
+      ...(c.admin ? [`${commands.secret}   (a new random key, sent on stdin: for stats and configure)`] : []),
+    ].join('\n'),
     'Deploy',
   );
-  const now = !ui.yes && c.declared && (await ui.confirm({ message: 'Deploy the limiter Worker and set its key now?', defaultValue: true, answeredBy: YES }));
+  const question = c.admin ? 'Deploy the limiter Worker and set its key now?' : 'Deploy the limiter Worker now?';
+  const now = !ui.yes && c.declared && (await ui.confirm({ message: question, defaultValue: true, answeredBy: YES }));
   if (!now) {
     todo.push({ why: 'deploy the limiter Worker (its declared limits go with it)', command: commands.deploy });
-    todo.push({ why: 'set its key, for stats and configure (type a long random one)', command: commands.secret });
+    if (c.admin) todo.push({ why: 'set its key, for stats and configure (type a long random one)', command: commands.secret });
     return;
   }
   await deployLimiter(ui, todo, { ...c, commands });
 }
 
 /** Deploys, remembers the origin and sets a new random key; stops at the first failure. */
-async function deployLimiter(ui: Ui, todo: Todo[], c: { root: string; limiter: Limiter; state: LimiterState; commands: DeployCommands }): Promise<void> {
+async function deployLimiter(ui: Ui, todo: Todo[], c: { root: string; limiter: Limiter; state: LimiterState; admin: boolean; commands: DeployCommands }): Promise<void> {
   const { configFile, dir } = c.limiter;
   const wrangler = wranglerCommand(c.root);
   const deployed = await run(wrangler.file, [...wrangler.prefix, 'deploy', '--config', configFile], { cwd: c.root });
@@ -324,6 +405,7 @@ async function deployLimiter(ui: Ui, todo: Todo[], c: { root: string; limiter: L
     /https:\/\/[^\s]+\.workers\.dev/.exec(deployed.stdout)?.[0] ??
     (await ui.text({ message: 'Where does the limiter answer? (its origin, e.g. a custom route)', answeredBy: 'rerun stats with --url <origin>' }));
   writeState(dir, { ...c.state, url });
+  if (!c.admin) return; // no admin routes: no key to set
 
   const key = randomBytes(24).toString('base64url');
   const put = await run(wrangler.file, [...wrangler.prefix, 'secret', 'put', 'DRL_CONFIG_KEY', '--config', configFile], { cwd: c.root, input: `${key}\n` });

@@ -8,7 +8,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 
 import { findNodeAtLocation, parseTree } from 'jsonc-parser';
 
-import type { AdminTarget } from '../admin-client.ts';
+import { envelopeSkew, identifyLimiter, type AdminTarget } from '../admin-client.ts';
 import { DECLARATION_PATH } from '../declaration.ts';
 import { CliError } from '../errors.ts';
 import { LIMITS_FILE } from '../limits-file.ts';
@@ -53,7 +53,9 @@ function checkUrl(value: string): string | undefined {
 
 /**
  * Finds the limiter and the key: the state file (from any subfolder), then
- * --url, DRL_CONFIG_KEY, and a prompt for whatever is still missing.
+ * --url, DRL_CONFIG_KEY, and a prompt for whatever is still missing. The
+ * origin must answer as a limiter Worker (GET /__drl) before it is
+ * remembered or the key is sent to it.
  *
  * @example
  * const { target, source } = await resolveTarget(ui, { url: args.url });
@@ -78,7 +80,12 @@ export async function resolveTarget(ui: Ui, options: TargetOptions): Promise<Res
   });
   url = url.replace(/\/+$/, '');
 
-  // Remembered for next time, in the limiter's folder (or beside the limits file).
+  // A limiter must answer there before the url is remembered or the key sent.
+  const identity = await identifyLimiter({ url, key: '', configPath: shown(configPath) });
+  const skew = envelopeSkew(identity);
+  if (skew) ui.warn(skew);
+
+  // Remembered for next time (it answered as a limiter), in the limiter's folder (or beside the limits file).
   const stateDir = found?.dir ?? dirname(limitsPath);
   if (found?.state.url !== url) {
     const state =

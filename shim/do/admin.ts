@@ -1,5 +1,6 @@
 /**
- * The admin routes a limiter Worker mounts: `POST /configure` (apply a limits
+ * The admin routes a limiter Worker mounts: `GET /__drl` (who answers: no key
+ * needed), `POST /configure` (apply a limits
  * document) and `GET /stats` (every registered bucket's live state; a
  * declared bucket is registered on its first use, and one whose declaration
  * is invalid is listed under `invalid` with its error). Both are
@@ -18,7 +19,7 @@
  */
 import type { Core } from '../engine/loader.ts';
 import { createCore } from '../engine/module.ts';
-import type { ConfigureResult, LimiterStats } from '../envelope.ts';
+import { ADMIN_IDENTITY_PATH, ENVELOPE_VERSION, type AdminIdentity, type ConfigureResult, type LimiterStats } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { limitsEntryProblem } from '../rules.ts';
 import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
@@ -27,7 +28,7 @@ import type { LimiterDO } from './limiter-do.ts';
 /** The largest limits document accepted: far above any real one (about 500 buckets). */
 export const MAX_ADMIN_BODY_BYTES = 64 * 1024;
 
-const ROUTES: Record<string, 'GET' | 'POST'> = { '/configure': 'POST', '/stats': 'GET' };
+const ROUTES: Record<string, 'GET' | 'POST'> = { '/configure': 'POST', '/stats': 'GET', [ADMIN_IDENTITY_PATH]: 'GET' };
 
 let validator: Core | undefined; // created on first use, never at module scope
 
@@ -52,6 +53,8 @@ export async function handleAdminRequest(request: Request, env: LimiterEnv): Pro
     if (request.method !== method) {
       return fail(405, `${path} accepts ${method} only (received ${request.method})`, { allow: method });
     }
+    // Who answers, without the key: lets the CLI tell a limiter from another Worker.
+    if (path === ADMIN_IDENTITY_PATH) return json(200, { limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION } satisfies AdminIdentity);
     const denied = await checkKey(request, env.DRL_CONFIG_KEY);
     if (denied) return fail(401, denied);
     let ns: DurableObjectNamespace<LimiterDO>;

@@ -27,9 +27,10 @@ describe('reading the declaration', () => {
     const checked = checkDeclaration(text, core);
     expect(checked.kind).toBe('problems');
     const problems = (checked as { problems: string[] }).problems;
-    expect(problems).toHaveLength(2);
+    expect(problems).toHaveLength(3); // "b" has two: no bucket, and concurrency out of range
     expect(problems[0]).toMatch(/^"a": \[drl:invalid-config\]/);
     expect(problems[1]).toMatch(/^"b": \[drl:invalid-config\]/);
+    expect(problems[2]).toMatch(/^"b": \[drl:invalid-config\]/);
     const asString = JSON.stringify({ vars: { DRL_LIMITS: JSON.stringify({ s: config(3) }) } });
     expect(checkDeclaration(asString, core)).toEqual({ kind: 'ok', document: { limits: { s: config(3) } } });
     expect(checkDeclaration('{ "vars": { "DRL_LIMITS": "{nope" } }', core).kind).toBe('problems');

@@ -14,6 +14,7 @@ import { parse } from 'jsonc-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { APP_CONFIG, freePort, REPO, runCli, scratchApp, stopGroup } from './helpers.ts';
+import { ENVELOPE_VERSION } from '../../shim/envelope.ts';
 
 const KEY = 'e2e-key-0123456789';
 const LIMITER = 'durable-rate-limiter';
@@ -88,7 +89,8 @@ describe('init --yes', () => {
       expect(existsSync(join(app, LIMITER, file)), file).toBe(true);
     }
     expect(existsSync(limitsPath())).toBe(false); // the declaration is the one source
-    expect(declared()).toEqual({ 'upstream-api': { bucket: { limitPerWindow: 60, windowInMs: 60_000 }, concurrency: 5 } });
+    // The upstream's 60 per minute, with the margin on the window that --yes takes.
+    expect(declared()).toEqual({ 'upstream-api': { bucket: { limitPerWindow: 60, windowInMs: 60_100 }, concurrency: 5 } });
     expect(readFileSync(limiterConfig(), 'utf8')).toContain('// SQLite-backed storage: one row per grant. Never remove this migration.');
     const config = readFileSync(join(app, 'wrangler.jsonc'), 'utf8');
     const [head] = APP_CONFIG.split('  /* dated */');
@@ -121,8 +123,25 @@ describe('configure and stats against wrangler dev', () => {
     const run = await cli(['configure', `--url=${url}`], join(app, 'src'));
     expect(run.code, run.stdout + run.stderr).toBe(0);
     expect(run.stdout).toContain('from the declaration in ../durable-rate-limiter/wrangler.jsonc');
-    expect(run.stdout).toContain('upstream-api: 60 per 60000 ms, concurrency 5');
+    // The first configure creates the bucket: it says so, and nothing about rejected callers.
+    expect(run.stdout).toContain('"upstream-api": created: 60 per 60100 ms, concurrency 5');
+    expect(run.stdout).not.toMatch(/reject/i);
     expect(parse(readFileSync(join(app, LIMITER, '.durable-rate-limiter.jsonc'), 'utf8')).url).toBe(url);
+  });
+
+  it('configure says per bucket what happened: unchanged, or which fields changed and that queued callers are kept', async () => {
+    const again = await cli(['configure']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toContain('"upstream-api": unchanged (60 per 60100 ms, concurrency 5)');
+    const file = join(app, 'changed.limits.jsonc');
+    temps.push(file);
+    writeFileSync(file, JSON.stringify({ limits: { 'upstream-api': { bucket: { limitPerWindow: 60, windowInMs: 60_100 }, concurrency: 4 } } }));
+    const changed = await cli(['configure', '--limits', file]);
+    expect(changed.code, changed.stderr).toBe(0);
+    expect(changed.stdout).toContain('"upstream-api": updated: concurrency 5 → 4');
+    expect(changed.stdout).not.toMatch(/reject/i); // the limit was not lowered: no caller can have been rejected
+    const back = await cli(['configure']);
+    expect(back.stdout).toContain('"upstream-api": updated: concurrency 4 → 5');
   });
 
   it('stats shows the bucket live with the declared limits (JSON and table)', async () => {
@@ -130,12 +149,30 @@ describe('configure and stats against wrangler dev', () => {
     expect(buckets['upstream-api']).toMatchObject({
       config: declared()['upstream-api'],
       limit: 60,
-      windowInMs: 60_000,
+      windowInMs: 60_100,
       remaining: 60,
     });
     const table = await cli(['stats']);
     expect(table.code, table.stderr).toBe(0);
-    expect(table.stdout).toMatch(/upstream-api\s+60 per 1 min\s+0\s+60\s+0\s+0\s+5\s+-/);
+    expect(table.stdout).toMatch(/bucket\s+limit\s+used\s+remaining\s+full again\s+running/);
+    expect(table.stdout).toMatch(/upstream-api\s+60 per 60100 ms\s+0\s+60\s+-\s+0\s+0\s+5\s+-/);
+  });
+
+  it('the stats table says when the window is full again once a call was taken', async () => {
+    // A bucket with one live grant, served by a stand-in answering the real stats shape.
+    const live = (await liveStats()).buckets['upstream-api'] as unknown as Record<string, number>;
+    const now = Date.now();
+    const used = { ...live, now, used: 1, remaining: 59, resetAt: now + 42_000 };
+    const server = createServer((req, res) => {
+      const body = req.url === '/__drl' ? { limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION } : { ok: true, buckets: { 'upstream-api': used } };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    });
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const run = await cli(['stats', '--url', `http://127.0.0.1:${(server.address() as { port: number }).port}`]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/upstream-api\s+60 per 60100 ms\s+1\s+59\s+in 42 s\s+0/);
+    expect((await cli(['stats', '--url', url])).code).toBe(0); // the real one is remembered again
   });
 
   it('stats --save writes the live limits into vars.DRL_LIMITS, keeping the config\'s comments, and configures the same buckets', async () => {
@@ -196,16 +233,30 @@ describe('configure and stats against wrangler dev', () => {
     const run = await cli(['configure']);
     writeFileSync(limiterConfig(), before);
     expect(run.code).toBe(1);
-    expect(run.stderr).toMatch(/wrangler.jsonc vars.DRL_LIMITS has 2 problems, so nothing was uploaded/);
-    expect(run.stderr).toMatch(/- "a": \[drl:invalid-config\]/);
-    expect(run.stderr).toMatch(/- "b": \[drl:invalid-config\]/);
+    // Three mistakes (b has two), three lines, and the header counts three.
+    expect(run.stderr).toMatch(/wrangler.jsonc vars.DRL_LIMITS has 3 problems, so nothing was uploaded/);
+    expect(run.stderr).toMatch(/- "a": \[drl:invalid-config\] bucket.limitPerWindow/);
+    expect(run.stderr).toMatch(/- "b": \[drl:invalid-config\] unknown key|- "b": \[drl:invalid-config\] bucket/);
+    expect(run.stderr).toMatch(/- "b": \[drl:invalid-config\] concurrency/);
+    expect(run.stderr.match(/^ {2}- /gm)).toHaveLength(3);
     expect(Object.keys((await liveStats()).buckets).sort()).toEqual(['second-api', 'upstream-api']);
   });
 
-  it('a wrong key gets the 401 guidance: how to set a new one', async () => {
+  it('a limits file with four mistakes lists four under a header counting four', async () => {
+    const file = join(app, 'four.limits.jsonc');
+    temps.push(file);
+    writeFileSync(file, '{ "limits": { "a": { "bucket": { "limitPerWindow": 0, "windowInMs": -1 }, "concurrency": 0, "colour": "red" } } }');
+    const run = await cli(['configure', '--limits', file]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('four.limits.jsonc has 4 problems, so nothing was uploaded');
+    expect(run.stderr.match(/^ {2}- "a": \[drl:invalid-config\]/gm)).toHaveLength(4);
+  });
+
+  it('a wrong key gets the 401 guidance: how to set a new one, said once', async () => {
     const run = await cli(['stats'], app, { DRL_CONFIG_KEY: 'not-the-key' });
     expect(run.code).toBe(1);
-    expect(run.stderr).toContain('refused the key (401');
+    expect(run.stderr).toContain('refused the key (401: wrong key)');
+    expect(run.stderr.match(/cannot be read back/g)).toHaveLength(1);
     expect(run.stderr).toContain('npx wrangler secret put DRL_CONFIG_KEY --config durable-rate-limiter/wrangler.jsonc');
     expect(run.stderr).toContain('durable-rate-limiter/.dev.vars');
   });
@@ -229,7 +280,7 @@ describe('configure and stats against wrangler dev', () => {
   });
 });
 
-describe('a limiter deployed before the admin routes', () => {
+describe('a Worker that is not the limiter, or a limiter deployed before GET /__drl', () => {
   async function fakeLimiter(status: number, body: string): Promise<string> {
     const server = createServer((_, res) => res.writeHead(status, { 'content-type': 'text/plain' }).end(body));
     servers.push(server);
@@ -241,7 +292,10 @@ describe('a limiter deployed before the admin routes', () => {
     // The limiter's side of "invalid" is tested in workerd (test/do/declared.test.ts); this is the CLI's.
     const live = (await liveStats()).buckets;
     const error = '[drl:invalid-config] DRL_LIMITS declares bucket "broken-api" with an invalid config: bucket.limitPerWindow must be at least 1 (received 0)';
-    const server = createServer((_, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, buckets: live, invalid: { 'broken-api': error } })));
+    const server = createServer((req, res) => {
+      const body = req.url === '/__drl' ? { limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION } : { ok: true, buckets: live, invalid: { 'broken-api': error } };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    });
     servers.push(server);
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const run = await cli(['stats', '--url', `http://127.0.0.1:${(server.address() as { port: number }).port}`]);
@@ -252,15 +306,54 @@ describe('a limiter deployed before the admin routes', () => {
     expect((await cli(['stats', '--url', url])).code).toBe(0); // the real one is remembered again
   });
 
-  it('says to redeploy once, whether it answers 404 or its fallback', async () => {
-    for (const origin of [await fakeLimiter(404, 'Not found'), await fakeLimiter(200, 'limiter ok')]) {
-      const run = await cli(['configure', '--url', origin]);
-      expect(run.code).toBe(1);
-      expect(run.stderr).toContain('deployed from an older durable-rate-limiter');
-      expect(run.stderr).toContain('Redeploy it once');
-      expect(run.stderr).toContain('npx wrangler deploy --config durable-rate-limiter/wrangler.jsonc');
+  it('says to redeploy once when a limiter answers its fallback but not GET /__drl, and remembers nothing', async () => {
+    const origin = await fakeLimiter(200, 'limiter ok');
+    const run = await cli(['configure', '--url', origin]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('deployed from an older durable-rate-limiter');
+    expect(run.stderr).toContain('Redeploy it once');
+    expect(run.stderr).toContain('npx wrangler deploy --config durable-rate-limiter/wrangler.jsonc');
+    expect(parse(readFileSync(join(app, LIMITER, '.durable-rate-limiter.jsonc'), 'utf8')).url).toBe(url);
+  });
+
+  it('configure --url at the application Worker (under wrangler dev) says it is not a limiter, sends no key and remembers nothing', async () => {
+    // The scratch application itself, served by wrangler dev on its own port: the port a user knows.
+    const port = await freePort();
+    const inspector = await freePort();
+    const appDev = spawn(
+      join(REPO, 'node_modules/.bin/wrangler'),
+      ['dev', '--config', join(app, 'wrangler.jsonc'), '--port', String(port), '--ip', '127.0.0.1', '--inspector-port', String(inspector), '--show-interactive-dev-session=false'],
+      { cwd: app, detached: true, stdio: 'ignore', env: { ...process.env, WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1' } },
+    );
+    try {
+      const appUrl = `http://127.0.0.1:${port}`;
+      const deadline = Date.now() + 90_000;
+      for (;;) {
+        try {
+          if ((await (await fetch(appUrl)).text()) === 'app') break;
+        } catch {
+          // not listening yet
+        }
+        if (Date.now() > deadline || appDev.exitCode !== null) throw new Error('the application did not start under wrangler dev');
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      for (const command of [['configure'], ['stats']]) {
+        const run = await cli([...command, '--url', appUrl]);
+        expect(run.code).toBe(1);
+        expect(run.stderr).toContain(`${appUrl} is not a durable-rate-limiter limiter Worker`);
+        expect(run.stderr).toContain('Nothing was remembered and no key was sent');
+        expect(run.stderr).not.toContain('older durable-rate-limiter');
+      }
+      expect(parse(readFileSync(join(app, LIMITER, '.durable-rate-limiter.jsonc'), 'utf8')).url).toBe(url);
+    } finally {
+      await stopGroup(appDev.pid);
     }
-    // The real one is remembered again for whatever runs next.
-    expect((await cli(['configure', '--url', url])).code).toBe(0);
+  }, 150_000);
+
+  it('any other answer (a 404 everywhere) is "not a limiter" too', async () => {
+    const run = await cli(['stats', '--url', await fakeLimiter(404, 'Not found')]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('is not a durable-rate-limiter limiter Worker: it answered GET /__drl with 404');
+    expect(parse(readFileSync(join(app, LIMITER, '.durable-rate-limiter.jsonc'), 'utf8')).url).toBe(url);
   });
 });

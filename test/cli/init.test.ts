@@ -31,6 +31,37 @@ describe('init', () => {
     expect(run.stdout).toMatch(/uncommitted change/); // the config was edited after the commit
   });
 
+  it('recognises the very binding an earlier init inserted as done: no "merge by hand", nothing left to do about it', async () => {
+    for (const [name, config] of [
+      ['wrangler.jsonc', undefined],
+      ['wrangler.toml', '# the app\nname = "toml-app"\nmain = "src/index.ts"\n'],
+    ] as const) {
+      const dir = app('drl-cli-again-');
+      if (config !== undefined) {
+        unlinkSync(join(dir, 'wrangler.jsonc'));
+        writeFileSync(join(dir, name), config);
+      }
+      const first = await runCli(['init', '--yes'], { cwd: dir });
+      expect(first.code, first.stderr).toBe(0);
+      const bound = readFileSync(join(dir, name), 'utf8');
+      const again = await runCli(['init', '--yes'], { cwd: dir });
+      expect(again.code, again.stderr).toBe(0);
+      expect(readFileSync(join(dir, name), 'utf8')).toBe(bound);
+      expect(again.stdout).toMatch(new RegExp(`${name.replace('.', '\\.')} already binds RATE_LIMITER to [a-z-]+-limiter \\(an earlier init\\): nothing to add`));
+      expect(again.stdout).not.toContain('Merge this by hand');
+      expect(again.stdout).not.toMatch(/merge the RATE_LIMITER binding/);
+    }
+  });
+
+  it('declares the upstream window with the margin under --yes, and says why', async () => {
+    const dir = app('drl-cli-margin-');
+    const run = await runCli(['init', '--yes'], { cwd: dir });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain('Add the 100 ms margin (window 60000 ms → 60100 ms)? yes (--yes)');
+    expect(run.stdout).toContain('59,996 ms apart');
+    expect(readFileSync(join(dir, 'durable-rate-limiter', 'wrangler.jsonc'), 'utf8')).toContain('"windowInMs": 60100');
+  });
+
   it('never replaces an existing file under --yes, and says it kept it', async () => {
     const dir = app('drl-cli-keep-');
     await runCli(['init', '--yes'], { cwd: dir });

@@ -65,6 +65,7 @@ describe('init in a terminal', () => {
     const tty = terminal(`${process.execPath} ${CLI} init`, app);
     await tty.answer('Folder for the limiter Worker', [...'limiter', ENTER]);
     await tty.answer('Name of the limiter Worker', [ENTER]); // the default
+    await tty.answer('Mount the key-guarded admin routes in the limiter Worker?', ['y']);
     await tty.answer('Write these 2 files?', ['y']);
     await tty.answer('Run npm install durable-rate-limiter now?', ['n']);
     await tty.answer('Which topology?', [DOWN, ENTER]); // the service binding
@@ -75,11 +76,14 @@ describe('init in a terminal', () => {
     await tty.answer('Write src/limiter.ts?', ['y']);
     await tty.answer('How many requests does the upstream allow (for github-api)?', [...'5000', ENTER]);
     await tty.answer('In what window?', [DOWN, ENTER]); // from "per minute" to "per hour"
+    // The margin is explained, then asked: yes.
+    await tty.answer('Add the 100 ms margin (window 3600000 ms → 3600100 ms)?', ['y']);
     await tty.answer('How many calls may be in flight at once?', [...'10', ENTER]);
     await tty.answer('Declare github-api in limiter/wrangler.jsonc?', ['y']);
     await tty.answer('set its key now?', ['n']);
     expect(await tty.exited).toBe(0);
     expect(tty.screen).toContain('Still to do');
+    expect(tty.screen).toContain('59,996 ms apart');
 
     expect(parse(readFileSync(join(app, 'limiter', 'wrangler.jsonc'), 'utf8')).name).toBe('scratch-app-limiter');
     expect(parse(readFileSync(join(app, 'wrangler.jsonc'), 'utf8'), [], { allowTrailingComma: true }).services).toEqual([
@@ -89,9 +93,48 @@ describe('init in a terminal', () => {
     expect(module).toContain('export const LIMITER_NAME = "github-api";');
     expect(module).toContain('env.LIMITER as unknown as LimiterService');
     expect(parse(readFileSync(join(app, 'limiter', 'wrangler.jsonc'), 'utf8')).vars).toEqual({
-      DRL_LIMITS: { 'github-api': { bucket: { limitPerWindow: 5000, windowInMs: 3_600_000 }, concurrency: 10 } },
+      DRL_LIMITS: { 'github-api': { bucket: { limitPerWindow: 5000, windowInMs: 3_600_100 }, concurrency: 10 } },
     });
     expect(parse(readFileSync(join(app, 'limiter', '.durable-rate-limiter.jsonc'), 'utf8')).worker).toBe('scratch-app-limiter');
+    expect(readFileSync(join(app, 'limiter', 'src', 'index.ts'), 'utf8')).toContain('handleAdminRequest');
+  });
+
+  it('without the admin routes, any window length and no margin: writes configureLimiter(env) and asks for no key', async () => {
+    const app = scratchApp('drl-cli-noadmin-');
+    apps.push(app);
+    const tty = terminal(`${process.execPath} ${CLI} init`, app);
+    await tty.answer('Folder for the limiter Worker', [ENTER]);
+    await tty.answer('Name of the limiter Worker', [ENTER]);
+    await tty.answer('Mount the key-guarded admin routes in the limiter Worker?', ['n']);
+    await tty.answer('Write these 2 files?', ['y']);
+    await tty.answer('Run npm install durable-rate-limiter now?', ['n']);
+    await tty.answer('Which topology?', [ENTER]);
+    await tty.answer('Binding name in your env', [ENTER]);
+    await tty.answer('Insert the binding into wrangler.jsonc?', ['y']);
+    await tty.answer('Run npx wrangler types now?', ['n']);
+    await tty.answer('Name of the bucket', [ENTER]);
+    await tty.answer('Write src/limiter.ts?', ['y']);
+    await tty.answer('How many requests does the upstream allow', [...'5', ENTER]);
+    await tty.answer('In what window?', [DOWN, DOWN, DOWN, ENTER]); // from "per minute" past "per day": another length
+    await tty.answer("The upstream's window", [...'90 s', ENTER]);
+    await tty.answer('Add the 100 ms margin (window 90000 ms → 90100 ms)?', ['n']);
+    await tty.answer('How many calls may be in flight at once?', [ENTER]);
+    await tty.answer('Declare upstream-api in durable-rate-limiter/wrangler.jsonc?', ['y']);
+    await tty.answer('Write src/configure-limiter.ts?', ['y']);
+    await tty.answer('Deploy the limiter Worker now?', ['n']);
+    expect(await tty.exited, tty.screen.slice(-1500)).toBe(0);
+
+    const config = { bucket: { limitPerWindow: 5, windowInMs: 90_000 }, concurrency: 5 };
+    expect(parse(readFileSync(join(app, 'durable-rate-limiter', 'wrangler.jsonc'), 'utf8')).vars).toEqual({ DRL_LIMITS: { 'upstream-api': config } });
+    const index = readFileSync(join(app, 'durable-rate-limiter', 'src', 'index.ts'), 'utf8');
+    expect(index).not.toMatch(/import \{ handleAdminRequest/); // named in a comment only, as how to add the routes later
+    expect(index).toContain("export { LimiterDO, LimiterEntrypoint } from 'durable-rate-limiter/do';");
+    const module = readFileSync(join(app, 'src', 'configure-limiter.ts'), 'utf8');
+    expect(module).toContain('export async function configureLimiter(env: Env)');
+    expect(module).toContain('env.RATE_LIMITER.get(env.RATE_LIMITER.idFromName(name)) as unknown as LimiterRpc');
+    expect(module).toContain(JSON.stringify({ 'upstream-api': config }, null, 2));
+    // No admin routes: no key to set, and nothing left to do about one.
+    expect(tty.screen.split('Still to do')[1]).not.toContain('DRL_CONFIG_KEY');
   });
 
   it('declining every file ends in "still to do" naming them, not in a crash', async () => {
@@ -100,6 +143,7 @@ describe('init in a terminal', () => {
     const tty = terminal(`${process.execPath} ${CLI} init`, app);
     await tty.answer('Folder for the limiter Worker', [ENTER]);
     await tty.answer('Name of the limiter Worker', [ENTER]);
+    await tty.answer('Mount the key-guarded admin routes in the limiter Worker?', [ENTER]);
     await tty.answer('Write these 2 files?', ['n']);
     await tty.answer('Run npm install durable-rate-limiter now?', ['n']);
     await tty.answer('Which topology?', [ENTER]);
@@ -110,6 +154,7 @@ describe('init in a terminal', () => {
     await tty.answer('Write src/limiter.ts?', ['n']);
     await tty.answer('How many requests does the upstream allow', [ENTER]);
     await tty.answer('In what window?', [ENTER]);
+    await tty.answer('Add the 100 ms margin', [ENTER]);
     await tty.answer('How many calls may be in flight at once?', [ENTER]);
     expect(await tty.exited, tty.screen.slice(-1500)).toBe(0);
     expect(tty.screen).not.toContain('ENOENT');

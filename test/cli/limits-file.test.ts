@@ -7,7 +7,7 @@ import { parse } from 'jsonc-parser';
 import { describe, expect, it } from 'vitest';
 
 import { loadCore } from '../../cli/engine.ts';
-import { checkLimits, SAMPLE_LIMITS, saveLimits } from '../../cli/limits-file.ts';
+import { checkLimits, SAMPLE_LIMITS, saveLimits, splitProblems } from '../../cli/limits-file.ts';
 
 const core = loadCore(resolve('dist/core.wasm'));
 
@@ -32,15 +32,23 @@ describe('checking a limits file', () => {
     }`;
     const checked = checkLimits(text, core);
     if (checked.ok) throw new Error('expected problems');
-    expect(checked.problems).toHaveLength(3);
-    const [a, b, registry] = checked.problems as [string, string, string];
-    expect(a).toMatch(/^"broken-a": \[drl:invalid-config\]/);
-    // The engine lists every problem of one entry in its one message.
-    expect(a).toContain('limitPerWindow');
-    expect(a).toContain('windowInMs');
-    expect(a).toContain('concurrency');
+    // The engine lists every problem of one entry in one message; each is counted apart.
+    expect(checked.problems).toHaveLength(5);
+    const [limit, window, concurrency, b, registry] = checked.problems as [string, string, string, string, string];
+    expect(limit).toMatch(/^"broken-a": \[drl:invalid-config\] bucket\.limitPerWindow/);
+    expect(window).toMatch(/^"broken-a": \[drl:invalid-config\] bucket\.windowInMs/);
+    expect(concurrency).toMatch(/^"broken-a": \[drl:invalid-config\] concurrency/);
     expect(b).toMatch(/^"broken-b": .*colour/);
     expect(registry).toMatch(/^"__drl_registry__": .*reserved/);
+  });
+
+  it('splits one entry\'s message into its problems, never inside a quoted value', () => {
+    expect(splitProblems('[drl:invalid-config] a must be 1; b must be 2')).toEqual(['[drl:invalid-config] a must be 1', '[drl:invalid-config] b must be 2']);
+    expect(splitProblems('[drl:invalid-config] unknown key "x; y" in config; c bad')).toEqual([
+      '[drl:invalid-config] unknown key "x; y" in config',
+      '[drl:invalid-config] c bad',
+    ]);
+    expect(splitProblems('plain message')).toEqual(['plain message']);
   });
 
   it('reports every syntax error with its line and column', () => {

@@ -2,7 +2,7 @@
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 
-import { handleAdminRequest, MAX_ADMIN_BODY_BYTES, REGISTRY_NAME } from '../../shim/do/index.ts';
+import { ENVELOPE_VERSION, handleAdminRequest, MAX_ADMIN_BODY_BYTES, REGISTRY_NAME } from '../../shim/do/index.ts';
 import type { LimiterConfig, LimiterStats } from '../../shim/envelope.ts';
 import { bucket, rejection, tablesOf, testEnv, uniqueName } from './helpers.ts';
 
@@ -126,6 +126,19 @@ describe('routing', () => {
     const { status, body } = await admin('/stats/', { headers: AUTH });
     expect(status).toBe(200);
     expect(body.ok).toBe(true);
+  });
+
+  it('answers GET /__drl without a key: who it is and its envelope, nothing else', async () => {
+    for (const headers of [{}, { authorization: 'Bearer wrong' }]) {
+      const response = await SELF.fetch(`${ORIGIN}/__drl`, { headers });
+      expect(response.status).toBe(200);
+      expect(await response.json()).toEqual({ limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION });
+    }
+    // Even with the key unset (every other route denied), it still says who answers.
+    const ns = (env as unknown as typeof testEnv).RATE_LIMITER;
+    const response = await handleAdminRequest(new Request(`${ORIGIN}/__drl`), { RATE_LIMITER: ns });
+    expect(await response!.json()).toEqual({ limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION });
+    expect((await admin('/__drl', { method: 'POST', body: '{}' })).status).toBe(405);
   });
 
   it("leaves every other path to the Worker's own handler", async () => {

@@ -1,0 +1,38 @@
+// Verifies the TypeScript files init writes compile against the built
+// package's types, as an application typed by `wrangler types` sees them:
+// the limiter Worker's entry (with and without the admin routes), the
+// application's limiter module and its configureLimiter(env) module, for
+// both topologies. Uses scripts/check-readme.mjs's scratch project.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { configureModule, limiterIndex, limiterModule } from '../../cli/templates.ts';
+// @ts-expect-error a plain .mjs script, without declarations
+import { checkReadme } from '../../scripts/check-readme.mjs';
+
+const check = checkReadme as (path: string) => { ok: boolean; checked: number; errors: string[] };
+const dir = mkdtempSync(join(tmpdir(), 'drl-templates-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('the files init writes', () => {
+  it('compile against the built package, for both topologies, with and without the admin routes', () => {
+    const config = { bucket: { limitPerWindow: 60, windowInMs: 60_100 }, concurrency: 5 };
+    const files = [
+      limiterIndex(true),
+      limiterIndex(false),
+      limiterModule('durable-object', 'RATE_LIMITER', 'my-limiter', 'upstream-api'),
+      limiterModule('service', 'LIMITER', 'my-limiter', 'upstream-api'),
+      configureModule('durable-object', 'RATE_LIMITER', 'upstream-api', config),
+      configureModule('service', 'LIMITER', 'upstream-api', config),
+    ];
+    const markdown = files.map((f) => `\`\`\`ts\n${f}\`\`\`\n`).join('\n');
+    const path = join(dir, 'templates.md');
+    writeFileSync(path, markdown);
+    const result = check(path);
+    expect(result.errors).toEqual([]);
+    expect(result.checked).toBe(files.length);
+  }, 120_000);
+});

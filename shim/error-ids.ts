@@ -80,7 +80,7 @@ export const ERROR_IDS = [
     raisedBy: 'engine',
     client: 'throw',
     restores: null,
-    meaning: "The callback threw on its last allowed attempt; the caller gets that exception itself, so this id never reaches the wire.",
+    meaning: "The callback threw on its last allowed attempt; the caller gets that exception itself (on the data path the id travels only to tell the client so).",
   },
   {
     code: 7,

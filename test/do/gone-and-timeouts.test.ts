@@ -22,11 +22,11 @@ describe('a caller that is gone', () => {
     expect(error.message).toContain('[drl:caller-gone]');
     expect(invoked).toBe(1);
     const next = recorder({ value: 'next' });
-    const asked = Date.now();
     expect(await stub.execute(next.fn)).toBe('next');
-    expect(next.startedAt[0]! - asked).toBeLessThan(150); // no backoff of a dead caller in the way
     const stats = await stub.stats();
-    expect(stats.used).toBe(2); // the gone attempt's grant stays counted, and nothing more
+    // The gone attempt's grant stays counted, and nothing more: no retry (nor
+    // its backoff) of a dead caller stood in the next one's way.
+    expect(stats.used).toBe(2);
     expect(stats.active).toBe(0);
   });
 
@@ -77,11 +77,17 @@ describe('attempt timeout', () => {
     const error = await rejection(hung);
     expect(error.message).toContain('[drl:attempt-timeout]');
     expect(error.message).toContain('400 ms');
-    expect(Date.now() - started[0]!).toBeGreaterThanOrEqual(390);
     expect(await nextCall).toBe('after the hung one');
-    expect(next.startedAt[0]! - started[0]!).toBeGreaterThanOrEqual(390);
+    expect(next.startedAt[0]!).toBeGreaterThanOrEqual(started[0]!);
     expect(invoked).toBe(1);
-    expect((await stub.stats()).active).toBe(0);
+    const stats = await stub.stats();
+    expect(stats.active).toBe(0);
+    // By the object's own clock (its grants are dated when it started each
+    // attempt; callbacks are invoked a commit later): the next caller started
+    // only once the hung attempt's 400 ms had run out.
+    const [hungAt, nextAt] = stats.grants.map(([at]) => at!).sort((a, b) => a - b);
+    expect(stats.grants).toHaveLength(2);
+    expect(nextAt! - hungAt!).toBeGreaterThanOrEqual(400);
   });
 
   it('ignores a report that arrives after the timeout', async () => {

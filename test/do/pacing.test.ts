@@ -16,14 +16,19 @@ describe('pacing', () => {
     // In the order the object admitted them (arrival order is the object's,
     // not the order the promises were made in).
     const starts = calls.map((c) => c.startedAt[0]!).sort((a, b) => a - b);
-    // A rested bucket spends its limit at once...
+    // A rested bucket spends its limit at once, and the fourth starts last.
     expect(starts[2]! - starts[0]!).toBeLessThan(WINDOW);
-    // ...and the fourth waits until the first grant expires (the clock is
-    // shared by the object and this isolate; 5 ms covers timer granularity).
-    expect(starts[3]! - starts[0]!).toBeGreaterThanOrEqual(WINDOW - 5);
+    expect(calls.every((c) => c.startedAt.length === 1)).toBe(true);
 
-    // The object's own record agrees: no rolling window holds more than 3.
+    // By the object's own clock (grants are dated when it admits; a callback
+    // is invoked a commit later, which on a loaded machine varies): the first
+    // three were admitted together and the fourth a full window after them.
     const { grants } = await stub.stats();
+    const admitted = grants.flatMap(([at, n]) => Array.from({ length: n! }, () => at!)).sort((a, b) => a - b);
+    expect(admitted).toHaveLength(4);
+    expect(admitted[2]! - admitted[0]!).toBeLessThan(WINDOW);
+    expect(admitted[3]! - admitted[0]!).toBeGreaterThanOrEqual(WINDOW);
+    // No rolling window holds more than 3.
     for (const [at] of grants) {
       const inWindow = grants.filter(([t]) => t! > at! - WINDOW && t! <= at!).reduce((sum, [, n]) => sum + n!, 0);
       expect(inWindow).toBeLessThanOrEqual(3);
@@ -38,6 +43,10 @@ describe('pacing', () => {
     expect((await stub.stats()).remaining).toBe(1);
     const pending = stub.execute(small.fn, { cost: 2 });
     expect(await pending).toBe('small');
-    expect(small.startedAt[0]! - big.startedAt[0]!).toBeGreaterThanOrEqual(WINDOW - 5);
+    expect(small.startedAt[0]!).toBeGreaterThanOrEqual(big.startedAt[0]!);
+    // By the object's clock: the small call's grant came a full window after the big one's.
+    const grants = (await stub.stats()).grants.map(([at, n]) => [at!, n!]).sort((a, b) => a[0]! - b[0]!);
+    expect(grants.map(([, n]) => n)).toEqual([3, 2]);
+    expect(grants[1]![0]! - grants[0]![0]!).toBeGreaterThanOrEqual(WINDOW);
   });
 });

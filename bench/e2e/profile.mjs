@@ -136,7 +136,8 @@ try {
   const calls = load.calls;
   const us = (t) => (t / calls).toFixed(1).padStart(8);
   const pct = (t) => `${((100 * t) / all).toFixed(1).padStart(5)}%`;
-  console.log(`limiter isolate, ${MODE} calls at C=${C}: ${calls} calls in ${load.elapsedMs} ms; sampled ${(all / 1000).toFixed(0)} ms`);
+  const idle = (self.get('(idle) ') ?? 0) + (self.get('(program) ') ?? 0);
+  console.log(`limiter isolate, ${MODE} calls at C=${C}: ${calls} calls in ${load.elapsedMs} ms; sampled ${(all / 1000).toFixed(0)} ms; busy ${((all - idle) / calls).toFixed(1)} us per call`);
   console.log(`(profile: ${join(tmpdir(), 'drl-limiter.cpuprofile')}; us = microseconds per call)\n`);
   console.log('self us/call  share  function');
   for (const [l, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, TOP)) console.log(`${us(t)}    ${pct(t)}  ${l}`);

@@ -65,11 +65,17 @@ export async function identifyLimiter(target: AdminTarget): Promise<AdminIdentit
   );
 }
 
-/** A plain GET without the key, for the identity check. */
-async function get(target: AdminTarget, path: string): Promise<{ status: number; json: unknown; text: string }> {
+interface Answer {
+  status: number;
+  json: unknown;
+  text: string;
+}
+
+/** One request to the limiter's origin: its status, its body as text, and as JSON when it is JSON. */
+async function exchange(target: AdminTarget, path: string, init: RequestInit = {}): Promise<Answer> {
   let response: Response;
   try {
-    response = await fetch(new URL(path, `${target.url}/`), { signal: AbortSignal.timeout(30_000) });
+    response = await fetch(new URL(path, target.url.endsWith('/') ? target.url : `${target.url}/`), { ...init, signal: AbortSignal.timeout(30_000) });
   } catch (error) {
     throw unreachable(target, error);
   }
@@ -81,6 +87,11 @@ async function get(target: AdminTarget, path: string): Promise<{ status: number;
     json = undefined;
   }
   return { status: response.status, json, text };
+}
+
+/** A plain GET without the key, for the identity check. */
+function get(target: AdminTarget, path: string): Promise<Answer> {
+  return exchange(target, path);
 }
 
 function unreachable(target: AdminTarget, error: unknown): CliError {
@@ -97,37 +108,24 @@ export function envelopeSkew(identity: AdminIdentity): string | undefined {
     : `The limiter speaks envelope ${identity.envelope} and this CLI ${ENVELOPE_VERSION}: deploy the limiter from the same durable-rate-limiter version as your applications.`;
 }
 
-async function request(target: AdminTarget, route: '/configure' | '/stats', body?: string): Promise<{ status: number; json: unknown; text: string }> {
-  const url = new URL(route, target.url.endsWith('/') ? target.url : `${target.url}/`);
-  let response: Response;
-  try {
-    response = await fetch(url, {
-      method: body === undefined ? 'GET' : 'POST',
-      headers: {
-        authorization: `Bearer ${target.key}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body }),
-      signal: AbortSignal.timeout(30_000),
-    });
-  } catch (error) {
-    throw unreachable(target, error);
-  }
-  const text = await response.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
+async function request(target: AdminTarget, route: '/configure' | '/stats', body?: string): Promise<Answer> {
+  const answer = await exchange(target, route, {
+    method: body === undefined ? 'GET' : 'POST',
+    headers: {
+      authorization: `Bearer ${target.key}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(body === undefined ? {} : { body }),
+  });
+  const { json, text } = answer;
   const reason = (json as { error?: string } | undefined)?.error ?? text.slice(0, 200);
-  if (response.status === 401) {
+  if (answer.status === 401) {
     // The limiter's own reason may carry the same advice for curl users: keep its first sentence, give the advice once.
     const first = reason.split(/\.\s/)[0]!.replace(/\.$/, '');
     throw new CliError(`The limiter refused the key (401: ${first}).\n${newKeyAdvice(target.configPath, target.url)}`);
   }
-  if (response.status === 404) throw new CliError(redeployAdvice(target, route));
-  return { status: response.status, json, text };
+  if (answer.status === 404) throw new CliError(redeployAdvice(target, route));
+  return answer;
 }
 
 /**

@@ -6,13 +6,13 @@
 // figures are medians of per-round ratios. Printed figures, never assertions.
 //
 //   node bench/e2e/compare.mjs ../wt-old/dist [--rounds=9] [--slice=300] [--c=1,16,64]
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 
-import { build } from 'esbuild';
 import { Miniflare } from 'miniflare';
+
+import { benchLimiterWorker, driverScript, median, postJob } from './common.mjs';
 
 const here = import.meta.dirname;
 const root = resolve(here, '../..');
@@ -31,26 +31,6 @@ for (const [label, dir] of Object.entries(dists)) {
   }
 }
 
-/** The driver Worker with the client of `dist` bundled in (each build's client speaks its own object's options). */
-async function driverScript(dist) {
-  const ownClient = {
-    name: 'own-client',
-    setup(b) {
-      b.onResolve({ filter: /dist\/client\/index\.js$/ }, () => ({ path: join(dist, 'client/index.js') }));
-    },
-  };
-  const out = await build({
-    entryPoints: [join(here, 'driver-worker.js')],
-    bundle: true,
-    format: 'esm',
-    platform: 'neutral',
-    write: false,
-    external: ['cloudflare:workers'],
-    plugins: [ownClient],
-    logLevel: 'warning',
-  });
-  return out.outputFiles[0].text;
-}
 const driver = async (name, dist) => ({
   name,
   modules: true,
@@ -63,28 +43,14 @@ const driver = async (name, dist) => ({
   },
 });
 
-/** One build's limiter Worker, entered through the bench module placed inside that build's dist/. */
-async function limiterWorker(name, dist) {
-  const { miniflareLimiterWorker } = await import(pathToFileURL(join(dist, 'testing/miniflare.js')).href);
-  const shipped = miniflareLimiterWorker({ name, scriptPath: dist });
-  return {
-    ...shipped,
-    modules: [
-      { type: 'ESModule', path: join(dist, 'bench-limiter.js'), contents: readFileSync(join(here, 'limiter-worker.js'), 'utf8') },
-      ...shipped.modules,
-    ],
-    durableObjects: { RATE_LIMITER: { className: 'BenchLimiterDO', useSQLite: true } },
-  };
-}
-
 const persist = mkdtempSync(join(tmpdir(), 'drl-bench-compare-'));
 const mf = new Miniflare({
   durableObjectsPersist: persist,
   workers: [
     await driver('driver-after', dists.after),
     await driver('driver-before', dists.before),
-    await limiterWorker('limiter-after', dists.after),
-    await limiterWorker('limiter-before', dists.before),
+    await benchLimiterWorker(dists.after, 'limiter-after'),
+    await benchLimiterWorker(dists.before, 'limiter-before'),
     {
       name: 'baselines',
       modules: true,
@@ -96,17 +62,7 @@ const mf = new Miniflare({
 });
 
 /** A job for the driver that carries the client of the build under test (`before` targets go to the older one). */
-async function job(body) {
-  const worker = await mf.getWorker(body.ns === 'BEFORE' ? 'driver-before' : 'driver-after');
-  const response = await worker.fetch('http://driver/', { method: 'POST', body: JSON.stringify(body) });
-  const result = await response.json();
-  if (result.error) throw new Error(`${body.kind}: ${result.error}`);
-  return result;
-}
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
+const job = async (body) => postJob(await mf.getWorker(body.ns === 'BEFORE' ? 'driver-before' : 'driver-after'), body);
 const f2 = (n) => n.toFixed(2);
 
 try {

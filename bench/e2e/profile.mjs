@@ -5,39 +5,25 @@
 // what to make faster; it prints figures and asserts nothing.
 //
 //   node bench/e2e/profile.mjs [--c=1] [--ms=4000] [--mode=raw|client] [--top=25] [--dist=dist]
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
-import { build } from 'esbuild';
 import { Miniflare } from 'miniflare';
 import WebSocket from 'ws';
 
-import { pathToFileURL } from 'node:url';
+import { benchLimiterWorker, driverScript, postJob } from './common.mjs';
+
 
 const here = import.meta.dirname;
 const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
 const dist = resolve(arg('dist', join(here, '../../dist')));
-const { miniflareLimiterWorker } = await import(pathToFileURL(join(dist, 'testing/miniflare.js')).href);
 const C = Number(arg('c', '1'));
 const MS = Number(arg('ms', '4000'));
 const MODE = arg('mode', 'raw');
 const TOP = Number(arg('top', '25'));
 const PORT = 9300 + Math.floor(Math.random() * 500);
 
-const driverScript = (
-  await build({
-    entryPoints: [join(here, 'driver-worker.js')],
-    bundle: true,
-    format: 'esm',
-    platform: 'neutral',
-    write: false,
-    external: ['cloudflare:workers'],
-    logLevel: 'warning',
-  })
-).outputFiles[0].text;
-
-const shipped = miniflareLimiterWorker({ name: 'limiter', scriptPath: dist });
 const persist = mkdtempSync(join(tmpdir(), 'drl-profile-'));
 const mf = new Miniflare({
   durableObjectsPersist: persist,
@@ -46,28 +32,15 @@ const mf = new Miniflare({
     {
       name: 'driver',
       modules: true,
-      script: driverScript,
+      script: await driverScript(dist),
       compatibilityDate: '2025-09-01',
       durableObjects: { LIMITER: { className: 'BenchLimiterDO', scriptName: 'limiter' } },
     },
-    {
-      ...shipped,
-      unsafeInspectorProxy: true,
-      modules: [
-        { type: 'ESModule', path: join(dist, 'bench-limiter.js'), contents: readFileSync(join(here, 'limiter-worker.js'), 'utf8') },
-        ...shipped.modules,
-      ],
-      durableObjects: { RATE_LIMITER: { className: 'BenchLimiterDO', useSQLite: true } },
-    },
+    { ...(await benchLimiterWorker(dist, 'limiter')), unsafeInspectorProxy: true },
   ],
 });
 
-async function job(body) {
-  const response = await mf.dispatchFetch('http://driver/', { method: 'POST', body: JSON.stringify(body) });
-  const result = await response.json();
-  if (result.error) throw new Error(`${body.kind}: ${result.error}`);
-  return result;
-}
+const job = (body) => postJob(mf, body);
 
 /** A minimal DevTools-protocol session on the limiter Worker's isolate. */
 async function inspector() {

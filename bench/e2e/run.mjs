@@ -10,11 +10,10 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } 
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
-import { build } from 'esbuild';
 import { Miniflare } from 'miniflare';
 
 import { instantiateCore } from '../../dist/engine/loader.js';
-import { miniflareLimiterWorker } from '../../dist/testing/miniflare.js';
+import { benchLimiterWorker, driverScript, median, postJob } from './common.mjs';
 
 const here = import.meta.dirname;
 const root = resolve(here, '../..');
@@ -50,32 +49,8 @@ for (const file of ['do/limiter-do.ts', 'do/storage.ts', 'engine/loader.ts']) {
 
 // ---- the workers -------------------------------------------------------------
 
-const driverScript = (
-  await build({
-    entryPoints: [join(here, 'driver-worker.js')],
-    bundle: true,
-    format: 'esm',
-    platform: 'neutral',
-    write: false,
-    external: ['cloudflare:workers'],
-    logLevel: 'warning',
-  })
-).outputFiles[0].text;
-
-/** The limiter Worker from dist/, entered through the bench module, its objects of class `className`. */
-function limiterWorker(name, className) {
-  const shipped = miniflareLimiterWorker({ name, scriptPath: dist });
-  return {
-    ...shipped,
-    modules: [
-      { type: 'ESModule', path: join(dist, 'bench-limiter.js'), contents: readFileSync(join(here, 'limiter-worker.js'), 'utf8') },
-      ...shipped.modules,
-    ],
-    // RATE_LIMITER must be the class under test: configure checks the name
-    // against it, and the registry is reached through it.
-    durableObjects: { RATE_LIMITER: { className, useSQLite: true } },
-  };
-}
+const driver = await driverScript();
+const limiters = [await benchLimiterWorker(dist, 'limiter', 'BenchLimiterDO'), await benchLimiterWorker(dist, 'limiter-counting', 'CountingLimiterDO')];
 
 function miniflare(persistDir) {
   return new Miniflare({
@@ -84,7 +59,7 @@ function miniflare(persistDir) {
       {
         name: 'driver',
         modules: true,
-        script: driverScript,
+        script: driver,
         compatibilityDate: '2025-09-01',
         durableObjects: {
           LIMITER: { className: 'BenchLimiterDO', scriptName: 'limiter' },
@@ -93,8 +68,7 @@ function miniflare(persistDir) {
           FLOOR: { className: 'FloorDO', scriptName: 'baselines' },
         },
       },
-      limiterWorker('limiter', 'BenchLimiterDO'),
-      limiterWorker('limiter-counting', 'CountingLimiterDO'),
+      ...limiters,
       {
         name: 'baselines',
         modules: true,
@@ -109,19 +83,10 @@ function miniflare(persistDir) {
   });
 }
 
-async function job(mf, body) {
-  const response = await mf.dispatchFetch('http://driver/', { method: 'POST', body: JSON.stringify(body) });
-  const result = await response.json();
-  if (result.error) throw new Error(`${body.kind}: ${result.error}`);
-  return result;
-}
+const job = postJob;
 
 // ---- helpers ---------------------------------------------------------------------
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const fmt = (n, d = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '-');
 const pad = (s, n) => String(s).padStart(n);
 

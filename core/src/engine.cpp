@@ -92,6 +92,7 @@ struct State {
   std::map<Millis, int64_t> restored_slots; // slots from before a restart, by start time
   int64_t restored_held = 0;                // their sum, part of `active`
   std::map<Millis, int64_t> recorded;       // the slots record as last written or restored, by start
+  int64_t recorded_total = 0;               // its entries' counts, summed
   bool slots_grew = false;                  // a start (or an erase) since the record was last checked
   bool slots_dirty = false;                 // the record lists slots that have since been released
   std::optional<Millis> slots_write_due;    // idle: when a dirty record is written on its own
@@ -217,6 +218,15 @@ struct State {
   // attempt (live or restored), the record has at least as many entries
   // dated s or later as there are running attempts started s or later.
   bool record_covers() const {
+    const int64_t in_flight = static_cast<int64_t>(running) + restored_held;
+    if (in_flight == 0) return true;
+    // The common case, in O(1): the record lists at least as many, and its
+    // earliest entry is dated no earlier than the newest running start.
+    if (in_flight <= recorded_total) {
+      Millis newest = slot_starts.empty() ? 0 : slot_starts.rbegin()->first;
+      if (!restored_slots.empty()) newest = std::max(newest, restored_slots.rbegin()->first);
+      if (newest <= recorded.begin()->first) return true;
+    }
     auto live = slot_starts.rbegin();
     auto old = restored_slots.rbegin();
     auto held = recorded.rbegin();
@@ -241,18 +251,16 @@ struct State {
     return std::any_of(writes.begin(), writes.end(), [](const Write& w) { return w.kind != WriteKind::DeleteGrantsThrough; });
   }
 
-  int64_t recorded_count() const {
-    int64_t n = 0;
-    for (const auto& [at, count] : recorded) n += count;
-    return n;
-  }
-
   // Writes the record: restored slots as they are, live attempts as if
   // started a cover span later (see kSlotsCoverMs).
   void write_record() {
     recorded = restored_slots;
+    recorded_total = restored_held;
     const Millis span = cover_span();
-    for (const auto& [at, n] : slot_starts) recorded[at + span] += n;
+    for (const auto& [at, n] : slot_starts) {
+      recorded[at + span] += n;
+      recorded_total += n;
+    }
     writes.push_back(Write{WriteKind::PutSlots});
     slots_dirty = false;
     slots_write_due.reset();
@@ -279,7 +287,7 @@ struct State {
         return;
       }
     }
-    if (slots_dirty && stores_anyway() && recorded_count() > static_cast<int64_t>(running) + restored_held) {
+    if (slots_dirty && stores_anyway() && recorded_total > static_cast<int64_t>(running) + restored_held) {
       write_record();
       return;
     }
@@ -340,6 +348,7 @@ struct State {
       const bool merged = !restored_slots.empty() && restored_slots.rbegin()->first >= at;
       restored_slots[at] += n;
       recorded[at] += n;
+      recorded_total += n;
       restored_held += n;
       active += static_cast<size_t>(n);
       if (!merged && entry == std::to_string(at) + ':' + std::to_string(n)) changed = was_changed;
@@ -713,6 +722,7 @@ void Engine::erase(Millis now) {
   // slots (in a bucket configured again too): the next step with a config
   // finds them uncovered and writes them.
   s_->recorded.clear();
+  s_->recorded_total = 0;
   s_->slots_grew = !s_->slot_starts.empty();
   s_->serve();  // no bucket: the wake is only the running attempts' deadlines
 }

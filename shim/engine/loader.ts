@@ -303,9 +303,10 @@ export class Engine {
     const writes: EngineWrite[] = [];
     const actions: EngineAction[] = [];
     if (count === 0) return { writes, actions };
-    // Copied: reading the config text below may grow memory and detach the view.
-    const r = this.#core.records(count).slice();
-    let configText: string | undefined;
+    // Read in place: the texts of putSlots and putConfig are fetched after
+    // the loop, since fetching one may grow memory and detach this view.
+    const r = this.#core.records(count);
+    let textless: { kind: 'putSlots' | 'putConfig'; text: string }[] | undefined;
     for (let i = 0; i < count * 4; i += 4) {
       const kind = r[i]!;
       if (kind >= WRITE_RECORD_BASE) {
@@ -324,12 +325,12 @@ export class Engine {
             writes.push({ kind: name, forcedUntil: at, liftPending: amount !== 0 });
             break;
           case 'putSlots':
-            writes.push({ kind: name, text: this.slotsText() });
+          case 'putConfig': {
+            const write = { kind: name, text: '' };
+            writes.push(write);
+            (textless ??= []).push(write);
             break;
-          case 'putConfig':
-            configText ??= this.configText() ?? '';
-            writes.push({ kind: name, text: configText });
-            break;
+          }
           case 'clearGrants':
           case 'eraseAll':
             writes.push({ kind: name });
@@ -354,6 +355,14 @@ export class Engine {
         }
         default:
           throw new Error(`core.wasm produced an unknown action kind ${kind}`);
+      }
+    }
+    if (textless) {
+      // Each record is the whole text as it stands after the step: one read of each.
+      let slots: string | undefined;
+      let config: string | undefined;
+      for (const w of textless) {
+        w.text = w.kind === 'putSlots' ? (slots ??= this.slotsText()) : (config ??= this.configText() ?? '');
       }
     }
     return { writes, actions };

@@ -93,6 +93,7 @@ struct State {
   int64_t restored_held = 0;                // their sum, part of `active`
   std::map<Millis, int64_t> recorded;       // the slots record as last written or restored, by start
   int64_t recorded_total = 0;               // its entries' counts, summed
+  Millis recorded_at = 0;                   // when it was last written
   bool slots_grew = false;                  // a start (or an erase) since the record was last checked
   bool slots_dirty = false;                 // the record lists slots that have since been released
   std::optional<Millis> slots_write_due;    // idle: when a dirty record is written on its own
@@ -251,6 +252,15 @@ struct State {
     return std::any_of(writes.begin(), writes.end(), [](const Write& w) { return w.kind != WriteKind::DeleteGrantsThrough; });
   }
 
+  // A record that lists more slots than are held rides on a step that
+  // stores something anyway, but at most once a cover span: under a load
+  // whose running count rises and falls, riding at every dip would be
+  // undone by the next rise (a start the smaller record does not cover).
+  bool rides() const {
+    return slots_dirty && now >= recorded_at + cover_span() && recorded_total > static_cast<int64_t>(running) + restored_held &&
+           stores_anyway();
+  }
+
   // Writes the record: restored slots as they are, live attempts as if
   // started a cover span later (see kSlotsCoverMs).
   void write_record() {
@@ -262,6 +272,7 @@ struct State {
       recorded_total += n;
     }
     writes.push_back(Write{WriteKind::PutSlots});
+    recorded_at = now;
     slots_dirty = false;
     slots_write_due.reset();
   }
@@ -270,9 +281,8 @@ struct State {
   // that start's grant, so it is durable before the callback runs. Releases
   // write nothing of their own: the record drops them when it rides on a
   // step that stores something anyway (an expiry alone does not count: the
-  // host batches those) and lists more slots than are now held (so a steady
-  // load, where each release is followed by a start, writes it about once a
-  // cover span), or, once no attempt has run for kIdleSlotsWriteMs,
+  // host batches those) and lists more slots than are now held, at most once
+  // a cover span (see rides()), or, once no attempt has run for kIdleSlotsWriteMs,
   // alone: a bucket that goes quiet records that nothing runs before it can
   // be evicted, and a cold start does not hold finished callbacks' slots.
   void record_slots() {
@@ -287,7 +297,7 @@ struct State {
         return;
       }
     }
-    if (slots_dirty && stores_anyway() && recorded_total > static_cast<int64_t>(running) + restored_held) {
+    if (rides()) {
       write_record();
       return;
     }

@@ -44,6 +44,15 @@ TEST_CASE("a 429 sets the deadline to now + delay, nothing starts before it", "[
   // The bucket is nearly empty, but the penalty holds everyone.
   const Ticket b = arrive(e, T0 + 200);
   CHECK(e.actions().empty());
+  // First the slots record's idle write: a's slot was released at the 429
+  // and nothing has run since (the record is not rewritten within a second
+  // of its last write by riding on the penalty).
+  CHECK(wake(e) == T0 + 100 + kIdleSlotsWrite);
+  e.clear_output();
+  e.tick(T0 + 100 + kIdleSlotsWrite);
+  CHECK(e.writes() == std::vector<Write>{put_slots()});
+  e.clear_output();
+  CHECK(e.slots_text().empty());
   CHECK(wake(e) == T0 + 5100);
   e.tick(T0 + 5099);
   CHECK(drain(e).actions.empty());
@@ -343,6 +352,10 @@ TEST_CASE("a penalty holds back due retries as well as the queue", "[penalty]") 
   pause(e, 1000, T0 + 20);
   e.clear_output();
   e.tick(T0 + 110);
+  CHECK(actions(e).empty());
+  // Nothing runs: the slots record's idle write comes first, then the lift.
+  CHECK(wake(e) == T0 + 10 + kIdleSlotsWrite);
+  e.tick(T0 + 10 + kIdleSlotsWrite);
   CHECK(actions(e).empty());
   CHECK(wake(e) == T0 + 1020);
   e.tick(T0 + 1020);

@@ -67,12 +67,13 @@ describe('core.wasm loader', () => {
     engine.report(a, { status: 429, retryAfter: '2' }, T0 + 7);
     const afterPenalty = engine.drain();
     // Retry-After: 2 seconds, under the default 30 s maxDelayInMs. The slots
-    // record rides along, as it lists a slot and nothing runs now.
-    expect(afterPenalty.writes).toEqual([
-      { kind: 'putPenalty', forcedUntil: T0 + 2007, liftPending: true },
-      { kind: 'putSlots', text: '' },
-    ]);
+    // record, written a moment ago, still lists a's slot: it is rewritten
+    // alone once nothing has run for 500 ms.
+    expect(afterPenalty.writes).toEqual([{ kind: 'putPenalty', forcedUntil: T0 + 2007, liftPending: true }]);
     expect(afterPenalty.actions).toEqual([]);
+    expect(engine.nextWake()).toBe(T0 + 7 + 500);
+    engine.tick(T0 + 7 + 500);
+    expect(engine.drain()).toEqual({ writes: [{ kind: 'putSlots', text: '' }], actions: [] });
     expect(engine.nextWake()).toBe(T0 + 2007);
 
     engine.tick(T0 + 2007);

@@ -8,7 +8,7 @@
  * marker (a bug, a trap), a storage failure and the drop ids the client
  * retries.
  */
-import type { SettledError } from './envelope.ts';
+import type { SettledCall, SettledError } from './envelope.ts';
 import { ERROR_IDS } from './error-ids.ts';
 import { CallFailedError } from './errors.ts';
 
@@ -39,6 +39,18 @@ export function settledError(error: unknown): SettledError | undefined {
   const timeoutMs = (error as { timeoutMs?: unknown }).timeoutMs;
   if (typeof timeoutMs === 'number') settled.timeoutMs = timeoutMs;
   return settled;
+}
+
+/**
+ * The failed SettledCall for `error`, when it is one of the object's
+ * verdicts; a fault is thrown again, so it stays a rejection. What every
+ * `execute` asked to settle as data does with an error (the object, the
+ * entrypoint, the test fake).
+ */
+export function failedAsData(error: unknown): Extract<SettledCall, { ok: false }> {
+  const settled = settledError(error);
+  if (settled === undefined) throw error;
+  return { ok: false, error: settled };
 }
 
 function kindOf(error: Error): SettledError['kind'] {

@@ -10,7 +10,7 @@ import { checkName, settlesAsData } from './arguments.ts';
 import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
 import type { LimiterDO } from './limiter-do.ts';
 import { later } from './rpc.ts';
-import { settledError } from '../settled.ts';
+import { failedAsData } from '../settled.ts';
 
 /** The entrypoint's RPC surface, for typing a service binding. */
 export interface LimiterService {
@@ -44,9 +44,8 @@ export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements L
       try {
         stub = this.#bucket(name);
       } catch (error) {
-        const settled = settlesAsData(options) ? settledError(error) : undefined;
-        if (settled === undefined) throw error;
-        return { ok: false, error: settled } as ExecuteResult<T, O>;
+        if (!settlesAsData(options)) throw error;
+        return failedAsData(error) as ExecuteResult<T, O>;
       }
       return (await stub.execute(fn as () => Promise<CallReport>, options)) as ExecuteResult<T, O>;
     });

@@ -28,7 +28,7 @@ import { readDeclaration, type Declaration } from './declared.ts';
 import { EngineHost } from './host.ts';
 import { notTheRegistry, RegistryTable } from './registry.ts';
 import { later } from './rpc.ts';
-import { settledError } from '../settled.ts';
+import { failedAsData } from '../settled.ts';
 import { LimiterStorage } from './storage.ts';
 
 export type { LimiterEnv } from './binding.ts';
@@ -85,9 +85,8 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
         const value = await this.#host.admit(ticket, fn, reportsThrows);
         return (asData ? { ok: true, value } : value) as ExecuteResult<T, O>;
       } catch (error) {
-        const settled = asData ? settledError(error) : undefined;
-        if (settled === undefined) throw error;
-        return { ok: false, error: settled } as ExecuteResult<T, O>;
+        if (!asData) throw error;
+        return failedAsData(error) as ExecuteResult<T, O>;
       }
     });
   }

@@ -9,7 +9,7 @@ import type { CallReport, ExecuteOptions, ExecuteResult } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { costProblem, raise } from '../rules.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
-import { settledError } from '../settled.ts';
+import { failedAsData } from '../settled.ts';
 
 /** One call the fake saw: which bucket, and the report its callback returned. */
 export interface CapturedCall {
@@ -62,9 +62,7 @@ export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): Fa
       try {
         return { ok: true, value: await terminal(name, fn, executeOptions) } as ExecuteResult<T, O>;
       } catch (error) {
-        const settled = settledError(error);
-        if (settled === undefined) throw error;
-        return { ok: false, error: settled } as ExecuteResult<T, O>;
+        return failedAsData(error) as ExecuteResult<T, O>;
       }
     },
   });

@@ -118,7 +118,7 @@ export interface CallReport<T = unknown> {
 /** Options for one `execute`. */
 export interface ExecuteOptions {
   /** Units taken from the bucket on every attempt. An integer >= 1, default 1. */
-  cost?: number;
+  cost?: number | Readonly<Record<string, number>>;
   /**
    * Say `true` when `fn` never throws: it returns the work's exceptions as
    * `CallReport.thrown`. Then an exception from invoking `fn` can only mean

@@ -13,7 +13,7 @@ import type { ErrorId } from './error-ids.ts';
  * const { envelopeVersion } = await env.LIMITER.ping();
  * if (envelopeVersion !== ENVELOPE_VERSION) console.warn('limiter version skew');
  */
-export const ENVELOPE_VERSION = 3;
+export const ENVELOPE_VERSION = 4;
 
 /**
  * The reserved instance name of the registry that lists every configured

@@ -3,7 +3,7 @@
 // limiter's default (null at the call site silences both), checked before it
 // crosses, and carried to the object as CallReport.usage. Each call goes to
 // the real object through a recording namespace, which keeps every report.
-// (The object settling usage against its windows is the engine's, tested there.)
+// The last cases follow a usage into the real bucket's windows.
 import { describe, expect, it } from 'vitest';
 
 import { defineLimiter, defineTestBinder, type LimiterDefinition } from '../../shim/client/index.ts';
@@ -13,7 +13,12 @@ import { configured, recordingNamespace, rejection } from './helpers.ts';
 type Defaults = Pick<LimiterDefinition<object, unknown>, 'rateLimit' | 'error' | 'usage'>;
 
 async function setup(defaults: Defaults = {}, retry: { maxRetries?: number; minDelayInMs?: number } = { maxRetries: 0 }) {
-  const { name, stub } = await configured({ retry }, 'usage');
+  // Windows for every unit the hooks below report: the object refuses a usage naming a unit none counts.
+  const windows = {
+    tpm: { unit: 'tokens', limitPerWindow: 1_000_000, windowInMs: 60_000 },
+    ipm: { unit: 'images', limitPerWindow: 1_000, windowInMs: 60_000 },
+  };
+  const { name, stub } = await configured({ retry, windows }, 'usage');
   const recording = recordingNamespace();
   const bound = defineLimiter<object, unknown>({ binder: defineTestBinder(recording.namespace), name, ...defaults }).for({});
   return { bound, recording, stub };
@@ -250,5 +255,28 @@ describe('usage hook: the hot path', () => {
     const report = await reportingCallback(() => 1, (n) => n, { callSite: {}, defaults: {} }, { started: false })();
     expect(report).toEqual({ value: 1 });
     expect('usage' in report).toBe(false);
+  });
+
+});
+
+describe('usage in the real bucket', () => {
+  it('settles in the real bucket: a usage below the estimate refunds, above it charges, a typo fails the call', async () => {
+    const { bound, stub } = await setup();
+    const tokens = async () => (await stub.stats()).windows.find((w) => w.name === 'tpm')!.used;
+    await bound.call(() => completion(300), {
+      read: (res) => res.json<Completion>(),
+      cost: { tokens: 1_000 },
+      usage: (_res, body) => ({ tokens: body.usage!.total_tokens }),
+    });
+    expect(await tokens()).toBe(300);
+    await bound.call(() => completion(2_500), {
+      read: (res) => res.json<Completion>(),
+      cost: { tokens: 1_000 },
+      usage: (_res, body) => ({ tokens: body.usage!.total_tokens }),
+    });
+    expect(await tokens()).toBe(2_800);
+    const typo = await rejection(bound.call(() => 'x', { read: (s) => s, cost: { tokens: 10 }, usage: () => ({ tokns: 10 }) }));
+    expect(typo.message).toContain('[drl:invalid-argument] usage names unit "tokns", which no window counts (units: requests, images, tokens)');
+    expect(await tokens()).toBe(2_810); // the reservation stands
   });
 });

@@ -102,6 +102,7 @@ struct Window {
   // Changes whenever the log is replaced (a penalty's lift): a take from an
   // older log is not refunded there (the safe side).
   uint64_t epoch = 0;
+  int64_t cap = kMaxLogEntries;  // the most log entries: kMaxExtraLogEntries for an extra window
   SlidingLog log;
 };
 
@@ -168,14 +169,14 @@ struct State {
     SlidingLog& log = windows[w].log;
     double at = std::ceil(at_raw);
     double amount = std::min(std::ceil(amount_raw), static_cast<double>(kMaxLimitPerWindow));
-    const Millis latest_legit = restoring->latest_base + grid_step_ms(windows[w].ms);
+    const Millis latest_legit = restoring->latest_base + grid_step_ms(windows[w].ms, windows[w].cap);
     if (at > static_cast<double>(latest_legit)) at = static_cast<double>(std::max(now, forced_until));
     changed = changed || at != at_raw || amount != amount_raw;
     log.push_back(internal::Grant{static_cast<Millis>(at), static_cast<int64_t>(amount)});
     // Rows arrive in time order from storage: keep memory bounded while
     // streaming (out-of-order rows are sorted and capped at the end).
-    if (static_cast<int64_t>(log.size()) > 2 * kMaxLogEntries && log.ordered()) {
-      while (static_cast<int64_t>(log.size()) > kMaxLogEntries) log.merge_oldest();
+    if (static_cast<int64_t>(log.size()) > 2 * windows[w].cap && log.ordered()) {
+      while (static_cast<int64_t>(log.size()) > windows[w].cap) log.merge_oldest();
       changed = true;
     }
   }
@@ -640,9 +641,9 @@ struct State {
 
   // Takes `amount` in window `w` now (on its grid), keeping its log bounded.
   internal::Grant grant(Window& w, int64_t amount) {
-    const internal::Grant g = w.log.take(amount, w.ms, now);
+    const internal::Grant g = w.log.take(amount, w.ms, now, w.cap);
     write(WriteKind::PutGrant, g.at, g.amount, w.key);
-    while (static_cast<int64_t>(w.log.size()) > kMaxLogEntries) {
+    while (static_cast<int64_t>(w.log.size()) > w.cap) {
       auto [deleted, merged] = w.log.merge_oldest();
       write(WriteKind::DeleteGrant, deleted, 0, w.key);
       write(WriteKind::PutGrant, merged.at, merged.amount, w.key);
@@ -680,6 +681,7 @@ struct State {
     for (const WindowConfig& wc : config.windows) {
       Window w = carried(wc.name, wc.unit);
       w.name = wc.name;
+      w.cap = kMaxExtraLogEntries;
       w.key = key_of(wc.name);
       w.unit = unit_index(wc.unit);
       w.limit = wc.limit_per_window;
@@ -968,7 +970,7 @@ void Engine::restore_end() {
   for (size_t w = 0; w < s_->windows.size(); ++w) {
     internal::Window& window = s_->windows[w];
     bool changed = window.log.normalise() || restoring.changed[w];
-    while (static_cast<int64_t>(window.log.size()) > kMaxLogEntries) {
+    while (static_cast<int64_t>(window.log.size()) > window.cap) {
       window.log.merge_oldest();
       changed = true;
     }

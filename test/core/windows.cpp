@@ -252,7 +252,7 @@ TEST_CASE("debt: a usage above the reservation is charged now, and the window ad
   CHECK(actions(e) == std::vector<Action>{start(b)});
 }
 
-TEST_CASE("settle: each attempt reserves and settles on its own; no usage keeps the reservation", "[settle]") {
+TEST_CASE("settle: each attempt reserves and settles on its own, and no usage keeps the reservation", "[settle]") {
   Engine e = configured(kTwoUnits);
   const Ticket a = arrive_units(e, amounts({{"tokens", 200}}), T0);
   drain(e);

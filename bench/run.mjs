@@ -5,7 +5,10 @@
 //
 // Workload (the same for all three): window = 10 ms x limit, one take of 1
 // every 10 ms, log pre-filled to a full window, so every take records one
-// grant and expires one (a saturated bucket's steady state).
+// grant and expires one (a saturated bucket's steady state). The "3 windows"
+// rows run the same takes through a bucket with three windows in two units
+// (see bench/bench_engine.cpp): L requests per 10 L ms, 2 L per 20 L ms and
+// 100 L tokens per 10 L ms, each take reserving 100 tokens and reporting 90.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -19,38 +22,53 @@ const LIMITS = [100, 10_000, 1_000_000];
 const STEP = 10;
 const T0 = 1_700_000_000_000;
 const MAX_ENTRIES = 131_072; // kMaxLogEntries in core/include/drl/engine.h
+const MAX_EXTRA_ENTRIES = 32_768; // kMaxExtraLogEntries: an extra window's cap
 
-function prefill(limit) {
-  const window = limit * STEP;
-  const q = window <= MAX_ENTRIES ? 1 : Math.ceil(window / (MAX_ENTRIES - 1));
+/** A full log for `window`: `amount` per step, on the grid a log capped at `cap` entries uses. */
+function prefill(window, amount = 1, cap = MAX_ENTRIES) {
+  const q = window <= cap ? 1 : Math.ceil(window / (cap - 1));
   const rows = [];
-  for (let i = 1; i < limit; i++) {
-    const cell = Math.ceil((T0 - window + i * STEP) / q) * q;
+  for (let at = T0 - window + STEP; at < T0; at += STEP) {
+    const cell = Math.ceil(at / q) * q;
     const last = rows[rows.length - 1];
-    if (last && last[0] === cell) last[1] += 1;
-    else rows.push([cell, 1]);
+    if (last && last[0] === cell) last[1] += amount;
+    else rows.push([cell, amount]);
   }
   return rows;
 }
 
-function benchWasm(limit, takes) {
+function benchWasm(limit, takes, three = false) {
   const core = instantiateCore(module); // a fresh instance: its memory is this bucket's footprint
   const engine = core.createEngine();
-  const config = JSON.stringify({ bucket: { limitPerWindow: limit, windowInMs: limit * STEP }, concurrency: 1000 });
-  engine.restore({ config, grants: prefill(limit) }, T0);
+  const window = limit * STEP;
+  const config = { bucket: { limitPerWindow: limit, windowInMs: window }, concurrency: 1000 };
+  const snapshot = { grants: prefill(window) };
+  if (three) {
+    config.windows = {
+      long: { limitPerWindow: 2 * limit, windowInMs: 2 * window },
+      tpm: { unit: 'tokens', limitPerWindow: 100 * limit, windowInMs: window },
+    };
+    snapshot.windows = [
+      ['long', prefill(2 * window, 1, MAX_EXTRA_ENTRIES)],
+      ['tpm', prefill(window, 100, MAX_EXTRA_ENTRIES)],
+    ];
+  }
+  engine.restore({ ...snapshot, config: JSON.stringify(config) }, T0);
   engine.drain();
+  const cost = three ? { tokens: 100 } : 1;
+  const report = three ? { status: 200, usage: { tokens: 90 } } : { status: 200 };
   let now = T0;
   const started = process.hrtime.bigint();
   for (let i = 0; i < takes; i++) {
     now += STEP;
-    const ticket = engine.arrive(1, now);
+    const ticket = engine.arrive(cost, now);
     let out = engine.drain();
     while (out.actions.length === 0) {
       now = engine.nextWake();
       engine.tick(now);
       out = engine.drain();
     }
-    engine.report(ticket, { status: 200 }, now);
+    engine.report(ticket, report, now);
     engine.drain();
   }
   const ns = Number(process.hrtime.bigint() - started) / takes;
@@ -88,12 +106,17 @@ const native = execFileSync(resolve(root, 'build/drl_bench'), [String(takes)], {
   .map((line) => JSON.parse(line));
 
 const rows = [];
+const rows3 = [];
 for (const limit of LIMITS) {
   benchWasm(limit, Math.ceil(takes / 10)); // warm-up
   const wasm = benchWasm(limit, takes);
+  benchWasm(limit, Math.ceil(takes / 10), true);
+  const wasm3 = benchWasm(limit, takes, true);
   const baseline = benchBaseline(limit, takes);
-  const nat = native.find((n) => n.limit === limit);
+  const nat = native.find((n) => n.limit === limit && n.windows === 1);
+  const nat3 = native.find((n) => n.limit === limit && n.windows === 3);
   rows.push({ limit, native: nat.nsPerTake, nativeHeap: nat.heapBytes, wasm: wasm.ns, memory: wasm.memory, baseline: baseline.ns, baselineTakes: baseline.takes });
+  rows3.push({ limit, native: nat3.nsPerTake, wasm: wasm3.ns, memory: wasm3.memory });
 }
 
 const fmt = (n, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
@@ -112,10 +135,28 @@ for (const r of rows) {
     ].join(' '),
   );
 }
+console.log('');
+console.log('3 windows      native ns/take   wasm ns/take   wasm takes/s   native vs 1 window   wasm vs 1 window   wasm memory');
+for (const r of rows3) {
+  const one = rows.find((x) => x.limit === r.limit);
+  console.log(
+    [
+      fmt(r.limit).padStart(12),
+      fmt(r.native, 1).padStart(16),
+      fmt(r.wasm, 1).padStart(14),
+      fmt(1e9 / r.wasm).padStart(14),
+      `${fmt(r.native / one.native, 2)}x`.padStart(20),
+      `${fmt(r.wasm / one.wasm, 2)}x`.padStart(18),
+      `${fmt(r.memory / 1048576, 2)} MiB`.padStart(13),
+    ].join(' '),
+  );
+}
 const at = (limit) => rows.find((r) => r.limit === limit);
 console.log('');
 console.log(`native cost at 1,000,000 vs at 100: ${fmt(at(1_000_000).native / at(100).native, 2)}x (target: within 2x)`);
 console.log(`wasm cost at 1,000,000 vs at 100:   ${fmt(at(1_000_000).wasm / at(100).wasm, 2)}x`);
 console.log(`wasm vs baseline at 10,000:         ${fmt(at(10_000).baseline / at(10_000).wasm, 1)}x faster (target: at least 20x)`);
 console.log(`engine memory, worst case:          ${fmt(Math.max(...rows.map((r) => r.memory)) / 1048576, 2)} MiB wasm linear memory (target: under 4 MB)`);
+console.log(`3 windows vs 1, worst case:         native ${fmt(Math.max(...rows3.map((r) => r.native / at(r.limit).native)), 2)}x, wasm ${fmt(Math.max(...rows3.map((r) => r.wasm / at(r.limit).wasm)), 2)}x (target: within 2x)`);
+console.log(`3 windows memory, worst case:       ${fmt(Math.max(...rows3.map((r) => r.memory)) / 1048576, 2)} MiB wasm linear memory (target: under 4 MB)`);
 console.log(`core.wasm size:                     ${fmt(statSync(wasmPath).size / 1024, 1)} KiB (target: under 200 KB)`);

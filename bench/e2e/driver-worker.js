@@ -9,6 +9,11 @@ import { defineBinder, defineLimiter } from '../../dist/client/index.js';
 // report: constructing a real Response is the upstream's cost, not the
 // limiter's, and would tilt the client's figures against the raw ones.
 const report = () => ({ value: 1, status: 200 });
+// A bucket with three windows in two units: each call reserves 100 tokens
+// and reports a usage of 90 (a refund per call), as an LLM caller would.
+const UNIT_COST = { tokens: 100 };
+const reportUsage = () => ({ value: 1, status: 200, usage: { tokens: 90 } });
+const usage = () => ({ tokens: 90 });
 const noopUpstream = () => ({ status: 200, headers: {} });
 const readStatus = (res) => res.status;
 
@@ -21,8 +26,10 @@ function stubOf(env, ns, name) {
 function caller(env, job) {
   if (job.mode === 'client') {
     const bound = defineLimiter({ binder: defineBinder(job.ns), name: job.name }).for(env);
+    if (job.units) return () => bound.call(noopUpstream, { read: readStatus, cost: UNIT_COST, usage });
     return () => bound.call(noopUpstream, { read: readStatus });
   }
+  if (job.units) return () => stubOf(env, job.ns, job.name).execute(reportUsage, { cost: UNIT_COST });
   return () => stubOf(env, job.ns, job.name).execute(report);
 }
 

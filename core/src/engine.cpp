@@ -1262,7 +1262,71 @@ const std::string& Engine::window_key(int window) const {
   return window >= 0 && static_cast<size_t>(window) < s_->keys.size() ? s_->keys[static_cast<size_t>(window)] : s_->empty_text;
 }
 
+namespace {
+
+// The common shape, read without building a JSON document: {"unit":number,...}
+// with plain keys (unit names need no escapes) and at most kMaxWindows
+// entries. Anything else (escapes, nesting, odd numbers, errors) returns
+// nullopt, and the general parser below takes it, with its messages.
+std::optional<Amounts> parse_flat_amounts(std::string_view t) {
+  size_t i = 0;
+  auto skip = [&] {
+    while (i < t.size() && (t[i] == ' ' || t[i] == '\n' || t[i] == '\t' || t[i] == '\r')) ++i;
+  };
+  skip();
+  if (i >= t.size() || t[i++] != '{') return std::nullopt;
+  Amounts out;
+  skip();
+  if (i < t.size() && t[i] == '}') {
+    ++i;
+  } else {
+    while (true) {
+      skip();
+      if (i >= t.size() || t[i++] != '"') return std::nullopt;
+      const size_t key_start = i;
+      while (i < t.size() && t[i] != '"' && t[i] != '\\' && static_cast<unsigned char>(t[i]) >= 0x20) ++i;
+      if (i >= t.size() || t[i] != '"') return std::nullopt;
+      std::string unit(t.substr(key_start, i - key_start));
+      ++i;
+      skip();
+      if (i >= t.size() || t[i++] != ':') return std::nullopt;
+      skip();
+      // A JSON number: -?digits(.digits)?([eE][+-]?digits)?
+      const size_t num_start = i;
+      if (i < t.size() && t[i] == '-') ++i;
+      const size_t digits = i;
+      while (i < t.size() && ((t[i] >= '0' && t[i] <= '9') || t[i] == '.' || t[i] == 'e' || t[i] == 'E' || t[i] == '+' || t[i] == '-')) ++i;
+      if (i == digits) return std::nullopt;
+      const std::string number(t.substr(num_start, i - num_start));
+      char* end = nullptr;
+      const double value = std::strtod(number.c_str(), &end);
+      if (end != number.c_str() + number.size()) return std::nullopt;
+      for (const Amount& a : out) {
+        if (a.unit == unit) return std::nullopt;  // a repeated key: the general parser's rule
+      }
+      out.push_back(Amount{std::move(unit), value});
+      if (out.size() > kMaxWindows) return std::nullopt;
+      skip();
+      if (i < t.size() && t[i] == ',') {
+        ++i;
+        continue;
+      }
+      if (i < t.size() && t[i] == '}') {
+        ++i;
+        break;
+      }
+      return std::nullopt;
+    }
+  }
+  skip();
+  if (i != t.size()) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
 Expected<Amounts> parse_amounts(std::string_view json_text, std::string_view what) {
+  if (auto fast = parse_flat_amounts(json_text)) return std::move(*fast);
   const std::string name(what);
   auto invalid = [&](ErrorKind kind, const std::string& detail) {
     return Error::make(ErrorCode::InvalidArgument, kind, detail);

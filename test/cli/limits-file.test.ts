@@ -18,6 +18,13 @@ describe('checking a limits file', () => {
     const readApi = parse(SAMPLE_LIMITS).limits['read-api'];
     expect(Object.keys(readApi.bucket).sort()).toEqual(['limitPerWindow', 'penaltyRefillFraction', 'windowInMs']);
     expect(Object.keys(readApi.retry).sort()).toEqual(['factor', 'maxDelayInMs', 'maxRetries', 'minDelayInMs', 'respectRetryAfter']);
+    // Several windows: a unit on the primary one, extra windows with and without their own unit.
+    const chatApi = parse(SAMPLE_LIMITS).limits['chat-api'];
+    expect(chatApi.bucket.unit).toBe('requests');
+    expect(chatApi.windows).toEqual({
+      tpm: { unit: 'tokens', limitPerWindow: 200_000, windowInMs: 60_000 },
+      rpd: { limitPerWindow: 10_000, windowInMs: 86_400_000 },
+    });
   });
 
   it('reports every problem of every entry at once, each naming its entry', () => {

@@ -49,6 +49,28 @@ describe('checking a limits file', () => {
     expect(registry).toMatch(/^"__drl_registry__": .*reserved/);
   });
 
+  it('reports each problem of an extra window apart, in the engine\'s words, naming the window', () => {
+    const text = `{ "limits": {
+      "chat-api": {
+        "bucket": { "limitPerWindow": 500, "windowInMs": 60000 },
+        "windows": { "tpm": { "unit": "tokens", "limitPerWindow": 0, "windowInMs": -1, "colour": "red" } },
+        "concurrency": 5
+      },
+      "ok-api": {
+        "bucket": { "limitPerWindow": 500, "windowInMs": 60000, "unit": "requests" },
+        "windows": { "tpm": { "unit": "tokens", "limitPerWindow": 200000, "windowInMs": 60000 }, "rpd": { "limitPerWindow": 10000, "windowInMs": 86400000 } },
+        "concurrency": 5
+      }
+    } }`;
+    const checked = checkLimits(text, core);
+    if (checked.ok) throw new Error('expected problems');
+    expect(checked.problems).toHaveLength(3);
+    expect(checked.problems.every((p) => p.startsWith('"chat-api": [drl:invalid-config] '))).toBe(true);
+    expect(checked.problems.join('\n')).toMatch(/unknown key "colour" in windows\.tpm/);
+    expect(checked.problems.join('\n')).toMatch(/windows\.tpm\.limitPerWindow must be/);
+    expect(checked.problems.join('\n')).toMatch(/windows\.tpm\.windowInMs must be/);
+  });
+
   it('splits one entry\'s message into its problems, never inside a quoted value', () => {
     expect(splitProblems('[drl:invalid-config] a must be 1; b must be 2')).toEqual(['[drl:invalid-config] a must be 1', '[drl:invalid-config] b must be 2']);
     expect(splitProblems('[drl:invalid-config] unknown key "x; y" in config; c bad')).toEqual([

@@ -31,9 +31,17 @@ export interface LimiterConfig {
     limitPerWindow: number;
     /** The window in ms. */
     windowInMs: number;
-    /** At most this fraction of the limit is available when a penalty lifts. Default 0.5. */
+    /** At most this fraction of the limit is available when a penalty lifts (in every window). Default 0.5. */
     penaltyRefillFraction?: number;
+    /** The unit this window counts: a plain numeric cost is in it. Default "requests". */
+    unit?: string;
   };
+  /**
+   * Further windows the upstream enforces at the same time, by name (at most
+   * 7): e.g. `{ tpm: { unit: 'tokens', limitPerWindow: 200_000, windowInMs: 60_000 } }`.
+   * A call starts only when it fits in every window.
+   */
+  windows?: Record<string, LimiterWindow>;
   /** At most this many callbacks in flight at once, retries included. */
   concurrency: number;
   /**
@@ -59,9 +67,19 @@ export interface LimiterConfig {
   };
 }
 
+/** One extra window: at most `limitPerWindow` of `unit` in any `windowInMs`. */
+export interface LimiterWindow {
+  /** The unit it counts; default: the bucket's unit. */
+  unit?: string;
+  limitPerWindow: number;
+  windowInMs: number;
+}
+
 /** A deep partial of LimiterConfig; `null` removes an optional field. */
 export type LimiterConfigPatch = {
   bucket?: { [K in keyof LimiterConfig['bucket']]?: LimiterConfig['bucket'][K] | null };
+  /** Windows merge by name; `null` removes one (or, for `windows` itself, all). */
+  windows?: { [name: string]: { [K in keyof LimiterWindow]?: LimiterWindow[K] | null } | null } | null;
   concurrency?: number;
   attemptTimeoutMs?: number | null;
   retry?: { [K in keyof NonNullable<LimiterConfig['retry']>]?: NonNullable<LimiterConfig['retry']>[K] | null } | null;
@@ -93,12 +111,14 @@ export interface CallReport<T = unknown> {
    * caller that is gone (see ExecuteOptions.reportsThrows).
    */
   thrown?: { message: string } | null;
+  /** What the work really cost, per unit (from a `usage` hook): corrects the attempt's reservation. */
+  usage?: Readonly<Record<string, number>> | null;
 }
 
 /** Options for one `execute`. */
 export interface ExecuteOptions {
   /** Units taken from the bucket on every attempt. An integer >= 1, default 1. */
-  cost?: number;
+  cost?: number | Readonly<Record<string, number>>;
   /**
    * Say `true` when `fn` never throws: it returns the work's exceptions as
    * `CallReport.thrown`. Then an exception from invoking `fn` can only mean
@@ -201,6 +221,26 @@ export interface LimiterStats {
   /** The newest live grants as [at, amount], at most 1000. */
   grants: number[][];
   grantsTruncated: boolean;
+  /** Every window, the primary ("bucket") first; the top-level fields describe the primary. */
+  windows: WindowStats[];
+  /** The units the windows count, the default unit first. */
+  units: string[];
+}
+
+/** One window in LimiterStats. */
+export interface WindowStats {
+  name: string;
+  unit: string;
+  limit: number;
+  windowInMs: number;
+  /** Units held by its live grants (may exceed the limit after a usage above the estimate). */
+  used: number;
+  /** Units available now (0 during a penalty or a debt). */
+  remaining: number;
+  /** When its newest live grant expires. */
+  resetAt: number;
+  /** How far `used` is above the limit (0 normally): nothing is admitted in it until it drains. */
+  debt: number;
 }
 
 /** What `ping()` answers. */

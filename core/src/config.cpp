@@ -97,6 +97,9 @@ std::string show(const json& value) {
 
 std::string show_key(const std::string& key) { return show(json(key)); }
 
+constexpr const char* kNameRule =
+    "must start with a letter and hold only letters, digits, '_' or '-', at most 32 characters";
+
 // Gathers problems in schema order so the first one (whose kind becomes the
 // error's kind) is stable whatever order the keys were written in.
 class Checker {
@@ -110,7 +113,7 @@ class Checker {
           std::string("config must be an object (received ") + doc.type_name() + ")");
       return;
     }
-    reject_unknown(doc, "config", "", {"bucket", "concurrency", "attemptTimeoutMs", "retry"});
+    reject_unknown(doc, "config", "", {"bucket", "concurrency", "attemptTimeoutMs", "retry", "windows"});
 
     const json* bucket = find(doc, "bucket");
     if (bucket == nullptr || bucket->is_null()) {
@@ -138,6 +141,16 @@ class Checker {
             "retry must be an object (received " + show(*retry) + ")");
       } else {
         check_retry(*retry);
+      }
+    }
+
+    const json* windows = find(doc, "windows");
+    if (windows != nullptr && !windows->is_null()) {
+      if (!windows->is_object()) {
+        add(ErrorKind::TypeError, "windows",
+            "windows must be an object of named windows (received " + show(*windows) + ")");
+      } else {
+        check_windows(*windows);
       }
     }
   }
@@ -182,13 +195,70 @@ class Checker {
 
   void check_bucket(const json& bucket) {
     reject_unknown(bucket, "bucket", "bucket",
-                   {"limitPerWindow", "windowInMs", "penaltyRefillFraction"});
+                   {"limitPerWindow", "windowInMs", "penaltyRefillFraction", "unit"});
+    check_name(bucket, "unit", "bucket.unit", "a unit name", config.bucket.unit);
     check_int(bucket, "limitPerWindow", "bucket.limitPerWindow", 1, kMaxLimitPerWindow,
               /*required=*/true, config.bucket.limit_per_window);
     check_int(bucket, "windowInMs", "bucket.windowInMs", 1, kMaxWindowMs, /*required=*/true,
               config.bucket.window_ms);
     check_double(bucket, "penaltyRefillFraction", "bucket.penaltyRefillFraction", 0.0, 1.0,
                  "a number between 0 and 1", config.bucket.penalty_refill_fraction);
+  }
+
+  // Extra windows: each counts one unit (the default one unless it names
+  // another) under its own limit and window length.
+  void check_windows(const json& windows) {
+    if (windows.size() > kMaxExtraWindows) {
+      add(ErrorKind::RangeError, "windows",
+          "windows may name at most " + std::to_string(kMaxExtraWindows) + " windows beside bucket (received " +
+              std::to_string(windows.size()) + ")");
+    }
+    for (auto it = windows.begin(); it != windows.end(); ++it) {
+      const std::string path = "windows." + it.key();
+      if (!valid_name(it.key())) {
+        add(ErrorKind::RangeError, path, "window name " + show_key(it.key()) + " " + kNameRule);
+        continue;
+      }
+      if (it.key() == kPrimaryWindow) {
+        add(ErrorKind::RangeError, path,
+            std::string("window name \"") + kPrimaryWindow + "\" is the primary window's: give this window another name");
+        continue;
+      }
+      const json& w = it.value();
+      if (!w.is_object()) {
+        add(ErrorKind::TypeError, path, path + " must be an object (received " + show(w) + ")");
+        continue;
+      }
+      reject_unknown(w, path, path, {"unit", "limitPerWindow", "windowInMs"});
+      WindowConfig window;
+      window.name = it.key();
+      check_int(w, "limitPerWindow", path + ".limitPerWindow", 1, kMaxLimitPerWindow, /*required=*/true,
+                window.limit_per_window);
+      check_int(w, "windowInMs", path + ".windowInMs", 1, kMaxWindowMs, /*required=*/true, window.window_ms);
+      check_name(w, "unit", path + ".unit", "a unit name", window.unit);  // empty: the default unit, below
+      config.windows.push_back(std::move(window));
+    }
+    // The default unit is known once bucket is read (it comes first in schema order).
+    for (WindowConfig& w : config.windows) {
+      if (w.unit.empty()) w.unit = config.bucket.unit;
+    }
+  }
+
+  // An optional name field: a string obeying kNameRule. Returns whether it is usable.
+  bool check_name(const json& obj, const char* key, const std::string& path, const char* what, std::string& out) {
+    const json* value = find(obj, key);
+    if (value == nullptr || value->is_null()) return true;
+    if (!value->is_string()) {
+      add(ErrorKind::TypeError, path, path + " must be " + what + ", a string (received " + show(*value) + ")");
+      return false;
+    }
+    const std::string name = value->get<std::string>();
+    if (!valid_name(name)) {
+      add(ErrorKind::RangeError, path, path + " " + kNameRule + " (received " + show(*value) + ")");
+      return false;
+    }
+    out = name;
+    return true;
   }
 
   void check_retry(const json& retry) {
@@ -402,6 +472,14 @@ std::string internal_failure(const char* what) {
 
 }  // namespace
 
+bool valid_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameBytes) return false;
+  auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  if (!letter(name[0])) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [&](char c) { return letter(c) || (c >= '0' && c <= '9') || c == '_' || c == '-'; });
+}
+
 // The wasm build has no exceptions at all (out of memory traps there), so
 // the last-resort catch exists only where exceptions do.
 #if defined(__cpp_exceptions)
@@ -456,6 +534,7 @@ std::string effective_config_json(const Config& config) {
   out["bucket"]["limitPerWindow"] = config.bucket.limit_per_window;
   out["bucket"]["windowInMs"] = config.bucket.window_ms;
   out["bucket"]["penaltyRefillFraction"] = config.bucket.penalty_refill_fraction;
+  out["bucket"]["unit"] = config.bucket.unit;
   out["concurrency"] = config.concurrency;
   out["attemptTimeoutMs"] = config.attempt_timeout_ms;
   out["retry"]["maxRetries"] = config.retry.max_retries;
@@ -463,6 +542,10 @@ std::string effective_config_json(const Config& config) {
   out["retry"]["maxDelayInMs"] = config.retry.max_delay_ms;
   out["retry"]["factor"] = config.retry.factor;
   out["retry"]["respectRetryAfter"] = config.retry.respect_retry_after;
+  out["windows"] = nlohmann::ordered_json::object();
+  for (const WindowConfig& w : config.windows) {
+    out["windows"][w.name] = {{"unit", w.unit}, {"limitPerWindow", w.limit_per_window}, {"windowInMs", w.window_ms}};
+  }
   // A caller-built Config could hold NaN; dump() writes it as null rather
   // than throwing, which parse_config would then reject (the desired outcome).
   return out.dump();

@@ -1,6 +1,7 @@
 #include "drl/engine.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <deque>
@@ -29,6 +30,10 @@ constexpr Millis kIdleSlotsWriteMs = 500;
 // of the attempt timeout, so a short timeout is stretched by at most that.)
 constexpr Millis kSlotsCoverMs = 1000;
 
+// The largest usage a report may give for one unit: far beyond any limit
+// (a usage may exceed it: a debt), still exact in a double.
+constexpr double kMaxUsage = 1e15;
+
 // A number as a person wrote it: 2, not 2.0 (JS numbers arrive as doubles).
 std::string number_text(double v) {
   if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
@@ -47,8 +52,22 @@ enum class Caller {
   Settled,    // already rejected (erase) while the callback ran: nothing left to say
 };
 
+// What one attempt reserved in one window, so its report's usage can
+// correct it: the grant's time in the log of that window (by its key), as the
+// log was then (epoch). Reserved 0: the window counted none of this call's cost.
+struct Take {
+  int key = -1;
+  uint64_t epoch = 0;
+  Millis at = 0;
+  int64_t reserved = 0;
+};
+
 struct Call {
-  int64_t cost = 1;
+  // The cost per unit (by index in State::units), fixed at arrival.
+  std::array<std::pair<int, int64_t>, kMaxWindows> costs{};
+  uint8_t n_costs = 0;
+  std::array<Take, kMaxWindows> takes{};  // the current (or last) attempt's reservations
+  uint8_t n_takes = 0;
   uint32_t attempt = 0;  // attempts started so far
   Phase phase = Phase::Queued;
   Millis due = 0;         // Backoff: when the next attempt may take
@@ -56,11 +75,40 @@ struct Call {
   Millis deadline = 0;    // Running: when the attempt times out
   Millis timeout = 0;     // Running: the attemptTimeoutMs it runs under (a reconfigure keeps it)
   Caller caller = Caller::Waiting;
+
+  int64_t cost_in(int unit) const {
+    for (uint8_t i = 0; i < n_costs; ++i) {
+      if (costs[i].first == unit) return costs[i].second;
+    }
+    return 0;
+  }
+  const Take* take_in(int key) const {
+    for (uint8_t i = 0; i < n_takes; ++i) {
+      if (takes[i].key == key) return &takes[i];
+    }
+    return nullptr;
+  }
+};
+
+// One window of a bucket: at most `limit` of `unit` granted in any `ms`.
+// windows[0] is the primary (the config's bucket); the rest are the
+// config's `windows`, by name.
+struct Window {
+  std::string name;
+  int key = 0;   // its number in writes (State::keys); 0 for the primary
+  int unit = 0;  // index in State::units
+  int64_t limit = 0;
+  int64_t ms = 0;
+  // Changes whenever the log is replaced (a penalty's lift): a take from an
+  // older log is not refunded there (the safe side).
+  uint64_t epoch = 0;
+  SlidingLog log;
 };
 
 struct Restoring {
-  Millis latest_legit = 0;
-  bool changed = false;  // some row had to be dropped or adjusted
+  Millis latest_base = 0;  // max(now, forced_until): a grant may be dated up to a grid step later
+  std::array<bool, kMaxWindows> changed{};  // some row of that window had to be dropped or adjusted
+  std::vector<int> stale_keys;              // windows with stored rows the config no longer has
 };
 
 struct State {
@@ -68,7 +116,10 @@ struct State {
   std::string empty_text;
   Millis now = 0;  // the latest time seen; time never goes backwards
 
-  SlidingLog log;
+  std::vector<Window> windows;     // [0] the primary window; empty when unconfigured
+  std::vector<std::string> keys{""};  // window names by write number, append-only (0: the primary)
+  std::vector<std::string> units;     // unit names by index, append-only
+  uint64_t next_epoch = 1;
   Millis forced_until = 0;
   bool lift_pending = false;
 
@@ -107,31 +158,78 @@ struct State {
   // the largest limit any config allows (a smaller current limit is no sign
   // of damage: the limit may have been lowered after the take, and may be
   // raised again), pull grants dated beyond any legitimate future back to it.
-  void restore_row(double at_raw, double amount_raw) {
+  void restore_row(size_t w, double at_raw, double amount_raw) {
     if (!restoring || !cfg) return;
+    bool& changed = restoring->changed[w];
     if (!std::isfinite(at_raw) || !std::isfinite(amount_raw) || amount_raw <= 0 || at_raw < 0) {
-      restoring->changed = true;
+      changed = true;
       return;
     }
+    SlidingLog& log = windows[w].log;
     double at = std::ceil(at_raw);
     double amount = std::min(std::ceil(amount_raw), static_cast<double>(kMaxLimitPerWindow));
-    if (at > static_cast<double>(restoring->latest_legit)) at = static_cast<double>(std::max(now, forced_until));
-    restoring->changed = restoring->changed || at != at_raw || amount != amount_raw;
+    const Millis latest_legit = restoring->latest_base + grid_step_ms(windows[w].ms);
+    if (at > static_cast<double>(latest_legit)) at = static_cast<double>(std::max(now, forced_until));
+    changed = changed || at != at_raw || amount != amount_raw;
     log.push_back(internal::Grant{static_cast<Millis>(at), static_cast<int64_t>(amount)});
     // Rows arrive in time order from storage: keep memory bounded while
     // streaming (out-of-order rows are sorted and capped at the end).
     if (static_cast<int64_t>(log.size()) > 2 * kMaxLogEntries && log.ordered()) {
       while (static_cast<int64_t>(log.size()) > kMaxLogEntries) log.merge_oldest();
-      restoring->changed = true;
+      changed = true;
     }
   }
 
   const Config& config() const { return cfg->config; }
-  int64_t limit() const { return cfg->config.bucket.limit_per_window; }
-  int64_t window() const { return cfg->config.bucket.window_ms; }
+  int64_t limit() const { return windows[0].limit; }
+  int64_t window() const { return windows[0].ms; }
+  SlidingLog& log() { return windows[0].log; }
+  const SlidingLog& log() const { return windows[0].log; }
 
-  void write(WriteKind kind, Millis at = 0, int64_t amount = 0) {
-    writes.push_back(Write{kind, at, amount});
+  void write(WriteKind kind, Millis at = 0, int64_t amount = 0, int window_key = 0) {
+    Write w{kind, at, amount};
+    w.window = window_key;
+    writes.push_back(w);
+  }
+
+  int unit_index(const std::string& name) {
+    for (size_t i = 0; i < units.size(); ++i) {
+      if (units[i] == name) return static_cast<int>(i);
+    }
+    units.push_back(name);
+    return static_cast<int>(units.size() - 1);
+  }
+  // The unit's index if some window counts it, else -1.
+  int counted_unit(std::string_view name) const {
+    for (const Window& w : windows) {
+      if (units[static_cast<size_t>(w.unit)] == name) return w.unit;
+    }
+    return -1;
+  }
+  int key_of(const std::string& name) {
+    for (size_t i = 1; i < keys.size(); ++i) {
+      if (keys[i] == name) return static_cast<int>(i);
+    }
+    keys.push_back(name);
+    return static_cast<int>(keys.size() - 1);
+  }
+  // "requests, tokens": the units the windows count, for messages.
+  std::string unit_list() const {
+    std::vector<std::string> names;
+    for (const Window& w : windows) {
+      const std::string& u = units[static_cast<size_t>(w.unit)];
+      if (std::find(names.begin(), names.end(), u) == names.end()) names.push_back(u);
+    }
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  }
+  // The first window whose limit the call's cost exceeds, if any.
+  const Window* too_large(const Call& c) const {
+    for (const Window& w : windows) {
+      if (c.cost_in(w.unit) > w.limit) return &w;
+    }
+    return nullptr;
   }
   // Stores the penalty as it stands.
   void put_penalty() {
@@ -155,7 +253,9 @@ struct State {
     if (!cfg) return;
     free_restored_slots();
     if (lift_pending && now >= forced_until) lift();
-    if (auto through = log.prune(window(), now)) write(WriteKind::DeleteGrantsThrough, *through);
+    for (Window& w : windows) {
+      if (auto through = w.log.prune(w.ms, now)) write(WriteKind::DeleteGrantsThrough, *through, 0, w.key);
+    }
   }
 
   // ---- slots that survive a restart ----------------------------------------
@@ -371,25 +471,29 @@ struct State {
   // At lift at most penaltyRefillFraction of the limit is available: the log
   // becomes one grant dated at the deadline carrying the larger of the floor
   // and what was still live then, so real takes keep counting.
+  // Every window is refilled this way.
   void lift() {
-    const Millis at = log.empty() ? forced_until : std::max(forced_until, log.newest().at);
-    const int64_t floor = refill_floor();
-    const int64_t amount = std::max(floor, log.live_at(window(), forced_until));
-    log.replace(internal::Grant{at, amount});
+    for (Window& w : windows) {
+      SlidingLog& log = w.log;
+      const Millis at = log.empty() ? forced_until : std::max(forced_until, log.newest().at);
+      const int64_t amount = std::max(refill_floor(w.limit), log.live_at(w.ms, forced_until));
+      log.replace(internal::Grant{at, amount});
+      w.epoch = next_epoch++;
+      write(WriteKind::ClearGrants, 0, 0, w.key);
+      if (amount > 0) write(WriteKind::PutGrant, at, amount, w.key);
+    }
     lift_pending = false;
-    write(WriteKind::ClearGrants);
-    if (amount > 0) write(WriteKind::PutGrant, at, amount);
     put_penalty();
   }
 
-  int64_t refill_floor() const {
-    const double spent = static_cast<double>(limit()) * (1.0 - config().bucket.penalty_refill_fraction);
+  int64_t refill_floor(int64_t limit) const {
+    const double spent = static_cast<double>(limit) * (1.0 - config().bucket.penalty_refill_fraction);
     // ceil, but without letting 10 * 0.30000000000000004 round up to 4.
     const double nearest = std::round(spent);
     const int64_t floor = std::fabs(spent - nearest) < 1e-9 * std::max(1.0, spent)
                               ? static_cast<int64_t>(nearest)
                               : static_cast<int64_t>(std::ceil(spent));
-    return std::clamp<int64_t>(floor, 0, limit());
+    return std::clamp<int64_t>(floor, 0, limit);
   }
 
   void penalise(Millis delay) {
@@ -440,7 +544,7 @@ struct State {
       }
       if (!ready.empty()) {
         t = *ready.begin();
-        if (calls[t].cost > limit()) {
+        if (too_large(calls[t])) {
           // The limit was lowered while its callback ran (reject_oversized
           // spares running calls), and now it can never fit. No queued
           // caller gets here: arrive checks the cost against the limit, and
@@ -461,17 +565,19 @@ struct State {
         wake = forced_until;
         break;
       }
-      const Millis fits = log.fits_at(c.cost, limit(), window(), now);
+      // All or nothing: it starts when it fits in every window, and waits
+      // for the latest of them (exact: each log knows when enough expires).
+      Millis fits = now;
+      for (const Window& w : windows) fits = std::max(fits, w.log.fits_at(c.cost_in(w.unit), w.limit, w.ms, now));
       if (fits > now) {
         wake = fits;
         break;
       }
-      const internal::Grant g = log.take(c.cost, window(), now);
-      write(WriteKind::PutGrant, g.at, g.amount);
-      while (static_cast<int64_t>(log.size()) > kMaxLogEntries) {
-        auto [deleted, merged] = log.merge_oldest();
-        write(WriteKind::DeleteGrant, deleted);
-        write(WriteKind::PutGrant, merged.at, merged.amount);
+      c.n_takes = 0;
+      for (Window& w : windows) {
+        Take& take = c.takes[c.n_takes++];
+        take = Take{w.key, w.epoch, 0, c.cost_in(w.unit)};
+        if (take.reserved > 0) take.at = grant(w, take.reserved).at;
       }
       if (from_queue) {
         queue.pop_front();
@@ -483,7 +589,7 @@ struct State {
       c.phase = Phase::Running;
       ++c.attempt;
       ++running;
-      slot_started(t, c, g.at);
+      slot_started(t, c, c.takes[0].at);  // the primary's grant: every call takes one there
       act(ActionKind::Start, t, c.attempt);
     }
     if (!backoff.empty() && (!wake || backoff.begin()->first < *wake)) wake = backoff.begin()->first;
@@ -505,13 +611,13 @@ struct State {
   void reject_oversized() {
     for (Ticket t : queue) {
       auto it = calls.find(t);
-      if (it == calls.end() || it->second.cost <= limit()) continue;
+      if (it == calls.end() || !too_large(it->second)) continue;
       reject(t, ErrorCode::CostTooLarge);
       calls.erase(it);
       --queued;
     }
     for (auto it = ready.begin(); it != ready.end();) {
-      if (calls[*it].cost > limit()) {
+      if (too_large(calls[*it])) {
         reject(*it, ErrorCode::CostTooLarge);
         release(*it);
         it = ready.erase(it);
@@ -520,7 +626,7 @@ struct State {
       }
     }
     for (auto it = backoff.begin(); it != backoff.end();) {
-      if (calls[it->second].cost > limit()) {
+      if (too_large(calls[it->second])) {
         reject(it->second, ErrorCode::CostTooLarge);
         release(it->second);
         it = backoff.erase(it);
@@ -530,10 +636,163 @@ struct State {
     }
   }
 
+  // Takes `amount` in window `w` now (on its grid), keeping its log bounded.
+  internal::Grant grant(Window& w, int64_t amount) {
+    const internal::Grant g = w.log.take(amount, w.ms, now);
+    write(WriteKind::PutGrant, g.at, g.amount, w.key);
+    while (static_cast<int64_t>(w.log.size()) > kMaxLogEntries) {
+      auto [deleted, merged] = w.log.merge_oldest();
+      write(WriteKind::DeleteGrant, deleted, 0, w.key);
+      write(WriteKind::PutGrant, merged.at, merged.amount, w.key);
+    }
+    return g;
+  }
+
+  // The windows of a new config. The primary keeps its log; an extra window
+  // keeps its log when the new config has a window of that name counting the
+  // same unit; any other extra window's rows are deleted.
+  void build_windows(const Config& config) {
+    std::vector<Window> old = std::move(windows);
+    windows.clear();
+    auto carried = [&](const std::string& name, const std::string& unit) -> Window {
+      for (auto it = old.begin(); it != old.end(); ++it) {
+        if (it->name == name && units[static_cast<size_t>(it->unit)] == unit) {
+          Window w = std::move(*it);
+          old.erase(it);
+          return w;
+        }
+      }
+      Window w;
+      w.epoch = next_epoch++;
+      return w;
+    };
+    Window primary = old.empty() || old[0].key != 0 ? Window{} : std::move(old[0]);
+    if (!old.empty() && old[0].key == 0) old.erase(old.begin());
+    if (primary.epoch == 0) primary.epoch = next_epoch++;
+    primary.name = kPrimaryWindow;
+    primary.key = 0;
+    primary.unit = unit_index(config.bucket.unit);
+    primary.limit = config.bucket.limit_per_window;
+    primary.ms = config.bucket.window_ms;
+    windows.push_back(std::move(primary));
+    for (const WindowConfig& wc : config.windows) {
+      Window w = carried(wc.name, wc.unit);
+      w.name = wc.name;
+      w.key = key_of(wc.name);
+      w.unit = unit_index(wc.unit);
+      w.limit = wc.limit_per_window;
+      w.ms = wc.window_ms;
+      windows.push_back(std::move(w));
+    }
+    for (const Window& gone : old) write(WriteKind::ClearGrants, 0, 0, gone.key);
+  }
+
   void apply_config(ParsedConfig parsed) {
     cfg = std::move(parsed);
+    build_windows(cfg->config);
     write(WriteKind::PutConfig);
     reject_oversized();
+  }
+
+  // A new caller joins the queue.
+  Ticket enqueue(const Call& c, Millis at) {
+    advance(at);
+    const Ticket t = next_ticket++;
+    calls.emplace(t, c);
+    queue.push_back(t);
+    ++queued;
+    serve();
+    return t;
+  }
+
+  // ---- costs and usage ----------------------------------------------------
+
+  static std::string unit_text(int64_t n, const std::string& unit) { return std::to_string(n) + " " + unit; }
+
+  // A call's costs as given: the default unit (1 unless given, an integer
+  // >= 1) and any other unit a window counts (integers >= 0).
+  Expected<Call> costed(const Amounts& cost) {
+    Call c;
+    const int default_unit = windows[0].unit;
+    c.costs[c.n_costs++] = {default_unit, 1};
+    for (const Amount& a : cost) {
+      const int unit = counted_unit(a.unit);
+      if (unit < 0) {
+        return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                           "cost names unit " + nlohmann::json(a.unit).dump() + ", which no window counts (units: " +
+                               unit_list() + ")");
+      }
+      const double lo = unit == default_unit ? 1 : 0;
+      if (!std::isfinite(a.amount) || a.amount < lo || a.amount != std::floor(a.amount) ||
+          a.amount > static_cast<double>(kMaxLimitPerWindow)) {
+        return Error::make(ErrorCode::InvalidArgument, std::isfinite(a.amount) ? ErrorKind::RangeError : ErrorKind::TypeError,
+                           "cost." + a.unit + " must be an integer >= " + number_text(lo) + " (received " +
+                               number_text(a.amount) + ")");
+      }
+      bool found = false;
+      for (uint8_t i = 0; i < c.n_costs; ++i) {
+        if (c.costs[i].first == unit) {
+          c.costs[i].second = static_cast<int64_t>(a.amount);
+          found = true;
+        }
+      }
+      if (!found && c.n_costs < kMaxWindows) c.costs[c.n_costs++] = {unit, static_cast<int64_t>(a.amount)};
+    }
+    if (const Window* w = too_large(c)) {
+      const std::string& unit = units[static_cast<size_t>(w->unit)];
+      return Error::make(ErrorCode::CostTooLarge, ErrorKind::RangeError,
+                         "cost " + unit_text(c.cost_in(w->unit), unit) + " exceeds window " +
+                             nlohmann::json(w->name).dump() + "'s limitPerWindow " + std::to_string(w->limit) +
+                             ", so it could never be admitted");
+    }
+    return c;
+  }
+
+  // Checks a report's usage against the windows; nullopt when it is usable.
+  std::optional<Error> usage_problem(const Amounts& usage) const {
+    for (const Amount& a : usage) {
+      if (counted_unit(a.unit) < 0) {
+        return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                           "usage names unit " + nlohmann::json(a.unit).dump() + ", which no window counts (units: " +
+                               unit_list() + ")");
+      }
+      if (!std::isfinite(a.amount) || a.amount < 0 || a.amount != std::floor(a.amount) || a.amount > kMaxUsage) {
+        return Error::make(ErrorCode::InvalidArgument, std::isfinite(a.amount) ? ErrorKind::RangeError : ErrorKind::TypeError,
+                           "usage." + a.unit + " must be an integer between 0 and " + number_text(kMaxUsage) +
+                               " (received " + number_text(a.amount) + ")");
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Corrects the attempt's reservations by what it really used. A refund
+  // shrinks the grant the attempt took, where it is dated, if that grant is
+  // still live in the same log (else it is kept: the safe side); an excess is
+  // charged as a new grant now, and may put the window in debt.
+  void settle_usage(const Call& c, const Amounts& usage) {
+    for (Window& w : windows) {
+      const std::string& unit = units[static_cast<size_t>(w.unit)];
+      const Amount* used = nullptr;
+      for (const Amount& a : usage) {
+        if (a.unit == unit) used = &a;
+      }
+      if (!used) continue;
+      const int64_t real = static_cast<int64_t>(used->amount);
+      const Take* take = c.take_in(w.key);
+      const int64_t reserved = take ? take->reserved : 0;
+      if (real < reserved) {
+        if (take->epoch != w.epoch || take->at + w.ms <= now) continue;
+        if (auto shrunk = w.log.shrink(take->at, reserved - real)) {
+          if (shrunk->amount > 0) {
+            write(WriteKind::PutGrant, shrunk->at, shrunk->amount, w.key);
+          } else {
+            write(WriteKind::DeleteGrant, shrunk->at, 0, w.key);
+          }
+        }
+      } else if (real > reserved) {
+        grant(w, real - reserved);
+      }
+    }
   }
 
   Error not_configured() const {
@@ -632,7 +891,13 @@ Status Engine::reconfigure(std::string_view patch_json, Millis now) {
 void Engine::restore(const Snapshot& snap, Millis now) {
   restore_begin(snap.config_text ? std::optional<std::string_view>(*snap.config_text) : std::nullopt,
                 snap.forced_until, snap.lift_pending, now);
-  for (const auto& [at, amount] : snap.grants) s_->restore_row(at, amount);
+  for (const auto& [at, amount] : snap.grants) s_->restore_row(0, at, amount);
+  for (const auto& [name, rows] : snap.windows) {
+    for (const auto& [at, amount] : rows) {
+      const double pair[2] = {at, amount};
+      restore_window_rows(name, pair, 1);
+    }
+  }
   if (snap.slots_text) restore_slots(*snap.slots_text);
   restore_end();
 }
@@ -649,6 +914,7 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
   // stay untouched for a person to inspect, and the bucket reads as absent.
   if (!parsed.ok()) return;
   s_->cfg = std::move(*parsed);
+  s_->build_windows(s_->cfg->config);
 
   bool repaired = false;
   // A deadline can be at most a max delay (or a pause) ahead of the moment it
@@ -665,11 +931,26 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
   s_->forced_until = static_cast<Millis>(std::ceil(fu));
   s_->lift_pending = lift_pending && s_->forced_until > 0;
   if (repaired) s_->put_penalty();
-  s_->restoring->latest_legit = std::max(latest, s_->forced_until) + grid_step_ms(s_->window());
+  s_->restoring->latest_base = std::max(latest, s_->forced_until);
 }
 
 void Engine::restore_rows(const double* rows, size_t count) {
-  for (size_t i = 0; i < count; ++i) s_->restore_row(rows[2 * i], rows[2 * i + 1]);
+  for (size_t i = 0; i < count; ++i) s_->restore_row(0, rows[2 * i], rows[2 * i + 1]);
+}
+
+void Engine::restore_window_rows(std::string_view name, const double* rows, size_t count) {
+  internal::State& s = *s_;
+  if (!s.restoring || !s.cfg || count == 0) return;
+  for (size_t w = 1; w < s.windows.size(); ++w) {
+    if (s.windows[w].name == name) {
+      for (size_t i = 0; i < count; ++i) s.restore_row(w, rows[2 * i], rows[2 * i + 1]);
+      return;
+    }
+  }
+  // A window the config no longer has (or never had): its rows go.
+  const int key = s.key_of(std::string(name));
+  auto& stale = s.restoring->stale_keys;
+  if (std::find(stale.begin(), stale.end(), key) == stale.end()) stale.push_back(key);
 }
 
 void Engine::restore_slots(std::string_view slots_text) {
@@ -678,17 +959,21 @@ void Engine::restore_slots(std::string_view slots_text) {
 
 void Engine::restore_end() {
   if (!s_->restoring) return;
-  bool changed = s_->restoring->changed;
+  const internal::Restoring restoring = std::move(*s_->restoring);
   s_->restoring.reset();
   if (!s_->cfg) return;
-  changed = s_->log.normalise() || changed;
-  while (static_cast<int64_t>(s_->log.size()) > kMaxLogEntries) {
-    s_->log.merge_oldest();
-    changed = true;
-  }
-  if (changed) {
-    s_->write(WriteKind::ClearGrants);
-    for (const internal::Grant& g : s_->log.grants()) s_->write(WriteKind::PutGrant, g.at, g.amount);
+  for (int key : restoring.stale_keys) s_->write(WriteKind::ClearGrants, 0, 0, key);
+  for (size_t w = 0; w < s_->windows.size(); ++w) {
+    internal::Window& window = s_->windows[w];
+    bool changed = window.log.normalise() || restoring.changed[w];
+    while (static_cast<int64_t>(window.log.size()) > kMaxLogEntries) {
+      window.log.merge_oldest();
+      changed = true;
+    }
+    if (changed) {
+      s_->write(WriteKind::ClearGrants, 0, 0, window.key);
+      for (const internal::Grant& g : window.log.grants()) s_->write(WriteKind::PutGrant, g.at, g.amount, window.key);
+    }
   }
   s_->advance(s_->now);
   s_->serve();
@@ -724,7 +1009,7 @@ void Engine::erase(Millis now) {
   s_->restored_slots.clear();
   s_->restored_held = 0;
   s_->cfg.reset();
-  s_->log.clear();
+  s_->windows.clear();
   s_->forced_until = 0;
   s_->lift_pending = false;
   s_->write(WriteKind::EraseAll);
@@ -752,20 +1037,31 @@ Expected<Ticket> Engine::arrive(double cost, Millis now) {
                        "cost " + internal::number_text(cost) + " exceeds limitPerWindow " +
                            std::to_string(s_->limit()) + ", so it could never be admitted");
   }
-  s_->advance(now);
-  const Ticket t = s_->next_ticket++;
   Call c;
-  c.cost = static_cast<int64_t>(cost);
-  s_->calls.emplace(t, c);
-  s_->queue.push_back(t);
-  ++s_->queued;
-  s_->serve();
-  return t;
+  c.costs[c.n_costs++] = {s_->windows[0].unit, static_cast<int64_t>(cost)};
+  if (const internal::Window* w = s_->too_large(c)) {  // another window counting the default unit
+    return Error::make(ErrorCode::CostTooLarge, ErrorKind::RangeError,
+                       "cost " + internal::number_text(cost) + " exceeds window " + nlohmann::json(w->name).dump() +
+                           "'s limitPerWindow " + std::to_string(w->limit) + ", so it could never be admitted");
+  }
+  return s_->enqueue(c, now);
+}
+
+Expected<Ticket> Engine::arrive(const Amounts& cost, Millis now) {
+  if (!s_->cfg) return s_->not_configured();
+  auto c = s_->costed(cost);
+  if (!c.ok()) return c.error();
+  return s_->enqueue(*c, now);
 }
 
 Status Engine::report(Ticket t, const Report& r, Millis now) {
+  if (r.usage && s_->cfg && s_->running_call(t)) {
+    if (auto problem = s_->usage_problem(*r.usage)) return *problem;
+  }
   Call* c = s_->end_attempt(t, now);
   if (!c) return s_->unknown_ticket(t, "report");
+  // Settled first, at the report's time, so a refund frees room for the calls served below.
+  if (r.usage && s_->cfg) s_->settle_usage(*c, *r.usage);
   const bool rate_limited = r.status == 429 || r.rate_limited;
   if (rate_limited && s_->cfg) {
     // A 429 pauses everyone, even when the caller that saw it has gone.
@@ -894,15 +1190,37 @@ Expected<std::string> Engine::stats(Millis now) {
   s_->serve();
   const internal::State& s = *s_;
   const bool penalised = s.lift_pending;
-  const int64_t used = s.log.used();
-  Millis reset_at = s.now;
-  if (!s.log.empty()) reset_at = s.log.newest().at + s.window();
-  if (penalised) reset_at = std::max(reset_at, s.forced_until + s.window());
+  // When a window's newest grant leaves it (a penalty's lift refills it then).
+  auto reset_of = [&](const internal::Window& w) {
+    Millis at = w.log.empty() ? s.now : w.log.newest().at + w.ms;
+    return penalised ? std::max(at, s.forced_until + w.ms) : at;
+  };
+  const int64_t used = s.log().used();
+  const Millis reset_at = reset_of(s.windows[0]);
+  nlohmann::json windows = nlohmann::json::array();
+  for (const internal::Window& w : s.windows) {
+    const int64_t in_window = w.log.used();
+    windows.push_back({
+        {"name", w.name},
+        {"unit", s.units[static_cast<size_t>(w.unit)]},
+        {"limit", w.limit},
+        {"windowInMs", w.ms},
+        {"used", in_window},
+        {"remaining", penalised ? 0 : std::max<int64_t>(0, w.limit - in_window)},
+        {"resetAt", reset_of(w)},
+        {"debt", std::max<int64_t>(0, in_window - w.limit)},
+    });
+  }
+  nlohmann::json units = nlohmann::json::array();
+  for (const internal::Window& w : s.windows) {
+    const std::string& u = s.units[static_cast<size_t>(w.unit)];
+    if (std::find(units.begin(), units.end(), u) == units.end()) units.push_back(u);
+  }
 
   // The newest grants are the interesting ones; a huge log is summarised.
   constexpr size_t kStatsGrants = 1000;
   nlohmann::json grants = nlohmann::json::array();
-  const auto& log = s.log.grants();
+  const auto& log = s.log().grants();
   const size_t skip = log.size() > kStatsGrants ? log.size() - kStatsGrants : 0;
   for (size_t i = skip; i < log.size(); ++i) grants.push_back({log[i].at, log[i].amount});
 
@@ -924,6 +1242,8 @@ Expected<std::string> Engine::stats(Millis now) {
       {"liveGrants", log.size()},
       {"grants", std::move(grants)},
       {"grantsTruncated", skip > 0},
+      {"windows", std::move(windows)},
+      {"units", std::move(units)},
   };
   return out.dump();
 }
@@ -934,6 +1254,40 @@ const std::string& Engine::config_text() const { return s_->cfg ? s_->cfg->text 
 std::string Engine::slots_text() const { return s_->slots_text(); }
 std::string Engine::running_slots_text() const { return s_->running_slots_text(); }
 const Config* Engine::config() const { return s_->cfg ? &s_->cfg->config : nullptr; }
+const std::string& Engine::window_key(int window) const {
+  return window >= 0 && static_cast<size_t>(window) < s_->keys.size() ? s_->keys[static_cast<size_t>(window)] : s_->empty_text;
+}
+
+Expected<Amounts> parse_amounts(std::string_view json_text, std::string_view what) {
+  const std::string name(what);
+  auto invalid = [&](ErrorKind kind, const std::string& detail) {
+    return Error::make(ErrorCode::InvalidArgument, kind, detail);
+  };
+  // Flat by contract: refuse nesting before anything walks it recursively.
+  if (json_text.size() > 4096) return invalid(ErrorKind::RangeError, name + " is too large (over 4096 bytes of JSON)");
+  if (json_text.find_first_of("[") != std::string_view::npos ||
+      std::count(json_text.begin(), json_text.end(), '{') > 1) {
+    return invalid(ErrorKind::TypeError, name + " must be a flat object of units to integers");
+  }
+  const auto doc = nlohmann::json::parse(json_text.data(), json_text.data() + json_text.size(), nullptr,
+                                         /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return invalid(ErrorKind::TypeError, name + " must be an object of units to integers");
+  }
+  if (doc.size() > kMaxWindows) {
+    return invalid(ErrorKind::RangeError, name + " names " + std::to_string(doc.size()) + " units; a bucket counts at most " +
+                                              std::to_string(kMaxWindows));
+  }
+  Amounts out;
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    if (!it.value().is_number()) {
+      return invalid(ErrorKind::TypeError, name + "." + it.key() + " must be a number (received " +
+                                               it.value().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ")");
+    }
+    out.push_back(Amount{it.key(), it.value().get<double>()});
+  }
+  return out;
+}
 const std::vector<Write>& Engine::writes() const { return s_->writes; }
 const std::vector<Action>& Engine::actions() const { return s_->actions; }
 void Engine::clear_output() {
@@ -945,15 +1299,15 @@ namespace internal {
 
 Millis EngineInspector::now() const { return s_.now; }
 Millis EngineInspector::forced_until() const { return s_.forced_until; }
-int64_t EngineInspector::used() const { return s_.log.used(); }
-size_t EngineInspector::log_entries() const { return s_.log.size(); }
+int64_t EngineInspector::used() const { return s_.log().used(); }
+size_t EngineInspector::log_entries() const { return s_.log().size(); }
 size_t EngineInspector::active() const { return s_.active; }
 size_t EngineInspector::running() const { return s_.running; }
 size_t EngineInspector::queued() const { return s_.queued; }
 std::vector<std::pair<Millis, int64_t>> EngineInspector::grants() const {
   std::vector<std::pair<Millis, int64_t>> out;
-  out.reserve(s_.log.size());
-  for (const auto& g : s_.log.grants()) out.emplace_back(g.at, g.amount);
+  out.reserve(s_.log().size());
+  for (const auto& g : s_.log().grants()) out.emplace_back(g.at, g.amount);
   return out;
 }
 

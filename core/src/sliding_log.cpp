@@ -61,6 +61,17 @@ int64_t SlidingLog::live_at(int64_t window, int64_t t) const {
   return live;
 }
 
+std::optional<Grant> SlidingLog::shrink(int64_t at, int64_t amount) {
+  auto it = std::lower_bound(grants_.begin(), grants_.end(), at, [](const Grant& g, int64_t t) { return g.at < t; });
+  if (it == grants_.end() || it->at != at) return std::nullopt;
+  const int64_t back = std::min(amount, it->amount);
+  it->amount -= back;
+  sum_ -= back;
+  const Grant now = *it;
+  if (now.amount == 0) grants_.erase(it);
+  return now;
+}
+
 std::pair<int64_t, Grant> SlidingLog::merge_oldest() {
   const Grant oldest = grants_.front();
   grants_.pop_front();

@@ -33,6 +33,11 @@ class SlidingLog {
   // Sum of grants still live at `t` (at + window > t).
   int64_t live_at(int64_t window, int64_t t) const;
 
+  // Takes up to `amount` back from the grant dated exactly `at` (never below
+  // zero; a grant that reaches zero is removed). Returns the grant as it now
+  // stands, or nullopt when no grant is dated `at`.
+  std::optional<Grant> shrink(int64_t at, int64_t amount);
+
   // Merges the oldest grant into the next one (dating it later, the safe
   // side). Returns {deleted at, updated grant}.
   std::pair<int64_t, Grant> merge_oldest();

@@ -7,7 +7,7 @@
 // same scratch (drl_out_ptr / drl_out_len). Every engine call's output is
 // fetched with drl_output(h), which copies it into records of four doubles:
 //   actions: [1 Start | 2 Resolve, ticket, attempt, 0]  [3 Reject, ticket, code, status]
-//   writes:  [10 + WriteKind, at, amount, 0]             (writes come first;
+//   writes:  [10 + WriteKind, at, amount, window]        (writes come first;
 //            PutPenalty: [15, forced_until, lift_pending 1 or 0, 0])
 // Times are ms as doubles; tickets stay below 2^53, so JS numbers hold them.
 // As in drl::Engine, a call that takes the time takes it last (`now`).
@@ -122,6 +122,25 @@ DRL_EXPORT(drl_restore_rows) int drl_restore_rows(int h, int count) {
 }
 
 // The slots record (its text in the scratch buffer), between begin and end.
+// An extra window's rows: its name in the scratch buffer, (at, amount) pairs
+// in the f64 buffer. Between begin and end.
+DRL_EXPORT(drl_restore_window_rows) int drl_restore_window_rows(int h, int name_len, int count) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  const size_t n = std::min<size_t>(count > 0 ? static_cast<size_t>(count) : 0, g_f64.size() / 2);
+  e->restore_window_rows(scratch(name_len), g_f64.data(), n);
+  return 0;
+}
+
+// The name of a write's window number into the out buffer ("" for the
+// primary); returns its length.
+DRL_EXPORT(drl_window_key) int drl_window_key(int h, int window) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  g_out = e->window_key(window);
+  return static_cast<int>(g_out.size());
+}
+
 DRL_EXPORT(drl_restore_slots) int drl_restore_slots(int h, int len) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
@@ -151,11 +170,24 @@ DRL_EXPORT(drl_arrive) double drl_arrive(int h, double cost, double now) {
   return t.ok() ? static_cast<double>(*t) : fail(t.error());
 }
 
+// A cost per unit: a JSON object ({"tokens":1200}) in the scratch buffer.
+// A ticket (> 0), or -code.
+DRL_EXPORT(drl_arrive_units) double drl_arrive_units(int h, int len, double now) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  auto cost = drl::parse_amounts(scratch(len), "cost");
+  if (!cost.ok()) return fail(cost.error());
+  auto t = e->arrive(*cost, to_ms(now));
+  return t.ok() ? static_cast<double>(*t) : fail(t.error());
+}
+
 // flags: bit 0 rate limited by a hook; bits 1-2 failure (0 none, 1 retryable,
 // 2 final). retry_after_ms: NaN when absent. header_len: -1 when no header,
-// else the header's length in the scratch buffer.
+// else the header's length at the start of the scratch buffer. usage_len: -1
+// when no usage, else the length of its JSON object, right after the header.
 DRL_EXPORT(drl_report)
-int drl_report(int h, double ticket, int status_code, int flags, double retry_after_ms, int header_len, double now) {
+int drl_report(int h, double ticket, int status_code, int flags, double retry_after_ms, int header_len, int usage_len,
+               double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
   drl::Report r;
@@ -163,7 +195,14 @@ int drl_report(int h, double ticket, int status_code, int flags, double retry_af
   r.rate_limited = (flags & 1) != 0;
   r.failure = static_cast<drl::Failure>((flags >> 1) & 3);
   if (!std::isnan(retry_after_ms)) r.retry_after_ms = retry_after_ms;
+  const int header = std::max(header_len, 0);
   if (header_len >= 0) r.retry_after = scratch(header_len);
+  if (usage_len >= 0) {
+    const std::string_view all = scratch(header + usage_len);
+    auto usage = drl::parse_amounts(all.substr(std::min<size_t>(all.size(), static_cast<size_t>(header))), "usage");
+    if (!usage.ok()) return fail(usage.error());
+    r.usage = std::move(*usage);
+  }
   return status(e->report(static_cast<drl::Ticket>(ticket), r, to_ms(now)));
 }
 

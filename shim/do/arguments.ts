@@ -18,7 +18,7 @@ export function checkName(name: unknown, what = 'name'): string {
 
 /** execute's options, checked: the cost (the engine checks its integrality and bounds) and the callback's contract. */
 export interface ExecuteArguments {
-  cost: number;
+  cost: number | Readonly<Record<string, number>>;
   reportsThrows: boolean;
 }
 
@@ -44,9 +44,11 @@ export function executeOptions(options: unknown): ExecuteArguments {
     throw invalid(TypeError, `reportsThrows must be a boolean (received ${describe(reportsThrows)})`);
   }
   if (settles !== undefined && settles !== 'data') throw invalid(TypeError, `settles must be 'data' or left out (received ${describe(settles)})`);
-  if (cost !== undefined && typeof cost !== 'number') throw invalid(TypeError, `cost must be a number (received ${describe(cost)})`);
-  // Integrality and bounds of the cost: the engine's rule, with its message.
-  return { cost: cost ?? 1, reportsThrows: reportsThrows === true };
+  if (cost !== undefined && typeof cost !== 'number' && (typeof cost !== 'object' || cost === null || Array.isArray(cost))) {
+    throw invalid(TypeError, `cost must be a number or an object of units to integers (received ${describe(cost)})`);
+  }
+  // Units, integrality and bounds of the cost: the engine's rules, with its messages.
+  return { cost: (cost as ExecuteArguments['cost'] | undefined) ?? 1, reportsThrows: reportsThrows === true };
 }
 
 /**

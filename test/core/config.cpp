@@ -304,12 +304,12 @@ TEST_CASE("unknown keys are rejected at every level", "[config]") {
   drl::Error e = failure(with("/foo", 1));
   CHECK(e.kind == ErrorKind::TypeError);
   CHECK(e.message ==
-        kPrefix + R"(unknown key "foo" in config (allowed: bucket, concurrency, attemptTimeoutMs, retry))");
+        kPrefix + R"(unknown key "foo" in config (allowed: bucket, concurrency, attemptTimeoutMs, retry, windows))");
 
   e = failure(with("/bucket/limit", 1));
   CHECK(e.kind == ErrorKind::TypeError);
   CHECK(e.message == kPrefix + R"(unknown key "limit" in bucket (allowed: limitPerWindow, )"
-                               R"(windowInMs, penaltyRefillFraction))");
+                               R"(windowInMs, penaltyRefillFraction, unit))");
 
   e = failure(with("/retry/maxDelay", 1));
   CHECK(e.kind == ErrorKind::TypeError);
@@ -345,7 +345,7 @@ TEST_CASE("every problem is reported together", "[config]") {
   CHECK(e.kind == ErrorKind::TypeError);  // the kind of the first problem
   CHECK(e.message ==
         kPrefix +
-            R"(unknown key "extra" in config (allowed: bucket, concurrency, attemptTimeoutMs, retry); )"
+            R"(unknown key "extra" in config (allowed: bucket, concurrency, attemptTimeoutMs, retry, windows); )"
             R"(bucket.limitPerWindow must be an integer between 1 and 1000000000 (received 0); )"
             R"(bucket.windowInMs must be a number, an integer between 1 and 31622400000 )"
             R"((received "60000"); )"
@@ -572,9 +572,9 @@ TEST_CASE("effective_config_json fills every default", "[config]") {
   const drl::Config c = success(kMinimal);
   const std::string effective = drl::effective_config_json(c);
   CHECK(effective ==
-        R"({"bucket":{"limitPerWindow":60,"windowInMs":60000,"penaltyRefillFraction":0.5},)"
+        R"({"bucket":{"limitPerWindow":60,"windowInMs":60000,"penaltyRefillFraction":0.5,"unit":"requests"},)"
         R"("concurrency":5,"attemptTimeoutMs":120000,"retry":{"maxRetries":3,"minDelayInMs":500,"maxDelayInMs":30000,)"
-        R"("factor":2.0,"respectRetryAfter":true}})");
+        R"("factor":2.0,"respectRetryAfter":true},"windows":{}})");
   // It is a complete config in its own right, meaning the same thing.
   require_same(success(effective), c);
 

@@ -31,7 +31,7 @@ TEST_CASE("stats echoes the config as given and the effective config separately"
   Engine e = configured(given.dump());
   json s = stats(e, T0);
   CHECK(s["config"] == given);  // no defaults mixed in
-  CHECK(s["effective"] == json({{"bucket", {{"limitPerWindow", kLimit}, {"windowInMs", kWindow}, {"penaltyRefillFraction", 0.5}}},
+  CHECK(s["effective"] == json({{"bucket", {{"limitPerWindow", kLimit}, {"windowInMs", kWindow}, {"penaltyRefillFraction", 0.5}, {"unit", "requests"}}},
                                 {"concurrency", 2},
                                 {"attemptTimeoutMs", 120'000},
                                 {"retry",
@@ -39,7 +39,8 @@ TEST_CASE("stats echoes the config as given and the effective config separately"
                                   {"minDelayInMs", 500},
                                   {"maxDelayInMs", 30'000},
                                   {"factor", 2.0},
-                                  {"respectRetryAfter", true}}}}));
+                                  {"respectRetryAfter", true}}},
+                                {"windows", json::object()}}));
 
   REQUIRE(e.reconfigure(R"({"retry":{"factor":3}})", T0).ok());
   s = stats(e, T0);

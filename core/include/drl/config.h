@@ -27,6 +27,7 @@
 // together), each naming the field, the rule and the value received.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -47,10 +48,29 @@ inline constexpr int64_t kMaxAttemptTimeoutMs = 24LL * 60 * 60 * 1000;
 inline constexpr int64_t kMaxDelayMs = kMaxWindowMs;
 inline constexpr double kMaxFactor = 1000.0;
 
+// Bounds on the windows a bucket has and on the names of windows and units.
+inline constexpr size_t kMaxExtraWindows = 7;  // beside the primary window
+inline constexpr size_t kMaxWindows = kMaxExtraWindows + 1;
+inline constexpr size_t kMaxNameBytes = 32;  // window and unit names: a letter, then letters, digits, '_' or '-'
+// The unit a call's plain numeric cost is counted in, unless bucket.unit names another.
+inline constexpr const char* kDefaultUnit = "requests";
+// The primary window's name in stats (and so a name no extra window may take).
+inline constexpr const char* kPrimaryWindow = "bucket";
+
 struct BucketConfig {
   int64_t limit_per_window = 0;
   int64_t window_ms = 0;
   double penalty_refill_fraction = 0.5;
+  std::string unit = kDefaultUnit;  // the default unit: what a numeric cost counts
+};
+
+// A window beside the primary one: at most limit_per_window of `unit` in any
+// window_ms. The penalty (and its refill fraction) applies to it too.
+struct WindowConfig {
+  std::string name;
+  std::string unit;  // the default unit when the document names none
+  int64_t limit_per_window = 0;
+  int64_t window_ms = 0;
 };
 
 struct RetryConfig {
@@ -69,6 +89,7 @@ struct Config {
   // an HTTP call through Cloudflare has given up before the limiter does.
   int64_t attempt_timeout_ms = 120'000;
   RetryConfig retry;
+  std::vector<WindowConfig> windows;  // extra windows, by name
 };
 
 // One broken rule. `path` is dotted ("bucket.windowInMs"); `message` is the
@@ -85,6 +106,9 @@ struct ParsedConfig {
   Config config;
   std::string text;
 };
+
+// Whether `name` is a valid window or unit name (see kMaxNameBytes).
+bool valid_name(std::string_view name);
 
 // Every problem found in `json_text`; empty means valid.
 std::vector<ConfigProblem> validate_config(std::string_view json_text);

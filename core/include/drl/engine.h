@@ -86,10 +86,26 @@ struct Write {
   Millis at = 0;              // a grant's time; PutPenalty: the deadline (forcedUntil)
   int64_t amount = 0;         // PutGrant: the grant's amount
   bool lift_pending = false;  // PutPenalty: the penalty is still to be lifted at `at`
+  // Grant writes: which window's rows (Engine::window_key names it). 0 is the
+  // primary window, whose rows are keyed by time alone, as before windows.
+  int window = 0;
   bool operator==(const Write& o) const {
-    return kind == o.kind && at == o.at && amount == o.amount && lift_pending == o.lift_pending;
+    return kind == o.kind && at == o.at && amount == o.amount && lift_pending == o.lift_pending && window == o.window;
   }
 };
+
+// An amount in a named unit: a cost (what a call reserves) or a usage (what
+// it really cost). Values arrive from JS as doubles and are checked by the
+// engine (integers, within bounds, units some window counts).
+struct Amount {
+  std::string unit;
+  double amount = 0;
+};
+using Amounts = std::vector<Amount>;
+
+// Reads a JSON object of units to numbers ({"tokens":1200}); `what` names it
+// in errors ("cost", "usage"). Values are checked later, against the config.
+Expected<Amounts> parse_amounts(std::string_view json_text, std::string_view what);
 
 // How a callback's attempt ended, as built by the client from the response.
 enum class Failure : int {
@@ -106,6 +122,11 @@ struct Report {
   std::optional<double> retry_after_ms = std::nullopt;
   std::optional<std::string_view> retry_after = std::nullopt;  // the raw Retry-After header
   Failure failure = Failure::None;
+  // What the attempt really cost, per unit. For each window counting one of
+  // these units the attempt's reservation is corrected: a lower cost is
+  // refunded from the grant it took, a higher one charged now. Absent: the
+  // reservation stands.
+  std::optional<Amounts> usage = std::nullopt;
 };
 
 // What storage held, for a cold start. Values may be damaged (NaN, negative,
@@ -118,6 +139,8 @@ struct Snapshot {
   // The slots record (slots_text() as last stored): attempts that may still
   // be running, each held until its start + the attempt timeout.
   std::optional<std::string> slots_text;
+  // The extra windows' grants, by window name (the primary's are `grants`).
+  std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>> windows;
 };
 
 // At most this many log entries are kept. For windows up to this many ms
@@ -159,6 +182,9 @@ class Engine {
   void restore_begin(std::optional<std::string_view> config_text, double forced_until, bool lift_pending,
                      Millis now);
   void restore_rows(const double* rows, size_t count);
+  // The same for the extra window `name`; rows of a window the config no
+  // longer has are deleted (a ClearGrants write at restore_end).
+  void restore_window_rows(std::string_view name, const double* rows, size_t count);
   // The slots record, if one was stored: between begin and end.
   void restore_slots(std::string_view slots_text);
   void restore_end();
@@ -166,9 +192,16 @@ class Engine {
   // an EraseAll write is emitted. Running callbacks settle as NoSuchLimiter.
   void erase(Millis now);
 
-  // A caller arrives wanting `cost` units (an integer >= 1, at most the limit).
+  // A caller arrives wanting `cost` of the default unit (an integer >= 1, at
+  // most every limit counting that unit).
   Expected<Ticket> arrive(double cost, Millis now);
-  // The running attempt of `ticket` finished with `report`.
+  // The same with a cost per unit: the default unit is 1 unless given (an
+  // integer >= 1), others integers >= 0. A unit no window counts is an error,
+  // and so is a cost above any window's limit.
+  Expected<Ticket> arrive(const Amounts& cost, Millis now);
+  // The running attempt of `ticket` finished with `report`. A usage that
+  // names a unit no window counts, or an amount that is not an integer >= 0,
+  // is an InvalidArgument error and changes nothing: the attempt still runs.
   Status report(Ticket ticket, const Report& report, Millis now);
   // The running attempt of `ticket` threw (RPC keeps nothing else).
   Status threw(Ticket ticket, Millis now);
@@ -209,6 +242,10 @@ class Engine {
   // on the safe side.
   std::string running_slots_text() const;
   const Config* config() const;
+  // The name of a grant write's window (Write::window): "" for the primary,
+  // else the extra window's name. Stable for this engine's life (a window
+  // removed by a reconfigure keeps its number).
+  const std::string& window_key(int window) const;
 
   // Output of the events since the last clear_output().
   const std::vector<Write>& writes() const;

@@ -5,8 +5,9 @@
  * configure (re-evaluated under the new limits); only one whose cost can
  * never fit a lowered limit is rejected, so that is the only rejection said.
  */
+import type { LimiterConfig, WindowStats } from '../shim/envelope.ts';
 import { quote } from '../shim/rules.ts';
-import { DEFAULT_UNIT, windowLimit, windowsOf, type WindowedConfig, type WindowedStats, type WindowStats } from './windows.ts';
+import { DEFAULT_UNIT, windowLimit, windowsOf, type AnyLimiterStats } from './windows.ts';
 
 /** JSON with object keys sorted: equal configs compare equal whatever their key order. */
 function canonical(value: unknown): string {
@@ -34,7 +35,7 @@ function leaves(value: unknown, prefix = '', into = new Map<string, unknown>()):
  * The fields that differ between two configs, as `field old → new`; an
  * extra window added or removed whole is said once, not field by field.
  */
-function changes(before: WindowedConfig, after: WindowedConfig): string[] {
+function changes(before: LimiterConfig, after: LimiterConfig): string[] {
   const said: string[] = [];
   const whole = new Set<string>();
   const was = before.windows ?? {};
@@ -60,13 +61,13 @@ function changes(before: WindowedConfig, after: WindowedConfig): string[] {
 }
 
 /** Every window's limit and the concurrency: "60 per 1 min, concurrency 5", units named when there are several windows. */
-function limitsOf(stats: WindowedStats): string {
+function limitsOf(stats: AnyLimiterStats): string {
   const windows = windowsOf(stats);
   return [...windows.map((w) => windowLimit(w, windows.length > 1)), `concurrency ${stats.effective.concurrency}`].join(', ');
 }
 
 /** The windows whose limit a configure lowered, each with its new limit. */
-function lowered(before: WindowedStats, after: WindowedStats): WindowStats[] {
+function lowered(before: AnyLimiterStats, after: AnyLimiterStats): WindowStats[] {
   const was = new Map(windowsOf(before).map((w) => [w.name, w]));
   return windowsOf(after).filter((w) => w.limit < (was.get(w.name)?.limit ?? -Infinity));
 }
@@ -81,7 +82,7 @@ const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? o
  * configureOutcome('read-api', undefined, stats); // '"read-api": created: 60 per 1 min, concurrency 5'
  * configureOutcome('chat-api', undefined, stats); // '"chat-api": created: 500 requests per 1 min, 200000 tokens per 1 min, concurrency 5'
  */
-export function configureOutcome(name: string, before: WindowedStats | undefined, after: WindowedStats | undefined): string {
+export function configureOutcome(name: string, before: AnyLimiterStats | undefined, after: AnyLimiterStats | undefined): string {
   const label = quote(name);
   if (!after) return `${label}: applied`;
   const limits = limitsOf(after);

@@ -1,7 +1,8 @@
 /** The readable form of /stats: one row per bucket, and one line per window under a bucket that counts several. */
-import { windowLimit, windowsOf, type WindowedStats, type WindowStats } from './windows.ts';
+import type { WindowStats } from '../shim/envelope.ts';
+import { windowLimit, windowsOf, type AnyLimiterStats } from './windows.ts';
 
-function penalty(stats: WindowedStats): string {
+function penalty(stats: AnyLimiterStats): string {
   if (!stats.penalised || stats.forcedUntil === null) return '-';
   return `${Math.max(0, Math.ceil((stats.forcedUntil - stats.now) / 1000))} s left`;
 }
@@ -30,7 +31,7 @@ function usedCell(window: WindowStats): string {
  * //   · rpd   10000 requests per 1 day  3     9997       in 86342 s
  * // read-api  60 per 1 min              3     57         in 42 s     1        0       5            -
  */
-export function statsTable(buckets: Record<string, WindowedStats>): string {
+export function statsTable(buckets: Record<string, AnyLimiterStats>): string {
   const header = ['bucket', 'limit', 'used', 'remaining', 'full again', 'running', 'queued', 'concurrency', 'penalty'];
   const rows = Object.entries(buckets)
     .sort(([a], [b]) => a.localeCompare(b))

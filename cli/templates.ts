@@ -1,6 +1,5 @@
 /** The files `init` writes, as text. Each names what it is and who wrote it. */
 import type { LimiterConfig } from '../shim/envelope.ts';
-import type { WindowedConfig } from './windows.ts';
 import type { Topology } from './wrangler-config.ts';
 
 /** A date every wrangler 4 accepts and the object's features need. */
@@ -84,7 +83,7 @@ export interface ExtraWindow {
  * initialConfig(500, 60_100, 5, { unit: 'tokens', limitPerWindow: 200_000, windowInMs: 60_100 });
  * // { bucket: { limitPerWindow: 500, windowInMs: 60100 }, windows: { tokens: { unit: 'tokens', ... } }, concurrency: 5 }
  */
-export function initialConfig(limitPerWindow: number, windowInMs: number, concurrency: number, extra?: ExtraWindow): WindowedConfig {
+export function initialConfig(limitPerWindow: number, windowInMs: number, concurrency: number, extra?: ExtraWindow): LimiterConfig {
   const bucket = { limitPerWindow, windowInMs };
   if (!extra) return { bucket, concurrency };
   return { bucket, windows: { [extra.unit]: { unit: extra.unit, limitPerWindow: extra.limitPerWindow, windowInMs: extra.windowInMs } }, concurrency };

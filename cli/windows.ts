@@ -5,43 +5,16 @@
  * the bucket is then read as its one primary window, from the top-level
  * fields that always describe it.
  */
-import type { LimiterConfig, LimiterStats } from '../shim/envelope.ts';
+import type { LimiterStats, WindowStats } from '../shim/envelope.ts';
 
 /** The unit a window counts when its config names none. */
 export const DEFAULT_UNIT = 'requests';
 
-/** One window of a bucket's config: the primary one, or an extra one under `windows`. */
-export interface WindowConfig {
-  limitPerWindow: number;
-  windowInMs: number;
-  /** The unit it counts. Default: the bucket's default unit (the primary window's, itself "requests" by default). */
-  unit?: string;
-}
-
-/** A config with extra windows, as the engine validates it (no rule is checked here). */
-export type WindowedConfig = LimiterConfig & {
-  bucket: LimiterConfig['bucket'] & { unit?: string };
-  windows?: Record<string, WindowConfig>;
-};
-
-/** One window's live state, as stats lists it (the primary first, named "bucket"). */
-export interface WindowStats {
-  name: string;
-  unit: string;
-  limit: number;
-  windowInMs: number;
-  used: number;
-  remaining: number;
-  resetAt: number;
-  /** How far used is above the limit (a usage reported above the reservation): max(0, used - limit). */
-  debt: number;
-}
-
-/** Stats as an object that counts windows answers them; both fields absent from an older object. */
-export type WindowedStats = LimiterStats & { windows?: WindowStats[]; units?: string[] };
+/** Stats as any limiter answers them: an object older than windows lists no `windows` and no `units`. */
+export type AnyLimiterStats = Omit<LimiterStats, 'windows' | 'units'> & Partial<Pick<LimiterStats, 'windows' | 'units'>>;
 
 /** The name stats gives the primary window. */
-export const PRIMARY_WINDOW = 'bucket';
+const PRIMARY_WINDOW = 'bucket';
 
 /**
  * Every window of a bucket, primary first: the object's own list, or for an
@@ -50,9 +23,9 @@ export const PRIMARY_WINDOW = 'bucket';
  * @example
  * for (const w of windowsOf(stats)) console.log(`${w.name}: ${w.used}/${w.limit} ${w.unit}`);
  */
-export function windowsOf(stats: WindowedStats): WindowStats[] {
+export function windowsOf(stats: AnyLimiterStats): WindowStats[] {
   if (Array.isArray(stats.windows) && stats.windows.length > 0) return stats.windows;
-  const unit = (stats.config as WindowedConfig | undefined)?.bucket?.unit ?? DEFAULT_UNIT;
+  const unit = stats.config?.bucket?.unit ?? DEFAULT_UNIT;
   const { limit, windowInMs, used, remaining, resetAt } = stats;
   return [{ name: PRIMARY_WINDOW, unit, limit, windowInMs, used, remaining, resetAt, debt: Math.max(0, used - limit) }];
 }

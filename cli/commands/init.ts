@@ -15,8 +15,9 @@ import { appName, findAppConfig, run, treeState, wranglerCommand } from '../proj
 import { readState, STATE_FILE, writeState, type LimiterState } from '../state.ts';
 import { splitProblems } from '../limits-file.ts';
 import { configureModule, initialConfig, limiterIndex, limiterModule, limiterWranglerConfig, type ExtraWindow } from '../templates.ts';
+import type { LimiterConfig } from '../../shim/envelope.ts';
 import type { Ui } from '../ui.ts';
-import { duration, type WindowedConfig } from '../windows.ts';
+import { duration } from '../windows.ts';
 import { bindingFragment, configFormat, planBinding, type BindingSpec, type Topology } from '../wrangler-config.ts';
 import { limitsEntryProblem, nameProblem } from '../../shim/rules.ts';
 import type { Core } from '../../shim/engine/loader.ts';
@@ -328,7 +329,7 @@ async function declareLimits(
   ui: Ui,
   todo: Todo[],
   c: { limiter: Limiter; bucket: string; flagged: FlaggedWindow | undefined; engine: () => Core },
-): Promise<{ declared: boolean; config: WindowedConfig }> {
+): Promise<{ declared: boolean; config: LimiterConfig }> {
   const { limiter, bucket } = c;
   ui.step("5/5  Limits: your upstream's real limit, verbatim, with a margin on its window");
   const limit = Number(await ui.text({ message: `How many requests does the upstream allow (for ${bucket})?`, defaultValue: '60', validate: positiveInteger, answeredBy: YES }));
@@ -446,7 +447,7 @@ async function askExtraWindow(
  * applies limits at run time through the binding (the declaration already
  * configures the bucket on first use; this is for a change without a deploy).
  */
-async function writeConfigureModule(ui: Ui, todo: Todo[], root: string, spec: BindingSpec, bucket: string, config: WindowedConfig): Promise<void> {
+async function writeConfigureModule(ui: Ui, todo: Todo[], root: string, spec: BindingSpec, bucket: string, config: LimiterConfig): Promise<void> {
   ui.step('     No admin routes: src/configure-limiter.ts applies limits at run time through your binding');
   await writeFiles(ui, todo, [{ path: join(root, 'src', 'configure-limiter.ts'), text: configureModule(spec.topology, spec.binding, bucket, config) }]);
 }

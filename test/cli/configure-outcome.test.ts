@@ -6,12 +6,13 @@
 import { describe, expect, it } from 'vitest';
 
 import { configureOutcome } from '../../cli/configure-outcome.ts';
-import type { WindowedConfig, WindowedStats, WindowStats } from '../../cli/windows.ts';
+import type { AnyLimiterStats } from '../../cli/windows.ts';
+import type { LimiterConfig, WindowStats } from '../../shim/envelope.ts';
 
 const NOW = 1_764_000_000_000;
 
 /** The stats the object answers for `config`: every window empty, `queued` callers waiting. */
-function statsOf(config: WindowedConfig, queued = 0): WindowedStats {
+function statsOf(config: LimiterConfig, queued = 0): AnyLimiterStats {
   const unit = config.bucket.unit ?? 'requests';
   const windows: WindowStats[] = [
     { name: 'bucket', unit, limit: config.bucket.limitPerWindow, windowInMs: config.bucket.windowInMs, used: 0, remaining: config.bucket.limitPerWindow, resetAt: NOW, debt: 0 },
@@ -29,7 +30,7 @@ function statsOf(config: WindowedConfig, queued = 0): WindowedStats {
   return {
     name: 'x',
     config,
-    effective: { ...config, attemptTimeoutMs: 120_000, retry: {} } as WindowedStats['effective'],
+    effective: { ...config, attemptTimeoutMs: 120_000, retry: {} } as AnyLimiterStats['effective'],
     now: NOW,
     limit: config.bucket.limitPerWindow,
     windowInMs: config.bucket.windowInMs,
@@ -50,7 +51,7 @@ function statsOf(config: WindowedConfig, queued = 0): WindowedStats {
   };
 }
 
-const chat: WindowedConfig = {
+const chat: LimiterConfig = {
   bucket: { limitPerWindow: 500, windowInMs: 60_000 },
   windows: {
     tpm: { unit: 'tokens', limitPerWindow: 200_000, windowInMs: 60_000 },
@@ -78,12 +79,12 @@ describe('configure outcome', () => {
     const raised = { ...chat, windows: { ...chat.windows, tpm: { unit: 'tokens', limitPerWindow: 400_000, windowInMs: 60_000 } } };
     expect(configureOutcome('chat-api', statsOf(chat), statsOf(raised))).toBe('"chat-api": updated: windows.tpm.limitPerWindow 200000 → 400000');
 
-    const single: WindowedConfig = { bucket: { limitPerWindow: 500, windowInMs: 60_000 }, concurrency: 5 };
-    const withTokens: WindowedConfig = { ...single, windows: { tokens: { unit: 'tokens', limitPerWindow: 200_000, windowInMs: 60_000 } } };
+    const single: LimiterConfig = { bucket: { limitPerWindow: 500, windowInMs: 60_000 }, concurrency: 5 };
+    const withTokens: LimiterConfig = { ...single, windows: { tokens: { unit: 'tokens', limitPerWindow: 200_000, windowInMs: 60_000 } } };
     expect(configureOutcome('chat-api', statsOf(single), statsOf(withTokens))).toBe('"chat-api": updated: window "tokens" added (200000 tokens per 1 min)');
     expect(configureOutcome('chat-api', statsOf(withTokens), statsOf(single))).toBe('"chat-api": updated: window "tokens" removed');
     // A window that names no unit counts the bucket's default unit.
-    const perDay: WindowedConfig = { ...single, bucket: { ...single.bucket, unit: 'calls' }, windows: { rpd: { limitPerWindow: 10_000, windowInMs: 86_400_000 } } };
+    const perDay: LimiterConfig = { ...single, bucket: { ...single.bucket, unit: 'calls' }, windows: { rpd: { limitPerWindow: 10_000, windowInMs: 86_400_000 } } };
     expect(configureOutcome('chat-api', statsOf(single), statsOf(perDay))).toBe(
       '"chat-api": updated: bucket.unit (default) → "calls", window "rpd" added (10000 calls per 1 day)',
     );

@@ -6,17 +6,18 @@
 import { describe, expect, it } from 'vitest';
 
 import { statsTable } from '../../cli/stats-table.ts';
-import type { WindowedStats, WindowStats } from '../../cli/windows.ts';
+import type { AnyLimiterStats } from '../../cli/windows.ts';
+import type { WindowStats } from '../../shim/envelope.ts';
 
 const NOW = 1_764_000_000_000;
 
 /** A bucket's stats as the object answers them, one window unless `windows` says more. */
-function stats(over: Partial<WindowedStats> = {}): WindowedStats {
+function stats(over: Partial<AnyLimiterStats> = {}): AnyLimiterStats {
   const config = { bucket: { limitPerWindow: 60, windowInMs: 60_000 }, concurrency: 5 };
   return {
     name: 'x',
     config,
-    effective: { ...config, attemptTimeoutMs: 120_000, retry: {} } as WindowedStats['effective'],
+    effective: { ...config, attemptTimeoutMs: 120_000, retry: {} } as AnyLimiterStats['effective'],
     now: NOW,
     limit: 60,
     windowInMs: 60_000,

@@ -13,7 +13,7 @@ import type { ErrorId } from './error-ids.ts';
  * const { envelopeVersion } = await env.LIMITER.ping();
  * if (envelopeVersion !== ENVELOPE_VERSION) console.warn('limiter version skew');
  */
-export const ENVELOPE_VERSION = 3;
+export const ENVELOPE_VERSION = 4;
 
 /**
  * The reserved instance name of the registry that lists every configured
@@ -85,6 +85,17 @@ export type LimiterConfigPatch = {
   retry?: { [K in keyof NonNullable<LimiterConfig['retry']>]?: NonNullable<LimiterConfig['retry']>[K] | null } | null;
 };
 
+/**
+ * An amount per unit: `{ tokens: 1200 }`, or `{ requests: 2, tokens: 1200 }`.
+ * Keys are unit names (a letter, then at most 31 letters, digits, `_` or
+ * `-`), values integers >= 0; the units are the ones the bucket's windows
+ * count (`bucket.unit`, default "requests", and each window's `unit`).
+ *
+ * @example
+ * const cost: UnitCosts = { tokens: 1200 }; // and 1 of the default unit
+ */
+export type UnitCosts = Readonly<Record<string, number>>;
+
 /** How one attempt of a callback went: all that crosses back from the caller's isolate. */
 export interface CallReport<T = unknown> {
   /** What `read` extracted; handed back to the caller if this attempt is final. */
@@ -111,14 +122,26 @@ export interface CallReport<T = unknown> {
    * caller that is gone (see ExecuteOptions.reportsThrows).
    */
   thrown?: { message: string } | null;
-  /** What the work really cost, per unit (from a `usage` hook): corrects the attempt's reservation. */
-  usage?: Readonly<Record<string, number>> | null;
+  /**
+   * What the attempt really cost, from a usage hook: per unit named, the
+   * amount settled in place of the attempt's reservation (less refunds the
+   * difference, more takes the excess). Units left out, and `null` or no
+   * field, keep the reservation as taken. Integers >= 0; a unit no window of
+   * the bucket counts settles the call as [drl:invalid-argument].
+   */
+  usage?: UnitCosts | null;
 }
 
 /** Options for one `execute`. */
 export interface ExecuteOptions {
-  /** Units taken from the bucket on every attempt. An integer >= 1, default 1. */
-  cost?: number | Readonly<Record<string, number>>;
+  /**
+   * Taken from the bucket on every attempt. A number: that many of the
+   * default unit (an integer >= 1, default 1). An object: an amount per unit
+   * (UnitCosts; at least one unit), with 1 of the default unit unless it
+   * names it; the engine refuses a unit no window counts and a cost above a
+   * window's limit.
+   */
+  cost?: number | UnitCosts;
   /**
    * Say `true` when `fn` never throws: it returns the work's exceptions as
    * `CallReport.thrown`. Then an exception from invoking `fn` can only mean

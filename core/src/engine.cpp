@@ -589,7 +589,9 @@ struct State {
       c.phase = Phase::Running;
       ++c.attempt;
       ++running;
-      slot_started(t, c, c.takes[0].at);  // the primary's grant: every call takes one there
+      // Keyed by the primary's grant time, where every call takes (unless a
+      // reconfigure changed the default unit under a queued call: then now).
+      slot_started(t, c, c.takes[0].reserved > 0 ? c.takes[0].at : now);
       act(ActionKind::Start, t, c.attempt);
     }
     if (!backoff.empty() && (!wake || backoff.begin()->first < *wake)) wake = backoff.begin()->first;
@@ -758,7 +760,7 @@ struct State {
       }
       if (!std::isfinite(a.amount) || a.amount < 0 || a.amount != std::floor(a.amount) || a.amount > kMaxUsage) {
         return Error::make(ErrorCode::InvalidArgument, std::isfinite(a.amount) ? ErrorKind::RangeError : ErrorKind::TypeError,
-                           "usage." + a.unit + " must be an integer between 0 and " + number_text(kMaxUsage) +
+                           "usage." + a.unit + " must be an integer between 0 and " + std::to_string(static_cast<int64_t>(kMaxUsage)) +
                                " (received " + number_text(a.amount) + ")");
       }
     }

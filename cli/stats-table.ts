@@ -27,8 +27,8 @@ function usedCell(window: WindowStats): string {
  * console.log(statsTable(buckets));
  * // bucket    limit                     used  remaining  full again  running  queued  concurrency  penalty
  * // chat-api  500 requests per 1 min    3     497        in 42 s     1        0       5            -
- * //   · tpm   200000 tokens per 1 min   2400  197600     in 42 s
  * //   · rpd   10000 requests per 1 day  3     9997       in 86342 s
+ * //   · tpm   200000 tokens per 1 min   2400  197600     in 42 s
  * // read-api  60 per 1 min              3     57         in 42 s     1        0       5            -
  */
 export function statsTable(buckets: Record<string, AnyLimiterStats>): string {

@@ -235,6 +235,27 @@ export const SAMPLE_LIMITS = `// Limits for the durable-rate-limiter buckets: on
     "write-api": {
       "bucket": { "limitPerWindow": 30, "windowInMs": 60000 },
       "concurrency": 2
+    },
+    // An upstream with several limits at once, as LLM APIs publish them:
+    // 500 requests and 200000 tokens per minute, and 10000 requests per day.
+    "chat-api": {
+      "bucket": {
+        "limitPerWindow": 500,
+        "windowInMs": 60000,
+        // What this window counts, and what a call's plain number cost means.
+        // Optional, default "requests".
+        "unit": "requests"
+      },
+      // Optional: up to 7 more windows, each named (the name shows in stats)
+      // and counting one unit. A call is admitted only when every window has
+      // room for its cost: { cost: { tokens: 1200 } } takes 1 request and
+      // 1200 tokens; a usage hook can settle the real count after the call.
+      "windows": {
+        "tpm": { "unit": "tokens", "limitPerWindow": 200000, "windowInMs": 60000 },
+        // No unit: the bucket's unit (requests).
+        "rpd": { "limitPerWindow": 10000, "windowInMs": 86400000 }
+      },
+      "concurrency": 5
     }
   }
 }

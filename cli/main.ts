@@ -22,16 +22,20 @@ Commands
   sample            write an example limits file (every field, explained)
 
 Options
-  --url <origin>    where the limiter answers; beats the remembered one and is remembered
-  --limits <path>   a limits file ({ "limits": {...} }) instead of the declaration
-  --out <path>      sample: where to write the example
-  --json            stats: print JSON only
-  --save            stats: write the live limits into the declaration (or --limits file)
-  -y, --yes         take every default without asking (init never deploys with it)
-  -h, --help        this text
+  --url <origin>            where the limiter answers; beats the remembered one and is remembered
+  --limits <path>           a limits file ({ "limits": {...} }) instead of the declaration
+  --out <path>              sample: where to write the example
+  --json                    stats: print JSON only
+  --save                    stats: write the live limits into the declaration (or --limits file)
+  --tokens-limit <n>        init: the upstream also allows n tokens per window, declared as an extra window
+  --tokens-window <length>  init: that window, e.g. 60000, 1 min, 1 d (default: the requests' window)
+  --unit <name>             init: what that limit counts, if not tokens (e.g. characters)
+  -y, --yes                 take every default without asking (init never deploys with it;
+                            it declares a tokens limit only when --tokens-limit gives one)
+  -h, --help                this text
 
 Environment
-  DRL_CONFIG_KEY    the limiter's admin key; set, it is never asked for`;
+  DRL_CONFIG_KEY            the limiter's admin key; set, it is never asked for`;
 
 const COMMANDS = ['init', 'configure', 'stats', 'sample'] as const;
 
@@ -45,6 +49,9 @@ async function main(argv: string[]): Promise<number> {
         url: { type: 'string' },
         limits: { type: 'string' },
         out: { type: 'string' },
+        'tokens-limit': { type: 'string' },
+        'tokens-window': { type: 'string' },
+        unit: { type: 'string' },
         json: { type: 'boolean', default: false },
         save: { type: 'boolean', default: false },
         yes: { type: 'boolean', short: 'y', default: false },
@@ -68,7 +75,10 @@ async function main(argv: string[]): Promise<number> {
   const ui = createUi({ yes: values.yes });
   const target = { ...(values.url !== undefined ? { url: values.url } : {}), ...(values.limits !== undefined ? { limits: values.limits } : {}) };
   try {
-    if (command === 'init') await initCommand(ui);
+    if (command === 'init') {
+      const flags = { tokensLimit: values['tokens-limit'], tokensWindow: values['tokens-window'], unit: values.unit };
+      await initCommand(ui, Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined)));
+    }
     else if (command === 'configure') await configureCommand(ui, target);
     else if (command === 'stats') await statsCommand(ui, { ...target, json: values.json, save: values.save });
     else await sampleCommand(ui, values.out !== undefined ? { out: values.out } : {});

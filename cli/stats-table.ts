@@ -1,49 +1,57 @@
-/** The readable form of /stats: one row per bucket. */
-import type { LimiterStats } from '../shim/envelope.ts';
+/** The readable form of /stats: one row per bucket, and one line per window under a bucket that counts several. */
+import type { WindowStats } from '../shim/envelope.ts';
+import { windowLimit, windowsOf, type AnyLimiterStats } from './windows.ts';
 
-/** A window or a delay as a person reads it: "1 min", "90 s", "60100 ms". */
-export function duration(ms: number): string {
-  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
-  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
-  if (ms % 1000 === 0) return `${ms / 1000} s`;
-  return `${ms} ms`;
-}
-
-function penalty(stats: LimiterStats): string {
+function penalty(stats: AnyLimiterStats): string {
   if (!stats.penalised || stats.forcedUntil === null) return '-';
   return `${Math.max(0, Math.ceil((stats.forcedUntil - stats.now) / 1000))} s left`;
 }
 
 /** When the window is whole again (resetAt: the newest live grant's expiry), from now; '-' when nothing is live. */
-function resets(stats: LimiterStats): string {
-  if (stats.used === 0 || stats.resetAt <= stats.now) return '-';
-  return `in ${Math.ceil((stats.resetAt - stats.now) / 1000)} s`;
+function resets(window: Pick<WindowStats, 'used' | 'resetAt'>, now: number): string {
+  if (window.used === 0 || window.resetAt <= now) return '-';
+  return `in ${Math.ceil((window.resetAt - now) / 1000)} s`;
+}
+
+/** Used, with the debt when a usage reported above the reservation took the window past its limit. */
+function usedCell(window: WindowStats): string {
+  return window.debt > 0 ? `${window.used} (debt ${window.debt})` : String(window.used);
 }
 
 /**
- * Formats buckets as an aligned text table.
+ * Formats buckets as an aligned text table. A bucket that counts several
+ * windows (e.g. tokens per minute beside requests per minute) names its
+ * units, and lists each extra window on a line of its own under its row.
  *
  * @example
  * console.log(statsTable(buckets));
- * // bucket    limit         used  remaining  full again  running  queued  concurrency  penalty
- * // read-api  60 per 1 min  3     57         in 42 s     1        0       5            -
+ * // bucket    limit                     used  remaining  full again  running  queued  concurrency  penalty
+ * // chat-api  500 requests per 1 min    3     497        in 42 s     1        0       5            -
+ * //   · rpd   10000 requests per 1 day  3     9997       in 86342 s
+ * //   · tpm   200000 tokens per 1 min   2400  197600     in 42 s
+ * // read-api  60 per 1 min              3     57         in 42 s     1        0       5            -
  */
-export function statsTable(buckets: Record<string, LimiterStats>): string {
+export function statsTable(buckets: Record<string, AnyLimiterStats>): string {
   const header = ['bucket', 'limit', 'used', 'remaining', 'full again', 'running', 'queued', 'concurrency', 'penalty'];
   const rows = Object.entries(buckets)
     .sort(([a], [b]) => a.localeCompare(b))
-    .map(([name, s]) => [
-      name,
-      `${s.limit} per ${duration(s.windowInMs)}`,
-      String(s.used),
-      String(s.remaining),
-      resets(s),
-      String(s.running),
-      String(s.queued),
-      String(s.effective?.concurrency ?? s.config.concurrency),
-      penalty(s),
-    ]);
+    .flatMap(([name, s]) => {
+      const [primary, ...extra] = windowsOf(s) as [WindowStats, ...WindowStats[]];
+      const several = extra.length > 0;
+      const row = [
+        name,
+        windowLimit(primary, several),
+        usedCell(primary),
+        String(primary.remaining),
+        resets(primary, s.now),
+        String(s.running),
+        String(s.queued),
+        String(s.effective?.concurrency ?? s.config.concurrency),
+        penalty(s),
+      ];
+      return [row, ...extra.map((w) => [`  · ${w.name}`, windowLimit(w, true), usedCell(w), String(w.remaining), resets(w, s.now)])];
+    });
   if (rows.length === 0) return 'No bucket is configured yet: run `npx durable-rate-limiter configure`.';
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
   return [header, ...rows].map((cells) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
 }

@@ -68,9 +68,25 @@ export function limiterWranglerConfig(worker: string): string {
 `;
 }
 
-/** The config `init` declares for its bucket: the upstream's limit, verbatim (the window with its margin). */
-export function initialConfig(limitPerWindow: number, windowInMs: number, concurrency: number): LimiterConfig {
-  return { bucket: { limitPerWindow, windowInMs }, concurrency };
+/** A second limit of the upstream, in another unit: declared as an extra window named after its unit. */
+export interface ExtraWindow {
+  unit: string;
+  limitPerWindow: number;
+  windowInMs: number;
+}
+
+/**
+ * The config `init` declares for its bucket: the upstream's limit, verbatim
+ * (the window with its margin), and its limit in another unit when it has one.
+ *
+ * @example
+ * initialConfig(500, 60_100, 5, { unit: 'tokens', limitPerWindow: 200_000, windowInMs: 60_100 });
+ * // { bucket: { limitPerWindow: 500, windowInMs: 60100 }, windows: { tokens: { unit: 'tokens', ... } }, concurrency: 5 }
+ */
+export function initialConfig(limitPerWindow: number, windowInMs: number, concurrency: number, extra?: ExtraWindow): LimiterConfig {
+  const bucket = { limitPerWindow, windowInMs };
+  if (!extra) return { bucket, concurrency };
+  return { bucket, windows: { [extra.unit]: { unit: extra.unit, limitPerWindow: extra.limitPerWindow, windowInMs: extra.windowInMs } }, concurrency };
 }
 
 const HOOKS = `  // Uncomment for an upstream that signals a limit without a 429 (checked

@@ -13,11 +13,14 @@ import { loadCore } from '../engine.ts';
 import { CliError } from '../errors.ts';
 import { appName, findAppConfig, run, treeState, wranglerCommand } from '../project.ts';
 import { readState, STATE_FILE, writeState, type LimiterState } from '../state.ts';
-import { configureModule, initialConfig, limiterIndex, limiterModule, limiterWranglerConfig } from '../templates.ts';
+import { splitProblems } from '../limits-file.ts';
+import { configureModule, initialConfig, limiterIndex, limiterModule, limiterWranglerConfig, type ExtraWindow } from '../templates.ts';
 import type { LimiterConfig } from '../../shim/envelope.ts';
 import type { Ui } from '../ui.ts';
+import { duration } from '../windows.ts';
 import { bindingFragment, configFormat, planBinding, type BindingSpec, type Topology } from '../wrangler-config.ts';
-import { nameProblem } from '../../shim/rules.ts';
+import { limitsEntryProblem, nameProblem } from '../../shim/rules.ts';
+import type { Core } from '../../shim/engine/loader.ts';
 import { shown } from './target.ts';
 
 /** The package a limiter Worker and an application import. */
@@ -69,15 +72,73 @@ function positiveInteger(value: string): string | undefined {
 }
 
 /**
+ * What init's flags answer, as typed: a second limit of the upstream, in
+ * another unit (tokens unless --unit says otherwise), declared as an extra
+ * window of the bucket.
+ */
+export interface InitFlags {
+  /** --tokens-limit: how many units the upstream allows per window. */
+  tokensLimit?: string;
+  /** --tokens-window: that window's length ("60000", "1 min", "1 day"); default the requests' window. */
+  tokensWindow?: string;
+  /** --unit: the unit's name. Default "tokens". */
+  unit?: string;
+}
+
+/** The extra window the flags declare, read and checked before anything is written. */
+interface FlaggedWindow {
+  unit: string;
+  limitPerWindow: number;
+  /** The upstream's window, before the margin; undefined: the requests' window. */
+  windowInMs: number | undefined;
+}
+
+/** The unit a second limit counts unless told otherwise. */
+const DEFAULT_EXTRA_UNIT = 'tokens';
+
+/**
+ * The problems the engine finds with a unit as init declares it (a window
+ * named after its unit), or undefined. The rules for both names live in the
+ * engine only: a probe config carrying them is validated there.
+ */
+function unitProblem(core: Core, unit: string): string | undefined {
+  const probe = { bucket: { limitPerWindow: 1, windowInMs: 1000 }, windows: { [unit]: { unit, limitPerWindow: 1, windowInMs: 1000 } }, concurrency: 1 };
+  const problem = limitsEntryProblem(core, 'probe', probe);
+  return problem === null ? undefined : splitProblems(problem).map((p) => p.replace(/^\[drl:[a-z-]+\] /, '')).join('; ');
+}
+
+/** Reads the flags of the extra window; throws naming the flag when one is wrong or alone. */
+function flaggedWindow(flags: InitFlags, core: () => Core): FlaggedWindow | undefined {
+  if (flags.tokensLimit === undefined) {
+    const stray = flags.unit !== undefined ? '--unit' : flags.tokensWindow !== undefined ? '--tokens-window' : undefined;
+    if (stray) throw new CliError(`${stray} says which second limit to declare: pass --tokens-limit <n> with it.`, 2);
+    return undefined;
+  }
+  if (positiveInteger(flags.tokensLimit)) throw new CliError(`--tokens-limit must be a whole number of at least 1 (received ${JSON.stringify(flags.tokensLimit)}).`, 2);
+  const windowInMs = flags.tokensWindow === undefined ? undefined : parseWindow(flags.tokensWindow);
+  if (flags.tokensWindow !== undefined && windowInMs === undefined) {
+    throw new CliError(`--tokens-window must be a length from 1 ms to 366 days, e.g. 60000, 90 s, 1 min or 1 d (received ${JSON.stringify(flags.tokensWindow)}).`, 2);
+  }
+  const unit = flags.unit ?? DEFAULT_EXTRA_UNIT;
+  const problem = unitProblem(core(), unit);
+  if (problem) throw new CliError(`--unit ${JSON.stringify(unit)} cannot name a unit: ${problem}`, 2);
+  return { unit, limitPerWindow: Number(flags.tokensLimit), windowInMs };
+}
+
+/**
  * Runs init in the current folder (the application's root). Each step
  * appends what it left undone to `todo`, which the summary lists.
  *
  * @example
- * await initCommand(createUi({ yes: args.yes }));
+ * await initCommand(createUi({ yes: args.yes }), { tokensLimit: '200000', tokensWindow: '1 min' });
  */
-export async function initCommand(ui: Ui): Promise<void> {
+export async function initCommand(ui: Ui, flags: InitFlags = {}): Promise<void> {
   const root = process.cwd();
   const todo: Todo[] = [];
+  let core: Core | undefined;
+  const engine = () => (core ??= loadCore());
+  // Wrong flags stop init before it asks or writes anything.
+  const flagged = flaggedWindow(flags, engine);
   ui.intro('durable-rate-limiter init');
   await checkTree(ui, root);
   const appConfig = findAppConfig(root);
@@ -88,7 +149,7 @@ export async function initCommand(ui: Ui): Promise<void> {
   const binding = await addBinding(ui, todo, appConfig, limiter.worker);
   await generateTypes(ui, todo, root);
   const bucket = await writeLimiterModule(ui, todo, root, binding);
-  const { declared, config } = await declareLimits(ui, todo, limiter, bucket);
+  const { declared, config } = await declareLimits(ui, todo, { limiter, bucket, flagged, engine });
   if (!admin) await writeConfigureModule(ui, todo, root, binding, bucket, config);
   const state = recordLimiter(ui, limiter);
   await deploy(ui, todo, { root, limiter, state, declared, admin });
@@ -258,25 +319,21 @@ async function writeLimiterModule(ui: Ui, todo: Todo[], root: string, spec: Bind
 
 /**
  * Step 5: asks for the upstream's limit, verbatim (its window with a margin,
- * unless declined), and declares it in the
+ * unless declined), and its limit in another unit if it has one (an extra
+ * window with the same margin), and declares them in the
  * limiter's wrangler config (vars.DRL_LIMITS), by an edit that keeps every
  * comment and any other bucket; then checks the declaration on disk.
  * Returns whether the declaration is valid (then the deploy may go ahead).
  */
-async function declareLimits(ui: Ui, todo: Todo[], limiter: Limiter, bucket: string): Promise<{ declared: boolean; config: LimiterConfig }> {
+async function declareLimits(
+  ui: Ui,
+  todo: Todo[],
+  c: { limiter: Limiter; bucket: string; flagged: FlaggedWindow | undefined; engine: () => Core },
+): Promise<{ declared: boolean; config: LimiterConfig }> {
+  const { limiter, bucket } = c;
   ui.step("5/5  Limits: your upstream's real limit, verbatim, with a margin on its window");
   const limit = Number(await ui.text({ message: `How many requests does the upstream allow (for ${bucket})?`, defaultValue: '60', validate: positiveInteger, answeredBy: YES }));
-  const choice = await ui.select<string>({ message: 'In what window?', options: WINDOWS.map((w) => ({ ...w })), defaultValue: '60000', answeredBy: YES });
-  const upstreamWindow =
-    choice === 'other'
-      ? parseWindow(
-          await ui.text({
-            message: "The upstream's window (a number with ms, s, min, h or d)",
-            validate: (v) => (parseWindow(v) === undefined ? 'A whole number of ms from 1 ms to 366 days, e.g. 90 s or 15 min.' : undefined),
-            answeredBy: YES,
-          }),
-        )!
-      : Number(choice);
+  const upstreamWindow = await askWindow(ui, 'In what window?', '60000', YES);
   ui.info(
     `The limiter counts a call when it admits it; the upstream counts it when the request arrives, a few ms later.\n` +
       `So two calls admitted exactly one window apart can reach the upstream slightly closer together (measured: 59,996 ms apart\n` +
@@ -287,9 +344,12 @@ async function declareLimits(ui: Ui, todo: Todo[], limiter: Limiter, bucket: str
     defaultValue: true,
     answeredBy: YES,
   });
-  const windowInMs = Math.min(upstreamWindow + (margin ? WINDOW_MARGIN_MS : 0), MAX_WINDOW_MS);
+  const withMargin = (ms: number) => Math.min(ms + (margin ? WINDOW_MARGIN_MS : 0), MAX_WINDOW_MS);
+  const windowInMs = withMargin(upstreamWindow);
+  const extra = await askExtraWindow(ui, { bucket, upstreamWindow, flagged: c.flagged, engine: c.engine });
+  if (extra && margin) ui.info(`The same ${WINDOW_MARGIN_MS} ms margin goes on the ${extra.unit} window: the upstream counts those on arrival too.`);
   const concurrency = Number(await ui.text({ message: 'How many calls may be in flight at once?', defaultValue: '5', validate: positiveInteger, answeredBy: YES }));
-  const config = initialConfig(limit, windowInMs, concurrency);
+  const config = initialConfig(limit, windowInMs, concurrency, extra && { ...extra, windowInMs: withMargin(extra.windowInMs) });
   const file = limiter.configFile;
   const fragment = `"vars": { "${DECLARATION_VAR}": ${JSON.stringify({ [bucket]: config }, null, 2).replace(/\n/g, '\n  ')} }`;
   if (limiter.previous.limits) {
@@ -324,12 +384,62 @@ async function declareLimits(ui: Ui, todo: Todo[], limiter: Limiter, bucket: str
       ui.info(`Kept the declared ${bucket} as it is.`);
     }
   }
-  const checked = checkDeclaration(readFileSync(file, 'utf8'), loadCore());
+  const checked = checkDeclaration(readFileSync(file, 'utf8'), c.engine());
   if (checked.kind === 'problems') {
     ui.warn(`${shown(file)} vars.${DECLARATION_VAR} has problems:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`);
     todo.push({ why: `fix vars.${DECLARATION_VAR} in ${shown(file)}` });
   }
   return { declared: checked.kind === 'ok', config };
+}
+
+/** Asks for a window: one of the usual lengths, or any other typed as "90 s", "15 min". */
+async function askWindow(ui: Ui, message: string, defaultValue: string, answeredBy: string): Promise<number> {
+  const choice = await ui.select<string>({ message, options: WINDOWS.map((w) => ({ ...w })), defaultValue, answeredBy });
+  if (choice !== 'other') return Number(choice);
+  const typed = await ui.text({
+    message: "The upstream's window (a number with ms, s, min, h or d)",
+    validate: (v) => (parseWindow(v) === undefined ? 'A whole number of ms from 1 ms to 366 days, e.g. 90 s or 15 min.' : undefined),
+    answeredBy,
+  });
+  return parseWindow(typed)!;
+}
+
+/**
+ * Step 5: whether the upstream also limits another unit (an LLM API's tokens
+ * per minute beside its requests per minute); if so, the unit, its limit and
+ * its window (the upstream's, before the margin), declared as an extra
+ * window named after the unit. The flags answer these questions when given;
+ * --yes alone declares none.
+ */
+async function askExtraWindow(
+  ui: Ui,
+  c: { bucket: string; upstreamWindow: number; flagged: FlaggedWindow | undefined; engine: () => Core },
+): Promise<ExtraWindow | undefined> {
+  const { flagged } = c;
+  if (flagged) {
+    const windowInMs = flagged.windowInMs ?? c.upstreamWindow;
+    const from = flagged.windowInMs === undefined ? "--tokens-limit, in the requests' window" : '--tokens-limit, --tokens-window';
+    ui.step(`The upstream also allows ${flagged.limitPerWindow} ${flagged.unit} per ${duration(windowInMs)} (${from}).`);
+    return { unit: flagged.unit, limitPerWindow: flagged.limitPerWindow, windowInMs };
+  }
+  const also = await ui.confirm({
+    message: 'Does the upstream also limit tokens (or another unit, e.g. characters) per window?',
+    defaultValue: false,
+    answeredBy: 'pass --tokens-limit <n> to declare one, or --yes for none',
+  });
+  if (!also) return undefined;
+  const unit = await ui.text({
+    message: 'The unit (what a call costs besides one request)',
+    defaultValue: DEFAULT_EXTRA_UNIT,
+    validate: (v) => unitProblem(c.engine(), v),
+    answeredBy: 'pass --unit <name>',
+  });
+  const limitPerWindow = Number(
+    await ui.text({ message: `How many ${unit} does the upstream allow (for ${c.bucket})?`, validate: positiveInteger, answeredBy: 'pass --tokens-limit <n>' }),
+  );
+  const usual = WINDOWS.some((w) => w.value === String(c.upstreamWindow)) ? String(c.upstreamWindow) : '60000';
+  const windowInMs = await askWindow(ui, `In what window, for ${unit}?`, usual, 'pass --tokens-window <length>');
+  return { unit, limitPerWindow, windowInMs };
 }
 
 /**

@@ -2,8 +2,9 @@
 // scratch application (the bucket declared in the limiter's wrangler.jsonc,
 // vars.DRL_LIMITS), the scaffolded limiter Worker under `wrangler dev` on a
 // loopback port, then configure / stats / stats --save over HTTP with the
-// CLI installed from the packed tarball, as a user gets it; and a limits
-// file (--limits, or the one an older init recorded) still works.
+// CLI installed from the packed tarball, as a user gets it; a limits
+// file (--limits, or the one an older init recorded) still works; and a
+// bucket with several windows is configured, listed and saved back.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -14,7 +15,7 @@ import { parse } from 'jsonc-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { APP_CONFIG, freePort, REPO, runCli, scratchApp, stopGroup } from './helpers.ts';
-import { ENVELOPE_VERSION } from '../../shim/envelope.ts';
+import { ENVELOPE_VERSION, type WindowStats } from '../../shim/envelope.ts';
 
 const KEY = 'e2e-key-0123456789';
 const LIMITER = 'durable-rate-limiter';
@@ -35,7 +36,7 @@ const declared = () => parse(readFileSync(limiterConfig(), 'utf8')).vars.DRL_LIM
 const liveStats = async () => {
   const run = await cli(['stats', '--json']);
   expect(run.code, run.stderr).toBe(0);
-  return JSON.parse(run.stdout) as { buckets: Record<string, { config: unknown; limit: number; windowInMs: number; remaining: number }> };
+  return JSON.parse(run.stdout) as { buckets: Record<string, { config: unknown; limit: number; windowInMs: number; remaining: number; units: string[]; windows: WindowStats[] }> };
 };
 
 beforeAll(async () => {
@@ -160,9 +161,11 @@ describe('configure and stats against wrangler dev', () => {
 
   it('the stats table says when the window is full again once a call was taken', async () => {
     // A bucket with one live grant, served by a stand-in answering the real stats shape.
-    const live = (await liveStats()).buckets['upstream-api'] as unknown as Record<string, number>;
+    const live = (await liveStats()).buckets['upstream-api']!;
     const now = Date.now();
-    const used = { ...live, now, used: 1, remaining: 59, resetAt: now + 42_000 };
+    // The top-level fields and the primary window ("bucket", first in `windows`) are one window.
+    const taken = { used: 1, remaining: 59, resetAt: now + 42_000 };
+    const used = { ...live, now, ...taken, windows: [{ ...live.windows[0]!, ...taken }] };
     const server = createServer((req, res) => {
       const body = req.url === '/__drl' ? { limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION } : { ok: true, buckets: { 'upstream-api': used } };
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
@@ -277,6 +280,54 @@ describe('configure and stats against wrangler dev', () => {
     const run = await runCli(['configure'], { cwd: elsewhere, env: { DRL_CONFIG_KEY: KEY } });
     expect(run.code).toBe(1);
     expect(run.stderr).toMatch(/stdin is not a terminal.*pass --url <origin>/);
+  });
+});
+
+describe('a bucket with several windows, against wrangler dev', () => {
+  it('configure says every window, stats lists each under its bucket (JSON and table), --save writes them back', async () => {
+    const chat = {
+      bucket: { limitPerWindow: 500, windowInMs: 60_000 },
+      // Named in the order the engine lists them (by name), so this test does not depend on it.
+      windows: {
+        rpd: { limitPerWindow: 10_000, windowInMs: 86_400_000 },
+        tpm: { unit: 'tokens', limitPerWindow: 200_000, windowInMs: 60_000 },
+      },
+      concurrency: 5,
+    };
+    const file = join(app, 'windows.limits.jsonc');
+    temps.push(file);
+    writeFileSync(file, JSON.stringify({ limits: { 'chat-api': chat } }));
+    const before = readFileSync(limiterConfig(), 'utf8');
+    try {
+      const run = await cli(['configure', '--limits', file]);
+      expect(run.code, run.stdout + run.stderr).toBe(0);
+      expect(run.stdout).toContain('"chat-api": created: 500 requests per 1 min, 10000 requests per 1 day, 200000 tokens per 1 min, concurrency 5');
+
+      const live = (await liveStats()).buckets['chat-api']!;
+      expect(live.config).toEqual(chat);
+      expect(live.units).toEqual(['requests', 'tokens']);
+      expect(live.windows.map(({ name, unit, limit, windowInMs, used, remaining, debt }) => ({ name, unit, limit, windowInMs, used, remaining, debt }))).toEqual([
+        { name: 'bucket', unit: 'requests', limit: 500, windowInMs: 60_000, used: 0, remaining: 500, debt: 0 },
+        { name: 'rpd', unit: 'requests', limit: 10_000, windowInMs: 86_400_000, used: 0, remaining: 10_000, debt: 0 },
+        { name: 'tpm', unit: 'tokens', limit: 200_000, windowInMs: 60_000, used: 0, remaining: 200_000, debt: 0 },
+      ]);
+
+      const table = await cli(['stats']);
+      expect(table.code, table.stderr).toBe(0);
+      expect(table.stdout).toMatch(/chat-api\s+500 requests per 1 min\s+0\s+500\s+-\s+0\s+0\s+5\s+-\n/);
+      expect(table.stdout).toMatch(/· rpd\s+10000 requests per 1 day\s+0\s+10000\s+-\n.*· tpm\s+200000 tokens per 1 min\s+0\s+200000\s+-\n/);
+      expect(table.stdout).toMatch(/upstream-api\s+\d+ per 1 min\s+0/); // a one-window bucket keeps its row, no unit named
+
+      const save = await cli(['stats', '--save']);
+      expect(save.code, save.stderr).toBe(0);
+      expect(declared()['chat-api']).toEqual(chat);
+      // Configuring from what was saved changes nothing: the windows round-tripped.
+      const again = await cli(['configure']);
+      expect(again.code, again.stderr).toBe(0);
+      expect(again.stdout).toContain('"chat-api": unchanged (500 requests per 1 min, 10000 requests per 1 day, 200000 tokens per 1 min, concurrency 5)');
+    } finally {
+      writeFileSync(limiterConfig(), before);
+    }
   });
 });
 

@@ -1,13 +1,15 @@
 // Verifies init's promises without a Worker running: a config that already
 // has the key is left untouched with the fragment printed, existing files
-// and a declared bucket tuned by hand are never replaced under --yes, a TOML config is edited by insertion, and
-// with no terminal and no --yes it fails at once naming --yes.
-import { readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+// and a declared bucket tuned by hand are never replaced under --yes, a TOML config is edited by insertion,
+// --tokens-limit declares a second limit as an extra window (a wrong window flag stops init before
+// anything), and with no terminal and no --yes it fails at once naming --yes.
+import { existsSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
+import { parse } from 'jsonc-parser';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { runCli, scratchApp } from './helpers.ts';
+import { REPO, runCli, scratchApp } from './helpers.ts';
 
 const apps: string[] = [];
 const app = (prefix: string) => {
@@ -60,6 +62,57 @@ describe('init', () => {
     expect(run.stdout).toContain('Add the 100 ms margin (window 60000 ms → 60100 ms)? yes (--yes)');
     expect(run.stdout).toContain('59,996 ms apart');
     expect(readFileSync(join(dir, 'durable-rate-limiter', 'wrangler.jsonc'), 'utf8')).toContain('"windowInMs": 60100');
+  });
+
+  it('declares a second limit in another unit from --tokens-limit (and --tokens-window, --unit), with the same margin', async () => {
+    const declared = (dir: string) => parse(readFileSync(join(dir, 'durable-rate-limiter', 'wrangler.jsonc'), 'utf8')).vars.DRL_LIMITS['upstream-api'];
+    const tokens = app('drl-cli-tokens-');
+    const run = await runCli(['init', '--yes', '--tokens-limit', '200000'], { cwd: tokens });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain("The upstream also allows 200000 tokens per 1 min (--tokens-limit, in the requests' window).");
+    expect(run.stdout).toContain('The same 100 ms margin goes on the tokens window');
+    expect(run.stdout).not.toContain('has problems');
+    expect(declared(tokens)).toEqual({
+      bucket: { limitPerWindow: 60, windowInMs: 60_100 },
+      windows: { tokens: { unit: 'tokens', limitPerWindow: 200_000, windowInMs: 60_100 } },
+      concurrency: 5,
+    });
+
+    const characters = app('drl-cli-characters-');
+    const other = await runCli(['init', '--yes', '--tokens-limit', '5000000', '--tokens-window', '1 d', '--unit', 'characters'], { cwd: characters });
+    expect(other.code, other.stderr).toBe(0);
+    expect(declared(characters).windows).toEqual({ characters: { unit: 'characters', limitPerWindow: 5_000_000, windowInMs: 86_400_100 } });
+
+    // --yes alone declares no second limit, and says it was asked.
+    const plain = app('drl-cli-plain-');
+    const none = await runCli(['init', '--yes'], { cwd: plain });
+    expect(none.stdout).toContain('Does the upstream also limit tokens (or another unit, e.g. characters) per window? no (--yes)');
+    expect(declared(plain).windows).toBeUndefined();
+  });
+
+  it('refuses a wrong window flag before asking or writing anything, naming the flag', async () => {
+    const cases: [string[], RegExp][] = [
+      [['--tokens-limit', '0'], /--tokens-limit must be a whole number of at least 1 \(received "0"\)/],
+      [['--tokens-limit', '10', '--tokens-window', 'soon'], /--tokens-window must be a length from 1 ms to 366 days/],
+      // The unit's rule is the engine's: its own words.
+      [['--tokens-limit', '10', '--unit', 'two words'], /--unit "two words" cannot name a unit: window name "two words" must start with a letter/],
+      [['--unit', 'tokens'], /--unit says which second limit to declare: pass --tokens-limit <n> with it/],
+      [['--tokens-window', '1 min'], /--tokens-window says which second limit to declare/],
+    ];
+    for (const [flags, message] of cases) {
+      const dir = app('drl-cli-badflag-');
+      const run = await runCli(['init', '--yes', ...flags], { cwd: dir });
+      expect(run.code, flags.join(' ')).toBe(2);
+      expect(run.stderr).toMatch(message);
+      expect(run.stdout).not.toContain('1/5');
+      expect(existsSync(join(dir, 'durable-rate-limiter'))).toBe(false);
+    }
+  });
+
+  it('--help names the window flags', async () => {
+    const run = await runCli(['--help'], { cwd: REPO });
+    expect(run.code).toBe(0);
+    for (const flag of ['--tokens-limit <n>', '--tokens-window <length>', '--unit <name>']) expect(run.stdout).toContain(flag);
   });
 
   it('never replaces an existing file under --yes, and says it kept it', async () => {

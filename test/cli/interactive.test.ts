@@ -12,6 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { CLI, scratchApp, stopGroup } from './helpers.ts';
 
 const DOWN = '\x1b[B';
+const UP = '\x1b[A';
 const ENTER = '\r';
 const stripAnsi = (text: string) => text.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '').replace(/\x1b[()][A-Z0-9]/g, '');
 
@@ -78,12 +79,18 @@ describe('init in a terminal', () => {
     await tty.answer('In what window?', [DOWN, ENTER]); // from "per minute" to "per hour"
     // The margin is explained, then asked: yes.
     await tty.answer('Add the 100 ms margin (window 3600000 ms → 3600100 ms)?', ['y']);
+    // The upstream also limits tokens: the unit's default, a limit, and a window of its own.
+    await tty.answer('Does the upstream also limit tokens (or another unit, e.g. characters) per window?', ['y']);
+    await tty.answer('The unit', [ENTER]); // tokens
+    await tty.answer('How many tokens does the upstream allow (for github-api)?', [...'200000', ENTER]);
+    await tty.answer('In what window, for tokens?', [UP, ENTER]); // from "per hour" (the requests' window) to "per minute"
     await tty.answer('How many calls may be in flight at once?', [...'10', ENTER]);
     await tty.answer('Declare github-api in limiter/wrangler.jsonc?', ['y']);
     await tty.answer('set its key now?', ['n']);
     expect(await tty.exited).toBe(0);
     expect(tty.screen).toContain('Still to do');
     expect(tty.screen).toContain('59,996 ms apart');
+    expect(tty.screen).toContain('The same 100 ms margin goes on the tokens window');
 
     expect(parse(readFileSync(join(app, 'limiter', 'wrangler.jsonc'), 'utf8')).name).toBe('scratch-app-limiter');
     expect(parse(readFileSync(join(app, 'wrangler.jsonc'), 'utf8'), [], { allowTrailingComma: true }).services).toEqual([
@@ -93,7 +100,13 @@ describe('init in a terminal', () => {
     expect(module).toContain('export const LIMITER_NAME = "github-api";');
     expect(module).toContain('env.LIMITER as unknown as LimiterService');
     expect(parse(readFileSync(join(app, 'limiter', 'wrangler.jsonc'), 'utf8')).vars).toEqual({
-      DRL_LIMITS: { 'github-api': { bucket: { limitPerWindow: 5000, windowInMs: 3_600_100 }, concurrency: 10 } },
+      DRL_LIMITS: {
+        'github-api': {
+          bucket: { limitPerWindow: 5000, windowInMs: 3_600_100 },
+          windows: { tokens: { unit: 'tokens', limitPerWindow: 200_000, windowInMs: 60_100 } },
+          concurrency: 10,
+        },
+      },
     });
     expect(parse(readFileSync(join(app, 'limiter', '.durable-rate-limiter.jsonc'), 'utf8')).worker).toBe('scratch-app-limiter');
     expect(readFileSync(join(app, 'limiter', 'src', 'index.ts'), 'utf8')).toContain('handleAdminRequest');
@@ -118,6 +131,7 @@ describe('init in a terminal', () => {
     await tty.answer('In what window?', [DOWN, DOWN, DOWN, ENTER]); // from "per minute" past "per day": another length
     await tty.answer("The upstream's window", [...'90 s', ENTER]);
     await tty.answer('Add the 100 ms margin (window 90000 ms → 90100 ms)?', ['n']);
+    await tty.answer('Does the upstream also limit tokens', ['n']);
     await tty.answer('How many calls may be in flight at once?', [ENTER]);
     await tty.answer('Declare upstream-api in durable-rate-limiter/wrangler.jsonc?', ['y']);
     await tty.answer('Write src/configure-limiter.ts?', ['y']);
@@ -155,6 +169,7 @@ describe('init in a terminal', () => {
     await tty.answer('How many requests does the upstream allow', [ENTER]);
     await tty.answer('In what window?', [ENTER]);
     await tty.answer('Add the 100 ms margin', [ENTER]);
+    await tty.answer('Does the upstream also limit tokens', [ENTER]); // no
     await tty.answer('How many calls may be in flight at once?', [ENTER]);
     expect(await tty.exited, tty.screen.slice(-1500)).toBe(0);
     expect(tty.screen).not.toContain('ENOENT');

@@ -18,6 +18,13 @@ describe('checking a limits file', () => {
     const readApi = parse(SAMPLE_LIMITS).limits['read-api'];
     expect(Object.keys(readApi.bucket).sort()).toEqual(['limitPerWindow', 'penaltyRefillFraction', 'windowInMs']);
     expect(Object.keys(readApi.retry).sort()).toEqual(['factor', 'maxDelayInMs', 'maxRetries', 'minDelayInMs', 'respectRetryAfter']);
+    // Several windows: a unit on the primary one, extra windows with and without their own unit.
+    const chatApi = parse(SAMPLE_LIMITS).limits['chat-api'];
+    expect(chatApi.bucket.unit).toBe('requests');
+    expect(chatApi.windows).toEqual({
+      tpm: { unit: 'tokens', limitPerWindow: 200_000, windowInMs: 60_000 },
+      rpd: { limitPerWindow: 10_000, windowInMs: 86_400_000 },
+    });
   });
 
   it('reports every problem of every entry at once, each naming its entry', () => {
@@ -40,6 +47,28 @@ describe('checking a limits file', () => {
     expect(concurrency).toMatch(/^"broken-a": \[drl:invalid-config\] concurrency/);
     expect(b).toMatch(/^"broken-b": .*colour/);
     expect(registry).toMatch(/^"__drl_registry__": .*reserved/);
+  });
+
+  it('reports each problem of an extra window apart, in the engine\'s words, naming the window', () => {
+    const text = `{ "limits": {
+      "chat-api": {
+        "bucket": { "limitPerWindow": 500, "windowInMs": 60000 },
+        "windows": { "tpm": { "unit": "tokens", "limitPerWindow": 0, "windowInMs": -1, "colour": "red" } },
+        "concurrency": 5
+      },
+      "ok-api": {
+        "bucket": { "limitPerWindow": 500, "windowInMs": 60000, "unit": "requests" },
+        "windows": { "tpm": { "unit": "tokens", "limitPerWindow": 200000, "windowInMs": 60000 }, "rpd": { "limitPerWindow": 10000, "windowInMs": 86400000 } },
+        "concurrency": 5
+      }
+    } }`;
+    const checked = checkLimits(text, core);
+    if (checked.ok) throw new Error('expected problems');
+    expect(checked.problems).toHaveLength(3);
+    expect(checked.problems.every((p) => p.startsWith('"chat-api": [drl:invalid-config] '))).toBe(true);
+    expect(checked.problems.join('\n')).toMatch(/unknown key "colour" in windows\.tpm/);
+    expect(checked.problems.join('\n')).toMatch(/windows\.tpm\.limitPerWindow must be/);
+    expect(checked.problems.join('\n')).toMatch(/windows\.tpm\.windowInMs must be/);
   });
 
   it('splits one entry\'s message into its problems, never inside a quoted value', () => {

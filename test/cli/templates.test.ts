@@ -2,14 +2,15 @@
 // package's types, as an application typed by `wrangler types` sees them:
 // the limiter Worker's entry (with and without the admin routes), the
 // application's limiter module and its configureLimiter(env) module, for
-// both topologies. Uses scripts/check-readme.mjs's scratch project.
+// both topologies, also for a bucket with a tokens window. Uses
+// scripts/check-readme.mjs's scratch project.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { configureModule, limiterIndex, limiterModule } from '../../cli/templates.ts';
+import { configureModule, initialConfig, limiterIndex, limiterModule } from '../../cli/templates.ts';
 // @ts-expect-error a plain .mjs script, without declarations
 import { checkReadme } from '../../scripts/check-readme.mjs';
 
@@ -20,6 +21,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe('the files init writes', () => {
   it('compile against the built package, for both topologies, with and without the admin routes', () => {
     const config = { bucket: { limitPerWindow: 60, windowInMs: 60_100 }, concurrency: 5 };
+    const windowed = initialConfig(500, 60_100, 5, { unit: 'tokens', limitPerWindow: 200_000, windowInMs: 60_100 });
     const files = [
       limiterIndex(true),
       limiterIndex(false),
@@ -27,6 +29,8 @@ describe('the files init writes', () => {
       limiterModule('service', 'LIMITER', 'my-limiter', 'upstream-api'),
       configureModule('durable-object', 'RATE_LIMITER', 'upstream-api', config),
       configureModule('service', 'LIMITER', 'upstream-api', config),
+      // A bucket with a tokens window: LIMITS is typed by the package's LimiterConfig.
+      configureModule('durable-object', 'RATE_LIMITER', 'chat-api', windowed),
     ];
     const markdown = files.map((f) => `\`\`\`ts\n${f}\`\`\`\n`).join('\n');
     const path = join(dir, 'templates.md');

@@ -1,0 +1,53 @@
+/**
+ * A bucket's windows as the CLI reads and writes them: the primary window
+ * (`bucket`) and any extra ones (`windows`, e.g. tokens per minute beside
+ * requests per minute). Stats from an object older than windows carry none:
+ * the bucket is then read as its one primary window, from the top-level
+ * fields that always describe it.
+ */
+import type { LimiterStats, WindowStats } from '../shim/envelope.ts';
+
+/** The unit a window counts when its config names none. */
+export const DEFAULT_UNIT = 'requests';
+
+/** Stats as any limiter answers them: an object older than windows lists no `windows` and no `units`. */
+export type AnyLimiterStats = Omit<LimiterStats, 'windows' | 'units'> & Partial<Pick<LimiterStats, 'windows' | 'units'>>;
+
+/** The name stats gives the primary window. */
+const PRIMARY_WINDOW = 'bucket';
+
+/**
+ * Every window of a bucket, primary first: the object's own list, or for an
+ * older object the primary window read from the top-level fields.
+ *
+ * @example
+ * for (const w of windowsOf(stats)) console.log(`${w.name}: ${w.used}/${w.limit} ${w.unit}`);
+ */
+export function windowsOf(stats: AnyLimiterStats): WindowStats[] {
+  if (Array.isArray(stats.windows) && stats.windows.length > 0) return stats.windows;
+  const unit = stats.config?.bucket?.unit ?? DEFAULT_UNIT;
+  const { limit, windowInMs, used, remaining, resetAt } = stats;
+  return [{ name: PRIMARY_WINDOW, unit, limit, windowInMs, used, remaining, resetAt, debt: Math.max(0, used - limit) }];
+}
+
+/** A window length as a person reads it: "1 min", "90 s", "60100 ms", "1 day". */
+export function duration(ms: number): string {
+  if (ms % 86_400_000 === 0) return ms === 86_400_000 ? '1 day' : `${ms / 86_400_000} days`;
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
+  if (ms % 1000 === 0) return `${ms / 1000} s`;
+  return `${ms} ms`;
+}
+
+/**
+ * A window's limit as said to a person. The unit is named only when the
+ * bucket counts more than one window (a lone window counts requests, or
+ * whatever its callers' cost means, as it always has).
+ *
+ * @example
+ * windowLimit({ limit: 200000, unit: 'tokens', windowInMs: 60000 }, true); // '200000 tokens per 1 min'
+ * windowLimit({ limit: 60, unit: 'requests', windowInMs: 60000 }, false); // '60 per 1 min'
+ */
+export function windowLimit(window: Pick<WindowStats, 'limit' | 'unit' | 'windowInMs'>, namingUnit: boolean): string {
+  return `${window.limit}${namingUnit ? ` ${window.unit}` : ''} per ${duration(window.windowInMs)}`;
+}

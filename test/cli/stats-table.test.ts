@@ -1,0 +1,117 @@
+// Verifies the stats table from stats JSON alone: a bucket with one window
+// keeps today's row, a bucket with extra windows (tokens per minute, requests
+// per day) names its units and lists each extra window under its row with its
+// own used, remaining, "full again" and debt, and stats from an object older
+// than windows (no `windows`, no `units`) read as one window.
+import { describe, expect, it } from 'vitest';
+
+import { statsTable } from '../../cli/stats-table.ts';
+import type { AnyLimiterStats } from '../../cli/windows.ts';
+import type { WindowStats } from '../../shim/envelope.ts';
+
+const NOW = 1_764_000_000_000;
+
+/** A bucket's stats as the object answers them, one window unless `windows` says more. */
+function stats(over: Partial<AnyLimiterStats> = {}): AnyLimiterStats {
+  const config = { bucket: { limitPerWindow: 60, windowInMs: 60_000 }, concurrency: 5 };
+  return {
+    name: 'x',
+    config,
+    effective: { ...config, attemptTimeoutMs: 120_000, retry: {} } as AnyLimiterStats['effective'],
+    now: NOW,
+    limit: 60,
+    windowInMs: 60_000,
+    used: 3,
+    remaining: 57,
+    resetAt: NOW + 42_000,
+    penalised: false,
+    forcedUntil: null,
+    active: 1,
+    running: 1,
+    restoredSlots: 0,
+    queued: 0,
+    liveGrants: 3,
+    grants: [],
+    grantsTruncated: false,
+    ...over,
+  };
+}
+
+const window = (over: Partial<WindowStats> & Pick<WindowStats, 'name' | 'unit' | 'limit' | 'windowInMs'>): WindowStats => ({
+  used: 0,
+  remaining: over.limit,
+  resetAt: NOW,
+  debt: 0,
+  ...over,
+});
+
+/** The table's lines, each cut into its cells (two spaces or more apart). */
+const cells = (table: string) => table.split('\n').map((line) => line.trim().split(/ {2,}/));
+
+describe('the stats table', () => {
+  it('keeps one row for a one-window bucket, whether the object lists its windows or not', () => {
+    const older = statsTable({ 'read-api': stats() });
+    expect(cells(older)).toEqual([
+      ['bucket', 'limit', 'used', 'remaining', 'full again', 'running', 'queued', 'concurrency', 'penalty'],
+      ['read-api', '60 per 1 min', '3', '57', 'in 42 s', '1', '0', '5', '-'],
+    ]);
+    const listed = stats({
+      windows: [window({ name: 'bucket', unit: 'requests', limit: 60, windowInMs: 60_000, used: 3, remaining: 57, resetAt: NOW + 42_000 })],
+      units: ['requests'],
+    });
+    expect(statsTable({ 'read-api': listed })).toBe(older);
+  });
+
+  it('lists each extra window under its bucket, naming every unit, with its own used, remaining and "full again"', () => {
+    const chat = stats({
+      limit: 500,
+      used: 3,
+      remaining: 497,
+      windows: [
+        window({ name: 'bucket', unit: 'requests', limit: 500, windowInMs: 60_000, used: 3, remaining: 497, resetAt: NOW + 42_000 }),
+        window({ name: 'tpm', unit: 'tokens', limit: 200_000, windowInMs: 60_000, used: 2400, remaining: 197_600, resetAt: NOW + 41_500 }),
+        window({ name: 'rpd', unit: 'requests', limit: 10_000, windowInMs: 86_400_000, used: 0, remaining: 10_000, resetAt: NOW }),
+      ],
+      units: ['requests', 'tokens'],
+    });
+    const table = statsTable({ 'read-api': stats(), 'chat-api': chat });
+    expect(cells(table)).toEqual([
+      ['bucket', 'limit', 'used', 'remaining', 'full again', 'running', 'queued', 'concurrency', 'penalty'],
+      ['chat-api', '500 requests per 1 min', '3', '497', 'in 42 s', '1', '0', '5', '-'],
+      ['· tpm', '200000 tokens per 1 min', '2400', '197600', 'in 42 s'],
+      ['· rpd', '10000 requests per 1 day', '0', '10000', '-'],
+      ['read-api', '60 per 1 min', '3', '57', 'in 42 s', '1', '0', '5', '-'],
+    ]);
+    // The columns stay aligned through the window lines.
+    const lines = table.split('\n');
+    const column = (line: string, text: string) => line.indexOf(text);
+    expect(column(lines[2]!, '200000 tokens')).toBe(column(lines[0]!, 'limit'));
+    expect(column(lines[2]!, '197600')).toBe(column(lines[0]!, 'remaining'));
+  });
+
+  it('says the debt of a window a usage took past its limit, on the bucket row or a window line', () => {
+    const over = stats({
+      limit: 500,
+      used: 501,
+      remaining: 0,
+      windows: [
+        window({ name: 'bucket', unit: 'requests', limit: 500, windowInMs: 60_000, used: 501, remaining: 0, resetAt: NOW + 30_000, debt: 1 }),
+        window({ name: 'tpm', unit: 'tokens', limit: 200_000, windowInMs: 60_000, used: 201_200, remaining: 0, resetAt: NOW + 59_000, debt: 1200 }),
+      ],
+      units: ['requests', 'tokens'],
+    });
+    const [, bucket, tpm] = cells(statsTable({ 'chat-api': over }));
+    expect(bucket!.slice(0, 5)).toEqual(['chat-api', '500 requests per 1 min', '501 (debt 1)', '0', 'in 30 s']);
+    expect(tpm).toEqual(['· tpm', '200000 tokens per 1 min', '201200 (debt 1200)', '0', 'in 59 s']);
+  });
+
+  it('reads stats without windows as one window, whatever unit the config names', () => {
+    const config = { bucket: { limitPerWindow: 60, windowInMs: 60_000, unit: 'tokens' }, concurrency: 5 };
+    // One window: its unit is not named, as for any one-window bucket.
+    expect(cells(statsTable({ a: stats({ config }) }))[1]![1]).toBe('60 per 1 min');
+  });
+
+  it('says so when there is no bucket', () => {
+    expect(statsTable({})).toContain('No bucket is configured yet');
+  });
+});

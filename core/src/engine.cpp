@@ -1325,6 +1325,16 @@ std::optional<Amounts> parse_flat_amounts(std::string_view t) {
 
 }  // namespace
 
+int Engine::unit_number(std::string_view unit) const {
+  for (size_t i = 0; i < s_->units.size(); ++i) {
+    if (s_->units[i] == unit) return static_cast<int>(i);
+  }
+  return -1;
+}
+const std::string& Engine::unit_name(int unit) const {
+  return unit >= 0 && static_cast<size_t>(unit) < s_->units.size() ? s_->units[static_cast<size_t>(unit)] : s_->empty_text;
+}
+
 Expected<Amounts> parse_amounts(std::string_view json_text, std::string_view what) {
   if (auto fast = parse_flat_amounts(json_text)) return std::move(*fast);
   const std::string name(what);

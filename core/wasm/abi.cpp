@@ -170,6 +170,35 @@ DRL_EXPORT(drl_arrive) double drl_arrive(int h, double cost, double now) {
   return t.ok() ? static_cast<double>(*t) : fail(t.error());
 }
 
+// Amounts by unit number (Engine::unit_number): `count` (number, amount)
+// pairs in the f64 buffer from `from` on. A number the engine does not know
+// reads as "" (no window counts it: the engine's own error).
+static drl::Amounts numbered(const drl::Engine& e, int from, int count) {
+  drl::Amounts out;
+  const size_t n = std::min<size_t>(count > 0 ? static_cast<size_t>(count) : 0, (g_f64.size() - std::min<size_t>(g_f64.size(), from > 0 ? static_cast<size_t>(from) : 0)) / 2);
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const double unit = g_f64[static_cast<size_t>(from) + 2 * i];
+    out.push_back(drl::Amount{e.unit_name(std::isfinite(unit) ? static_cast<int>(unit) : -1), g_f64[static_cast<size_t>(from) + 2 * i + 1]});
+  }
+  return out;
+}
+
+// A unit's number, from its name in the scratch buffer: -1 if no config of
+// this engine named it.
+DRL_EXPORT(drl_unit_number) int drl_unit_number(int h, int len) {
+  auto* e = engine(h);
+  return e ? e->unit_number(scratch(len)) : kBadHandle;
+}
+
+// A cost per unit by number: `count` (number, amount) pairs in the f64 buffer.
+DRL_EXPORT(drl_arrive_numbered) double drl_arrive_numbered(int h, int count, double now) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  auto t = e->arrive(numbered(*e, 0, count), to_ms(now));
+  return t.ok() ? static_cast<double>(*t) : fail(t.error());
+}
+
 // A cost per unit: a JSON object ({"tokens":1200}) in the scratch buffer.
 // A ticket (> 0), or -code.
 DRL_EXPORT(drl_arrive_units) double drl_arrive_units(int h, int len, double now) {
@@ -184,7 +213,9 @@ DRL_EXPORT(drl_arrive_units) double drl_arrive_units(int h, int len, double now)
 // flags: bit 0 rate limited by a hook; bits 1-2 failure (0 none, 1 retryable,
 // 2 final). retry_after_ms: NaN when absent. header_len: -1 when no header,
 // else the header's length at the start of the scratch buffer. usage_len: -1
-// when no usage, else the length of its JSON object, right after the header.
+// when no usage, else the length of its JSON object, right after the header;
+// usage_len <= -2: -(usage_len + 2) (number, amount) pairs in the f64 buffer
+// (units by number, as drl_arrive_numbered).
 DRL_EXPORT(drl_report)
 int drl_report(int h, double ticket, int status_code, int flags, double retry_after_ms, int header_len, int usage_len,
                double now) {
@@ -197,7 +228,9 @@ int drl_report(int h, double ticket, int status_code, int flags, double retry_af
   if (!std::isnan(retry_after_ms)) r.retry_after_ms = retry_after_ms;
   const int header = std::max(header_len, 0);
   if (header_len >= 0) r.retry_after = scratch(header_len);
-  if (usage_len >= 0) {
+  if (usage_len <= -2) {
+    r.usage = numbered(*e, 0, -(usage_len + 2));
+  } else if (usage_len >= 0) {
     const std::string_view all = scratch(header + usage_len);
     auto usage = drl::parse_amounts(all.substr(std::min<size_t>(all.size(), static_cast<size_t>(header))), "usage");
     if (!usage.ok()) return fail(usage.error());

@@ -101,6 +101,8 @@ interface CoreExports {
   drl_erase(h: number, now: number): number;
   drl_arrive(h: number, cost: number, now: number): number;
   drl_arrive_units(h: number, len: number, now: number): number;
+  drl_arrive_numbered(h: number, count: number, now: number): number;
+  drl_unit_number(h: number, len: number): number;
   drl_report(h: number, ticket: number, status: number, flags: number, retryAfterMs: number, headerLen: number, usageLen: number, now: number): number;
   drl_threw(h: number, ticket: number, now: number): number;
   drl_cancel(h: number, ticket: number, now: number): number;
@@ -201,6 +203,9 @@ export class Engine {
   // Window names by the number grant records carry (0, the primary, is ''):
   // fixed for the engine's life, until a restore starts it afresh.
   #windowKeys: string[] = [''];
+  // Unit numbers by name (drl_unit_number), so amounts cross as numbers
+  // rather than JSON; fixed for the engine's life, like the window names.
+  #unitNumbers = new Map<string, number>();
 
   constructor(core: Core, handle: number) {
     this.#core = core;
@@ -226,6 +231,7 @@ export class Engine {
     const x = this.#core.exports;
     const configLen = snapshot.config === undefined ? -1 : this.#core.putString(snapshot.config);
     this.#windowKeys = [''];
+    this.#unitNumbers.clear();
     x.drl_restore_begin(this.#h, configLen, snapshot.forcedUntil ?? 0, snapshot.liftPending ? 1 : 0, now);
     this.#restoreRows(snapshot.grants ?? [], (count) => x.drl_restore_rows(this.#h, count));
     for (const [name, grants] of snapshot.windows ?? []) {
@@ -234,6 +240,29 @@ export class Engine {
     }
     if (snapshot.slots !== undefined) x.drl_restore_slots(this.#h, this.#core.putString(snapshot.slots));
     x.drl_restore_end(this.#h);
+  }
+
+  /**
+   * Puts amounts in the f64 buffer as (unit number, amount) pairs; returns
+   * how many, or -1 when a unit has no number (never named by a config) or
+   * an amount is not a number: those go as JSON, for the engine's message.
+   */
+  #putNumbered(amounts: Readonly<Record<string, number>>): number {
+    const pairs: number[] = [];
+    for (const unit in amounts) {
+      if (!Object.hasOwn(amounts, unit)) continue;
+      const amount = amounts[unit];
+      let n = this.#unitNumbers.get(unit);
+      if (n === undefined) {
+        n = this.#core.exports.drl_unit_number(this.#h, this.#core.putString(unit));
+        if (n >= 0) this.#unitNumbers.set(unit, n);
+      }
+      if (n < 0 || typeof amount !== 'number') return -1;
+      pairs.push(n, amount);
+    }
+    // Taken after the lookups: a call into the module may grow its memory.
+    this.#core.f64(pairs.length).set(pairs);
+    return pairs.length / 2;
   }
 
   #restoreRows(grants: ArrayLike<readonly [number, number]>, send: (count: number) => void): void {
@@ -256,6 +285,9 @@ export class Engine {
   /** Returns the caller's ticket; throws for a bad cost or an unconfigured bucket. */
   arrive(cost: EngineCost, now: number): number {
     if (typeof cost === 'number') return this.#core.check(this.#core.exports.drl_arrive(this.#h, cost, now));
+    const count = this.#putNumbered(cost);
+    if (count >= 0) return this.#core.check(this.#core.exports.drl_arrive_numbered(this.#h, count, now));
+    // A unit the engine never heard of, or a value that is not a number: its message.
     const len = this.#core.putString(JSON.stringify(cost));
     return this.#core.check(this.#core.exports.drl_arrive_units(this.#h, len, now));
   }
@@ -266,7 +298,10 @@ export class Engine {
     const header = typeof report.retryAfter === 'string' ? report.retryAfter : undefined;
     const headerLen = header === undefined ? -1 : this.#core.putString(header);
     let usageLen = -1;
-    if (report.usage) {
+    const numbered = report.usage ? this.#putNumbered(report.usage) : -1;
+    if (numbered >= 0) {
+      usageLen = -(numbered + 2);
+    } else if (report.usage) {
       // The usage's JSON follows the header in the scratch buffer.
       usageLen = this.#core.putString((header ?? '') + JSON.stringify(report.usage)) - Math.max(headerLen, 0);
     }

@@ -250,6 +250,11 @@ class Engine {
   // else the extra window's name. Stable for this engine's life (a window
   // removed by a reconfigure keeps its number).
   const std::string& window_key(int window) const;
+  // Units by number, for a host that passes amounts as numbers: the number
+  // of a unit some config of this engine named (stable for the engine's
+  // life, like window_key), or -1; and the name of a number ("" if none).
+  int unit_number(std::string_view unit) const;
+  const std::string& unit_name(int unit) const;
 
   // Output of the events since the last clear_output().
   const std::vector<Write>& writes() const;

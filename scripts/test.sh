@@ -3,8 +3,9 @@
 # the libFuzzer targets for a bounded time, the object's and the client's
 # suites inside workerd, the type tests, the consumer topology from the packed
 # tarball, the CLI's tests, the local verification run at CI size (verify/:
-# plain, restarted when idle, and killed three times with callbacks in
-# flight), the fault suite, local dev in one process (wrangler dev and the
+# plain with a tokens quota and upper-bound estimates, with low estimates,
+# restarted when idle, and killed three times with callbacks in flight), the
+# fault suite, local dev in one process (wrangler dev and the
 # vite plugin), the packed tarball on Node 22's current toolchain,
 # the README's code samples typechecked (scripts/check-readme.mjs),
 # and the Node suite (wasm loader, native-vs-wasm differential, /testing).
@@ -105,15 +106,17 @@ passed=$((passed + ${p:-0}))
 failed=$((failed + ${f:-1}))
 
 echo "== local verification (CI size)"
-# verify/local/run.mjs on local workerd: the default stampede, then the same
-# with the limiter's runtime restarted mid-run. Each prints
-# "verify: N passed, N failed" (one per assertion group).
+# verify/local/run.mjs on local workerd: the default stampede (with the
+# upstream's tokens quota, estimates that are upper bounds), the same with
+# estimates that are sometimes low (overshoot within its bound), with the
+# limiter's runtime restarted mid-run, and with it SIGKILLed three times.
+# Each prints "verify: N passed, N failed" (one per assertion group).
 if node_modules/.bin/tsc -p verify/tsconfig.json --noEmit; then
   echo "tsc -p verify/tsconfig.json: ok"; passed=$((passed + 1))
 else
   echo "tsc -p verify/tsconfig.json: FAILED"; failed=$((failed + 1))
 fi
-for run in "--ci" "--ci --faults" "--ci --kills=3"; do
+for run in "--ci" "--ci --tokens=low" "--ci --faults" "--ci --kills=3"; do
   log=build/verify${run// /}.log
   timeout 300 node verify/local/run.mjs $run 2>&1 | tee "$log" | grep -E '^(verify|  (PASS|FAIL))'
   read -r p f < <(sed -nE 's/^verify: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log" | tail -1)

@@ -10,6 +10,8 @@
 //     two `wrangler dev` sessions would.
 // Each consumer runs one caller's share of the stampede; the upstream
 // records every arrival; the consumer's /report/:id prints the report.
+// With --tokens the upstream also enforces tokens per window and the calls
+// reserve an estimate that a usage hook settles (see --tokens below).
 // With --faults the limiter's runtime is shut down mid-run and started
 // again on the same storage: parked callers are dropped and retried. With
 // --kills=N its workerd is SIGKILLed by PID N times while callbacks run.
@@ -24,6 +26,13 @@
 //              in flight vs the cap, lost, executed twice, CallDroppedError, and calls
 //              that failed in flight although the upstream served them
 //   --attempt-timeout=MS   configure the bucket with attemptTimeoutMs (default with --kills or --faults: 2000)
+//   --tokens=upper|low|off   a second quota at the upstream, in tokens per window: each call
+//              uses 100-1000 tokens, reported in the answer's usage.total_tokens; the bucket
+//              gets a tokens window, calls reserve cost { tokens: estimate } and settle with a
+//              usage hook. upper: every call reserves 1000 (asserts no window of either quota
+//              over its limit); low: every call reserves 400 (reports the overshoot, asserts it
+//              within the bound: in every window, real - limit <= the under-estimates of the
+//              attempts that arrived in it). Default: upper with --ci, off otherwise
 //   --ci       a small configuration that asserts; ends with "verify: N passed, N failed"
 //   --via=direct   the cross-script Durable Object binding instead of LimiterEntrypoint
 import { mkdtempSync } from 'node:fs';
@@ -39,7 +48,13 @@ import { runStampede } from './stampede.mjs';
 const argv = process.argv.slice(2);
 let kills = 0;
 let attemptTimeout;
+let tokensMode;
 for (const arg of argv) {
+  const tokensFlag = /^--tokens=(upper|low|off)$/.exec(arg);
+  if (tokensFlag) {
+    tokensMode = tokensFlag[1];
+    continue;
+  }
   const timeoutFlag = /^--attempt-timeout=(\d+)$/.exec(arg);
   if (timeoutFlag && Number(timeoutFlag[1]) >= 1) {
     attemptTimeout = Number(timeoutFlag[1]);
@@ -51,19 +66,21 @@ for (const arg of argv) {
     continue;
   }
   if (!['--ci', '--load', '--faults', '--via=direct', '--via=service', '--help'].includes(arg)) {
-    console.error(`verify: unknown flag ${arg} (flags: --ci --load --faults --kills=N (N <= 20) --attempt-timeout=MS --via=direct)`);
+    console.error(`verify: unknown flag ${arg} (flags: --ci --load --faults --kills=N (N <= 20) --attempt-timeout=MS --tokens=upper|low|off --via=direct)`);
     process.exit(2);
   }
 }
 const args = new Set(argv);
 if (args.has('--help')) {
-  console.log('npm run verify:local -- [--ci] [--load] [--faults] [--kills=N] [--attempt-timeout=MS] [--via=direct]');
+  console.log('npm run verify:local -- [--ci] [--load] [--faults] [--kills=N] [--attempt-timeout=MS] [--tokens=upper|low|off] [--via=direct]');
   process.exit(0);
 }
 const ci = args.has('--ci');
 const load = args.has('--load');
 const faults = args.has('--faults');
 const via = args.has('--via=direct') ? 'direct' : 'service';
+// The tokens quota: on (upper) by default in --ci, off otherwise unless asked for.
+const tokens = tokensMode ?? (ci ? 'upper' : 'off');
 
 // Sizes. The margin is the allowance between a grant in the object and the
 // request reaching the upstream (see RunPlan.marginMs); under --load the two
@@ -73,10 +90,24 @@ const size = load
   : ci
     ? { consumers: 2, calls: 30, outstanding: 30, limit: 10, window: 1_000, margin: 100, concurrency: 3, latency: '50-150', inject429: 0 }
     : { consumers: 3, calls: 80, outstanding: 80, limit: 20, window: 2_000, margin: 100, concurrency: 5, latency: '50-250', inject429: 0 };
+// The tokens quota per size: each call uses 100-1000 tokens (uniform, from
+// a seed and the call id); the upstream allows `limit` tokens per window,
+// about 90% of what the requests limit's worth of average calls uses, so the
+// two windows take turns binding. `upper` reserves 1000 per call (an upper
+// bound); `low` reserves 400, less than two calls in three use. The low run
+// allows 10 retries: its tokens-quota 429s are expected (they are the
+// overshoot), and a call refused more than the default 3 times would fail.
+const tokenSize = load
+  ? { range: '100-1000', limit: 250_000, low: 400, lowRetries: 10 }
+  : ci
+    ? { range: '100-1000', limit: 5_000, low: 400, lowRetries: 10 }
+    : { range: '100-1000', limit: 10_000, low: 400, lowRetries: 10 };
 // --ci keeps the runtimes' logs (DRL_VERIFY_LOG, or a scratch file) and
 // asserts that no normal outcome was logged as an uncaught exception.
 if (ci && !process.env.DRL_VERIFY_LOG) process.env.DRL_VERIFY_LOG = join(mkdtempSync(join(tmpdir(), 'drl-verify-log-')), 'workerd.log');
-const mode = [load ? 'load' : ci ? 'ci' : 'default', faults ? 'faults' : '', kills ? `kills=${kills}` : ''].filter(Boolean).join('+');
+const mode = [load ? 'load' : ci ? 'ci' : 'default', faults ? 'faults' : '', kills ? `kills=${kills}` : '', tokens === 'off' ? '' : `tokens=${tokens}`]
+  .filter(Boolean)
+  .join('+');
 
 function fail(message) {
   console.error(`verify: ${message}`);
@@ -121,6 +152,14 @@ try {
     latency: size.latency,
     inject429: String(size.inject429),
     delay: '2',
+    ...(tokens === 'off'
+      ? {}
+      : {
+          tokens,
+          tokenRange: tokenSize.range,
+          tokenLimit: String(tokenSize.limit),
+          ...(tokens === 'low' ? { tokenEstimate: String(tokenSize.low), retries: String(tokenSize.lowRetries) } : {}),
+        }),
     // With kills, size attemptTimeoutMs as a user would, above the slowest
     // callback: a restart holds the slots of running callbacks that long.
     ...(attemptTimeout === undefined && kills === 0 && !faults ? {} : { attemptTimeout: String(attemptTimeout ?? 2_000) }),

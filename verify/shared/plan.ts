@@ -20,6 +20,31 @@ export interface UpstreamFaults {
   slowMs: number;
 }
 
+/**
+ * A second quota at the upstream, counted in tokens, like an LLM API's
+ * tokens per minute. Each call really uses a number of tokens that the
+ * upstream picks from the seed and the call id (so it is the same on every
+ * attempt, and the report can recompute it), and reports in its answer as
+ * `usage.total_tokens`. The upstream refuses (429) any request that would put
+ * more than `limit` tokens in a rolling `windowMs` (the plan's window). The
+ * callers reserve `estimate` tokens per attempt (`cost: { tokens: estimate }`)
+ * and settle the real figure with a `usage` hook.
+ *   upper: estimate >= maxTokens, an upper bound on every call (no window may go over);
+ *   low:   estimate < maxTokens, so some calls use more than they reserved (the
+ *          overshoot is bounded by those calls' under-estimates; see report.ts).
+ */
+export interface TokenQuota {
+  mode: 'upper' | 'low';
+  /** The upstream's tokens quota per rolling windowMs (the limiter's `tpm` window: the same plus the margin). */
+  limit: number;
+  /** Each call's real tokens: uniform in [minTokens, maxTokens], from the seed and the call id. */
+  minTokens: number;
+  maxTokens: number;
+  /** What every attempt reserves. */
+  estimate: number;
+  seed: number;
+}
+
 export interface RunPlan {
   probeId: string;
   /** The limiter instance the run stampedes (one per probe, so runs never share a bucket). */
@@ -52,6 +77,10 @@ export interface RunPlan {
    * sent (an engine without the field refuses the config).
    */
   attemptTimeoutMs?: number;
+  /** The limiter's retry.maxRetries; absent: the engine's default. */
+  maxRetries?: number;
+  /** The tokens quota; absent: the upstream counts requests only. */
+  tokens?: TokenQuota;
   /** The shared instant every caller sleeps until (ms since the epoch). */
   startAt: number;
   faults: UpstreamFaults;
@@ -71,7 +100,11 @@ export const NO_FAULTS: UpstreamFaults = {
 export function limiterConfig(plan: RunPlan) {
   return {
     bucket: { limitPerWindow: plan.limit, windowInMs: plan.windowMs + plan.marginMs },
+    ...(plan.tokens === undefined
+      ? {}
+      : { windows: { tpm: { unit: 'tokens', limitPerWindow: plan.tokens.limit, windowInMs: plan.windowMs + plan.marginMs } } }),
     concurrency: plan.concurrency,
+    ...(plan.maxRetries === undefined ? {} : { retry: { maxRetries: plan.maxRetries } }),
     ...(plan.attemptTimeoutMs === undefined ? {} : { attemptTimeoutMs: plan.attemptTimeoutMs }),
   };
 }
@@ -79,4 +112,17 @@ export function limiterConfig(plan: RunPlan) {
 /** A call's id: unique within the probe, sent to the upstream with every attempt. */
 export function callId(caller: number, index: number): string {
   return `c${caller}-${index}`;
+}
+
+/** The tokens call `call` really uses (every attempt of it): uniform in [minTokens, maxTokens] from FNV-1a of seed and id. */
+export function callTokens(tokens: Pick<TokenQuota, 'minTokens' | 'maxTokens' | 'seed'>, call: string): number {
+  let h = 0x811c9dc5;
+  for (const ch of `${tokens.seed}:${call}`) {
+    h ^= ch.charCodeAt(0);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  // One more round of mixing: FNV's low bits are weak on short, similar keys.
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b) >>> 0;
+  h = (h ^ (h >>> 13)) >>> 0;
+  return tokens.minTokens + (h % (tokens.maxTokens - tokens.minTokens + 1));
 }

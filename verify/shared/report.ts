@@ -7,7 +7,7 @@
  */
 import { DEFAULT_DROP_RETRIES } from '../../dist/client/index.js';
 
-import type { RunPlan } from './plan.ts';
+import type { RunPlan, TokenQuota } from './plan.ts';
 
 /** One call as its caller saw it. */
 export interface CallRecord {
@@ -33,7 +33,107 @@ export interface Arrival {
   at: number;
   done: number;
   status: number;
-  kind: 'served' | 'quota' | 'injected-429' | 'injected-5xx';
+  kind: 'served' | 'quota' | 'tokens-quota' | 'injected-429' | 'injected-5xx';
+  /** With a tokens quota: the tokens this request used (counted at arrival, refused or not). */
+  tokens?: number;
+}
+
+/**
+ * The tokens quota seen from the upstream's ledger. Every arrival is one
+ * attempt the limiter admitted, reserving the plan's estimate; `under` is
+ * what it used beyond that, max(0, tokens - estimate).
+ *
+ * The bound (see verify/README.md). The engine keeps, for each attempt, a
+ * grant at its admission of at least min(estimate, real): the reservation,
+ * lowered to the real figure by a refund when the call used less, or kept
+ * whole when no usage came back (a 429, a lost report). The excess of a
+ * call that used more is charged as a separate grant when it reports, and
+ * admission never checks it. When the last attempt of any limiter window
+ * (windowMs + marginMs) was admitted, every earlier one of that window was
+ * live and counted at least its final amount, so the sum of min(estimate,
+ * real) over a limiter window is at most the limit. An upstream window of
+ * windowMs holds arrivals admitted within windowMs + marginMs (the margin
+ * covers admission to arrival), hence in every upstream window
+ *     real tokens - limit <= the under-estimates of the attempts that arrived in it,
+ * which is zero when every estimate is an upper bound.
+ */
+export interface TokenSummary {
+  quota: TokenQuota;
+  /** Tokens of every arrival (the ledger), and of the served ones. */
+  total: number;
+  served: number;
+  /** Requests the upstream refused for the tokens quota. */
+  refusals: number;
+  /** Arrivals that used more than they reserved, and by how much in all / at most. */
+  underCalls: number;
+  underTotal: number;
+  underMax: number;
+  /** The most tokens in any rolling windowMs at the upstream, where that window ended, and the under-estimates in it. */
+  peak: number;
+  peakAt: number;
+  peakUnder: number;
+  /** max(0, peak - limit). */
+  overshoot: number;
+  /** Windows whose real tokens exceeded the limit. */
+  windowsOver: number;
+  /**
+   * max over windows of (real - limit - under-estimates): <= 0 when the
+   * bound holds in every window; and the window where it is largest.
+   */
+  worstSlack: number;
+  worstAt: number;
+}
+
+/** The tokens quota's figures from the ledger (windows ending at each arrival: any other window holds a subset of one of them). */
+export function tokenSummary(quota: TokenQuota, arrivals: Arrival[], windowMs: number): TokenSummary {
+  const rows = arrivals
+    .map((a) => ({ at: a.at, tokens: a.tokens ?? 0, served: a.kind === 'served', refused: a.kind === 'tokens-quota' }))
+    .sort((a, b) => a.at - b.at);
+  const under = (n: number) => Math.max(0, n - quota.estimate);
+  let real = 0;
+  let short = 0;
+  let peak = 0;
+  let peakAt = 0;
+  let peakUnder = 0;
+  let worstSlack = -Infinity;
+  let worstAt = 0;
+  let windowsOver = 0;
+  for (let i = 0, j = 0; j < rows.length; j++) {
+    real += rows[j]!.tokens;
+    short += under(rows[j]!.tokens);
+    while (rows[i]!.at <= rows[j]!.at - windowMs) {
+      real -= rows[i]!.tokens;
+      short -= under(rows[i]!.tokens);
+      i++;
+    }
+    if (real > peak) {
+      peak = real;
+      peakAt = rows[j]!.at;
+      peakUnder = short;
+    }
+    if (real > quota.limit) windowsOver++;
+    if (real - quota.limit - short > worstSlack) {
+      worstSlack = real - quota.limit - short;
+      worstAt = rows[j]!.at;
+    }
+  }
+  const unders = rows.map((r) => under(r.tokens)).filter((n) => n > 0);
+  return {
+    quota,
+    total: rows.reduce((n, r) => n + r.tokens, 0),
+    served: rows.filter((r) => r.served).reduce((n, r) => n + r.tokens, 0),
+    refusals: rows.filter((r) => r.refused).length,
+    underCalls: unders.length,
+    underTotal: unders.reduce((a, b) => a + b, 0),
+    underMax: Math.max(0, ...unders),
+    peak,
+    peakAt,
+    peakUnder,
+    overshoot: Math.max(0, peak - quota.limit),
+    windowsOver,
+    worstSlack: rows.length ? worstSlack : -quota.limit,
+    worstAt,
+  };
 }
 
 /** Something the harness did during the run (a restart). */
@@ -90,6 +190,8 @@ export interface Summary {
     peakWindowAt: number;
     peakInFlight: number;
   };
+  /** The tokens quota, when the plan has one. */
+  tokens?: TokenSummary;
   callerPeakWindow: number;
   callerPeakConcurrency: number;
   admissionToArrivalMs: { p95: number; max: number };
@@ -209,9 +311,34 @@ export function summarise(
     `peak ${windowPeak.peak} in any ${plan.windowMs} ms at the upstream (limit ${plan.limit}); ${quotaRefusals} quota refusals`);
   check('concurrency within the cap', upstreamInFlight <= plan.concurrency && callerConcurrency <= plan.concurrency,
     `peak ${upstreamInFlight} in flight at the upstream, ${callerConcurrency} callbacks at once (cap ${plan.concurrency})`);
+  const tokens = plan.tokens ? tokenSummary(plan.tokens, arrivals, plan.windowMs) : undefined;
+  if (tokens) {
+    const t = tokens.quota;
+    const at = (ms: number) => `t+${((ms - startedAt) / 1000).toFixed(2)}s`;
+    if (t.mode === 'upper') {
+      check('no rolling window above the tokens limit', tokens.peak <= t.limit && tokens.refusals === 0 && tokens.underCalls === 0,
+        `peak ${tokens.peak} tokens in any ${plan.windowMs} ms at the upstream (limit ${t.limit}); ${tokens.refusals} tokens-quota refusals; ` +
+          `${tokens.underCalls} attempts used more than the ${t.estimate} reserved`);
+    } else {
+      check('tokens overshoot within the bound', tokens.worstSlack <= 0 && tokens.underCalls > 0,
+        `peak ${tokens.peak} tokens in any ${plan.windowMs} ms (limit ${t.limit}, overshoot ${tokens.overshoot}, ` +
+          `under-estimates in that window ${tokens.peakUnder}); in every window real - limit <= under-estimates: ` +
+          `largest real - limit - under-estimates ${tokens.worstSlack} (window ending ${at(tokens.worstAt)}); ` +
+          `${tokens.underCalls} attempts used more than the ${t.estimate} reserved`);
+    }
+  }
   if (options.expectSaturation) {
-    check('the stampede saturates the bucket', windowPeak.peak === plan.limit && upstreamInFlight === plan.concurrency,
-      `peak window ${windowPeak.peak} (limit ${plan.limit}), peak in flight ${upstreamInFlight} (cap ${plan.concurrency})`);
+    // With a tokens quota the two windows take turns binding, so the
+    // requests window need not reach its limit. Estimates that are upper
+    // bounds must drive the tokens window to within one reservation of its
+    // limit (where the limiter can admit no further call), so that its
+    // check is not vacuous; low estimates must have overshot the limit
+    // somewhere, so that the bound was exercised.
+    const t = tokens?.quota;
+    const full = !t ? windowPeak.peak === plan.limit : t.mode === 'upper' ? tokens!.peak >= t.limit - t.estimate : tokens!.overshoot > 0;
+    check('the stampede saturates the bucket', full && upstreamInFlight === plan.concurrency,
+      `peak window ${windowPeak.peak} (limit ${plan.limit}), peak in flight ${upstreamInFlight} (cap ${plan.concurrency})` +
+        (t ? `, peak tokens ${tokens!.peak} (limit ${t.limit}; ${t.mode === 'upper' ? `at least ${t.limit - t.estimate}` : 'above the limit'} wanted)` : ''));
   }
   const inFlightServed = inFlight.filter((r) => (executions.get(r.id) ?? 0) > 0);
   const callDropped = failed.filter((r) => r.error?.startsWith('CallDroppedError')).length;
@@ -263,6 +390,7 @@ export function summarise(
       peakWindowAt: windowPeak.at,
       peakInFlight: upstreamInFlight,
     },
+    ...(tokens ? { tokens } : {}),
     callerPeakWindow: callerWindow.peak,
     callerPeakConcurrency: callerConcurrency,
     admissionToArrivalMs: { p95: quantile(lags, 0.95), max: lags.at(-1) ?? 0 },
@@ -305,6 +433,22 @@ function timeline(start: number, end: number, records: CallRecord[], arrivals: A
   return lines;
 }
 
+/** The tokens quota's lines in the report. */
+function tokenLines(s: Summary): string[] {
+  const t = s.tokens!;
+  const q = t.quota;
+  const at = (ms: number) => `t+${((ms - s.startedAt) / 1000).toFixed(2)}s`;
+  return [
+    `tokens                     ${t.total} used by ${s.upstream.arrivals} arrivals (${t.served} by served requests); ${t.refusals} tokens-quota refusals${q.mode === 'upper' ? ' (violations)' : ''}`,
+    `  under-estimated          ${t.underCalls} attempts used more than the ${q.estimate} reserved, by ${t.underTotal} tokens in all (at most ${t.underMax} on one)`,
+    `peak tokens in any window  ${t.peak} / limit ${q.limit}   (upstream arrivals, ${s.plan.windowMs} ms window ending ${at(t.peakAt)}); overshoot ${t.overshoot}; ${t.windowsOver} windows over the limit`,
+    q.mode === 'upper'
+      ? `  bound                    0: every estimate is an upper bound, so no window may go over`
+      : `  bound                    real - limit <= under-estimates of the attempts arriving in the window: at the peak ${t.overshoot > 0 ? `overshoot ${t.overshoot} <= ${t.peakUnder}` : `${t.peak - q.limit} <= ${t.peakUnder}`}; ` +
+        `tightest window (ending ${at(t.worstAt)}): real - limit - under-estimates = ${t.worstSlack} (${t.worstSlack <= 0 ? 'holds' : 'BROKEN'})`,
+  ];
+}
+
 const ms = (n: number) => (n >= 60_000 ? `${(n / 60_000).toFixed(2)} min (${n} ms)` : `${n} ms`);
 
 /** The plain-text report, meant to be pasted back verbatim. */
@@ -327,6 +471,12 @@ export function renderReport(s: Summary): string {
     `  bucket ${p.bucket} via ${p.via === 'direct' ? 'the cross-script Durable Object binding' : 'the LimiterEntrypoint service binding'}`,
     `  ${p.callers} callers x ${p.callsPerCaller} calls (${p.outstanding} outstanding per caller), stampede at ${new Date(p.startAt).toISOString()}`,
     `  upstream quota ${p.limit} per ${p.windowMs} ms; limiter ${p.limit} per ${p.windowMs + p.marginMs} ms (+${p.marginMs} ms margin), concurrency ${p.concurrency}`,
+    ...(p.tokens
+      ? [
+          `  tokens quota ${p.tokens.limit} per ${p.windowMs} ms (limiter window tpm: ${p.tokens.limit} per ${p.windowMs + p.marginMs} ms); each call uses ${p.tokens.minTokens}-${p.tokens.maxTokens} tokens ` +
+            `(seed ${p.tokens.seed}) and reserves ${p.tokens.estimate}: ${p.tokens.mode === 'upper' ? 'an upper bound' : 'sometimes low'}${p.maxRetries === undefined ? '' : `; limiter retry.maxRetries ${p.maxRetries}`}`,
+        ]
+      : []),
     `  upstream: ${faults.join(', ')}; client dropRetries ${p.dropRetries ?? 'default (5)'}${p.attemptTimeoutMs === undefined ? '' : `; limiter attemptTimeoutMs ${p.attemptTimeoutMs}`}`,
     '',
     `calls completed            ${s.completed} / ${s.planned}   (${s.recorded} recorded, run took ${(s.durationMs / 1000).toFixed(1)} s)`,
@@ -349,7 +499,8 @@ export function renderReport(s: Summary): string {
     `  same, at callback starts ${s.callerPeakWindow} / limit ${p.limit}   (in the callers, ${p.windowMs} ms window)`,
     `peak concurrency           ${s.upstream.peakInFlight} / cap ${p.concurrency}   (in flight at the upstream; ${s.callerPeakConcurrency} callbacks at once in the callers)`,
     `upstream                   ${s.upstream.arrivals} requests: ${s.upstream.served} served, ${s.upstream.quotaRefusals} quota refusals (violations), ${s.upstream.injected429} injected 429, ${s.upstream.injected5xx} injected 503`,
-    `admission to arrival       p95 ${s.admissionToArrivalMs.p95} ms, max ${s.admissionToArrivalMs.max} ms`,
+    ...(s.tokens ? tokenLines(s) : []),
+    `admission to arrival       p95 ${s.admissionToArrivalMs.p95} ms, max ${s.admissionToArrivalMs.max} ms${s.tokens ? ` (the tokens bound assumes it stays below the ${p.marginMs} ms margin)` : ''}`,
     `final stats                ${statsLine}`,
   ];
   if (s.errors.length) lines.push(`failure messages           ${s.errors.join(' | ')}`);

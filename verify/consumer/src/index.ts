@@ -12,7 +12,7 @@
  *   /event?probe=&what=         marks an event on the run's timeline (the local run's restarts)
  *   /fault-calls?probe=&bucket=&calls=&work=sleep|hang&ms=&tag=   N calls at once (the fault suite; see faults.ts)
  */
-import { NO_FAULTS, limiterConfig, type RunPlan } from '../../shared/plan.ts';
+import { NO_FAULTS, limiterConfig, type RunPlan, type TokenQuota } from '../../shared/plan.ts';
 import { renderReport, summarise, type Arrival, type CallRecord, type RunEvent } from '../../shared/report.ts';
 import { refusal } from './auth.ts';
 import { limiterAdmin, parseVia } from './limiter-client.ts';
@@ -39,6 +39,37 @@ function intParam(url: URL, name: string, fallback: number, min = 0, max = 1e9):
   return value;
 }
 
+/**
+ * The tokens quota from /start's query: `tokens=upper|low` turns it on;
+ * `tokenLimit` [4/5 of limit x the range's middle, rounded: the
+ * tokens window binds about as often as the requests window], `tokenRange=MIN-MAX`
+ * [100-1000], `tokenEstimate` [upper: MAX; low: the range's middle],
+ * `tokenSeed` [random].
+ */
+function tokensFrom(url: URL, limit: number): TokenQuota | undefined {
+  const mode = url.searchParams.get('tokens');
+  if (mode === null || mode === '' || mode === 'off') return undefined;
+  if (mode !== 'upper' && mode !== 'low') throw new RangeError('?tokens= is upper, low or off');
+  const [minTokens, maxTokens] = (url.searchParams.get('tokenRange') ?? '100-1000').split('-').map(Number);
+  if (!Number.isInteger(minTokens) || !Number.isInteger(maxTokens) || minTokens! < 0 || maxTokens! < minTokens! || maxTokens! > 1e9) {
+    throw new RangeError('?tokenRange= must be MIN-MAX in whole tokens, e.g. 100-1000');
+  }
+  const middle = Math.round((minTokens! + maxTokens!) / 2);
+  const estimate = intParam(url, 'tokenEstimate', mode === 'upper' ? maxTokens! : middle, 0, 1e9);
+  if (mode === 'upper' && estimate < maxTokens!) throw new RangeError(`?tokens=upper needs tokenEstimate >= ${maxTokens} (the most a call uses)`);
+  if (mode === 'low' && estimate >= maxTokens!) throw new RangeError(`?tokens=low needs tokenEstimate < ${maxTokens} (some calls must use more)`);
+  const tokenLimit = intParam(url, 'tokenLimit', Math.round((limit * middle * 4) / 5), 1, 1e12);
+  if (estimate > tokenLimit) throw new RangeError(`?tokenEstimate= (${estimate}) must be at most tokenLimit (${tokenLimit})`);
+  return {
+    mode,
+    limit: tokenLimit,
+    minTokens: minTokens!,
+    maxTokens: maxTokens!,
+    estimate,
+    seed: intParam(url, 'tokenSeed', Math.floor(Math.random() * 2 ** 31), 0, 2 ** 31),
+  };
+}
+
 /** A run's plan from /start's query. Defaults: the seed's load run (10 x 10 calls at 10/min, stampede in 60 s). */
 export function planFrom(url: URL, probeId: string): RunPlan {
   const [latencyMin, latencyMax] = (url.searchParams.get('latency') ?? `${NO_FAULTS.latencyMinMs}-${NO_FAULTS.latencyMaxMs}`).split('-').map(Number);
@@ -46,6 +77,8 @@ export function planFrom(url: URL, probeId: string): RunPlan {
     throw new RangeError('?latency= must be MIN-MAX in ms, e.g. 50-250');
   }
   const callsPerCaller = intParam(url, 'calls', 10, 1, 100_000);
+  const limit = intParam(url, 'limit', 10, 1, 1e9);
+  const tokens = tokensFrom(url, limit);
   return {
     probeId,
     bucket: `verify-${probeId}`,
@@ -53,12 +86,14 @@ export function planFrom(url: URL, probeId: string): RunPlan {
     callers: intParam(url, 'instances', 10, 1, 1000),
     callsPerCaller,
     outstanding: intParam(url, 'outstanding', callsPerCaller, 1, 100_000),
-    limit: intParam(url, 'limit', 10, 1, 1e9),
+    limit,
     windowMs: intParam(url, 'window', 60_000, 1, 366 * 86_400_000),
     marginMs: intParam(url, 'margin', 1_000, 0, 3_600_000),
     concurrency: intParam(url, 'concurrency', 5, 1, 100_000),
     ...(url.searchParams.has('dropRetries') ? { dropRetries: intParam(url, 'dropRetries', 5, 0, 100) } : {}),
     ...(url.searchParams.has('attemptTimeout') ? { attemptTimeoutMs: intParam(url, 'attemptTimeout', 0, 1, 3_600_000) } : {}),
+    ...(url.searchParams.has('retries') ? { maxRetries: intParam(url, 'retries', 3, 0, 100) } : {}),
+    ...(tokens ? { tokens } : {}),
     startAt: Date.now() + numberParam(url, 'delay', 60, 0, 86_400) * 1000,
     faults: {
       latencyMinMs: latencyMin!,
@@ -87,7 +122,7 @@ async function start(env: Env, url: URL): Promise<Response> {
   if (drive !== 'workflows' && drive !== 'external') throw new RangeError('?drive= is workflows or external');
   if (drive === 'workflows' && !env.STAMPEDE) throw new Error('this Worker has no STAMPEDE Workflow binding: use drive=external and run the shares yourself');
   await limiterAdmin(env, plan.via).configure(plan.bucket, limiterConfig(plan));
-  await upstream(env, '/configure', probeId, { method: 'POST', body: JSON.stringify({ limit: plan.limit, windowMs: plan.windowMs, faults: plan.faults }) });
+  await upstream(env, '/configure', probeId, { method: 'POST', body: JSON.stringify({ limit: plan.limit, windowMs: plan.windowMs, faults: plan.faults, tokens: plan.tokens }) });
   await probeOf(env, probeId).setPlan(plan);
   if (drive === 'workflows') {
     await env.STAMPEDE!.createBatch(
@@ -101,6 +136,9 @@ async function start(env: Env, url: URL): Promise<Response> {
       `probe ${probeId}`,
       `  ${plan.callers} ${drive === 'workflows' ? 'Workflow instances' : 'callers'} x ${plan.callsPerCaller} calls stampede ${plan.bucket} at ${new Date(plan.startAt).toISOString()}`,
       `  limit ${plan.limit} per ${plan.windowMs} ms (+${plan.marginMs} ms margin), concurrency ${plan.concurrency}, via ${plan.via}`,
+      ...(plan.tokens
+        ? [`  and ${plan.tokens.limit} tokens per ${plan.windowMs} ms; each call uses ${plan.tokens.minTokens}-${plan.tokens.maxTokens} and reserves ${plan.tokens.estimate} (${plan.tokens.mode})`]
+        : []),
       `  drains in about ${drain >= 120_000 ? `${Math.round(drain / 60_000)} min` : `${Math.round(drain / 1000)} s`} after the stampede; then: curl "$VERIFY_URL/report/${probeId}?key=$PROBE_KEY"`,
     ].join('\n'),
   );

@@ -18,6 +18,17 @@ export interface RecordedCallSpec {
   dropRetries?: number;
   /** The upstream URL the callback fetches (through the UPSTREAM service binding). */
   url: string;
+  /**
+   * Tokens to reserve per attempt (`cost: { tokens }`, and 1 request), settled
+   * by a `usage` hook from the answer's `usage.total_tokens`. Absent: cost 1.
+   */
+  tokens?: number;
+}
+
+/** What `read` hands back: the status, and the tokens a served answer reports. */
+interface UpstreamAnswer {
+  status: number;
+  usage?: { total_tokens: number };
 }
 
 export async function recordedCall(env: Env, spec: RecordedCallSpec): Promise<CallRecord> {
@@ -46,13 +57,21 @@ export async function recordedCall(env: Env, spec: RecordedCallSpec): Promise<Ca
         }
       },
       {
-        read: async (res) => {
-          await res.arrayBuffer();
-          return res.status;
+        read: async (res): Promise<UpstreamAnswer> => {
+          const body = (await res.json().catch(() => null)) as { usage?: { total_tokens?: unknown } } | null;
+          const used = body?.usage?.total_tokens;
+          return typeof used === 'number' ? { status: res.status, usage: { total_tokens: used } } : { status: res.status };
         },
         // A 503 is this call's failure, retried by this call alone; a 429 is
         // the built-in HTTP layer's (it pauses everyone).
         error: (res) => (res.status >= 500 ? { message: `upstream answered ${res.status}`, retryable: true } : null),
+        // The real cost, from the answer (a refusal carries none: the reservation stands).
+        ...(spec.tokens === undefined
+          ? {}
+          : {
+              cost: { tokens: spec.tokens },
+              usage: (_res: Response, body: UpstreamAnswer) => (body.usage ? { tokens: body.usage.total_tokens } : null),
+            }),
       },
     );
   } catch (error) {

@@ -19,6 +19,7 @@ function oneCall(env: Env, plan: RunPlan, caller: number, index: number): Promis
     bucket: plan.bucket,
     via: plan.via,
     ...(plan.dropRetries === undefined ? {} : { dropRetries: plan.dropRetries }),
+    ...(plan.tokens === undefined ? {} : { tokens: plan.tokens.estimate }),
     url: `https://upstream/work?probe=${encodeURIComponent(plan.probeId)}&call=${id}`,
   });
 }

@@ -8,6 +8,16 @@
  * from which the report counts executions per call, the peak rolling window
  * and the peak number in flight.
  *
+ * With a tokens quota (settings.tokens), each call also uses a number of
+ * tokens the upstream picks from the plan's seed and the call id (callTokens:
+ * the same on every attempt) and reports in a served answer's body as
+ * `usage.total_tokens`, as an LLM API does. Every arrival's tokens count
+ * against the tokens quota, refused or not, exactly as every arrival counts
+ * against the requests quota: a request that would put more than
+ * `tokens.limit` tokens in a rolling `windowMs` is refused with 429 +
+ * Retry-After (kind `tokens-quota`), and the ledger keeps each arrival's
+ * tokens, so the report sees what the limiter let through.
+ *
  * The fault suite (verify/local/faults.mjs) uses two more routes that need
  * no quota settings: `/sleep?ms=N` answers 200 after N ms and `/hang` never
  * answers (it waits HANG_MS, far longer than any run); both write each
@@ -19,7 +29,7 @@
 import { DurableObject } from 'cloudflare:workers';
 
 import type { Arrival } from '../../shared/report.ts';
-import type { UpstreamFaults } from '../../shared/plan.ts';
+import { callTokens, type TokenQuota, type UpstreamFaults } from '../../shared/plan.ts';
 
 export interface UpstreamEnv {
   QUOTA: DurableObjectNamespace<QuotaDO>;
@@ -29,6 +39,8 @@ export interface QuotaSettings {
   limit: number;
   windowMs: number;
   faults: UpstreamFaults;
+  /** A second quota, in tokens per rolling windowMs; absent: requests only. */
+  tokens?: TokenQuota;
 }
 
 /** One request to /sleep or /hang, written when it arrives; `done` is null until it is answered. */
@@ -57,13 +69,16 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
   #settings: QuotaSettings | undefined;
   // Arrival times inside the current window, oldest first (the quota's view).
   #recent: number[] = [];
+  // The same for the tokens quota: [arrival, tokens], oldest first, and their sum.
+  #recentTokens: Array<[number, number]> = [];
+  #tokensInWindow = 0;
   #inFlight = 0;
   #counts = { arrivals: 0, served: 0, refused: 0 };
 
   constructor(ctx: DurableObjectState, env: UpstreamEnv) {
     super(ctx, env);
     ctx.storage.sql.exec(
-      `CREATE TABLE IF NOT EXISTS arrivals (call TEXT NOT NULL, at INTEGER NOT NULL, done INTEGER NOT NULL, status INTEGER NOT NULL, kind TEXT NOT NULL)`,
+      `CREATE TABLE IF NOT EXISTS arrivals (call TEXT NOT NULL, at INTEGER NOT NULL, done INTEGER NOT NULL, status INTEGER NOT NULL, kind TEXT NOT NULL, tokens INTEGER)`,
     );
     ctx.storage.sql.exec(
       `CREATE TABLE IF NOT EXISTS visits (seq INTEGER PRIMARY KEY AUTOINCREMENT, call TEXT NOT NULL, at INTEGER NOT NULL, done INTEGER, kind TEXT NOT NULL)`,
@@ -92,6 +107,13 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
     this.#inFlight++;
     while (this.#recent.length > 0 && this.#recent[0]! <= at - settings.windowMs) this.#recent.shift();
     this.#recent.push(at); // every request counts against the quota, refused or not
+    // Its tokens likewise count against the tokens quota, refused or not.
+    const tokens = settings.tokens ? callTokens(settings.tokens, call) : null;
+    if (tokens !== null) {
+      while (this.#recentTokens.length > 0 && this.#recentTokens[0]![0] <= at - settings.windowMs) this.#tokensInWindow -= this.#recentTokens.shift()![1];
+      this.#recentTokens.push([at, tokens]);
+      this.#tokensInWindow += tokens;
+    }
     const f = settings.faults;
     let kind: Arrival['kind'] = 'served';
     let status = 200;
@@ -100,6 +122,18 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
       kind = 'quota';
       status = 429;
       headers['retry-after'] = String(Math.max(1, Math.ceil((this.#recent[0]! + settings.windowMs - at) / 1000)));
+    } else if (settings.tokens && this.#tokensInWindow > settings.tokens.limit) {
+      kind = 'tokens-quota';
+      status = 429;
+      // Until enough of the window's tokens have expired to bring it back within the limit.
+      let excess = this.#tokensInWindow - settings.tokens.limit;
+      let until = at;
+      for (const [t, n] of this.#recentTokens) {
+        until = t + settings.windowMs;
+        excess -= n;
+        if (excess <= 0) break;
+      }
+      headers['retry-after'] = String(Math.max(1, Math.ceil((until - at) / 1000)));
     } else if (Math.random() < f.inject429) {
       kind = 'injected-429';
       status = 429;
@@ -115,8 +149,10 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
     this.#inFlight--;
     if (kind === 'served') this.#counts.served++;
     else this.#counts.refused++;
-    this.ctx.storage.sql.exec(`INSERT INTO arrivals (call, at, done, status, kind) VALUES (?, ?, ?, ?, ?)`, call, at, done, status, kind);
-    return Response.json({ call, at, kind }, { status, headers });
+    this.ctx.storage.sql.exec(`INSERT INTO arrivals (call, at, done, status, kind, tokens) VALUES (?, ?, ?, ?, ?, ?)`, call, at, done, status, kind, tokens);
+    // A served answer says what the call used, as an LLM API's body does.
+    const usage = tokens !== null && kind === 'served' ? { usage: { total_tokens: tokens } } : {};
+    return Response.json({ call, at, kind, ...usage }, { status, headers });
   }
 
   /**
@@ -152,11 +188,11 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
 
   ledger(): Arrival[] {
     return this.ctx.storage.sql
-      .exec<{ call: string; at: number; done: number; status: number; kind: Arrival['kind'] }>(
-        `SELECT call, at, done, status, kind FROM arrivals ORDER BY at`,
+      .exec<{ call: string; at: number; done: number; status: number; kind: Arrival['kind']; tokens: number | null }>(
+        `SELECT call, at, done, status, kind, tokens FROM arrivals ORDER BY at`,
       )
       .toArray()
-      .map((row) => ({ ...row }));
+      .map(({ tokens, ...row }) => (tokens === null ? { ...row } : { ...row, tokens }));
   }
 }
 

@@ -594,7 +594,10 @@ struct State {
       c.phase = Phase::Running;
       ++c.attempt;
       ++running;
-      slot_started(t, c, c.takes[0].at);  // the primary's grant: every call takes one there
+      // Dated as the primary's grant (later on a coarse grid: the safe side),
+      // or now when the call reserved nothing there (a reconfigure changed
+      // bucket.unit while it waited: its take's `at` is unset, 0).
+      slot_started(t, c, std::max(now, c.takes[0].at));
       act(ActionKind::Start, t, c.attempt);
     }
     if (!backoff.empty() && (!wake || backoff.begin()->first < *wake)) wake = backoff.begin()->first;

@@ -4,13 +4,18 @@
 // 10 ms, so the log stays full (L live grants, or the grid cap) and every take
 // both records a grant and expires one: the steady state of a saturated
 // bucket. The log is pre-filled through restore(), as a cold start would.
-// Prints one JSON line per limit; bench/run.mjs turns them into the table.
+// "3 windows" runs the same takes through a bucket with three windows in two
+// units: the primary (L requests per 10*L ms), `long` (2*L requests per
+// 20*L ms, so it is full too) and `tpm` (100*L tokens per 10*L ms), each take
+// reserving 100 tokens and reporting a usage of 90 (a refund per take).
+// Prints one JSON line per limit and shape; bench/run.mjs turns them into the table.
 #include <malloc.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "drl/engine.h"
 #include "engine_inspector.h"
@@ -25,39 +30,57 @@ struct Figures {
   size_t entries;
 };
 
-Figures run(int64_t limit, int takes) {
-  const int64_t step = 10;
+constexpr int64_t kStep = 10;
+constexpr int64_t kStart = 1'700'000'000'000;
+
+// A full log for `window`: `amount` per step over the last window, minus the
+// newest (the grid folds them for windows longer than `cap` ms).
+std::vector<std::pair<double, double>> full_log(int64_t window, double amount, int64_t cap = drl::kMaxLogEntries) {
+  std::vector<std::pair<double, double>> rows;
+  const int64_t q = drl::grid_step_ms(window, cap);
+  for (int64_t at = kStart - window + kStep; at < kStart; at += kStep) {
+    const int64_t cell = (at + q - 1) / q * q;
+    if (!rows.empty() && rows.back().first == static_cast<double>(cell)) {
+      rows.back().second += amount;
+    } else {
+      rows.emplace_back(static_cast<double>(cell), amount);
+    }
+  }
+  return rows;
+}
+
+Figures run(int64_t limit, int takes, bool three) {
+  const int64_t step = kStep;
   const int64_t window = limit * step;
   const size_t heap_before = mallinfo2().uordblks;
   drl::Engine engine;
   drl::Snapshot snap;
-  snap.config_text = "{\"bucket\":{\"limitPerWindow\":" + std::to_string(limit) + ",\"windowInMs\":" +
-                     std::to_string(window) + "},\"concurrency\":1000}";
-  // Full log: one grant per step over the last window (the grid folds them
-  // for windows longer than kMaxLogEntries ms).
-  const int64_t start = 1'700'000'000'000;
-  const int64_t cells = drl::kMaxLogEntries - 1;
-  const int64_t q = window <= drl::kMaxLogEntries ? 1 : (window + cells - 1) / cells;
-  for (int64_t i = 1; i < limit; ++i) {
-    const int64_t at = start - window + i * step;
-    const int64_t cell = (at + q - 1) / q * q;
-    if (!snap.grants.empty() && snap.grants.back().first == static_cast<double>(cell)) {
-      snap.grants.back().second += 1;
-    } else {
-      snap.grants.emplace_back(static_cast<double>(cell), 1.0);
-    }
+  std::string config = "{\"bucket\":{\"limitPerWindow\":" + std::to_string(limit) + ",\"windowInMs\":" +
+                       std::to_string(window) + "},\"concurrency\":1000";
+  if (three) {
+    config += ",\"windows\":{\"long\":{\"limitPerWindow\":" + std::to_string(2 * limit) +
+                        ",\"windowInMs\":" + std::to_string(2 * window) + "},\"tpm\":{\"unit\":\"tokens\",\"limitPerWindow\":" +
+                        std::to_string(100 * limit) + ",\"windowInMs\":" + std::to_string(window) + "}}";
   }
-  engine.restore(snap, start);
-  snap.grants.clear();
-  snap.grants.shrink_to_fit();
+  snap.config_text = config + "}";
+  snap.grants = full_log(window, 1);
+  if (three) {
+    snap.windows.push_back({"long", full_log(2 * window, 1, drl::kMaxExtraLogEntries)});
+    snap.windows.push_back({"tpm", full_log(window, 100, drl::kMaxExtraLogEntries)});
+  }
+  engine.restore(snap, kStart);
+  snap = drl::Snapshot{};
   engine.clear_output();
 
-  drl::Millis now = start;
+  const drl::Amounts cost{{"tokens", 100}};
+  drl::Report report{200};
+  if (three) report.usage = drl::Amounts{{"tokens", 90}};
+  drl::Millis now = kStart;
   size_t sink = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < takes; ++i) {
     now += step;
-    auto ticket = engine.arrive(1, now);
+    auto ticket = three ? engine.arrive(cost, now) : engine.arrive(1, now);
     if (!ticket.ok()) std::abort();
     while (engine.actions().empty()) {
       now = *engine.next_wake();
@@ -65,7 +88,7 @@ Figures run(int64_t limit, int takes) {
     }
     sink += engine.writes().size();
     engine.clear_output();
-    if (!engine.report(*ticket, drl::Report{200}, now).ok()) std::abort();
+    if (!engine.report(*ticket, report, now).ok()) std::abort();
     sink += engine.actions().size();
     engine.clear_output();
   }
@@ -80,10 +103,13 @@ Figures run(int64_t limit, int takes) {
 int main(int argc, char** argv) {
   const int takes = argc > 1 ? std::atoi(argv[1]) : 200'000;
   for (int64_t limit : {100LL, 10'000LL, 1'000'000LL}) {
-    run(limit, takes / 10);  // warm-up
-    const Figures f = run(limit, takes);
-    std::printf("{\"engine\":\"native\",\"limit\":%lld,\"nsPerTake\":%.1f,\"heapBytes\":%zu,\"logEntries\":%zu}\n",
-                static_cast<long long>(limit), f.ns_per_take, f.heap_bytes, f.entries);
+    for (const bool three : {false, true}) {
+      run(limit, takes / 10, three);  // warm-up
+      const Figures f = run(limit, takes, three);
+      std::printf(
+          "{\"engine\":\"native\",\"windows\":%d,\"limit\":%lld,\"nsPerTake\":%.1f,\"heapBytes\":%zu,\"logEntries\":%zu}\n",
+          three ? 3 : 1, static_cast<long long>(limit), f.ns_per_take, f.heap_bytes, f.entries);
+    }
   }
   return 0;
 }

@@ -13,7 +13,7 @@ import type { ErrorId } from './error-ids.ts';
  * const { envelopeVersion } = await env.LIMITER.ping();
  * if (envelopeVersion !== ENVELOPE_VERSION) console.warn('limiter version skew');
  */
-export const ENVELOPE_VERSION = 3;
+export const ENVELOPE_VERSION = 4;
 
 /**
  * The reserved instance name of the registry that lists every configured
@@ -31,9 +31,17 @@ export interface LimiterConfig {
     limitPerWindow: number;
     /** The window in ms. */
     windowInMs: number;
-    /** At most this fraction of the limit is available when a penalty lifts. Default 0.5. */
+    /** At most this fraction of the limit is available when a penalty lifts (in every window). Default 0.5. */
     penaltyRefillFraction?: number;
+    /** The unit this window counts: a plain numeric cost is in it. Default "requests". */
+    unit?: string;
   };
+  /**
+   * Further windows the upstream enforces at the same time, by name (at most
+   * 7): e.g. `{ tpm: { unit: 'tokens', limitPerWindow: 200_000, windowInMs: 60_000 } }`.
+   * A call starts only when it fits in every window.
+   */
+  windows?: Record<string, LimiterWindow>;
   /** At most this many callbacks in flight at once, retries included. */
   concurrency: number;
   /**
@@ -59,13 +67,34 @@ export interface LimiterConfig {
   };
 }
 
+/** One extra window: at most `limitPerWindow` of `unit` in any `windowInMs`. */
+export interface LimiterWindow {
+  /** The unit it counts; default: the bucket's unit. */
+  unit?: string;
+  limitPerWindow: number;
+  windowInMs: number;
+}
+
 /** A deep partial of LimiterConfig; `null` removes an optional field. */
 export type LimiterConfigPatch = {
   bucket?: { [K in keyof LimiterConfig['bucket']]?: LimiterConfig['bucket'][K] | null };
+  /** Windows merge by name; `null` removes one (or, for `windows` itself, all). */
+  windows?: { [name: string]: { [K in keyof LimiterWindow]?: LimiterWindow[K] | null } | null } | null;
   concurrency?: number;
   attemptTimeoutMs?: number | null;
   retry?: { [K in keyof NonNullable<LimiterConfig['retry']>]?: NonNullable<LimiterConfig['retry']>[K] | null } | null;
 };
+
+/**
+ * An amount per unit: `{ tokens: 1200 }`, or `{ requests: 2, tokens: 1200 }`.
+ * Keys are unit names (a letter, then at most 31 letters, digits, `_` or
+ * `-`), values integers >= 0; the units are the ones the bucket's windows
+ * count (`bucket.unit`, default "requests", and each window's `unit`).
+ *
+ * @example
+ * const cost: UnitCosts = { tokens: 1200 }; // and 1 of the default unit
+ */
+export type UnitCosts = Readonly<Record<string, number>>;
 
 /** How one attempt of a callback went: all that crosses back from the caller's isolate. */
 export interface CallReport<T = unknown> {
@@ -93,12 +122,26 @@ export interface CallReport<T = unknown> {
    * caller that is gone (see ExecuteOptions.reportsThrows).
    */
   thrown?: { message: string } | null;
+  /**
+   * What the attempt really cost, from a usage hook: per unit named, the
+   * amount settled in place of the attempt's reservation (less refunds the
+   * difference, more takes the excess). Units left out, and `null` or no
+   * field, keep the reservation as taken. Integers >= 0; a unit no window of
+   * the bucket counts settles the call as [drl:invalid-argument].
+   */
+  usage?: UnitCosts | null;
 }
 
 /** Options for one `execute`. */
 export interface ExecuteOptions {
-  /** Units taken from the bucket on every attempt. An integer >= 1, default 1. */
-  cost?: number;
+  /**
+   * Taken from the bucket on every attempt. A number: that many of the
+   * default unit (an integer >= 1, default 1). An object: an amount per unit
+   * (UnitCosts; at least one unit), with 1 of the default unit unless it
+   * names it; the engine refuses a unit no window counts and a cost above a
+   * window's limit.
+   */
+  cost?: number | UnitCosts;
   /**
    * Say `true` when `fn` never throws: it returns the work's exceptions as
    * `CallReport.thrown`. Then an exception from invoking `fn` can only mean
@@ -201,6 +244,26 @@ export interface LimiterStats {
   /** The newest live grants as [at, amount], at most 1000. */
   grants: number[][];
   grantsTruncated: boolean;
+  /** Every window, the primary ("bucket") first; the top-level fields describe the primary. */
+  windows: WindowStats[];
+  /** The units the windows count, the default unit first. */
+  units: string[];
+}
+
+/** One window in LimiterStats. */
+export interface WindowStats {
+  name: string;
+  unit: string;
+  limit: number;
+  windowInMs: number;
+  /** Units held by its live grants (may exceed the limit after a usage above the estimate). */
+  used: number;
+  /** Units available now (0 during a penalty or a debt). */
+  remaining: number;
+  /** When its newest live grant expires. */
+  resetAt: number;
+  /** How far `used` is above the limit (0 normally): nothing is admitted in it until it drains. */
+  debt: number;
 }
 
 /** What `ping()` answers. */

@@ -82,6 +82,18 @@ export function describe(value: unknown): string {
 }
 
 /**
+ * Names the class of an object that is not plain, for a message that wants
+ * a plain one ("a Map instance" says more than describe's "an object").
+ *
+ * @example
+ * instanceOf(new Map()); // 'a Map instance'
+ */
+export function instanceOf(value: object): string {
+  const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof name === 'string' && name !== '' ? `a ${name} instance` : 'an instance of a class';
+}
+
+/**
  * The instance-name rule: a non-empty string of at most MAX_NAME_LENGTH
  * UTF-16 units, well-formed (no lone surrogate: storage would keep it as
  * U+FFFD, another name), printable (see UNSEEN: nothing invisible, no control,
@@ -124,13 +136,79 @@ export function nameProblem(name: unknown, what: string): Problem | null {
 }
 
 /**
+ * The unit-name rule, the engine's own (core/src/config.cpp): a letter, then
+ * at most 31 letters, digits, `_` or `-`. Window names follow it too.
+ */
+export const UNIT_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,31}$/;
+
+/**
+ * A key of `what` for a message: `options.cost.tokens` for a unit name, a
+ * quoted index (`cost["a b"]`) for anything else, so an odd key never
+ * reaches the text raw.
+ *
+ * @example
+ * keyPath('cost', 'tokens'); // 'cost.tokens'
+ */
+export function keyPath(what: string, key: string): string {
+  return UNIT_NAME.test(key) ? `${what}.${key}` : `${what}[${quote(key.length > 60 ? `${key.slice(0, 60)}...` : key)}]`;
+}
+
+/** The most units one cost or usage can name: a bucket has at most 8 windows, each counting one unit. */
+export const MAX_UNITS = 8;
+
+/**
  * The cost rule every side checks before the engine sees a call: an integer
- * >= 1 (a cost above the bucket's limit is the engine's to refuse, since only
- * it knows the limit).
+ * >= 1 (that many of the bucket's default unit), or an object of unit costs
+ * (see unitCostsProblem; at least one unit). Which units a bucket counts, and
+ * a cost above a window's limit, are the engine's to refuse: only it knows
+ * the config.
+ *
+ * @example
+ * costProblem(2, 'options.cost'); // null
+ * costProblem({ tokens: 1200 }, 'options.cost'); // null
+ * costProblem({ tokens: -1 }, 'options.cost'); // RangeError: 'options.cost.tokens must be an integer >= 0 (received -1)'
  */
 export function costProblem(cost: unknown, what: string): Problem | null {
   if (typeof cost === 'number' && Number.isSafeInteger(cost) && cost >= 1) return null;
-  return { kind: RangeError, message: `${what} must be an integer >= 1 (received ${describe(cost)})` };
+  if (cost !== null && typeof cost === 'object' && !Array.isArray(cost)) return unitCostsProblem(cost, what, 1);
+  return { kind: RangeError, message: `${what} must be an integer >= 1 or an object of unit costs such as { tokens: 1200 } (received ${describe(cost)})` };
+}
+
+/**
+ * The rule for an amount per unit (a cost object, or what a usage hook
+ * measured): a plain object of at least `minUnits` and at most MAX_UNITS
+ * keys, each a unit name (UNIT_NAME) whose value is an integer >= 0. A
+ * refusal names the key and what it held.
+ *
+ * @example
+ * unitCostsProblem({ tokens: 12 }, 'usage', 0); // null
+ * unitCostsProblem({ 'total tokens': 12 }, 'usage', 0); // RangeError naming "total tokens"
+ */
+export function unitCostsProblem(value: unknown, what: string, minUnits: 0 | 1): Problem | null {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    return { kind: TypeError, message: `${what} must be an object of unit costs such as { tokens: 1200 } (received ${describe(value)})` };
+  }
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) {
+    return { kind: TypeError, message: `${what} must be a plain object of unit costs such as { tokens: 1200 } (received ${instanceOf(value)})` };
+  }
+  const units = Object.keys(value);
+  if (units.length < minUnits) return { kind: RangeError, message: `${what} must name at least one unit (received {})` };
+  if (units.length > MAX_UNITS) {
+    return { kind: RangeError, message: `${what} must name at most ${MAX_UNITS} units, one per window (received ${units.length})` };
+  }
+  for (const unit of units) {
+    if (!UNIT_NAME.test(unit)) {
+      return {
+        kind: RangeError,
+        message: `${what} has the key ${quote(unit.length > 60 ? `${unit.slice(0, 60)}...` : unit)}, which is not a unit name (a letter, then at most 31 letters, digits, _ or -)`,
+      };
+    }
+    const amount = (value as Record<string, unknown>)[unit];
+    if (typeof amount !== 'number') return { kind: TypeError, message: `${keyPath(what, unit)} must be a number (received ${describe(amount)})` };
+    if (!Number.isSafeInteger(amount) || amount < 0) return { kind: RangeError, message: `${keyPath(what, unit)} must be an integer >= 0 (received ${amount})` };
+  }
+  return null;
 }
 
 /** Throws a problem as its class, the message behind `prefix`. */

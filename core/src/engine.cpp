@@ -107,6 +107,7 @@ struct Window {
   // window of the same name created later (removed and added again, or
   // counting another unit) holds none of an older take's reservation.
   uint64_t incarnation = 0;
+  int64_t cap = kMaxLogEntries;  // the most log entries: kMaxExtraLogEntries for an extra window
   SlidingLog log;
 };
 
@@ -173,14 +174,14 @@ struct State {
     SlidingLog& log = windows[w].log;
     double at = std::ceil(at_raw);
     double amount = std::min(std::ceil(amount_raw), static_cast<double>(kMaxLimitPerWindow));
-    const Millis latest_legit = restoring->latest_base + grid_step_ms(windows[w].ms);
+    const Millis latest_legit = restoring->latest_base + grid_step_ms(windows[w].ms, windows[w].cap);
     if (at > static_cast<double>(latest_legit)) at = static_cast<double>(std::max(now, forced_until));
     changed = changed || at != at_raw || amount != amount_raw;
     log.push_back(internal::Grant{static_cast<Millis>(at), static_cast<int64_t>(amount)});
     // Rows arrive in time order from storage: keep memory bounded while
     // streaming (out-of-order rows are sorted and capped at the end).
-    if (static_cast<int64_t>(log.size()) > 2 * kMaxLogEntries && log.ordered()) {
-      while (static_cast<int64_t>(log.size()) > kMaxLogEntries) log.merge_oldest();
+    if (static_cast<int64_t>(log.size()) > 2 * windows[w].cap && log.ordered()) {
+      while (static_cast<int64_t>(log.size()) > windows[w].cap) log.merge_oldest();
       changed = true;
     }
   }
@@ -594,10 +595,9 @@ struct State {
       c.phase = Phase::Running;
       ++c.attempt;
       ++running;
-      // Dated as the primary's grant (later on a coarse grid: the safe side),
-      // or now when the call reserved nothing there (a reconfigure changed
-      // bucket.unit while it waited: its take's `at` is unset, 0).
-      slot_started(t, c, std::max(now, c.takes[0].at));
+      // Keyed by the primary's grant time, where every call takes (unless a
+      // reconfigure changed the default unit under a queued call: then now).
+      slot_started(t, c, c.takes[0].reserved > 0 ? c.takes[0].at : now);
       act(ActionKind::Start, t, c.attempt);
     }
     if (!backoff.empty() && (!wake || backoff.begin()->first < *wake)) wake = backoff.begin()->first;
@@ -646,9 +646,9 @@ struct State {
 
   // Takes `amount` in window `w` now (on its grid), keeping its log bounded.
   internal::Grant grant(Window& w, int64_t amount) {
-    const internal::Grant g = w.log.take(amount, w.ms, now);
+    const internal::Grant g = w.log.take(amount, w.ms, now, w.cap);
     write(WriteKind::PutGrant, g.at, g.amount, w.key);
-    while (static_cast<int64_t>(w.log.size()) > kMaxLogEntries) {
+    while (static_cast<int64_t>(w.log.size()) > w.cap) {
       auto [deleted, merged] = w.log.merge_oldest();
       write(WriteKind::DeleteGrant, deleted, 0, w.key);
       write(WriteKind::PutGrant, merged.at, merged.amount, w.key);
@@ -687,6 +687,7 @@ struct State {
     for (const WindowConfig& wc : config.windows) {
       Window w = carried(wc.name, wc.unit);
       w.name = wc.name;
+      w.cap = kMaxExtraLogEntries;
       w.key = key_of(wc.name);
       w.unit = unit_index(wc.unit);
       w.limit = wc.limit_per_window;
@@ -767,7 +768,7 @@ struct State {
       }
       if (!std::isfinite(a.amount) || a.amount < 0 || a.amount != std::floor(a.amount) || a.amount > kMaxUsage) {
         return Error::make(ErrorCode::InvalidArgument, std::isfinite(a.amount) ? ErrorKind::RangeError : ErrorKind::TypeError,
-                           "usage." + a.unit + " must be an integer between 0 and " + number_text(kMaxUsage) +
+                           "usage." + a.unit + " must be an integer between 0 and " + std::to_string(static_cast<int64_t>(kMaxUsage)) +
                                " (received " + number_text(a.amount) + ")");
       }
     }
@@ -977,7 +978,7 @@ void Engine::restore_end() {
   for (size_t w = 0; w < s_->windows.size(); ++w) {
     internal::Window& window = s_->windows[w];
     bool changed = window.log.normalise() || restoring.changed[w];
-    while (static_cast<int64_t>(window.log.size()) > kMaxLogEntries) {
+    while (static_cast<int64_t>(window.log.size()) > window.cap) {
       window.log.merge_oldest();
       changed = true;
     }

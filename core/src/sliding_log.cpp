@@ -7,11 +7,11 @@
 
 namespace drl {
 
-int64_t grid_step_ms(int64_t window_ms) {
+int64_t grid_step_ms(int64_t window_ms, int64_t max_entries) {
   // The live range (now - window, ceil(now/q)*q] spans floor(window/q) + 1
-  // cells, so q must keep window/q at most kMaxLogEntries - 1.
-  constexpr int64_t cells = kMaxLogEntries - 1;
-  return window_ms <= kMaxLogEntries ? 1 : (window_ms + cells - 1) / cells;
+  // cells, so q must keep window/q at most max_entries - 1.
+  const int64_t cells = max_entries - 1;
+  return window_ms <= max_entries ? 1 : (window_ms + cells - 1) / cells;
 }
 
 }  // namespace drl
@@ -28,8 +28,8 @@ std::optional<int64_t> SlidingLog::prune(int64_t window, int64_t now) {
   return dropped;
 }
 
-Grant SlidingLog::take(int64_t amount, int64_t window, int64_t now) {
-  const int64_t q = grid_step_ms(window);
+Grant SlidingLog::take(int64_t amount, int64_t window, int64_t now, int64_t max_entries) {
+  const int64_t q = grid_step_ms(window, max_entries);
   int64_t at = (now + q - 1) / q * q;
   // After a reconfigure to a finer grid, or a lift floor dated in the future,
   // the newest grant can be later than `at`: join it rather than go back.

@@ -7,6 +7,8 @@
 #include <deque>
 #include <optional>
 
+#include "drl/engine.h"
+
 namespace drl::internal {
 
 struct Grant {
@@ -22,7 +24,8 @@ class SlidingLog {
 
   // Records a take at `now`, on the window's grid (drl::grid_step_ms), never
   // dated before the newest grant. Returns the row to upsert.
-  Grant take(int64_t amount, int64_t window, int64_t now);
+  // `max_entries` is the log's cap (kMaxLogEntries, or kMaxExtraLogEntries).
+  Grant take(int64_t amount, int64_t window, int64_t now, int64_t max_entries = kMaxLogEntries);
 
   // The earliest time >= now at which a take of `amount` fits under `limit`,
   // assuming the log was pruned at `now`. Exact: walks the oldest grants

@@ -4,12 +4,12 @@
  * drop, retried on a fresh stub after a short jittered wait; anything else
  * (including every failure after the callback started) ends the call.
  */
-import type { ExecuteOptions, SettledCall, SettledError } from '../envelope.ts';
+import type { ExecuteOptions, SettledCall, SettledError, UnitCosts } from '../envelope.ts';
 import type { NamespaceLike } from './binder.ts';
 import { costProblem, describe, raise } from '../rules.ts';
 import { dropBackoffMs, dropError, reportDrop, sleep, type DropHook } from './drops.ts';
 import { CallDroppedError, errorFromSettled, settle } from './errors.ts';
-import type { ErrorHook, HookSlot, RateLimitHook } from './hooks.ts';
+import type { ErrorHook, HookSlot, RateLimitHook, UsageHook } from './hooks.ts';
 import { reportingCallback, type AttemptTrace, type HookLayers } from './report.ts';
 
 /**
@@ -23,6 +23,14 @@ import { reportingCallback, type AttemptTrace, type HookLayers } from './report.
  *   error: (res) => (res.ok ? null : { message: `HTTP ${res.status}`, retryable: res.status >= 500 }),
  *   cost: 1,
  * };
+ *
+ * @example
+ * // Reserve 4000 tokens (and 1 request), then settle what the completion really used.
+ * const completion: CallOptions<Response, { usage?: { total_tokens: number } }> = {
+ *   read: (res) => res.json(),
+ *   cost: { tokens: 4000 },
+ *   usage: (res, body) => (body.usage ? { tokens: body.usage.total_tokens } : null),
+ * };
  */
 export interface CallOptions<T = Response, V = unknown> {
   /** Extracts the value from the work's result, in your isolate. Runs on every attempt. */
@@ -31,8 +39,22 @@ export interface CallOptions<T = Response, V = unknown> {
   rateLimit?: HookSlot<RateLimitHook<T, V>>;
   /** Overrides the limiter's error default; `null` opts out of both hook layers. */
   error?: HookSlot<ErrorHook<T, V>>;
-  /** Units taken from the bucket on every attempt: an integer >= 1, default 1. */
-  cost?: number;
+  /**
+   * Taken from the bucket on every attempt, before it starts (a reservation
+   * when a usage hook settles the real cost). A number: that many of the
+   * bucket's default unit, an integer >= 1; default 1. An object: an amount
+   * per unit, e.g. `{ tokens: 4000 }` (unit names, integers >= 0, 1 to 8
+   * units), with 1 of the default unit unless the object names it. Checked
+   * here for shape; a unit no window of the bucket counts, or a cost above a
+   * window's limit, is refused by the object.
+   */
+  cost?: number | UnitCosts;
+  /**
+   * Overrides the limiter's usage default: measures the attempt's real cost
+   * from its result (see UsageHook). `null` opts out of both hook layers and
+   * keeps every reservation as taken. No hook in either layer costs nothing.
+   */
+  usage?: HookSlot<UsageHook<T, V>>;
 }
 
 /** What a bound limiter knows when it runs a call. */
@@ -44,7 +66,7 @@ export interface CallContext {
   defaults: HookLayers['defaults'];
 }
 
-const CALL_OPTION_KEYS = new Set(['read', 'rateLimit', 'error', 'cost']);
+const CALL_OPTION_KEYS = new Set(['read', 'rateLimit', 'error', 'cost', 'usage']);
 
 function checkHookSlot(value: unknown, what: string): void {
   if (value !== undefined && value !== null && typeof value !== 'function') {
@@ -65,18 +87,19 @@ function checkCall(work: unknown, options: unknown): ExecuteOptions {
   }
   const unknown = Object.keys(options).filter((key) => !CALL_OPTION_KEYS.has(key));
   if (unknown.length > 0) {
-    throw new TypeError(`call(fn, options): unknown option ${JSON.stringify(unknown[0])} (allowed: read, rateLimit, error, cost)`);
+    throw new TypeError(`call(fn, options): unknown option ${JSON.stringify(unknown[0])} (allowed: ${[...CALL_OPTION_KEYS].join(', ')})`);
   }
-  const { read, rateLimit, error, cost } = options as Record<string, unknown>;
+  const { read, rateLimit, error, cost, usage } = options as Record<string, unknown>;
   if (typeof read !== 'function') throw new TypeError(`call(fn, options): options.read must be a function (received ${describe(read)})`);
   checkHookSlot(rateLimit, 'call(fn, options): options.rateLimit');
   checkHookSlot(error, 'call(fn, options): options.error');
+  checkHookSlot(usage, 'call(fn, options): options.usage');
   // The callback reports the work's throws as data, so an exception from
   // invoking it tells the object its caller is gone; the object answers with
   // its verdicts as data too, so normal outcomes are never logged as uncaught.
   if (cost === undefined) return DATA_OPTIONS;
   raise(costProblem(cost, 'options.cost'), 'call(fn, options): ');
-  return { cost: cost as number, ...DATA_OPTIONS };
+  return { cost: cost as number | UnitCosts, ...DATA_OPTIONS };
 }
 
 const DATA_OPTIONS = { reportsThrows: true, settles: 'data' } as const satisfies ExecuteOptions;

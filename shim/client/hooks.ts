@@ -1,9 +1,11 @@
 /**
- * The two hooks that turn a result into something the object acts on, and
- * the chain that picks which one speaks: the call site's, then the limiter's
- * default. (The HTTP layer under both is in http.ts and always applies.)
+ * The three hooks that turn a result into something the object acts on (a
+ * rate limit, a failure, the real cost), and the chain that picks which one
+ * speaks: the call site's, then the limiter's default. (The HTTP layer under
+ * the first two is in http.ts and always applies.)
  */
-import { describe } from '../rules.ts';
+import type { UnitCosts } from '../envelope.ts';
+import { describe, raise, unitCostsProblem } from '../rules.ts';
 
 type Awaitable<T> = T | PromiseLike<T>;
 
@@ -64,6 +66,28 @@ export type ErrorHook<R = Response, B = unknown> = (
 ) => Awaitable<FailureDescription | null | undefined | false>;
 
 /**
+ * Measures what an attempt really cost, once its result is in (the tokens a
+ * completion used, the rows a query read): per unit, an integer >= 0 that
+ * replaces the attempt's reservation in the bucket's windows counting that
+ * unit. Less than reserved refunds the difference; more takes the excess
+ * (a window may go into debt). `null` or `undefined` keep the reservation
+ * as taken, and so does every unit left out.
+ *
+ * Runs in your isolate, after `read` and the other hooks, on every attempt
+ * that did not throw, error responses included: read defensively. Costs no
+ * RPC (it travels in the attempt's report). A bad answer (not an object, a
+ * key that is not a unit name, an amount that is not an integer >= 0) is a
+ * TypeError or RangeError naming the hook and the key, thrown as if `read`
+ * had thrown: the attempt keeps its reservation and is retried like any
+ * throwing attempt, and the error reaches the caller when retries are spent.
+ *
+ * @example
+ * const usage: UsageHook<Response, { usage?: { total_tokens: number } }> = (res, body) =>
+ *   body.usage ? { tokens: body.usage.total_tokens } : null;
+ */
+export type UsageHook<R = Response, B = unknown> = (result: R, body: B) => Awaitable<UnitCosts | null | undefined>;
+
+/**
  * A hook option: the hook, `undefined` (not given: fall through to the next
  * layer) or `null`. At a call site `null` opts out of both hook layers (the
  * limiter's default too); the HTTP layer still applies. On a limiter, `null`
@@ -76,12 +100,22 @@ export type HookSlot<H> = H | null | undefined;
 
 type AnyHook = (result: never, body: never) => unknown;
 
+/** What each hook must answer, for the message when it answers something else. */
+const ANSWER_SHAPES = {
+  rateLimit: '{ retryAfterMs? }, or null for no opinion',
+  error: '{ message, retryable }, or null for no opinion',
+  usage: '{ [unit]: integer >= 0 }, or null to keep the reservation',
+} as const;
+
 /**
  * Asks the call site's hook, then the limiter's default, returning the first
- * real answer (an object). `null` at the call site skips both.
+ * real answer (an object). `null` at the call site skips both. A usage
+ * answer is checked whole here (its layer is known here only); `false`
+ * means "no opinion" to the rateLimit and error hooks, and is refused from
+ * a usage hook, whose type never allowed it.
  */
 export async function consultHooks(
-  kind: 'rateLimit' | 'error',
+  kind: keyof typeof ANSWER_SHAPES,
   callSite: HookSlot<AnyHook>,
   fallback: HookSlot<AnyHook>,
   result: unknown,
@@ -91,11 +125,11 @@ export async function consultHooks(
   for (const [layer, hook] of [['call site', callSite], ['limiter default', fallback]] as const) {
     if (typeof hook !== 'function') continue;
     const answer: unknown = await (hook as (result: unknown, body: unknown) => unknown)(result, body);
-    if (answer === undefined || answer === null || answer === false) continue;
+    if (answer === undefined || answer === null || (answer === false && kind !== 'usage')) continue;
     if (typeof answer !== 'object') {
-      const shape = kind === 'rateLimit' ? '{ retryAfterMs? }' : '{ message, retryable }';
-      throw new TypeError(`the ${kind} hook (${layer}) must return ${shape}, or null for no opinion (received ${describe(answer)})`);
+      throw new TypeError(`the ${kind} hook (${layer}) must return ${ANSWER_SHAPES[kind]} (received ${describe(answer)})`);
     }
+    if (kind === 'usage') raise(unitCostsProblem(answer, 'usage', 0), `the usage hook (${layer}) must return ${ANSWER_SHAPES.usage}: `);
     return answer;
   }
   return undefined;

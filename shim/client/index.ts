@@ -2,7 +2,7 @@
 export { defineBinder, defineTestBinder, type Binder, type DoBindings, type LimiterStub, type NamespaceLike } from './binder.ts';
 export { defineLimiter, type BoundLimiter, type Limiter, type LimiterDefinition } from './limiter.ts';
 export type { CallOptions } from './call.ts';
-export type { ErrorHook, FailureDescription, HookSlot, RateLimitHook, RateLimitSignal } from './hooks.ts';
+export type { ErrorHook, FailureDescription, HookSlot, RateLimitHook, RateLimitSignal, UsageHook } from './hooks.ts';
 export { DEFAULT_DROP_RETRIES, type DropEvent, type DropHook } from './drops.ts';
 export { AttemptTimeoutError, CallDroppedError, CallFailedError, NoSuchLimiterError } from './errors.ts';
-export { ENVELOPE_VERSION, type CallReport, type SettledCall, type SettledError } from '../envelope.ts';
+export { ENVELOPE_VERSION, type CallReport, type SettledCall, type SettledError, type UnitCosts } from '../envelope.ts';

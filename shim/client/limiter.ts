@@ -8,7 +8,7 @@ import type { Binder } from './binder.ts';
 import { runCall, type CallOptions } from './call.ts';
 import { describe, nameProblem, raise } from '../rules.ts';
 import { DEFAULT_DROP_RETRIES, type DropHook } from './drops.ts';
-import type { ErrorHook, HookSlot, RateLimitHook } from './hooks.ts';
+import type { ErrorHook, HookSlot, RateLimitHook, UsageHook } from './hooks.ts';
 import type { HookLayers } from './report.ts';
 
 /**
@@ -33,6 +33,13 @@ export interface LimiterDefinition<E = Cloudflare.Env, R = Response> {
   rateLimit?: HookSlot<RateLimitHook<R>>;
   /** Default error hook for every call; a call site's own hook is asked first. */
   error?: HookSlot<ErrorHook<R>>;
+  /**
+   * Default usage hook for every call (the real cost, settled against each
+   * attempt's reservation); a call site's own hook is asked first, and a
+   * call site's `null` silences it. It sees every call's result and value,
+   * so type `B` loosely (unknown) and check the body's shape.
+   */
+  usage?: HookSlot<UsageHook<R>>;
   /** Retries after a drop (the callback never ran). Default DEFAULT_DROP_RETRIES (10); 0 turns them off. */
   dropRetries?: number;
   /** Called on every drop, retried or not. Ignored if it throws. */
@@ -94,7 +101,7 @@ export interface Limiter<E = Cloudflare.Env, R = Response> {
   for(env: E): BoundLimiter<R>;
 }
 
-const DEFINITION_KEYS = new Set(['binder', 'name', 'rateLimit', 'error', 'dropRetries', 'onDrop']);
+const DEFINITION_KEYS = new Set(['binder', 'name', 'rateLimit', 'error', 'usage', 'dropRetries', 'onDrop']);
 
 function invalid(Kind: typeof TypeError | typeof RangeError, message: string): Error {
   return new Kind(`defineLimiter: ${message}`);
@@ -108,12 +115,12 @@ function checkDefinition(definition: unknown): void {
   if (unknown.length > 0) {
     throw invalid(TypeError, `unknown key ${JSON.stringify(unknown[0])} (allowed: ${[...DEFINITION_KEYS].join(', ')})`);
   }
-  const { binder, name, rateLimit, error, dropRetries, onDrop } = definition as Record<string, unknown>;
+  const { binder, name, rateLimit, error, usage, dropRetries, onDrop } = definition as Record<string, unknown>;
   if (binder === null || typeof binder !== 'object' || typeof (binder as { resolve?: unknown }).resolve !== 'function') {
     throw invalid(TypeError, `binder must come from defineBinder, defineBinder.unchecked or defineTestBinder (received ${describe(binder)})`);
   }
   raise(nameProblem(name, 'name'), 'defineLimiter: ');
-  for (const [key, value] of [['rateLimit', rateLimit], ['error', error], ['onDrop', onDrop]] as const) {
+  for (const [key, value] of [['rateLimit', rateLimit], ['error', error], ['usage', usage], ['onDrop', onDrop]] as const) {
     if (value !== undefined && value !== null && typeof value !== 'function') {
       throw invalid(TypeError, `${key} must be a function, null or undefined (received ${describe(value)})`);
     }
@@ -130,7 +137,8 @@ function checkDefinition(definition: unknown): void {
  * I/O and starts no timer, so define it at module scope and bind it wherever
  * `env` exists.
  *
- * Defaults: no hooks (the HTTP layer alone: a 429 pauses the bucket),
+ * Defaults: no hooks (the HTTP layer alone: a 429 pauses the bucket; every
+ * reservation is kept as taken),
  * `dropRetries` DEFAULT_DROP_RETRIES (10), no `onDrop`.
  *
  * @example
@@ -148,7 +156,7 @@ export function defineLimiter<E, R = Response>(definition: LimiterDefinition<E, 
   checkDefinition(definition);
   const { binder, name, onDrop } = definition;
   const dropRetries = definition.dropRetries ?? DEFAULT_DROP_RETRIES;
-  const defaults = { rateLimit: definition.rateLimit, error: definition.error } as HookLayers['defaults'];
+  const defaults = { rateLimit: definition.rateLimit, error: definition.error, usage: definition.usage } as HookLayers['defaults'];
   return {
     name,
     binding: binder.binding,

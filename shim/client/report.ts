@@ -5,22 +5,30 @@
  * which is what separates a drop (never ran: safe to retry) from a failure
  * after the work began (never retried).
  */
-import type { CallReport } from '../envelope.ts';
-import { checkedFailure, consultHooks, signalDelay, type ErrorHook, type HookSlot, type RateLimitHook } from './hooks.ts';
+import type { CallReport, UnitCosts } from '../envelope.ts';
+import { checkedFailure, consultHooks, signalDelay, type ErrorHook, type HookSlot, type RateLimitHook, type UsageHook } from './hooks.ts';
 import { messageOf } from './errors.ts';
 import { httpStatus, retryAfterHeader } from './http.ts';
 
 /** The hooks of one call: the call site's slots and the limiter's defaults. */
 export interface HookLayers {
-  callSite: { rateLimit?: HookSlot<RateLimitHook<never, never>>; error?: HookSlot<ErrorHook<never, never>> };
-  defaults: { rateLimit?: HookSlot<RateLimitHook<never, never>>; error?: HookSlot<ErrorHook<never, never>> };
+  callSite: HookSet;
+  defaults: HookSet;
+}
+
+/** One layer's hooks, whatever types they were written for. */
+interface HookSet {
+  rateLimit?: HookSlot<RateLimitHook<never, never>>;
+  error?: HookSlot<ErrorHook<never, never>>;
+  usage?: HookSlot<UsageHook<never, never>>;
 }
 
 /**
  * Builds one attempt's report from the work's result and what `read` made of
  * it: the HTTP layer first (status always, Retry-After when the attempt is a
- * rate limit), then the rateLimit and error hooks through their chain. A
- * rateLimit signal makes `status` 429 and keeps the real one as `upstreamStatus`.
+ * rate limit), then the rateLimit, error and usage hooks through their chain.
+ * A rateLimit signal makes `status` 429 and keeps the real one as
+ * `upstreamStatus`; a usage answer (checked in consultHooks) is `usage`.
  */
 export async function buildReport<V>(result: unknown, value: V, hooks: HookLayers): Promise<CallReport<V>> {
   const report: CallReport<V> = { value };
@@ -50,6 +58,11 @@ export async function buildReport<V>(result: unknown, value: V, hooks: HookLayer
     ? await consultHooks('error', hooks.callSite.error, hooks.defaults.error, result, value)
     : undefined;
   if (failure) report.failure = checkedFailure(failure);
+
+  const usage = hasHook(hooks.callSite.usage, hooks.defaults.usage)
+    ? await consultHooks('usage', hooks.callSite.usage, hooks.defaults.usage, result, value)
+    : undefined;
+  if (usage) report.usage = usage as UnitCosts;
   return report;
 }
 

@@ -4,7 +4,7 @@
  */
 import { type CallReport } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
-import { describe, nameProblem, raise } from '../rules.ts';
+import { describe, instanceOf, keyPath, nameProblem, raise } from '../rules.ts';
 
 function invalid(Kind: typeof TypeError | typeof RangeError, message: string): Error {
   return new Kind(`${MARKERS.invalidArgument} ${message}`);
@@ -16,9 +16,10 @@ export function checkName(name: unknown, what = 'name'): string {
   return name as string;
 }
 
-/** execute's options, checked: the cost (the engine checks its integrality and bounds) and the callback's contract. */
+/** execute's options, checked: the cost (the engine checks its units, integrality and bounds) and the callback's contract. */
 export interface ExecuteArguments {
-  cost: number;
+  /** A count of the default unit, or an amount per unit, exactly as sent. */
+  cost: number | Record<string, number>;
   reportsThrows: boolean;
 }
 
@@ -31,7 +32,11 @@ export function settlesAsData(options: unknown): boolean {
   return typeof options === 'object' && options !== null && (options as { settles?: unknown }).settles === 'data';
 }
 
-/** The `options` of execute: absent, or an object with an optional numeric cost, an optional reportsThrows flag and an optional `settles: 'data'`. */
+/**
+ * The `options` of execute: absent, or an object with an optional cost (a
+ * number, or a plain object of numbers), an optional reportsThrows flag and
+ * an optional `settles: 'data'`.
+ */
 export function executeOptions(options: unknown): ExecuteArguments {
   if (options === undefined || options === null) return { cost: 1, reportsThrows: false };
   if (typeof options !== 'object' || Array.isArray(options)) {
@@ -44,9 +49,23 @@ export function executeOptions(options: unknown): ExecuteArguments {
     throw invalid(TypeError, `reportsThrows must be a boolean (received ${describe(reportsThrows)})`);
   }
   if (settles !== undefined && settles !== 'data') throw invalid(TypeError, `settles must be 'data' or left out (received ${describe(settles)})`);
-  if (cost !== undefined && typeof cost !== 'number') throw invalid(TypeError, `cost must be a number (received ${describe(cost)})`);
-  // Integrality and bounds of the cost: the engine's rule, with its message.
-  return { cost: cost ?? 1, reportsThrows: reportsThrows === true };
+  // Only the shape here: units, integrality and bounds are the engine's rules, with its messages.
+  if (cost !== undefined && typeof cost !== 'number') checkCostObject(cost);
+  return { cost: (cost as ExecuteArguments['cost'] | undefined) ?? 1, reportsThrows: reportsThrows === true };
+}
+
+/** A cost that is not a number must be a plain object whose values are numbers. */
+function checkCostObject(cost: unknown): void {
+  if (cost === null || typeof cost !== 'object' || Array.isArray(cost)) {
+    throw invalid(TypeError, `cost must be a number (received ${describe(cost)}), or a plain object of unit costs such as { tokens: 1200 }`);
+  }
+  const proto = Object.getPrototypeOf(cost);
+  if (proto !== Object.prototype && proto !== null) {
+    throw invalid(TypeError, `cost must be a number, or a plain object of unit costs such as { tokens: 1200 } (received ${instanceOf(cost)})`);
+  }
+  for (const [unit, amount] of Object.entries(cost as object)) {
+    if (typeof amount !== 'number') throw invalid(TypeError, `${keyPath('cost', unit)} must be a number (received ${describe(amount)})`);
+  }
 }
 
 /**
@@ -89,5 +108,16 @@ export function parseReport(value: unknown): ParsedReport {
     const t = r.thrown as Record<string, unknown>;
     if (typeof t !== 'object' || typeof t.message !== 'string') return bad('thrown', 'must be { message: string }');
   }
+  if (r.usage !== undefined && r.usage !== null && !isUsageShaped(r.usage)) {
+    return bad('usage', 'must be an object of integers >= 0 such as { tokens: 1200 }, or null');
+  }
   return { ok: true, report: r as CallReport };
+}
+
+/** A usage's shape: a plain object of integers >= 0. Which units it names is the engine's to check. */
+function isUsageShaped(usage: unknown): boolean {
+  if (usage === null || typeof usage !== 'object') return false;
+  const proto = Object.getPrototypeOf(usage);
+  if (proto !== Object.prototype && proto !== null) return false;
+  return Object.values(usage).every((amount) => typeof amount === 'number' && Number.isSafeInteger(amount) && amount >= 0);
 }

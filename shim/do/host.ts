@@ -321,12 +321,22 @@ export class EngineHost {
         retryAfterMs: r.retryAfterMs ?? undefined,
         failure: r.failure ? (r.failure.retryable ? 'retryable' : 'final') : undefined,
       };
+      if (r.usage) report.usage = r.usage;
     } else {
       // The callback ran, so this is final: retrying cannot fix its shape.
       call.failure = parsed.error;
       report = { status: 0, failure: 'final' };
     }
-    this.#engine.report(ticket, report, Date.now());
+    try {
+      this.#engine.report(ticket, report, Date.now());
+    } catch (error) {
+      // A usage naming a unit no window counts (or not an integer): the
+      // engine changed nothing. The work ran, so the call fails without a
+      // retry, saying why; its reservation stands.
+      if (report.usage === undefined || (error as { code?: string }).code !== 'invalid-argument') throw error;
+      call.failure = (error as Error).message;
+      this.#engine.report(ticket, { status: report.status, failure: 'final' }, Date.now());
+    }
     this.flushSoon();
   }
 

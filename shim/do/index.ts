@@ -15,6 +15,8 @@ export {
   type LimiterConfigPatch,
   type LimiterPing,
   type LimiterStats,
+  type LimiterWindow,
+  type WindowStats,
   type LimitsDocument,
   type SettledCall,
   type SettledError,

@@ -1,7 +1,9 @@
 /**
  * The object's persistence in its SQLite storage. Grants are one row per
- * distinct grant time; config, name, penalty and the fingerprint of the last
- * applied declaration are small records. Nothing exists (not even a table)
+ * distinct grant time: the primary window's in their own table (as before
+ * windows existed, so older buckets restore unchanged), the extra windows'
+ * keyed by window name and time; config, name, penalty and the fingerprint
+ * of the last applied declaration are small records. Nothing exists (not even a table)
  * until the first `configure`, so an unconfigured bucket holds zero bytes.
  */
 import type { EngineSnapshot, EngineWrite } from '../engine/loader.ts';
@@ -10,6 +12,7 @@ const META = 'drl_meta';
 // Expiries per batched DELETE of expired grant rows (see #expiredThrough).
 const EXPIRY_BATCH = 32;
 const GRANTS = 'drl_grants';
+const WINDOW_GRANTS = 'drl_window_grants';
 
 export interface StoredBucket extends EngineSnapshot {
   name?: string;
@@ -24,6 +27,9 @@ export class LimiterStorage {
   // statement on every call of a short-window bucket.
   #expiredThrough: number | undefined;
   #expiries = 0;
+  // The same for each extra window, by name.
+  readonly #windowExpiries = new Map<string, { through: number; count: number }>();
+  #windowsReady = false;
 
   constructor(storage: DurableObjectStorage) {
     this.#storage = storage;
@@ -39,8 +45,10 @@ export class LimiterStorage {
    */
   forget(): void {
     this.#ready = false;
+    this.#windowsReady = false;
     this.#expiredThrough = undefined;
     this.#expiries = 0;
+    this.#windowExpiries.clear();
   }
 
   /** Whether anything was ever stored. */
@@ -58,6 +66,18 @@ export class LimiterStorage {
     // WITHOUT ROWID: the grant time is the key, so a take is one b-tree write.
     this.#sql.exec(`CREATE TABLE IF NOT EXISTS ${GRANTS} (at INTEGER PRIMARY KEY, amount INTEGER NOT NULL) WITHOUT ROWID`);
     this.#ready = true;
+  }
+
+  /**
+   * Creates the extra windows' table, on the first write to one: a bucket
+   * stored before windows existed, or with none, never has it.
+   */
+  #ensureWindows(): void {
+    if (this.#windowsReady) return;
+    this.#sql.exec(
+      `CREATE TABLE IF NOT EXISTS ${WINDOW_GRANTS} (win TEXT NOT NULL, at INTEGER NOT NULL, amount INTEGER NOT NULL, PRIMARY KEY (win, at)) WITHOUT ROWID`,
+    );
+    this.#windowsReady = true;
   }
 
   /** What a cold start restores from, or undefined when nothing was stored. */
@@ -87,7 +107,28 @@ export class LimiterStorage {
       grant[1] = toNumber(grant[1]);
     }
     bucket.grants = grants as [number, number][];
+    bucket.windows = this.#readWindows();
     return bucket;
+  }
+
+  /** The extra windows' rows, by window name, each in time order. */
+  #readWindows(): [string, [number, number][]][] {
+    const table = this.#sql.exec(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`, WINDOW_GRANTS).toArray();
+    if (table.length === 0) return [];
+    this.#windowsReady = true;
+    const [row] = this.#sql
+      .exec<{ rows: string }>(
+        `SELECT json_group_array(json_array(win, ${numeric('at')}, ${numeric('amount')})) AS rows FROM (SELECT win, at, amount FROM ${WINDOW_GRANTS} ORDER BY win, at)`,
+      )
+      .toArray();
+    const byWindow = new Map<string, [number, number][]>();
+    for (const [win, at, amount] of JSON.parse(row?.rows ?? '[]') as [unknown, unknown, unknown][]) {
+      const name = String(win);
+      let rows = byWindow.get(name);
+      if (rows === undefined) byWindow.set(name, (rows = []));
+      rows.push([toNumber(at), toNumber(amount)]);
+    }
+    return [...byWindow];
   }
 
   putName(name: string): void {
@@ -127,6 +168,10 @@ export class LimiterStorage {
     let rows = 0;
     for (let i = 0; i < writes.length; i++) {
       const w = writes[i]!;
+      if ('window' in w && w.window !== undefined) {
+        if (w.kind !== 'putGrant' || !superseded?.[i]) rows += this.#applyWindow(w);
+        continue;
+      }
       switch (w.kind) {
         case 'putGrant':
           if (superseded?.[i]) break;
@@ -167,13 +212,48 @@ export class LimiterStorage {
     return rows;
   }
 
+  /** One grant write of an extra window. */
+  #applyWindow(w: Extract<EngineWrite, { kind: 'putGrant' | 'deleteGrantsThrough' | 'deleteGrant' | 'clearGrants' }>): number {
+    const win = w.window!;
+    this.#ensureWindows();
+    switch (w.kind) {
+      case 'putGrant':
+        return this.#sql.exec(
+          `INSERT INTO ${WINDOW_GRANTS} (win, at, amount) VALUES (?, ?, ?) ON CONFLICT(win, at) DO UPDATE SET amount = excluded.amount`,
+          win,
+          w.at,
+          w.amount,
+        ).rowsWritten;
+      case 'deleteGrantsThrough': {
+        const batch = this.#windowExpiries.get(win) ?? { through: w.at, count: 0 };
+        batch.through = Math.max(batch.through, w.at);
+        this.#windowExpiries.set(win, batch);
+        return ++batch.count >= EXPIRY_BATCH ? this.#deleteWindowExpired(win) : 0;
+      }
+      case 'deleteGrant':
+        return this.#sql.exec(`DELETE FROM ${WINDOW_GRANTS} WHERE win = ? AND at = ?`, win, w.at).rowsWritten;
+      case 'clearGrants':
+        this.#windowExpiries.delete(win);
+        return this.#sql.exec(`DELETE FROM ${WINDOW_GRANTS} WHERE win = ?`, win).rowsWritten;
+    }
+  }
+
+  #deleteWindowExpired(win: string): number {
+    const batch = this.#windowExpiries.get(win);
+    this.#windowExpiries.delete(win);
+    if (batch === undefined) return 0;
+    return this.#sql.exec(`DELETE FROM ${WINDOW_GRANTS} WHERE win = ? AND at <= ?`, win, batch.through).rowsWritten;
+  }
+
   /**
    * Deletes now the expired rows still waiting for their batch. A restore
    * calls it: the rows it just dropped from a long-idle log can be many, and
    * would otherwise be read again by every cold start until the batch fills.
    */
   deleteExpiredNow(): number {
-    return this.#deleteExpired();
+    let rows = this.#deleteExpired();
+    for (const win of [...this.#windowExpiries.keys()]) rows += this.#deleteWindowExpired(win);
+    return rows;
   }
 
   /** Deletes the grants that expiries named since the last batch. */
@@ -188,10 +268,13 @@ export class LimiterStorage {
   eraseAll(): void {
     this.#expiredThrough = undefined;
     this.#expiries = 0;
+    this.#windowExpiries.clear();
     if (!this.exists()) return;
     this.#sql.exec(`DROP TABLE IF EXISTS ${GRANTS}`);
+    this.#sql.exec(`DROP TABLE IF EXISTS ${WINDOW_GRANTS}`);
     this.#sql.exec(`DROP TABLE IF EXISTS ${META}`);
     this.#ready = false;
+    this.#windowsReady = false;
   }
 
   #putMeta(key: string, value: string): number {
@@ -210,13 +293,17 @@ export class LimiterStorage {
  */
 function supersededUpserts(writes: readonly EngineWrite[]): boolean[] | undefined {
   let flags: boolean[] | undefined;
-  const later = new Set<number>();
+  const later = new Set<number | string>();
   for (let i = writes.length - 1; i >= 0; i--) {
     const w = writes[i]!;
     if (w.kind === 'putPenalty' || w.kind === 'putConfig' || w.kind === 'putSlots') continue; // other rows
     if (w.kind !== 'putGrant') later.clear();
-    else if (later.has(w.at)) (flags ??= [])[i] = true;
-    else later.add(w.at);
+    else {
+      // The primary's rows by time; an extra window's by name and time.
+      const row = w.window === undefined ? w.at : `${w.window}\u0000${w.at}`;
+      if (later.has(row)) (flags ??= [])[i] = true;
+      else later.add(row);
+    }
   }
   return flags;
 }

@@ -30,11 +30,16 @@ export interface EngineError extends Error {
   readonly code: EngineErrorCode;
 }
 
+/**
+ * Grant writes name their window when it is an extra one (the config's
+ * `windows`); without `window` they are the primary window's, stored as
+ * before windows existed.
+ */
 export type EngineWrite =
-  | { kind: 'putGrant'; at: number; amount: number }
-  | { kind: 'deleteGrantsThrough'; at: number }
-  | { kind: 'deleteGrant'; at: number }
-  | { kind: 'clearGrants' }
+  | { kind: 'putGrant'; at: number; amount: number; window?: string }
+  | { kind: 'deleteGrantsThrough'; at: number; window?: string }
+  | { kind: 'deleteGrant'; at: number; window?: string }
+  | { kind: 'clearGrants'; window?: string }
   | { kind: 'putPenalty'; forcedUntil: number; liftPending: boolean }
   | { kind: 'putConfig'; text: string }
   | { kind: 'putSlots'; text: string }
@@ -52,7 +57,12 @@ export interface EngineReport {
   retryAfterMs?: number;
   retryAfter?: string;
   failure?: 'retryable' | 'final';
+  /** What the attempt really cost, per unit: corrects its reservation in every window counting one of them. */
+  usage?: Readonly<Record<string, number>>;
 }
+
+/** A call's cost: a number of the default unit, or an amount per unit. */
+export type EngineCost = number | Readonly<Record<string, number>>;
 
 export interface EngineSnapshot {
   config?: string;
@@ -62,6 +72,8 @@ export interface EngineSnapshot {
   grants?: ArrayLike<readonly [number, number]>;
   /** The slots record as stored (attempts that may still be running). */
   slots?: string;
+  /** The extra windows' rows, by window name, as stored. */
+  windows?: ReadonlyArray<readonly [name: string, grants: ArrayLike<readonly [number, number]>]>;
 }
 
 interface CoreExports {
@@ -80,13 +92,16 @@ interface CoreExports {
   drl_validate_config(len: number): number;
   drl_restore_begin(h: number, configLen: number, forcedUntil: number, liftPending: number, now: number): number;
   drl_restore_rows(h: number, count: number): number;
+  drl_restore_window_rows(h: number, nameLen: number, count: number): number;
+  drl_window_key(h: number, window: number): number;
   drl_restore_slots(h: number, len: number): number;
   drl_restore_end(h: number): number;
   drl_slots_text(h: number): number;
   drl_running_slots_text(h: number): number;
   drl_erase(h: number, now: number): number;
   drl_arrive(h: number, cost: number, now: number): number;
-  drl_report(h: number, ticket: number, status: number, flags: number, retryAfterMs: number, headerLen: number, now: number): number;
+  drl_arrive_units(h: number, len: number, now: number): number;
+  drl_report(h: number, ticket: number, status: number, flags: number, retryAfterMs: number, headerLen: number, usageLen: number, now: number): number;
   drl_threw(h: number, ticket: number, now: number): number;
   drl_cancel(h: number, ticket: number, now: number): number;
   drl_gone(h: number, ticket: number, now: number): number;
@@ -183,6 +198,9 @@ export class Core {
 export class Engine {
   readonly #core: Core;
   readonly #h: number;
+  // Window names by the number grant records carry (0, the primary, is ''):
+  // fixed for the engine's life, until a restore starts it afresh.
+  #windowKeys: string[] = [''];
 
   constructor(core: Core, handle: number) {
     this.#core = core;
@@ -206,9 +224,19 @@ export class Engine {
   /** Rebuilds the engine from stored rows, streamed through a small buffer. */
   restore(snapshot: EngineSnapshot, now: number): void {
     const x = this.#core.exports;
-    const grants = snapshot.grants ?? [];
     const configLen = snapshot.config === undefined ? -1 : this.#core.putString(snapshot.config);
+    this.#windowKeys = [''];
     x.drl_restore_begin(this.#h, configLen, snapshot.forcedUntil ?? 0, snapshot.liftPending ? 1 : 0, now);
+    this.#restoreRows(snapshot.grants ?? [], (count) => x.drl_restore_rows(this.#h, count));
+    for (const [name, grants] of snapshot.windows ?? []) {
+      // The name goes in the scratch buffer, the rows in the f64 one: each chunk names it again.
+      this.#restoreRows(grants, (count) => x.drl_restore_window_rows(this.#h, this.#core.putString(name), count));
+    }
+    if (snapshot.slots !== undefined) x.drl_restore_slots(this.#h, this.#core.putString(snapshot.slots));
+    x.drl_restore_end(this.#h);
+  }
+
+  #restoreRows(grants: ArrayLike<readonly [number, number]>, send: (count: number) => void): void {
     for (let from = 0; from < grants.length; from += RESTORE_CHUNK) {
       const count = Math.min(RESTORE_CHUNK, grants.length - from);
       const buffer = this.#core.f64(count * 2);
@@ -217,10 +245,8 @@ export class Engine {
         buffer[2 * i] = row[0];
         buffer[2 * i + 1] = row[1];
       }
-      x.drl_restore_rows(this.#h, count);
+      send(count);
     }
-    if (snapshot.slots !== undefined) x.drl_restore_slots(this.#h, this.#core.putString(snapshot.slots));
-    x.drl_restore_end(this.#h);
   }
 
   erase(now: number): void {
@@ -228,18 +254,26 @@ export class Engine {
   }
 
   /** Returns the caller's ticket; throws for a bad cost or an unconfigured bucket. */
-  arrive(cost: number, now: number): number {
-    return this.#core.check(this.#core.exports.drl_arrive(this.#h, cost, now));
+  arrive(cost: EngineCost, now: number): number {
+    if (typeof cost === 'number') return this.#core.check(this.#core.exports.drl_arrive(this.#h, cost, now));
+    const len = this.#core.putString(JSON.stringify(cost));
+    return this.#core.check(this.#core.exports.drl_arrive_units(this.#h, len, now));
   }
 
   report(ticket: number, report: EngineReport, now: number): void {
     let flags = report.rateLimited ? 1 : 0;
     if (report.failure) flags |= FAILURE_FLAGS[report.failure];
-    const headerLen = typeof report.retryAfter === 'string' ? this.#core.putString(report.retryAfter) : -1;
+    const header = typeof report.retryAfter === 'string' ? report.retryAfter : undefined;
+    const headerLen = header === undefined ? -1 : this.#core.putString(header);
+    let usageLen = -1;
+    if (report.usage) {
+      // The usage's JSON follows the header in the scratch buffer.
+      usageLen = this.#core.putString((header ?? '') + JSON.stringify(report.usage)) - Math.max(headerLen, 0);
+    }
     const retryAfterMs = typeof report.retryAfterMs === 'number' ? report.retryAfterMs : NaN;
     const status = Number.isInteger(report.status) ? (report.status as number) : 0;
     this.#core.check(
-      this.#core.exports.drl_report(this.#h, ticket, status, flags, retryAfterMs, headerLen, now),
+      this.#core.exports.drl_report(this.#h, ticket, status, flags, retryAfterMs, headerLen, usageLen, now),
     );
   }
 
@@ -307,20 +341,29 @@ export class Engine {
     // the loop, since fetching one may grow memory and detach this view.
     const r = this.#core.records(count);
     let textless: { kind: 'putSlots' | 'putConfig'; text: string }[] | undefined;
+    // Grant writes of extra windows, named after the loop (like the texts).
+    let windowed: [write: { window?: string }, key: number][] | undefined;
     for (let i = 0; i < count * 4; i += 4) {
       const kind = r[i]!;
       if (kind >= WRITE_RECORD_BASE) {
         const name = WRITE_KINDS[kind - WRITE_RECORD_BASE];
         const at = r[i + 1]!;
         const amount = r[i + 2]!;
+        const key = r[i + 3]!;
         switch (name) {
-          case 'putGrant':
-            writes.push({ kind: name, at, amount });
+          case 'putGrant': {
+            const write = { kind: name, at, amount } as { kind: typeof name; at: number; amount: number; window?: string };
+            writes.push(write);
+            if (key !== 0) (windowed ??= []).push([write, key]);
             break;
+          }
           case 'deleteGrantsThrough':
-          case 'deleteGrant':
-            writes.push({ kind: name, at });
+          case 'deleteGrant': {
+            const write = { kind: name, at } as { kind: typeof name; at: number; window?: string };
+            writes.push(write);
+            if (key !== 0) (windowed ??= []).push([write, key]);
             break;
+          }
           case 'putPenalty':
             writes.push({ kind: name, forcedUntil: at, liftPending: amount !== 0 });
             break;
@@ -331,7 +374,12 @@ export class Engine {
             (textless ??= []).push(write);
             break;
           }
-          case 'clearGrants':
+          case 'clearGrants': {
+            const write = { kind: name } as { kind: typeof name; window?: string };
+            writes.push(write);
+            if (key !== 0) (windowed ??= []).push([write, key]);
+            break;
+          }
           case 'eraseAll':
             writes.push({ kind: name });
             break;
@@ -365,7 +413,15 @@ export class Engine {
         w.text = w.kind === 'putSlots' ? (slots ??= this.slotsText()) : (config ??= this.configText() ?? '');
       }
     }
+    if (windowed) {
+      for (const [write, key] of windowed) write.window = this.#windowKeys[key] ?? this.#windowKey(key);
+    }
     return { writes, actions };
+  }
+
+  #windowKey(key: number): string {
+    this.#core.exports.drl_window_key(this.#h, key);
+    return (this.#windowKeys[key] = this.#core.outString());
   }
 
   free(): void {

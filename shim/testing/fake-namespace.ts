@@ -5,15 +5,24 @@
  * retries), and the outcome is what the real object would settle with once
  * no retries remain.
  */
-import type { CallReport, ExecuteOptions, ExecuteResult } from '../envelope.ts';
+import type { CallReport, ExecuteOptions, ExecuteResult, UnitCosts } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { costProblem, raise } from '../rules.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
 import { failedAsData } from '../settled.ts';
 
-/** One call the fake saw: which bucket, and the report its callback returned. */
+/**
+ * One call the fake saw: which bucket, what it asked to take, and the report
+ * its callback returned (the fake runs each callback once, so this is the
+ * call's one attempt; `report.usage` is what its usage hook measured).
+ *
+ * @example
+ * expect(fake.calls[0]).toMatchObject({ name: 'example-api', cost: { tokens: 4000 }, report: { usage: { tokens: 1234 } } });
+ */
 export interface CapturedCall {
   name: string;
+  /** The call's cost as given (a number, or an amount per unit); 1 when none was given. */
+  cost: number | UnitCosts;
   report: CallReport;
 }
 
@@ -44,13 +53,16 @@ export interface FakeLimiterOptions {
  * Creates a fake namespace. A report with `failure`, a 429 or a rateLimited
  * signal rejects with the CallFailedError the object would raise once its
  * retries were spent (a retryable failure too: the fake never re-invokes);
- * anything else resolves with `value`.
+ * anything else resolves with `value`. A cost is checked by the shared rule
+ * (a number or an object of unit costs) but not against units: the fake has
+ * no config, so it knows no windows and settles no usage, only records it.
  *
  * @example
  * const fake = createFakeLimiterNamespace();
  * const api = defineLimiter({ binder: defineTestBinder(fake.namespace), name: 'example-api' });
  * await api.for({}).call(() => new Response('ok'), { read: (r) => r.text() });
  * expect(fake.calls[0].report.status).toBe(200);
+ * expect(fake.calls[0].cost).toBe(1);
  */
 export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): FakeLimiterNamespace {
   const calls: CapturedCall[] = [];
@@ -69,10 +81,11 @@ export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): Fa
   /** One call, run to its terminal outcome: the value, or the error the object would settle it with. */
   async function terminal<T>(name: string, fn: () => Promise<CallReport<T>> | CallReport<T>, executeOptions?: ExecuteOptions): Promise<T> {
     if (typeof fn !== 'function') throw new TypeError(`${MARKERS.invalidArgument} execute(fn): fn must be a function`);
-    raise(costProblem(executeOptions?.cost ?? 1, 'cost'), `${MARKERS.invalidArgument} `);
+    const cost = executeOptions?.cost ?? 1;
+    raise(costProblem(cost, 'cost'), `${MARKERS.invalidArgument} `);
     if (!exists(name)) throw new LimiterNotConfiguredError();
     const report = await fn();
-    calls.push({ name, report });
+    calls.push({ name, cost, report });
     if (report.thrown) throw new Error(`${MARKERS.callbackThrew} ${report.thrown.message}`);
     if (report.failure) throw new CallFailedError(report.failure.message, report.status ?? 0);
     if (report.status === 429 || report.rateLimited === true) {

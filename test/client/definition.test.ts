@@ -79,6 +79,7 @@ describe('definitions', () => {
     expect(definitionError({ binder, name: 'a', rateLimit: { retryAfterMs: 5 } }).message).toContain('rateLimit must be a function, null or undefined');
     expect(definitionError({ binder, name: 'a', error: 'nope' }).message).toContain('error must be a function');
     expect(definitionError({ binder, name: 'a', onDrop: true }).message).toContain('onDrop must be a function');
+    expect(definitionError({ binder, name: 'a', usage: { tokens: 1 } }).message).toBe('defineLimiter: usage must be a function, null or undefined (received an object)');
     for (const dropRetries of [-1, 1.5, Number.POSITIVE_INFINITY, '3']) {
       const error = definitionError({ binder, name: 'a', dropRetries });
       expect(error).toBeInstanceOf(RangeError);
@@ -109,7 +110,8 @@ describe('definitions', () => {
       [() => 1, undefined, 'options must be an object with a read function'],
       [() => 1, {}, 'options.read must be a function (received undefined)'],
       [() => 1, { read: () => 1, rateLimit: 5 }, 'options.rateLimit must be a function, null or undefined'],
-      [() => 1, { read: () => 1, retries: 2 }, 'unknown option "retries"'],
+      [() => 1, { read: () => 1, usage: { tokens: 1 } }, 'options.usage must be a function, null or undefined (received an object)'],
+      [() => 1, { read: () => 1, retries: 2 }, 'unknown option "retries" (allowed: read, rateLimit, error, cost, usage)'],
     ];
     for (const [fn, options, message] of refusals) {
       let error: unknown;

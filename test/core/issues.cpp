@@ -218,3 +218,25 @@ TEST_CASE("a bucket configured again after erase stores the slots of callbacks s
   restarted.tick(entry + kTimeout);
   CHECK(actions(restarted) == std::vector<Action>{start(x)});
 }
+
+TEST_CASE("a queued call whose default unit a reconfigure changed still keys its slot at its start, not at 0",
+          "[issues.14]") {
+  // The call's plain cost was in "requests"; the primary now counts
+  // "tokens", so it takes nothing there. Its slot must still be recorded
+  // at a time a restore holds (its start), not at 0 (long expired).
+  Engine e = configured(config(10, 1000, 1));
+  const Ticket a = arrive(e, T0);
+  const Ticket b = arrive(e, T0 + 1);  // queued behind a (concurrency 1)
+  drain(e);
+  REQUIRE(e.reconfigure(R"({"bucket":{"unit":"tokens"},"windows":{"rpm":{"unit":"requests","limitPerWindow":10,"windowInMs":1000}}})", T0 + 2).ok());
+  drain(e);
+  report(e, a, Report{200}, T0 + 3);
+  CHECK(actions(e) == std::vector<Action>{resolve(a), start(b)});
+  // Restored from the stored record at once, b's slot is still held.
+  Snapshot snap;
+  snap.config_text = e.config_text();
+  snap.slots_text = e.slots_text();
+  Engine fresh;
+  fresh.restore(snap, T0 + 10);
+  CHECK(inspect(fresh).active() == 1);
+}

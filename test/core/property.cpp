@@ -78,7 +78,7 @@ TEST_CASE("random schedules keep every invariant", "[property]") {
           << " whose usage never exceeds the reservation): " << total.unit_arrivals << " arrivals with a cost per unit, "
           << total.usage_reports << " reports with usage settling " << total.refunds << " refunds (" << total.stale_refunds
           << " not refunded: grant expired or log replaced) and " << total.charges << " charges; " << total.debt_steps
-          << " steps with a window in debt; " << total.window_changes << " reconfigures adding, removing or re-uniting a window; "
+          << " steps with a window holding more than its limit (a charge, a lowered limit, a damaged row); " << total.window_changes << " reconfigures adding, removing or re-uniting a window; "
           << total.overused_windows << " rolling windows of real usage above the limit (at most " << total.max_overuse
           << " above), real usage - limit - under-estimates at most " << total.max_overuse_beyond_underestimate
           << " (must be <= 0)";
@@ -100,7 +100,7 @@ TEST_CASE("random schedules keep every invariant", "[property]") {
     CHECK(total.honest_schedules > count / 10);
     CHECK(total.unit_arrivals > count);
     CHECK(total.usage_reports > count / 2);
-    CHECK(total.refunds > count / 2);
+    CHECK(total.refunds > count / 4);
     CHECK(total.stale_refunds > 0);
     CHECK(total.charges > count / 4);
     CHECK(total.debt_steps > count / 10);

@@ -31,7 +31,7 @@ describe('/do', () => {
       'REGISTRY_NAME',
       'handleAdminRequest',
     ]);
-    expect(doEntry.ENVELOPE_VERSION).toBe(3);
+    expect(doEntry.ENVELOPE_VERSION).toBe(4);
     const error = new doEntry.CallFailedError('gone', 410);
     expect(error.status).toBe(410);
     expect(error.message).toBe('[drl:call-failed] gone (status 410)');

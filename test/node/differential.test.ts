@@ -57,7 +57,7 @@ describe('core.wasm agrees with the native engine', () => {
         case 'report': {
           const headerLen = ev.header === null ? -1 : str(ev.header as string);
           const ms = ev.ms === null ? NaN : (ev.ms as number);
-          rc = x.drl_report(h, ev.t as number, ev.status as number, ev.flags as number, ms, headerLen, ev.now);
+          rc = x.drl_report(h, ev.t as number, ev.status as number, ev.flags as number, ms, headerLen, -1, ev.now);
           break;
         }
         case 'threw':

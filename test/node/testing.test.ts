@@ -134,14 +134,47 @@ describe('limiterStub', () => {
 describe('createFakeLimiterNamespace', () => {
   const run = (fake: any, name: string, report: unknown) => fake.namespace.get(fake.namespace.idFromName(name)).execute(async () => report);
 
-  it('resolves with value and logs { name, report } in order', async () => {
+  it('resolves with value and logs { name, cost, report } in order', async () => {
     const fake = testing.createFakeLimiterNamespace();
     await expect(run(fake, 'a', { value: 1, status: 200 })).resolves.toBe(1);
     await expect(run(fake, 'b', { value: 2, status: 500 })).resolves.toBe(2);
     expect(fake.calls).toEqual([
-      { name: 'a', report: { value: 1, status: 200 } },
-      { name: 'b', report: { value: 2, status: 500 } },
+      { name: 'a', cost: 1, report: { value: 1, status: 200 } },
+      { name: 'b', cost: 1, report: { value: 2, status: 500 } },
     ]);
+  });
+
+  it("records each call's cost as given (a number or an object of unit costs) and its attempt's usage, through bound.call", async () => {
+    const client = await import(join(dist, 'client/index.js'));
+    const fake = testing.createFakeLimiterNamespace();
+    const api = client.defineLimiter({
+      binder: client.defineTestBinder(fake.namespace),
+      name: 'completions',
+      usage: (res: Response) => ({ tokens: Number(res.headers.get('x-tokens')) }),
+    });
+    const bound = api.for({});
+    const reply = (tokens: number) => new Response('done', { headers: { 'x-tokens': String(tokens) } });
+    await bound.call(() => reply(1234), { read: (res: Response) => res.text(), cost: { tokens: 4000 } });
+    await bound.call(() => reply(5), { read: (res: Response) => res.text(), cost: 2, usage: null });
+    await bound.call(() => reply(9), { read: (res: Response) => res.text(), usage: () => ({ requests: 1, tokens: 9 }) });
+    expect(fake.calls.map((c: { cost: unknown; report: { usage?: unknown } }) => [c.cost, c.report.usage])).toEqual([
+      [{ tokens: 4000 }, { tokens: 1234 }],
+      [2, undefined],
+      [1, { requests: 1, tokens: 9 }],
+    ]);
+  });
+
+  it('refuses a cost of the wrong shape as the object does, without running the callback', async () => {
+    const fake = testing.createFakeLimiterNamespace();
+    let ran = false;
+    const stub = fake.namespace.get(fake.namespace.idFromName('a'));
+    const fn = async () => ((ran = true), { value: 1 });
+    await expect(stub.execute(fn, { cost: 0 })).rejects.toThrow('[drl:invalid-argument] cost must be an integer >= 1');
+    await expect(stub.execute(fn, { cost: {} })).rejects.toThrow('[drl:invalid-argument] cost must name at least one unit (received {})');
+    await expect(stub.execute(fn, { cost: { tokens: -1 } })).rejects.toThrow('[drl:invalid-argument] cost.tokens must be an integer >= 0 (received -1)');
+    await expect(stub.execute(fn, { cost: { 'a b': 1 } })).rejects.toThrow('[drl:invalid-argument] cost has the key "a b", which is not a unit name');
+    expect(ran).toBe(false);
+    expect(fake.calls).toEqual([]);
   });
 
   it('rejects a failure (retryable or not) and a 429 as the object finally would', async () => {

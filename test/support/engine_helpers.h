@@ -49,6 +49,7 @@ struct StringMaker<drl::Write> {
     } else {
       out << w.amount;
     }
+    if (w.window != 0) out << ", window " << w.window;
     out << "}";
     return out.str();
   }

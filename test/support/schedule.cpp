@@ -849,7 +849,7 @@ class Runner {
 
   // A grant of `amount` now: on the window's grid, joining a newer grant.
   static Millis model_take(ModelWindow& w, int64_t amount, Millis now) {
-    const int64_t q = grid_step_ms(w.ms);
+    const int64_t q = grid_step_ms(w.ms, w.name.empty() ? kMaxLogEntries : kMaxExtraLogEntries);
     Millis at = (now + q - 1) / q * q;
     if (!w.log.empty() && w.log.rbegin()->first >= at) at = w.log.rbegin()->first;
     w.log[at] += amount;

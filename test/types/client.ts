@@ -15,6 +15,8 @@ import {
   type LimiterStub,
   type NamespaceLike,
   type RateLimitHook,
+  type UnitCosts,
+  type UsageHook,
 } from '../../shim/client/index.ts';
 
 declare const env: Env;
@@ -170,4 +172,72 @@ declare const failed: CallFailedError;
 expectType<string>(failed.reason);
 expectType<number>(failed.status);
 
-void [calls, withDefaults, erased, fromTyped, fromRaw, kept, overService, settles, limitedReport];
+// ---- cost in several units, and the real cost from a usage hook ---------------
+
+interface Completion {
+  usage: { total_tokens: number };
+}
+
+async function units(): Promise<void> {
+  // usage's body is what read returns: Completion, from res.json<Completion>().
+  const completion = await bound.call(() => fetch('https://api.example.com/v1/complete'), {
+    read: (res) => res.json<Completion>(),
+    cost: { tokens: 4000 },
+    usage: (res, body) => ({ tokens: body.usage.total_tokens }),
+  });
+  expectType<Completion>(completion);
+  // Several units, an async hook, and null or undefined to keep the reservation.
+  await bound.call(() => fetch('https://api.example.com'), {
+    read: (res) => res.text(),
+    cost: { requests: 2, tokens: 100 },
+    usage: async (res, text) => (res.ok ? { tokens: text.length } : null),
+  });
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, usage: () => undefined });
+  // null opts out of the limiter's default.
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, usage: null });
+  // Not HTTP: the hook sees fn's result.
+  await bound.call(async () => ({ rows: 12 }), { read: (r) => r.rows, usage: (r, n) => ({ rows: r.rows + n }) });
+  // A cost object typed elsewhere (readonly) is accepted.
+  const reserved: UnitCosts = { tokens: 4000 };
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, cost: reserved });
+
+  // @ts-expect-error a usage hook returns an object of unit amounts, not a string
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.text(), usage: (res, text) => text });
+  // @ts-expect-error nor a bare number
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, usage: (res, status) => status });
+  // @ts-expect-error an amount is a number, not a string
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, usage: () => ({ tokens: '12' }) });
+  // @ts-expect-error a cost object's values are numbers
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, cost: { tokens: '4000' } });
+  // @ts-expect-error a cost is a number or an object of unit amounts, not a string
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, cost: '2' });
+  await bound.call(() => fetch('https://api.example.com'), {
+    read: (res) => res.json<Completion>(),
+    // @ts-expect-error body is Completion, which has no `tokens`
+    usage: (res, body) => ({ tokens: body.tokens }),
+  });
+}
+
+// A limiter-level usage default is typed for Response, its body unknown.
+const withUsage = defineLimiter({
+  binder,
+  name: 'with-usage',
+  usage: async (res, body) => {
+    expectType<Response>(res);
+    expectType<unknown>(body);
+    const tokens = Number(res.headers.get('x-tokens-used'));
+    return Number.isSafeInteger(tokens) ? { tokens } : null;
+  },
+});
+const usageHook: UsageHook<Response, Completion> = (res, body) => ({ tokens: body.usage.total_tokens });
+// @ts-expect-error a limiter's default sees unknown bodies: a hook written for Completion does not fit
+defineLimiter({ binder, name: 'narrow-usage', usage: usageHook });
+// The report carries usage, and execute takes a cost object.
+const settledReport: CallReport = { value: 1, usage: { tokens: 1234 } };
+async function costObjects(stub: LimiterStub): Promise<void> {
+  expectType<number>(await stub.execute(async (): Promise<CallReport<number>> => ({ value: 1, usage: { tokens: 3 } }), { cost: { tokens: 4000 } }));
+  // @ts-expect-error a report's usage amounts are numbers
+  await stub.execute(async () => ({ value: 1, usage: { tokens: 'many' } }));
+}
+
+void [calls, withDefaults, erased, fromTyped, fromRaw, kept, overService, settles, limitedReport, units, withUsage, settledReport, costObjects];

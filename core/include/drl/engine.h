@@ -148,9 +148,13 @@ struct Snapshot {
 // takes on a grid of ceil(window / (kMaxLogEntries - 1)) ms, dated at the end
 // of their cell (later is the safe side: a grant dated later expires later).
 inline constexpr int64_t kMaxLogEntries = 131'072;
+// The same cap for each extra window (Config::windows), so a bucket with
+// three windows at full rate stays under 4 MB: their grids are 4x coarser
+// (a per-day window dates takes on a 2.7 s grid instead of 0.7 s).
+inline constexpr int64_t kMaxExtraLogEntries = 32'768;
 
-// The grid step for a window: 1 ms (exact) up to kMaxLogEntries ms.
-int64_t grid_step_ms(int64_t window_ms);
+// The grid step for a window: 1 ms (exact) up to max_entries ms.
+int64_t grid_step_ms(int64_t window_ms, int64_t max_entries = kMaxLogEntries);
 
 namespace internal {
 struct State;

@@ -1,0 +1,177 @@
+// Buckets with several windows, in workerd: admission all-or-nothing across
+// windows, costs per unit, usage settling the reservation (refund and
+// charge, a debt), what storage holds per window and what a restart restores.
+import { abortAllDurableObjects, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+
+import type { CallReport, LimiterConfig, WindowStats } from '../../shim/envelope.ts';
+import { bucket, configured, recorder, rejection, waitFor } from './helpers.ts';
+
+function windowOf(stats: { windows: WindowStats[] }, name: string): WindowStats {
+  const found = stats.windows.find((w) => w.name === name);
+  if (!found) throw new Error(`no window ${name} in ${JSON.stringify(stats.windows)}`);
+  return found;
+}
+
+function windowRows(state: DurableObjectState): { win: string; at: number; amount: number }[] {
+  return state.storage.sql
+    .exec<{ win: string; at: number; amount: number }>(`SELECT win, at, amount FROM drl_window_grants ORDER BY win, at`)
+    .toArray()
+    .map((row) => ({ win: String(row.win), at: Number(row.at), amount: Number(row.amount) }));
+}
+
+function tableNames(state: DurableObjectState): string[] {
+  return state.storage.sql
+    .exec<{ name: string }>(`SELECT name FROM sqlite_master WHERE name LIKE 'drl_%' ORDER BY name`)
+    .toArray()
+    .map((row) => row.name);
+}
+
+const tokensConfig = (tokens: number, windowInMs = 60_000): LimiterConfig => ({
+  bucket: { limitPerWindow: 100, windowInMs: 60_000 },
+  windows: { tpm: { unit: 'tokens', limitPerWindow: tokens, windowInMs } },
+  concurrency: 10,
+});
+
+const reporting = (usage: Record<string, number> | undefined, value: unknown = 'ok') => async (): Promise<CallReport> =>
+  usage === undefined ? { value } : { value, usage };
+
+describe('several windows', () => {
+  it('5 per 2 s and 3 per 200 ms: the 4th and 5th wait for the short window, the 6th and 7th for the long one', async () => {
+    const config: LimiterConfig = {
+      bucket: { limitPerWindow: 5, windowInMs: 2_000 },
+      windows: { short: { limitPerWindow: 3, windowInMs: 200 } },
+      concurrency: 10,
+    };
+    const { stub } = await configured(config, 'two-windows');
+    const calls = Array.from({ length: 7 }, (_, i) => recorder({ value: i }));
+    // Admission times from the object's own grants (the primary window's
+    // rows), gathered while the calls run: a grant leaves stats with its window.
+    const seen = new Map<number, number>();
+    let running = true;
+    const watching = (async () => {
+      while (running) {
+        for (const [at, amount] of (await stub.stats()).grants) seen.set(at!, Math.max(seen.get(at!) ?? 0, amount!));
+        await new Promise((resolve) => setTimeout(resolve, 40));
+      }
+    })();
+    const outcomes = await Promise.all(calls.map((c) => stub.execute(c.fn)));
+    running = false;
+    await watching;
+    for (const [at, amount] of (await stub.stats()).grants) seen.set(at!, Math.max(seen.get(at!) ?? 0, amount!));
+    expect(outcomes).toEqual([0, 1, 2, 3, 4, 5, 6]);
+
+    const takes = [...seen].flatMap(([at, amount]) => Array.from({ length: amount }, () => at)).sort((a, b) => a - b);
+    expect(takes).toHaveLength(7);
+    // The model: a call is admitted once the short window has room (3
+    // takes back it is 200 ms old) and the long one too (5 takes back it is
+    // 2 s old). The 4th and 5th wait only for the short window; the 6th and
+    // 7th for the long one, though the short window is free long before.
+    for (let i = 3; i < 7; i++) expect(takes[i]!).toBeGreaterThanOrEqual(takes[i - 3]! + 200);
+    for (let i = 5; i < 7; i++) expect(takes[i]!).toBeGreaterThanOrEqual(takes[i - 5]! + 2_000);
+    expect(takes[2]! - takes[0]!).toBeLessThan(200); // the first three at once, as they arrived
+    expect(takes[4]!).toBeLessThan(takes[0]! + 1_000); // not held for the long window
+    // No rolling 200 ms holds more than 3, no rolling 2 s more than 5.
+    for (const t of takes) {
+      expect(takes.filter((u) => u >= t && u < t + 200).length).toBeLessThanOrEqual(3);
+      expect(takes.filter((u) => u >= t && u < t + 2_000).length).toBeLessThanOrEqual(5);
+    }
+    const stats = await stub.stats();
+    expect(stats.windows.map((w) => w.name)).toEqual(['bucket', 'short']);
+    expect(stats.units).toEqual(['requests']);
+  });
+
+  it('a usage below the estimate refunds the difference; above it, the excess is charged and the window owes it', async () => {
+    const { name, stub } = await configured(tokensConfig(1_000, 1_500), 'tokens');
+    await stub.execute(reporting({ tokens: 200 }), { cost: { tokens: 600 } });
+    let stats = await stub.stats();
+    expect(windowOf(stats, 'tpm')).toMatchObject({ unit: 'tokens', limit: 1_000, used: 200, remaining: 800, debt: 0 });
+    expect(windowOf(stats, 'bucket')).toMatchObject({ unit: 'requests', used: 1 });
+
+    await stub.execute(reporting({ tokens: 900 }), { cost: { tokens: 100 } });
+    stats = await stub.stats();
+    expect(windowOf(stats, 'tpm')).toMatchObject({ used: 1_100, remaining: 0, debt: 100 });
+
+    // Stored per window: the refund shrank the first grant, the excess is a grant of its own.
+    const rows = await runInDurableObject(bucket(name), async (_i, state) => windowRows(state));
+    expect(rows.reduce((sum, r) => sum + r.amount, 0)).toBe(1_100);
+    expect(rows.every((r) => r.win === 'tpm')).toBe(true);
+
+    // In debt nothing fits, even a call of 1 token, until the first grant (200) leaves the window.
+    const third = recorder({ value: 'third' });
+    const firstAt = rows[0]!.at;
+    expect(await stub.execute(third.fn, { cost: { tokens: 1 } })).toBe('third');
+    const after = await stub.stats();
+    const thirdAt = after.grants.at(-1)![0]!;
+    expect(thirdAt).toBeGreaterThanOrEqual(firstAt + 1_500);
+  });
+
+  it('a report without usage keeps the reservation; a plain cost counts in the default unit only', async () => {
+    const { stub } = await configured(tokensConfig(1_000), 'keep');
+    await stub.execute(reporting(undefined), { cost: { tokens: 300, requests: 2 } });
+    await stub.execute(reporting(undefined), { cost: 3 });
+    const stats = await stub.stats();
+    expect(windowOf(stats, 'tpm').used).toBe(300);
+    expect(windowOf(stats, 'bucket').used).toBe(5);
+  });
+
+  it('a restart restores every window, debt included, from storage', async () => {
+    const { name, stub } = await configured(tokensConfig(1_000), 'debt-restart');
+    await stub.execute(reporting({ tokens: 1_400 }), { cost: { tokens: 500 } });
+    const before = await stub.stats();
+    expect(windowOf(before, 'tpm').debt).toBe(400);
+
+    await abortAllDurableObjects();
+    const after = await bucket(name).stats();
+    expect(after.windows).toEqual(before.windows.map((w) => ({ ...w, resetAt: w.resetAt })));
+    expect(windowOf(after, 'tpm')).toMatchObject({ used: 1_400, debt: 400, remaining: 0 });
+
+    // Still in debt after the restart: a new call waits rather than bursting.
+    const waiting = recorder({ value: 'late' });
+    const pending = bucket(name).execute(waiting.fn, { cost: { tokens: 1 } });
+    await waitFor(async () => (await bucket(name).stats()).queued === 1, 5_000, 'the call to queue');
+    expect(waiting.startedAt).toEqual([]);
+    await bucket(name).reconfigure({ windows: { tpm: { windowInMs: 1 } } }); // let it drain at once
+    expect(await pending).toBe('late');
+  });
+
+  it('a cost or usage naming a unit no window counts is refused with the units listed; the reservation stands', async () => {
+    const { stub } = await configured(tokensConfig(1_000), 'typo');
+    const typo = recorder({ value: 'never' });
+    const refused = await rejection(stub.execute(typo.fn, { cost: { tokns: 5 } }));
+    expect(refused.message).toBe('[drl:invalid-argument] cost names unit "tokns", which no window counts (units: requests, tokens)');
+    expect(typo.startedAt).toEqual([]);
+
+    const tooBig = await rejection(stub.execute(typo.fn, { cost: { tokens: 1_001 } }));
+    expect(tooBig.message).toBe(`[drl:cost-too-large] cost 1001 tokens exceeds window "tpm"'s limitPerWindow 1000, so it could never be admitted`);
+
+    const failed = await rejection(stub.execute(reporting({ tokns: 5 }), { cost: { tokens: 50 } }));
+    expect(failed.message).toContain('[drl:call-failed] [drl:invalid-argument] usage names unit "tokns", which no window counts (units: requests, tokens)');
+    const stats = await stub.stats();
+    expect(windowOf(stats, 'tpm').used).toBe(50);
+    expect(stats.active).toBe(0); // the slot came back
+  });
+
+  it('stores extra windows apart: a single-window bucket never creates their table; removing a window deletes its rows', async () => {
+    const plain = await configured({ bucket: { limitPerWindow: 5, windowInMs: 60_000 }, concurrency: 1 }, 'plain');
+    await plain.stub.execute(reporting(undefined));
+    expect(await runInDurableObject(bucket(plain.name), async (_i, state) => tableNames(state))).toEqual(['drl_grants', 'drl_meta']);
+
+    const { name, stub } = await configured(tokensConfig(1_000), 'remove');
+    await stub.execute(reporting(undefined), { cost: { tokens: 10 } });
+    expect(await runInDurableObject(bucket(name), async (_i, state) => windowRows(state).length)).toBe(1);
+    await stub.reconfigure({ windows: null });
+    expect(await runInDurableObject(bucket(name), async (_i, state) => windowRows(state).length)).toBe(0);
+    expect((await stub.stats()).windows.map((w) => w.name)).toEqual(['bucket']);
+  });
+
+  it('rejects bad windows before anything is stored, naming window, field and rule', async () => {
+    const { stub } = await configured(tokensConfig(1_000), 'bad');
+    const error = await rejection(
+      stub.reconfigure({ windows: { bucket: { limitPerWindow: 1, windowInMs: 1 }, 'tpm': { limitPerWindow: 0 } } } as never),
+    );
+    expect(error.message).toContain(`window name "bucket" is the primary window's`);
+    expect(error.message).toContain('windows.tpm.limitPerWindow must be an integer between 1 and 1000000000 (received 0)');
+    expect((await stub.stats()).config).toEqual(tokensConfig(1_000));
+  });
+});

@@ -231,7 +231,7 @@ class Runner {
     step_wrote_slots_ = false;
     for (const Write& w : engine_.writes()) step_wrote_slots_ = step_wrote_slots_ || w.kind == WriteKind::PutSlots;
     std::vector<double> records;
-    internal::encode_output(engine_, records);
+    if (trace_) internal::encode_output(engine_, records);
     check_writes();
     const std::string kind = ev["e"].get<std::string>();
     if (kind != "restore") model_step(kind, rc, pending_before, fu_before);
@@ -394,7 +394,7 @@ class Runner {
         out = *s;
         return 0.0;
       });
-      if (!out.empty() && result_.ok) check_stats_windows(out);
+      if (multi_ && !out.empty() && result_.ok) check_stats_windows(out);
       if (trace_ && !out.empty()) trace_->back()["out"] = out;
     } else if (roll <= 94) {
       evict();

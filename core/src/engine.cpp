@@ -60,6 +60,7 @@ struct Take {
   uint64_t epoch = 0;
   Millis at = 0;
   int64_t reserved = 0;
+  uint64_t incarnation = 0;  // the window's (Window::incarnation) when taken
 };
 
 struct Call {
@@ -102,6 +103,10 @@ struct Window {
   // Changes whenever the log is replaced (a penalty's lift): a take from an
   // older log is not refunded there (the safe side).
   uint64_t epoch = 0;
+  // Set when the window is created, kept while a reconfigure carries it: a
+  // window of the same name created later (removed and added again, or
+  // counting another unit) holds none of an older take's reservation.
+  uint64_t incarnation = 0;
   int64_t cap = kMaxLogEntries;  // the most log entries: kMaxExtraLogEntries for an extra window
   SlidingLog log;
 };
@@ -577,7 +582,7 @@ struct State {
       c.n_takes = 0;
       for (Window& w : windows) {
         Take& take = c.takes[c.n_takes++];
-        take = Take{w.key, w.epoch, 0, c.cost_in(w.unit)};
+        take = Take{w.key, w.epoch, 0, c.cost_in(w.unit), w.incarnation};
         if (take.reserved > 0) take.at = grant(w, take.reserved).at;
       }
       if (from_queue) {
@@ -667,11 +672,12 @@ struct State {
       }
       Window w;
       w.epoch = next_epoch++;
+      w.incarnation = w.epoch;
       return w;
     };
     Window primary = old.empty() || old[0].key != 0 ? Window{} : std::move(old[0]);
     if (!old.empty() && old[0].key == 0) old.erase(old.begin());
-    if (primary.epoch == 0) primary.epoch = next_epoch++;
+    if (primary.epoch == 0) primary.incarnation = primary.epoch = next_epoch++;
     primary.name = kPrimaryWindow;
     primary.key = 0;
     primary.unit = unit_index(config.bucket.unit);
@@ -783,6 +789,8 @@ struct State {
       if (!used) continue;
       const int64_t real = static_cast<int64_t>(used->amount);
       const Take* take = c.take_in(w.key);
+      // A take from an older window of this name reserved nothing in this one.
+      if (take && take->incarnation != w.incarnation) take = nullptr;
       const int64_t reserved = take ? take->reserved : 0;
       if (real < reserved) {
         if (take->epoch != w.epoch || take->at + w.ms <= now) continue;

@@ -6,7 +6,13 @@
 // out exactly at their deadline and never outliving it, late news of an ended
 // attempt refused, the slots record written with every start and never
 // alone, storage mirroring memory after every step, restore from storage
-// without a burst, and every ticket settling.
+// without a burst, and every ticket settling. Half the schedules (even seeds)
+// have extra windows, costs per unit and usage: every admission fits every
+// window by the test's own account (reservations corrected by usage, lift
+// refills), storage holds exactly that account for every window after every
+// step, and no rolling window of real usage exceeds its limit by more than
+// the under-estimates of the calls started in it (by nothing in schedules
+// whose usage never exceeds the reservation).
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <sstream>
@@ -43,6 +49,19 @@ TEST_CASE("random schedules keep every invariant", "[property]") {
     total.held_back_by_old += r.held_back_by_old;
     total.max_over_cap = std::max(total.max_over_cap, r.max_over_cap);
     total.max_in_flight_over_cap = std::max(total.max_in_flight_over_cap, r.max_in_flight_over_cap);
+    total.window_schedules += r.window_schedules;
+    total.honest_schedules += r.honest_schedules;
+    total.unit_arrivals += r.unit_arrivals;
+    total.usage_reports += r.usage_reports;
+    total.refunds += r.refunds;
+    total.stale_refunds += r.stale_refunds;
+    total.charges += r.charges;
+    total.debt_steps += r.debt_steps;
+    total.window_changes += r.window_changes;
+    total.overused_windows += r.overused_windows;
+    total.max_overuse = std::max(total.max_overuse, r.max_overuse);
+    total.max_overuse_beyond_underestimate =
+        std::max(total.max_overuse_beyond_underestimate, r.max_overuse_beyond_underestimate);
   }
   std::ostringstream figures;
   figures << count << " schedules: " << total.tickets << " tickets, " << total.starts << " starts, " << total.timeouts
@@ -54,6 +73,16 @@ TEST_CASE("random schedules keep every invariant", "[property]") {
           << " with a caller queued behind them; in flight - cap at most " << total.max_in_flight_over_cap
           << " after any step (no lowered cap), held - cap at most " << total.max_over_cap << " before any first start";
   WARN(figures.str());
+  std::ostringstream windows;
+  windows << total.window_schedules << " schedules with extra windows (" << total.honest_schedules
+          << " whose usage never exceeds the reservation): " << total.unit_arrivals << " arrivals with a cost per unit, "
+          << total.usage_reports << " reports with usage settling " << total.refunds << " refunds (" << total.stale_refunds
+          << " not refunded: grant expired or log replaced) and " << total.charges << " charges; " << total.debt_steps
+          << " steps with a window holding more than its limit (a charge, a lowered limit, a damaged row); " << total.window_changes << " reconfigures adding, removing or re-uniting a window; "
+          << total.overused_windows << " rolling windows of real usage above the limit (at most " << total.max_overuse
+          << " above), real usage - limit - under-estimates at most " << total.max_overuse_beyond_underestimate
+          << " (must be <= 0)";
+  WARN(windows.str());
   // The generator must actually exercise the engine, not idle.
   REQUIRE(total.tickets > count * 5);
   // (Crashes are frequent here, and after one the slots record may hold
@@ -66,5 +95,17 @@ TEST_CASE("random schedules keep every invariant", "[property]") {
     CHECK(total.late_news > count / 50);
     CHECK(total.crashes_with_running > count / 5);
     CHECK(total.held_back_by_old > 0);
+    // ... and the paths of several windows, costs per unit and usage.
+    CHECK(total.window_schedules == count / 2);
+    CHECK(total.honest_schedules > count / 10);
+    CHECK(total.unit_arrivals > count);
+    CHECK(total.usage_reports > count / 2);
+    CHECK(total.refunds > count / 4);
+    CHECK(total.stale_refunds > 0);
+    CHECK(total.charges > count / 4);
+    CHECK(total.debt_steps > count / 10);
+    CHECK(total.window_changes > count / 10);
+    CHECK(total.overused_windows > 0);
   }
+  CHECK(total.max_overuse_beyond_underestimate <= 0);
 }

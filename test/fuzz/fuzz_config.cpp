@@ -3,7 +3,10 @@
 // Input: "<document>\0<patch>". The document goes to parse_config and
 // validate_config; when a NUL is present the patch is applied to it. The
 // document is also applied as a patch onto a known-valid config, which lets
-// the fuzzer reach field validation without first inventing a whole config.
+// the fuzzer reach field validation without first inventing a whole config,
+// and onto one with extra windows and units, so that a short patch
+// ({"windows":{"tpm":null}}, {"bucket":{"unit":"x"}}, ...) reaches the
+// windows' rules (names, units, limits, the reserved name, the count).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +22,10 @@ constexpr std::string_view kPrefix = "[drl:invalid-config] ";
 constexpr std::string_view kBase =
     R"({"bucket":{"limitPerWindow":60,"windowInMs":60000},"concurrency":5,)"
     R"("retry":{"maxRetries":2}})";
+constexpr std::string_view kBaseWindows =
+    R"({"bucket":{"limitPerWindow":500,"windowInMs":60000,"unit":"requests"},"concurrency":5,)"
+    R"("windows":{"tpm":{"unit":"tokens","limitPerWindow":200000,"windowInMs":60000},)"
+    R"("rpd":{"limitPerWindow":10000,"windowInMs":86400000}}})";
 
 void check(bool ok) {
   if (!ok) __builtin_trap();
@@ -57,6 +64,17 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
+bool same_windows(const std::vector<drl::WindowConfig>& a, const std::vector<drl::WindowConfig>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].name != b[i].name || a[i].unit != b[i].unit || a[i].limit_per_window != b[i].limit_per_window ||
+        a[i].window_ms != b[i].window_ms) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool same(const drl::Config& a, const drl::Config& b) {
   return a.bucket.limit_per_window == b.bucket.limit_per_window &&
          a.bucket.window_ms == b.bucket.window_ms &&
@@ -64,7 +82,8 @@ bool same(const drl::Config& a, const drl::Config& b) {
          a.concurrency == b.concurrency && a.retry.max_retries == b.retry.max_retries &&
          a.retry.min_delay_ms == b.retry.min_delay_ms &&
          a.retry.max_delay_ms == b.retry.max_delay_ms && a.retry.factor == b.retry.factor &&
-         a.retry.respect_retry_after == b.retry.respect_retry_after;
+         a.retry.respect_retry_after == b.retry.respect_retry_after && a.bucket.unit == b.bucket.unit &&
+         same_windows(a.windows, b.windows);
 }
 
 void check_rules(const drl::Config& c) {
@@ -79,6 +98,16 @@ void check_rules(const drl::Config& c) {
   check(c.retry.min_delay_ms <= c.retry.max_delay_ms);
   check(std::isfinite(c.retry.factor));
   check(c.retry.factor >= 1.0 && c.retry.factor <= drl::kMaxFactor);
+  check(drl::valid_name(c.bucket.unit));
+  check(c.windows.size() <= drl::kMaxExtraWindows);
+  for (std::size_t i = 0; i < c.windows.size(); ++i) {
+    const drl::WindowConfig& w = c.windows[i];
+    check(drl::valid_name(w.name) && w.name != drl::kPrimaryWindow);
+    check(drl::valid_name(w.unit));  // the default unit when the document names none
+    check(w.limit_per_window >= 1 && w.limit_per_window <= drl::kMaxLimitPerWindow);
+    check(w.window_ms >= 1 && w.window_ms <= drl::kMaxWindowMs);
+    for (std::size_t k = 0; k < i; ++k) check(c.windows[k].name != w.name);
+  }
 }
 
 void check_failure(const drl::Error& e) {
@@ -137,6 +166,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   if (nul != std::string_view::npos) check(!drl::parse_config(input).ok());
 
   check_result(drl::apply_config_patch(kBase, document));
+  check_result(drl::apply_config_patch(kBaseWindows, document));
 
   if (parsed.ok()) {
     // An empty patch is the identity.

@@ -1,8 +1,10 @@
 // Verifies that core.wasm, driven through its numeric ABI from JS, makes the
 // very same decisions as the native engine: the same schedules (recorded by
 // build/drl_replay, which also checked every invariant natively) must give
-// identical return codes, error messages, output records, wake times, slots
-// records and stats documents.
+// identical return codes, error messages, output records (grant writes with
+// their window), wake times, slots records and stats documents. Even seeds
+// have extra windows: costs per unit, reports with usage, restores with each
+// window's rows.
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 
@@ -52,12 +54,26 @@ describe('core.wasm agrees with the native engine', () => {
           rc = x.drl_reconfigure(h, str(ev.json as string), ev.now);
           break;
         case 'arrive':
-          rc = x.drl_arrive(h, ev.cost as number, ev.now);
+          // A cost per unit travels as its JSON text, exactly as the native run parsed it.
+          rc =
+            typeof ev.units === 'string'
+              ? x.drl_arrive_units(h, str(ev.units), ev.now)
+              : x.drl_arrive(h, ev.cost as number, ev.now);
           break;
         case 'report': {
-          const headerLen = ev.header === null ? -1 : str(ev.header as string);
+          const header = ev.header === null ? undefined : (ev.header as string);
+          const usage = typeof ev.usage === 'string' ? ev.usage : undefined;
+          // The usage's JSON follows the header in the scratch buffer (headers are ASCII).
+          let headerLen = -1;
+          let usageLen = -1;
+          if (usage === undefined) {
+            if (header !== undefined) headerLen = str(header);
+          } else {
+            headerLen = header === undefined ? -1 : header.length;
+            usageLen = str((header ?? '') + usage) - Math.max(headerLen, 0);
+          }
           const ms = ev.ms === null ? NaN : (ev.ms as number);
-          rc = x.drl_report(h, ev.t as number, ev.status as number, ev.flags as number, ms, headerLen, -1, ev.now);
+          rc = x.drl_report(h, ev.t as number, ev.status as number, ev.flags as number, ms, headerLen, usageLen, ev.now);
           break;
         }
         case 'threw':
@@ -89,14 +105,21 @@ describe('core.wasm agrees with the native engine', () => {
           const configLen = ev.config === null ? -1 : str(ev.config as string);
           rc = x.drl_restore_begin(h, configLen, ev.fu as number, ev.pending ? 1 : 0, ev.now);
           // Streamed in small chunks, as the loader does.
-          for (let from = 0; from < grants.length; from += 2) {
-            const rows = grants.slice(from, from + 2);
-            const f64 = core.f64(rows.length * 2);
-            rows.forEach(([at, amount], i) => {
-              f64[2 * i] = at ?? NaN;
-              f64[2 * i + 1] = amount ?? NaN;
-            });
-            rc += x.drl_restore_rows(h, rows.length);
+          const stream = (rowsOf: (number | null)[][], send: (count: number) => number) => {
+            for (let from = 0; from < rowsOf.length; from += 2) {
+              const rows = rowsOf.slice(from, from + 2);
+              const f64 = core.f64(rows.length * 2);
+              rows.forEach(([at, amount], i) => {
+                f64[2 * i] = at ?? NaN;
+                f64[2 * i + 1] = amount ?? NaN;
+              });
+              rc += send(rows.length);
+            }
+          };
+          stream(grants, (count) => x.drl_restore_rows(h, count));
+          // Extra windows' rows, window by window, in the order the native restore had them.
+          for (const [name, rows] of (ev.windows ?? []) as [string, (number | null)[][]][]) {
+            stream(rows, (count) => x.drl_restore_window_rows(h, str(name), count));
           }
           // The slots record, as the loader passes it: between rows and end.
           if (typeof ev.slots === 'string') rc += x.drl_restore_slots(h, str(ev.slots));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -18,23 +19,39 @@ namespace drl::testing {
 // order, as the host contract says).
 struct Storage {
   std::optional<std::string> config_text;
-  std::map<Millis, int64_t> grants;
+  std::map<Millis, int64_t> grants;  // the primary window's rows
+  // The extra windows' rows, by window name (a grant write's Write::window,
+  // named by Engine::window_key). A window with no rows has no entry.
+  std::map<std::string, std::map<Millis, int64_t>> windows;
   Millis forced_until = 0;
   bool lift_pending = false;
   // The slots record (PutSlots stores the engine's slots_text() as it stands
   // when the step's writes are applied); absent until the first one.
   std::optional<std::string> slots_text;
 
-  void apply(const Engine& e) { apply(e.writes(), e.config_text(), e.slots_text()); }
+  void apply(const Engine& e) {
+    apply(e.writes(), e.config_text(), e.slots_text(), [&e](int window) { return e.window_key(window); });
+  }
 
+  // `window_name` names a grant write's window (Engine::window_key); without
+  // it extra windows are keyed "#<number>".
   void apply(const std::vector<Write>& writes, const std::string& current_config,
-             const std::string& current_slots = std::string()) {
+             const std::string& current_slots = std::string(),
+             const std::function<std::string(int)>& window_name = nullptr) {
     for (const Write& w : writes) {
+      auto rows = [&]() -> std::map<Millis, int64_t>& {
+        if (w.window == 0) return grants;
+        return windows[window_name ? window_name(w.window) : "#" + std::to_string(w.window)];
+      };
       switch (w.kind) {
-        case WriteKind::PutGrant: grants[w.at] = w.amount; break;
-        case WriteKind::DeleteGrantsThrough: grants.erase(grants.begin(), grants.upper_bound(w.at)); break;
-        case WriteKind::DeleteGrant: grants.erase(w.at); break;
-        case WriteKind::ClearGrants: grants.clear(); break;
+        case WriteKind::PutGrant: rows()[w.at] = w.amount; break;
+        case WriteKind::DeleteGrantsThrough: {
+          auto& r = rows();
+          r.erase(r.begin(), r.upper_bound(w.at));
+          break;
+        }
+        case WriteKind::DeleteGrant: rows().erase(w.at); break;
+        case WriteKind::ClearGrants: rows().clear(); break;
         case WriteKind::PutPenalty:
           forced_until = w.at;
           lift_pending = w.lift_pending;
@@ -45,14 +62,25 @@ struct Storage {
           config_text.reset();
           slots_text.reset();
           grants.clear();
+          windows.clear();
           forced_until = 0;
           lift_pending = false;
           break;
       }
+      if (w.window != 0) {
+        for (auto it = windows.begin(); it != windows.end();) it = it->second.empty() ? windows.erase(it) : std::next(it);
+      }
     }
   }
 
+  // The primary window's rows.
   std::vector<std::pair<Millis, int64_t>> rows() const { return {grants.begin(), grants.end()}; }
+  // An extra window's rows (empty when it has none).
+  std::vector<std::pair<Millis, int64_t>> rows(const std::string& window) const {
+    auto it = windows.find(window);
+    if (it == windows.end()) return {};
+    return {it->second.begin(), it->second.end()};
+  }
 
   Snapshot snapshot() const {
     Snapshot s;
@@ -61,6 +89,11 @@ struct Storage {
     s.lift_pending = lift_pending;
     s.slots_text = slots_text;
     for (const auto& [at, amount] : grants) s.grants.emplace_back(static_cast<double>(at), static_cast<double>(amount));
+    for (const auto& [name, rows] : windows) {
+      std::vector<std::pair<double, double>> out;
+      for (const auto& [at, amount] : rows) out.emplace_back(static_cast<double>(at), static_cast<double>(amount));
+      s.windows.emplace_back(name, std::move(out));
+    }
     return s;
   }
 };

@@ -66,13 +66,79 @@ std::string imf_fixdate(int64_t ms) {
 
 enum class HostState { Waiting, Running, Between, Settled };
 
+// What one attempt reserved in one window, as the test computed it: where
+// the grant is dated in that window's log (by window incarnation and log
+// epoch), so a report's usage can be settled independently of the engine.
+struct ModelTake {
+  std::string window;  // "" for the primary
+  uint64_t incarnation = 0;
+  uint64_t epoch = 0;
+  Millis at = 0;
+  int64_t reserved = 0;
+};
+
 struct HostCall {
   HostState state = HostState::Waiting;
-  int64_t cost = 1;
+  std::map<std::string, int64_t> cost;  // per unit, as admitted (the default unit included)
+  int64_t cost_in(const std::string& unit) const {
+    auto it = cost.find(unit);
+    return it == cost.end() ? 0 : it->second;
+  }
   uint32_t attempts = 0;
   int64_t allowed = 0;     // attempts allowed when the last retry was decided
   Millis started = 0;      // Running: when the attempt started (the engine's time)
   Millis timeout = 0;      // Running: the attemptTimeoutMs it started under
+  std::vector<ModelTake> takes;  // Running or just ended: the attempt's reservations
+  size_t attempt_record = 0;     // its index in Runner::attempts_
+};
+
+// One window as the test believes it stands: its grants (reservations at
+// take time, corrected by usage as the test settles it, refilled at a lift),
+// computed from the events alone, never read from the engine.
+struct ModelWindow {
+  std::string name;  // "" for the primary
+  std::string unit;
+  int64_t limit = 0;
+  int64_t ms = 0;
+  uint64_t incarnation = 0;  // a new one when the window is (re)created or changes unit
+  uint64_t epoch = 0;        // a new one when its log is replaced (a lift)
+  std::map<Millis, int64_t> log;
+  int64_t live() const {
+    int64_t sum = 0;
+    for (const auto& [at, amount] : log) sum += amount;
+    return sum;
+  }
+};
+
+// Every attempt that started, for the rolling windows of real usage: what it
+// reserved per unit and, when a report said, what it really used.
+struct AttemptRecord {
+  Millis start = 0;
+  std::map<std::string, int64_t> reserved;
+  std::map<std::string, int64_t> usage;  // units the report named
+  int64_t real(const std::string& unit) const {
+    auto u = usage.find(unit);
+    if (u != usage.end()) return u->second;
+    auto r = reserved.find(unit);
+    return r == reserved.end() ? 0 : r->second;
+  }
+  int64_t under(const std::string& unit) const {
+    auto r = reserved.find(unit);
+    return std::max<int64_t>(0, real(unit) - (r == reserved.end() ? 0 : r->second));
+  }
+};
+
+// A rolling window of real usage to check, taken at a start: the attempts
+// started in (from, t] with an index in [first, last] used at most `limit` of
+// `unit`, plus what those attempts under-estimated.
+struct Checkpoint {
+  std::string window;
+  std::string unit;
+  int64_t limit = 0;
+  Millis from = 0;
+  Millis t = 0;
+  size_t first = 0;
+  size_t last = 0;
 };
 
 // A callback that was running when the object crashed: its caller's RPC
@@ -85,9 +151,17 @@ struct OldCallback {
 
 class Runner {
  public:
-  Runner(const ScheduleOptions& o, json* trace) : rng_{o.seed * 0x2545F4914F6CDD1DULL + 1}, seed_(o.seed), steps_(o.steps), trace_(trace) {}
+  Runner(const ScheduleOptions& o, json* trace)
+      : rng_{o.seed * 0x2545F4914F6CDD1DULL + 1}, seed_(o.seed), steps_(o.steps), trace_(trace), multi_(o.seed % 2 == 0) {}
 
   ScheduleResult run() {
+    if (multi_) {
+      ++result_.window_schedules;
+      honest_ = rng_.chance(40);
+      result_.honest_schedules += honest_;
+      units_ = {kDefaultUnit, "tokens"};
+      if (rng_.chance(50)) units_.push_back("bytes");
+    }
     configure_random(/*complete=*/true);
     for (step_ = 0; step_ < steps_ && result_.ok; ++step_) random_step();
     if (result_.ok) finish();
@@ -119,6 +193,21 @@ class Runner {
   std::optional<Ticket> gone_;       // the ticket of the gone event being run
   size_t held_allowance_ = 0;        // slots held above a cap a reconfigure lowered
   bool step_wrote_slots_ = false;
+  bool slots_alone_ = false;  // this step wrote the slots record and nothing else, while attempts run
+
+  // Several windows (even seeds): the test's own account of every window.
+  bool multi_ = false;
+  bool honest_ = false;                 // no usage above the reservation in this schedule
+  std::vector<std::string> units_;      // the units this schedule draws from
+  std::vector<ModelWindow> model_;      // [0] the primary; empty until configured
+  double model_fraction_ = 0.5;         // penaltyRefillFraction of the config the model holds
+  uint64_t next_id_ = 1;
+  std::vector<AttemptRecord> attempts_;  // every attempt that started, all generations
+  std::vector<Checkpoint> checkpoints_;
+  std::map<std::string, Millis> horizon_at_;    // per window: takes at or before are forgotten
+  std::map<std::string, size_t> horizon_from_;  // per window: attempts before this index are not its own
+  std::map<std::string, int64_t> arriving_cost_;  // the cost of the arrival being run
+  std::optional<std::pair<Ticket, std::map<std::string, int64_t>>> settling_;  // the report's usage being run
 
   void fail(const std::string& what) {
     if (!result_.ok) return;
@@ -136,17 +225,23 @@ class Runner {
     std::string message;
     const std::optional<Millis> timeout_before =
         engine_.configured() ? std::optional<Millis>(cfg().attempt_timeout_ms) : std::nullopt;
+    const bool pending_before = storage_.lift_pending;
+    const Millis fu_before = storage_.forced_until;
     const double rc = call(message);
     step_wrote_slots_ = false;
     for (const Write& w : engine_.writes()) step_wrote_slots_ = step_wrote_slots_ || w.kind == WriteKind::PutSlots;
     std::vector<double> records;
-    internal::encode_output(engine_, records);
+    if (trace_) internal::encode_output(engine_, records);
     check_writes();
+    const std::string kind = ev["e"].get<std::string>();
+    if (kind != "restore") model_step(kind, rc, pending_before, fu_before);
     apply_writes();
+    if (kind == "restore") model_from_storage();
     expire_old(timeout_before);
     check_actions(ev);
     engine_.clear_output();
     check_state();
+    check_model();
     if (trace_) {
       ev["rc"] = rc;
       if (!message.empty()) ev["msg"] = message;
@@ -191,7 +286,44 @@ class Runner {
       if (rng_.chance(30)) retry["respectRetryAfter"] = rng_.chance(50);
       c["retry"] = retry;
     }
+    if (multi_) random_windows(c, complete);
     return c;
+  }
+
+  json random_window() {
+    const std::string unit = pick(units_);
+    const bool requests = unit == kDefaultUnit;
+    json w = {{"limitPerWindow", requests ? rng_.range(1, 12) : rng_.range(5, 200)},
+              {"windowInMs", rng_.chance(5) ? rng_.range(kMaxLogEntries + 1, 3 * kMaxLogEntries) : rng_.range(1, 4000)}};
+    if (!requests || rng_.chance(50)) w["unit"] = unit;  // no unit: the default unit
+    return w;
+  }
+
+  // Extra windows: a complete config names 1-3; a patch sometimes adds one,
+  // removes one, changes one's limit, span or unit, or changes bucket.unit.
+  void random_windows(json& c, bool complete) {
+    static const char* names[] = {"tpm", "rpd", "burst", "daily"};
+    const auto name = [&] { return std::string(names[rng_.range(0, 3)]); };
+    if (complete) {
+      json windows = json::object();
+      const int64_t n = rng_.range(1, 3);
+      for (int64_t i = 0; i < n; ++i) windows[name()] = random_window();
+      c["windows"] = windows;
+    } else if (rng_.chance(50)) {
+      json windows = json::object();
+      const int64_t roll = rng_.range(1, 100);
+      if (roll <= 30) windows[name()] = random_window();
+      else if (roll <= 55) windows[name()] = nullptr;
+      else if (roll <= 75) windows[name()] = {{"limitPerWindow", rng_.range(1, 200)}};
+      else if (roll <= 85) windows[name()] = {{"windowInMs", rng_.range(1, 4000)}};
+      else if (roll <= 95) windows[name()] = {{"unit", pick(units_)}};
+      else windows[rng_.chance(50) ? "bucket" : "9lives"] = random_window();  // refused: the config is invalid
+      c["windows"] = windows;
+    }
+    if (!complete && rng_.chance(4)) {
+      if (!c.contains("bucket")) c["bucket"] = json::object();
+      c["bucket"]["unit"] = rng_.chance(30) ? json(nullptr) : json(pick(units_));
+    }
   }
 
   void configure_random(bool complete) {
@@ -219,7 +351,7 @@ class Runner {
   }
 
   template <class V>
-  Ticket pick(const V& v) {
+  typename V::value_type pick(const V& v) {
     return v[static_cast<size_t>(rng_.range(0, static_cast<int64_t>(v.size()) - 1))];
   }
 
@@ -262,6 +394,7 @@ class Runner {
         out = *s;
         return 0.0;
       });
+      if (multi_ && !out.empty() && result_.ok) check_stats_windows(out);
       if (trace_ && !out.empty()) trace_->back()["out"] = out;
     } else if (roll <= 94) {
       evict();
@@ -297,7 +430,72 @@ class Runner {
     });
   }
 
+  // The units the config's windows count, each with the smallest limit of a
+  // window counting it (the largest cost that can ever be admitted).
+  std::map<std::string, int64_t> counted_units() const {
+    std::map<std::string, int64_t> out;
+    if (!engine_.configured()) return out;
+    auto add = [&](const std::string& unit, int64_t limit) {
+      auto it = out.find(unit);
+      if (it == out.end()) out.emplace(unit, limit);
+      else it->second = std::min(it->second, limit);
+    };
+    add(cfg().bucket.unit, cfg().bucket.limit_per_window);
+    for (const WindowConfig& w : cfg().windows) add(w.unit, w.limit_per_window);
+    return out;
+  }
+
+  // A cost per unit ({"tokens": 120}), now and then a wrong one: a unit no
+  // window counts, a bad amount, more than a window's limit.
+  void arrive_units() {
+    const auto counted = counted_units();
+    const std::string default_unit = engine_.configured() ? cfg().bucket.unit : std::string(kDefaultUnit);
+    json cost = json::object();
+    for (const std::string& unit : units_) {
+      if (!rng_.chance(unit == default_unit ? 40 : 75)) continue;
+      auto it = counted.find(unit);
+      const int64_t limit = it == counted.end() ? 10 : it->second;
+      const int64_t lo = unit == default_unit ? 1 : 0;
+      cost[unit] = unit == default_unit ? rng_.range(1, std::min<int64_t>(limit, 4)) : rng_.range(lo, std::max<int64_t>(lo, limit / 3));
+    }
+    const int64_t roll = rng_.range(1, 100);
+    if (roll <= 3) cost["bogus"] = 1;
+    else if (roll <= 5) cost[pick(units_)] = rng_.chance(50) ? -1.0 : 2.5;
+    else if (roll <= 8 && !counted.empty()) {
+      auto it = counted.begin();
+      std::advance(it, rng_.range(0, static_cast<int64_t>(counted.size()) - 1));
+      cost[it->first] = it->second + 1;
+    }
+    const std::string text = cost.dump();
+    std::map<std::string, int64_t> admitted{{default_unit, 1}};
+    for (auto it = cost.begin(); it != cost.end(); ++it) {
+      admitted[it.key()] = static_cast<int64_t>(it.value().get<double>());
+    }
+    arriving_cost_ = admitted;
+    const Millis at = clock_;
+    Ticket got = 0;
+    event({{"e", "arrive"}, {"now", at}, {"units", text}}, [&](std::string& m) {
+      auto amounts = parse_amounts(text, "cost");
+      if (!amounts.ok()) return code_of(amounts.error(), m);
+      auto t = engine_.arrive(*amounts, at);
+      if (!t.ok()) return code_of(t.error(), m);
+      got = *t;
+      return static_cast<double>(got);
+    });
+    if (got != 0) ++result_.unit_arrivals;
+    if (got != 0 && calls_.count(got) == 0) {
+      HostCall c;
+      c.cost = admitted;
+      calls_.emplace(got, c);
+      ++result_.tickets;
+    }
+  }
+
   void arrive() {
+    if (multi_ && rng_.chance(60)) {
+      arrive_units();
+      return;
+    }
     double cost = 1;
     const int64_t roll = rng_.range(1, 100);
     const int64_t limit = engine_.configured() ? cfg().bucket.limit_per_window : 1;
@@ -307,6 +505,7 @@ class Runner {
     else if (roll <= 30) cost = static_cast<double>(rng_.range(1, std::min<int64_t>(limit, 4)));
     const Millis at = clock_;
     Ticket got = 0;
+    arriving_cost_ = {{engine_.configured() ? cfg().bucket.unit : std::string(kDefaultUnit), static_cast<int64_t>(cost)}};
     event({{"e", "arrive"}, {"now", at}, {"cost", cost}}, [&](std::string& m) {
       auto t = engine_.arrive(cost, at);
       if (!t.ok()) return code_of(t.error(), m);
@@ -315,7 +514,9 @@ class Runner {
     });
     // A caller that could not start at once waits in the queue.
     if (got != 0 && calls_.count(got) == 0) {
-      calls_.emplace(got, HostCall{HostState::Waiting, static_cast<int64_t>(cost), 0});
+      HostCall c;
+      c.cost = arriving_cost_;
+      calls_.emplace(got, c);
       ++result_.tickets;
     }
   }
@@ -364,10 +565,63 @@ class Runner {
     ev["flags"] = flags;
     ev["ms"] = r.retry_after_ms ? json(*r.retry_after_ms) : json(nullptr);
     ev["header"] = header.empty() ? json(nullptr) : json(header);
-    calls_[t].state = HostState::Between;
-    calls_[t].allowed = cfg().retry.max_retries + 1;
+    std::string usage_text;
+    if (multi_) {
+      ev["usage"] = nullptr;
+      if (rng_.chance(70)) {
+        usage_text = random_usage(calls_[t]).dump();
+        ev["usage"] = usage_text;
+      }
+    }
+    // A usage naming a unit no window counts, or an amount that is not an
+    // integer >= 0, is refused and changes nothing: the attempt still runs.
+    bool refused = false;
+    settling_.reset();
+    if (!usage_text.empty()) {
+      std::map<std::string, int64_t> usage;
+      const auto counted = counted_units();
+      const json parsed = json::parse(usage_text);
+      for (auto it = parsed.begin(); it != parsed.end(); ++it) {
+        const double v = it.value().get<double>();
+        refused = refused || !counted.count(it.key()) || v < 0 || v != std::floor(v);
+        usage[it.key()] = static_cast<int64_t>(v);
+      }
+      settling_ = std::make_pair(t, usage);
+    }
+    if (!refused) {
+      calls_[t].state = HostState::Between;
+      calls_[t].allowed = cfg().retry.max_retries + 1;
+    }
     const Millis at = clock_;
-    event(ev, [&](std::string& m) { return status_of(engine_.report(t, r, at), m); });
+    double rc = 0;
+    event(ev, [&](std::string& m) {
+      if (!usage_text.empty()) {
+        auto usage = parse_amounts(usage_text, "usage");
+        if (!usage.ok()) return rc = code_of(usage.error(), m);
+        r.usage = std::move(*usage);
+      }
+      return rc = status_of(engine_.report(t, r, at), m);
+    });
+    settling_.reset();
+    if (refused != (rc != 0) || (refused && rc != -static_cast<double>(ErrorCode::InvalidArgument))) {
+      fail("report of ticket " + std::to_string(t) + " returned " + std::to_string(rc) + (refused ? ", its usage refused" : ""));
+    }
+  }
+
+  // What an attempt really cost, per unit the windows count: below the
+  // reservation or (unless the schedule is honest) above it; now and then a
+  // unit no window counts or a bad amount, which the engine refuses.
+  json random_usage(const HostCall& c) {
+    json usage = json::object();
+    for (const auto& [unit, limit] : counted_units()) {
+      if (!rng_.chance(65)) continue;
+      const int64_t reserved = c.cost_in(unit);
+      usage[unit] = honest_ || rng_.chance(50) ? rng_.range(0, reserved) : reserved + rng_.range(1, std::max<int64_t>(2, limit / 2));
+    }
+    const int64_t roll = rng_.range(1, 100);
+    if (roll <= 2) usage["bogus"] = 3;
+    else if (roll <= 4) usage[pick(units_)] = rng_.chance(50) ? -2.0 : 0.5;
+    return usage;
   }
 
   // Invoking the callback failed in transport: the caller is gone.
@@ -453,6 +707,18 @@ class Runner {
       std::swap(snap.grants.front(), snap.grants.back());
       // And a slots record with unreadable entries beside the real ones.
       snap.slots_text = snap.slots_text.value_or("") + ",junk,5:x,:,-1:2,nan:1";
+      if (multi_) {
+        // The same damage in an extra window, and rows of a window the
+        // config does not have (restore deletes them).
+        for (auto& [name, rows] : snap.windows) {
+          if (!rng_.chance(50)) continue;
+          rows.emplace_back(nan, 1);
+          rows.emplace_back(static_cast<double>(inspect(engine_).now() + 10'000'000'000LL), 2);
+          rows.emplace_back(static_cast<double>(inspect(engine_).now()), 0);
+          std::swap(rows.front(), rows.back());
+        }
+        if (rng_.chance(30)) snap.windows.emplace_back("ghost", std::vector<std::pair<double, double>>{{static_cast<double>(inspect(engine_).now()), 3}});
+      }
     }
     const Millis at = std::max(clock_, inspect(engine_).now());  // wall clocks move on across restarts
     clock_ = at;
@@ -464,6 +730,17 @@ class Runner {
       rows.push_back({std::isfinite(a) ? json(a) : json(nullptr), std::isfinite(b) ? json(b) : json(nullptr)});
     }
     ev["grants"] = rows;
+    if (multi_) {
+      json windows = json::array();  // [name, rows] in the order restore is given them
+      for (const auto& [name, wrows] : snap.windows) {
+        json out = json::array();
+        for (const auto& [a, b] : wrows) {
+          out.push_back({std::isfinite(a) ? json(a) : json(nullptr), std::isfinite(b) ? json(b) : json(nullptr)});
+        }
+        windows.push_back({name, out});
+      }
+      ev["windows"] = windows;
+    }
     ev["slots"] = snap.slots_text ? json(*snap.slots_text) : json(nullptr);
     event(ev, [&](std::string&) {
       engine_.restore(snap, at);
@@ -497,6 +774,7 @@ class Runner {
         return;
       }
     }
+    check_real_usage();
   }
 
   // ---- the model of what runs ---------------------------------------------
@@ -525,6 +803,298 @@ class Runner {
     return n;
   }
 
+  // ---- the model of every window (issue 14) --------------------------------
+  //
+  // The test keeps its own log per window from the events alone: takes at
+  // each start (dated on the window's grid, joining a newer grant), usage
+  // settled by the rule (a lower real cost refunded from the attempt's grant
+  // if it is still live and its log was not replaced since; a higher one
+  // charged at the report), refills at a lift, windows carried, created and
+  // dropped by reconfigures. Only the penalty's timing is read from the
+  // engine's writes (when a lift happened), and after a restart the model is
+  // what storage holds (the documented source of truth then).
+
+  static int64_t refill_floor(int64_t limit, double fraction) {
+    const double spent = static_cast<double>(limit) * (1.0 - fraction);
+    const double nearest = std::round(spent);
+    const int64_t floor = std::fabs(spent - nearest) < 1e-9 * std::max(1.0, spent) ? static_cast<int64_t>(nearest)
+                                                                                   : static_cast<int64_t>(std::ceil(spent));
+    return std::clamp<int64_t>(floor, 0, limit);
+  }
+
+  ModelWindow* model_window(const std::string& name) {
+    for (ModelWindow& w : model_) {
+      if (w.name == name) return &w;
+    }
+    return nullptr;
+  }
+
+  void model_prune(Millis now) {
+    for (ModelWindow& w : model_) {
+      w.log.erase(w.log.begin(), w.log.lower_bound(now - w.ms + 1));
+    }
+  }
+
+  void model_lift(Millis fu) {
+    for (ModelWindow& w : model_) {
+      const Millis at = w.log.empty() ? fu : std::max(fu, w.log.rbegin()->first);
+      int64_t live = 0;
+      for (const auto& [g, amount] : w.log) live += g + w.ms > fu ? amount : 0;
+      const int64_t amount = std::max(refill_floor(w.limit, model_fraction_), live);
+      w.log.clear();
+      if (amount > 0) w.log[at] = amount;
+      w.epoch = next_id_++;
+    }
+  }
+
+  // A grant of `amount` now: on the window's grid, joining a newer grant.
+  static Millis model_take(ModelWindow& w, int64_t amount, Millis now) {
+    const int64_t q = grid_step_ms(w.ms, w.name.empty() ? kMaxLogEntries : kMaxExtraLogEntries);
+    Millis at = (now + q - 1) / q * q;
+    if (!w.log.empty() && w.log.rbegin()->first >= at) at = w.log.rbegin()->first;
+    w.log[at] += amount;
+    return at;
+  }
+
+  // The windows of the config the engine now has: the primary keeps its log;
+  // an extra window keeps its log when one of that name counted the same unit.
+  void model_configure(Millis now) {
+    std::vector<ModelWindow> old = std::move(model_);
+    model_.clear();
+    auto carry = [&](const std::string& name, const std::string& unit, bool primary) {
+      for (auto it = old.begin(); it != old.end(); ++it) {
+        if (it->name == name && (primary || it->unit == unit)) {
+          ModelWindow w = std::move(*it);
+          old.erase(it);
+          // The primary keeps its log when bucket.unit changes, but the
+          // grants in it count the old unit: the rolling windows of real
+          // usage in the new unit start here.
+          if (w.unit != unit) horizon_from_[name] = attempts_.size();
+          // Takes the old window had expired are gone (a longer window does not bring them back).
+          horizon_at_[name] = std::max(horizon_at_.count(name) ? horizon_at_[name] : std::numeric_limits<Millis>::min(),
+                                       now - w.ms);
+          return w;
+        }
+      }
+      ModelWindow w;
+      w.name = name;
+      w.incarnation = next_id_++;
+      w.epoch = next_id_++;
+      horizon_from_[name] = attempts_.size();  // a new log: earlier attempts are not in it
+      return w;
+    };
+    const Config& c = cfg();
+    ModelWindow primary = carry("", c.bucket.unit, true);
+    primary.unit = c.bucket.unit;
+    primary.limit = c.bucket.limit_per_window;
+    primary.ms = c.bucket.window_ms;
+    model_.push_back(std::move(primary));
+    for (const WindowConfig& wc : c.windows) {
+      ModelWindow w = carry(wc.name, wc.unit, false);
+      w.unit = wc.unit;
+      w.limit = wc.limit_per_window;
+      w.ms = wc.window_ms;
+      model_.push_back(std::move(w));
+    }
+    model_fraction_ = c.bucket.penalty_refill_fraction;
+  }
+
+  // After a restart the engine knows what storage held, and so does the model.
+  void model_from_storage() {
+    model_.clear();
+    if (!engine_.configured()) return;
+    // Storage keeps every take: nothing is forgotten across the restart.
+    const auto at = horizon_at_;
+    const auto from = horizon_from_;
+    model_configure(inspect(engine_).now());
+    horizon_at_ = at;
+    horizon_from_ = from;
+    for (ModelWindow& w : model_) {
+      w.log.clear();
+      for (const auto& [at, amount] : w.name.empty() ? storage_.rows() : storage_.rows(w.name)) w.log[at] = amount;
+    }
+  }
+
+  // A report's usage, settled as the rule says (see the class comment).
+  void model_settle(HostCall& c, const std::map<std::string, int64_t>& usage, Millis now) {
+    for (ModelWindow& w : model_) {
+      auto used = usage.find(w.unit);
+      if (used == usage.end()) continue;
+      const int64_t real = used->second;
+      const ModelTake* take = nullptr;
+      for (const ModelTake& t : c.takes) {
+        if (t.window == w.name && t.incarnation == w.incarnation) take = &t;
+      }
+      const int64_t reserved = take ? take->reserved : 0;
+      if (real < reserved) {
+        auto g = w.log.find(take->at);
+        if (take->epoch != w.epoch || take->at + w.ms <= now || g == w.log.end()) {
+          ++result_.stale_refunds;
+          continue;
+        }
+        g->second -= std::min(g->second, reserved - real);
+        if (g->second == 0) w.log.erase(g);
+        ++result_.refunds;
+      } else if (real > reserved) {
+        model_take(w, real - reserved, now);
+        ++result_.charges;
+      }
+    }
+  }
+
+  // One step's changes, in the engine's order: a due lift and expiry as time
+  // moves, then the event (a reconfigure's windows, a report's usage, a
+  // penalty that lifts at once), then the starts (check_actions).
+  void model_step(const std::string& kind, double rc, bool pending_before, Millis fu_before) {
+    const Millis now = inspect(engine_).now();
+    if (!model_.empty()) {
+      if (pending_before && now >= fu_before) model_lift(fu_before);
+      model_prune(now);
+    }
+    if ((kind == "configure" || kind == "reconfigure") && rc == 0) {
+      std::vector<std::pair<std::string, uint64_t>> before;
+      for (const ModelWindow& w : model_) before.emplace_back(w.name, w.incarnation);
+      model_configure(now);
+      model_prune(now);
+      std::vector<std::pair<std::string, uint64_t>> after;
+      for (const ModelWindow& w : model_) after.emplace_back(w.name, w.incarnation);
+      if (kind == "reconfigure" && before != after) ++result_.window_changes;
+    }
+    if (kind == "report" && rc == 0 && settling_) {
+      auto it = calls_.find(settling_->first);
+      if (it != calls_.end()) {
+        model_settle(it->second, settling_->second, now);
+        for (const auto& [unit, amount] : settling_->second) attempts_[it->second.attempt_record].usage[unit] = amount;
+        ++result_.usage_reports;
+      }
+    }
+    // A penalty set and lifted within this step (a zero delay).
+    bool set = false;
+    for (const Write& w : engine_.writes()) {
+      if (w.kind != WriteKind::PutPenalty) continue;
+      if (w.lift_pending) {
+        set = true;
+      } else if (set) {
+        model_lift(w.at);
+        model_prune(now);
+        set = false;
+      }
+    }
+  }
+
+  // At a start: every window has room for the attempt's cost (the test's own
+  // live total, reservations corrected by usage, plus the cost fits the
+  // limit), then the attempt takes it.
+  void model_start(Ticket t, HostCall& c, Millis now) {
+    c.takes.clear();
+    c.attempt_record = attempts_.size();
+    AttemptRecord rec;
+    rec.start = now;
+    rec.reserved = c.cost;
+    attempts_.push_back(rec);
+    for (ModelWindow& w : model_) {
+      const int64_t reserved = c.cost_in(w.unit);
+      const int64_t live = w.live();
+      if (live + reserved > w.limit) {
+        fail("ticket " + std::to_string(t) + " started with " + std::to_string(live) + " live + " +
+             std::to_string(reserved) + " " + w.unit + " > limit " + std::to_string(w.limit) + " in window \"" +
+             (w.name.empty() ? std::string(kPrimaryWindow) : w.name) + "\"");
+      }
+      if (reserved > 0) c.takes.push_back(ModelTake{w.name, w.incarnation, w.epoch, model_take(w, reserved, now), reserved});
+      Checkpoint cp;
+      cp.window = w.name;
+      cp.unit = w.unit;
+      cp.limit = w.limit;
+      cp.t = now;
+      cp.from = now - w.ms;
+      if (horizon_at_.count(w.name)) cp.from = std::max(cp.from, horizon_at_[w.name]);
+      cp.first = horizon_from_.count(w.name) ? horizon_from_[w.name] : 0;
+      cp.last = c.attempt_record;
+      checkpoints_.push_back(cp);
+    }
+  }
+
+  // The test's windows are the engine's, as storage holds them; a window in
+  // debt is counted.
+  void check_model() {
+    if (!result_.ok) return;
+    bool debt = false;
+    static const std::map<Millis, int64_t> none;
+    for (const ModelWindow& w : model_) {
+      auto it = storage_.windows.find(w.name);
+      const std::map<Millis, int64_t>& stored = w.name.empty() ? storage_.grants : it == storage_.windows.end() ? none : it->second;
+      const std::map<Millis, int64_t>& mine = w.log;
+      if (stored != mine) {
+        std::ostringstream out;
+        out << "window \"" << (w.name.empty() ? std::string(kPrimaryWindow) : w.name) << "\": the test holds";
+        for (const auto& [at, amount] : mine) out << " " << at << ":" << amount;
+        out << "; storage holds";
+        for (const auto& [at, amount] : stored) out << " " << at << ":" << amount;
+        fail(out.str());
+        return;
+      }
+      debt = debt || w.live() > w.limit;
+    }
+    for (const auto& [name, rows] : storage_.windows) {
+      if (!model_window(name)) fail("storage holds rows of window \"" + name + "\", which the config does not have");
+    }
+    result_.debt_steps += debt;
+  }
+
+  // The stats document's windows are the test's (the engine's memory, read
+  // where the engine shows it).
+  void check_stats_windows(const std::string& out) {
+    const json doc = json::parse(out);
+    const json& windows = doc.at("windows");
+    if (windows.size() != model_.size()) {
+      fail("stats lists " + std::to_string(windows.size()) + " windows, the config has " + std::to_string(model_.size()));
+      return;
+    }
+    for (size_t i = 0; i < model_.size(); ++i) {
+      const ModelWindow& w = model_[i];
+      const json& s = windows[i];
+      const std::string name = w.name.empty() ? std::string(kPrimaryWindow) : w.name;
+      if (s.at("name") != name || s.at("unit") != w.unit || s.at("limit") != w.limit || s.at("used") != w.live() ||
+          s.at("debt") != std::max<int64_t>(0, w.live() - w.limit)) {
+        fail("stats window " + s.dump() + " differs from the test's: " + name + " " + w.unit + " limit " +
+             std::to_string(w.limit) + " used " + std::to_string(w.live()));
+      }
+    }
+  }
+
+  // Rolling windows of real usage (each attempt's real cost dated at its
+  // start; unknown = its reservation): at each start, in each window, the
+  // attempts started in the last windowInMs (that window's own: not before
+  // it was created, nor forgotten by a shorter window) used at most the
+  // limit, plus what those attempts under-estimated. With no under-estimate
+  // (honest schedules, and every unit never used above its reservation) it
+  // is the limit itself.
+  void check_real_usage() {
+    for (const Checkpoint& cp : checkpoints_) {
+      int64_t real = 0;
+      int64_t under = 0;
+      for (size_t i = cp.first; i <= cp.last && i < attempts_.size(); ++i) {
+        const AttemptRecord& a = attempts_[i];
+        if (a.start <= cp.from || a.start > cp.t) continue;
+        real += a.real(cp.unit);
+        under += a.under(cp.unit);
+      }
+      if (honest_ && under > 0) fail("an honest schedule under-estimated");
+      const int64_t over = real - cp.limit;
+      if (over > 0) ++result_.overused_windows;
+      result_.max_overuse = std::max(result_.max_overuse, over);
+      result_.max_overuse_beyond_underestimate = std::max(result_.max_overuse_beyond_underestimate, over - under);
+      if (over > under) {
+        std::ostringstream out;
+        out << "window \"" << (cp.window.empty() ? std::string(kPrimaryWindow) : cp.window) << "\" used " << real << " "
+            << cp.unit << " really in (" << cp.from << ", " << cp.t << "], limit " << cp.limit
+            << ", more than the limit plus the under-estimates (" << under << ") of the calls started in it";
+        fail(out.str());
+        return;
+      }
+    }
+  }
+
   // ---- checks -------------------------------------------------------------
 
   void apply_writes() { storage_.apply(engine_); }
@@ -539,9 +1109,10 @@ class Runner {
     if (slots > 1) fail("more than one slots record in a step");
     bool started = false;
     for (const Action& a : engine_.actions()) started = started || a.kind == ActionKind::Start;
-    if (slots > 0 && engine_.writes().size() == slots && inspect(engine_).running() > 0 && started) {
-      fail("a start's slots record written without its grant");
-    }
+    // (Checked in check_actions, which knows whether a start took a grant:
+    // one that reserves nothing in any window, after bucket.unit changed
+    // while it waited, has none to ride on.)
+    slots_alone_ = slots > 0 && engine_.writes().size() == slots && inspect(engine_).running() > 0 && started;
   }
 
   // What a restart now would hold, from the stored record alone (restore
@@ -591,12 +1162,15 @@ class Runner {
   void check_actions(const json& ev) {
     const Millis now = inspect(engine_).now();
     bool started = false;
+    bool took = false;  // some start took a grant
     size_t active = 0;
     for (const auto& [t, c] : calls_) active += c.state == HostState::Running || c.state == HostState::Between;
     for (const Action& a : engine_.actions()) {
       auto it = calls_.find(a.ticket);
       if (it == calls_.end() && a.kind == ActionKind::Start && a.attempt == 1 && ev["e"] == "arrive") {
-        it = calls_.emplace(a.ticket, HostCall{HostState::Waiting, static_cast<int64_t>(ev["cost"].get<double>()), 0}).first;
+        HostCall c;
+        c.cost = arriving_cost_;
+        it = calls_.emplace(a.ticket, c).first;
         ++result_.tickets;
       }
       if (it == calls_.end()) {
@@ -632,12 +1206,16 @@ class Runner {
           c.state = HostState::Running;
           c.started = now;
           c.timeout = cfg().attempt_timeout_ms;
-          takes_.emplace_back(now, c.cost);
-          int64_t in_window = 0;
-          const Millis from = std::max(now - cfg().bucket.window_ms, horizon_);
-          for (const auto& [at, amount] : takes_) in_window += at > from ? amount : 0;
-          if (in_window > cfg().bucket.limit_per_window) {
-            fail("rolling window holds " + std::to_string(in_window) + " > limit " + std::to_string(cfg().bucket.limit_per_window));
+          model_start(a.ticket, c, now);
+          took = took || !c.takes.empty();
+          if (!multi_) {
+            takes_.emplace_back(now, c.cost_in(cfg().bucket.unit));
+            int64_t in_window = 0;
+            const Millis from = std::max(now - cfg().bucket.window_ms, horizon_);
+            for (const auto& [at, amount] : takes_) in_window += at > from ? amount : 0;
+            if (in_window > cfg().bucket.limit_per_window) {
+              fail("rolling window holds " + std::to_string(in_window) + " > limit " + std::to_string(cfg().bucket.limit_per_window));
+            }
           }
           break;
         }
@@ -668,6 +1246,7 @@ class Runner {
       }
     }
     if (started && inspect(engine_).forced_until() > now) fail("a take started while a penalty was active");
+    if (slots_alone_ && took) fail("a start's slots record written without its grant");
   }
 
   void check_state() {

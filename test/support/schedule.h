@@ -38,6 +38,23 @@ struct ScheduleResult {
   // max (in flight - cap) after any step with no cap lowered below the slots
   // it found held: must stay <= 0 (0: the cap reached exactly).
   int64_t max_in_flight_over_cap = -1'000'000;
+
+  // Several windows, costs per unit and usage (issue 14). Half the seeds (the
+  // even ones) configure extra windows; the odd ones run as before.
+  size_t window_schedules = 0;   // schedules with extra windows
+  size_t honest_schedules = 0;   // ... whose usage never exceeds the reservation
+  size_t unit_arrivals = 0;      // arrivals with a cost per unit (admitted to the queue)
+  size_t usage_reports = 0;      // reports whose usage settled an attempt
+  size_t refunds = 0;            // usage below the reservation, refunded where it was dated
+  size_t stale_refunds = 0;      // ... not refunded: the grant expired or the log was replaced
+  size_t charges = 0;            // usage above the reservation, charged at the report
+  size_t debt_steps = 0;         // steps after which some window held more than its limit
+  size_t window_changes = 0;     // reconfigures that added, removed or re-unit a window
+  size_t overused_windows = 0;   // rolling windows of real usage above the limit (each a start)
+  int64_t max_overuse = 0;       // the most real usage above a limit in a rolling window
+  // max (real usage - limit - the under-estimates of the calls started in that
+  // rolling window) over every window at every start: must stay <= 0.
+  int64_t max_overuse_beyond_underestimate = -1'000'000'000;
 };
 
 // Runs one schedule. When `trace` is given, every event is appended to it as

@@ -128,6 +128,9 @@ export async function runCall<T, V>(context: CallContext, work: () => T | Promis
       rejected = true;
       error = transport;
     }
+    // A usage hook answered something malformed: a bug in the caller's code
+    // that must not pass quietly (the value, if any, is dropped with it).
+    if (trace.usageError !== undefined) throw trace.usageError;
     let verdict: SettledError | undefined;
     if (!rejected) {
       if (!isSettled(answer)) {

@@ -77,9 +77,10 @@ export type ErrorHook<R = Response, B = unknown> = (
  * that did not throw, error responses included: read defensively. Costs no
  * RPC (it travels in the attempt's report). A bad answer (not an object, a
  * key that is not a unit name, an amount that is not an integer >= 0) is a
- * TypeError or RangeError naming the hook and the key, thrown as if `read`
- * had thrown: the attempt keeps its reservation and is retried like any
- * throwing attempt, and the error reaches the caller when retries are spent.
+ * TypeError or RangeError naming the hook and the key: the attempt's report
+ * goes without a usage (its reservation stands, and the work, which ran, is
+ * not run again for it), and `call` rejects with that error once the object
+ * has settled the call.
  *
  * @example
  * const usage: UsageHook<Response, { usage?: { total_tokens: number } }> = (res, body) =>
@@ -99,6 +100,12 @@ export type UsageHook<R = Response, B = unknown> = (result: R, body: B) => Await
 export type HookSlot<H> = H | null | undefined;
 
 type AnyHook = (result: never, body: never) => unknown;
+
+/**
+ * The errors consultHooks raised for a malformed usage answer, as opposed to
+ * what a hook itself threw: the caller's side keeps them apart (report.ts).
+ */
+export const malformedUsage = new WeakSet<object>();
 
 /** What each hook must answer, for the message when it answers something else. */
 const ANSWER_SHAPES = {
@@ -127,9 +134,18 @@ export async function consultHooks(
     const answer: unknown = await (hook as (result: unknown, body: unknown) => unknown)(result, body);
     if (answer === undefined || answer === null || (answer === false && kind !== 'usage')) continue;
     if (typeof answer !== 'object') {
-      throw new TypeError(`the ${kind} hook (${layer}) must return ${ANSWER_SHAPES[kind]} (received ${describe(answer)})`);
+      const error = new TypeError(`the ${kind} hook (${layer}) must return ${ANSWER_SHAPES[kind]} (received ${describe(answer)})`);
+      if (kind === 'usage') malformedUsage.add(error);
+      throw error;
     }
-    if (kind === 'usage') raise(unitCostsProblem(answer, 'usage', 0), `the usage hook (${layer}) must return ${ANSWER_SHAPES.usage}: `);
+    if (kind === 'usage') {
+      try {
+        raise(unitCostsProblem(answer, 'usage', 0), `the usage hook (${layer}) must return ${ANSWER_SHAPES.usage}: `);
+      } catch (error) {
+        malformedUsage.add(error as object);
+        throw error;
+      }
+    }
     return answer;
   }
   return undefined;

@@ -6,7 +6,7 @@
  * after the work began (never retried).
  */
 import type { CallReport, UnitCosts } from '../envelope.ts';
-import { checkedFailure, consultHooks, signalDelay, type ErrorHook, type HookSlot, type RateLimitHook, type UsageHook } from './hooks.ts';
+import { checkedFailure, consultHooks, malformedUsage, signalDelay, type ErrorHook, type HookSlot, type RateLimitHook, type UsageHook } from './hooks.ts';
 import { messageOf } from './errors.ts';
 import { httpStatus, retryAfterHeader } from './http.ts';
 
@@ -30,7 +30,14 @@ interface HookSet {
  * A rateLimit signal makes `status` 429 and keeps the real one as
  * `upstreamStatus`; a usage answer (checked in consultHooks) is `usage`.
  */
-export async function buildReport<V>(result: unknown, value: V, hooks: HookLayers): Promise<CallReport<V>> {
+export async function buildReport<V>(
+  result: unknown,
+  value: V,
+  hooks: HookLayers,
+  badUsage: (error: unknown) => void = (error) => {
+    throw error;
+  },
+): Promise<CallReport<V>> {
   const report: CallReport<V> = { value };
   const status = httpStatus(result);
   if (status !== undefined) report.status = status;
@@ -59,10 +66,17 @@ export async function buildReport<V>(result: unknown, value: V, hooks: HookLayer
     : undefined;
   if (failure) report.failure = checkedFailure(failure);
 
-  const usage = hasHook(hooks.callSite.usage, hooks.defaults.usage)
-    ? await consultHooks('usage', hooks.callSite.usage, hooks.defaults.usage, result, value)
-    : undefined;
-  if (usage) report.usage = usage as UnitCosts;
+  if (hasHook(hooks.callSite.usage, hooks.defaults.usage)) {
+    try {
+      const usage = await consultHooks('usage', hooks.callSite.usage, hooks.defaults.usage, result, value);
+      if (usage) report.usage = usage as UnitCosts;
+    } catch (error) {
+      // A malformed answer: the work ran, so the report goes without a usage
+      // (the reservation stands) rather than as a throw the object retries.
+      if (!malformedUsage.has(error as object)) throw error;
+      badUsage(error);
+    }
+  }
   return report;
 }
 
@@ -83,6 +97,8 @@ export interface AttemptTrace<V = unknown> {
   running?: Promise<CallReport<V>>;
   /** What the latest invocation threw, as thrown. */
   thrown?: unknown;
+  /** The first malformed usage answer of any invocation: `call` rejects with it once the object settles. */
+  usageError?: unknown;
 }
 
 /**
@@ -101,7 +117,9 @@ export function reportingCallback<T, V>(
   const attempt = async (): Promise<CallReport<V>> => {
     try {
       const result = await work();
-      return await buildReport(result, carried(await read(result)), hooks);
+      return await buildReport(result, carried(await read(result)), hooks, (error) => {
+        trace.usageError ??= error;
+      });
     } catch (error) {
       trace.thrown = error;
       return { thrown: { message: messageOf(error) } };

@@ -170,13 +170,13 @@ describe('usage hook: bad answers', () => {
   ];
 
   for (const [what, answer, Kind, message] of refusals) {
-    it(`${what} is a ${Kind.name} naming the hook (and the key), thrown as the attempt's own throw`, async () => {
+    it(`${what} is a ${Kind.name} naming the hook (and the key); the report goes without a usage`, async () => {
       const { bound, recording } = await setup();
       const error = await rejection(bound.call(() => 1, { read: (n) => n, usage: () => answer as never }));
       expect(error).toBeInstanceOf(Kind);
       expect(error.message).toContain(message);
-      // Never dropped silently: the report carries the throw and no usage.
-      expect(recording.reports).toEqual([{ thrown: { message: error.message } }]);
+      // Never dropped silently: the call rejects with it; the report keeps the reservation.
+      expect(recording.reports).toEqual([{ value: 1 }]);
     });
   }
 
@@ -193,14 +193,14 @@ describe('usage hook: bad answers', () => {
     expect(error.message).toBe(`${prefix('limiter default')}: usage.tokens must be an integer >= 0 (received -2)`);
   });
 
-  it('is retried like a throwing read while the bucket allows retries (the work runs again), then rethrown', async () => {
-    const { bound, recording } = await setup({}, { maxRetries: 1, minDelayInMs: 0 });
+  it('is not retried: the work ran once, its reservation stands, and the call rejects with the error', async () => {
+    const { bound, recording, stub } = await setup({}, { maxRetries: 3, minDelayInMs: 0 });
     let runs = 0;
-    const error = await rejection(bound.call(() => ++runs, { read: (n) => n, usage: () => ({ tokens: 0.5 }) }));
+    const error = await rejection(bound.call(() => ++runs, { read: (n) => n, cost: { tokens: 70 }, usage: () => ({ tokens: 0.5 }) }));
     expect(error).toBeInstanceOf(RangeError);
-    expect(runs).toBe(2);
-    expect(recording.reports).toHaveLength(2);
-    expect(recording.executes).toHaveLength(1); // the object's retry, not a client resend
+    expect(runs).toBe(1);
+    expect(recording.reports).toEqual([{ value: 1 }]);
+    expect((await stub.stats()).windows.find((w) => w.name === 'tpm')!.used).toBe(70);
   });
 });
 

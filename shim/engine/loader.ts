@@ -127,6 +127,7 @@ export class Core {
   readonly #x: CoreExports;
   readonly #encoder = new TextEncoder();
   readonly #decoder = new TextDecoder();
+  #f64: Float64Array | undefined;
 
   constructor(module: WebAssembly.Module) {
     const instance = new WebAssembly.Instance(module, {
@@ -190,9 +191,16 @@ export class Core {
     return new Float64Array(this.#x.memory.buffer, this.#x.drl_records(), count * 4);
   }
 
+  /**
+   * The f64 buffer, room for at least `count` doubles (write from index 0).
+   * The view is kept while the buffer neither moves nor detaches (memory
+   * growth), so a hot call allocates none.
+   */
   f64(count: number): Float64Array {
+    const view = this.#f64;
+    if (view !== undefined && count <= view.length && view.buffer === this.#x.memory.buffer) return view;
     const ptr = this.#x.drl_f64_buffer(count);
-    return new Float64Array(this.#x.memory.buffer, ptr, count);
+    return (this.#f64 = new Float64Array(this.#x.memory.buffer, ptr, count));
   }
 }
 
@@ -248,21 +256,23 @@ export class Engine {
    * an amount is not a number: those go as JSON, for the engine's message.
    */
   #putNumbered(amounts: Readonly<Record<string, number>>): number {
-    const pairs: number[] = [];
-    for (const unit in amounts) {
-      if (!Object.hasOwn(amounts, unit)) continue;
-      const amount = amounts[unit];
-      let n = this.#unitNumbers.get(unit);
-      if (n === undefined) {
-        n = this.#core.exports.drl_unit_number(this.#h, this.#core.putString(unit));
-        if (n >= 0) this.#unitNumbers.set(unit, n);
-      }
-      if (n < 0 || typeof amount !== 'number') return -1;
-      pairs.push(n, amount);
+    const units = Object.keys(amounts);
+    // Numbers first: a call into the module may grow its memory, which
+    // would detach a view taken before it.
+    for (const unit of units) {
+      if (this.#unitNumbers.has(unit)) continue;
+      const n = this.#core.exports.drl_unit_number(this.#h, this.#core.putString(unit));
+      if (n < 0) return -1;
+      this.#unitNumbers.set(unit, n);
     }
-    // Taken after the lookups: a call into the module may grow its memory.
-    this.#core.f64(pairs.length).set(pairs);
-    return pairs.length / 2;
+    const buffer = this.#core.f64(units.length * 2);
+    for (let i = 0; i < units.length; i++) {
+      const amount = amounts[units[i]!];
+      if (typeof amount !== 'number') return -1;
+      buffer[2 * i] = this.#unitNumbers.get(units[i]!)!;
+      buffer[2 * i + 1] = amount;
+    }
+    return units.length;
   }
 
   #restoreRows(grants: ArrayLike<readonly [number, number]>, send: (count: number) => void): void {
@@ -385,18 +395,28 @@ export class Engine {
         const at = r[i + 1]!;
         const amount = r[i + 2]!;
         const key = r[i + 3]!;
+        // An extra window's name, when known (else named after the loop).
+        const window = key === 0 ? undefined : this.#windowKeys[key];
         switch (name) {
           case 'putGrant': {
-            const write = { kind: name, at, amount } as { kind: typeof name; at: number; amount: number; window?: string };
-            writes.push(write);
-            if (key !== 0) (windowed ??= []).push([write, key]);
+            if (key === 0) {
+              writes.push({ kind: name, at, amount });
+            } else {
+              const write = { kind: name, at, amount, window };
+              writes.push(write);
+              if (window === undefined) (windowed ??= []).push([write, key]);
+            }
             break;
           }
           case 'deleteGrantsThrough':
           case 'deleteGrant': {
-            const write = { kind: name, at } as { kind: typeof name; at: number; window?: string };
-            writes.push(write);
-            if (key !== 0) (windowed ??= []).push([write, key]);
+            if (key === 0) {
+              writes.push({ kind: name, at });
+            } else {
+              const write = { kind: name, at, window };
+              writes.push(write);
+              if (window === undefined) (windowed ??= []).push([write, key]);
+            }
             break;
           }
           case 'putPenalty':
@@ -410,9 +430,13 @@ export class Engine {
             break;
           }
           case 'clearGrants': {
-            const write = { kind: name } as { kind: typeof name; window?: string };
-            writes.push(write);
-            if (key !== 0) (windowed ??= []).push([write, key]);
+            if (key === 0) {
+              writes.push({ kind: name });
+            } else {
+              const write = { kind: name, window };
+              writes.push(write);
+              if (window === undefined) (windowed ??= []).push([write, key]);
+            }
             break;
           }
           case 'eraseAll':

@@ -158,6 +158,14 @@ struct State {
   std::vector<Write> writes;
   std::vector<Action> actions;
 
+  // Grants a usage refunded, by (window key, time), not yet rewritten in
+  // storage. A refund only lowers a count, so its row can wait for a step
+  // that stores something anyway (a take's grant, usually the very next
+  // call), instead of a commit of its own per call; a bucket that goes
+  // quiet writes them kIdleSlotsWriteMs later.
+  std::vector<std::pair<int, Millis>> refunds;
+  std::optional<Millis> refunds_due;
+
   std::optional<Restoring> restoring;  // between restore_begin and restore_end
 
   // Grants: drop unreadable rows, round toward the safe side, cap amounts at
@@ -477,8 +485,43 @@ struct State {
   // At lift at most penaltyRefillFraction of the limit is available: the log
   // becomes one grant dated at the deadline carrying the larger of the floor
   // and what was still live then, so real takes keep counting.
+  // Rewrites the rows of the grants refunds shrank, as the logs now hold
+  // them (a grant refunded to zero, merged away or expired is deleted).
+  void flush_refunds() {
+    for (const auto& [key, at] : refunds) {
+      for (const Window& w : windows) {
+        if (w.key != key) continue;
+        const auto& grants = w.log.grants();
+        auto g = std::lower_bound(grants.begin(), grants.end(), at, [](const Grant& x, Millis t) { return x.at < t; });
+        if (g != grants.end() && g->at == at) {
+          write(WriteKind::PutGrant, at, g->amount, key);
+        } else {
+          write(WriteKind::DeleteGrant, at, 0, key);
+        }
+      }
+    }
+    refunds.clear();
+    refunds_due.reset();
+  }
+
+  // At the end of a step: refunds ride on a step that stores something
+  // anyway, or are written alone once the bucket has been quiet a while.
+  void record_refunds() {
+    if (refunds.empty()) return;
+    if (!cfg) {
+      refunds.clear();
+      refunds_due.reset();
+    } else if (stores_anyway() || (refunds_due && now >= *refunds_due)) {
+      flush_refunds();
+    } else if (!refunds_due) {
+      refunds_due = now + kIdleSlotsWriteMs;
+    }
+  }
+
   // Every window is refilled this way.
   void lift() {
+    refunds.clear();  // every log is rewritten whole below
+    refunds_due.reset();
     for (Window& w : windows) {
       SlidingLog& log = w.log;
       const Millis at = log.empty() ? forced_until : std::max(forced_until, log.newest().at);
@@ -611,7 +654,9 @@ struct State {
     // Timeouts fire whatever else waits, a penalty included.
     if (!deadlines.empty() && (!wake || deadlines.begin()->first < *wake)) wake = deadlines.begin()->first;
     record_slots();
+    record_refunds();
     if (slots_write_due && (!wake || *slots_write_due < *wake)) wake = slots_write_due;
+    if (refunds_due && (!wake || *refunds_due < *wake)) wake = refunds_due;
   }
 
   // Queued callers whose cost can no longer fit are rejected, not left to
@@ -794,13 +839,9 @@ struct State {
       const int64_t reserved = take ? take->reserved : 0;
       if (real < reserved) {
         if (take->epoch != w.epoch || take->at + w.ms <= now) continue;
-        if (auto shrunk = w.log.shrink(take->at, reserved - real)) {
-          if (shrunk->amount > 0) {
-            write(WriteKind::PutGrant, shrunk->at, shrunk->amount, w.key);
-          } else {
-            write(WriteKind::DeleteGrant, shrunk->at, 0, w.key);
-          }
-        }
+        // Stored later (see flush_refunds): a row that still holds the
+        // refunded amount only over-counts until then, the safe side.
+        if (w.log.shrink(take->at, reserved - real)) refunds.emplace_back(w.key, take->at);
       } else if (real > reserved) {
         grant(w, real - reserved);
       }
@@ -1022,6 +1063,8 @@ void Engine::erase(Millis now) {
   s_->restored_held = 0;
   s_->cfg.reset();
   s_->windows.clear();
+  s_->refunds.clear();
+  s_->refunds_due.reset();
   s_->forced_until = 0;
   s_->lift_pending = false;
   s_->write(WriteKind::EraseAll);
@@ -1390,6 +1433,7 @@ size_t EngineInspector::log_entries() const { return s_.log().size(); }
 size_t EngineInspector::active() const { return s_.active; }
 size_t EngineInspector::running() const { return s_.running; }
 size_t EngineInspector::queued() const { return s_.queued; }
+size_t EngineInspector::pending_refunds() const { return s_.refunds.size(); }
 std::vector<std::pair<Millis, int64_t>> EngineInspector::grants() const {
   std::vector<std::pair<Millis, int64_t>> out;
   out.reserve(s_.log().size());

@@ -30,6 +30,7 @@ class EngineInspector {
   size_t active() const;   // slots held (running or between attempts)
   size_t running() const;  // callbacks currently executing
   size_t queued() const;   // waiting for a first start
+  size_t pending_refunds() const;  // refunded grants whose rows are not yet rewritten
   std::vector<std::pair<Millis, int64_t>> grants() const;  // (at, amount), oldest first
 
  private:

@@ -165,11 +165,24 @@ export class LimiterStorage {
       else if (kind === 'putGrant') grantUpserts++;
     }
     const superseded = grantUpserts > 1 ? supersededUpserts(writes) : undefined;
+    // Extra windows' upserts gathered for one statement, by row: a later
+    // upsert of the same row replaces the earlier (no window delete came
+    // between: those flush the gathered upserts first).
+    let windowPuts: Map<string, [win: string, at: number, amount: number]> | undefined;
     let rows = 0;
     for (let i = 0; i < writes.length; i++) {
       const w = writes[i]!;
       if ('window' in w && w.window !== undefined) {
-        if (w.kind !== 'putGrant' || !superseded?.[i]) rows += this.#applyWindow(w);
+        if (w.kind === 'putGrant') {
+          // Gathered: a take in three windows upserts two of these rows, in
+          // one statement rather than two.
+          if (!superseded?.[i]) (windowPuts ??= new Map()).set(`${w.window}\u0000${w.at}`, [w.window, w.at, w.amount]);
+        } else {
+          // In order: the upserts gathered so far land before a delete.
+          if (windowPuts) rows += this.#putWindowGrants(windowPuts);
+          windowPuts = undefined;
+          rows += this.#applyWindow(w);
+        }
         continue;
       }
       switch (w.kind) {
@@ -205,9 +218,28 @@ export class LimiterStorage {
           if (i === lastSlots) rows += this.#putMeta('slots', w.text);
           break;
         case 'eraseAll':
+          windowPuts = undefined; // their table goes too
           this.eraseAll();
           break;
       }
+    }
+    if (windowPuts) rows += this.#putWindowGrants(windowPuts);
+    return rows;
+  }
+
+  /** Upserts extra windows' grants, a few dozen rows per statement. */
+  #putWindowGrants(puts: Map<string, [win: string, at: number, amount: number]>): number {
+    this.#ensureWindows();
+    const values = [...puts.values()].flat();
+    let rows = 0;
+    const perStatement = 3 * 30; // bound parameters stay well under SQLite's limits
+    for (let from = 0; from < values.length; from += perStatement) {
+      const chunk = values.slice(from, from + perStatement);
+      const tuples = Array.from({ length: chunk.length / 3 }, () => '(?, ?, ?)').join(', ');
+      rows += this.#sql.exec(
+        `INSERT INTO ${WINDOW_GRANTS} (win, at, amount) VALUES ${tuples} ON CONFLICT(win, at) DO UPDATE SET amount = excluded.amount`,
+        ...chunk,
+      ).rowsWritten;
     }
     return rows;
   }

@@ -1,0 +1,88 @@
+// The extra windows' rows in storage, written from hand-made batches: the
+// upserts a batch gathers into one statement keep the batch's order against
+// deletes, a repeated row keeps its last amount, and an erase takes them along.
+import { runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+
+import type { EngineWrite } from '../../shim/engine/loader.ts';
+import { LimiterStorage } from '../../shim/do/storage.ts';
+import { bucket, uniqueName } from './helpers.ts';
+
+async function applied(batches: EngineWrite[][]): Promise<{ rows: [string, number, number][]; read: [string, [number, number][]][] | undefined }> {
+  return runInDurableObject(bucket(uniqueName('storage-windows')), async (_instance, state) => {
+    const storage = new LimiterStorage(state.storage);
+    storage.ensure();
+    for (const batch of batches) storage.apply(batch);
+    const tables = state.storage.sql.exec<{ name: string }>(`SELECT name FROM sqlite_master WHERE name = 'drl_window_grants'`).toArray();
+    const rows =
+      tables.length === 0
+        ? []
+        : state.storage.sql
+            .exec<{ win: string; at: number; amount: number }>(`SELECT win, at, amount FROM drl_window_grants ORDER BY win, at`)
+            .toArray()
+            .map((r) => [String(r.win), Number(r.at), Number(r.amount)] as [string, number, number]);
+    return { rows, read: storage.read()?.windows as [string, [number, number][]][] | undefined };
+  });
+}
+
+describe('extra windows in storage', () => {
+  it('a row upserted twice in one batch, across a primary delete, keeps its last amount', async () => {
+    const { rows, read } = await applied([
+      [
+        { kind: 'putGrant', at: 10, amount: 1 },
+        { kind: 'putGrant', at: 10, amount: 100, window: 'tpm' },
+        { kind: 'putGrant', at: 10, amount: 1, window: 'long' },
+        { kind: 'deleteGrant', at: 10 },
+        { kind: 'putGrant', at: 10, amount: 40, window: 'tpm' },
+        { kind: 'putGrant', at: 20, amount: 7, window: 'tpm' },
+      ],
+    ]);
+    expect(rows).toEqual([
+      ['long', 10, 1],
+      ['tpm', 10, 40],
+      ['tpm', 20, 7],
+    ]);
+    expect(read).toEqual([
+      ['long', [[10, 1]]],
+      ['tpm', [[10, 40], [20, 7]]],
+    ]);
+  });
+
+  it('a window delete or clear lands after the upserts before it and before the ones after it', async () => {
+    const { rows } = await applied([
+      [
+        { kind: 'putGrant', at: 10, amount: 5, window: 'tpm' },
+        { kind: 'putGrant', at: 11, amount: 6, window: 'tpm' },
+        { kind: 'deleteGrant', at: 10, window: 'tpm' },
+        { kind: 'putGrant', at: 12, amount: 1, window: 'long' },
+        { kind: 'clearGrants', window: 'long' },
+        { kind: 'putGrant', at: 13, amount: 2, window: 'long' },
+      ],
+    ]);
+    expect(rows).toEqual([
+      ['long', 13, 2],
+      ['tpm', 11, 6],
+    ]);
+  });
+
+  it('an erase in the batch takes the gathered upserts with it; a bucket configured again starts empty', async () => {
+    const { rows, read } = await applied([
+      [{ kind: 'putConfig', text: '{}' }],
+      [
+        { kind: 'putGrant', at: 10, amount: 5, window: 'tpm' },
+        { kind: 'eraseAll' },
+        { kind: 'putConfig', text: '{}' },
+        { kind: 'putGrant', at: 30, amount: 3, window: 'tpm' },
+      ],
+    ]);
+    expect(rows).toEqual([['tpm', 30, 3]]);
+    expect(read).toEqual([['tpm', [[30, 3]]]]);
+  });
+
+  it('a batch of many upserts spans several statements', async () => {
+    const batch: EngineWrite[] = Array.from({ length: 75 }, (_, i) => ({ kind: 'putGrant', at: i, amount: i + 1, window: 'tpm' }));
+    const { rows } = await applied([batch]);
+    expect(rows).toHaveLength(75);
+    expect(rows.reduce((sum, [, , amount]) => sum + amount, 0)).toBe((75 * 76) / 2);
+  });
+});

@@ -34,6 +34,36 @@ interface Measurement {
  * final once the cursor is consumed; the storage code reads it at once, which
  * for a write statement is already final too).
  */
+/**
+ * Runs `work`, counting the statements the storage's SqlStorage executes and
+ * the rows they write (see measure() for how the wrapping works).
+ */
+async function countingWrites(sql: SqlStorage, work: () => Promise<void>): Promise<{ statements: number; rowsWritten: number }> {
+  const hadOwn = Object.prototype.hasOwnProperty.call(sql, 'exec');
+  const original = sql.exec;
+  const cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
+  sql.exec = function (this: SqlStorage, query: string, ...bindings: unknown[]) {
+    const cursor = original.call(this, query, ...bindings);
+    cursors.push(cursor);
+    return cursor;
+  } as SqlStorage['exec'];
+  try {
+    await work();
+  } finally {
+    if (hadOwn) sql.exec = original;
+    else delete (sql as { exec?: unknown }).exec;
+  }
+  expect(sql.exec).toBe(original);
+  let rowsWritten = 0;
+  for (const cursor of cursors) {
+    for (const _row of cursor) {
+      // drain: rowsWritten is final once the cursor is consumed
+    }
+    rowsWritten += cursor.rowsWritten;
+  }
+  return { statements: cursors.length, rowsWritten };
+}
+
 async function measure(logRows: number): Promise<Measurement> {
   const { name, stub } = await configured(CONFIG, `rows-${logRows}`);
 
@@ -61,33 +91,13 @@ async function measure(logRows: number): Promise<Measurement> {
     const stored = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM drl_grants`).one().n;
     expect(stored).toBe(logRows);
 
-    const hadOwn = Object.prototype.hasOwnProperty.call(sql, 'exec');
-    const original = sql.exec;
-    const cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
-    sql.exec = function (this: SqlStorage, query: string, ...bindings: unknown[]) {
-      const cursor = original.call(this, query, ...bindings);
-      cursors.push(cursor);
-      return cursor;
-    } as SqlStorage['exec'];
     const values: unknown[] = [];
-    try {
+    const { statements, rowsWritten } = await countingWrites(sql, async () => {
       for (let i = 0; i < TAKES; i++) values.push(await instance.execute(async () => ({ value: i })));
-    } finally {
-      if (hadOwn) sql.exec = original;
-      else delete (sql as { exec?: unknown }).exec;
-    }
-    expect(sql.exec).toBe(original);
+    });
     expect(values).toEqual(Array.from({ length: TAKES }, (_, i) => i));
-
-    let rowsWritten = 0;
-    for (const cursor of cursors) {
-      for (const _row of cursor) {
-        // drain: rowsWritten is final once the cursor is consumed
-      }
-      rowsWritten += cursor.rowsWritten;
-    }
     const after = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM drl_grants`).one().n;
-    return { statements: cursors.length, rowsWritten, storedAfter: after };
+    return { statements, rowsWritten, storedAfter: after };
   });
 
   // The takes were recorded: every one counts in the (restored) log.
@@ -115,28 +125,11 @@ async function measureWindows(): Promise<{ rowsPerTake: number; statementsPerTak
   };
   const { stub } = await configured(config, 'rows-windows');
   return runInDurableObject(stub, async (instance: LimiterDO, state) => {
-    const sql = state.storage.sql;
-    const original = sql.exec;
-    const cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
-    sql.exec = function (this: SqlStorage, query: string, ...bindings: unknown[]) {
-      const cursor = original.call(this, query, ...bindings);
-      cursors.push(cursor);
-      return cursor;
-    } as SqlStorage['exec'];
-    try {
+    const { statements, rowsWritten } = await countingWrites(state.storage.sql, async () => {
       for (let i = 0; i < TAKES; i++) {
         await instance.execute(async () => ({ value: i, usage: { tokens: 90 } }), { cost: { tokens: 100 } });
       }
-    } finally {
-      delete (sql as { exec?: unknown }).exec;
-    }
-    let rows = 0;
-    for (const cursor of cursors) {
-      for (const _row of cursor) {
-        // drain
-      }
-      rows += cursor.rowsWritten;
-    }
+    });
     const stats = await instance.stats();
     // Every take counted in every window, each refund made in memory.
     expect(stats.windows.map((w) => [w.name, w.used])).toEqual([
@@ -144,7 +137,7 @@ async function measureWindows(): Promise<{ rowsPerTake: number; statementsPerTak
       ['long', TAKES],
       ['tpm', TAKES * 90],
     ]);
-    return { rowsPerTake: rows / TAKES, statementsPerTake: cursors.length / TAKES };
+    return { rowsPerTake: rowsWritten / TAKES, statementsPerTake: statements / TAKES };
   });
 }
 

@@ -35,33 +35,7 @@ TEST_CASE("random schedules keep every invariant", "[property]") {
   for (uint64_t seed = 1; seed <= count; ++seed) {
     const auto r = drl::testing::run_schedule({seed, 60});
     if (!r.ok) FAIL(r.failure);
-    total.starts += r.starts;
-    total.tickets += r.tickets;
-    total.timeouts += r.timeouts;
-    total.gone += r.gone;
-    total.late_news += r.late_news;
-    total.crashes += r.crashes;
-    total.crashes_with_running += r.crashes_with_running;
-    total.carried_callbacks += r.carried_callbacks;
-    total.max_in_flight = std::max(total.max_in_flight, r.max_in_flight);
-    total.max_old_in_flight = std::max(total.max_old_in_flight, r.max_old_in_flight);
-    total.full_with_old += r.full_with_old;
-    total.held_back_by_old += r.held_back_by_old;
-    total.max_over_cap = std::max(total.max_over_cap, r.max_over_cap);
-    total.max_in_flight_over_cap = std::max(total.max_in_flight_over_cap, r.max_in_flight_over_cap);
-    total.window_schedules += r.window_schedules;
-    total.honest_schedules += r.honest_schedules;
-    total.unit_arrivals += r.unit_arrivals;
-    total.usage_reports += r.usage_reports;
-    total.refunds += r.refunds;
-    total.stale_refunds += r.stale_refunds;
-    total.charges += r.charges;
-    total.debt_steps += r.debt_steps;
-    total.window_changes += r.window_changes;
-    total.overused_windows += r.overused_windows;
-    total.max_overuse = std::max(total.max_overuse, r.max_overuse);
-    total.max_overuse_beyond_underestimate =
-        std::max(total.max_overuse_beyond_underestimate, r.max_overuse_beyond_underestimate);
+    total.add(r);
   }
   std::ostringstream figures;
   figures << count << " schedules: " << total.tickets << " tickets, " << total.starts << " starts, " << total.timeouts

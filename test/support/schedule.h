@@ -4,7 +4,9 @@
 // replay tool that feeds the wasm differential test.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -55,6 +57,29 @@ struct ScheduleResult {
   // max (real usage - limit - the under-estimates of the calls started in that
   // rolling window) over every window at every start: must stay <= 0.
   int64_t max_overuse_beyond_underestimate = -1'000'000'000;
+
+  // Adds another schedule's figures: counts summed, maxima kept (ok and
+  // failure are the caller's: the property test stops at the first failure).
+  void add(const ScheduleResult& r) {
+    for (auto [total, part] : {std::pair{&starts, r.starts}, {&settled, r.settled}, {&tickets, r.tickets},
+                               {&timeouts, r.timeouts}, {&gone, r.gone}, {&late_news, r.late_news},
+                               {&crashes, r.crashes}, {&crashes_with_running, r.crashes_with_running},
+                               {&carried_callbacks, r.carried_callbacks}, {&full_with_old, r.full_with_old},
+                               {&held_back_by_old, r.held_back_by_old}, {&window_schedules, r.window_schedules},
+                               {&honest_schedules, r.honest_schedules}, {&unit_arrivals, r.unit_arrivals},
+                               {&usage_reports, r.usage_reports}, {&refunds, r.refunds},
+                               {&stale_refunds, r.stale_refunds}, {&charges, r.charges}, {&debt_steps, r.debt_steps},
+                               {&window_changes, r.window_changes}, {&overused_windows, r.overused_windows}}) {
+      *total += part;
+    }
+    max_in_flight = std::max(max_in_flight, r.max_in_flight);
+    max_old_in_flight = std::max(max_old_in_flight, r.max_old_in_flight);
+    for (auto [most, part] : {std::pair{&max_over_cap, r.max_over_cap}, {&max_in_flight_over_cap, r.max_in_flight_over_cap},
+                              {&max_overuse, r.max_overuse},
+                              {&max_overuse_beyond_underestimate, r.max_overuse_beyond_underestimate}}) {
+      *most = std::max(*most, part);
+    }
+  }
 };
 
 // Runs one schedule. When `trace` is given, every event is appended to it as

@@ -227,15 +227,19 @@ struct State {
     keys.push_back(name);
     return static_cast<int>(keys.size() - 1);
   }
-  // "requests, tokens": the units the windows count, for messages.
-  std::string unit_list() const {
+  // The units the windows count, the default unit first (stats' `units`).
+  std::vector<std::string> counted_units() const {
     std::vector<std::string> names;
     for (const Window& w : windows) {
       const std::string& u = units[static_cast<size_t>(w.unit)];
       if (std::find(names.begin(), names.end(), u) == names.end()) names.push_back(u);
     }
+    return names;
+  }
+  // "requests, tokens": the same, for messages.
+  std::string unit_list() const {
     std::string out;
-    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    for (const std::string& n : counted_units()) out += (out.empty() ? "" : ", ") + n;
     return out;
   }
   // The first window whose limit the call's cost exceeds, if any.
@@ -1266,11 +1270,7 @@ Expected<std::string> Engine::stats(Millis now) {
         {"debt", std::max<int64_t>(0, in_window - w.limit)},
     });
   }
-  nlohmann::json units = nlohmann::json::array();
-  for (const internal::Window& w : s.windows) {
-    const std::string& u = s.units[static_cast<size_t>(w.unit)];
-    if (std::find(units.begin(), units.end(), u) == units.end()) units.push_back(u);
-  }
+  nlohmann::json units = s.counted_units();
 
   // The newest grants are the interesting ones; a huge log is summarised.
   constexpr size_t kStatsGrants = 1000;

@@ -1313,6 +1313,16 @@ const std::string& Engine::window_key(int window) const {
   return window >= 0 && static_cast<size_t>(window) < s_->keys.size() ? s_->keys[static_cast<size_t>(window)] : s_->empty_text;
 }
 
+int Engine::unit_number(std::string_view unit) const {
+  for (size_t i = 0; i < s_->units.size(); ++i) {
+    if (s_->units[i] == unit) return static_cast<int>(i);
+  }
+  return -1;
+}
+const std::string& Engine::unit_name(int unit) const {
+  return unit >= 0 && static_cast<size_t>(unit) < s_->units.size() ? s_->units[static_cast<size_t>(unit)] : s_->empty_text;
+}
+
 Expected<Amounts> parse_amounts(std::string_view json_text, std::string_view what) {
   const std::string name(what);
   auto invalid = [&](ErrorKind kind, const std::string& detail) {

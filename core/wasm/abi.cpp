@@ -171,15 +171,17 @@ DRL_EXPORT(drl_arrive) double drl_arrive(int h, double cost, double now) {
 }
 
 // Amounts by unit number (Engine::unit_number): `count` (number, amount)
-// pairs in the f64 buffer from `from` on. A number the engine does not know
+// pairs in the f64 buffer. A number the engine does not know
 // reads as "" (no window counts it: the engine's own error).
-static drl::Amounts numbered(const drl::Engine& e, int from, int count) {
+static drl::Amounts numbered(const drl::Engine& e, int count) {
   drl::Amounts out;
-  const size_t n = std::min<size_t>(count > 0 ? static_cast<size_t>(count) : 0, (g_f64.size() - std::min<size_t>(g_f64.size(), from > 0 ? static_cast<size_t>(from) : 0)) / 2);
+  const size_t n = std::min<size_t>(count > 0 ? static_cast<size_t>(count) : 0, g_f64.size() / 2);
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    const double unit = g_f64[static_cast<size_t>(from) + 2 * i];
-    out.push_back(drl::Amount{e.unit_name(std::isfinite(unit) ? static_cast<int>(unit) : -1), g_f64[static_cast<size_t>(from) + 2 * i + 1]});
+    const double unit = g_f64[2 * i];
+    // Compared as a double first: casting one beyond int's range is undefined.
+    const int number = unit >= 0 && unit < 1e6 && unit == std::floor(unit) ? static_cast<int>(unit) : -1;
+    out.push_back(drl::Amount{e.unit_name(number), g_f64[2 * i + 1]});
   }
   return out;
 }
@@ -195,7 +197,7 @@ DRL_EXPORT(drl_unit_number) int drl_unit_number(int h, int len) {
 DRL_EXPORT(drl_arrive_numbered) double drl_arrive_numbered(int h, int count, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
-  auto t = e->arrive(numbered(*e, 0, count), to_ms(now));
+  auto t = e->arrive(numbered(*e, count), to_ms(now));
   return t.ok() ? static_cast<double>(*t) : fail(t.error());
 }
 
@@ -229,7 +231,7 @@ int drl_report(int h, double ticket, int status_code, int flags, double retry_af
   const int header = std::max(header_len, 0);
   if (header_len >= 0) r.retry_after = scratch(header_len);
   if (usage_len <= -2) {
-    r.usage = numbered(*e, 0, -(usage_len + 2));
+    r.usage = numbered(*e, -(usage_len + 2));
   } else if (usage_len >= 0) {
     const std::string_view all = scratch(header + usage_len);
     auto usage = drl::parse_amounts(all.substr(std::min<size_t>(all.size(), static_cast<size_t>(header))), "usage");

@@ -101,4 +101,18 @@ describe('core.wasm loader', () => {
     engine.tick(T0 + 990);
     expect(engine.drain().actions).toEqual([{ kind: 'start', ticket: t, attempt: 1 }]);
   });
+
+  it('numbered amounts: a unit number that is not a small whole number is no unit, never a cast out of range', () => {
+    const core = loadCore();
+    const engine = core.createEngine();
+    engine.configure(JSON.stringify({ bucket: { limitPerWindow: 10, windowInMs: 1000 }, windows: { tpm: { unit: 'tokens', limitPerWindow: 100, windowInMs: 1000 } }, concurrency: 5 }), 1000);
+    engine.drain();
+    for (const unit of [1e300, -1, 1.5, Number.NaN]) {
+      core.f64(2).set([unit, 5]);
+      const rc = core.exports.drl_arrive_numbered(engine.handle, 1, 1000);
+      expect(() => core.check(rc)).toThrow('[drl:invalid-argument] cost names unit "", which no window counts (units: requests, tokens)');
+    }
+    // The loader's own path: numbers from the engine, by name.
+    expect(engine.arrive({ tokens: 5 }, 1000)).toBeGreaterThan(0);
+  });
 });

@@ -331,11 +331,12 @@ export class EngineHost {
       this.#engine.report(ticket, report, Date.now());
     } catch (error) {
       // A usage naming a unit no window counts (or not an integer): the
-      // engine changed nothing. The work ran, so the call fails without a
-      // retry, saying why; its reservation stands.
+      // engine changed nothing. The same report without it, as a final
+      // failure saying why (the work ran: no retry for it; a rate limit it
+      // carried still pauses the bucket); its reservation stands.
       if (report.usage === undefined || (error as { code?: string }).code !== 'invalid-argument') throw error;
       call.failure = (error as Error).message;
-      this.#engine.report(ticket, { status: report.status, failure: 'final' }, Date.now());
+      this.#engine.report(ticket, { ...report, usage: undefined, failure: 'final' }, Date.now());
     }
     this.flushSoon();
   }

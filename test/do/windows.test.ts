@@ -150,6 +150,14 @@ describe('several windows', () => {
     const stats = await stub.stats();
     expect(windowOf(stats, 'tpm').used).toBe(50);
     expect(stats.active).toBe(0); // the slot came back
+
+    // A rate limit the same report carried still pauses the bucket.
+    await stub.reconfigure({ retry: { maxRetries: 0 } });
+    const limited = await rejection(
+      stub.execute(async () => ({ value: 1, status: 200, rateLimited: true, retryAfterMs: 5_000, usage: { tokns: 1 } })),
+    );
+    expect(limited.message).toContain('[drl:call-failed]');
+    expect((await stub.stats()).penalised).toBe(true);
   });
 
   it('stores extra windows apart: a single-window bucket never creates their table; removing a window deletes its rows', async () => {

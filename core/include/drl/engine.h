@@ -65,7 +65,10 @@ struct Action {
   Ticket ticket;
   uint32_t attempt = 0;
   ErrorCode code = ErrorCode::CallFailed;  // Reject only
-  int32_t status = 0;                      // Reject with CallFailed: the last status
+  // Reject with CallFailed: the last status; AttemptTimeout: the timeout;
+  // DeadlineExceeded: the predicted wait in ms (retryAfterMs), 0 when the
+  // only known obstacle is the concurrency cap.
+  int64_t status = 0;
   bool operator==(const Action& o) const {
     return kind == o.kind && ticket == o.ticket && attempt == o.attempt &&
            (kind != ActionKind::Reject || (code == o.code && status == o.status));
@@ -106,6 +109,22 @@ using Amounts = std::vector<Amount>;
 // Reads a JSON object of units to numbers ({"tokens":1200}); `what` names it
 // in errors ("cost", "usage"). Values are checked later, against the config.
 Expected<Amounts> parse_amounts(std::string_view json_text, std::string_view what);
+
+// How a caller is willing to wait (arrive's options). Values arrive from JS
+// as doubles and are checked by arrive().
+struct Waiting {
+  // Higher starts first; FIFO within a priority. An integer in
+  // [-kMaxPriority, kMaxPriority]. A newcomer goes ahead of lower-priority
+  // waiters, never ahead of a call that has started (retries included).
+  double priority = 0;
+  // The longest the caller will wait for its first start, in ms (an integer
+  // 0..kMaxDelayMs); nullopt: as long as the bucket needs. If the predicted
+  // start is later than now + max_wait_ms the call is rejected at once
+  // (DeadlineExceeded, nothing taken); otherwise, if it has not started by
+  // then, it is rejected at that moment. 0 means "start now or fail".
+  std::optional<double> max_wait_ms = std::nullopt;
+};
+inline constexpr int64_t kMaxPriority = 1000;
 
 // How a callback's attempt ended, as built by the client from the response.
 enum class Failure : int {
@@ -199,10 +218,26 @@ class Engine {
   // A caller arrives wanting `cost` of the default unit (an integer >= 1, at
   // most every limit counting that unit).
   Expected<Ticket> arrive(double cost, Millis now);
+  Expected<Ticket> arrive(double cost, const Waiting& waiting, Millis now);
   // The same with a cost per unit: the default unit is 1 unless given (an
   // integer >= 1), others integers >= 0. A unit no window counts is an error,
   // and so is a cost above any window's limit.
   Expected<Ticket> arrive(const Amounts& cost, Millis now);
+  Expected<Ticket> arrive(const Amounts& cost, const Waiting& waiting, Millis now);
+  // The caller gave up (its AbortSignal fired, or its connection broke while
+  // it waited). A call that has not started, or waits between attempts, is
+  // rejected at once (Cancelled) and takes nothing; a slot it held between
+  // attempts is released. A running attempt is left alone: its outcome
+  // stands if final, but the call is not retried (Cancelled instead).
+  Status withdraw(Ticket ticket, Millis now);
+  // The earliest time the queued call `ticket` could start if every call
+  // ahead of it (by priority, then arrival) started as early as the windows
+  // and the penalty allow: a lower bound (callbacks holding slots, retries
+  // and later higher-priority arrivals can only delay it). Exact for a
+  // bucket whose only constraint is one window with unit costs, when nothing
+  // ahead of it was withdrawn from mid-queue. nullopt if `ticket` is not
+  // queued. O(priorities + log entries), independent of the queue length.
+  std::optional<Millis> predicted_start(Ticket ticket) const;
   // The running attempt of `ticket` finished with `report`. A usage that
   // names a unit no window counts, or an amount that is not an integer >= 0,
   // is an InvalidArgument error and changes nothing: the attempt still runs.

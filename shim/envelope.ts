@@ -164,6 +164,31 @@ export interface ExecuteOptions {
    * `bound.call` always sets it and rebuilds the same typed errors.
    */
   settles?: 'data';
+  /**
+   * Higher starts first: the queue is ordered by priority, then arrival. An
+   * integer from -1000 to 1000, default 0. A call never goes ahead of one that
+   * has started (a retry between attempts included).
+   */
+  priority?: number;
+  /**
+   * The longest this call will wait for its first start, in ms (an integer
+   * >= 0). If the bucket predicts a later start, the call is refused at once
+   * with [drl:deadline-exceeded] and nothing is taken; if it has not started
+   * when the time is up, it is removed from the queue and refused the same
+   * way. 0: start now or fail. Absent: wait as long as the bucket needs.
+   */
+  maxWaitMs?: number;
+  /**
+   * How the caller tells the object it gave up (an AbortSignal cannot cross
+   * RPC). The object invokes it once the call is queued; it must resolve
+   * `true` when the caller gives up and `false` when the call has ended
+   * otherwise. On `true`, or if invoking it fails (the caller's connection
+   * broke), a call that has not started, or waits between attempts, is
+   * withdrawn at once ([drl:cancelled], nothing taken); a running callback is
+   * left to finish, and its outcome stands unless it would be retried.
+   * `bound.call` builds it from `options.signal`.
+   */
+  whenAborted?: () => Promise<boolean>;
 }
 
 /**
@@ -206,6 +231,8 @@ export interface SettledError {
   reason?: string;
   /** attempt-timeout: the bucket's attemptTimeoutMs. */
   timeoutMs?: number;
+  /** deadline-exceeded: the predicted wait, in ms, when the call was refused (a lower bound). */
+  retryAfterMs?: number;
 }
 
 /** A bucket's live state. */
@@ -248,6 +275,15 @@ export interface LimiterStats {
   windows: WindowStats[];
   /** The units the windows count, the default unit first. */
   units: string[];
+  /**
+   * When the first and the last queued call could start (ms since the
+   * epoch) if everyone ahead started as early as the windows and the penalty
+   * allow: lower bounds (running callbacks may hold slots longer). `null`
+   * when nothing is queued.
+   */
+  predictedStart: { head: number | null; tail: number | null };
+  /** Queued calls per priority, highest first: `[priority, count]`. */
+  queuedByPriority: [number, number][];
 }
 
 /** One window in LimiterStats. */

@@ -142,6 +142,16 @@ export const ERROR_IDS = [
     restores: null,
     meaning: "Invoking the callback failed because its caller is gone (the callback reports its own throws, so only the transport can throw): settled at once without a retry, its slot released.",
   },
+  {
+    code: 13,
+    id: 'deadline-exceeded',
+    marker: '[drl:deadline-exceeded]',
+    kinds: ['Error'],
+    raisedBy: 'engine',
+    client: 'throw',
+    restores: 'DeadlineError (limiter, retryAfterMs)',
+    meaning: "The call could not start within its maxWaitMs: rejected at arrival when the predicted start was already too late, or when the deadline passed while it waited. Nothing was taken and its callback never ran; retryAfterMs is the predicted wait.",
+  },
 ] as const satisfies readonly ErrorIdEntry[];
 
 /** A stable error id, e.g. `'no-such-limiter'`. */
@@ -166,4 +176,5 @@ export const MARKERS = {
   storageFailed: '[drl:storage-failed]',
   attemptTimeout: '[drl:attempt-timeout]',
   callerGone: '[drl:caller-gone]',
+  deadlineExceeded: '[drl:deadline-exceeded]',
 } as const;

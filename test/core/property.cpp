@@ -12,7 +12,18 @@
 // refills), storage holds exactly that account for every window after every
 // step, and no rolling window of real usage exceeds its limit by more than
 // the under-estimates of the calls started in it (by nothing in schedules
-// whose usage never exceeds the reservation).
+// whose usage never exceeds the reservation). Arrivals also wait with
+// intent (issue 15): priorities, maxWaitMs (0 included) and withdraws at
+// random moments (queued, between attempts, running). Every first start is
+// the head of the queue by priority, then arrival (FIFO within a priority,
+// head-of-line blocking within that order), and no earlier than the
+// predictions taken for it while queued that still stand (a step that frees
+// capacity, such as a withdraw, a deadline, a reconfigure or a refund,
+// retires them); a call refused or withdrawn while queued never started and
+// took no grant and no slot; DeadlineExceeded comes only at arrival (with a
+// predicted wait beyond maxWaitMs) or at or after the deadline, never for a
+// call that started; a withdrawn call is never retried. A second family
+// checks the predictions are exact where the header says they are.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <sstream>
@@ -61,7 +72,8 @@ TEST_CASE("random schedules keep every invariant", "[property]") {
   REQUIRE(total.tickets > count * 5);
   // (Crashes are frequent here, and after one the slots record may hold
   // released slots for a while: about half the tickets start, not more.)
-  REQUIRE(total.starts > total.tickets * 2 / 5);
+  // (Calls refused at arrival for their maxWaitMs never were to start.)
+  REQUIRE(total.starts > (total.tickets - total.refused_at_arrival) * 2 / 5);
   // ... and the faults too.
   if (count >= 1000) {
     CHECK(total.timeouts > count / 2);
@@ -82,4 +94,57 @@ TEST_CASE("random schedules keep every invariant", "[property]") {
     CHECK(total.overused_windows > 0);
   }
   CHECK(total.max_overuse_beyond_underestimate <= 0);
+  std::ostringstream waiting;
+  waiting << total.priority_arrivals << " arrivals with a priority, " << total.overtakes
+          << " first starts ahead of an earlier arrival; " << total.deadline_arrivals << " with a maxWaitMs ("
+          << total.try_now_arrivals << " with 0): " << total.refused_at_arrival << " refused at arrival, "
+          << total.expired_in_queue << " rejected at their deadline in the queue; withdrawn: " << total.withdrawn_queued
+          << " queued, " << total.withdrawn_between << " between attempts, " << total.withdrawn_running << " running ("
+          << total.cancelled_retries << " retries turned Cancelled); " << total.predictions_checked
+          << " first starts checked against a prediction; " << total.late_starts
+          << " first starts after the call's deadline (the host's next event came after it)";
+  WARN(waiting.str());
+  if (count >= 1000) {
+    CHECK(total.priority_arrivals > count / 2);
+    CHECK(total.overtakes > count / 20);
+    CHECK(total.try_now_arrivals > count / 5);
+    CHECK(total.refused_at_arrival > count / 10);
+    CHECK(total.expired_in_queue > count / 20);
+    CHECK(total.withdrawn_queued > count / 10);
+    CHECK(total.withdrawn_between > count / 50);
+    CHECK(total.withdrawn_running > count / 10);
+    CHECK(total.cancelled_retries > count / 100);
+    CHECK(total.predictions_checked > count);
+  }
+}
+
+// The exact family (ScheduleOptions::exact): one window, unit costs, every
+// callback reporting at its start, no penalty, reconfigure, withdraw or
+// retry, priority 0 and a host that ticks at every wake. Every queued call
+// starts exactly when predicted at arrival, that prediction equals the
+// test's own (a greedy walk over the live takes), never moves while the call
+// waits, and a maxWaitMs refuses a call only at arrival, with the predicted
+// wait; never a queued call at its deadline.
+TEST_CASE("random schedules: predictions are exact where nothing but the window constrains", "[property]") {
+  const uint64_t count = schedule_count() / 2;
+  drl::testing::ScheduleResult total;
+  for (uint64_t seed = 1; seed <= count; ++seed) {
+    drl::testing::ScheduleOptions options{seed, 40};
+    options.exact = true;
+    const auto r = drl::testing::run_schedule(options, nullptr);
+    if (!r.ok) FAIL(r.failure);
+    total.add(r);
+  }
+  std::ostringstream figures;
+  figures << count << " exact schedules: " << total.tickets << " tickets, " << total.starts << " starts, "
+          << total.exact_starts << " queued calls started exactly when predicted; " << total.deadline_arrivals
+          << " arrivals with a maxWaitMs (" << total.try_now_arrivals << " with 0), " << total.refused_at_arrival
+          << " refused at arrival with the predicted wait, " << total.expired_in_queue << " expired in the queue (must be 0)";
+  WARN(figures.str());
+  CHECK(total.expired_in_queue == 0);
+  if (count >= 1000) {
+    CHECK(total.exact_starts > count * 2);
+    CHECK(total.refused_at_arrival > count / 5);
+    CHECK(total.try_now_arrivals > count / 2);
+  }
 }

@@ -90,7 +90,24 @@ struct HostCall {
   Millis timeout = 0;      // Running: the attemptTimeoutMs it started under
   std::vector<ModelTake> takes;  // Running or just ended: the attempt's reservations
   size_t attempt_record = 0;     // its index in Runner::attempts_
+
+  // Waiting with intent (issue 15).
+  int64_t priority = 0;
+  std::optional<int64_t> max_wait;  // maxWaitMs as admitted
+  std::optional<Millis> deadline;   // the engine's time at arrival + maxWaitMs
+  bool arriving = false;            // in its arrival step
+  bool withdrawn = false;           // withdrawn while running: never retried
+  std::optional<ErrorCode> settled_code;  // how a rejection settled it
+  std::optional<Millis> predicted;        // its prediction after the step before
+  std::optional<Millis> first_predicted;  // its prediction after its arrival step
+  uint64_t first_epoch = 0;               // Runner::freeing_epoch_ when first_predicted was taken
+  std::optional<Millis> model_predicted;  // exact family: the test's own prediction at arrival
 };
+
+// Queue order: higher priority first, then arrival (tickets grow).
+inline bool ahead(const HostCall& a, Ticket ta, const HostCall& b, Ticket tb) {
+  return a.priority != b.priority ? a.priority > b.priority : ta < tb;
+}
 
 // One window as the test believes it stands: its grants (reservations at
 // take time, corrected by usage as the test settles it, refilled at a lift),
@@ -152,9 +169,20 @@ struct OldCallback {
 class Runner {
  public:
   Runner(const ScheduleOptions& o, json* trace)
-      : rng_{o.seed * 0x2545F4914F6CDD1DULL + 1}, seed_(o.seed), steps_(o.steps), trace_(trace), multi_(o.seed % 2 == 0) {}
+      : rng_{o.seed * 0x2545F4914F6CDD1DULL + 1},
+        seed_(o.seed),
+        steps_(o.steps),
+        trace_(trace),
+        exact_(o.exact),
+        multi_(!o.exact && o.seed % 2 == 0) {}
 
   ScheduleResult run() {
+    if (exact_) {
+      configure_exact();
+      for (step_ = 0; step_ < steps_ && result_.ok; ++step_) exact_step();
+      if (result_.ok) finish();
+      return result_;
+    }
     if (multi_) {
       ++result_.window_schedules;
       honest_ = rng_.chance(40);
@@ -173,8 +201,23 @@ class Runner {
   uint64_t seed_;
   int steps_;
   json* trace_;
+  bool exact_ = false;
   int step_ = 0;
   ScheduleResult result_;
+
+  // Waiting with intent (issue 15). A step that may let a queued call start
+  // earlier than predicted before it (a queued call removed, a withdraw or
+  // cancel, a reconfigure, a refund by usage, a restart) is "freeing": a
+  // prediction taken before it no longer binds.
+  uint64_t freeing_epoch_ = 0;
+  bool step_freeing_ = false;
+  bool penalty_extended_ = false;
+  Ticket arriving_ticket_ = 0;             // the ticket the arrival being run got
+  int64_t arriving_priority_ = 0;
+  std::optional<int64_t> arriving_max_wait_;
+  std::optional<Millis> arriving_model_;   // exact family: the test's prediction for it
+  std::optional<Ticket> withdrawing_;      // the ticket of the withdraw or cancel being run
+  size_t extra_held_ = std::numeric_limits<size_t>::max();  // engine's slots beyond the host's calls (restored ones)
 
   Engine engine_;
   Millis clock_ = 1'700'000'000'000;  // the host's clock: may step backwards
@@ -186,7 +229,6 @@ class Runner {
   std::map<Ticket, HostCall> calls_;
   std::vector<std::pair<Millis, int64_t>> takes_;  // every real take, all generations
   Millis horizon_ = std::numeric_limits<Millis>::min();
-  Ticket last_first_start_ = 0;
   Millis last_fu_ = 0;
   std::vector<OldCallback> old_;     // callbacks from before a crash, still running upstream
   std::vector<Ticket> ended_;        // timed out or gone: any news of them is late
@@ -232,6 +274,13 @@ class Runner {
     for (const Write& w : engine_.writes()) step_wrote_slots_ = step_wrote_slots_ || w.kind == WriteKind::PutSlots;
     std::vector<double> records;
     if (trace_) internal::encode_output(engine_, records);
+    // A penalty moved later while its lift was pending: the lift will keep
+    // only what is live at the new deadline, which can be less (a longer
+    // pause can let a queued call start sooner than predicted before it).
+    penalty_extended_ = false;
+    for (const Write& w : engine_.writes()) {
+      penalty_extended_ = penalty_extended_ || (pending_before && w.kind == WriteKind::PutPenalty && w.at > fu_before);
+    }
     check_writes();
     const std::string kind = ev["e"].get<std::string>();
     if (kind != "restore") model_step(kind, rc, pending_before, fu_before);
@@ -242,6 +291,7 @@ class Runner {
     engine_.clear_output();
     check_state();
     check_model();
+    check_waiting();
     if (trace_) {
       ev["rc"] = rc;
       if (!message.empty()) ev["msg"] = message;
@@ -356,6 +406,10 @@ class Runner {
   }
 
   void random_step() {
+    if (rng_.chance(5)) {
+      withdraw_random();
+      return;
+    }
     const int64_t roll = rng_.range(1, 100);
     auto running = tickets_in({HostState::Running});
     if (roll <= 28) {
@@ -368,6 +422,7 @@ class Runner {
       calls_[t].state = HostState::Between;
       calls_[t].allowed = cfg().retry.max_retries + 1;
       event({{"e", "threw"}, {"t", t}, {"now", at}}, [&](std::string& m) { return status_of(engine_.threw(t, at), m); });
+      check_not_retrying(t);
     } else if (roll <= 61 && !running.empty()) {
       gone(pick(running));
     } else if (roll <= 64) {
@@ -385,17 +440,7 @@ class Runner {
       const Millis at = clock_;
       event({{"e", "pause"}, {"now", at}, {"ms", ms}}, [&](std::string& m) { return status_of(engine_.pause(ms, at), m); });
     } else if (roll <= 91) {
-      const Millis at = clock_;
-      json ev = {{"e", "stats"}, {"now", at}};
-      std::string out;
-      event(ev, [&](std::string& m) {
-        auto s = engine_.stats(at);
-        if (!s.ok()) return code_of(s.error(), m);
-        out = *s;
-        return 0.0;
-      });
-      if (multi_ && !out.empty() && result_.ok) check_stats_windows(out);
-      if (trace_ && !out.empty()) trace_->back()["out"] = out;
+      run_stats();
     } else if (roll <= 94) {
       evict();
     } else if (roll <= 96 && !ended_.empty()) {
@@ -445,6 +490,404 @@ class Runner {
     return out;
   }
 
+  // ---- waiting with intent (issue 15) --------------------------------------
+
+  // How an arrival waits: a priority (mostly 0) and a maxWaitMs (mostly
+  // none, 0 now and then), rarely a value the engine must refuse. The exact
+  // family keeps priority 0.
+  struct Intent {
+    double priority = 0;
+    std::optional<double> max_wait;
+    bool valid = true;
+    Waiting waiting() const {
+      Waiting w;
+      w.priority = priority;
+      w.max_wait_ms = max_wait;
+      return w;
+    }
+    // The trace carries both on every arrival: "maxWait" null for none.
+    void trace(json& ev) const {
+      ev["priority"] = priority;
+      ev["maxWait"] = max_wait ? json(*max_wait) : json(nullptr);
+    }
+  };
+
+  Intent random_intent() {
+    Intent w;
+    const int64_t window = engine_.configured() ? cfg().bucket.window_ms : 1000;
+    if (!exact_) {
+      const int64_t roll = rng_.range(1, 100);
+      if (roll <= 25) w.priority = static_cast<double>(rng_.range(-2, 2));
+      else if (roll <= 28) w.priority = rng_.chance(50) ? 1000.0 : -1000.0;
+    }
+    const int64_t roll = rng_.range(1, 100);
+    if (roll <= 10) w.max_wait = 0.0;
+    else if (roll <= 30) w.max_wait = static_cast<double>(rng_.range(0, std::min<int64_t>(2 * window, 10'000)));
+    if (!exact_ && rng_.chance(2)) {
+      w.valid = false;
+      const int64_t bad = rng_.range(1, 4);
+      if (bad == 1) w.priority = 1.5;
+      else if (bad == 2) w.priority = -1001;
+      else if (bad == 3) w.max_wait = -1.0;
+      else w.max_wait = 0.5;
+    }
+    return w;
+  }
+
+  void begin_arrival(const Intent& intent, Millis at) {
+    arriving_ticket_ = 0;
+    arriving_priority_ = static_cast<int64_t>(intent.priority);
+    arriving_max_wait_.reset();
+    if (intent.max_wait) arriving_max_wait_ = static_cast<int64_t>(*intent.max_wait);
+    arriving_model_.reset();
+    if (exact_ && engine_.configured()) arriving_model_ = exact_model_prediction(std::max(at, inspect(engine_).now()));
+  }
+
+  void end_arrival(const Intent& intent, Ticket got) {
+    arriving_ticket_ = 0;
+    if (!intent.valid && got != 0) fail("an arrival with priority " + std::to_string(intent.priority) + " and maxWaitMs " +
+                                       (intent.max_wait ? std::to_string(*intent.max_wait) : std::string("none")) +
+                                       " was admitted");
+    if (got == 0) return;
+    result_.priority_arrivals += intent.priority != 0;
+    result_.deadline_arrivals += intent.max_wait.has_value();
+    result_.try_now_arrivals += intent.max_wait && *intent.max_wait == 0;
+  }
+
+  // The exact family's own prediction for a newcomer at `now`: one window,
+  // unit costs, every queued call (all priority 0) ahead of it taking its
+  // unit as early as the live takes allow, greedily. Independent of the engine.
+  Millis exact_model_prediction(Millis now) const {
+    const int64_t limit = cfg().bucket.limit_per_window;
+    const Millis window = cfg().bucket.window_ms;
+    std::vector<Millis> times;
+    for (const auto& [at, amount] : takes_) {
+      if (at > now - window) times.insert(times.end(), static_cast<size_t>(amount), at);
+    }
+    std::sort(times.begin(), times.end());
+    size_t ahead_of_it = 0;
+    for (const auto& [t, c] : calls_) ahead_of_it += c.state == HostState::Waiting;
+    Millis at = now;
+    for (size_t j = 0; j <= ahead_of_it; ++j) {
+      const size_t n = times.size();
+      at = n >= static_cast<size_t>(limit) ? std::max(now, times[n - static_cast<size_t>(limit)] + window) : now;
+      times.push_back(at);
+    }
+    return at;
+  }
+
+  // A caller gives up: a queued call (most often), one between attempts, a
+  // running one, now and then a settled or never issued ticket.
+  void withdraw_random() {
+    auto live = tickets_in({HostState::Waiting, HostState::Running, HostState::Between});
+    Ticket t = 0;
+    if (live.empty() || rng_.chance(8)) {
+      auto settled = tickets_in({HostState::Settled});
+      t = !settled.empty() && rng_.chance(60) ? pick(settled) : static_cast<Ticket>(1'000'000 + rng_.range(0, 1000));
+    } else {
+      auto queued = tickets_in({HostState::Waiting});
+      t = !queued.empty() && rng_.chance(60) ? pick(queued) : pick(live);
+    }
+    auto it = calls_.find(t);
+    const HostState before = it == calls_.end() ? HostState::Settled : it->second.state;
+    const Millis at = clock_;
+    withdrawing_ = t;
+    double rc = 0;
+    event({{"e", "withdraw"}, {"t", t}, {"now", at}},
+          [&](std::string& m) { return rc = status_of(engine_.withdraw(t, at), m); });
+    withdrawing_.reset();
+    if (!result_.ok) return;
+    const std::string what = "withdraw of ticket " + std::to_string(t);
+    if (before == HostState::Settled) {
+      if (rc != -static_cast<double>(ErrorCode::UnknownTicket)) fail(what + " (settled or unknown) returned " + std::to_string(rc));
+      return;
+    }
+    if (rc != 0) {
+      fail(what + " returned " + std::to_string(rc));
+      return;
+    }
+    HostCall& c = calls_[t];
+    if (before == HostState::Running) {
+      // Left to run; only its own deadline may end it in this step.
+      if (c.state == HostState::Running) {
+        c.withdrawn = true;
+      } else if (c.settled_code != ErrorCode::AttemptTimeout) {
+        fail(what + ", running, settled it at once");
+      }
+      ++result_.withdrawn_running;
+      return;
+    }
+    if (c.state != HostState::Settled || c.settled_code != ErrorCode::Cancelled) {
+      fail(what + (before == HostState::Waiting ? ", queued," : ", between attempts,") + " did not reject it Cancelled");
+    }
+    if (before == HostState::Waiting) ++result_.withdrawn_queued;
+    else ++result_.withdrawn_between;
+  }
+
+  // A withdrawn call's attempt ended: never a retry (Cancelled instead).
+  void check_not_retrying(Ticket t) {
+    auto it = calls_.find(t);
+    if (it != calls_.end() && it->second.withdrawn && it->second.state == HostState::Between) {
+      fail("withdrawn ticket " + std::to_string(t) + " waits for a retry");
+    }
+  }
+
+  // A first start of `t`: it is the head of the queue (no call still
+  // queued is ahead of it by priority, then arrival), and no earlier than a
+  // prediction still standing (unless this step freed capacity).
+  void check_first_start(Ticket t, const HostCall& c, Millis now) {
+    if (c.state != HostState::Waiting) {
+      fail("first start of ticket " + std::to_string(t) + ", which was not queued");
+      return;
+    }
+    bool overtook = false;
+    for (const auto& [u, d] : calls_) {
+      if (u == t || d.state != HostState::Waiting) continue;
+      if (ahead(d, u, c, t)) {
+        fail("ticket " + std::to_string(t) + " (priority " + std::to_string(c.priority) + ") started while ticket " +
+             std::to_string(u) + " (priority " + std::to_string(d.priority) + "), ahead of it, was still queued");
+        return;
+      }
+      overtook = overtook || u < t;
+    }
+    result_.overtakes += overtook;
+    if (c.deadline && now > *c.deadline) ++result_.late_starts;
+    if (!step_freeing_) {
+      bool checked = false;
+      if (c.predicted) {
+        checked = true;
+        if (now < *c.predicted) {
+          fail("ticket " + std::to_string(t) + " started at " + std::to_string(now) + ", before its prediction " +
+               std::to_string(*c.predicted) + " of the step before");
+        }
+      }
+      if (c.first_predicted && c.first_epoch == freeing_epoch_) {
+        checked = true;
+        if (now < *c.first_predicted) {
+          fail("ticket " + std::to_string(t) + " started at " + std::to_string(now) + ", before its prediction at arrival " +
+               std::to_string(*c.first_predicted));
+        }
+      }
+      result_.predictions_checked += checked;
+    }
+    if (exact_ && !c.arriving) {
+      if (!c.first_predicted || now != *c.first_predicted) {
+        fail("exact family: ticket " + std::to_string(t) + " started at " + std::to_string(now) + ", predicted at arrival " +
+             (c.first_predicted ? std::to_string(*c.first_predicted) : std::string("never")));
+      } else {
+        ++result_.exact_starts;
+      }
+    }
+  }
+
+  // A DeadlineExceeded rejection: of a call that never started, that had a
+  // maxWaitMs, at its arrival with a wait beyond it, or later at or after its
+  // deadline.
+  void check_deadline_reject(const Action& a, const HostCall& c, Millis now) {
+    const std::string who = "ticket " + std::to_string(a.ticket);
+    if (c.state != HostState::Waiting || c.attempts > 0) fail("DeadlineExceeded for " + who + ", which had started");
+    if (!c.max_wait) {
+      fail("DeadlineExceeded for " + who + ", which has no maxWaitMs");
+      return;
+    }
+    if (a.status < 0) fail("DeadlineExceeded for " + who + " with a negative wait");
+    if (c.arriving) {
+      // Refused for its prediction (later than now + maxWaitMs), or, with
+      // maxWaitMs 0, at its deadline in the same step (a slot in the way).
+      if (a.status <= *c.max_wait && (*c.max_wait != 0 || a.status != 0)) {
+        fail(who + " refused at arrival with a wait of " + std::to_string(a.status) + " ms, within its maxWaitMs " +
+             std::to_string(*c.max_wait));
+      }
+      if (exact_ && c.model_predicted && a.status != *c.model_predicted - now) {
+        fail("exact family: " + who + " refused with a wait of " + std::to_string(a.status) + " ms, the test predicts " +
+             std::to_string(*c.model_predicted - now));
+      }
+      ++result_.refused_at_arrival;
+    } else {
+      if (!c.deadline || now < *c.deadline) {
+        fail(who + " rejected at " + std::to_string(now) + ", before its deadline " + std::to_string(c.deadline.value_or(-1)));
+      }
+      if (exact_) fail("exact family: queued " + who + " missed its deadline");
+      ++result_.expired_in_queue;
+    }
+  }
+
+  // After every step: each queued call has a prediction (no earlier than
+  // now), none is still queued at or after its deadline, the timer is set no
+  // later than the first deadline, the engine's queue is the host's, and no
+  // slot is held for a call that is neither running nor between attempts.
+  void check_waiting() {
+    for (auto& [t, c] : calls_) c.arriving = false;
+    if (!result_.ok || !engine_.configured()) return;
+    const Millis now = inspect(engine_).now();
+    std::optional<Millis> first_deadline;
+    size_t waiting = 0;
+    size_t mine = 0;
+    for (auto& [t, c] : calls_) {
+      mine += c.state == HostState::Running || c.state == HostState::Between;
+      if (c.state != HostState::Waiting) continue;
+      ++waiting;
+      const std::string who = "queued ticket " + std::to_string(t);
+      const auto p = engine_.predicted_start(t);
+      if (!p) {
+        fail(who + " has no predicted start");
+        return;
+      }
+      if (*p < now) fail(who + " is predicted at " + std::to_string(*p) + ", before now");
+      if (c.deadline) {
+        if (*c.deadline <= now) fail(who + " is still queued at or after its deadline " + std::to_string(*c.deadline));
+        if (!first_deadline || *c.deadline < *first_deadline) first_deadline = c.deadline;
+      }
+      if (exact_ && c.first_predicted && *p != *c.first_predicted) {
+        fail("exact family: " + who + "'s prediction moved from " + std::to_string(*c.first_predicted) + " to " +
+             std::to_string(*p));
+      }
+      c.predicted = *p;
+      if (!c.first_predicted) {
+        c.first_predicted = *p;
+        c.first_epoch = freeing_epoch_;
+        if (exact_ && c.model_predicted && *c.model_predicted != *p) {
+          fail("exact family: " + who + " predicted at " + std::to_string(*p) + ", the test predicts " +
+               std::to_string(*c.model_predicted));
+        }
+      }
+    }
+    if (waiting != inspect(engine_).queued()) {
+      fail("the engine queues " + std::to_string(inspect(engine_).queued()) + " calls, the host " + std::to_string(waiting));
+    }
+    if (first_deadline && engine_.next_wake().value_or(std::numeric_limits<Millis>::max()) > *first_deadline) {
+      fail("next_wake is later than a queued call's deadline");
+    }
+    // Slots beyond the host's running and between calls are restored ones,
+    // which only ever go: more would be a slot a withdrawn or refused call kept.
+    const size_t active = inspect(engine_).active();
+    if (active < mine) {
+      fail("the engine holds " + std::to_string(active) + " slots, fewer than the host's " + std::to_string(mine) +
+           " running or between attempts");
+    } else {
+      if (active - mine > extra_held_) {
+        fail("a slot leaked: the engine holds " + std::to_string(active) + " slots for " + std::to_string(mine) +
+             " calls running or between attempts, " + std::to_string(extra_held_) + " restored before");
+      }
+      extra_held_ = active - mine;
+    }
+  }
+
+  // stats' predictedStart (head, tail) and queuedByPriority are the host's queue's.
+  void check_stats_waiting(const std::string& out) {
+    const json doc = json::parse(out);
+    std::vector<std::pair<Ticket, const HostCall*>> queue;
+    for (const auto& [t, c] : calls_) {
+      if (c.state == HostState::Waiting) queue.emplace_back(t, &c);
+    }
+    std::sort(queue.begin(), queue.end(), [](const auto& a, const auto& b) { return ahead(*a.second, a.first, *b.second, b.first); });
+    json by_priority = json::array();
+    for (const auto& [t, c] : queue) {
+      if (!by_priority.empty() && by_priority.back()[0] == c->priority) {
+        by_priority.back()[1] = by_priority.back()[1].get<int64_t>() + 1;
+      } else {
+        by_priority.push_back(json::array({c->priority, 1}));
+      }
+    }
+    json predicted = {{"head", nullptr}, {"tail", nullptr}};
+    if (!queue.empty()) {
+      predicted["head"] = engine_.predicted_start(queue.front().first).value_or(-1);
+      predicted["tail"] = engine_.predicted_start(queue.back().first).value_or(-1);
+    }
+    if (doc.at("queuedByPriority") != by_priority) {
+      fail("stats' queuedByPriority " + doc.at("queuedByPriority").dump() + ", the host's queue " + by_priority.dump());
+    }
+    if (doc.at("predictedStart") != predicted) {
+      fail("stats' predictedStart " + doc.at("predictedStart").dump() + ", the queue's head and tail " + predicted.dump());
+    }
+  }
+
+  // ---- the exact family -------------------------------------------------------
+
+  void configure_exact() {
+    json bucket = {{"limitPerWindow", rng_.chance(10) ? rng_.range(20, 200) : rng_.range(1, 12)},
+                   {"windowInMs", rng_.chance(5) ? rng_.range(3000, kMaxLogEntries) : rng_.range(1, 3000)}};
+    const json doc = {{"bucket", bucket},
+                      {"concurrency", rng_.chance(20) ? rng_.range(20, 100) : rng_.range(1, 5)},
+                      {"retry", {{"maxRetries", 0}}}};
+    const std::string text = doc.dump();
+    const Millis at = clock_;
+    event({{"e", "configure"}, {"now", at}, {"json", text}},
+          [&](std::string& m) { return status_of(engine_.configure(text, at), m); });
+  }
+
+  void exact_step() {
+    const int64_t roll = rng_.range(1, 100);
+    if (roll <= 55) {
+      catch_up();
+      arrive();
+    } else if (roll <= 88) {
+      exact_advance();
+    } else if (roll <= 94) {
+      catch_up();
+      run_stats();
+    } else {
+      catch_up();
+      exact_tick(clock_);
+    }
+    report_running();
+  }
+
+  // Every callback reports success at its start time.
+  void report_running() {
+    for (int i = 0; i < 10'000 && result_.ok; ++i) {
+      auto running = tickets_in({HostState::Running});
+      if (running.empty()) return;
+      const Ticket t = running.front();
+      calls_[t].state = HostState::Between;
+      const Millis at = inspect(engine_).now();
+      event({{"e", "report"}, {"t", t}, {"now", at}, {"status", 200}, {"flags", 0}, {"ms", nullptr}, {"header", nullptr}},
+            [&](std::string& m) { return status_of(engine_.report(t, Report{200}, at), m); });
+    }
+  }
+
+  void exact_tick(Millis at) {
+    event({{"e", "tick"}, {"now", at}}, [&](std::string&) {
+      engine_.tick(at);
+      return 0.0;
+    });
+    report_running();
+  }
+
+  // The host's timer fires at every wake up to `until`, on time.
+  void wakes_until(Millis until) {
+    for (int i = 0; i < 10'000 && result_.ok; ++i) {
+      const auto wake = engine_.next_wake();
+      if (!wake || *wake > until) return;
+      clock_ = std::max(clock_, *wake);
+      exact_tick(std::max(*wake, inspect(engine_).now()));
+    }
+  }
+  void catch_up() { wakes_until(clock_); }
+
+  void exact_advance() {
+    const Millis window = cfg().bucket.window_ms;
+    const Millis target = clock_ + (rng_.chance(15) ? rng_.range(0, 2 * window) : rng_.range(0, window / 3 + 1));
+    wakes_until(target);
+    clock_ = std::max(clock_, target);
+    if (rng_.chance(50)) exact_tick(clock_);
+  }
+
+  void run_stats() {
+    const Millis at = clock_;
+    json ev = {{"e", "stats"}, {"now", at}};
+    std::string out;
+    event(ev, [&](std::string& m) {
+      auto s = engine_.stats(at);
+      if (!s.ok()) return code_of(s.error(), m);
+      out = *s;
+      return 0.0;
+    });
+    if (multi_ && !out.empty() && result_.ok) check_stats_windows(out);
+    if (!out.empty() && result_.ok) check_stats_waiting(out);
+    if (trace_ && !out.empty()) trace_->back()["out"] = out;
+  }
+
   // A cost per unit ({"tokens": 120}), now and then a wrong one: a unit no
   // window counts, a bad amount, more than a window's limit.
   void arrive_units() {
@@ -474,14 +917,19 @@ class Runner {
     arriving_cost_ = admitted;
     const Millis at = clock_;
     Ticket got = 0;
-    event({{"e", "arrive"}, {"now", at}, {"units", text}}, [&](std::string& m) {
+    const Intent intent = random_intent();
+    json ev = {{"e", "arrive"}, {"now", at}, {"units", text}};
+    intent.trace(ev);
+    begin_arrival(intent, at);
+    event(ev, [&](std::string& m) {
       auto amounts = parse_amounts(text, "cost");
       if (!amounts.ok()) return code_of(amounts.error(), m);
-      auto t = engine_.arrive(*amounts, at);
+      auto t = engine_.arrive(*amounts, intent.waiting(), at);
       if (!t.ok()) return code_of(t.error(), m);
-      got = *t;
+      got = arriving_ticket_ = *t;
       return static_cast<double>(got);
     });
+    end_arrival(intent, got);
     if (got != 0) ++result_.unit_arrivals;
     if (got != 0 && calls_.count(got) == 0) {
       HostCall c;
@@ -499,19 +947,27 @@ class Runner {
     double cost = 1;
     const int64_t roll = rng_.range(1, 100);
     const int64_t limit = engine_.configured() ? cfg().bucket.limit_per_window : 1;
-    if (roll <= 3) cost = 0;
+    if (exact_) {
+      if (roll <= 2) cost = 0;  // refused: changes nothing
+      else if (roll <= 4) cost = 1.5;
+    } else if (roll <= 3) cost = 0;
     else if (roll <= 5) cost = 1.5;
     else if (roll <= 8) cost = static_cast<double>(limit + 1);
     else if (roll <= 30) cost = static_cast<double>(rng_.range(1, std::min<int64_t>(limit, 4)));
     const Millis at = clock_;
     Ticket got = 0;
     arriving_cost_ = {{engine_.configured() ? cfg().bucket.unit : std::string(kDefaultUnit), static_cast<int64_t>(cost)}};
-    event({{"e", "arrive"}, {"now", at}, {"cost", cost}}, [&](std::string& m) {
-      auto t = engine_.arrive(cost, at);
+    const Intent intent = random_intent();
+    json ev = {{"e", "arrive"}, {"now", at}, {"cost", cost}};
+    intent.trace(ev);
+    begin_arrival(intent, at);
+    event(ev, [&](std::string& m) {
+      auto t = engine_.arrive(cost, intent.waiting(), at);
       if (!t.ok()) return code_of(t.error(), m);
-      got = *t;
+      got = arriving_ticket_ = *t;
       return static_cast<double>(got);
     });
+    end_arrival(intent, got);
     // A caller that could not start at once waits in the queue.
     if (got != 0 && calls_.count(got) == 0) {
       HostCall c;
@@ -603,6 +1059,7 @@ class Runner {
       return rc = status_of(engine_.report(t, r, at), m);
     });
     settling_.reset();
+    if (!refused) check_not_retrying(t);
     if (refused != (rc != 0) || (refused && rc != -static_cast<double>(ErrorCode::InvalidArgument))) {
       fail("report of ticket " + std::to_string(t) + " returned " + std::to_string(rc) + (refused ? ", its usage refused" : ""));
     }
@@ -637,7 +1094,7 @@ class Runner {
   // that hears it late must be told UnknownTicket, with nothing changed.
   void late_news(Ticket t) {
     const Millis at = clock_;
-    const int64_t roll = rng_.range(1, 4);
+    const int64_t roll = rng_.range(1, 5);
     json ev = {{"t", t}, {"now", at}};
     std::function<double(std::string&)> call;
     if (roll == 1) {
@@ -656,9 +1113,12 @@ class Runner {
     } else if (roll == 3) {
       ev["e"] = "gone";
       call = [&](std::string& m) { return status_of(engine_.gone(t, at), m); };
-    } else {
+    } else if (roll == 4) {
       ev["e"] = "cancel";
       call = [&](std::string& m) { return status_of(engine_.cancel(t, at), m); };
+    } else {
+      ev["e"] = "withdraw";
+      call = [&](std::string& m) { return status_of(engine_.withdraw(t, at), m); };
     }
     const Millis fu = inspect(engine_).forced_until();
     const size_t active = inspect(engine_).active();
@@ -691,7 +1151,7 @@ class Runner {
     }
     calls_.clear();
     ended_.clear();
-    last_first_start_ = 0;
+    extra_held_ = std::numeric_limits<size_t>::max();  // the restore decides what it holds
     ++result_.crashes;
     if (carried > 0) ++result_.crashes_with_running;
     result_.carried_callbacks += carried;
@@ -1173,14 +1633,33 @@ class Runner {
     bool took = false;  // some start took a grant
     size_t active = 0;
     for (const auto& [t, c] : calls_) active += c.state == HostState::Running || c.state == HostState::Between;
+    // The newcomer of an arrival joins the host's calls before its step's
+    // actions are read (it is in the queue while the engine serves it).
+    if (ev["e"] == "arrive" && arriving_ticket_ != 0 && calls_.count(arriving_ticket_) == 0) {
+      HostCall c;
+      c.cost = arriving_cost_;
+      c.priority = arriving_priority_;
+      c.max_wait = arriving_max_wait_;
+      if (c.max_wait) c.deadline = now + *c.max_wait;
+      c.arriving = true;
+      c.model_predicted = arriving_model_;
+      calls_.emplace(arriving_ticket_, c);
+      ++result_.tickets;
+    }
+    // Does this step free capacity a prediction before it did not count on?
+    const std::string kind = ev["e"].get<std::string>();
+    step_freeing_ = kind == "withdraw" || kind == "cancel" || kind == "configure" || kind == "reconfigure" ||
+                    kind == "restore" || (kind == "report" && ev.contains("usage") && !ev["usage"].is_null()) ||
+                    penalty_extended_;
+    for (const Action& a : engine_.actions()) {
+      auto q = calls_.find(a.ticket);
+      if (a.kind == ActionKind::Reject && q != calls_.end() && q->second.state == HostState::Waiting && !q->second.arriving) {
+        step_freeing_ = true;
+      }
+    }
+    if (step_freeing_) ++freeing_epoch_;
     for (const Action& a : engine_.actions()) {
       auto it = calls_.find(a.ticket);
-      if (it == calls_.end() && a.kind == ActionKind::Start && a.attempt == 1 && ev["e"] == "arrive") {
-        HostCall c;
-        c.cost = arriving_cost_;
-        it = calls_.emplace(a.ticket, c).first;
-        ++result_.tickets;
-      }
       if (it == calls_.end()) {
         fail("action for unknown ticket " + std::to_string(a.ticket));
         return;
@@ -1198,9 +1677,9 @@ class Runner {
           if (c.attempts > 0 && c.state != HostState::Between) fail("retry started while not between attempts");
           // A retry decided under one config keeps its word after a reconfigure.
           if (a.attempt > 1 && static_cast<int64_t>(a.attempt) > c.allowed) fail("more attempts than maxRetries allows");
+          if (a.attempt > 1 && c.withdrawn) fail("withdrawn ticket " + std::to_string(a.ticket) + " retried");
           if (a.attempt == 1) {
-            if (a.ticket <= last_first_start_) fail("first starts out of FIFO order");
-            last_first_start_ = a.ticket;
+            check_first_start(a.ticket, c, now);
             // Callbacks from before a crash still hold their slots.
             const int64_t over = static_cast<int64_t>(active + old_.size()) - cfg().concurrency;
             result_.max_over_cap = std::max(result_.max_over_cap, over);
@@ -1246,7 +1725,17 @@ class Runner {
             if (gone_ != a.ticket) fail("CallerGone for a ticket nobody said was gone");
             ++result_.gone;
             ended_.push_back(a.ticket);
+          } else if (a.code == ErrorCode::DeadlineExceeded) {
+            check_deadline_reject(a, c, now);
           }
+          if (c.arriving && a.code != ErrorCode::DeadlineExceeded) {
+            fail("a newcomer rejected with " + std::string(error_code_id(a.code)));
+          }
+          if (a.code == ErrorCode::Cancelled && c.state == HostState::Waiting && kind != "withdraw" && kind != "cancel") {
+            fail("queued ticket " + std::to_string(a.ticket) + " Cancelled by a " + kind);
+          }
+          if (a.code == ErrorCode::Cancelled && c.withdrawn && (kind == "report" || kind == "threw")) ++result_.cancelled_retries;
+          c.settled_code = a.code;
           if (c.state == HostState::Running || c.state == HostState::Between) --active;
           c.state = HostState::Settled;
           ++result_.settled;

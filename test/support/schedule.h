@@ -15,6 +15,13 @@ namespace drl::testing {
 struct ScheduleOptions {
   uint64_t seed = 1;
   int steps = 60;
+  // The exact family (issue 15): one window of at most kMaxLogEntries ms,
+  // unit costs, every callback reporting success at its start time, no 429,
+  // pause, reconfigure, withdraw, cancel, retry or restart, priority 0, and
+  // a host that ticks at every wake: every queued call must start exactly at
+  // the time predicted for it at arrival (which the test also computes on its
+  // own), and a call is refused for its maxWaitMs only at arrival.
+  bool exact = false;
 };
 
 struct ScheduleResult {
@@ -58,6 +65,21 @@ struct ScheduleResult {
   // rolling window) over every window at every start: must stay <= 0.
   int64_t max_overuse_beyond_underestimate = -1'000'000'000;
 
+  // Waiting with intent (issue 15).
+  size_t priority_arrivals = 0;   // arrivals admitted with a priority other than 0
+  size_t deadline_arrivals = 0;   // arrivals admitted with a maxWaitMs (0 included)
+  size_t try_now_arrivals = 0;    // ... with maxWaitMs 0
+  size_t refused_at_arrival = 0;  // DeadlineExceeded in the arrival step
+  size_t expired_in_queue = 0;    // DeadlineExceeded later, at or after the deadline
+  size_t withdrawn_queued = 0;    // withdraw of a queued call
+  size_t withdrawn_between = 0;   // withdraw of a call between attempts
+  size_t withdrawn_running = 0;   // withdraw of a running call (left to run)
+  size_t cancelled_retries = 0;   // ... whose retry became Cancelled
+  size_t overtakes = 0;           // first starts ahead of a call that arrived earlier (a higher priority)
+  size_t predictions_checked = 0;  // first starts checked against a prediction still standing
+  size_t exact_starts = 0;        // exact family: queued calls that started exactly when predicted
+  size_t late_starts = 0;         // first starts after the call's deadline (see property.cpp)
+
   // Adds another schedule's figures: counts summed, maxima kept (ok and
   // failure are the caller's: the property test stops at the first failure).
   void add(const ScheduleResult& r) {
@@ -69,7 +91,14 @@ struct ScheduleResult {
                                {&honest_schedules, r.honest_schedules}, {&unit_arrivals, r.unit_arrivals},
                                {&usage_reports, r.usage_reports}, {&refunds, r.refunds},
                                {&stale_refunds, r.stale_refunds}, {&charges, r.charges}, {&debt_steps, r.debt_steps},
-                               {&window_changes, r.window_changes}, {&overused_windows, r.overused_windows}}) {
+                               {&window_changes, r.window_changes}, {&overused_windows, r.overused_windows},
+                               {&priority_arrivals, r.priority_arrivals}, {&deadline_arrivals, r.deadline_arrivals},
+                               {&try_now_arrivals, r.try_now_arrivals}, {&refused_at_arrival, r.refused_at_arrival},
+                               {&expired_in_queue, r.expired_in_queue}, {&withdrawn_queued, r.withdrawn_queued},
+                               {&withdrawn_between, r.withdrawn_between}, {&withdrawn_running, r.withdrawn_running},
+                               {&cancelled_retries, r.cancelled_retries}, {&overtakes, r.overtakes},
+                               {&predictions_checked, r.predictions_checked}, {&exact_starts, r.exact_starts},
+                               {&late_starts, r.late_starts}}) {
       *total += part;
     }
     max_in_flight = std::max(max_in_flight, r.max_in_flight);

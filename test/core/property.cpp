@@ -109,7 +109,7 @@ TEST_CASE("random schedules keep every invariant", "[property]") {
     CHECK(total.overtakes > count / 20);
     CHECK(total.try_now_arrivals > count / 5);
     CHECK(total.refused_at_arrival > count / 10);
-    CHECK(total.expired_in_queue > count / 20);
+    CHECK(total.expired_in_queue > count / 40);
     CHECK(total.withdrawn_queued > count / 10);
     CHECK(total.withdrawn_between > count / 50);
     CHECK(total.withdrawn_running > count / 10);
@@ -126,7 +126,7 @@ TEST_CASE("random schedules keep every invariant", "[property]") {
 // waits, and a maxWaitMs refuses a call only at arrival, with the predicted
 // wait; never a queued call at its deadline.
 TEST_CASE("random schedules: predictions are exact where nothing but the window constrains", "[property]") {
-  const uint64_t count = schedule_count() / 2;
+  const uint64_t count = schedule_count() * 3 / 10;
   drl::testing::ScheduleResult total;
   for (uint64_t seed = 1; seed <= count; ++seed) {
     drl::testing::ScheduleOptions options{seed, 40};
@@ -144,7 +144,7 @@ TEST_CASE("random schedules: predictions are exact where nothing but the window 
   CHECK(total.expired_in_queue == 0);
   if (count >= 1000) {
     CHECK(total.exact_starts > count * 2);
-    CHECK(total.refused_at_arrival > count / 5);
-    CHECK(total.try_now_arrivals > count / 2);
+    CHECK(total.refused_at_arrival > count / 10);
+    CHECK(total.try_now_arrivals > count / 5);
   }
 }

@@ -1545,7 +1545,7 @@ Expected<std::string> Engine::stats(Millis now) {
     for (auto level = s_->levels.rbegin(); level != s_->levels.rend() && tail == 0; ++level) tail = s_->back_of(level->second);
     if (head != 0) predicted["head"] = s.predict(s.calls.at(head));
     if (tail != 0) predicted["tail"] = s.predict(s.calls.at(tail));
-    for (const auto& [priority, level] : s.levels) by_priority.push_back({priority, level.live});
+    for (const auto& [priority, level] : s.levels) by_priority.push_back({{"priority", priority}, {"queued", level.live}});
   }
 
   // The newest grants are the interesting ones; a huge log is summarised.

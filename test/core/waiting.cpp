@@ -47,6 +47,9 @@ Millis predicted(const Engine& e, Ticket t) { return e.predicted_start(t).value_
 
 Action deadline_exceeded(Ticket t, int64_t status) { return Action{ActionKind::Reject, t, 0, ErrorCode::DeadlineExceeded, status}; }
 
+// One entry of stats' queuedByPriority (highest priority first).
+json by_priority(int64_t priority, int64_t queued) { return {{"priority", priority}, {"queued", queued}}; }
+
 bool contains(const std::vector<Action>& actions, const Action& a) {
   return std::find(actions.begin(), actions.end(), a) != actions.end();
 }
@@ -728,7 +731,7 @@ TEST_CASE("predicted start: stats' predictedStart head and tail, and queuedByPri
   s = stats(e, T0 + 5);
   e.clear_output();
   CHECK(s["queued"] == 4);
-  CHECK(s["queuedByPriority"] == json::array({json::array({3, 1}), json::array({0, 2}), json::array({-2, 1})}));
+  CHECK(s["queuedByPriority"] == json::array({by_priority(3, 1), by_priority(0, 2), by_priority(-2, 1)}));
   CHECK(s["predictedStart"]["head"] == predicted(e, h));
   CHECK(s["predictedStart"]["tail"] == predicted(e, l));
   CHECK(s["predictedStart"]["head"] == T0 + kWindow);
@@ -739,6 +742,6 @@ TEST_CASE("predicted start: stats' predictedStart head and tail, and queuedByPri
   withdraw(e, l, T0 + 6);
   e.clear_output();
   s = stats(e, T0 + 7);
-  CHECK(s["queuedByPriority"] == json::array({json::array({3, 1}), json::array({0, 2})}));
+  CHECK(s["queuedByPriority"] == json::array({by_priority(3, 1), by_priority(0, 2)}));
   CHECK(s["predictedStart"]["tail"] == T0 + 3 * kWindow);
 }

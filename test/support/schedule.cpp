@@ -787,10 +787,10 @@ class Runner {
     std::sort(queue.begin(), queue.end(), [](const auto& a, const auto& b) { return ahead(*a.second, a.first, *b.second, b.first); });
     json by_priority = json::array();
     for (const auto& [t, c] : queue) {
-      if (!by_priority.empty() && by_priority.back()[0] == c->priority) {
-        by_priority.back()[1] = by_priority.back()[1].get<int64_t>() + 1;
+      if (!by_priority.empty() && by_priority.back()["priority"] == c->priority) {
+        by_priority.back()["queued"] = by_priority.back()["queued"].get<int64_t>() + 1;
       } else {
-        by_priority.push_back(json::array({c->priority, 1}));
+        by_priority.push_back({{"priority", c->priority}, {"queued", 1}});
       }
     }
     json predicted = {{"head", nullptr}, {"tail", nullptr}};

@@ -92,6 +92,31 @@ TEST_CASE("waiting: priority must be an integer in [-1000, 1000]", "[waiting][va
   }
 }
 
+TEST_CASE("waiting: the messages name the field, the rule and the value", "[waiting][validation]") {
+  Engine e = configured(config(10, 1000, 1));
+  auto message = [&](const Waiting& w) {
+    auto t = e.arrive(1, w, T0);
+    REQUIRE_FALSE(t.ok());
+    return t.error().message;
+  };
+  CHECK(message(waiting(1.5)) == "[drl:invalid-argument] priority must be an integer between -1000 and 1000 (received 1.5)");
+  CHECK(message(waiting(-1001)) ==
+        "[drl:invalid-argument] priority must be an integer between -1000 and 1000 (received -1001)");
+  CHECK(message(waiting(kNaN)).rfind("[drl:invalid-argument] priority must be a finite number (received ", 0) == 0);
+  CHECK(message(waiting(0, 2.5)) == "[drl:invalid-argument] maxWaitMs must be an integer between 0 and " +
+                                        std::to_string(kMaxDelayMs) + " (received 2.5)");
+  CHECK(message(waiting(0, -1.0)) == "[drl:invalid-argument] maxWaitMs must be an integer between 0 and " +
+                                         std::to_string(kMaxDelayMs) + " (received -1)");
+  CHECK(message(waiting(0, kInf)).rfind(
+            "[drl:invalid-argument] maxWaitMs must be a finite number, or left out to wait as long as needed (received ",
+            0) == 0);
+  // The priority is checked first, and a bad cost before either.
+  CHECK(message(waiting(kNaN, -1.0)).find("priority") != std::string::npos);
+  auto bad_cost = e.arrive(0, waiting(kNaN, -1.0), T0);
+  REQUIRE_FALSE(bad_cost.ok());
+  CHECK(bad_cost.error().message.find("cost") != std::string::npos);
+}
+
 TEST_CASE("waiting: maxWaitMs must be an integer in [0, kMaxDelayMs]", "[waiting][validation]") {
   Engine e = configured(config(10, 1000, 10));
   SECTION("accepted at both ends") {

@@ -624,6 +624,8 @@ class Runner {
     if (c.state != HostState::Settled || c.settled_code != ErrorCode::Cancelled) {
       fail(what + (before == HostState::Waiting ? ", queued," : ", between attempts,") + " did not reject it Cancelled");
     }
+    // (Its grants: the test's log of every window is storage's after every step.)
+    if (before == HostState::Waiting && c.attempts > 0) fail(what + ", queued, started it");
     if (before == HostState::Waiting) ++result_.withdrawn_queued;
     else ++result_.withdrawn_between;
   }

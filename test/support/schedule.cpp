@@ -216,7 +216,6 @@ class Runner {
   int64_t arriving_priority_ = 0;
   std::optional<int64_t> arriving_max_wait_;
   std::optional<Millis> arriving_model_;   // exact family: the test's prediction for it
-  std::optional<Ticket> withdrawing_;      // the ticket of the withdraw or cancel being run
   size_t extra_held_ = std::numeric_limits<size_t>::max();  // engine's slots beyond the host's calls (restored ones)
 
   Engine engine_;
@@ -595,11 +594,9 @@ class Runner {
     auto it = calls_.find(t);
     const HostState before = it == calls_.end() ? HostState::Settled : it->second.state;
     const Millis at = clock_;
-    withdrawing_ = t;
     double rc = 0;
     event({{"e", "withdraw"}, {"t", t}, {"now", at}},
           [&](std::string& m) { return rc = status_of(engine_.withdraw(t, at), m); });
-    withdrawing_.reset();
     if (!result_.ok) return;
     const std::string what = "withdraw of ticket " + std::to_string(t);
     if (before == HostState::Settled) {

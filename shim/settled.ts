@@ -38,6 +38,8 @@ export function settledError(error: unknown): SettledError | undefined {
   }
   const timeoutMs = (error as { timeoutMs?: unknown }).timeoutMs;
   if (typeof timeoutMs === 'number') settled.timeoutMs = timeoutMs;
+  const retryAfterMs = (error as { retryAfterMs?: unknown }).retryAfterMs;
+  if (typeof retryAfterMs === 'number') settled.retryAfterMs = retryAfterMs;
   return settled;
 }
 

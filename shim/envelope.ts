@@ -282,8 +282,8 @@ export interface LimiterStats {
    * when nothing is queued.
    */
   predictedStart: { head: number | null; tail: number | null };
-  /** Queued calls per priority, highest first: `[priority, count]`. */
-  queuedByPriority: [number, number][];
+  /** Queued calls per priority, highest first (only priorities with someone queued). */
+  queuedByPriority: { priority: number; queued: number }[];
 }
 
 /** One window in LimiterStats. */

@@ -76,6 +76,13 @@ struct Call {
   Millis deadline = 0;    // Running: when the attempt times out
   Millis timeout = 0;     // Running: the attemptTimeoutMs it runs under (a reconfigure keeps it)
   Caller caller = Caller::Waiting;
+  int32_t priority = 0;     // its queue level (Waiting::priority)
+  Millis wait_until = -1;   // Queued: when it gives up waiting for its first start; -1: never
+  bool withdrawn = false;   // the caller gave up while its callback ran: not retried
+  // Queued: each counted unit's total pushed onto its level before it (Level::pushed),
+  // so the demand ahead of it is known in O(1) (see State::predict).
+  std::array<std::pair<int, int64_t>, kMaxWindows> before{};
+  uint8_t n_before = 0;
 
   int64_t cost_in(int unit) const {
     for (uint8_t i = 0; i < n_costs; ++i) {
@@ -111,6 +118,28 @@ struct Window {
   SlidingLog log;
 };
 
+// The queued calls of one priority, in arrival order. Entries of calls that
+// left from the middle (withdrawn, past their deadline, no longer fitting)
+// stay until they reach the front and are skipped (their tickets are gone
+// from State::calls). Totals per unit index, for predictions: `pushed` ever
+// enqueued here, `popped` left from the front, `holes` left from elsewhere.
+// A level is dropped when it empties, which resets its totals.
+struct Level {
+  std::deque<Ticket> q;
+  size_t live = 0;
+  std::vector<int64_t> pushed, popped, holes;
+
+  static void add(std::vector<int64_t>& v, int unit, int64_t amount) {
+    if (static_cast<size_t>(unit) >= v.size()) v.resize(static_cast<size_t>(unit) + 1, 0);
+    v[static_cast<size_t>(unit)] += amount;
+  }
+  static int64_t at(const std::vector<int64_t>& v, int unit) {
+    return static_cast<size_t>(unit) < v.size() ? v[static_cast<size_t>(unit)] : 0;
+  }
+  // The queued demand of this level in `unit`, exactly.
+  int64_t live_in(int unit) const { return at(pushed, unit) - at(popped, unit) - at(holes, unit); }
+};
+
 struct Restoring {
   Millis latest_base = 0;  // max(now, forced_until): a grant may be dated up to a grid step later
   std::array<bool, kMaxWindows> changed{};  // some row of that window had to be dropped or adjusted
@@ -130,8 +159,10 @@ struct State {
   bool lift_pending = false;
 
   std::unordered_map<Ticket, Call> calls;
-  std::deque<Ticket> queue;             // first starts, FIFO; cancelled entries skipped
-  size_t queued = 0;                    // live entries in `queue`
+  // First starts: by priority (highest first), then arrival.
+  std::map<int32_t, Level, std::greater<int32_t>> levels;
+  size_t queued = 0;                    // live entries over all levels
+  std::set<std::pair<Millis, Ticket>> wait_deadlines;  // queued calls with a maxWaitMs, by deadline
   std::multimap<Millis, Ticket> backoff;  // retries waiting out their delay
   std::set<Ticket> ready;               // retries due, served oldest ticket first
   size_t active = 0;
@@ -258,7 +289,7 @@ struct State {
   void act(ActionKind kind, Ticket t, uint32_t attempt) {
     actions.push_back(Action{kind, t, attempt});
   }
-  void reject(Ticket t, ErrorCode code, int32_t status = 0) {
+  void reject(Ticket t, ErrorCode code, int64_t status = 0) {
     actions.push_back(Action{ActionKind::Reject, t, 0, code, status});
   }
 
@@ -574,6 +605,151 @@ struct State {
     --active;
   }
 
+  // ---- the queue: levels by priority, FIFO within each -----------------------
+
+  // The first (last) live entry of a level; dead entries there are dropped.
+  Ticket front_of(Level& level) {
+    while (!level.q.empty() && calls.count(level.q.front()) == 0) level.q.pop_front();
+    return level.q.empty() ? 0 : level.q.front();
+  }
+  Ticket back_of(Level& level) {
+    while (!level.q.empty() && calls.count(level.q.back()) == 0) level.q.pop_back();
+    return level.q.empty() ? 0 : level.q.back();
+  }
+
+  // The queued call that starts next: the first of the highest level.
+  Ticket queue_head() {
+    for (auto& [priority, level] : levels) {
+      if (const Ticket t = front_of(level)) return t;
+    }
+    return 0;
+  }
+
+  // Notes what each counted unit's level held before `c` (see Call::before).
+  void note_before(Call& c) const {
+    auto level = levels.find(c.priority);
+    c.n_before = 0;
+    for (const Window& w : windows) {
+      bool seen = false;
+      for (uint8_t i = 0; i < c.n_before; ++i) seen = seen || c.before[i].first == w.unit;
+      if (seen) continue;
+      const int64_t pushed = level == levels.end() ? 0 : Level::at(level->second.pushed, w.unit);
+      c.before[c.n_before++] = {w.unit, pushed};
+    }
+  }
+
+  // Puts a new call (already in `calls`, with note_before done) at the back of its level.
+  void push_queued(Ticket t, Call& c) {
+    Level& level = levels[c.priority];
+    level.q.push_back(t);
+    ++level.live;
+    for (uint8_t i = 0; i < c.n_costs; ++i) Level::add(level.pushed, c.costs[i].first, c.costs[i].second);
+    ++queued;
+    if (c.wait_until >= 0) wait_deadlines.emplace(c.wait_until, t);
+  }
+
+  // Takes a queued call (still in `calls`) out of its level: it starts, or
+  // leaves (the caller then erases it from `calls`). Leaving from the front
+  // or the back keeps the level's totals exact; from the middle it is a
+  // hole, which only loosens the predictions behind it (see predict).
+  void pop_queued(Ticket t, const Call& c) {
+    auto it = levels.find(c.priority);
+    Level& level = it->second;
+    if (front_of(level) == t) {
+      level.q.pop_front();
+      for (uint8_t i = 0; i < c.n_costs; ++i) Level::add(level.popped, c.costs[i].first, c.costs[i].second);
+    } else if (back_of(level) == t) {
+      level.q.pop_back();
+      for (uint8_t i = 0; i < c.n_costs; ++i) Level::add(level.pushed, c.costs[i].first, -c.costs[i].second);
+    } else {
+      for (uint8_t i = 0; i < c.n_costs; ++i) Level::add(level.holes, c.costs[i].first, c.costs[i].second);
+    }
+    --queued;
+    if (--level.live == 0) levels.erase(it);
+    if (c.wait_until >= 0) wait_deadlines.erase({c.wait_until, t});
+  }
+
+  // A queued call leaves without starting: rejected with `code`.
+  void drop_queued(Ticket t, ErrorCode code, int64_t status = 0) {
+    auto it = calls.find(t);
+    pop_queued(t, it->second);
+    calls.erase(it);
+    reject(t, code, status);
+  }
+
+  // ---- predictions ---------------------------------------------------------
+
+  // The demand in `unit` of the calls queued ahead of `c` (by priority, then
+  // arrival) plus its own. Exact unless a call ahead of it in its level left
+  // from the middle; then a lower bound.
+  int64_t demand_through(const Call& c, int unit) const {
+    int64_t total = c.cost_in(unit);
+    for (const auto& [priority, level] : levels) {
+      if (priority > c.priority) {
+        total += level.live_in(unit);
+        continue;
+      }
+      if (priority == c.priority) {
+        int64_t before = 0;
+        for (uint8_t i = 0; i < c.n_before; ++i) {
+          if (c.before[i].first == unit) before = c.before[i].second;
+        }
+        total += std::max<int64_t>(0, before - Level::at(level.popped, unit) - Level::at(level.holes, unit));
+      }
+      break;
+    }
+    return total;
+  }
+
+  // The earliest time the r-th unit (from 0) of the queued demand in window
+  // `w` can be taken if every unit is taken as early as possible: the
+  // window frees its i-th unit at S[i] (now if free, else when enough of
+  // the log expires: fits_at), and a unit taken at t frees again at t + W,
+  // so unit r comes no earlier than S[r mod L] + floor(r / L) * W. During a
+  // penalty the log is the one the lift will leave.
+  Millis unit_free_at(const Window& w, int64_t r) const {
+    const int64_t i = r % w.limit;
+    const int64_t rounds = r / w.limit;
+    Millis first;
+    if (lift_pending) {
+      const Millis dated = w.log.empty() ? forced_until : std::max(forced_until, w.log.newest().at);
+      const int64_t lifted = std::max(refill_floor(w.limit), w.log.live_at(w.ms, forced_until));
+      first = lifted + i + 1 <= w.limit ? forced_until : dated + w.ms;
+    } else {
+      first = w.log.fits_at(i + 1, w.limit, w.ms, now);
+    }
+    // Far beyond any real wait, and no overflow: a queue of 10^5 calls of
+    // 10^9 units each is 10^14 rounds.
+    constexpr Millis kFar = 1'000'000'000'000'000;  // ~31,700 years
+    if (rounds > 0 && rounds > (kFar - first) / w.ms) return kFar;
+    return first + rounds * w.ms;
+  }
+
+  // When the queued (or arriving) call `c` could start at the earliest: the
+  // latest over its windows, no earlier than now or a pending lift.
+  Millis predict(const Call& c) const {
+    Millis at = now;
+    if (lift_pending) at = std::max(at, forced_until);
+    for (const Window& w : windows) {
+      const int64_t demand = demand_through(c, w.unit);
+      if (demand > 0) at = std::max(at, unit_free_at(w, demand - 1));
+    }
+    return at;
+  }
+
+  // Queued calls whose deadline has come are rejected with their predicted
+  // wait. True if any was.
+  bool expire_waits() {
+    bool any = false;
+    while (!wait_deadlines.empty() && wait_deadlines.begin()->first <= now) {
+      const Ticket t = wait_deadlines.begin()->second;
+      const Millis at = predict(calls.at(t));
+      drop_queued(t, ErrorCode::DeadlineExceeded, std::max<Millis>(0, at - now));
+      any = true;
+    }
+    return any;
+  }
+
   // Starts every waiting call that may start now, strictly in order: due
   // retries (oldest ticket first; they already hold a slot and arrived before
   // anyone queued), then the queue. A head that cannot go blocks the rest.
@@ -584,6 +760,32 @@ struct State {
       if (!deadlines.empty()) wake = deadlines.begin()->first;
       return;
     }
+    // A call that can start at its deadline starts; one still queued after
+    // that is rejected, and whoever was behind it may now go.
+    do {
+      wake.reset();
+      start_what_can();
+    } while (expire_waits());
+    if (!backoff.empty() && (!wake || backoff.begin()->first < *wake)) wake = backoff.begin()->first;
+    // Nothing can start before the penalty lifts: no point waking earlier.
+    if (wake && lift_pending) wake = std::max(*wake, forced_until);
+    // A caller queued behind restored slots waits for the first to free.
+    if (queued > 0 && !restored_slots.empty() && active >= static_cast<size_t>(config().concurrency)) {
+      const Millis freed = restored_slots.begin()->first + timeout();
+      if (!wake || freed < *wake) wake = freed;
+    }
+    // Timeouts and deadlines fire whatever else waits, a penalty included.
+    if (!deadlines.empty() && (!wake || deadlines.begin()->first < *wake)) wake = deadlines.begin()->first;
+    if (!wait_deadlines.empty() && (!wake || wait_deadlines.begin()->first < *wake)) wake = wait_deadlines.begin()->first;
+    record_slots();
+    record_refunds();
+    if (slots_write_due && (!wake || *slots_write_due < *wake)) wake = slots_write_due;
+    if (refunds_due && (!wake || *refunds_due < *wake)) wake = refunds_due;
+  }
+
+  // Starts every waiting call that may start now, strictly in order (see
+  // serve); sets `wake` to when the first that cannot could.
+  void start_what_can() {
     while (true) {
       Ticket t = 0;
       bool from_queue = false;
@@ -608,9 +810,8 @@ struct State {
           continue;
         }
       } else {
-        while (!queue.empty() && calls.count(queue.front()) == 0) queue.pop_front();
-        if (queue.empty() || active >= static_cast<size_t>(config().concurrency)) break;
-        t = queue.front();
+        t = queue_head();
+        if (t == 0 || active >= static_cast<size_t>(config().concurrency)) break;
         from_queue = true;
       }
       Call& c = calls[t];
@@ -633,8 +834,7 @@ struct State {
         if (take.reserved > 0) take.at = grant(w, take.reserved).at;
       }
       if (from_queue) {
-        queue.pop_front();
-        --queued;
+        pop_queued(t, c);
         ++active;
       } else {
         ready.erase(ready.begin());
@@ -647,32 +847,19 @@ struct State {
       slot_started(t, c, c.takes[0].reserved > 0 ? c.takes[0].at : now);
       act(ActionKind::Start, t, c.attempt);
     }
-    if (!backoff.empty() && (!wake || backoff.begin()->first < *wake)) wake = backoff.begin()->first;
-    // Nothing can start before the penalty lifts: no point waking earlier.
-    if (wake && lift_pending) wake = std::max(*wake, forced_until);
-    // A caller queued behind restored slots waits for the first to free.
-    if (queued > 0 && !restored_slots.empty() && active >= static_cast<size_t>(config().concurrency)) {
-      const Millis freed = restored_slots.begin()->first + timeout();
-      if (!wake || freed < *wake) wake = freed;
-    }
-    // Timeouts fire whatever else waits, a penalty included.
-    if (!deadlines.empty() && (!wake || deadlines.begin()->first < *wake)) wake = deadlines.begin()->first;
-    record_slots();
-    record_refunds();
-    if (slots_write_due && (!wake || *slots_write_due < *wake)) wake = slots_write_due;
-    if (refunds_due && (!wake || *refunds_due < *wake)) wake = refunds_due;
   }
 
   // Queued callers whose cost can no longer fit are rejected, not left to
   // wedge the queue forever.
   void reject_oversized() {
-    for (Ticket t : queue) {
-      auto it = calls.find(t);
-      if (it == calls.end() || !too_large(it->second)) continue;
-      reject(t, ErrorCode::CostTooLarge);
-      calls.erase(it);
-      --queued;
+    std::vector<Ticket> oversized;
+    for (const auto& [priority, level] : levels) {
+      for (Ticket t : level.q) {
+        auto it = calls.find(t);
+        if (it != calls.end() && too_large(it->second)) oversized.push_back(t);
+      }
     }
+    for (Ticket t : oversized) drop_queued(t, ErrorCode::CostTooLarge);
     for (auto it = ready.begin(); it != ready.end();) {
       if (too_large(calls[*it])) {
         reject(*it, ErrorCode::CostTooLarge);
@@ -753,13 +940,51 @@ struct State {
     reject_oversized();
   }
 
-  // A new caller joins the queue.
-  Ticket enqueue(const Call& c, Millis at) {
+  // Checks a caller's Waiting; nullopt when it is usable.
+  static std::optional<Error> waiting_problem(const Waiting& w) {
+    if (!std::isfinite(w.priority)) {
+      return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
+                         "priority must be a finite number (received " + number_text(w.priority) + ")");
+    }
+    if (w.priority != std::floor(w.priority) || std::fabs(w.priority) > static_cast<double>(kMaxPriority)) {
+      return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                         "priority must be an integer between -" + std::to_string(kMaxPriority) + " and " +
+                             std::to_string(kMaxPriority) + " (received " + number_text(w.priority) + ")");
+    }
+    if (w.max_wait_ms) {
+      const double m = *w.max_wait_ms;
+      if (!std::isfinite(m)) {
+        return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
+                           "maxWaitMs must be a finite number, or left out to wait as long as needed (received " +
+                               number_text(m) + ")");
+      }
+      if (m < 0 || m != std::floor(m) || m > static_cast<double>(kMaxDelayMs)) {
+        return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                           "maxWaitMs must be an integer between 0 and " + std::to_string(kMaxDelayMs) + " (received " +
+                               number_text(m) + ")");
+      }
+    }
+    return std::nullopt;
+  }
+
+  // A new caller joins the queue, unless its predicted start is already
+  // later than it will wait: then it is rejected in this step, never queued.
+  Ticket enqueue(Call c, const Waiting& waiting, Millis at) {
     advance(at);
     const Ticket t = next_ticket++;
-    calls.emplace(t, c);
-    queue.push_back(t);
-    ++queued;
+    c.priority = static_cast<int32_t>(waiting.priority);
+    note_before(c);
+    if (waiting.max_wait_ms) {
+      c.wait_until = now + static_cast<Millis>(*waiting.max_wait_ms);
+      const Millis start = predict(c);
+      if (start > c.wait_until) {
+        reject(t, ErrorCode::DeadlineExceeded, start - now);
+        serve();
+        return t;
+      }
+    }
+    auto [it, inserted] = calls.emplace(t, c);
+    push_queued(t, it->second);
     serve();
     return t;
   }
@@ -888,8 +1113,14 @@ struct State {
     return true;
   }
 
+  // The call's attempt failed in a way that is retried: it waits `delay`,
+  // holding its slot. A caller that gave up while it ran gets Cancelled
+  // instead, and its slot goes back.
   void retry_after(Ticket t, Call& c, Millis delay) {
-    if (delay <= 0) {
+    if (c.withdrawn) {
+      reject(t, ErrorCode::Cancelled);
+      release(t);
+    } else if (delay <= 0) {
       c.phase = Phase::Ready;
       ready.insert(t);
     } else {
@@ -1044,10 +1275,12 @@ void Engine::erase(Millis now) {
       c.caller = Caller::Settled;
     }
   }
-  for (Ticket t : s_->queue) {
-    if (s_->calls.count(t)) {
-      s_->reject(t, ErrorCode::NoSuchLimiter);
-      s_->calls.erase(t);
+  for (const auto& [priority, level] : s_->levels) {
+    for (Ticket t : level.q) {
+      if (s_->calls.count(t)) {
+        s_->reject(t, ErrorCode::NoSuchLimiter);
+        s_->calls.erase(t);
+      }
     }
   }
   for (Ticket t : s_->ready) {
@@ -1058,7 +1291,8 @@ void Engine::erase(Millis now) {
     s_->reject(t, ErrorCode::NoSuchLimiter);
     s_->release(t);
   }
-  s_->queue.clear();
+  s_->levels.clear();
+  s_->wait_deadlines.clear();
   s_->queued = 0;
   s_->ready.clear();
   s_->backoff.clear();
@@ -1081,7 +1315,11 @@ void Engine::erase(Millis now) {
   s_->serve();  // no bucket: the wake is only the running attempts' deadlines
 }
 
-Expected<Ticket> Engine::arrive(double cost, Millis now) {
+Expected<Ticket> Engine::arrive(double cost, Millis now) { return arrive(cost, Waiting{}, now); }
+
+Expected<Ticket> Engine::arrive(const Amounts& cost, Millis now) { return arrive(cost, Waiting{}, now); }
+
+Expected<Ticket> Engine::arrive(double cost, const Waiting& waiting, Millis now) {
   if (!s_->cfg) return s_->not_configured();
   if (!std::isfinite(cost)) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
@@ -1103,14 +1341,16 @@ Expected<Ticket> Engine::arrive(double cost, Millis now) {
                        "cost " + internal::number_text(cost) + " exceeds window " + nlohmann::json(w->name).dump() +
                            "'s limitPerWindow " + std::to_string(w->limit) + ", so it could never be admitted");
   }
-  return s_->enqueue(c, now);
+  if (auto problem = internal::State::waiting_problem(waiting)) return *problem;
+  return s_->enqueue(c, waiting, now);
 }
 
-Expected<Ticket> Engine::arrive(const Amounts& cost, Millis now) {
+Expected<Ticket> Engine::arrive(const Amounts& cost, const Waiting& waiting, Millis now) {
   if (!s_->cfg) return s_->not_configured();
   auto c = s_->costed(cost);
   if (!c.ok()) return c.error();
-  return s_->enqueue(*c, now);
+  if (auto problem = internal::State::waiting_problem(waiting)) return *problem;
+  return s_->enqueue(*c, waiting, now);
 }
 
 Status Engine::report(Ticket t, const Report& r, Millis now) {
@@ -1179,9 +1419,7 @@ Status Engine::cancel(Ticket t, Millis now) {
   Call& c = it->second;
   switch (c.phase) {
     case Phase::Queued:
-      s_->calls.erase(it);
-      --s_->queued;
-      s_->reject(t, ErrorCode::Cancelled);
+      s_->drop_queued(t, ErrorCode::Cancelled);
       break;
     case Phase::Running:
       // Keeps its slot: the work is still in flight. A call erase() already
@@ -1209,6 +1447,33 @@ Status Engine::cancel(Ticket t, Millis now) {
   s_->advance(now);
   s_->serve();
   return Status::success();
+}
+
+Status Engine::withdraw(Ticket t, Millis now) {
+  auto it = s_->calls.find(t);
+  if (it == s_->calls.end()) return s_->unknown_ticket(t, "withdraw");
+  Call& c = it->second;
+  // Acted on before time moves, as cancel() is.
+  switch (c.phase) {
+    case Phase::Queued:
+      s_->drop_queued(t, ErrorCode::Cancelled);
+      break;
+    case Phase::Running:
+      c.withdrawn = true;  // its outcome stands unless it would be retried
+      break;
+    case Phase::Ready:
+    case Phase::Backoff:
+      return cancel(t, now);  // the same: its slot goes back
+  }
+  s_->advance(now);
+  s_->serve();
+  return Status::success();
+}
+
+std::optional<Millis> Engine::predicted_start(Ticket t) const {
+  auto it = s_->calls.find(t);
+  if (it == s_->calls.end() || it->second.phase != Phase::Queued || !s_->cfg) return std::nullopt;
+  return s_->predict(it->second);
 }
 
 Status Engine::gone(Ticket t, Millis now) {
@@ -1271,6 +1536,17 @@ Expected<std::string> Engine::stats(Millis now) {
     });
   }
   nlohmann::json units = s.counted_units();
+  // The queue's first and last calls' predicted starts, and its levels.
+  nlohmann::json predicted = {{"head", nullptr}, {"tail", nullptr}};
+  nlohmann::json by_priority = nlohmann::json::array();
+  if (s.queued > 0) {
+    const Ticket head = s_->queue_head();
+    Ticket tail = 0;
+    for (auto level = s_->levels.rbegin(); level != s_->levels.rend() && tail == 0; ++level) tail = s_->back_of(level->second);
+    if (head != 0) predicted["head"] = s.predict(s.calls.at(head));
+    if (tail != 0) predicted["tail"] = s.predict(s.calls.at(tail));
+    for (const auto& [priority, level] : s.levels) by_priority.push_back({{"priority", priority}, {"queued", level.live}});
+  }
 
   // The newest grants are the interesting ones; a huge log is summarised.
   constexpr size_t kStatsGrants = 1000;
@@ -1299,6 +1575,8 @@ Expected<std::string> Engine::stats(Millis now) {
       {"grantsTruncated", skip > 0},
       {"windows", std::move(windows)},
       {"units", std::move(units)},
+      {"predictedStart", std::move(predicted)},
+      {"queuedByPriority", std::move(by_priority)},
   };
   return out.dump();
 }

@@ -162,11 +162,20 @@ DRL_EXPORT(drl_erase) int drl_erase(int h, double now) {
   return 0;
 }
 
-// A ticket (> 0), or -code.
-DRL_EXPORT(drl_arrive) double drl_arrive(int h, double cost, double now) {
+// How the caller waits: its priority, and its maxWaitMs (NaN: no limit).
+static drl::Waiting waiting(double priority, double max_wait_ms) {
+  drl::Waiting w;
+  w.priority = priority;
+  if (!std::isnan(max_wait_ms)) w.max_wait_ms = max_wait_ms;
+  return w;
+}
+
+// A ticket (> 0), or -code. A ticket may already be settled by the step's
+// actions (a maxWaitMs the predicted start exceeds).
+DRL_EXPORT(drl_arrive) double drl_arrive(int h, double cost, double priority, double max_wait_ms, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
-  auto t = e->arrive(cost, to_ms(now));
+  auto t = e->arrive(cost, waiting(priority, max_wait_ms), to_ms(now));
   return t.ok() ? static_cast<double>(*t) : fail(t.error());
 }
 
@@ -194,21 +203,23 @@ DRL_EXPORT(drl_unit_number) int drl_unit_number(int h, int len) {
 }
 
 // A cost per unit by number: `count` (number, amount) pairs in the f64 buffer.
-DRL_EXPORT(drl_arrive_numbered) double drl_arrive_numbered(int h, int count, double now) {
+DRL_EXPORT(drl_arrive_numbered)
+double drl_arrive_numbered(int h, int count, double priority, double max_wait_ms, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
-  auto t = e->arrive(numbered(*e, count), to_ms(now));
+  auto t = e->arrive(numbered(*e, count), waiting(priority, max_wait_ms), to_ms(now));
   return t.ok() ? static_cast<double>(*t) : fail(t.error());
 }
 
 // A cost per unit: a JSON object ({"tokens":1200}) in the scratch buffer.
 // A ticket (> 0), or -code.
-DRL_EXPORT(drl_arrive_units) double drl_arrive_units(int h, int len, double now) {
+DRL_EXPORT(drl_arrive_units)
+double drl_arrive_units(int h, int len, double priority, double max_wait_ms, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
   auto cost = drl::parse_amounts(scratch(len), "cost");
   if (!cost.ok()) return fail(cost.error());
-  auto t = e->arrive(*cost, to_ms(now));
+  auto t = e->arrive(*cost, waiting(priority, max_wait_ms), to_ms(now));
   return t.ok() ? static_cast<double>(*t) : fail(t.error());
 }
 
@@ -249,6 +260,19 @@ DRL_EXPORT(drl_threw) int drl_threw(int h, double ticket, double now) {
 DRL_EXPORT(drl_cancel) int drl_cancel(int h, double ticket, double now) {
   auto* e = engine(h);
   return e ? status(e->cancel(static_cast<drl::Ticket>(ticket), to_ms(now))) : kBadHandle;
+}
+
+DRL_EXPORT(drl_withdraw) int drl_withdraw(int h, double ticket, double now) {
+  auto* e = engine(h);
+  return e ? status(e->withdraw(static_cast<drl::Ticket>(ticket), to_ms(now))) : kBadHandle;
+}
+
+// The queued call's predicted start (Engine::predicted_start), NaN if it is not queued.
+DRL_EXPORT(drl_predicted) double drl_predicted(int h, double ticket) {
+  auto* e = engine(h);
+  if (!e) return std::nan("");
+  auto at = e->predicted_start(static_cast<drl::Ticket>(ticket));
+  return at ? static_cast<double>(*at) : std::nan("");
 }
 
 DRL_EXPORT(drl_gone) int drl_gone(int h, double ticket, double now) {

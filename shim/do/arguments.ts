@@ -21,6 +21,10 @@ export interface ExecuteArguments {
   /** A count of the default unit, or an amount per unit, exactly as sent. */
   cost: number | Record<string, number>;
   reportsThrows: boolean;
+  /** Checked for type here; integrality and range are the engine's rules. */
+  priority?: number;
+  maxWaitMs?: number;
+  whenAborted?: () => Promise<boolean>;
 }
 
 /**
@@ -34,24 +38,42 @@ export function settlesAsData(options: unknown): boolean {
 
 /**
  * The `options` of execute: absent, or an object with an optional cost (a
- * number, or a plain object of numbers), an optional reportsThrows flag and
- * an optional `settles: 'data'`.
+ * number, or a plain object of numbers), an optional reportsThrows flag, an
+ * optional `settles: 'data'`, an optional priority and maxWaitMs (numbers)
+ * and an optional whenAborted function.
  */
 export function executeOptions(options: unknown): ExecuteArguments {
   if (options === undefined || options === null) return { cost: 1, reportsThrows: false };
   if (typeof options !== 'object' || Array.isArray(options)) {
     throw invalid(TypeError, `execute options must be an object (received ${describe(options)})`);
   }
-  const { cost, reportsThrows, settles, ...rest } = options as { cost?: unknown; reportsThrows?: unknown; settles?: unknown };
+  const { cost, reportsThrows, settles, priority, maxWaitMs, whenAborted, ...rest } = options as Record<string, unknown>;
   const unknown = Object.keys(rest);
-  if (unknown.length > 0) throw invalid(TypeError, `execute options has unknown key ${JSON.stringify(unknown[0])} (allowed: cost, reportsThrows, settles)`);
+  if (unknown.length > 0) {
+    throw invalid(TypeError, `execute options has unknown key ${JSON.stringify(unknown[0])} (allowed: cost, reportsThrows, settles, priority, maxWaitMs, whenAborted)`);
+  }
+  if (priority !== undefined && typeof priority !== 'number') {
+    throw invalid(TypeError, `priority must be an integer from -1000 to 1000 (received ${describe(priority)})`);
+  }
+  if (maxWaitMs !== undefined && typeof maxWaitMs !== 'number') {
+    throw invalid(TypeError, `maxWaitMs must be an integer >= 0, or left out to wait as long as needed (received ${describe(maxWaitMs)})`);
+  }
+  if (whenAborted !== undefined && typeof whenAborted !== 'function') {
+    throw invalid(TypeError, `whenAborted must be a function resolving true when the caller gives up (received ${describe(whenAborted)})`);
+  }
   if (reportsThrows !== undefined && typeof reportsThrows !== 'boolean') {
     throw invalid(TypeError, `reportsThrows must be a boolean (received ${describe(reportsThrows)})`);
   }
   if (settles !== undefined && settles !== 'data') throw invalid(TypeError, `settles must be 'data' or left out (received ${describe(settles)})`);
   // Only the shape here: units, integrality and bounds are the engine's rules, with its messages.
   if (cost !== undefined && typeof cost !== 'number') checkCostObject(cost);
-  return { cost: (cost as ExecuteArguments['cost'] | undefined) ?? 1, reportsThrows: reportsThrows === true };
+  return {
+    cost: (cost as ExecuteArguments['cost'] | undefined) ?? 1,
+    reportsThrows: reportsThrows === true,
+    priority: priority as number | undefined,
+    maxWaitMs: maxWaitMs as number | undefined,
+    whenAborted: whenAborted as ExecuteArguments['whenAborted'],
+  };
 }
 
 /** A cost that is not a number must be a plain object whose values are numbers. */

@@ -92,6 +92,32 @@ export class EngineHost {
   }
 
   /**
+   * Watches for the caller giving up on `ticket`: invokes `whenAborted` (a
+   * stub of the caller's function) once, and withdraws the call when it
+   * resolves true, or rejects (the caller's connection broke). A call that
+   * has already settled (refused at arrival, say) is not watched. Race-free:
+   * the engine decides what withdrawing means for the call as it is then
+   * (queued or between attempts: gone at once; running: left to finish).
+   */
+  watchAbort(ticket: number, whenAborted: () => Promise<boolean>): void {
+    if (!this.#calls.has(ticket)) return;
+    const withdraw = (): void => {
+      if (!this.#calls.has(ticket)) return; // settled meanwhile
+      ignoreUnknown(() => this.#engine.withdraw(ticket, Date.now()));
+      this.flushSoon();
+    };
+    let answer: Promise<boolean>;
+    try {
+      answer = Promise.resolve(whenAborted());
+    } catch {
+      answer = Promise.reject(new Error('whenAborted could not be invoked'));
+    }
+    answer.then((aborted) => {
+      if (aborted === true) withdraw();
+    }, withdraw);
+  }
+
+  /**
    * Applies everything now (configure, reconfigure, pause, stats, restore):
    * the writes held for the commit in flight first, then all the engine has
    * produced, then the actions. A grant is stored before the callback it
@@ -399,7 +425,7 @@ function rejection(action: Reject, call: PendingCall): unknown {
     case 'cost-too-large':
       return new RangeError(`${MARKERS.costTooLarge} the bucket's limit was lowered below this call's cost, so it can never be admitted`);
     case 'cancelled':
-      return new Error(`${MARKERS.cancelled} the call was cancelled`);
+      return new Error(`${MARKERS.cancelled} the call was cancelled: its caller gave up before it could start`);
     case 'attempt-timeout':
       // timeoutMs travels as a field when the call settles as data (settled.ts).
       return Object.assign(
@@ -411,6 +437,15 @@ function rejection(action: Reject, call: PendingCall): unknown {
       );
     case 'caller-gone':
       return new Error(`${MARKERS.callerGone} the caller went away while its callback was being invoked`);
+    case 'deadline-exceeded':
+      // retryAfterMs travels as a field when the call settles as data (settled.ts).
+      return Object.assign(
+        new Error(
+          `${MARKERS.deadlineExceeded} the call could not start within its maxWaitMs, so it was refused without taking anything ` +
+            `and its callback never ran; the bucket predicts a wait of at least ${action.status} ms (retry after ${action.status} ms)`,
+        ),
+        { retryAfterMs: action.status },
+      );
     // The engine settles calls with the ids above only; these would be a bug
     // in core.wasm, reported with the id it used rather than disguised.
     case 'invalid-config':

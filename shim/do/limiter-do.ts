@@ -66,7 +66,8 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
 
   /**
    * Runs `fn` when the bucket allows: a rolling-window take, a concurrency
-   * slot, no active penalty, strictly in arrival order. `fn` runs in the
+   * slot, no active penalty, in order of priority, then arrival; or refuses
+   * it with [drl:deadline-exceeded] when it cannot start within maxWaitMs. `fn` runs in the
    * caller's isolate and returns a CallReport; the call resolves with the
    * final attempt's `value`. With `settles: 'data'` it resolves with a
    * SettledCall instead, and the object's verdicts travel in it (settled.ts).
@@ -80,9 +81,11 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       try {
         if (!this.#declarationDone) await this.#declarationReady();
         checkCallback(fn);
-        const { cost, reportsThrows } = executeOptions(options);
-        const ticket = this.#host.run(() => this.#engine.arrive(cost, Date.now()));
-        const value = await this.#host.admit(ticket, fn, reportsThrows);
+        const { cost, reportsThrows, priority, maxWaitMs, whenAborted } = executeOptions(options);
+        const ticket = this.#host.run(() => this.#engine.arrive(cost, Date.now(), { priority, maxWaitMs }));
+        const settled = this.#host.admit(ticket, fn, reportsThrows);
+        if (whenAborted) this.#host.watchAbort(ticket, whenAborted);
+        const value = await settled;
         return (asData ? { ok: true, value } : value) as ExecuteResult<T, O>;
       } catch (error) {
         if (!asData) throw error;

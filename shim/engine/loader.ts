@@ -64,6 +64,14 @@ export interface EngineReport {
 /** A call's cost: a number of the default unit, or an amount per unit. */
 export type EngineCost = number | Readonly<Record<string, number>>;
 
+/** How a caller waits (see drl::Waiting): checked by the engine. */
+export interface EngineWaiting {
+  /** Higher first; an integer -1000..1000 (default 0). */
+  priority?: number;
+  /** The longest wait for the first start, ms; undefined: no limit. */
+  maxWaitMs?: number;
+}
+
 export interface EngineSnapshot {
   config?: string;
   forcedUntil?: number;
@@ -99,9 +107,11 @@ interface CoreExports {
   drl_slots_text(h: number): number;
   drl_running_slots_text(h: number): number;
   drl_erase(h: number, now: number): number;
-  drl_arrive(h: number, cost: number, now: number): number;
-  drl_arrive_units(h: number, len: number, now: number): number;
-  drl_arrive_numbered(h: number, count: number, now: number): number;
+  drl_arrive(h: number, cost: number, priority: number, maxWaitMs: number, now: number): number;
+  drl_arrive_units(h: number, len: number, priority: number, maxWaitMs: number, now: number): number;
+  drl_arrive_numbered(h: number, count: number, priority: number, maxWaitMs: number, now: number): number;
+  drl_withdraw(h: number, ticket: number, now: number): number;
+  drl_predicted(h: number, ticket: number): number;
   drl_unit_number(h: number, len: number): number;
   drl_report(h: number, ticket: number, status: number, flags: number, retryAfterMs: number, headerLen: number, usageLen: number, now: number): number;
   drl_threw(h: number, ticket: number, now: number): number;
@@ -292,14 +302,32 @@ export class Engine {
     this.#core.exports.drl_erase(this.#h, now);
   }
 
-  /** Returns the caller's ticket; throws for a bad cost or an unconfigured bucket. */
-  arrive(cost: EngineCost, now: number): number {
-    if (typeof cost === 'number') return this.#core.check(this.#core.exports.drl_arrive(this.#h, cost, now));
+  /**
+   * Returns the caller's ticket; throws for a bad cost, priority or maxWaitMs,
+   * or an unconfigured bucket. The ticket may already be settled by this
+   * step's actions (a maxWaitMs the predicted start exceeds).
+   */
+  arrive(cost: EngineCost, now: number, waiting?: EngineWaiting): number {
+    const x = this.#core.exports;
+    const priority = waiting?.priority ?? 0;
+    const maxWaitMs = waiting?.maxWaitMs ?? NaN;
+    if (typeof cost === 'number') return this.#core.check(x.drl_arrive(this.#h, cost, priority, maxWaitMs, now));
     const count = this.#putNumbered(cost);
-    if (count >= 0) return this.#core.check(this.#core.exports.drl_arrive_numbered(this.#h, count, now));
+    if (count >= 0) return this.#core.check(x.drl_arrive_numbered(this.#h, count, priority, maxWaitMs, now));
     // A unit the engine never heard of, or a value that is not a number: its message.
     const len = this.#core.putString(JSON.stringify(cost));
-    return this.#core.check(this.#core.exports.drl_arrive_units(this.#h, len, now));
+    return this.#core.check(x.drl_arrive_units(this.#h, len, priority, maxWaitMs, now));
+  }
+
+  /** The caller gave up: see Engine::withdraw. Throws [drl:unknown-ticket] for a settled call. */
+  withdraw(ticket: number, now: number): void {
+    this.#core.check(this.#core.exports.drl_withdraw(this.#h, ticket, now));
+  }
+
+  /** A queued call's predicted start (a lower bound, ms), or undefined if it is not queued. */
+  predictedStart(ticket: number): number | undefined {
+    const at = this.#core.exports.drl_predicted(this.#h, ticket);
+    return Number.isNaN(at) ? undefined : at;
   }
 
   report(ticket: number, report: EngineReport, now: number): void {

@@ -55,10 +55,18 @@ describe('core.wasm agrees with the native engine', () => {
           break;
         case 'arrive':
           // A cost per unit travels as its JSON text, exactly as the native run parsed it.
-          rc =
-            typeof ev.units === 'string'
-              ? x.drl_arrive_units(h, str(ev.units), ev.now)
-              : x.drl_arrive(h, ev.cost as number, ev.now);
+          {
+            // How the caller waits, when the schedule said (absent: priority 0, no maxWaitMs).
+            const priority = typeof ev.priority === 'number' ? ev.priority : 0;
+            const maxWait = typeof ev.maxWait === 'number' ? ev.maxWait : NaN;
+            rc =
+              typeof ev.units === 'string'
+                ? x.drl_arrive_units(h, str(ev.units), priority, maxWait, ev.now)
+                : x.drl_arrive(h, ev.cost as number, priority, maxWait, ev.now);
+          }
+          break;
+        case 'withdraw':
+          rc = x.drl_withdraw(h, ev.t as number, ev.now);
           break;
         case 'report': {
           const header = ev.header === null ? undefined : (ev.header as string);

@@ -109,7 +109,7 @@ describe('core.wasm loader', () => {
     engine.drain();
     for (const unit of [1e300, -1, 1.5, Number.NaN]) {
       core.f64(2).set([unit, 5]);
-      const rc = core.exports.drl_arrive_numbered(engine.handle, 1, 1000);
+      const rc = core.exports.drl_arrive_numbered(engine.handle, 1, 0, NaN, 1000);
       expect(() => core.check(rc)).toThrow('[drl:invalid-argument] cost names unit "", which no window counts (units: requests, tokens)');
     }
     // The loader's own path: numbers from the engine, by name.

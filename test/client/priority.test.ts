@@ -29,8 +29,8 @@ describe('priority', () => {
     const high = watch(interactive.call(() => (started.push('high'), 'high'), { read: (s) => s }));
     await waitFor(async () => (await stub.stats()).queued === 51, 10_000, 'the priority-1 call to queue');
     expect((await stub.stats()).queuedByPriority).toEqual([
-      [1, 1],
-      [0, 50],
+      { priority: 1, queued: 1 },
+      { priority: 0, queued: 50 },
     ]);
     expect(started).toEqual(['blocker']); // the started call is never preempted
 

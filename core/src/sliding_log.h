@@ -29,11 +29,13 @@ class SlidingLog {
 
   // The earliest time >= now at which a take of `amount` fits under `limit`,
   // assuming the log was pruned at `now`. Exact: walks the oldest grants
-  // until enough of them expire, so its cost is bounded by `amount`, not by
-  // the size of the log.
+  // until enough of them expire; past a few dozen it skips whole blocks of
+  // grants by their sums, so a take that needs most of a full log to expire
+  // (a prediction deep in the queue) costs O(size / kBlock + kBlock).
   int64_t fits_at(int64_t amount, int64_t limit, int64_t window, int64_t now) const;
 
-  // Sum of grants still live at `t` (at + window > t).
+  // Sum of grants still live at `t` (at + window > t): a binary search by
+  // time, and the block sums for what lies before it.
   int64_t live_at(int64_t window, int64_t t) const;
 
   // Takes up to `amount` back from the grant dated exactly `at` (never below
@@ -61,10 +63,33 @@ class SlidingLog {
   const Grant& newest() const { return grants_.back(); }
   const std::deque<Grant>& grants() const { return grants_; }
 
+  // Grants per block of the index below (a power of two).
+  static constexpr uint64_t kBlock = 256;
+
  private:
+  // The sum of the first `count` grants.
+  int64_t prefix(size_t count) const;
+  // The index of the first grant at which the oldest grants' running sum
+  // reaches `units` (> 0), or size() if the whole log holds less.
+  size_t reaching(int64_t units) const;
+  // Block index upkeep: grant `i` (an index into grants_) changed by `delta`.
+  void indexed(size_t i, int64_t delta);
+  void index_pop_front();
+  void rebuild_index() const;
+
   std::deque<Grant> grants_;
   int64_t sum_ = 0;
   bool unordered_ = false;  // set by push_back when a grant is not later than the last
+  // The block index: the sum of the grants of each block of kBlock
+  // consecutive grants, numbered from when the log was last cleared (grant i
+  // of grants_ is number base_ + i, in block (base_ + i) / kBlock; blocks_[0]
+  // is block base_ / kBlock). A few KiB for a full log. Kept up to date
+  // through appends, expiries and merges at the front; an erase from the
+  // middle (a refund to zero) or a sort marks it stale, and the next search
+  // that needs it rebuilds it.
+  mutable std::deque<int64_t> blocks_;
+  mutable uint64_t base_ = 0;
+  mutable bool index_stale_ = false;
 };
 
 }  // namespace drl::internal

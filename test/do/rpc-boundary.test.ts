@@ -46,7 +46,7 @@ describe('execute', () => {
     ['a negative cost', (s, fn) => s.execute(fn, { cost: -3 }), RangeError, /cost must be an integer >= 1 \(received -3/],
     ['a NaN cost', (s, fn) => s.execute(fn, { cost: NaN }), TypeError, /cost must be a finite number/],
     ['an infinite cost', (s, fn) => s.execute(fn, { cost: Infinity }), TypeError, /cost must be a finite number/],
-    ['an unknown option', (s, fn) => s.execute(fn, { bogus: 1 } as never), TypeError, /unknown key "bogus" \(allowed: cost, reportsThrows, settles\)/],
+    ['an unknown option', (s, fn) => s.execute(fn, { bogus: 1 } as never), TypeError, /unknown key "bogus" \(allowed: cost, reportsThrows, settles, priority, maxWaitMs, whenAborted\)/],
   ];
 
   for (const [what, call, Kind, detail] of cases) {

@@ -1,0 +1,351 @@
+// Waiting with intent, on the real object: maxWaitMs (refused at once, or at
+// the deadline), start-now-or-fail, withdrawal through whenAborted (an
+// AbortSignal cannot cross RPC), priorities, and the predicted start in stats.
+import { describe, expect, it } from 'vitest';
+
+import type { LimiterStats } from '../../shim/envelope.ts';
+import { configured, rejection, sleep, waitFor } from './helpers.ts';
+
+/** A gate a callback can wait on, opened from the test. */
+function gate(): { wait: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const wait = new Promise<void>((resolve) => (open = resolve));
+  return { wait, open };
+}
+
+/** A whenAborted the test controls: resolves true on abort(), false on done(). */
+function abortable(): { whenAborted: () => Promise<boolean>; abort: () => void; done: () => void; asked: () => number } {
+  let settle!: (aborted: boolean) => void;
+  const answer = new Promise<boolean>((resolve) => (settle = resolve));
+  let asked = 0;
+  return {
+    whenAborted: () => {
+      asked += 1;
+      return answer;
+    },
+    abort: () => settle(true),
+    done: () => settle(false),
+    asked: () => asked,
+  };
+}
+
+describe('maxWaitMs', () => {
+  it('refuses at once, with the predicted wait, when the window is full; nothing is taken and fn never runs', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 1, windowInMs: 60_000 }, concurrency: 5 });
+    await stub.execute(async () => ({ value: 'first' }));
+    let ran = false;
+    const before = Date.now();
+    const settled = await stub.execute(
+      async () => {
+        ran = true;
+        return { value: 'second' };
+      },
+      { maxWaitMs: 1000, settles: 'data' },
+    );
+    const took = Date.now() - before;
+    expect(settled.ok).toBe(false);
+    if (settled.ok) return;
+    expect(settled.error.id).toBe('deadline-exceeded');
+    // The window frees its one unit 60 s after the first take.
+    expect(settled.error.retryAfterMs).toBeGreaterThan(55_000);
+    expect(settled.error.retryAfterMs).toBeLessThanOrEqual(60_000);
+    expect(settled.error.message).toMatch(/^\[drl:deadline-exceeded\] .*retry after \d+ ms/);
+    expect(took).toBeLessThan(1000); // at once, not at the deadline
+    expect(ran).toBe(false);
+    expect(await stub.stats()).toMatchObject({ used: 1, queued: 0, running: 0 });
+  });
+
+  it('the same as a rejection (without settles: data) carries retryAfterMs in its message', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 1, windowInMs: 60_000 }, concurrency: 5 });
+    await stub.execute(async () => ({}));
+    const error = await rejection(stub.execute(async () => ({}), { maxWaitMs: 0 }));
+    expect(error.message).toMatch(/\[drl:deadline-exceeded\] .*\(retry after \d+ ms\)/);
+  });
+
+  it('rejects at the deadline when a slow callback holds the only slot', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1 });
+    const hold = gate();
+    const slow = stub.execute(async () => {
+      await hold.wait;
+      return { value: 'slow' };
+    });
+    await waitFor(async () => (await stub.stats()).running === 1, 5000, 'the slow call to start');
+    let ran = false;
+    const before = Date.now();
+    const settled = await stub.execute(
+      async () => {
+        ran = true;
+        return {};
+      },
+      { maxWaitMs: 300, settles: 'data' },
+    );
+    const waited = Date.now() - before;
+    expect(settled).toMatchObject({ ok: false, error: { id: 'deadline-exceeded' } });
+    // The window had room: only the slot was in the way, which no prediction can see.
+    if (!settled.ok) expect(settled.error.retryAfterMs).toBe(0);
+    expect(waited).toBeGreaterThanOrEqual(250);
+    expect(ran).toBe(false);
+    expect(await stub.stats()).toMatchObject({ used: 1, queued: 0, running: 1 });
+    hold.open();
+    expect(await slow).toBe('slow');
+  });
+
+  it('maxWaitMs 0 starts at once on a bucket with room, and is refused at once on a full one', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 1, windowInMs: 60_000 }, concurrency: 1 });
+    expect(await stub.execute(async () => ({ value: 'now' }), { maxWaitMs: 0 })).toBe('now');
+    const settled = await stub.execute(async () => ({ value: 'never' }), { maxWaitMs: 0, settles: 'data' });
+    expect(settled).toMatchObject({ ok: false, error: { id: 'deadline-exceeded' } });
+    expect(await stub.stats()).toMatchObject({ used: 1, queued: 0 });
+  });
+
+  it('a call that waits within its maxWaitMs starts when the window frees', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 1, windowInMs: 400 }, concurrency: 5 });
+    await stub.execute(async () => ({}));
+    const before = Date.now();
+    expect(await stub.execute(async () => ({ value: 'later' }), { maxWaitMs: 5000 })).toBe('later');
+    expect(Date.now() - before).toBeGreaterThanOrEqual(300);
+  });
+
+  it('refuses a bad priority, maxWaitMs or whenAborted before anything is queued or stored, naming it', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 1 });
+    const cases: [unknown, RegExp][] = [
+      [{ priority: 1.5 }, /^\[drl:invalid-argument\] priority must be an integer between -1000 and 1000 \(received 1\.5\)/],
+      [{ priority: 1001 }, /priority must be an integer between -1000 and 1000 \(received 1001\)/],
+      [{ priority: 'high' }, /^\[drl:invalid-argument\] priority must be an integer from -1000 to 1000 \(received "high"\)/],
+      [{ priority: Number.NaN }, /priority must be a finite number \(received NaN\)/],
+      [{ maxWaitMs: -1 }, /maxWaitMs must be an integer between 0 and \d+ \(received -1\)/],
+      [{ maxWaitMs: 2.5 }, /maxWaitMs must be an integer between 0 and \d+ \(received 2\.5\)/],
+      [{ maxWaitMs: Number.POSITIVE_INFINITY }, /maxWaitMs must be a finite number, or left out/],
+      [{ maxWaitMs: '100' }, /maxWaitMs must be an integer >= 0, or left out .*received "100"\)/],
+      [{ whenAborted: 'soon' }, /whenAborted must be a function .*received "soon"\)/],
+    ];
+    for (const [options, message] of cases) {
+      let ran = false;
+      const error = await rejection(
+        stub.execute(async () => {
+          ran = true;
+          return {};
+        }, options as never),
+      );
+      expect(error.message, JSON.stringify(options)).toMatch(message);
+      expect(ran).toBe(false);
+    }
+    expect(await stub.stats()).toMatchObject({ used: 0, queued: 0, running: 0, active: 0 });
+  });
+});
+
+describe('withdrawing (whenAborted)', () => {
+  it('an aborted queued call leaves at once, takes no grant, and the next caller starts no later than it would have', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1 });
+    const hold = gate();
+    const blocker = stub.execute(async () => {
+      await hold.wait;
+      return { value: 'blocker' };
+    });
+    await waitFor(async () => (await stub.stats()).running === 1, 5000, 'the blocker to start');
+    const watch = abortable();
+    let abortedRan = false;
+    const aborted = rejection(
+      stub.execute(
+        async () => {
+          abortedRan = true;
+          return {};
+        },
+        { whenAborted: watch.whenAborted },
+      ),
+    );
+    await waitFor(async () => (await stub.stats()).queued === 1, 5000, 'the call to queue');
+    const next: number[] = [];
+    const behind = stub.execute(async () => {
+      next.push(Date.now());
+      return { value: 'behind' };
+    });
+    await waitFor(async () => (await stub.stats()).queued === 2, 5000, 'the second call to queue');
+    expect(watch.asked()).toBe(1);
+    watch.abort();
+    const error = await aborted;
+    expect(error.message).toMatch(/^\[drl:cancelled\] /);
+    expect(await stub.stats()).toMatchObject({ queued: 1, used: 1 }); // only the blocker took
+    const released = Date.now();
+    hold.open();
+    expect(await blocker).toBe('blocker');
+    expect(await behind).toBe('behind');
+    expect(abortedRan).toBe(false);
+    // The one behind took the freed place: it started right after the blocker, not after a second slot.
+    expect(next[0]! - released).toBeLessThan(1000);
+    expect(await stub.stats()).toMatchObject({ used: 2, queued: 0 });
+  });
+
+  it('an abort while the callback runs changes nothing: the outcome is the callback\'s', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1 });
+    const watch = abortable();
+    const running = gate();
+    const finish = gate();
+    const call = stub.execute(
+      async () => {
+        running.open();
+        await finish.wait;
+        return { value: 'finished' };
+      },
+      { whenAborted: watch.whenAborted },
+    );
+    await running.wait;
+    // A call that started at once is not watched: no round trip to its caller for it.
+    expect(watch.asked()).toBe(0);
+    watch.abort();
+    await sleep(50);
+    finish.open();
+    expect(await call).toBe('finished');
+  });
+
+  it('an abort while the call waits between attempts releases its slot and ends it without a retry', async () => {
+    const { stub } = await configured({
+      bucket: { limitPerWindow: 100, windowInMs: 60_000 },
+      concurrency: 1,
+      retry: { maxRetries: 3, minDelayInMs: 2000, maxDelayInMs: 2000 },
+    });
+    const watch = abortable();
+    let attempts = 0;
+    const call = rejection(
+      stub.execute(
+        async () => {
+          attempts += 1;
+          return { failure: { message: 'flaky', retryable: true } };
+        },
+        { whenAborted: watch.whenAborted },
+      ),
+    );
+    await waitFor(async () => attempts === 1 && (await stub.stats()).running === 0, 5000, 'the first attempt to fail');
+    expect((await stub.stats()).active).toBe(1); // it holds its slot through the backoff
+    watch.abort();
+    expect((await call).message).toMatch(/^\[drl:cancelled\] /);
+    expect(attempts).toBe(1);
+    expect(await stub.stats()).toMatchObject({ active: 0, queued: 0 });
+    // The slot is free for the next caller at once, not after the backoff.
+    const before = Date.now();
+    expect(await stub.execute(async () => ({ value: 'next' }))).toBe('next');
+    expect(Date.now() - before).toBeLessThan(1500);
+  });
+
+  it('a whenAborted that fails (the caller\'s connection broke) withdraws the queued call', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1 });
+    const hold = gate();
+    const blocker = stub.execute(async () => {
+      await hold.wait;
+      return {};
+    });
+    await waitFor(async () => (await stub.stats()).running === 1, 5000, 'the blocker to start');
+    let fail!: (error: Error) => void;
+    const broken = new Promise<boolean>((_, reject) => (fail = reject));
+    const call = rejection(stub.execute(async () => ({}), { whenAborted: () => broken }));
+    await waitFor(async () => (await stub.stats()).queued === 1, 5000, 'the call to queue');
+    fail(new Error('Network connection lost.'));
+    expect((await call).message).toMatch(/^\[drl:cancelled\] /);
+    expect(await stub.stats()).toMatchObject({ queued: 0, used: 1 });
+    hold.open();
+    await blocker;
+  });
+
+  it('a whenAborted resolving false (the call ended) never withdraws anything', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 2 });
+    const watch = abortable();
+    watch.done();
+    expect(await stub.execute(async () => ({ value: 7 }), { whenAborted: watch.whenAborted })).toBe(7);
+  });
+});
+
+describe('priorities', () => {
+  it('a high-priority call arriving behind 50 low-priority ones starts next', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 1000, windowInMs: 60_000 }, concurrency: 1 });
+    const hold = gate();
+    const order: string[] = [];
+    const blocker = stub.execute(async () => {
+      await hold.wait;
+      order.push('blocker');
+      return {};
+    });
+    await waitFor(async () => (await stub.stats()).running === 1, 5000, 'the blocker to start');
+    const low = Array.from({ length: 50 }, (_, i) =>
+      stub.execute(
+        async () => {
+          order.push(`low-${i}`);
+          return {};
+        },
+        { priority: 0 },
+      ),
+    );
+    await waitFor(async () => (await stub.stats()).queued === 50, 10_000, '50 low-priority calls to queue');
+    const high = stub.execute(
+      async () => {
+        order.push('high');
+        return {};
+      },
+      { priority: 1 },
+    );
+    await waitFor(async () => (await stub.stats()).queued === 51, 5000, 'the high-priority call to queue');
+    const stats: LimiterStats = await stub.stats();
+    expect(stats.queuedByPriority).toEqual([
+      { priority: 1, queued: 1 },
+      { priority: 0, queued: 50 },
+    ]);
+    hold.open();
+    await Promise.all([blocker, high, ...low]);
+    expect(order[0]).toBe('blocker');
+    expect(order[1]).toBe('high');
+    // FIFO within a priority: the low ones in the order the object received them.
+    expect(order.slice(2)).toHaveLength(50);
+  });
+
+  it('priorities never preempt a started call', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 1000, windowInMs: 60_000 }, concurrency: 1 });
+    const hold = gate();
+    const started = gate();
+    const order: string[] = [];
+    const low = stub.execute(
+      async () => {
+        order.push('low');
+        started.open();
+        await hold.wait;
+        return {};
+      },
+      { priority: -5 },
+    );
+    await started.wait;
+    const high = stub.execute(
+      async () => {
+        order.push('high');
+        return {};
+      },
+      { priority: 1000 },
+    );
+    await waitFor(async () => (await stub.stats()).queued === 1, 5000, 'the high call to queue');
+    expect(order).toEqual(['low']);
+    hold.open();
+    await Promise.all([low, high]);
+    expect(order).toEqual(['low', 'high']);
+  });
+});
+
+describe('predicted start in stats', () => {
+  it('reports the head and the tail of the queue: when the window lets each start', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 2, windowInMs: 60_000 }, concurrency: 10 });
+    const idle = await stub.stats();
+    expect(idle.predictedStart).toEqual({ head: null, tail: null });
+    expect(idle.queuedByPriority).toEqual([]);
+    await stub.execute(async () => ({}));
+    await stub.execute(async () => ({}));
+    const first = (await stub.stats()).resetAt; // when the second take leaves the window
+    // Three callers wait: two fit when the window turns over, the third one window later.
+    const waiting = [0, 1, 2].map(() => stub.execute(async () => ({}), { settles: 'data', maxWaitMs: 200_000 }));
+    await waitFor(async () => (await stub.stats()).queued === 3, 5000, 'three calls to queue');
+    const stats = await stub.stats();
+    // The head starts when the first take leaves the window (just before the second does).
+    expect(stats.predictedStart.head).toBeLessThanOrEqual(first);
+    expect(stats.predictedStart.head).toBeGreaterThan(first - 5000);
+    // The third needs a unit freed by a take that has not happened yet: one window later.
+    expect(stats.predictedStart.tail! - stats.predictedStart.head!).toBe(60_000);
+    // Let the test end without waiting a minute: a larger limit lets them all start.
+    await stub.reconfigure({ bucket: { limitPerWindow: 5 } });
+    await Promise.all(waiting);
+  });
+});

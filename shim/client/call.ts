@@ -171,6 +171,7 @@ const DATA_OPTIONS = { reportsThrows: true, settles: 'data' } as const satisfies
 /** Runs `work` under the bucket; resolves with the final attempt's value. */
 export async function runCall<T, V>(context: CallContext, work: () => T | PromiseLike<T>, options: CallOptions<T, V>): Promise<V> {
   const executeOptions = checkCall(work, options, context.waiting);
+  const calledAt = Date.now();
   const { signal } = options;
   // As fetch does: an aborted signal ends the call before anything is sent.
   if (signal?.aborted) throw signal.reason;
@@ -184,13 +185,20 @@ export async function runCall<T, V>(context: CallContext, work: () => T | Promis
     const callback = reportingCallback(work, options.read, hooks, trace);
     // A fresh stub every attempt: a stub whose connection broke fails again at once.
     const stub = namespace.get(namespace.idFromName(name));
-    // One relay per attempt, ended when its execute returns: no listener outlives it.
+    // One relay per attempt, ended when its execute returns: no listener
+    // outlives it. Only with a signal, so a call that uses none of the new
+    // options sends exactly what an older limiter Worker accepts. (The object
+    // asks it only while the call waits; a broken connection then withdraws
+    // the call at once, instead of when its callback would be invoked.)
     const relay = signal ? abortRelay(signal) : undefined;
+    // A drop retry waits only what is left of maxWaitMs (0: start now or fail).
+    const waitLeft = executeOptions.maxWaitMs === undefined ? undefined : Math.max(0, executeOptions.maxWaitMs - (Date.now() - calledAt));
     let answer: unknown;
     let error: unknown;
     let rejected = false;
     try {
-      answer = await stub.execute(callback, relay ? { ...executeOptions, whenAborted: relay.whenAborted } : executeOptions);
+      const sent = waitLeft === undefined ? executeOptions : { ...executeOptions, maxWaitMs: waitLeft };
+      answer = await stub.execute(callback, relay ? { ...sent, whenAborted: relay.whenAborted } : sent);
     } catch (transport) {
       // A fault: the object (or the connection to it) broke, or it kept an
       // error as a rejection on purpose (see shim/settled.ts).

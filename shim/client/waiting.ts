@@ -62,7 +62,9 @@ export interface AbortRelay {
 
 /**
  * A relay for one attempt. Its listener lives from here to `end()`, so a call
- * retried after drops never holds more than one.
+ * retried after drops never holds more than one. The object also learns from
+ * it that the caller is gone (invoking it fails when the caller's connection
+ * breaks) while the call waits.
  *
  * @example
  * const relay = abortRelay(signal);

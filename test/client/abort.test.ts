@@ -122,15 +122,15 @@ describe('signal: what the client does', () => {
     expect(answer).toBe(true);
   });
 
-  it('a call withdrawn without its signal aborting is a drop, retried as before', async () => {
+  it('a call the object withdrew without its signal aborting (its connection to the caller broke) ends with that verdict, not retried', async () => {
     const { namespace, state } = scripted((fn, options, attempt) =>
-      attempt === 1 ? Promise.reject(new Error('[drl:cancelled] the caller went away')) : runAtOnce(fn, options, attempt),
+      attempt === 1 ? Promise.resolve({ ok: false, error: { id: 'cancelled', kind: 'Error', message: '[drl:cancelled] the caller gave up' } }) : runAtOnce(fn, options, attempt),
     );
     const events: DropEvent[] = [];
-    const value = await bound(namespace, events).call(() => 'second', { read: (s) => s, signal: new AbortController().signal });
-    expect(value).toBe('second');
-    expect(state.executes).toBe(2);
-    expect(events.map((e) => [e.attempt, e.willRetry])).toEqual([[1, true]]);
+    const error = await rejection(bound(namespace, events).call(() => 'second', { read: (s) => s, signal: new AbortController().signal }));
+    expect((error as Error).message).toBe('[drl:cancelled] the caller gave up');
+    expect(state.executes).toBe(1);
+    expect(events).toEqual([]);
   });
 
   it('an abort during the wait before a drop retry ends the call with the reason: no further attempt, no further onDrop', async () => {

@@ -19,6 +19,22 @@ function usedCell(window: WindowStats): string {
 }
 
 /**
+ * Who waits: the count, per priority when more than one waits (highest
+ * first), and when the first could start at the earliest (stats'
+ * predictedStart.head, a lower bound).
+ */
+function queuedCell(stats: AnyLimiterStats): string {
+  if (stats.queued === 0) return '0';
+  const levels = stats.queuedByPriority ?? [];
+  const mixed = levels.length > 1 || (levels.length === 1 && levels[0]!.priority !== 0);
+  const byPriority = mixed ? ` (${levels.map((l) => `${l.queued} at p${l.priority}`).join(', ')})` : '';
+  const head = stats.predictedStart?.head;
+  if (head === null || head === undefined) return `${stats.queued}${byPriority}`;
+  const wait = head - stats.now;
+  return `${stats.queued}${byPriority}, next ${wait <= 0 ? 'when a slot frees' : `in ${Math.ceil(wait / 1000)} s`}`;
+}
+
+/**
  * Formats buckets as an aligned text table. A bucket that counts several
  * windows (e.g. tokens per minute beside requests per minute) names its
  * units, and lists each extra window on a line of its own under its row.
@@ -30,6 +46,9 @@ function usedCell(window: WindowStats): string {
  * //   · rpd   10000 requests per 1 day  3     9997       in 86342 s
  * //   · tpm   200000 tokens per 1 min   2400  197600     in 42 s
  * // read-api  60 per 1 min              3     57         in 42 s     1        0       5            -
+ *
+ * With callers waiting, the queued cell says how many per priority and when
+ * the first could start: `51 (1 at p1, 50 at p0), next in 3 s`.
  */
 export function statsTable(buckets: Record<string, AnyLimiterStats>): string {
   const header = ['bucket', 'limit', 'used', 'remaining', 'full again', 'running', 'queued', 'concurrency', 'penalty'];
@@ -45,7 +64,7 @@ export function statsTable(buckets: Record<string, AnyLimiterStats>): string {
         String(primary.remaining),
         resets(primary, s.now),
         String(s.running),
-        String(s.queued),
+        queuedCell(s),
         String(s.effective?.concurrency ?? s.config.concurrency),
         penalty(s),
       ];

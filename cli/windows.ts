@@ -11,7 +11,8 @@ import type { LimiterStats, WindowStats } from '../shim/envelope.ts';
 export const DEFAULT_UNIT = 'requests';
 
 /** Stats as any limiter answers them: an object older than windows lists no `windows` and no `units`. */
-export type AnyLimiterStats = Omit<LimiterStats, 'windows' | 'units'> & Partial<Pick<LimiterStats, 'windows' | 'units'>>;
+export type AnyLimiterStats = Omit<LimiterStats, 'windows' | 'units' | 'predictedStart' | 'queuedByPriority'> &
+  Partial<Pick<LimiterStats, 'windows' | 'units' | 'predictedStart' | 'queuedByPriority'>>;
 
 /** The name stats gives the primary window. */
 const PRIMARY_WINDOW = 'bucket';

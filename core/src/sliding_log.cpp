@@ -23,9 +23,80 @@ std::optional<int64_t> SlidingLog::prune(int64_t window, int64_t now) {
   while (!grants_.empty() && grants_.front().at + window <= now) {
     dropped = grants_.front().at;
     sum_ -= grants_.front().amount;
+    index_pop_front();
     grants_.pop_front();
   }
   return dropped;
+}
+
+// ---- the block index ---------------------------------------------------------
+
+void SlidingLog::indexed(size_t i, int64_t delta) {
+  if (index_stale_) return;
+  const uint64_t block = (base_ + i) / kBlock - base_ / kBlock;
+  while (sums_.size() <= block) sums_.push_back(sums_.empty() ? gone_ : sums_.back());
+  for (size_t b = static_cast<size_t>(block); b < sums_.size(); ++b) sums_[b] += delta;
+}
+
+// Before grants_.pop_front(): the front grant expires (or was merged forward).
+void SlidingLog::index_pop_front() {
+  if (index_stale_) return;
+  gone_ += grants_.front().amount;
+  ++base_;
+  if (base_ % kBlock == 0) sums_.pop_front();  // its last grant is gone
+}
+
+void SlidingLog::rebuild_index() const {
+  sums_.clear();
+  gone_ = 0;
+  base_ = 0;
+  int64_t running = 0;
+  for (size_t i = 0; i < grants_.size(); ++i) {
+    running += grants_[i].amount;
+    if (i % kBlock == 0) sums_.push_back(0);
+    sums_.back() = running;
+  }
+  index_stale_ = false;
+}
+
+int64_t SlidingLog::prefix(size_t count) const {
+  if (index_stale_) rebuild_index();
+  // Whole blocks by their running sum, then the grants of the block `count` ends in.
+  const uint64_t first = base_ / kBlock;
+  const uint64_t end_block = (base_ + count) / kBlock - first;  // the block holding grant `count`
+  if (end_block == 0) {
+    int64_t total = 0;
+    for (size_t i = 0; i < count; ++i) total += grants_[i].amount;
+    return total;
+  }
+  int64_t total = through(static_cast<size_t>(end_block - 1));
+  for (size_t i = static_cast<size_t>((first + end_block) * kBlock - base_); i < count; ++i) total += grants_[i].amount;
+  return total;
+}
+
+size_t SlidingLog::reaching(int64_t units) const {
+  if (index_stale_) rebuild_index();
+  // The first block whose running sum reaches `units`, then a walk inside it.
+  size_t lo = 0;
+  size_t hi = sums_.size();
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (through(mid) >= units) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  size_t i = 0;
+  if (lo > 0) {
+    units -= through(lo - 1);
+    i = static_cast<size_t>((base_ / kBlock + lo) * kBlock - base_);
+  }
+  for (; i < grants_.size(); ++i) {
+    units -= grants_[i].amount;
+    if (units <= 0) return i;
+  }
+  return grants_.size();
 }
 
 Grant SlidingLog::take(int64_t amount, int64_t window, int64_t now, int64_t max_entries) {
@@ -39,26 +110,32 @@ Grant SlidingLog::take(int64_t amount, int64_t window, int64_t now, int64_t max_
     grants_.push_back(Grant{at, amount});
   }
   sum_ += amount;
+  indexed(grants_.size() - 1, amount);
   return grants_.back();
 }
 
 int64_t SlidingLog::fits_at(int64_t amount, int64_t limit, int64_t window, int64_t now) const {
   int64_t excess = sum_ + amount - limit;
   if (excess <= 0) return now;
-  for (const Grant& g : grants_) {
-    excess -= g.amount;
-    if (excess <= 0) return g.at + window;
+  // The common case (a take at the head of the queue) needs a few of the
+  // oldest grants to expire: walk them. Deeper, use the block index.
+  constexpr size_t kWalk = 32;
+  const size_t walk = std::min(kWalk, grants_.size());
+  for (size_t i = 0; i < walk; ++i) {
+    excess -= grants_[i].amount;
+    if (excess <= 0) return grants_[i].at + window;
   }
-  // Only reachable when amount > limit, which callers reject up front.
-  return grants_.empty() ? now : grants_.back().at + window;
+  if (walk == grants_.size()) return grants_.empty() ? now : grants_.back().at + window;
+  const size_t i = reaching(sum_ + amount - limit);
+  // Past the end only when amount > limit, which callers reject up front.
+  return i < grants_.size() ? grants_[i].at + window : grants_.back().at + window;
 }
 
 int64_t SlidingLog::live_at(int64_t window, int64_t t) const {
-  int64_t live = 0;
-  for (auto it = grants_.rbegin(); it != grants_.rend() && it->at + window > t; ++it) {
-    live += it->amount;
-  }
-  return live;
+  // Grants dated at or before t - window have left the window by t.
+  auto first_live = std::upper_bound(grants_.begin(), grants_.end(), t - window,
+                                     [](int64_t x, const Grant& g) { return x < g.at; });
+  return sum_ - prefix(static_cast<size_t>(first_live - grants_.begin()));
 }
 
 std::optional<Grant> SlidingLog::shrink(int64_t at, int64_t amount) {
@@ -68,12 +145,22 @@ std::optional<Grant> SlidingLog::shrink(int64_t at, int64_t amount) {
   it->amount -= back;
   sum_ -= back;
   const Grant now = *it;
-  if (now.amount == 0) grants_.erase(it);
+  if (now.amount == 0) {
+    grants_.erase(it);
+    index_stale_ = true;  // every later grant moved down one
+  } else {
+    indexed(static_cast<size_t>(it - grants_.begin()), -back);
+  }
   return now;
 }
 
 std::pair<int64_t, Grant> SlidingLog::merge_oldest() {
   const Grant oldest = grants_.front();
+  // The amount moves to the next grant and the emptied front leaves: every
+  // running sum from the next grant's block on counts both grants already,
+  // and the front's block, if the next grant starts a new one, leaves with it.
+  grants_.front().amount = 0;
+  index_pop_front();
   grants_.pop_front();
   grants_.front().amount += oldest.amount;
   return {oldest.at, grants_.front()};
@@ -88,6 +175,10 @@ void SlidingLog::clear() {
   grants_.clear();
   sum_ = 0;
   unordered_ = false;
+  sums_.clear();
+  gone_ = 0;
+  base_ = 0;
+  index_stale_ = false;
 }
 
 bool SlidingLog::ordered() const { return !unordered_; }
@@ -111,6 +202,7 @@ bool SlidingLog::normalise() {
   sum_ = 0;
   for (const Grant& g : grants_) sum_ += g.amount;
   unordered_ = false;
+  index_stale_ = true;
   return merged;  // order alone changes no stored row
 }
 
@@ -118,6 +210,7 @@ void SlidingLog::push_back(Grant grant) {
   if (!grants_.empty() && grants_.back().at >= grant.at) unordered_ = true;
   grants_.push_back(grant);
   sum_ += grant.amount;
+  indexed(grants_.size() - 1, grant.amount);
 }
 
 }  // namespace drl::internal

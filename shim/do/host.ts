@@ -29,6 +29,9 @@ interface PendingCall {
   failure?: string; // the latest attempt's failure message
   thrown?: unknown; // the latest attempt's exception (or, reported, one carrying its message)
   refused?: Error; // fn could not be invoked at all: the call's error, final
+  /** How the caller says it gave up (ExecuteOptions.whenAborted), invoked at most once (see #watch). */
+  whenAborted?: () => Promise<boolean>;
+  watched?: boolean;
 }
 
 type Reject = Extract<EngineAction, { kind: 'reject' }>;
@@ -83,24 +86,30 @@ export class EngineHost {
    * engine starts it, and the promise settles as the engine decides. Flushes
    * on the hot path, so the start (if the engine already made it) goes out.
    */
-  admit(ticket: number, fn: () => unknown, reportsThrows: boolean): Promise<unknown> {
+  admit(ticket: number, fn: () => unknown, reportsThrows: boolean, whenAborted?: () => Promise<boolean>): Promise<unknown> {
     const done = new Promise<unknown>((resolve, reject) => {
-      this.#calls.set(ticket, { fn, reportsThrows, resolve, reject });
+      this.#calls.set(ticket, { fn, reportsThrows, resolve, reject, whenAborted });
     });
+    // A call that waits is watched for its caller giving up; one that starts
+    // at once costs no round trip for it (until it waits between attempts).
+    if (whenAborted && this.#engine.predictedStart(ticket) !== undefined) this.#watch(ticket);
     this.flushSoon();
     return done;
   }
 
   /**
-   * Watches for the caller giving up on `ticket`: invokes `whenAborted` (a
-   * stub of the caller's function) once, and withdraws the call when it
-   * resolves true, or rejects (the caller's connection broke). A call that
-   * has already settled (refused at arrival, say) is not watched. Race-free:
+   * Watches for the caller giving up on `ticket`: invokes its `whenAborted`
+   * (a stub of the caller's function) once, and withdraws the call when it
+   * resolves true, or rejects (the caller's connection broke). Asked when
+   * the call has to wait: queued on arrival, or between attempts. Race-free:
    * the engine decides what withdrawing means for the call as it is then
    * (queued or between attempts: gone at once; running: left to finish).
    */
-  watchAbort(ticket: number, whenAborted: () => Promise<boolean>): void {
-    if (!this.#calls.has(ticket)) return;
+  #watch(ticket: number): void {
+    const call = this.#calls.get(ticket);
+    if (!call?.whenAborted || call.watched) return;
+    call.watched = true;
+    const whenAborted = call.whenAborted;
     const withdraw = (): void => {
       if (!this.#calls.has(ticket)) return; // settled meanwhile
       ignoreUnknown(() => this.#engine.withdraw(ticket, Date.now()));
@@ -325,14 +334,14 @@ export class EngineHost {
         call.thrown = error;
         this.#engine.threw(ticket, Date.now());
       }
-      this.flushSoon();
+      this.#attemptEnded(ticket);
       return;
     }
     const parsed = parseReport(result);
     if (parsed.ok && parsed.report.thrown) {
       call.thrown = new Error(`${MARKERS.callbackThrew} ${parsed.report.thrown.message}`);
       this.#engine.threw(ticket, Date.now());
-      this.flushSoon();
+      this.#attemptEnded(ticket);
       return;
     }
     let report: EngineReport;
@@ -364,8 +373,14 @@ export class EngineHost {
       call.failure = (error as Error).message;
       this.#engine.report(ticket, { ...report, usage: undefined, failure: 'final' }, Date.now());
     }
-    this.flushSoon();
+    this.#attemptEnded(ticket);
   }
+  /** After an attempt's outcome reached the engine: apply it, and watch a call now waiting for a retry. */
+  #attemptEnded(ticket: number): void {
+    this.flushSoon();
+    if (this.#calls.has(ticket)) this.#watch(ticket);
+  }
+
 
   /** One timer for the whole queue, only while someone waits on time. */
   #arm(): void {

@@ -83,9 +83,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
         checkCallback(fn);
         const { cost, reportsThrows, priority, maxWaitMs, whenAborted } = executeOptions(options);
         const ticket = this.#host.run(() => this.#engine.arrive(cost, Date.now(), { priority, maxWaitMs }));
-        const settled = this.#host.admit(ticket, fn, reportsThrows);
-        if (whenAborted) this.#host.watchAbort(ticket, whenAborted);
-        const value = await settled;
+        const value = await this.#host.admit(ticket, fn, reportsThrows, whenAborted);
         return (asData ? { ok: true, value } : value) as ExecuteResult<T, O>;
       } catch (error) {
         if (!asData) throw error;

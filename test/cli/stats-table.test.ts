@@ -114,4 +114,22 @@ describe('the stats table', () => {
   it('says so when there is no bucket', () => {
     expect(statsTable({})).toContain('No bucket is configured yet');
   });
+
+  it('says who waits, per priority when several wait, and when the first could start', () => {
+    const waiting = stats({
+      queued: 51,
+      running: 5,
+      queuedByPriority: [
+        { priority: 1, queued: 1 },
+        { priority: 0, queued: 50 },
+      ],
+      predictedStart: { head: NOW + 2_100, tail: NOW + 60_000 },
+    });
+    expect(cells(statsTable({ 'read-api': waiting }))[1]![6]).toBe('51 (1 at p1, 50 at p0), next in 3 s');
+    // One priority, the default: no breakdown. A window with room: only a slot can free the head.
+    const plain = stats({ queued: 4, queuedByPriority: [{ priority: 0, queued: 4 }], predictedStart: { head: NOW, tail: NOW } });
+    expect(cells(statsTable({ 'read-api': plain }))[1]![6]).toBe('4, next when a slot frees');
+    // An object older than predictions: the count alone.
+    expect(cells(statsTable({ 'read-api': stats({ queued: 2 }) }))[1]![6]).toBe('2');
+  });
 });

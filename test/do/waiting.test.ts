@@ -190,6 +190,8 @@ describe('withdrawing (whenAborted)', () => {
       { whenAborted: watch.whenAborted },
     );
     await running.wait;
+    // A call that started at once is not watched: no round trip to its caller for it.
+    expect(watch.asked()).toBe(0);
     watch.abort();
     await sleep(50);
     finish.open();

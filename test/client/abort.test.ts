@@ -256,4 +256,21 @@ describe('signal: against the real object', () => {
     expect(error).toBe('no more retries');
     expect(ran).toBe(1);
   });
+
+  it('a drop retry asks only for what is left of maxWaitMs, so drops never stretch the wait', async () => {
+    const asked: (number | undefined)[] = [];
+    const { namespace } = scripted(async (fn, options, attempt) => {
+      asked.push(options.maxWaitMs);
+      if (attempt === 1) {
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        throw new Error('Network connection lost.');
+      }
+      return runAtOnce(fn, options, attempt);
+    });
+    expect(await bound(namespace).call(() => 'ok', { read: (s) => s, maxWaitMs: 2000 })).toBe('ok');
+    expect(asked[0]).toBe(2000);
+    // At least the 150 ms the first attempt took, plus the drop's backoff, is gone.
+    expect(asked[1]).toBeLessThanOrEqual(2000 - 150);
+    expect(asked[1]).toBeGreaterThanOrEqual(0);
+  });
 });

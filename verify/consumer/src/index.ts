@@ -245,6 +245,7 @@ async function route(request: Request, env: Env): Promise<Response> {
         tag: url.searchParams.get('tag') ?? 'f',
         via,
         ...(url.searchParams.has('dropRetries') ? { dropRetries: intParam(url, 'dropRetries', 5, 0, 100) } : {}),
+        ...(url.searchParams.get('signal') === '1' ? { signal: true } : {}),
       });
       return Response.json({ records });
     }

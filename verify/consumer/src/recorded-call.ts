@@ -27,6 +27,8 @@ export interface RecordedCallSpec {
   class?: 'interactive' | 'batch';
   priority?: number;
   maxWaitMs?: number;
+  /** An AbortSignal for the call (the fault suite's watched callers). */
+  signal?: AbortSignal;
 }
 
 /** What `read` hands back: the status, and the tokens a served answer reports. */
@@ -79,6 +81,7 @@ export async function recordedCall(env: Env, spec: RecordedCallSpec): Promise<Ca
         },
         ...(spec.priority === undefined ? {} : { priority: spec.priority }),
         ...(spec.maxWaitMs === undefined ? {} : { maxWaitMs: spec.maxWaitMs }),
+        ...(spec.signal === undefined ? {} : { signal: spec.signal }),
         // A 503 is this call's failure, retried by this call alone; a 429 is
         // the built-in HTTP layer's (it pauses everyone).
         error: (res) => (res.status >= 500 ? { message: `upstream answered ${res.status}`, retryable: true } : null),

@@ -9,12 +9,22 @@
 // 20*L ms, so it is full too) and `tpm` (100*L tokens per 10*L ms), each take
 // reserving 100 tokens and reporting a usage of 90 (a refund per take).
 // Prints one JSON line per limit and shape; bench/run.mjs turns them into the table.
+//
+// Then the queue (issue 15), at a bucket whose log is full so nobody starts:
+// "queued" lines, the cost of an arrival with 10,000 queued, plain vs with a
+// deadline and a priority; "predict" lines, the cost of predicted_start for
+// the tail call with 100 and with 100,000 queued. See queued_round and
+// predict_round below. Both at three limits (kQueueLimits): a prediction
+// walks the window's log (SlidingLog::fits_at) as far as the queued demand
+// ahead, modulo the limit, reaches into it, so a small limit alone would
+// hide how its cost grows with the queue at a large one.
 #include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -99,6 +109,166 @@ Figures run(int64_t limit, int takes, bool three) {
   return Figures{ns, mallinfo2().uordblks - heap_before, inspect(engine).log_entries()};
 }
 
+// ---- the queue (issue 15) --------------------------------------------------
+
+// A bucket of `limit` per `window` ms (window <= kMaxLogEntries, so the log
+// is exact) whose log is full at kStart: `limit` grants of 1 spread over the
+// window, the newest at kStart. Time stays at kStart, so nothing expires and
+// no queued call can start; concurrency is large, so only the window binds.
+drl::Engine full_bucket(int64_t limit, int64_t window) {
+  drl::Engine engine;
+  drl::Snapshot snap;
+  snap.config_text = "{\"bucket\":{\"limitPerWindow\":" + std::to_string(limit) + ",\"windowInMs\":" +
+                     std::to_string(window) + "},\"concurrency\":100000}";
+  for (int64_t k = 1; k <= limit; ++k) {
+    const double at = static_cast<double>(kStart - window + k * window / limit);
+    if (!snap.grants.empty() && snap.grants.back().first == at) {
+      snap.grants.back().second += 1;
+    } else {
+      snap.grants.emplace_back(at, 1);
+    }
+  }
+  engine.restore(snap, kStart);
+  engine.clear_output();
+  return engine;
+}
+
+constexpr int kPriorities = 4;  // priorities 0..3
+constexpr int64_t kQueueWindow = 100'000;
+constexpr int64_t kQueueLimits[] = {100, 10'000, 100'000};
+
+// Queues `n` calls of cost 1 spread over the priorities, the last one at
+// priority 0 (so it is the queue's tail); returns its ticket.
+drl::Ticket queue_calls(drl::Engine& engine, int n) {
+  drl::Ticket last = 0;
+  for (int i = 0; i < n; ++i) {
+    // n - 1 - i counts down to 0 at the last call: priorities 3, 2, 1, 0 cyclically, ending at 0.
+    const double priority = static_cast<double>((n - 1 - i) % kPriorities);
+    auto t = engine.arrive(1, drl::Waiting{priority, std::nullopt}, kStart);
+    if (!t.ok()) std::abort();
+    last = *t;
+  }
+  if (!engine.actions().empty()) std::abort();  // nobody started, nobody was refused
+  engine.clear_output();
+  return last;
+}
+
+// One round of arrivals at a queue of 10,000: `batches` batches of kBatch
+// arrivals, plain (arrive(1, now)) or with a deadline and a priority. Only
+// the arrivals are timed. After each batch its calls are withdrawn outside
+// the timed section, newest first: each is then at the back of its level,
+// where a withdraw is cheap and keeps the level's totals exact, so the queue
+// is back to the same 10,000 calls for the next batch (it varies by at most
+// kBatch = 1% while timed). Withdrawing inside the timed section instead
+// would add the same withdraw cost to both variants and hide their
+// difference. The priorities are drawn before the round, so the random
+// numbers cost nothing in it. max_wait_ms is the longest allowed, so every
+// call is queued (predicted start + deadline checked), never refused.
+constexpr int kBatch = 100;
+// A round ends after `batches` batches or once kRoundBudgetNs of arrivals
+// were timed, whichever is first (a slow variant must not stretch the run).
+constexpr double kRoundBudgetNs = 150e6;
+double queued_round(drl::Engine& engine, bool deadline, int batches, const std::vector<double>& priorities) {
+  std::vector<drl::Ticket> tickets(kBatch);
+  double ns = 0;
+  size_t p = 0;
+  int b = 0;
+  for (; b < batches && ns < kRoundBudgetNs; ++b) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (deadline) {
+      for (int i = 0; i < kBatch; ++i) {
+        const drl::Waiting waiting{priorities[p++ % priorities.size()], static_cast<double>(drl::kMaxDelayMs)};
+        auto t = engine.arrive(1, waiting, kStart);
+        if (!t.ok()) std::abort();
+        tickets[i] = *t;
+      }
+    } else {
+      for (int i = 0; i < kBatch; ++i) {
+        auto t = engine.arrive(1, kStart);
+        if (!t.ok()) std::abort();
+        tickets[i] = *t;
+      }
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    ns += std::chrono::duration<double, std::nano>(t1 - t0).count();
+    if (!engine.actions().empty()) std::abort();  // queued: none started or was refused
+    for (int i = kBatch - 1; i >= 0; --i) {
+      if (!engine.withdraw(tickets[i], kStart).ok()) std::abort();
+    }
+    engine.clear_output();
+  }
+  return ns / (static_cast<double>(b) * kBatch);
+}
+
+// One round of predictions of the tail call: per-call ns. At most `calls`,
+// in chunks of 100, stopping once kRoundBudgetNs have passed.
+double predict_round(const drl::Engine& engine, drl::Ticket tail, int calls, int64_t& sink) {
+  const auto t0 = std::chrono::steady_clock::now();
+  int done = 0;
+  double ns = 0;
+  while (done < calls && ns < kRoundBudgetNs) {
+    for (int i = 0; i < 100; ++i) {
+      const auto at = engine.predicted_start(tail);
+      if (!at) std::abort();
+      sink += *at;
+    }
+    done += 100;
+    ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return ns / done;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Both benches at `limit` per `window` ms (the log full).
+void bench_queue(int64_t limit, int64_t window, int arrivals, int predictions) {
+  constexpr int kRounds = 5;
+  constexpr int kQueued = 10'000;
+  {
+    drl::Engine engine = full_bucket(limit, window);
+    queue_calls(engine, kQueued);
+    std::mt19937 rng(15);
+    std::uniform_int_distribution<int> pick(0, kPriorities - 1);
+    std::vector<double> priorities(4096);
+    for (double& p : priorities) p = pick(rng);
+    const int batches = std::max(1, arrivals / kRounds / kBatch);
+    queued_round(engine, false, std::max(1, batches / 10), priorities);  // warm-up
+    queued_round(engine, true, std::max(1, batches / 10), priorities);
+    std::vector<double> rounds[2];
+    for (int r = 0; r < kRounds; ++r) {
+      for (const bool deadline : {false, true}) rounds[deadline].push_back(queued_round(engine, deadline, batches, priorities));
+    }
+    std::printf("{\"engine\":\"native\",\"kind\":\"queued\",\"limit\":%lld,\"queued\":%d,\"plainNs\":%.1f,\"deadlineNs\":%.1f}\n",
+                static_cast<long long>(limit), kQueued, median(rounds[0]), median(rounds[1]));
+  }
+  {
+    constexpr int kSmall = 100;
+    constexpr int kLarge = 100'000;
+    drl::Engine small = full_bucket(limit, window);
+    drl::Engine large = full_bucket(limit, window);
+    const drl::Ticket small_tail = queue_calls(small, kSmall);
+    const drl::Ticket large_tail = queue_calls(large, kLarge);
+    int64_t sink = 0;
+    predict_round(small, small_tail, predictions / 10, sink);  // warm-up
+    predict_round(large, large_tail, predictions / 10, sink);
+    std::vector<double> rounds[2];
+    for (int r = 0; r < kRounds; ++r) {
+      rounds[0].push_back(predict_round(small, small_tail, predictions / kRounds, sink));
+      rounds[1].push_back(predict_round(large, large_tail, predictions / kRounds, sink));
+    }
+    if (sink == 0) std::abort();
+    std::printf(
+        "{\"engine\":\"native\",\"kind\":\"predict\",\"limit\":%lld,\"small\":%d,\"smallNs\":%.1f,\"smallAt\":%lld,"
+        "\"large\":%d,\"largeNs\":%.1f,\"largeAt\":%lld}\n",
+        static_cast<long long>(limit), kSmall, median(rounds[0]),
+        static_cast<long long>(*small.predicted_start(small_tail) - kStart), kLarge, median(rounds[1]),
+        static_cast<long long>(*large.predicted_start(large_tail) - kStart));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,5 +292,8 @@ int main(int argc, char** argv) {
           three ? 3 : 1, static_cast<long long>(limit), f.ns_per_take, f.heap_bytes, f.entries);
     }
   }
+  const int arrivals = argc > 2 ? std::atoi(argv[2]) : 500'000;
+  const int predictions = argc > 3 ? std::atoi(argv[3]) : 1'000'000;
+  for (int64_t limit : kQueueLimits) bench_queue(limit, kQueueWindow, arrivals, predictions);
   return 0;
 }

@@ -9,6 +9,19 @@
 // rows run the same takes through a bucket with three windows in two units
 // (see bench/bench_engine.cpp): L requests per 10 L ms, 2 L per 20 L ms and
 // 100 L tokens per 10 L ms, each take reserving 100 tokens and reporting 90.
+//
+// The queue (issue 15), native (bench/bench_engine.cpp) and wasm (below), at
+// buckets of L per 100,000 ms whose log is full, time held still, so nobody
+// starts: "queued arrivals" times arrive(1, now) against arrive(1, now,
+// { priority: random 0..3, maxWaitMs: the longest allowed }) with 10,000
+// queued over priorities 0..3; "prediction" times predictedStart for the
+// queue's tail (priority 0, behind everyone) with 100 and with 100,000 queued.
+// Three limits (100, 10,000, 100,000 per 100 s), because a prediction walks
+// the window's log (SlidingLog::fits_at) as far as the queued demand ahead,
+// modulo the limit, reaches into it: at a small limit that walk is short
+// whatever the queue, at a large one it grows with the queue. The summary
+// lines give the worst limit. BENCH_ARRIVALS and BENCH_PREDICTIONS set the
+// calls per figure (each round also stops after 150 ms).
 import { execFileSync } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -75,6 +88,128 @@ function benchWasm(limit, takes, three = false) {
   return { ns, memory: core.exports.memory.buffer.byteLength };
 }
 
+// ---- the queue (issue 15); see bench/bench_engine.cpp for the native twin ----
+
+const QUEUE_WINDOW = 100_000; // kQueueWindow: exact log (no grid)
+const PRIORITIES = 4; // 0..3
+const BATCH = 100;
+const MAX_WAIT = 366 * 24 * 60 * 60 * 1000; // kMaxDelayMs: every call queued, none refused
+
+/** A fresh engine of `limit` per QUEUE_WINDOW, its log full at T0 (newest grant at T0). */
+function fullBucket(limit) {
+  const engine = instantiateCore(module).createEngine();
+  const grants = [];
+  for (let k = 1; k <= limit; k++) {
+    const at = T0 - QUEUE_WINDOW + Math.floor((k * QUEUE_WINDOW) / limit);
+    const last = grants[grants.length - 1];
+    if (last && last[0] === at) last[1] += 1;
+    else grants.push([at, 1]);
+  }
+  const config = { bucket: { limitPerWindow: limit, windowInMs: QUEUE_WINDOW }, concurrency: 100_000 };
+  engine.restore({ grants, config: JSON.stringify(config) }, T0);
+  engine.drain();
+  return engine;
+}
+
+/** Queues n calls of 1 over priorities 3, 2, 1, 0 cyclically, the last at 0 (the tail); its ticket. */
+function queueCalls(engine, n) {
+  let last = 0;
+  for (let i = 0; i < n; i++) last = engine.arrive(1, T0, { priority: (n - 1 - i) % PRIORITIES });
+  if (engine.drain().actions.length !== 0) throw new Error('a queued call started or was refused');
+  return last;
+}
+
+// Batches of BATCH arrivals are timed; each batch is withdrawn newest first
+// outside the timed section (each call then at the back of its level: a
+// cheap, exact withdraw), so the queue stays at 10,000 (+ at most 1%) and the
+// withdraws, the same for both variants, do not blur the difference.
+// A round ends after `batches` batches or ROUND_BUDGET_NS of timed arrivals.
+const ROUND_BUDGET_NS = 150e6;
+function queuedRound(engine, deadline, batches, priorities) {
+  const tickets = new Array(BATCH);
+  let ns = 0;
+  let p = 0;
+  let b = 0;
+  for (; b < batches && ns < ROUND_BUDGET_NS; b++) {
+    const started = process.hrtime.bigint();
+    if (deadline) {
+      for (let i = 0; i < BATCH; i++) {
+        tickets[i] = engine.arrive(1, T0, { priority: priorities[p++ % priorities.length], maxWaitMs: MAX_WAIT });
+      }
+    } else {
+      for (let i = 0; i < BATCH; i++) tickets[i] = engine.arrive(1, T0);
+    }
+    ns += Number(process.hrtime.bigint() - started);
+    if (engine.drain().actions.length !== 0) throw new Error('an arrival started or was refused');
+    for (let i = BATCH - 1; i >= 0; i--) engine.withdraw(tickets[i], T0);
+    engine.drain();
+  }
+  return ns / (b * BATCH);
+}
+
+/** Per-call ns of at most `calls` predictions, in chunks of 100, stopping after ROUND_BUDGET_NS. */
+function predictRound(engine, tail, calls) {
+  let sink = 0;
+  let done = 0;
+  let ns = 0;
+  const started = process.hrtime.bigint();
+  while (done < calls && ns < ROUND_BUDGET_NS) {
+    for (let i = 0; i < 100; i++) sink += engine.predictedStart(tail);
+    done += 100;
+    ns = Number(process.hrtime.bigint() - started);
+  }
+  if (!(sink > 0)) throw new Error('no prediction');
+  return ns / done;
+}
+
+const median = (values) => values.sort((a, b) => a - b)[values.length >> 1];
+
+function benchQueueWasm(limit, arrivals, predictions) {
+  const rounds = 5;
+  const engine = fullBucket(limit);
+  queueCalls(engine, 10_000);
+  // Drawn before timing (a fixed seed), so the random numbers cost nothing in it.
+  let x = 15; // xorshift32
+  const priorities = Array.from({ length: 4096 }, () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) % PRIORITIES;
+  });
+  const batches = Math.max(1, Math.floor(arrivals / rounds / BATCH));
+  queuedRound(engine, false, Math.max(1, batches / 10), priorities); // warm-up
+  queuedRound(engine, true, Math.max(1, batches / 10), priorities);
+  const plain = [];
+  const deadline = [];
+  for (let r = 0; r < rounds; r++) {
+    plain.push(queuedRound(engine, false, batches, priorities));
+    deadline.push(queuedRound(engine, true, batches, priorities));
+  }
+  const small = fullBucket(limit);
+  const large = fullBucket(limit);
+  const smallTail = queueCalls(small, 100);
+  const largeTail = queueCalls(large, 100_000);
+  const smallAt = small.predictedStart(smallTail) - T0;
+  const largeAt = large.predictedStart(largeTail) - T0;
+  predictRound(small, smallTail, predictions / 10); // warm-up
+  predictRound(large, largeTail, predictions / 10);
+  const smalls = [];
+  const larges = [];
+  for (let r = 0; r < rounds; r++) {
+    smalls.push(predictRound(small, smallTail, predictions / rounds));
+    larges.push(predictRound(large, largeTail, predictions / rounds));
+  }
+  return {
+    limit,
+    plainNs: median(plain),
+    deadlineNs: median(deadline),
+    smallNs: median(smalls),
+    largeNs: median(larges),
+    smallAt,
+    largeAt,
+  };
+}
+
 // The straightforward way: filter and sum an array of grants on every take,
 // and serialise the whole log to JSON on every take (to store it).
 function benchBaseline(limit, maxTakes) {
@@ -100,10 +235,15 @@ function benchBaseline(limit, maxTakes) {
 }
 
 const takes = Number(process.env.BENCH_TAKES ?? 200_000);
-const native = execFileSync(resolve(root, 'build/drl_bench'), [String(takes)], { encoding: 'utf8' })
+const arrivals = Number(process.env.BENCH_ARRIVALS ?? 500_000);
+const predictions = Number(process.env.BENCH_PREDICTIONS ?? 1_000_000);
+const nativeLines = execFileSync(resolve(root, 'build/drl_bench'), [String(takes), String(arrivals), String(predictions)], {
+  encoding: 'utf8',
+})
   .trim()
   .split('\n')
   .map((line) => JSON.parse(line));
+const native = nativeLines.filter((n) => n.kind === undefined);
 
 const rows = [];
 const rows3 = [];
@@ -168,3 +308,52 @@ console.log(`engine memory, worst case:          ${fmt(Math.max(...rows.map((r) 
 console.log(`3 windows vs 1, worst case:         native ${fmt(Math.max(...rows3.map((r) => r.native / at(r.limit).native)), 2)}x, wasm ${fmt(Math.max(...rows3.map((r) => r.wasm / at(r.limit).wasm)), 2)}x (target: within 2x)`);
 console.log(`3 windows memory, worst case:       ${fmt(Math.max(...rows3.map((r) => r.memory)) / 1048576, 2)} MiB wasm linear memory (target: under 4 MB)`);
 console.log(`core.wasm size:                     ${fmt(statSync(wasmPath).size / 1024, 1)} KiB (target: under 200 KB)`);
+
+const QUEUE_LIMITS = [...new Set(nativeLines.filter((n) => n.kind === 'queued').map((n) => n.limit))];
+const queue = QUEUE_LIMITS.map((limit) => {
+  const wasm = benchQueueWasm(limit, arrivals, predictions);
+  const arrival = nativeLines.find((n) => n.kind === 'queued' && n.limit === limit);
+  const predict = nativeLines.find((n) => n.kind === 'predict' && n.limit === limit);
+  if (wasm.smallAt !== predict.smallAt || wasm.largeAt !== predict.largeAt) {
+    throw new Error(`wasm and native predict different starts at limit ${limit}: the two figures measure different work`);
+  }
+  return { limit, native: { ...arrival, smallNs: predict.smallNs, largeNs: predict.largeNs }, wasm, predict };
+});
+const ratio = (x, y) => `${fmt(x / y, 2)}x`;
+console.log('');
+console.log(`queued arrivals, 10,000 queued, ns/arrival (plain: arrive(1); deadline: random priority 0..3 + maxWaitMs)`);
+console.log('limit/100 s    native plain   native deadline   native ratio     wasm plain   wasm deadline   wasm ratio');
+for (const q of queue) {
+  console.log(
+    [
+      fmt(q.limit).padStart(12),
+      fmt(q.native.plainNs, 1).padStart(14),
+      fmt(q.native.deadlineNs, 1).padStart(17),
+      ratio(q.native.deadlineNs, q.native.plainNs).padStart(14),
+      fmt(q.wasm.plainNs, 1).padStart(14),
+      fmt(q.wasm.deadlineNs, 1).padStart(15),
+      ratio(q.wasm.deadlineNs, q.wasm.plainNs).padStart(12),
+    ].join(' '),
+  );
+}
+console.log('');
+console.log(`prediction of the tail, ns/call, 100 vs 100,000 queued over priorities 0..3`);
+console.log('limit/100 s   native at 100   native at 100k   native ratio   wasm at 100   wasm at 100k   wasm ratio   predicted wait at 100 / 100k');
+for (const q of queue) {
+  console.log(
+    [
+      fmt(q.limit).padStart(12),
+      fmt(q.native.smallNs, 1).padStart(15),
+      fmt(q.native.largeNs, 1).padStart(16),
+      ratio(q.native.largeNs, q.native.smallNs).padStart(14),
+      fmt(q.wasm.smallNs, 1).padStart(13),
+      fmt(q.wasm.largeNs, 1).padStart(14),
+      ratio(q.wasm.largeNs, q.wasm.smallNs).padStart(12),
+      `${fmt(q.predict.smallAt / 1000, 1)} s / ${fmt(q.predict.largeAt / 1000, 1)} s`.padStart(31),
+    ].join(' '),
+  );
+}
+const worst = (f) => Math.max(...queue.map(f));
+console.log('');
+console.log(`deadline vs plain arrival, worst:   native ${fmt(worst((q) => q.native.deadlineNs / q.native.plainNs), 2)}x, wasm ${fmt(worst((q) => q.wasm.deadlineNs / q.wasm.plainNs), 2)}x at 10,000 queued (target: within 1.5x)`);
+console.log(`prediction 100,000 vs 100, worst:  native ${fmt(worst((q) => q.native.largeNs / q.native.smallNs), 2)}x, wasm ${fmt(worst((q) => q.wasm.largeNs / q.wasm.smallNs), 2)}x queued (target: near 1, O(log n) or better)`);

@@ -109,14 +109,15 @@ echo "== local verification (CI size)"
 # verify/local/run.mjs on local workerd: the default stampede (with the
 # upstream's tokens quota, estimates that are upper bounds), the same with
 # estimates that are sometimes low (overshoot within its bound), with the
-# limiter's runtime restarted mid-run, and with it SIGKILLed three times.
-# Each prints "verify: N passed, N failed" (one per assertion group).
+# limiter's runtime restarted mid-run, with it SIGKILLed three times, and
+# the mixed run (interactive calls at priority 1 with maxWaitMs 2000 beside
+# the batch stampede at priority 0). Each prints "verify: N passed, N failed" (one per assertion group).
 if node_modules/.bin/tsc -p verify/tsconfig.json --noEmit; then
   echo "tsc -p verify/tsconfig.json: ok"; passed=$((passed + 1))
 else
   echo "tsc -p verify/tsconfig.json: FAILED"; failed=$((failed + 1))
 fi
-for run in "--ci" "--ci --tokens=low" "--ci --faults" "--ci --kills=3"; do
+for run in "--ci" "--ci --tokens=low" "--ci --faults" "--ci --kills=3" "--ci --mixed"; do
   log=build/verify${run// /}.log
   timeout 300 node verify/local/run.mjs $run 2>&1 | tee "$log" | grep -E '^(verify|  (PASS|FAIL))'
   read -r p f < <(sed -nE 's/^verify: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log" | tail -1)

@@ -88,9 +88,9 @@ export const ERROR_IDS = [
     marker: '[drl:cancelled]',
     kinds: ['Error'],
     raisedBy: 'engine',
-    client: 'drop',
+    client: 'throw',
     restores: null,
-    meaning: "The caller went away before its call settled.",
+    meaning: "The caller gave up while its call waited (its AbortSignal aborted, or its connection broke): withdrawn without taking anything. A callback already running is left to finish, but not retried. bound.call rejects with signal.reason.",
   },
   {
     code: 8,

@@ -162,7 +162,11 @@ struct State {
   // First starts: by priority (highest first), then arrival.
   std::map<int32_t, Level, std::greater<int32_t>> levels;
   size_t queued = 0;                    // live entries over all levels
-  std::set<std::pair<Millis, Ticket>> wait_deadlines;  // queued calls with a maxWaitMs, by deadline
+  // Queued calls with a maxWaitMs, by deadline: a min-heap of (deadline,
+  // ticket). A call that starts or leaves keeps its entry until it reaches
+  // the top (or the heap is compacted), so arriving costs no allocation.
+  std::vector<std::pair<Millis, Ticket>> wait_heap;
+  size_t waits_live = 0;  // entries of calls still queued
   std::multimap<Millis, Ticket> backoff;  // retries waiting out their delay
   std::set<Ticket> ready;               // retries due, served oldest ticket first
   size_t active = 0;
@@ -645,7 +649,11 @@ struct State {
     ++level.live;
     for (uint8_t i = 0; i < c.n_costs; ++i) Level::add(level.pushed, c.costs[i].first, c.costs[i].second);
     ++queued;
-    if (c.wait_until >= 0) wait_deadlines.emplace(c.wait_until, t);
+    if (c.wait_until >= 0) {
+      wait_heap.emplace_back(c.wait_until, t);
+      std::push_heap(wait_heap.begin(), wait_heap.end(), std::greater<>());
+      ++waits_live;
+    }
   }
 
   // Takes a queued call (still in `calls`) out of its level: it starts, or
@@ -666,7 +674,35 @@ struct State {
     }
     --queued;
     if (--level.live == 0) levels.erase(it);
-    if (c.wait_until >= 0) wait_deadlines.erase({c.wait_until, t});
+    if (c.wait_until >= 0) left_wait_heap();
+  }
+
+  // A queued call with a deadline started or left: its heap entry is stale.
+  // Once stale entries outnumber live ones the heap is rebuilt without them.
+  void left_wait_heap() {
+    --waits_live;
+    if (wait_heap.size() < 64 || wait_heap.size() <= 2 * waits_live) return;
+    std::vector<std::pair<Millis, Ticket>> live;
+    live.reserve(waits_live);
+    for (const auto& entry : wait_heap) {
+      if (waits(entry)) live.push_back(entry);
+    }
+    wait_heap = std::move(live);
+    std::make_heap(wait_heap.begin(), wait_heap.end(), std::greater<>());
+  }
+  // Whether a heap entry is a queued call's current deadline.
+  bool waits(const std::pair<Millis, Ticket>& entry) const {
+    auto it = calls.find(entry.second);
+    return it != calls.end() && it->second.phase == Phase::Queued && it->second.wait_until == entry.first;
+  }
+  // The next deadline of a queued call, dropping stale entries on the way.
+  std::optional<Millis> next_wait_deadline() {
+    while (!wait_heap.empty() && !waits(wait_heap.front())) {
+      std::pop_heap(wait_heap.begin(), wait_heap.end(), std::greater<>());
+      wait_heap.pop_back();
+    }
+    if (wait_heap.empty()) return std::nullopt;
+    return wait_heap.front().first;
   }
 
   // A queued call leaves without starting: rejected with `code`.
@@ -725,6 +761,24 @@ struct State {
     return first + rounds * w.ms;
   }
 
+  // An upper bound on predict(c), in O(levels) per window: unit r frees no
+  // later than the last grant's expiry (or the lifted grant's) plus its rounds.
+  Millis predict_at_most(const Call& c) const {
+    Millis at = now;
+    if (lift_pending) at = std::max(at, forced_until);
+    for (const Window& w : windows) {
+      const int64_t demand = demand_through(c, w.unit);
+      if (demand <= 0) continue;
+      Millis last = w.log.empty() ? now : w.log.newest().at + w.ms;
+      if (lift_pending) last = std::max(last, (w.log.empty() ? forced_until : std::max(forced_until, w.log.newest().at)) + w.ms);
+      const int64_t rounds = (demand - 1) / w.limit;
+      constexpr Millis kFar = 1'000'000'000'000'000;
+      if (rounds > 0 && rounds > (kFar - last) / w.ms) return kFar;
+      at = std::max(at, std::max(last, now) + rounds * w.ms);
+    }
+    return at;
+  }
+
   // When the queued (or arriving) call `c` could start at the earliest: the
   // latest over its windows, no earlier than now or a pending lift.
   Millis predict(const Call& c) const {
@@ -741,8 +795,8 @@ struct State {
   // wait. True if any was.
   bool expire_waits() {
     bool any = false;
-    while (!wait_deadlines.empty() && wait_deadlines.begin()->first <= now) {
-      const Ticket t = wait_deadlines.begin()->second;
+    for (auto due = next_wait_deadline(); due && *due <= now; due = next_wait_deadline()) {
+      const Ticket t = wait_heap.front().second;
       const Millis at = predict(calls.at(t));
       drop_queued(t, ErrorCode::DeadlineExceeded, std::max<Millis>(0, at - now));
       any = true;
@@ -776,7 +830,7 @@ struct State {
     }
     // Timeouts and deadlines fire whatever else waits, a penalty included.
     if (!deadlines.empty() && (!wake || deadlines.begin()->first < *wake)) wake = deadlines.begin()->first;
-    if (!wait_deadlines.empty() && (!wake || wait_deadlines.begin()->first < *wake)) wake = wait_deadlines.begin()->first;
+    if (auto due = next_wait_deadline(); due && (!wake || *due < *wake)) wake = due;
     record_slots();
     record_refunds();
     if (slots_write_due && (!wake || *slots_write_due < *wake)) wake = slots_write_due;
@@ -976,7 +1030,8 @@ struct State {
     note_before(c);
     if (waiting.max_wait_ms) {
       c.wait_until = now + static_cast<Millis>(*waiting.max_wait_ms);
-      const Millis start = predict(c);
+      // Accepted on the cheap bound when even it is within the deadline.
+      const Millis start = predict_at_most(c) <= c.wait_until ? now : predict(c);
       if (start > c.wait_until) {
         reject(t, ErrorCode::DeadlineExceeded, start - now);
         serve();
@@ -1292,7 +1347,8 @@ void Engine::erase(Millis now) {
     s_->release(t);
   }
   s_->levels.clear();
-  s_->wait_deadlines.clear();
+  s_->wait_heap.clear();
+  s_->waits_live = 0;
   s_->queued = 0;
   s_->ready.clear();
   s_->backoff.clear();

@@ -34,48 +34,63 @@ std::optional<int64_t> SlidingLog::prune(int64_t window, int64_t now) {
 void SlidingLog::indexed(size_t i, int64_t delta) {
   if (index_stale_) return;
   const uint64_t block = (base_ + i) / kBlock - base_ / kBlock;
-  while (blocks_.size() <= block) blocks_.push_back(0);
-  blocks_[block] += delta;
+  while (sums_.size() <= block) sums_.push_back(sums_.empty() ? gone_ : sums_.back());
+  for (size_t b = static_cast<size_t>(block); b < sums_.size(); ++b) sums_[b] += delta;
 }
 
-// Before grants_.pop_front(): the front grant leaves its block.
+// Before grants_.pop_front(): the front grant expires (or was merged forward).
 void SlidingLog::index_pop_front() {
   if (index_stale_) return;
-  blocks_.front() -= grants_.front().amount;
+  gone_ += grants_.front().amount;
   ++base_;
-  if (base_ % kBlock == 0) blocks_.pop_front();  // its last grant is gone
+  if (base_ % kBlock == 0) sums_.pop_front();  // its last grant is gone
 }
 
 void SlidingLog::rebuild_index() const {
-  blocks_.clear();
+  sums_.clear();
+  gone_ = 0;
   base_ = 0;
+  int64_t running = 0;
   for (size_t i = 0; i < grants_.size(); ++i) {
-    if (i % kBlock == 0) blocks_.push_back(0);
-    blocks_.back() += grants_[i].amount;
+    running += grants_[i].amount;
+    if (i % kBlock == 0) sums_.push_back(0);
+    sums_.back() = running;
   }
   index_stale_ = false;
 }
 
 int64_t SlidingLog::prefix(size_t count) const {
   if (index_stale_) rebuild_index();
-  // Whole blocks first, then the grants of the block `count` ends in.
+  // Whole blocks by their running sum, then the grants of the block `count` ends in.
   const uint64_t first = base_ / kBlock;
   const uint64_t end_block = (base_ + count) / kBlock - first;  // the block holding grant `count`
-  int64_t total = 0;
-  for (uint64_t b = 0; b < end_block && b < blocks_.size(); ++b) total += blocks_[b];
-  const size_t from = end_block == 0 ? 0 : static_cast<size_t>((first + end_block) * kBlock - base_);
-  for (size_t i = from; i < count; ++i) total += grants_[i].amount;
+  if (end_block == 0) {
+    int64_t total = 0;
+    for (size_t i = 0; i < count; ++i) total += grants_[i].amount;
+    return total;
+  }
+  int64_t total = through(static_cast<size_t>(end_block - 1));
+  for (size_t i = static_cast<size_t>((first + end_block) * kBlock - base_); i < count; ++i) total += grants_[i].amount;
   return total;
 }
 
 size_t SlidingLog::reaching(int64_t units) const {
   if (index_stale_) rebuild_index();
+  // The first block whose running sum reaches `units`, then a walk inside it.
+  size_t lo = 0;
+  size_t hi = sums_.size();
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (through(mid) >= units) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
   size_t i = 0;
-  // Skip whole blocks while they hold fewer units than still needed.
-  for (size_t b = 0; b < blocks_.size(); ++b) {
-    if (blocks_[b] >= units) break;
-    units -= blocks_[b];
-    i = static_cast<size_t>((base_ / kBlock + b + 1) * kBlock - base_);
+  if (lo > 0) {
+    units -= through(lo - 1);
+    i = static_cast<size_t>((base_ / kBlock + lo) * kBlock - base_);
   }
   for (; i < grants_.size(); ++i) {
     units -= grants_[i].amount;
@@ -141,10 +156,13 @@ std::optional<Grant> SlidingLog::shrink(int64_t at, int64_t amount) {
 
 std::pair<int64_t, Grant> SlidingLog::merge_oldest() {
   const Grant oldest = grants_.front();
+  // The amount moves to the next grant and the emptied front leaves: every
+  // running sum from the next grant's block on counts both grants already,
+  // and the front's block, if the next grant starts a new one, leaves with it.
+  grants_.front().amount = 0;
   index_pop_front();
   grants_.pop_front();
   grants_.front().amount += oldest.amount;
-  indexed(0, oldest.amount);
   return {oldest.at, grants_.front()};
 }
 
@@ -157,7 +175,8 @@ void SlidingLog::clear() {
   grants_.clear();
   sum_ = 0;
   unordered_ = false;
-  blocks_.clear();
+  sums_.clear();
+  gone_ = 0;
   base_ = 0;
   index_stale_ = false;
 }

@@ -29,13 +29,14 @@ class SlidingLog {
 
   // The earliest time >= now at which a take of `amount` fits under `limit`,
   // assuming the log was pruned at `now`. Exact: walks the oldest grants
-  // until enough of them expire; past a few dozen it skips whole blocks of
-  // grants by their sums, so a take that needs most of a full log to expire
-  // (a prediction deep in the queue) costs O(size / kBlock + kBlock).
+  // until enough of them expire; past a few dozen it binary-searches the
+  // running sums of blocks of grants, so a take that needs most of a full
+  // log to expire (a prediction deep in the queue) costs
+  // O(log(size / kBlock) + kBlock).
   int64_t fits_at(int64_t amount, int64_t limit, int64_t window, int64_t now) const;
 
-  // Sum of grants still live at `t` (at + window > t): a binary search by
-  // time, and the block sums for what lies before it.
+  // Sum of grants still live at `t` (at + window > t): binary searches by
+  // time and by the block sums.
   int64_t live_at(int64_t window, int64_t t) const;
 
   // Takes up to `amount` back from the grant dated exactly `at` (never below
@@ -63,8 +64,8 @@ class SlidingLog {
   const Grant& newest() const { return grants_.back(); }
   const std::deque<Grant>& grants() const { return grants_; }
 
-  // Grants per block of the index below (a power of two).
-  static constexpr uint64_t kBlock = 256;
+  // Grants per block of the index below.
+  static constexpr uint64_t kBlock = 64;
 
  private:
   // The sum of the first `count` grants.
@@ -76,18 +77,25 @@ class SlidingLog {
   void indexed(size_t i, int64_t delta);
   void index_pop_front();
   void rebuild_index() const;
+  // The running sum through the end of block `b` (an index into sums_), less
+  // what has left from the front: the live units in blocks 0..b.
+  int64_t through(size_t b) const { return sums_[b] - gone_; }
 
   std::deque<Grant> grants_;
   int64_t sum_ = 0;
   bool unordered_ = false;  // set by push_back when a grant is not later than the last
-  // The block index: the sum of the grants of each block of kBlock
-  // consecutive grants, numbered from when the log was last cleared (grant i
-  // of grants_ is number base_ + i, in block (base_ + i) / kBlock; blocks_[0]
-  // is block base_ / kBlock). A few KiB for a full log. Kept up to date
-  // through appends, expiries and merges at the front; an erase from the
-  // middle (a refund to zero) or a sort marks it stale, and the next search
-  // that needs it rebuilds it.
-  mutable std::deque<int64_t> blocks_;
+  // The block index. Grants are numbered from when the index was last
+  // built (grant i of grants_ is number base_ + i, in block
+  // (base_ + i) / kBlock; sums_[0] is block base_ / kBlock). sums_[b] is the
+  // running sum of every grant numbered up to the end of block b, those
+  // already expired included, and gone_ is the sum of the expired ones, so
+  // the live units up to a block end are sums_[b] - gone_: nondecreasing in
+  // b, so searchable. 16 KiB for a full log. Appends, expiries and merges at
+  // the front cost O(1); a partial refund O(blocks after it); an erase from
+  // the middle (a refund to zero) or a sort marks it stale, and the next
+  // search that needs it rebuilds it.
+  mutable std::deque<int64_t> sums_;
+  mutable int64_t gone_ = 0;
   mutable uint64_t base_ = 0;
   mutable bool index_stale_ = false;
 };

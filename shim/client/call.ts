@@ -2,15 +2,19 @@
  * One `bound.call`: checks its arguments, then runs attempts until one is
  * settled by the object. An attempt rejected before its callback ran is a
  * drop, retried on a fresh stub after a short jittered wait; anything else
- * (including every failure after the callback started) ends the call.
+ * (including every failure after the callback started) ends the call. A
+ * call's AbortSignal ends it as `fetch` does, with `signal.reason`, while it
+ * waits (see abortRelay) and during the wait before a drop retry.
  */
 import type { ExecuteOptions, SettledCall, SettledError, UnitCosts } from '../envelope.ts';
 import type { NamespaceLike } from './binder.ts';
 import { costProblem, describe, raise } from '../rules.ts';
+import { MARKERS } from '../error-ids.ts';
 import { dropBackoffMs, dropError, reportDrop, sleep, type DropHook } from './drops.ts';
-import { CallDroppedError, errorFromSettled, settle } from './errors.ts';
+import { CallDroppedError, errorFromSettled, messageOf, settle } from './errors.ts';
 import type { ErrorHook, HookSlot, RateLimitHook, UsageHook } from './hooks.ts';
 import { reportingCallback, type AttemptTrace, type HookLayers } from './report.ts';
+import { abortRelay, maxWaitProblem, priorityProblem } from './waiting.ts';
 
 /**
  * Options of one call. `read` is required and runs on every result, error
@@ -30,6 +34,15 @@ import { reportingCallback, type AttemptTrace, type HookLayers } from './report.
  *   read: (res) => res.json(),
  *   cost: { tokens: 4000 },
  *   usage: (res, body) => (body.usage ? { tokens: body.usage.total_tokens } : null),
+ * };
+ *
+ * @example
+ * // An interactive request: ahead of the batch jobs, 2 s at most in the queue, and gone with the client.
+ * const interactive: CallOptions<Response, string> = {
+ *   read: (res) => res.text(),
+ *   priority: 1,
+ *   maxWaitMs: 2000,
+ *   signal: request.signal,
  * };
  */
 export interface CallOptions<T = Response, V = unknown> {
@@ -55,6 +68,43 @@ export interface CallOptions<T = Response, V = unknown> {
    * keeps every reservation as taken. No hook in either layer costs nothing.
    */
   usage?: HookSlot<UsageHook<T, V>>;
+  /**
+   * The longest the call may wait for its first start, in ms: an integer
+   * from 0 to 366 days. If the bucket already predicts a later start, the
+   * call rejects at once with DeadlineError (its `retryAfterMs` says when
+   * to come back) and nothing is taken; if it is still queued when the time
+   * is up, it leaves the queue and rejects the same way. `fn` never ran, so
+   * it is not a drop. `0`: start now or fail. Only the wait for the first
+   * start counts, not the object's waits between retries. Overrides the
+   * limiter's default; `null` removes it (wait as long as the bucket needs,
+   * the default). Costs nothing extra.
+   */
+  maxWaitMs?: number | null;
+  /**
+   * Higher starts first: the bucket's queue is ordered by priority, then by
+   * arrival. An integer from -1000 to 1000; default the limiter's
+   * `priority`, else 0. A call never overtakes one that has started.
+   */
+  priority?: number;
+  /**
+   * Gives up the call, as `fetch` does: if it aborts while the call waits
+   * (queued, or between the object's retries), the object removes it at once
+   * (nothing is taken for an attempt that has not started, a slot held
+   * between attempts is released) and the call rejects with `signal.reason`;
+   * also during the client's wait before a drop retry. Already aborted: the
+   * call rejects at once and sends nothing. Once `fn` runs, the object is
+   * not involved: the outcome is the callback's (pass the same signal to
+   * `fetch` to stop the work), except that a retry it would have made
+   * becomes a rejection with `signal.reason`. Costs one small RPC from the
+   * object per queued attempt.
+   */
+  signal?: AbortSignal;
+}
+
+/** The limiter's defaults for waiting (see CallOptions). */
+export interface WaitingDefaults {
+  maxWaitMs?: number | undefined;
+  priority?: number | undefined;
 }
 
 /** What a bound limiter knows when it runs a call. */
@@ -64,9 +114,10 @@ export interface CallContext {
   dropRetries: number;
   onDrop: DropHook | null | undefined;
   defaults: HookLayers['defaults'];
+  waiting: WaitingDefaults;
 }
 
-const CALL_OPTION_KEYS = new Set(['read', 'rateLimit', 'error', 'cost', 'usage']);
+const CALL_OPTION_KEYS = new Set(['read', 'rateLimit', 'error', 'cost', 'usage', 'maxWaitMs', 'priority', 'signal']);
 
 function checkHookSlot(value: unknown, what: string): void {
   if (value !== undefined && value !== null && typeof value !== 'function') {
@@ -74,7 +125,7 @@ function checkHookSlot(value: unknown, what: string): void {
   }
 }
 
-function checkCall(work: unknown, options: unknown): ExecuteOptions {
+function checkCall(work: unknown, options: unknown, waiting: WaitingDefaults): ExecuteOptions {
   if (typeof work !== 'function') {
     const hint = describe(work) === 'a promise' ? ': the work has already started, so nothing paces it. Pass () => fetch(url)' : '';
     throw new TypeError(`call(fn, options): fn must be a function that starts the work when invoked (received ${describe(work)})${hint}`);
@@ -89,24 +140,41 @@ function checkCall(work: unknown, options: unknown): ExecuteOptions {
   if (unknown.length > 0) {
     throw new TypeError(`call(fn, options): unknown option ${JSON.stringify(unknown[0])} (allowed: ${[...CALL_OPTION_KEYS].join(', ')})`);
   }
-  const { read, rateLimit, error, cost, usage } = options as Record<string, unknown>;
+  const { read, rateLimit, error, cost, usage, maxWaitMs, priority, signal } = options as Record<string, unknown>;
   if (typeof read !== 'function') throw new TypeError(`call(fn, options): options.read must be a function (received ${describe(read)})`);
   checkHookSlot(rateLimit, 'call(fn, options): options.rateLimit');
   checkHookSlot(error, 'call(fn, options): options.error');
   checkHookSlot(usage, 'call(fn, options): options.usage');
-  // The callback reports the work's throws as data, so an exception from
-  // invoking it tells the object its caller is gone; the object answers with
-  // its verdicts as data too, so normal outcomes are never logged as uncaught.
-  if (cost === undefined) return DATA_OPTIONS;
-  raise(costProblem(cost, 'options.cost'), 'call(fn, options): ');
-  return { cost: cost as number | UnitCosts, ...DATA_OPTIONS };
+  if (cost !== undefined) raise(costProblem(cost, 'options.cost'), 'call(fn, options): ');
+  if (maxWaitMs !== undefined && maxWaitMs !== null) raise(maxWaitProblem(maxWaitMs, 'options.maxWaitMs'), 'call(fn, options): ');
+  if (priority !== undefined) raise(priorityProblem(priority, 'options.priority'), 'call(fn, options): ');
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new TypeError(`call(fn, options): options.signal must be an AbortSignal, e.g. request.signal or AbortSignal.timeout(ms) (received ${describe(signal)})`);
+  }
+  // The call site's choice, else the limiter's default; a call-site null removes the default.
+  const wait = maxWaitMs === null ? undefined : ((maxWaitMs as number | undefined) ?? waiting.maxWaitMs);
+  const rank = (priority as number | undefined) ?? waiting.priority;
+  // Only what is set is sent: an object older than these options refuses them
+  // loudly, and a call that does not use them must still reach it.
+  const sent: ExecuteOptions = { ...DATA_OPTIONS };
+  if (cost !== undefined) sent.cost = cost as number | UnitCosts;
+  if (rank !== undefined) sent.priority = rank;
+  if (wait !== undefined) sent.maxWaitMs = wait;
+  return sent;
 }
 
+// The callback reports the work's throws as data, so an exception from
+// invoking it tells the object its caller is gone; the object answers with
+// its verdicts as data too, so normal outcomes are never logged as uncaught.
 const DATA_OPTIONS = { reportsThrows: true, settles: 'data' } as const satisfies ExecuteOptions;
 
 /** Runs `work` under the bucket; resolves with the final attempt's value. */
 export async function runCall<T, V>(context: CallContext, work: () => T | PromiseLike<T>, options: CallOptions<T, V>): Promise<V> {
-  const executeOptions = checkCall(work, options);
+  const executeOptions = checkCall(work, options, context.waiting);
+  const calledAt = Date.now();
+  const { signal } = options;
+  // As fetch does: an aborted signal ends the call before anything is sent.
+  if (signal?.aborted) throw signal.reason;
   const hooks: HookLayers = {
     callSite: options as HookLayers['callSite'],
     defaults: context.defaults,
@@ -117,16 +185,27 @@ export async function runCall<T, V>(context: CallContext, work: () => T | Promis
     const callback = reportingCallback(work, options.read, hooks, trace);
     // A fresh stub every attempt: a stub whose connection broke fails again at once.
     const stub = namespace.get(namespace.idFromName(name));
+    // One relay per attempt, ended when its execute returns: no listener
+    // outlives it. Only with a signal, so a call that uses none of the new
+    // options sends exactly what an older limiter Worker accepts. (The object
+    // asks it only while the call waits; a broken connection then withdraws
+    // the call at once, instead of when its callback would be invoked.)
+    const relay = signal ? abortRelay(signal) : undefined;
+    // A drop retry waits only what is left of maxWaitMs (0: start now or fail).
+    const waitLeft = executeOptions.maxWaitMs === undefined ? undefined : Math.max(0, executeOptions.maxWaitMs - (Date.now() - calledAt));
     let answer: unknown;
     let error: unknown;
     let rejected = false;
     try {
-      answer = await stub.execute(callback, executeOptions);
+      const sent = waitLeft === undefined ? executeOptions : { ...executeOptions, maxWaitMs: waitLeft };
+      answer = await stub.execute(callback, relay ? { ...sent, whenAborted: relay.whenAborted } : sent);
     } catch (transport) {
       // A fault: the object (or the connection to it) broke, or it kept an
       // error as a rejection on purpose (see shim/settled.ts).
       rejected = true;
       error = transport;
+    } finally {
+      relay?.end();
     }
     // A usage hook answered something malformed: a bug in the caller's code
     // that must not pass quietly (the value, if any, is dropped with it).
@@ -143,14 +222,19 @@ export async function runCall<T, V>(context: CallContext, work: () => T | Promis
       verdict = answer.error;
       error = errorFromSettled(verdict);
     }
+    // The object withdrew the call because this caller gave up: its answer
+    // to the abort, not a drop. (Withdrawn otherwise, it is a drop as before.)
+    if (signal?.aborted && (verdict ? verdict.id === 'cancelled' : messageOf(error).includes(MARKERS.cancelled))) throw signal.reason;
     const outcome = await settle(error, trace, name, verdict);
     if (outcome.kind === 'throw') throw outcome.error;
     if (outcome.kind === 'resolve') return outcome.value as V;
+    // Dropped after the caller gave up: there is no one to retry it for.
+    if (signal?.aborted) throw signal.reason;
     const willRetry = attempt <= context.dropRetries;
     const dropped = dropError(error);
     reportDrop(context.onDrop, { limiter: name, attempt, willRetry, error: dropped });
     if (!willRetry) throw new CallDroppedError(name, attempt, dropped);
-    await sleep(dropBackoffMs(attempt));
+    await sleep(dropBackoffMs(attempt), signal); // rejects with signal.reason if it aborts meanwhile
   }
 }
 

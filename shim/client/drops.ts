@@ -75,7 +75,28 @@ export function reportDrop(onDrop: DropHook | null | undefined, event: DropEvent
   }
 }
 
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/**
+ * The wait before a drop retry. With a signal, an abort ends it at once: the
+ * promise rejects with `signal.reason` and the timer is cleared, so a caller
+ * that gave up is not kept until the backoff runs out.
+ */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
 
 /**
  * A drop's rejection as an Error: transports reject with Errors, but a

@@ -96,6 +96,43 @@ export class AttemptTimeoutError extends Error {
 
 const TIMEOUT_SUFFIX = /\(timeout (\d+) ms\)/;
 
+/**
+ * The call could not start within its `maxWaitMs`: refused when it arrived,
+ * because the bucket already predicted a later start, or removed from the
+ * queue when its deadline passed. Nothing was taken and `fn` never ran, so
+ * it is not a drop: never retried, never reported to `onDrop`.
+ * `retryAfterMs` is how long the bucket predicted the call would still have
+ * to wait: a lower bound (a running callback may hold its slot longer), and
+ * 0 when only the concurrency cap was in the way.
+ *
+ * @example
+ * try {
+ *   await api.for(env).call(() => fetch(url), { read: (res) => res.json(), maxWaitMs: 2000 });
+ * } catch (error) {
+ *   if (error instanceof DeadlineError) return new Response('busy', { status: 503, headers: { 'Retry-After': String(Math.ceil(error.retryAfterMs / 1000)) } });
+ *   throw error;
+ * }
+ */
+export class DeadlineError extends Error {
+  override readonly name = 'DeadlineError';
+  /** The instance name the call addressed. */
+  readonly limiter: string;
+  /** The predicted wait, in ms, when the call was refused (a lower bound). */
+  readonly retryAfterMs: number;
+  constructor(limiter: string, retryAfterMs: number, options?: { cause?: unknown }) {
+    super(
+      `${MARKERS.deadlineExceeded} limiter ${JSON.stringify(limiter)}: the call could not start within its maxWaitMs, so it was not run and nothing was taken ` +
+        `(retry after ${retryAfterMs} ms)`,
+      options,
+    );
+    this.limiter = limiter;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+// The rejection form's predicted wait: `[drl:deadline-exceeded] ... (retry after N ms)`.
+const RETRY_AFTER_SUFFIX = /\(retry after (\d+) ms\)\s*$/;
+
 /** An error's message, whatever was thrown. */
 export function messageOf(error: unknown): string {
   if (error instanceof Error) return error.message;
@@ -165,6 +202,10 @@ export async function settle(error: unknown, trace: AttemptTrace, limiter: strin
   if (is('attempt-timeout', MARKERS.attemptTimeout)) {
     const timeoutMs = verdict?.timeoutMs ?? Number(TIMEOUT_SUFFIX.exec(message)?.[1] ?? 0);
     return { kind: 'throw', error: new AttemptTimeoutError(limiter, timeoutMs, { cause: error }) };
+  }
+  if (is('deadline-exceeded', MARKERS.deadlineExceeded)) {
+    const retryAfterMs = verdict?.retryAfterMs ?? Number(RETRY_AFTER_SUFFIX.exec(message)?.[1] ?? 0);
+    return { kind: 'throw', error: new DeadlineError(limiter, retryAfterMs, { cause: error }) };
   }
   if (verdict ? REFUSAL_IDS.has(verdict.id) : REFUSALS.some((marker) => message.includes(marker))) return { kind: 'throw', error };
   if (!trace.started) return { kind: 'drop' };

@@ -4,5 +4,5 @@ export { defineLimiter, type BoundLimiter, type Limiter, type LimiterDefinition 
 export type { CallOptions } from './call.ts';
 export type { ErrorHook, FailureDescription, HookSlot, RateLimitHook, RateLimitSignal, UsageHook } from './hooks.ts';
 export { DEFAULT_DROP_RETRIES, type DropEvent, type DropHook } from './drops.ts';
-export { AttemptTimeoutError, CallDroppedError, CallFailedError, NoSuchLimiterError } from './errors.ts';
+export { AttemptTimeoutError, CallDroppedError, CallFailedError, DeadlineError, NoSuchLimiterError } from './errors.ts';
 export { ENVELOPE_VERSION, type CallReport, type SettledCall, type SettledError, type UnitCosts } from '../envelope.ts';

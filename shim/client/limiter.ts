@@ -10,6 +10,7 @@ import { describe, nameProblem, raise } from '../rules.ts';
 import { DEFAULT_DROP_RETRIES, type DropHook } from './drops.ts';
 import type { ErrorHook, HookSlot, RateLimitHook, UsageHook } from './hooks.ts';
 import type { HookLayers } from './report.ts';
+import { maxWaitProblem, priorityProblem } from './waiting.ts';
 
 /**
  * A limiter's definition. `R` is the result type the limiter's default hooks
@@ -44,6 +45,18 @@ export interface LimiterDefinition<E = Cloudflare.Env, R = Response> {
   dropRetries?: number;
   /** Called on every drop, retried or not. Ignored if it throws. */
   onDrop?: DropHook | null;
+  /**
+   * Default maxWaitMs for every call (see CallOptions.maxWaitMs): an integer
+   * from 0 to 366 days. A call site's own value replaces it, and its `null`
+   * removes it. Default: none, every call waits as long as the bucket needs.
+   */
+  maxWaitMs?: number;
+  /**
+   * Default priority for every call (see CallOptions.priority): an integer
+   * from -1000 to 1000, higher first. A call site's own value replaces it.
+   * Default 0.
+   */
+  priority?: number;
 }
 
 /**
@@ -66,8 +79,10 @@ export interface BoundLimiter<R = Response> {
    * Costs two RPC hops per attempt (execute, and the object invoking `fn`) and
    * one storage write per take. Rejects with CallFailedError (a reported or
    * exhausted failure), NoSuchLimiterError (bucket not configured),
-   * CallDroppedError (dropped on every attempt), or whatever `fn` or `read`
-   * threw once the object's retries are spent.
+   * CallDroppedError (dropped on every attempt), DeadlineError (could not
+   * start within `maxWaitMs`), `signal.reason` (the call's signal aborted
+   * before it ran), or whatever `fn` or `read` threw once the object's
+   * retries are spent.
    *
    * @example
    * const user = await bound.call(() => fetch(`${API}/users/${id}`), {
@@ -101,7 +116,7 @@ export interface Limiter<E = Cloudflare.Env, R = Response> {
   for(env: E): BoundLimiter<R>;
 }
 
-const DEFINITION_KEYS = new Set(['binder', 'name', 'rateLimit', 'error', 'usage', 'dropRetries', 'onDrop']);
+const DEFINITION_KEYS = new Set(['binder', 'name', 'rateLimit', 'error', 'usage', 'dropRetries', 'onDrop', 'maxWaitMs', 'priority']);
 
 function invalid(Kind: typeof TypeError | typeof RangeError, message: string): Error {
   return new Kind(`defineLimiter: ${message}`);
@@ -115,7 +130,7 @@ function checkDefinition(definition: unknown): void {
   if (unknown.length > 0) {
     throw invalid(TypeError, `unknown key ${JSON.stringify(unknown[0])} (allowed: ${[...DEFINITION_KEYS].join(', ')})`);
   }
-  const { binder, name, rateLimit, error, usage, dropRetries, onDrop } = definition as Record<string, unknown>;
+  const { binder, name, rateLimit, error, usage, dropRetries, onDrop, maxWaitMs, priority } = definition as Record<string, unknown>;
   if (binder === null || typeof binder !== 'object' || typeof (binder as { resolve?: unknown }).resolve !== 'function') {
     throw invalid(TypeError, `binder must come from defineBinder, defineBinder.unchecked or defineTestBinder (received ${describe(binder)})`);
   }
@@ -128,6 +143,8 @@ function checkDefinition(definition: unknown): void {
   if (dropRetries !== undefined && (typeof dropRetries !== 'number' || !Number.isSafeInteger(dropRetries) || dropRetries < 0)) {
     throw invalid(RangeError, `dropRetries must be an integer >= 0 (received ${describe(dropRetries)})`);
   }
+  if (maxWaitMs !== undefined) raise(maxWaitProblem(maxWaitMs, 'maxWaitMs'), 'defineLimiter: ');
+  if (priority !== undefined) raise(priorityProblem(priority, 'priority'), 'defineLimiter: ');
 }
 
 /**
@@ -139,7 +156,8 @@ function checkDefinition(definition: unknown): void {
  *
  * Defaults: no hooks (the HTTP layer alone: a 429 pauses the bucket; every
  * reservation is kept as taken),
- * `dropRetries` DEFAULT_DROP_RETRIES (10), no `onDrop`.
+ * `dropRetries` DEFAULT_DROP_RETRIES (10), no `onDrop`, no `maxWaitMs`
+ * (wait as long as the bucket needs), `priority` 0.
  *
  * @example
  * const binder = defineBinder('RATE_LIMITER');
@@ -157,13 +175,14 @@ export function defineLimiter<E, R = Response>(definition: LimiterDefinition<E, 
   const { binder, name, onDrop } = definition;
   const dropRetries = definition.dropRetries ?? DEFAULT_DROP_RETRIES;
   const defaults = { rateLimit: definition.rateLimit, error: definition.error, usage: definition.usage } as HookLayers['defaults'];
+  const waiting = { maxWaitMs: definition.maxWaitMs, priority: definition.priority };
   return {
     name,
     binding: binder.binding,
     dropRetries,
     for(env: E): BoundLimiter<R> {
       const namespace = binder.resolve(env);
-      const context = { name, namespace, dropRetries, onDrop, defaults };
+      const context = { name, namespace, dropRetries, onDrop, defaults, waiting };
       return {
         name,
         call: <T, V>(fn: () => T | PromiseLike<T>, options: CallOptions<T, V>) => runCall(context, fn, options),

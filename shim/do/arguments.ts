@@ -55,7 +55,8 @@ export function executeOptions(options: unknown): ExecuteArguments {
   if (priority !== undefined && typeof priority !== 'number') {
     throw invalid(TypeError, `priority must be an integer from -1000 to 1000 (received ${describe(priority)})`);
   }
-  if (maxWaitMs !== undefined && typeof maxWaitMs !== 'number') {
+  // NaN too: the engine's ABI reads NaN as "no maxWaitMs", which a caller must say by leaving it out.
+  if (maxWaitMs !== undefined && (typeof maxWaitMs !== 'number' || Number.isNaN(maxWaitMs))) {
     throw invalid(TypeError, `maxWaitMs must be an integer >= 0, or left out to wait as long as needed (received ${describe(maxWaitMs)})`);
   }
   if (whenAborted !== undefined && typeof whenAborted !== 'function') {

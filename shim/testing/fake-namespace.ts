@@ -3,26 +3,34 @@
  * run outside workerd. It keeps the real object's terminal semantics and
  * nothing else: the callback runs once, at once (no pacing, no waiting, no
  * retries), and the outcome is what the real object would settle with once
- * no retries remain.
+ * no retries remain. A wait it can pretend (`waitMs`) is there for
+ * `maxWaitMs` alone: nothing is ever delayed.
  */
 import type { CallReport, ExecuteOptions, ExecuteResult, UnitCosts } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
-import { costProblem, raise } from '../rules.ts';
+import { costProblem, describe, raise } from '../rules.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
 import { failedAsData } from '../settled.ts';
+import { maxWaitProblem, priorityProblem } from '../client/waiting.ts';
 
 /**
- * One call the fake saw: which bucket, what it asked to take, and the report
- * its callback returned (the fake runs each callback once, so this is the
- * call's one attempt; `report.usage` is what its usage hook measured).
+ * One call the fake ran: which bucket, what it asked to take, how it asked to
+ * wait, and the report its callback returned (the fake runs each callback
+ * once, so this is the call's one attempt; `report.usage` is what its usage
+ * hook measured). A call refused before its callback ran (an unknown bucket,
+ * a malformed argument, a maxWaitMs shorter than `waitMs`) is not here.
  *
  * @example
- * expect(fake.calls[0]).toMatchObject({ name: 'example-api', cost: { tokens: 4000 }, report: { usage: { tokens: 1234 } } });
+ * expect(fake.calls[0]).toMatchObject({ name: 'example-api', cost: { tokens: 4000 }, priority: 1, report: { usage: { tokens: 1234 } } });
  */
 export interface CapturedCall {
   name: string;
   /** The call's cost as given (a number, or an amount per unit); 1 when none was given. */
   cost: number | UnitCosts;
+  /** The priority sent (the call's, else its limiter's default); undefined when none was. */
+  priority?: number;
+  /** The maxWaitMs sent (the call's, else its limiter's default); undefined when none was. */
+  maxWaitMs?: number;
   report: CallReport;
 }
 
@@ -47,6 +55,14 @@ export interface FakeLimiterOptions {
    * rejects as an unconfigured bucket does, with the not-configured marker.
    */
   configured?: readonly string[];
+  /**
+   * The wait, in ms, the fake pretends every call faces before it could
+   * start (an integer >= 0; default 0: every call starts at once). A call
+   * whose maxWaitMs is below it is refused as the object refuses it, with
+   * [drl:deadline-exceeded] and `retryAfterMs` = waitMs (DeadlineError
+   * through `bound.call`), before its callback runs. Nothing is delayed.
+   */
+  waitMs?: number;
 }
 
 /**
@@ -56,6 +72,11 @@ export interface FakeLimiterOptions {
  * anything else resolves with `value`. A cost is checked by the shared rule
  * (a number or an object of unit costs) but not against units: the fake has
  * no config, so it knows no windows and settles no usage, only records it.
+ * `priority` and `maxWaitMs` are checked by the client's rules and recorded;
+ * with no queue, a priority changes nothing, and `maxWaitMs` matters only
+ * against `waitMs` (so `maxWaitMs: 0` starts, as on an empty bucket). The
+ * fake never invokes `whenAborted`: nothing waits in it, and `bound.call`
+ * never sends a call whose signal has already aborted.
  *
  * @example
  * const fake = createFakeLimiterNamespace();
@@ -65,6 +86,11 @@ export interface FakeLimiterOptions {
  * expect(fake.calls[0].cost).toBe(1);
  */
 export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): FakeLimiterNamespace {
+  const waitMs = options.waitMs ?? 0;
+  if (typeof waitMs !== 'number' || !Number.isSafeInteger(waitMs) || waitMs < 0) {
+    const Kind = typeof waitMs === 'number' ? RangeError : TypeError;
+    throw new Kind(`createFakeLimiterNamespace(options): options.waitMs must be an integer >= 0, in ms (received ${describe(waitMs)})`);
+  }
   const calls: CapturedCall[] = [];
   const exists = (name: string) => options.configured === undefined || options.configured.includes(name);
   const stub = (name: string): FakeLimiterStub => ({
@@ -83,9 +109,17 @@ export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): Fa
     if (typeof fn !== 'function') throw new TypeError(`${MARKERS.invalidArgument} execute(fn): fn must be a function`);
     const cost = executeOptions?.cost ?? 1;
     raise(costProblem(cost, 'cost'), `${MARKERS.invalidArgument} `);
+    const priority = executeOptions?.priority;
+    const maxWaitMs = executeOptions?.maxWaitMs;
+    if (priority !== undefined) raise(priorityProblem(priority, 'priority'), `${MARKERS.invalidArgument} `);
+    if (maxWaitMs !== undefined) raise(maxWaitProblem(maxWaitMs, 'maxWaitMs'), `${MARKERS.invalidArgument} `);
     if (!exists(name)) throw new LimiterNotConfiguredError();
+    if (maxWaitMs !== undefined && maxWaitMs < waitMs) throw deadlineExceeded(maxWaitMs, waitMs);
     const report = await fn();
-    calls.push({ name, cost, report });
+    const call: CapturedCall = { name, cost, report };
+    if (priority !== undefined) call.priority = priority;
+    if (maxWaitMs !== undefined) call.maxWaitMs = maxWaitMs;
+    calls.push(call);
     if (report.thrown) throw new Error(`${MARKERS.callbackThrew} ${report.thrown.message}`);
     if (report.failure) throw new CallFailedError(report.failure.message, report.status ?? 0);
     if (report.status === 429 || report.rateLimited === true) {
@@ -100,4 +134,12 @@ export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): Fa
       get: (id: { readonly name: string }) => stub(id.name),
     },
   };
+}
+
+/** The object's refusal of a call that could not start in time: its marker, its message form and its retryAfterMs. */
+function deadlineExceeded(maxWaitMs: number, waitMs: number): Error {
+  const error = new Error(
+    `${MARKERS.deadlineExceeded} the call would wait ${waitMs} ms to start, more than its maxWaitMs of ${maxWaitMs} ms (retry after ${waitMs} ms)`,
+  );
+  return Object.assign(error, { retryAfterMs: waitMs });
 }

@@ -111,7 +111,7 @@ describe('definitions', () => {
       [() => 1, {}, 'options.read must be a function (received undefined)'],
       [() => 1, { read: () => 1, rateLimit: 5 }, 'options.rateLimit must be a function, null or undefined'],
       [() => 1, { read: () => 1, usage: { tokens: 1 } }, 'options.usage must be a function, null or undefined (received an object)'],
-      [() => 1, { read: () => 1, retries: 2 }, 'unknown option "retries" (allowed: read, rateLimit, error, cost, usage)'],
+      [() => 1, { read: () => 1, retries: 2 }, 'unknown option "retries" (allowed: read, rateLimit, error, cost, usage, maxWaitMs, priority, signal)'],
     ];
     for (const [fn, options, message] of refusals) {
       let error: unknown;

@@ -8,6 +8,33 @@ import { rejection, sleep, waitFor } from '../shared/async.ts';
 
 export { rejection, sleep, waitFor };
 
+/** A promise the test opens: a callback awaiting `opened` holds its slot until `open()`. */
+export function gate(): { opened: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { opened, open };
+}
+
+/** How a promise settled, as data, so a test can hold it without an unhandled rejection. */
+export type Outcome<T> = { ok: true; value: T } | { ok: false; error: unknown };
+
+/** Watches `promise`: `done` says whether it has settled yet, `outcome` resolves with how. */
+export function watch<T>(promise: Promise<T>): { readonly done: boolean; outcome: Promise<Outcome<T>> } {
+  const watched = {
+    done: false,
+    outcome: promise.then(
+      (value): Outcome<T> => ({ ok: true, value }),
+      (error: unknown): Outcome<T> => ({ ok: false, error }),
+    ),
+  };
+  void watched.outcome.then(() => {
+    watched.done = true;
+  });
+  return watched;
+}
+
 export interface TestEnv {
   RATE_LIMITER: DurableObjectNamespace<LimiterDO>;
   CACHE: KVNamespace;

@@ -116,6 +116,8 @@ describe('maxWaitMs', () => {
       [{ maxWaitMs: -1 }, /maxWaitMs must be an integer between 0 and \d+ \(received -1\)/],
       [{ maxWaitMs: 2.5 }, /maxWaitMs must be an integer between 0 and \d+ \(received 2\.5\)/],
       [{ maxWaitMs: Number.POSITIVE_INFINITY }, /maxWaitMs must be a finite number, or left out/],
+      // NaN is how the ABI says "no maxWaitMs": a caller must say that by leaving it out.
+      [{ maxWaitMs: Number.NaN }, /^\[drl:invalid-argument\] maxWaitMs must be an integer >= 0, or left out .*received NaN\)/],
       [{ maxWaitMs: '100' }, /maxWaitMs must be an integer >= 0, or left out .*received "100"\)/],
       [{ whenAborted: 'soon' }, /whenAborted must be a function .*received "soon"\)/],
     ];

@@ -10,6 +10,7 @@ import {
   type BoundLimiter,
   CallFailedError,
   type CallReport,
+  DeadlineError,
   type DoBindings,
   type Limiter,
   type LimiterStub,
@@ -240,4 +241,39 @@ async function costObjects(stub: LimiterStub): Promise<void> {
   await stub.execute(async () => ({ value: 1, usage: { tokens: 'many' } }));
 }
 
-void [calls, withDefaults, erased, fromTyped, fromRaw, kept, overService, settles, limitedReport, units, withUsage, settledReport, costObjects];
+// ---- waiting with intent: maxWaitMs, priority, signal --------------------------
+
+async function waiting(request: Request): Promise<void> {
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, maxWaitMs: 2000, priority: 1, signal: request.signal });
+  // null removes the limiter's default maxWaitMs; 0 is "start now or fail".
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, maxWaitMs: null });
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, maxWaitMs: 0, signal: AbortSignal.timeout(5000) });
+  const controller = new AbortController();
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, signal: controller.signal });
+
+  // @ts-expect-error priority is a number, not a name
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, priority: 'high' });
+  // @ts-expect-error maxWaitMs is a number of milliseconds, not a duration string
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, maxWaitMs: '2s' });
+  // @ts-expect-error signal is the AbortSignal, not its controller
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, signal: controller });
+  // @ts-expect-error nor a boolean
+  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, signal: true });
+}
+
+// Limiter-level defaults: numbers only (a null default means nothing: leave it out).
+defineLimiter({ binder, name: 'interactive', maxWaitMs: 2000, priority: 1 });
+// @ts-expect-error the limiter's maxWaitMs default is a number; null is for a call site
+defineLimiter({ binder, name: 'null-wait', maxWaitMs: null });
+// @ts-expect-error the limiter's priority is a number
+defineLimiter({ binder, name: 'bad-priority', priority: 'low' });
+
+// DeadlineError carries the limiter and when to come back.
+declare const deadline: DeadlineError;
+expectType<string>(deadline.limiter);
+expectType<number>(deadline.retryAfterMs);
+expectType<Error>(deadline);
+// A deadline verdict travels as data with its retryAfterMs.
+const deadlineVerdict: SettledError = { id: 'deadline-exceeded', kind: 'Error', message: '[drl:deadline-exceeded] (retry after 5 ms)', retryAfterMs: 5 };
+
+void [calls, withDefaults, erased, fromTyped, fromRaw, kept, overService, settles, limitedReport, units, withUsage, settledReport, costObjects, waiting, deadlineVerdict];

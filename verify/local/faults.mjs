@@ -23,6 +23,11 @@
 //      call starts after the timeout and resolves.
 //   4. restart while idle (what run.mjs --faults does): every parked caller
 //      dropped by the restart recovers; nothing lost, nothing twice.
+//   5. consumer killed with calls parked behind a full window, each call
+//      holding an AbortSignal: the object watches a waiting caller through
+//      the signal's relay, so it withdraws the gone callers as soon as their
+//      connection breaks (the queue empties within seconds, not when the
+//      window frees) and they take no grant at all.
 //
 // Flags:
 //   --ci          the small asserted run (the default size); ends with "faults: N passed, N failed"
@@ -35,14 +40,14 @@
 import { Stack, bundleWorkers, consumerName, sleep, ts } from './stack.mjs';
 import { runStampede } from './stampede.mjs';
 
-const FLAGS = '--ci --full --only=1,2,3,4 --kills=N --attempt-timeout=MS --via=direct';
-let only = new Set([1, 2, 3, 4]);
+const FLAGS = '--ci --full --only=1,2,3,4,5 --kills=N --attempt-timeout=MS --via=direct';
+let only = new Set([1, 2, 3, 4, 5]);
 let killsFlag;
 let attemptTimeoutFlag;
 const argv = process.argv.slice(2);
 for (const arg of argv) {
   if (['--ci', '--full', '--via=direct', '--via=service', '--help'].includes(arg)) continue;
-  const onlyFlag = /^--only=([1-4](,[1-4])*)$/.exec(arg);
+  const onlyFlag = /^--only=([1-5](,[1-5])*)$/.exec(arg);
   if (onlyFlag) {
     only = new Set(onlyFlag[1].split(',').map(Number));
     continue;
@@ -97,6 +102,8 @@ const LONG_WINDOW = { limitPerWindow: 100_000, windowInMs: 30 * 60_000 };
 
 const APP = 'application';
 const DOOMED = 'doomed';
+const DOOMED_WATCHED = 'doomed-watched';
+const WATCHED_CONSUMER = 'drl-verify-consumer-watched';
 const GONE_CONSUMER = 'drl-verify-consumer-gone';
 const [C0, C1] = [consumerName(0), consumerName(1)];
 const runId = Date.now().toString(36);
@@ -234,6 +241,42 @@ async function consumerKilled(s) {
   s.figure(`final stats: used ${final?.used ?? '?'}, active ${final?.active ?? '?'}, queued ${final?.queued ?? '?'}`);
 }
 
+// ---- 5. a consumer killed with watched calls parked behind a full window ------
+
+async function watchedCallersKilled(s) {
+  const bucket = `faults-watched-${runId}`;
+  const probe = `faults-watched-${runId}`;
+  // Two takes fill the window for a minute: the other callers wait on the
+  // window alone (no slot is held), so only a withdrawal can empty the queue.
+  const window = { limitPerWindow: 2, windowInMs: 60_000 };
+  const calls = 10;
+  const configured = await stack.configure({ [bucket]: { bucket: window, concurrency: 5 } });
+  if (!configured.ok) throw new Error(`configure ${bucket} failed: ${JSON.stringify(configured.body)}`);
+  const doomedCalls = request(faultCalls(DOOMED_WATCHED, WATCHED_CONSUMER, { probe, bucket, calls, work: 'sleep', ms: 10, tag: 'watched', signal: 1 }));
+  const parked = await until(async () => {
+    const st = await bucketStats(bucket);
+    return st && st.used === 2 && st.running === 0 && st.queued === calls - 2 && st;
+  }, 15_000);
+  if (!parked) throw new Error(`the watched calls never showed 2 served + ${calls - 2} parked: ${JSON.stringify(await bucketStats(bucket).catch(() => null))}`);
+  const pid = stack.pid(DOOMED_WATCHED);
+  const goneMs = await stack.kill(DOOMED_WATCHED);
+  const killedAt = Date.now();
+  log(`[${ts()}] SIGKILLed the watched consumer's workerd (pid ${pid}, gone in ${goneMs} ms) with ${parked.queued} calls parked behind a full window`);
+  const emptied = await until(async () => {
+    const st = await bucketStats(bucket);
+    return st && st.queued === 0 && st;
+  }, 20_000, 100);
+  const emptiedMs = emptied ? Date.now() - killedAt : null;
+  s.guarantee(
+    emptied !== null && emptiedMs < 10_000,
+    `the gone callers left the queue ${emptiedMs === null ? 'not within 20 s' : `${emptiedMs} ms after the kill`} (allowed < 10,000 ms; the window frees only ${Math.round((parked.resetAt - killedAt) / 1000)} s after it)`,
+  );
+  const final = await bucketStats(bucket).catch(() => null);
+  s.guarantee(final !== null && final.used === 2, `grants taken by the ${calls - 2} gone callers: ${final ? final.used - 2 : '?'} (allowed 0: withdrawn before their turn)`);
+  s.guarantee(final !== null && final.active === 0 && final.running === 0, `nothing held: active ${final?.active ?? '?'}, running ${final?.running ?? '?'}`);
+  await within(doomedCalls, 1000);
+}
+
 /** The consumer's /start query for a stampede of `size`, its bucket with attemptTimeoutMs. */
 function stampedeQuery(size, attemptTimeoutMs) {
   return new URLSearchParams({
@@ -355,6 +398,7 @@ async function idleRestart(s) {
 
 const SCENARIOS = [
   [1, '1. consumer killed with calls parked', consumerKilled],
+  [5, '5. consumer killed with watched calls parked behind a full window', watchedCallersKilled],
   [3, '3. hung callback (attemptTimeoutMs)', hungCallback],
   [2, '2. limiter killed with callbacks in flight', limiterKilled],
   [4, '4. limiter restarted while idle', idleRestart],
@@ -383,6 +427,7 @@ try {
   const appConsumers = Array.from({ length: callers }, (_, k) => consumerName(k));
   await stack.startApplication(APP, { consumers: appConsumers, upstream: true, probeHome: C0 });
   if (only.has(1)) await stack.startApplication(DOOMED, { consumers: [GONE_CONSUMER] });
+  if (only.has(5)) await stack.startApplication(DOOMED_WATCHED, { consumers: [WATCHED_CONSUMER] });
   log(
     `  workerd pids: limiter ${stack.pid('limiter')}, application ${stack.pid(APP)}${only.has(1) ? `, doomed ${stack.pid(DOOMED)}` : ''} (children of ${process.pid})`,
   );

@@ -35,6 +35,17 @@
 //              attempts that arrived in it). Default: upper with --ci, off otherwise
 //   --ci       a small configuration that asserts; ends with "verify: N passed, N failed"
 //   --via=direct   the cross-script Durable Object binding instead of LimiterEntrypoint
+// DRL_VERIFY_DUMP=<file>: also write the run's raw records, upstream ledger and events
+// there as JSON (the consumer's /dump/:id), to look into a failed check.
+//   --mixed    interactive calls beside the batch stampede: consumer 0 also sends interactive
+//              calls (12 with --ci, 30 by default, 200 with --load), one at a time at a steady
+//              interval over the first ~60% of the expected drain, and halfway through a burst
+//              of as many at once (1,000 with --load), each with priority 1 and maxWaitMs 2000,
+//              while every batch call has priority 0. Reports their wait
+//              (first start - queued) p50/p95/max beside the batch calls', how many met the
+//              deadline and how many were refused with DeadlineError (and their retryAfterMs);
+//              with --ci asserts: none started after queued + 2000 + 250 ms (transport), each
+//              started or was refused with DeadlineError, interactive p50 < batch p50
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -65,19 +76,20 @@ for (const arg of argv) {
     kills = Number(killsFlag[1]);
     continue;
   }
-  if (!['--ci', '--load', '--faults', '--via=direct', '--via=service', '--help'].includes(arg)) {
-    console.error(`verify: unknown flag ${arg} (flags: --ci --load --faults --kills=N (N <= 20) --attempt-timeout=MS --tokens=upper|low|off --via=direct)`);
+  if (!['--ci', '--load', '--faults', '--mixed', '--via=direct', '--via=service', '--help'].includes(arg)) {
+    console.error(`verify: unknown flag ${arg} (flags: --ci --load --faults --mixed --kills=N (N <= 20) --attempt-timeout=MS --tokens=upper|low|off --via=direct)`);
     process.exit(2);
   }
 }
 const args = new Set(argv);
 if (args.has('--help')) {
-  console.log('npm run verify:local -- [--ci] [--load] [--faults] [--kills=N] [--attempt-timeout=MS] [--tokens=upper|low|off] [--via=direct]');
+  console.log('npm run verify:local -- [--ci] [--load] [--faults] [--mixed] [--kills=N] [--attempt-timeout=MS] [--tokens=upper|low|off] [--via=direct]');
   process.exit(0);
 }
 const ci = args.has('--ci');
 const load = args.has('--load');
 const faults = args.has('--faults');
+const mixed = args.has('--mixed');
 const via = args.has('--via=direct') ? 'direct' : 'service';
 // The tokens quota: on (upper) by default in --ci, off otherwise unless asked for.
 const tokens = tokensMode ?? (ci ? 'upper' : 'off');
@@ -102,10 +114,27 @@ const tokenSize = load
   : ci
     ? { range: '100-1000', limit: 5_000, low: 400, lowRetries: 10 }
     : { range: '100-1000', limit: 10_000, low: 400, lowRetries: 10 };
+// The mixed run's interactive calls: how many, each with priority 1 and
+// maxWaitMs 2000; they are spread over the first ~60% of the batch's
+// expected drain (in windows of the binding quota: requests, or tokens at
+// the calls' mean use, as a usage hook settles them), so each meets a queue
+// of batch calls.
+// A burst of as many more, at once, halfway through the steady ones: more
+// than the bucket can start within 2000 ms even ahead of the batch, so the
+// run sees DeadlineError refusals too.
+const interactive = load ? 200 : ci ? 12 : 30;
+const interactiveBurst = load ? 1_000 : ci ? 12 : 30;
+const batchCalls = size.consumers * size.calls;
+const meanTokens = tokenSize.range.split('-').map(Number).reduce((a, b) => a + b) / 2;
+const drainMs = Math.max(
+  Math.ceil(batchCalls / size.limit),
+  tokens === 'off' ? 0 : Math.ceil((batchCalls * meanTokens) / tokenSize.limit),
+) * (size.window + size.margin);
+const interactiveEvery = Math.max(50, Math.round((0.6 * drainMs) / interactive));
 // --ci keeps the runtimes' logs (DRL_VERIFY_LOG, or a scratch file) and
 // asserts that no normal outcome was logged as an uncaught exception.
 if (ci && !process.env.DRL_VERIFY_LOG) process.env.DRL_VERIFY_LOG = join(mkdtempSync(join(tmpdir(), 'drl-verify-log-')), 'workerd.log');
-const mode = [load ? 'load' : ci ? 'ci' : 'default', faults ? 'faults' : '', kills ? `kills=${kills}` : '', tokens === 'off' ? '' : `tokens=${tokens}`]
+const mode = [load ? 'load' : ci ? 'ci' : 'default', mixed ? 'mixed' : '', faults ? 'faults' : '', kills ? `kills=${kills}` : '', tokens === 'off' ? '' : `tokens=${tokens}`]
   .filter(Boolean)
   .join('+');
 
@@ -152,6 +181,7 @@ try {
     latency: size.latency,
     inject429: String(size.inject429),
     delay: '2',
+    ...(mixed ? { interactive: String(interactive), interactiveEvery: String(interactiveEvery), interactiveBurst: String(interactiveBurst), interactivePriority: '1', interactiveMaxWait: '2000', interactiveTolerance: '250' } : {}),
     ...(tokens === 'off'
       ? {}
       : {
@@ -179,6 +209,7 @@ try {
     deadlineMs: load ? 30 * 60_000 : 10 * 60_000,
   });
   const { summary } = run;
+  if (process.env.DRL_VERIFY_DUMP) (await import('node:fs')).writeFileSync(process.env.DRL_VERIFY_DUMP, await stack.get('application', consumers[0], `/dump/${run.plan.probeId}`));
   console.log('');
   console.log(summary.text);
   console.log('');

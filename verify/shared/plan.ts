@@ -45,6 +45,31 @@ export interface TokenQuota {
   seed: number;
 }
 
+/**
+ * The mixed run's interactive calls: `calls` calls sent by consumer
+ * `caller` beside its batch share, one every `everyMs` from the stampede's
+ * start (each sent at its moment, whether or not the one before has ended),
+ * and `burst` more sent all at once beside steady call `burstAfter`, more
+ * than the bucket can start within maxWaitMs even ahead of every batch call,
+ * so that some are refused. Each has `priority` and `maxWaitMs`. Every batch
+ * call then carries priority 0 and no maxWaitMs. A started interactive call
+ * must have started by its deadline, as the caller measures it, within
+ * `toleranceMs` (the deadline is kept in the object; the grant travels back
+ * to the caller); one that cannot start in time is refused with DeadlineError.
+ */
+export interface InteractivePlan {
+  /** The steady calls (ids interactiveId(0 .. calls - 1)). */
+  calls: number;
+  caller: number;
+  everyMs: number;
+  /** The burst (ids interactiveId(calls .. calls + burst - 1)), sent at startAt + burstAfter x everyMs. */
+  burst: number;
+  burstAfter: number;
+  priority: number;
+  maxWaitMs: number;
+  toleranceMs: number;
+}
+
 export interface RunPlan {
   probeId: string;
   /** The limiter instance the run stampedes (one per probe, so runs never share a bucket). */
@@ -81,6 +106,8 @@ export interface RunPlan {
   maxRetries?: number;
   /** The tokens quota; absent: the upstream counts requests only. */
   tokens?: TokenQuota;
+  /** The mixed run: interactive calls beside the batch stampede; absent: batch calls only, with no priority sent. */
+  interactive?: InteractivePlan;
   /** The shared instant every caller sleeps until (ms since the epoch). */
   startAt: number;
   faults: UpstreamFaults;
@@ -113,6 +140,17 @@ export function limiterConfig(plan: RunPlan) {
 export function callId(caller: number, index: number): string {
   return `c${caller}-${index}`;
 }
+
+/** The id of interactive call `k` (the mixed run): unique within the probe, never a batch call's id. */
+export function interactiveId(k: number): string {
+  return `i${k}`;
+}
+
+/** How many interactive calls the mixed run sends (steady and burst). */
+export const interactiveCount = (m: InteractivePlan | undefined) => (m ? m.calls + m.burst : 0);
+
+/** When interactive call `k` is sent, in ms after the stampede's start. */
+export const interactiveSendAt = (m: InteractivePlan, k: number) => (k < m.calls ? k : m.burstAfter) * m.everyMs;
 
 /** The tokens call `call` really uses (every attempt of it): uniform in [minTokens, maxTokens] from FNV-1a of seed and id. */
 export function callTokens(tokens: Pick<TokenQuota, 'minTokens' | 'maxTokens' | 'seed'>, call: string): number {

@@ -7,12 +7,17 @@
  */
 import { DEFAULT_DROP_RETRIES } from '../../dist/client/index.js';
 
-import type { RunPlan, TokenQuota } from './plan.ts';
+import { interactiveCount, interactiveId, type InteractivePlan, type RunPlan, type TokenQuota } from './plan.ts';
 
 /** One call as its caller saw it. */
 export interface CallRecord {
   id: string;
   caller: number;
+  /** The mixed run: interactive (priority and maxWaitMs from the plan) or batch (priority 0); absent otherwise. */
+  class?: 'interactive' | 'batch';
+  /** The priority and maxWaitMs the call was sent with (absent: not sent). */
+  priority?: number;
+  maxWaitMs?: number;
   /** When `bound.call` began. */
   queuedAt: number;
   /** Each callback invocation: [start, end] in the caller's isolate. */
@@ -25,6 +30,8 @@ export interface CallRecord {
   endedAt: number;
   outcome: 'ok' | 'failed';
   error?: string;
+  /** Refused with DeadlineError (it could not start within maxWaitMs): the wait the object predicted. */
+  retryAfterMs?: number;
 }
 
 /** One request as the upstream saw it. */
@@ -136,6 +143,90 @@ export function tokenSummary(quota: TokenQuota, arrivals: Arrival[], windowMs: n
   };
 }
 
+/** Waits (first callback start - queuedAt), in ms. */
+export interface Waits {
+  count: number;
+  p50: number;
+  p95: number;
+  max: number;
+}
+
+function waits(values: number[]): Waits {
+  const sorted = [...values].sort((a, b) => a - b);
+  return { count: sorted.length, p50: quantile(sorted, 0.5), p95: quantile(sorted, 0.95), max: sorted.at(-1) ?? 0 };
+}
+
+/** A call's wait for its first start, as its caller saw it; undefined if it never started. */
+const firstWait = (r: CallRecord) => (r.attempts.length ? r.attempts[0]![0] - r.queuedAt : undefined);
+
+/**
+ * The mixed run: interactive calls (priority and maxWaitMs from the plan)
+ * beside the batch stampede (priority 0, no maxWaitMs). A call refused
+ * with DeadlineError never started; every other one must have started by
+ * its deadline (within the plan's tolerance, as the caller measures it).
+ */
+export interface InteractiveSummary {
+  plan: InteractivePlan;
+  recorded: number;
+  /** Started (their callback ran at least once), and of those, ended ok. */
+  started: number;
+  completed: number;
+  /** Started with wait <= maxWaitMs. */
+  metDeadline: number;
+  /** Started later than maxWaitMs but within the tolerance, and beyond it (ids). */
+  withinTolerance: number;
+  late: string[];
+  /** Refused with DeadlineError, the retryAfterMs each carried, and how long after queuedAt each was told. */
+  refused: number;
+  retryAfterMs: number[];
+  refusedAfterMs: number[];
+  /** Neither started nor refused with DeadlineError, or failed after starting (ids and messages). */
+  otherwise: string[];
+  /** Every interactive call's wait; and the steady calls' and the burst's apart, with how many of each were refused. */
+  wait: Waits;
+  steady: { wait: Waits; refused: number };
+  burst: { wait: Waits; refused: number };
+  /** The batch calls' waits, for comparison. */
+  batchWait: Waits;
+}
+
+/** A record refused with DeadlineError: it never ran, by design (not a lost call). */
+const refusedByDeadline = (r: CallRecord) => r.outcome === 'failed' && r.attempts.length === 0 && r.retryAfterMs !== undefined;
+
+function interactiveSummary(plan: RunPlan, mixed: InteractivePlan, records: CallRecord[]): InteractiveSummary {
+  const mine = records.filter((r) => r.class === 'interactive');
+  const started = mine.filter((r) => r.attempts.length > 0);
+  const wait = (r: CallRecord) => firstWait(r)!;
+  const refused = mine.filter(refusedByDeadline);
+  const ids = new Set(mine.map((r) => r.id));
+  const steadyIds = new Set(Array.from({ length: mixed.calls }, (_, k) => interactiveId(k)));
+  const part = (steady: boolean) => {
+    const rs = mine.filter((r) => steadyIds.has(r.id) === steady);
+    return { wait: waits(rs.filter((r) => r.attempts.length > 0).map(wait)), refused: rs.filter(refusedByDeadline).length };
+  };
+  const otherwise = [
+    ...Array.from({ length: interactiveCount(mixed) }, (_, k) => interactiveId(k)).filter((id) => !ids.has(id)).map((id) => `${id}: no record`),
+    ...mine.filter((r) => r.outcome === 'failed' && !refusedByDeadline(r)).map((r) => `${r.id}: ${r.error ?? '(no message)'}`),
+  ];
+  return {
+    plan: mixed,
+    recorded: mine.length,
+    started: started.length,
+    completed: started.filter((r) => r.outcome === 'ok').length,
+    metDeadline: started.filter((r) => wait(r) <= mixed.maxWaitMs).length,
+    withinTolerance: started.filter((r) => wait(r) > mixed.maxWaitMs && wait(r) <= mixed.maxWaitMs + mixed.toleranceMs).length,
+    late: started.filter((r) => wait(r) > mixed.maxWaitMs + mixed.toleranceMs).map((r) => `${r.id} (${wait(r)} ms)`),
+    refused: refused.length,
+    retryAfterMs: refused.map((r) => r.retryAfterMs!),
+    refusedAfterMs: refused.map((r) => r.endedAt - r.queuedAt),
+    otherwise,
+    wait: waits(started.map(wait)),
+    steady: part(true),
+    burst: part(false),
+    batchWait: waits(records.filter((r) => r.class !== 'interactive' && r.attempts.length > 0).map(wait)),
+  };
+}
+
 /** Something the harness did during the run (a restart). */
 export interface RunEvent {
   at: number;
@@ -192,6 +283,8 @@ export interface Summary {
   };
   /** The tokens quota, when the plan has one. */
   tokens?: TokenSummary;
+  /** The mixed run's interactive calls, when the plan has them. */
+  interactive?: InteractiveSummary;
   callerPeakWindow: number;
   callerPeakConcurrency: number;
   admissionToArrivalMs: { p95: number; max: number };
@@ -247,13 +340,15 @@ export function summarise(
   finalStats: unknown,
   options: SummaryOptions = {},
 ): Summary {
-  const planned = plan.callers * plan.callsPerCaller;
+  const planned = plan.callers * plan.callsPerCaller + interactiveCount(plan.interactive);
   const byCall = new Map(records.map((r) => [r.id, r]));
   const executions = new Map<string, number>();
   for (const a of arrivals) if (a.kind === 'served') executions.set(a.call, (executions.get(a.call) ?? 0) + 1);
 
   const ok = records.filter((r) => r.outcome === 'ok');
-  const failed = records.filter((r) => r.outcome === 'failed');
+  // An interactive call refused with DeadlineError did not fail: it was told
+  // at once that it could not start in time (see InteractiveSummary).
+  const failed = records.filter((r) => r.outcome === 'failed' && !(r.class === 'interactive' && refusedByDeadline(r)));
   const parked = failed.filter((r) => r.attempts.length === 0);
   const inFlight = failed.filter((r) => r.attempts.length > 0);
 
@@ -266,6 +361,11 @@ export function summarise(
       const record = byCall.get(id);
       if (!record || (record.outcome === 'failed' && !executions.get(id))) lost.push(id);
     }
+  }
+  for (let k = 0; k < interactiveCount(plan.interactive); k++) {
+    const id = interactiveId(k);
+    const record = byCall.get(id);
+    if (!record || (record.outcome === 'failed' && !refusedByDeadline(record) && !executions.get(id))) lost.push(id);
   }
   const doubleExecutions = [...executions].filter(([, n]) => n > 1).map(([id]) => id);
 
@@ -326,6 +426,21 @@ export function summarise(
           `largest real - limit - under-estimates ${tokens.worstSlack} (window ending ${at(tokens.worstAt)}); ` +
           `${tokens.underCalls} attempts used more than the ${t.estimate} reserved`);
     }
+  }
+  const interactive = plan.interactive ? interactiveSummary(plan, plan.interactive, records) : undefined;
+  if (interactive) {
+    const m = interactive.plan;
+    check('interactive calls start by their deadline', interactive.late.length === 0,
+      `${interactive.started} started: ${interactive.metDeadline} within maxWaitMs ${m.maxWaitMs}, ${interactive.withinTolerance} within the ${m.toleranceMs} ms tolerance beyond it, ` +
+        `${interactive.late.length} later${interactive.late.length ? ` (${interactive.late.slice(0, 5).join(', ')})` : ''}; wait max ${interactive.wait.max} ms`);
+    const sent = interactiveCount(m);
+    check('every interactive call started or was refused with DeadlineError', interactive.otherwise.length === 0 &&
+        interactive.recorded === sent && interactive.started + interactive.refused === sent && interactive.completed === interactive.started &&
+        interactive.retryAfterMs.every((n) => Number.isFinite(n) && n >= 0),
+      `${sent} sent, ${interactive.recorded} recorded: ${interactive.started} started (${interactive.completed} ok), ${interactive.refused} refused with DeadlineError, ` +
+        `${interactive.otherwise.length} otherwise${interactive.otherwise.length ? ` (${interactive.otherwise.slice(0, 3).join(' | ')})` : ''}`);
+    check('priority: the interactive p50 wait is below the batch p50 wait', interactive.wait.count > 0 && interactive.wait.p50 < interactive.batchWait.p50,
+      `interactive p50 ${interactive.wait.p50} ms (${interactive.wait.count} started), batch p50 ${interactive.batchWait.p50} ms (${interactive.batchWait.count} started)`);
   }
   if (options.expectSaturation) {
     // With a tokens quota the two windows take turns binding, so the
@@ -391,6 +506,7 @@ export function summarise(
       peakInFlight: upstreamInFlight,
     },
     ...(tokens ? { tokens } : {}),
+    ...(interactive ? { interactive } : {}),
     callerPeakWindow: callerWindow.peak,
     callerPeakConcurrency: callerConcurrency,
     admissionToArrivalMs: { p95: quantile(lags, 0.95), max: lags.at(-1) ?? 0 },
@@ -433,6 +549,35 @@ function timeline(start: number, end: number, records: CallRecord[], arrivals: A
   return lines;
 }
 
+/** The mixed run's lines in the report. */
+export function interactiveLines(s: Summary): string[] {
+  const i = s.interactive!;
+  const m = i.plan;
+  const w = (x: Waits) => `p50 ${x.p50} ms, p95 ${x.p95} ms, max ${x.max} ms`;
+  const retry = [...i.retryAfterMs].sort((a, b) => a - b);
+  // Refused on arrival (the predicted start already too late) or at the deadline: told to the caller within half of maxWaitMs, or later.
+  const atOnce = i.refusedAfterMs.filter((n) => n < m.maxWaitMs / 2);
+  const told = (xs: number[]) => (xs.length ? ` after ${Math.min(...xs)}-${Math.max(...xs)} ms` : '');
+  return [
+    `interactive (priority ${m.priority}, maxWaitMs ${m.maxWaitMs}) beside the batch stampede (priority 0)`,
+    `  sent                     ${interactiveCount(m)}: ${m.calls} one every ${m.everyMs} ms from the stampede's start${m.burst ? `, and a burst of ${m.burst} at once at +${m.burstAfter * m.everyMs} ms` : ''}, by caller ${m.caller} beside its batch share`,
+    `  wait                     ${w(i.wait)}   (first start - queued, ${i.wait.count} started)`,
+    ...(m.burst
+      ? [
+          `    steady calls           ${w(i.steady.wait)}   (${i.steady.wait.count} started, ${i.steady.refused} refused)`,
+          `    the burst              ${w(i.burst.wait)}   (${i.burst.wait.count} started, ${i.burst.refused} refused)`,
+        ]
+      : []),
+    `  met their deadline       ${i.metDeadline} / ${interactiveCount(m)}   (started within ${m.maxWaitMs} ms; ${i.withinTolerance} more within +${m.toleranceMs} ms, ${i.late.length} later)`,
+    `  refused (DeadlineError)  ${i.refused}${i.refused ? `   retryAfterMs ${retry.length > 8 ? `min ${retry[0]}, median ${quantile(retry, 0.5)}, max ${retry.at(-1)}` : retry.join(', ')}` : ''}`,
+    ...(i.refused
+      ? [`    told                   ${atOnce.length} at once${told(atOnce)}; ${i.refused - atOnce.length} at their deadline${told(i.refusedAfterMs.filter((n) => n >= m.maxWaitMs / 2))}   (after queued)`]
+      : []),
+    `  failed otherwise         ${i.otherwise.length}${i.otherwise.length ? `   ${i.otherwise.slice(0, 3).join(' | ')}` : ''}   (${i.completed} of ${i.started} started completed ok)`,
+    `batch (priority 0) wait    ${w(i.batchWait)}   (${i.batchWait.count} started)`,
+  ];
+}
+
 /** The tokens quota's lines in the report. */
 function tokenLines(s: Summary): string[] {
   const t = s.tokens!;
@@ -463,7 +608,7 @@ export function renderReport(s: Summary): string {
   ].filter(Boolean);
   const stats = s.finalStats as Record<string, unknown> | null;
   const statsLine = stats && typeof stats === 'object'
-    ? ['used', 'remaining', 'active', 'running', 'queued', 'penalised', 'forcedUntil', 'liveGrants']
+    ? ['used', 'remaining', 'active', 'running', 'queued', 'penalised', 'forcedUntil', 'liveGrants', 'queuedByPriority', 'predictedStart']
         .filter((k) => k in stats).map((k) => `${k}=${JSON.stringify(stats[k])}`).join(' ')
     : String(stats);
   const lines = [
@@ -480,6 +625,7 @@ export function renderReport(s: Summary): string {
     `  upstream: ${faults.join(', ')}; client dropRetries ${p.dropRetries ?? 'default (5)'}${p.attemptTimeoutMs === undefined ? '' : `; limiter attemptTimeoutMs ${p.attemptTimeoutMs}`}`,
     '',
     `calls completed            ${s.completed} / ${s.planned}   (${s.recorded} recorded, run took ${(s.durationMs / 1000).toFixed(1)} s)`,
+    ...(s.interactive ? [`refused by their deadline  ${s.interactive.refused}   (interactive calls refused with DeadlineError: they could not start within maxWaitMs; not failures)`] : []),
     `failed while parked        ${s.failedParked}`,
     `failed in flight           ${s.failedInFlight}${s.failedInFlight ? `   (${s.inFlightExecutedOnce} of them served once by the upstream: the caller was told, never retried for it)` : ''}`,
     `lost                       ${s.lost.length}`,
@@ -500,6 +646,7 @@ export function renderReport(s: Summary): string {
     `peak concurrency           ${s.upstream.peakInFlight} / cap ${p.concurrency}   (in flight at the upstream; ${s.callerPeakConcurrency} callbacks at once in the callers)`,
     `upstream                   ${s.upstream.arrivals} requests: ${s.upstream.served} served, ${s.upstream.quotaRefusals} quota refusals (violations), ${s.upstream.injected429} injected 429, ${s.upstream.injected5xx} injected 503`,
     ...(s.tokens ? tokenLines(s) : []),
+    ...(s.interactive ? interactiveLines(s) : []),
     `admission to arrival       p95 ${s.admissionToArrivalMs.p95} ms, max ${s.admissionToArrivalMs.max} ms${s.tokens ? ` (the tokens bound assumes it stays below the ${p.marginMs} ms margin)` : ''}`,
     `final stats                ${statsLine}`,
   ];

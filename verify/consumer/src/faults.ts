@@ -1,7 +1,7 @@
 /**
  * The fault suite's probe route (verify/local/faults.mjs drives it):
  *
- *   /fault-calls?probe=&bucket=&calls=N&work=sleep|hang&ms=&tag=[&dropRetries=][&via=direct]
+ *   /fault-calls?probe=&bucket=&calls=N&work=sleep|hang&ms=&tag=[&dropRetries=][&signal=1][&via=direct]
  *
  * makes N calls at once through the client against `bucket` (configured by
  * the suite through the limiter's admin route), each callback fetching the
@@ -24,6 +24,8 @@ export interface FaultCallsRequest {
   tag: string;
   via: Via;
   dropRetries?: number;
+  /** Give every call an AbortSignal (never aborted): the object then watches for the caller going away while it waits. */
+  signal?: boolean;
 }
 
 export async function faultCalls(env: Env, request: FaultCallsRequest): Promise<CallRecord[]> {
@@ -38,6 +40,7 @@ export async function faultCalls(env: Env, request: FaultCallsRequest): Promise<
         bucket: request.bucket,
         via: request.via,
         ...(request.dropRetries === undefined ? {} : { dropRetries: request.dropRetries }),
+        ...(request.signal ? { signal: new AbortController().signal } : {}),
         url: `https://upstream${path}?${query}`,
       });
     }),

@@ -8,11 +8,12 @@
  *   /start?instances=10&calls=10&limit=10&window=60000...  a stampede; prints its probe id
  *   /report/:id                                            the run's plain-text report
  *   /progress/:id                                          how far a run is
+ *   /dump/:id                                              the run's raw records, upstream ledger and events (JSON)
  *   /run-share?probe=&caller=   one caller's share in this request (the local run drives these)
  *   /event?probe=&what=         marks an event on the run's timeline (the local run's restarts)
  *   /fault-calls?probe=&bucket=&calls=&work=sleep|hang&ms=&tag=   N calls at once (the fault suite; see faults.ts)
  */
-import { NO_FAULTS, limiterConfig, type RunPlan, type TokenQuota } from '../../shared/plan.ts';
+import { NO_FAULTS, interactiveCount, limiterConfig, type InteractivePlan, type RunPlan, type TokenQuota } from '../../shared/plan.ts';
 import { renderReport, summarise, type Arrival, type CallRecord, type RunEvent } from '../../shared/report.ts';
 import { refusal } from './auth.ts';
 import { limiterAdmin, parseVia } from './limiter-client.ts';
@@ -70,6 +71,28 @@ function tokensFrom(url: URL, limit: number): TokenQuota | undefined {
   };
 }
 
+/**
+ * The mixed run's interactive calls from /start's query: `interactive=N`
+ * turns them on (N calls from consumer 0); `interactiveEvery` [500 ms],
+ * `interactiveBurst` [0] more at once beside steady call
+ * `interactiveBurstAfter` [N / 2], `interactivePriority` [1],
+ * `interactiveMaxWait` [2000 ms], `interactiveTolerance` [250 ms].
+ */
+function interactiveFrom(url: URL): InteractivePlan | undefined {
+  const calls = intParam(url, 'interactive', 0, 0, 100_000);
+  if (calls === 0) return undefined;
+  return {
+    calls,
+    caller: 0,
+    everyMs: intParam(url, 'interactiveEvery', 500, 0, 3_600_000),
+    burst: intParam(url, 'interactiveBurst', 0, 0, 100_000),
+    burstAfter: intParam(url, 'interactiveBurstAfter', Math.floor(calls / 2), 0, calls),
+    priority: intParam(url, 'interactivePriority', 1, 1, 1000),
+    maxWaitMs: intParam(url, 'interactiveMaxWait', 2_000, 0, 3_600_000),
+    toleranceMs: intParam(url, 'interactiveTolerance', 250, 0, 60_000),
+  };
+}
+
 /** A run's plan from /start's query. Defaults: the seed's load run (10 x 10 calls at 10/min, stampede in 60 s). */
 export function planFrom(url: URL, probeId: string): RunPlan {
   const [latencyMin, latencyMax] = (url.searchParams.get('latency') ?? `${NO_FAULTS.latencyMinMs}-${NO_FAULTS.latencyMaxMs}`).split('-').map(Number);
@@ -79,6 +102,7 @@ export function planFrom(url: URL, probeId: string): RunPlan {
   const callsPerCaller = intParam(url, 'calls', 10, 1, 100_000);
   const limit = intParam(url, 'limit', 10, 1, 1e9);
   const tokens = tokensFrom(url, limit);
+  const interactive = interactiveFrom(url);
   return {
     probeId,
     bucket: `verify-${probeId}`,
@@ -94,6 +118,7 @@ export function planFrom(url: URL, probeId: string): RunPlan {
     ...(url.searchParams.has('attemptTimeout') ? { attemptTimeoutMs: intParam(url, 'attemptTimeout', 0, 1, 3_600_000) } : {}),
     ...(url.searchParams.has('retries') ? { maxRetries: intParam(url, 'retries', 3, 0, 100) } : {}),
     ...(tokens ? { tokens } : {}),
+    ...(interactive ? { interactive } : {}),
     startAt: Date.now() + numberParam(url, 'delay', 60, 0, 86_400) * 1000,
     faults: {
       latencyMinMs: latencyMin!,
@@ -136,6 +161,9 @@ async function start(env: Env, url: URL): Promise<Response> {
       `probe ${probeId}`,
       `  ${plan.callers} ${drive === 'workflows' ? 'Workflow instances' : 'callers'} x ${plan.callsPerCaller} calls stampede ${plan.bucket} at ${new Date(plan.startAt).toISOString()}`,
       `  limit ${plan.limit} per ${plan.windowMs} ms (+${plan.marginMs} ms margin), concurrency ${plan.concurrency}, via ${plan.via}`,
+      ...(plan.interactive
+        ? [`  and ${plan.interactive.calls} interactive calls (priority ${plan.interactive.priority}, maxWaitMs ${plan.interactive.maxWaitMs}), one every ${plan.interactive.everyMs} ms from caller ${plan.interactive.caller}, and a burst of ${plan.interactive.burst}; batch calls at priority 0`]
+        : []),
       ...(plan.tokens
         ? [`  and ${plan.tokens.limit} tokens per ${plan.windowMs} ms; each call uses ${plan.tokens.minTokens}-${plan.tokens.maxTokens} and reserves ${plan.tokens.estimate} (${plan.tokens.mode})`]
         : []),
@@ -175,7 +203,7 @@ async function progress(env: Env, probeId: string): Promise<Response> {
   const plan = await probe.plan();
   if (!plan) return text(`no probe ${probeId}`, 404);
   const [up, records] = await Promise.all([upstream<Record<string, number>>(env, '/progress', probeId), probe.records()]);
-  return Response.json({ planned: plan.callers * plan.callsPerCaller, recorded: records.length, upstream: up });
+  return Response.json({ planned: plan.callers * plan.callsPerCaller + interactiveCount(plan.interactive), recorded: records.length, upstream: up });
 }
 
 async function route(request: Request, env: Env): Promise<Response> {
@@ -217,6 +245,7 @@ async function route(request: Request, env: Env): Promise<Response> {
         tag: url.searchParams.get('tag') ?? 'f',
         via,
         ...(url.searchParams.has('dropRetries') ? { dropRetries: intParam(url, 'dropRetries', 5, 0, 100) } : {}),
+        ...(url.searchParams.get('signal') === '1' ? { signal: true } : {}),
       });
       return Response.json({ records });
     }
@@ -225,6 +254,11 @@ async function route(request: Request, env: Env): Promise<Response> {
       await probeOf(env, url.searchParams.get('probe') ?? '').addEvent(event);
       return text('noted');
     }
+  }
+  const dump = /^\/dump\/([\w-]+)$/.exec(path);
+  if (dump) {
+    const probe = probeOf(env, dump[1]!);
+    return Response.json({ records: await probe.records(), arrivals: await upstream<Arrival[]>(env, '/ledger', dump[1]!), events: await probe.events() });
   }
   const match = /^\/(report|progress)\/([\w-]+)$/.exec(path);
   if (match) return match[1] === 'report' ? report(env, url, match[2]!) : progress(env, match[2]!);

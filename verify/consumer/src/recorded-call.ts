@@ -4,7 +4,7 @@
  * the error's class and message. The stampede's calls and the fault suite's
  * calls are all made here, so every report reads the same record.
  */
-import { defineLimiter } from '../../../dist/client/index.js';
+import { DeadlineError, defineLimiter } from '../../../dist/client/index.js';
 import type { CallRecord } from '../../shared/report.ts';
 import { binderFor, type Via } from './limiter-client.ts';
 
@@ -23,6 +23,12 @@ export interface RecordedCallSpec {
    * by a `usage` hook from the answer's `usage.total_tokens`. Absent: cost 1.
    */
   tokens?: number;
+  /** The mixed run: the call's class, and the priority and maxWaitMs it is sent with (absent: not sent). */
+  class?: 'interactive' | 'batch';
+  priority?: number;
+  maxWaitMs?: number;
+  /** An AbortSignal for the call (the fault suite's watched callers). */
+  signal?: AbortSignal;
 }
 
 /** What `read` hands back: the status, and the tokens a served answer reports. */
@@ -32,7 +38,18 @@ interface UpstreamAnswer {
 }
 
 export async function recordedCall(env: Env, spec: RecordedCallSpec): Promise<CallRecord> {
-  const record: CallRecord = { id: spec.id, caller: spec.caller, queuedAt: Date.now(), attempts: [], drops: 0, endedAt: 0, outcome: 'ok' };
+  const record: CallRecord = {
+    id: spec.id,
+    caller: spec.caller,
+    ...(spec.class === undefined ? {} : { class: spec.class }),
+    ...(spec.priority === undefined ? {} : { priority: spec.priority }),
+    ...(spec.maxWaitMs === undefined ? {} : { maxWaitMs: spec.maxWaitMs }),
+    queuedAt: Date.now(),
+    attempts: [],
+    drops: 0,
+    endedAt: 0,
+    outcome: 'ok',
+  };
   // One definition per call (defining is free: no I/O, no timers) so that
   // onDrop counts this call's drops.
   const limiter = defineLimiter({
@@ -62,6 +79,9 @@ export async function recordedCall(env: Env, spec: RecordedCallSpec): Promise<Ca
           const used = body?.usage?.total_tokens;
           return typeof used === 'number' ? { status: res.status, usage: { total_tokens: used } } : { status: res.status };
         },
+        ...(spec.priority === undefined ? {} : { priority: spec.priority }),
+        ...(spec.maxWaitMs === undefined ? {} : { maxWaitMs: spec.maxWaitMs }),
+        ...(spec.signal === undefined ? {} : { signal: spec.signal }),
         // A 503 is this call's failure, retried by this call alone; a 429 is
         // the built-in HTTP layer's (it pauses everyone).
         error: (res) => (res.status >= 500 ? { message: `upstream answered ${res.status}`, retryable: true } : null),
@@ -77,6 +97,8 @@ export async function recordedCall(env: Env, spec: RecordedCallSpec): Promise<Ca
   } catch (error) {
     record.outcome = 'failed';
     record.error = `${(error as Error)?.name ?? 'Error'}: ${String((error as Error)?.message ?? error).slice(0, 300)}`;
+    // Refused: it could not start within its maxWaitMs (nothing ran, nothing was taken).
+    if (error instanceof DeadlineError) record.retryAfterMs = error.retryAfterMs;
   }
   record.endedAt = Date.now();
   return record;

@@ -309,6 +309,11 @@ struct State {
     for (Window& w : windows) {
       if (auto through = w.log.prune(w.ms, now)) write(WriteKind::DeleteGrantsThrough, *through, 0, w.key);
     }
+    // A deadline already past when the host's event arrives (its timer came
+    // late, or another event came first) is met now, before anything this
+    // event frees could start the call, and before a newcomer is predicted
+    // behind it. One that is due exactly now still gets its chance (serve).
+    expire_waits(/*overdue_only=*/true);
   }
 
   // ---- slots that survive a restart ----------------------------------------
@@ -791,11 +796,11 @@ struct State {
     return at;
   }
 
-  // Queued calls whose deadline has come are rejected with their predicted
-  // wait. True if any was.
-  bool expire_waits() {
+  // Queued calls whose deadline has come (or, overdue_only, passed before
+  // now) are rejected with their predicted wait. True if any was.
+  bool expire_waits(bool overdue_only = false) {
     bool any = false;
-    for (auto due = next_wait_deadline(); due && *due <= now; due = next_wait_deadline()) {
+    for (auto due = next_wait_deadline(); due && (overdue_only ? *due < now : *due <= now); due = next_wait_deadline()) {
       const Ticket t = wait_heap.front().second;
       const Millis at = predict(calls.at(t));
       drop_queued(t, ErrorCode::DeadlineExceeded, std::max<Millis>(0, at - now));

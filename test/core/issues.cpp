@@ -240,3 +240,37 @@ TEST_CASE("a queued call whose default unit a reconfigure changed still keys its
   fresh.restore(snap, T0 + 10);
   CHECK(inspect(fresh).active() == 1);
 }
+
+TEST_CASE("a deadline that passed before the host's next event is met first: the call never starts after it, and no newcomer is refused for it",
+          "[issues.15]") {
+  auto waiting = [](double priority, std::optional<double> max_wait) {
+    Waiting w;
+    w.priority = priority;
+    w.max_wait_ms = max_wait;
+    return w;
+  };
+  SECTION("a report frees the slot after the deadline of the call behind it") {
+    Engine e = configured(config(100, 1000, 1));
+    const Ticket a = arrive(e, T0);
+    const Ticket b = *e.arrive(1, waiting(0, 500), T0 + 10);
+    drain(e);
+    CHECK(wake(e) == T0 + 510);
+    // The host's timer is late: the report comes first, at T0 + 600.
+    report(e, a, Report{200}, T0 + 600);
+    CHECK(actions(e) == std::vector<Action>{reject(b, ErrorCode::DeadlineExceeded, 0), resolve(a)});
+  }
+  SECTION("an arrival after an overdue deadline is predicted without the call that has left") {
+    Engine e = configured(config(1, 1000, 10));
+    arrive(e, T0);
+    const Ticket b = *e.arrive(1, waiting(0, 999), T0 + 1);
+    const Ticket h = *e.arrive(1, waiting(1, std::nullopt), T0 + 2);
+    drain(e);
+    // No tick at b's deadline (T0 + 1000). At T0 + 1500 the window has room
+    // for h; c is behind h only: predicted at T0 + 2500, within its 1200 ms.
+    const Ticket c = *e.arrive(1, waiting(0, 1200), T0 + 1500);
+    const auto out = actions(e);
+    CHECK(out == std::vector<Action>{reject(b, ErrorCode::DeadlineExceeded, 1000), start(h)});
+    REQUIRE(e.predicted_start(c).has_value());
+    CHECK(*e.predicted_start(c) == T0 + 2500);
+  }
+}

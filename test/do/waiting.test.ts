@@ -239,6 +239,7 @@ describe('withdrawing (whenAborted)', () => {
     await waitFor(async () => (await stub.stats()).running === 1, 5000, 'the blocker to start');
     let fail!: (error: Error) => void;
     const broken = new Promise<boolean>((_, reject) => (fail = reject));
+    broken.catch(() => {}); // the object hears of it over RPC; here it is handled, not an unhandled rejection
     const call = rejection(stub.execute(async () => ({}), { whenAborted: () => broken }));
     await waitFor(async () => (await stub.stats()).queued === 1, 5000, 'the call to queue');
     fail(new Error('Network connection lost.'));

@@ -114,6 +114,17 @@ Grant SlidingLog::take(int64_t amount, int64_t window, int64_t now, int64_t max_
   return grants_.back();
 }
 
+Grant SlidingLog::take_at(int64_t amount, int64_t at) {
+  if (!grants_.empty() && grants_.back().at >= at) {
+    grants_.back().amount += amount;
+  } else {
+    grants_.push_back(Grant{at, amount});
+  }
+  sum_ += amount;
+  indexed(grants_.size() - 1, amount);
+  return grants_.back();
+}
+
 int64_t SlidingLog::fits_at(int64_t amount, int64_t limit, int64_t window, int64_t now) const {
   int64_t excess = sum_ + amount - limit;
   if (excess <= 0) return now;

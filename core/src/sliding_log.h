@@ -39,6 +39,10 @@ class SlidingLog {
   // time and by the block sums.
   int64_t live_at(int64_t window, int64_t t) const;
 
+  // Records `amount` dated `at` (<= now): joined to the newest grant if that
+  // is dated at or after it (later is the safe side). Returns the row to upsert.
+  Grant take_at(int64_t amount, int64_t at);
+
   // Takes up to `amount` back from the grant dated exactly `at` (never below
   // zero; a grant that reaches zero is removed). Returns the grant as it now
   // stands, or nullopt when no grant is dated `at`.

@@ -61,7 +61,7 @@ count_ctest build-asan/ctest.log
 echo "== fuzz targets (${DRL_FUZZ_SECONDS:=20}s each, ASan + UBSan)"
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRL_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j2 2>&1 | grep -E 'error' || true
-for target in config snapshot retry_after; do
+for target in config snapshot retry_after ratelimit_headers; do
   corpus=build-fuzz/corpus-$target
   mkdir -p "$corpus"
   if build-fuzz/fuzz_$target "$corpus" -max_total_time="$DRL_FUZZ_SECONDS" -print_final_stats=0 \

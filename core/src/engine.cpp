@@ -1203,10 +1203,10 @@ struct State {
       const int64_t since = std::max<int64_t>(0, w->log.live_at(1, c.started_at) - own);
       const int64_t allows = *o.remaining - since;
       const int64_t ours = std::max<int64_t>(0, w->limit - w->log.used());
-      if (allows < ours) {
-        const Millis at = o.reset_at_ms ? std::clamp<Millis>(*o.reset_at_ms - w->ms, 0, now) : now;
-        grant(*w, ours - std::max<int64_t>(0, allows), at);
-      }
+      // Dated so that it leaves the window at the upstream's reset (a reset
+      // more than a window away: now, so one window), never in the future.
+      const Millis at = o.reset_at_ms ? std::min<Millis>(*o.reset_at_ms - w->ms, now) : now;
+      if (allows < ours && at + w->ms > now) grant(*w, ours - std::max<int64_t>(0, allows), at);
       if (*o.remaining == 0 && o.reset_at_ms && *o.reset_at_ms > now) {
         penalise(std::min<Millis>(*o.reset_at_ms - now, kMaxDelayMs));
       }

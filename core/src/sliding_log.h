@@ -39,8 +39,10 @@ class SlidingLog {
   // time and by the block sums.
   int64_t live_at(int64_t window, int64_t t) const;
 
-  // Records `amount` dated `at` (<= now): joined to the newest grant if that
-  // is dated at or after it (later is the safe side). Returns the row to upsert.
+  // Records `amount` dated exactly `at`, which may be older than the newest
+  // grant (an observed grant dated to leave the window at the upstream's
+  // reset): added to the grant of that time, or inserted in order. Returns
+  // the row to upsert.
   Grant take_at(int64_t amount, int64_t at);
 
   // Takes up to `amount` back from the grant dated exactly `at` (never below

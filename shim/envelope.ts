@@ -272,7 +272,7 @@ export interface LimiterStats {
   /** The stored config, exactly as given (no defaults mixed in). */
   config: LimiterConfig;
   /** The same with every default filled in. */
-  effective: Required<LimiterConfig>;
+  effective: Omit<Required<LimiterConfig>, 'learn'> & { learn: Required<LimiterLearn> | null };
   now: number;
   limit: number;
   windowInMs: number;

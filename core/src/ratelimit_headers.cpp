@@ -286,23 +286,16 @@ struct SfBare {
   std::string text;     // String (unescaped) or Token
 };
 
-struct SfParam {
-  std::string_view key;
-  SfBare value;
-};
+// The parameters RateLimit, RateLimit-Policy and the older drafts give a count; all
+// others are validated and dropped.
+constexpr std::string_view kCountKeys[] = {"q", "w", "r", "t", "window"};
+enum CountKey { kQuota, kWindow, kRemaining, kResetSeconds, kDraftWindow };
 
 struct SfItem {
   SfBare bare;
-  std::vector<SfParam> params;
-
-  // RFC 8941 §4.2.3.2: a repeated key overwrites, so the last one counts.
-  const SfBare* param(std::string_view key) const {
-    const SfBare* found = nullptr;
-    for (const SfParam& p : params) {
-      if (p.key == key) found = &p.value;
-    }
-    return found;
-  }
+  // Each count key's value when it is a non-negative Integer (RFC 8941 integers are
+  // below 1e15 already). A repeated key overwrites (§4.2.3.2): the last one counts.
+  std::array<std::optional<int64_t>, std::size(kCountKeys)> counts;
 
   // The item's name when it is a String or a Token (older servers send tokens).
   const std::string* name() const {
@@ -338,7 +331,7 @@ class SfParser {
       } else if (!bare_item(item.bare)) {
         return std::nullopt;
       }
-      if (!parameters(item.params)) return std::nullopt;
+      if (!parameters(&item)) return std::nullopt;
       items.push_back(std::move(item));
       skip_ows();
       if (pos_ >= text_.size()) return items;
@@ -369,14 +362,14 @@ class SfParser {
         return true;
       }
       SfBare member;
-      std::vector<SfParam> params;
-      if (!bare_item(member) || !parameters(params)) return false;
+      if (!bare_item(member) || !parameters(nullptr)) return false;
       if (pos_ >= text_.size() || (peek() != ' ' && peek() != ')')) return false;
     }
     return false;
   }
 
-  bool parameters(std::vector<SfParam>& params) {
+  // Records the count keys into `item` when there is one.
+  bool parameters(SfItem* item) {
     while (pos_ < text_.size() && peek() == ';') {
       ++pos_;
       skip_sp();
@@ -386,16 +379,20 @@ class SfParser {
                                      peek() == '-' || peek() == '.' || peek() == '*')) {
         ++pos_;
       }
-      SfParam param;
-      param.key = text_.substr(key_start, pos_ - key_start);
+      const std::string_view key = text_.substr(key_start, pos_ - key_start);
+      SfBare value;
       if (pos_ < text_.size() && peek() == '=') {
         ++pos_;
-        if (!bare_item(param.value)) return false;
+        if (!bare_item(value)) return false;
       } else {
-        param.value.kind = SfBare::Kind::Boolean;
-        param.value.integer = 1;
+        value.kind = SfBare::Kind::Boolean;
+        value.integer = 1;
       }
-      params.push_back(std::move(param));
+      for (std::size_t k = 0; item != nullptr && k < std::size(kCountKeys); ++k) {
+        if (key != kCountKeys[k]) continue;
+        const bool count = value.kind == SfBare::Kind::Integer && value.integer >= 0;
+        item->counts[k] = count ? std::optional<int64_t>(value.integer) : std::nullopt;
+      }
     }
     return true;
   }
@@ -496,15 +493,6 @@ class SfParser {
   std::size_t pos_ = 0;
 };
 
-// A non-negative Integer parameter (RFC 8941 integers are below 1e15 already).
-std::optional<int64_t> count_param(const SfItem& item, std::string_view key) {
-  const SfBare* value = item.param(key);
-  if (value == nullptr || value->kind != SfBare::Kind::Integer || value->integer < 0) {
-    return std::nullopt;
-  }
-  return value->integer;
-}
-
 // ---- Header lookup and the conventions ----
 
 // The first occurrence of `lower_name` among the headers read; a too-long value reads
@@ -587,8 +575,8 @@ void apply_draft_limit_list(std::string_view value, Observation& obs) {
     if (item.bare.kind != SfBare::Kind::Integer || item.bare.integer != first.bare.integer) {
       continue;
     }
-    std::optional<int64_t> window = count_param(item, "w");
-    if (!window) window = count_param(item, "window");
+    std::optional<int64_t> window = item.counts[kWindow];
+    if (!window) window = item.counts[kDraftWindow];
     if (window && *window > 0) {
       obs.window_ms = *window * 1000;
       return;
@@ -635,6 +623,7 @@ void parse_ietf(const std::vector<HeaderField>& headers, int64_t now_ms,
   struct Policy {
     std::string name;
     Observation obs;
+    bool stated = false;  // its RateLimit item has been read
   };
   std::vector<Policy> policies;
   // The first item naming a policy is the one read; later repeats are ignored.
@@ -645,7 +634,7 @@ void parse_ietf(const std::vector<HeaderField>& headers, int64_t now_ms,
     }
     if (policies.size() >= kMaxIetfPolicies) return nullptr;
     fresh = true;
-    return &policies.emplace_back(Policy{name, Observation{}});
+    return &policies.emplace_back(Policy{name, Observation{}, false});
   };
   auto items_of = [&](std::string_view header) {
     const std::optional<std::string_view> value = find_header(headers, header);
@@ -659,22 +648,19 @@ void parse_ietf(const std::vector<HeaderField>& headers, int64_t now_ms,
     bool fresh = false;
     Policy* policy = name ? policy_for(*name, fresh) : nullptr;
     if (policy == nullptr || !fresh) continue;
-    policy->obs.limit = count_param(item, "q");
-    const std::optional<int64_t> window = count_param(item, "w");
+    policy->obs.limit = item.counts[kQuota];
+    const std::optional<int64_t> window = item.counts[kWindow];
     if (window && *window > 0) policy->obs.window_ms = *window * 1000;
   }
-  std::vector<bool> stated(policies.size(), false);  // RateLimit items already read
   for (const SfItem& item : items_of("ratelimit")) {
     const std::string* name = item.name();
     bool fresh = false;
     Policy* policy = name ? policy_for(*name, fresh) : nullptr;
     if (policy == nullptr) continue;
-    const std::size_t index = static_cast<std::size_t>(policy - policies.data());
-    if (index >= stated.size()) stated.resize(index + 1, false);
-    if (stated[index]) continue;
-    stated[index] = true;
-    policy->obs.remaining = count_param(item, "r");
-    if (const std::optional<int64_t> seconds = count_param(item, "t")) {
+    if (policy->stated) continue;
+    policy->stated = true;
+    policy->obs.remaining = item.counts[kRemaining];
+    if (const std::optional<int64_t> seconds = item.counts[kResetSeconds]) {
       policy->obs.reset_at_ms = saturating_add(now_ms, *seconds * 1000);
     }
   }

@@ -425,7 +425,7 @@ TEST_CASE("ietf: one policy", "[ratelimit_headers]") {
               {{"default", 100, 50, kNow + 30'000, 60'000, HeaderConvention::Ietf}});
 }
 
-TEST_CASE("ietf: two policies; the second keeps its name", "[ratelimit_headers]") {
+TEST_CASE("ietf: two policies, the second keeps its name", "[ratelimit_headers]") {
   const Expected kDefault{"default", 100, 50, kNow + 30'000, 60'000, HeaderConvention::Ietf};
   const Expected kDaily{"daily", 1000, 900, kNow + 3'600'000, 86'400'000, HeaderConvention::Ietf};
   check_parse({{"RateLimit-Policy", "\"default\";q=100;w=60, \"daily\";q=1000;w=86400"},

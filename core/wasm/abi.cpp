@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "drl/engine.h"
+#include "drl/ratelimit_headers.h"
 #include "records.h"
 
 #define DRL_EXPORT(name) extern "C" __attribute__((export_name(#name), used))
@@ -257,6 +258,12 @@ int drl_report(int h, double ticket, int status_code, int flags, double retry_af
     r.rate_limit_headers = all.substr(std::min<size_t>(all.size(), static_cast<size_t>(header + usage_json)));
   }
   return status(e->report(static_cast<drl::Ticket>(ticket), r, to_ms(now)));
+}
+
+// Whether the engine reads a header (its lower-case name in the scratch
+// buffer) when a bucket learns: the client's forwarding filter must agree.
+DRL_EXPORT(drl_is_rate_limit_header) int drl_is_rate_limit_header(int len) {
+  return drl::is_rate_limit_header(scratch(len)) ? 1 : 0;
 }
 
 DRL_EXPORT(drl_threw) int drl_threw(int h, double ticket, double now) {

@@ -30,8 +30,8 @@ const MAX_VALUE = 512;
  */
 export function isRateLimitHeader(name: string): boolean {
   return (
-    name.startsWith('x-ratelimit-') ||
-    name.startsWith('anthropic-ratelimit-') ||
+    (name.startsWith('x-ratelimit-') && name.length > 'x-ratelimit-'.length) ||
+    (name.startsWith('anthropic-ratelimit-') && name.length > 'anthropic-ratelimit-'.length) ||
     name === 'ratelimit' ||
     name === 'ratelimit-policy' ||
     name === 'ratelimit-limit' ||

@@ -113,6 +113,7 @@ interface CoreExports {
   drl_arrive_units(h: number, len: number, priority: number, maxWaitMs: number, now: number): number;
   drl_arrive_numbered(h: number, count: number, priority: number, maxWaitMs: number, now: number): number;
   drl_withdraw(h: number, ticket: number, now: number): number;
+  drl_is_rate_limit_header(len: number): number;
   drl_predicted(h: number, ticket: number): number;
   drl_unit_number(h: number, len: number): number;
   drl_report(h: number, ticket: number, status: number, flags: number, retryAfterMs: number, headerLen: number, usageLen: number, limitsLen: number, now: number): number;

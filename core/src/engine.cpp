@@ -1202,14 +1202,20 @@ struct State {
       const int64_t own = take != nullptr && take->epoch == w->epoch ? take->reserved : 0;
       const int64_t since = std::max<int64_t>(0, w->log.live_at(1, c.started_at) - own);
       const int64_t allows = *o.remaining - since;
-      const int64_t ours = std::max<int64_t>(0, w->limit - w->log.used());
       // Dated so that it leaves the window at the upstream's reset (a reset
       // more than a window away: now, so one window), never in the future.
       const Millis at = o.reset_at_ms ? std::min<Millis>(*o.reset_at_ms - w->ms, now) : now;
-      if (allows < ours && at + w->ms > now) grant(*w, ours - std::max<int64_t>(0, allows), at);
-      if (*o.remaining == 0 && o.reset_at_ms && *o.reset_at_ms > now) {
-        penalise(std::min<Millis>(*o.reset_at_ms - now, kMaxDelayMs));
-      }
+      if (at + w->ms <= now) continue;  // the reset has passed: nothing to hold
+      // The difference from what the window has left now is held until the
+      // reset. (Its own grants that leave before then free room the upstream
+      // may not have: holding against those too would treat every reset as
+      // "all at once", and a sliding upstream frees its units one by one;
+      // the next response corrects it.) A remaining of 0 so fills the window
+      // until the reset: every caller that needs it waits, before any 429,
+      // and it is free again at the reset (no penalty, whose lift would keep
+      // half the limit for another window).
+      const int64_t ours = std::max<int64_t>(0, w->limit - w->log.used());
+      if (allows < ours) grant(*w, ours - std::max<int64_t>(0, allows), at);
     }
   }
 

@@ -44,11 +44,11 @@ describe('learning from rate-limit headers', () => {
     expect(tpm.learned!.reset! - tpm.learned!.seenAt).toBe(30_000);
   });
 
-  it('a remaining of 0 with a reset pauses every caller until the reset, before any 429', async () => {
+  it('a remaining of 0 with a reset holds every caller until the reset, before any 429', async () => {
     const { bound, stub } = await setup(true);
     await bound.call(() => answer({ 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '800ms' }), { read: (res) => res.text() });
-    const paused = await stub.stats();
-    expect(paused.penalised).toBe(true);
+    const held = await stub.stats();
+    expect(held.remaining).toBe(0);
     const before = Date.now();
     await bound.call(() => answer({}), { read: (res) => res.text() });
     expect(Date.now() - before).toBeGreaterThanOrEqual(600);

@@ -118,13 +118,14 @@ TEST_CASE("learn: calls admitted after the attempt started count as not yet seen
   CHECK(window_stats(e, "bucket", T0 + 10)["used"] == 3 + 9);
 }
 
-TEST_CASE("learn: a remaining of 0 with a reset pauses every caller until the reset", "[learn]") {
+TEST_CASE("learn: a remaining of 0 with a reset holds every caller until the reset, and no longer", "[learn]") {
   Engine e = configured(kLearning);
   const Ticket a = arrive(e, T0);
   drain(e);
   report(e, a, with_headers("x-ratelimit-remaining-requests: 0\nx-ratelimit-reset-requests: 2s"), T0 + 10);
   drain(e);
-  CHECK(inspect(e).forced_until() == T0 + 10 + 2000);
+  CHECK(window_stats(e, "bucket", T0 + 10)["remaining"] == 0);
+  CHECK(inspect(e).forced_until() == 0);  // no penalty: its lift would keep half the limit for a window more
   const Ticket b = arrive(e, T0 + 20);
   CHECK(drain(e).actions.empty());
   e.tick(T0 + 10 + 1999);

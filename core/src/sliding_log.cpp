@@ -114,6 +114,24 @@ Grant SlidingLog::take(int64_t amount, int64_t window, int64_t now, int64_t max_
   return grants_.back();
 }
 
+Grant SlidingLog::take_at(int64_t amount, int64_t at) {
+  sum_ += amount;
+  if (grants_.empty() || grants_.back().at < at) {
+    grants_.push_back(Grant{at, amount});
+    indexed(grants_.size() - 1, amount);
+    return grants_.back();
+  }
+  auto it = std::lower_bound(grants_.begin(), grants_.end(), at, [](const Grant& g, int64_t t) { return g.at < t; });
+  if (it->at == at) {
+    it->amount += amount;
+    indexed(static_cast<size_t>(it - grants_.begin()), amount);
+    return *it;
+  }
+  it = grants_.insert(it, Grant{at, amount});
+  index_stale_ = true;  // every later grant moved up one
+  return *it;
+}
+
 int64_t SlidingLog::fits_at(int64_t amount, int64_t limit, int64_t window, int64_t now) const {
   int64_t excess = sum_ + amount - limit;
   if (excess <= 0) return now;

@@ -39,6 +39,12 @@ class SlidingLog {
   // time and by the block sums.
   int64_t live_at(int64_t window, int64_t t) const;
 
+  // Records `amount` dated exactly `at`, which may be older than the newest
+  // grant (an observed grant dated to leave the window at the upstream's
+  // reset): added to the grant of that time, or inserted in order. Returns
+  // the row to upsert.
+  Grant take_at(int64_t amount, int64_t at);
+
   // Takes up to `amount` back from the grant dated exactly `at` (never below
   // zero; a grant that reaches zero is removed). Returns the grant as it now
   // stands, or nullopt when no grant is dated `at`.

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "drl/engine.h"
+#include "drl/ratelimit_headers.h"
 #include "records.h"
 
 #define DRL_EXPORT(name) extern "C" __attribute__((export_name(#name), used))
@@ -228,10 +229,12 @@ double drl_arrive_units(int h, int len, double priority, double max_wait_ms, dou
 // else the header's length at the start of the scratch buffer. usage_len: -1
 // when no usage, else the length of its JSON object, right after the header;
 // usage_len <= -2: -(usage_len + 2) (number, amount) pairs in the f64 buffer
-// (units by number, as drl_arrive_numbered).
+// (units by number, as drl_arrive_numbered). limits_len: -1 when no
+// rate-limit headers, else the length of their "name: value" lines, after
+// the header and the usage's JSON.
 DRL_EXPORT(drl_report)
 int drl_report(int h, double ticket, int status_code, int flags, double retry_after_ms, int header_len, int usage_len,
-               double now) {
+               int limits_len, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
   drl::Report r;
@@ -241,6 +244,7 @@ int drl_report(int h, double ticket, int status_code, int flags, double retry_af
   if (!std::isnan(retry_after_ms)) r.retry_after_ms = retry_after_ms;
   const int header = std::max(header_len, 0);
   if (header_len >= 0) r.retry_after = scratch(header_len);
+  const int usage_json = std::max(usage_len, 0);
   if (usage_len <= -2) {
     r.usage = numbered(*e, -(usage_len + 2));
   } else if (usage_len >= 0) {
@@ -249,7 +253,17 @@ int drl_report(int h, double ticket, int status_code, int flags, double retry_af
     if (!usage.ok()) return fail(usage.error());
     r.usage = std::move(*usage);
   }
+  if (limits_len >= 0) {
+    const std::string_view all = scratch(header + usage_json + limits_len);
+    r.rate_limit_headers = all.substr(std::min<size_t>(all.size(), static_cast<size_t>(header + usage_json)));
+  }
   return status(e->report(static_cast<drl::Ticket>(ticket), r, to_ms(now)));
+}
+
+// Whether the engine reads a header (its lower-case name in the scratch
+// buffer) when a bucket learns: the client's forwarding filter must agree.
+DRL_EXPORT(drl_is_rate_limit_header) int drl_is_rate_limit_header(int len) {
+  return drl::is_rate_limit_header(scratch(len)) ? 1 : 0;
 }
 
 DRL_EXPORT(drl_threw) int drl_threw(int h, double ticket, double now) {

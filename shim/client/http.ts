@@ -20,6 +20,53 @@ export function retryAfterHeader(result: unknown): string | undefined {
   return header((result as { headers?: unknown }).headers, 'retry-after');
 }
 
+/** The most rate-limit headers forwarded, and the longest value (the engine's kMaxRateLimitHeaders and kMaxRateLimitHeaderBytes). */
+const MAX_FORWARDED = 24;
+const MAX_VALUE = 512;
+
+/**
+ * Whether the engine reads a header (lower-case name) when a bucket learns
+ * from them: drl::is_rate_limit_header (test/node checks they agree).
+ */
+export function isRateLimitHeader(name: string): boolean {
+  return (
+    (name.startsWith('x-ratelimit-') && name.length > 'x-ratelimit-'.length) ||
+    (name.startsWith('anthropic-ratelimit-') && name.length > 'anthropic-ratelimit-'.length) ||
+    name === 'ratelimit' ||
+    name === 'ratelimit-policy' ||
+    name === 'ratelimit-limit' ||
+    name === 'ratelimit-remaining' ||
+    name === 'ratelimit-reset'
+  );
+}
+
+/**
+ * A Response-like result's rate-limit headers as "name: value" lines, for a
+ * bucket that learns from them; undefined when it has none. Bounded: the
+ * first 24, values over 512 bytes left out.
+ */
+export function rateLimitHeaders(result: unknown): string | undefined {
+  const headers = (result as { headers?: unknown } | null)?.headers;
+  if (headers === null || typeof headers !== 'object') return undefined;
+  const lines: string[] = [];
+  const add = (name: string, value: unknown) => {
+    const lower = name.toLowerCase();
+    if (lines.length >= MAX_FORWARDED || !isRateLimitHeader(lower)) return;
+    const text = Array.isArray(value) ? value.join(', ') : typeof value === 'string' || typeof value === 'number' ? String(value) : undefined;
+    if (text === undefined || text.length > MAX_VALUE || /[\r\n]/.test(text)) return;
+    lines.push(`${lower}: ${text}`);
+  };
+  const forEach = (headers as { forEach?: unknown }).forEach;
+  if (typeof forEach === 'function') {
+    forEach.call(headers, (value: unknown, name: unknown) => {
+      if (typeof name === 'string') add(name, value);
+    });
+  } else {
+    for (const [name, value] of Object.entries(headers)) add(name, value);
+  }
+  return lines.length > 0 ? lines.join('\n') : undefined;
+}
+
 function header(headers: unknown, name: string): string | undefined {
   if (headers === null || typeof headers !== 'object') return undefined;
   const get = (headers as { get?: unknown }).get;

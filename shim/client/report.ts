@@ -8,7 +8,7 @@
 import type { CallReport, UnitCosts } from '../envelope.ts';
 import { checkedFailure, consultHooks, malformedUsage, signalDelay, type ErrorHook, type HookSlot, type RateLimitHook, type UsageHook } from './hooks.ts';
 import { messageOf } from './errors.ts';
-import { httpStatus, retryAfterHeader } from './http.ts';
+import { httpStatus, rateLimitHeaders, retryAfterHeader } from './http.ts';
 
 /** The hooks of one call: the call site's slots and the limiter's defaults. */
 export interface HookLayers {
@@ -54,6 +54,11 @@ export async function buildReport<V>(
     report.status = 429;
     const ms = signalDelay(signal);
     if (ms !== undefined) report.retryAfterMs = ms;
+  }
+  // What the upstream says about its own limits: a bucket with `learn` reads it.
+  if (status !== undefined) {
+    const limits = rateLimitHeaders(result);
+    if (limits !== undefined) report.rateLimitHeaders = limits;
   }
   // The header only matters to a rate-limited attempt (an explicit delay beats it).
   if (status === 429 || report.rateLimited) {

@@ -131,11 +131,17 @@ export function parseReport(value: unknown): ParsedReport {
     const t = r.thrown as Record<string, unknown>;
     if (typeof t !== 'object' || typeof t.message !== 'string') return bad('thrown', 'must be { message: string }');
   }
+  if (r.rateLimitHeaders !== undefined && r.rateLimitHeaders !== null && (typeof r.rateLimitHeaders !== 'string' || r.rateLimitHeaders.length > MAX_RATE_LIMIT_TEXT)) {
+    return bad('rateLimitHeaders', `must be a string of "name: value" lines, at most ${MAX_RATE_LIMIT_TEXT} characters`);
+  }
   if (r.usage !== undefined && r.usage !== null && !isUsageShaped(r.usage)) {
     return bad('usage', 'must be an object of integers >= 0 such as { tokens: 1200 }, or null');
   }
   return { ok: true, report: r as CallReport };
 }
+
+/** The most rate-limit header text a report may carry: 24 headers of a name and a 512-byte value. */
+const MAX_RATE_LIMIT_TEXT = 24 * 600;
 
 /** A usage's shape: a plain object of integers >= 0. Which units it names is the engine's to check. */
 function isUsageShaped(usage: unknown): boolean {

@@ -357,6 +357,7 @@ export class EngineHost {
         failure: r.failure ? (r.failure.retryable ? 'retryable' : 'final') : undefined,
       };
       if (r.usage) report.usage = r.usage;
+      if (typeof r.rateLimitHeaders === 'string') report.rateLimitHeaders = r.rateLimitHeaders;
     } else {
       // The callback ran, so this is final: retrying cannot fix its shape.
       call.failure = parsed.error;

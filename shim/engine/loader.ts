@@ -59,6 +59,8 @@ export interface EngineReport {
   failure?: 'retryable' | 'final';
   /** What the attempt really cost, per unit: corrects its reservation in every window counting one of them. */
   usage?: Readonly<Record<string, number>>;
+  /** The response's rate-limit headers as "name: value" lines (read when the bucket has `learn`). */
+  rateLimitHeaders?: string;
 }
 
 /** A call's cost: a number of the default unit, or an amount per unit. */
@@ -111,9 +113,10 @@ interface CoreExports {
   drl_arrive_units(h: number, len: number, priority: number, maxWaitMs: number, now: number): number;
   drl_arrive_numbered(h: number, count: number, priority: number, maxWaitMs: number, now: number): number;
   drl_withdraw(h: number, ticket: number, now: number): number;
+  drl_is_rate_limit_header(len: number): number;
   drl_predicted(h: number, ticket: number): number;
   drl_unit_number(h: number, len: number): number;
-  drl_report(h: number, ticket: number, status: number, flags: number, retryAfterMs: number, headerLen: number, usageLen: number, now: number): number;
+  drl_report(h: number, ticket: number, status: number, flags: number, retryAfterMs: number, headerLen: number, usageLen: number, limitsLen: number, now: number): number;
   drl_threw(h: number, ticket: number, now: number): number;
   drl_cancel(h: number, ticket: number, now: number): number;
   drl_gone(h: number, ticket: number, now: number): number;
@@ -336,17 +339,25 @@ export class Engine {
     const header = typeof report.retryAfter === 'string' ? report.retryAfter : undefined;
     const headerLen = header === undefined ? -1 : this.#core.putString(header);
     let usageLen = -1;
+    let usageJson = '';
     const numbered = report.usage ? this.#putNumbered(report.usage) : -1;
     if (numbered >= 0) {
       usageLen = -(numbered + 2);
     } else if (report.usage) {
       // The usage's JSON follows the header in the scratch buffer.
-      usageLen = this.#core.putString((header ?? '') + JSON.stringify(report.usage)) - Math.max(headerLen, 0);
+      usageJson = JSON.stringify(report.usage);
+      usageLen = this.#core.putString((header ?? '') + usageJson) - Math.max(headerLen, 0);
+    }
+    let limitsLen = -1;
+    if (typeof report.rateLimitHeaders === 'string') {
+      // The rate-limit header lines follow both in the scratch buffer.
+      const before = Math.max(headerLen, 0) + Math.max(usageLen, 0);
+      limitsLen = this.#core.putString((header ?? '') + usageJson + report.rateLimitHeaders) - before;
     }
     const retryAfterMs = typeof report.retryAfterMs === 'number' ? report.retryAfterMs : NaN;
     const status = Number.isInteger(report.status) ? (report.status as number) : 0;
     this.#core.check(
-      this.#core.exports.drl_report(this.#h, ticket, status, flags, retryAfterMs, headerLen, usageLen, now),
+      this.#core.exports.drl_report(this.#h, ticket, status, flags, retryAfterMs, headerLen, usageLen, limitsLen, now),
     );
   }
 

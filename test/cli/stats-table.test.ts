@@ -5,7 +5,7 @@
 // than windows (no `windows`, no `units`) read as one window.
 import { describe, expect, it } from 'vitest';
 
-import { statsTable } from '../../cli/stats-table.ts';
+import { learnedNotes, statsTable } from '../../cli/stats-table.ts';
 import type { AnyLimiterStats } from '../../cli/windows.ts';
 import type { WindowStats } from '../../shim/envelope.ts';
 
@@ -131,5 +131,19 @@ describe('the stats table', () => {
     expect(cells(statsTable({ 'read-api': plain }))[1]![6]).toBe('4, next when a slot frees');
     // An object older than predictions: the count alone.
     expect(cells(statsTable({ 'read-api': stats({ queued: 2 }) }))[1]![6]).toBe('2');
+  });
+
+  it('says plainly when the upstream states a limit other than the configured one, and nothing when it agrees', () => {
+    const learned = (limit: number | null) =>
+      stats({
+        windows: [window({ name: 'bucket', unit: 'requests', limit: 6000, windowInMs: 3_600_000, learned: { limit, remaining: 10, reset: NOW + 1000, seenAt: NOW } })],
+        units: ['requests'],
+      });
+    expect(learnedNotes({ 'gh-api': learned(5000) })).toEqual([
+      'gh-api: the upstream says 5,000 requests per 1 h; this bucket is configured for 6,000 (window "bucket"). Lower the limit to match, or the upstream will refuse calls the bucket admits.',
+    ]);
+    expect(learnedNotes({ 'gh-api': learned(6000) })).toEqual([]);
+    expect(learnedNotes({ 'gh-api': learned(null) })).toEqual([]);
+    expect(learnedNotes({ 'gh-api': stats() })).toEqual([]);
   });
 });

@@ -304,7 +304,7 @@ TEST_CASE("unknown keys are rejected at every level", "[config]") {
   drl::Error e = failure(with("/foo", 1));
   CHECK(e.kind == ErrorKind::TypeError);
   CHECK(e.message ==
-        kPrefix + R"(unknown key "foo" in config (allowed: bucket, concurrency, attemptTimeoutMs, retry, windows))");
+        kPrefix + R"(unknown key "foo" in config (allowed: bucket, concurrency, attemptTimeoutMs, retry, windows, learn))");
 
   e = failure(with("/bucket/limit", 1));
   CHECK(e.kind == ErrorKind::TypeError);
@@ -345,7 +345,7 @@ TEST_CASE("every problem is reported together", "[config]") {
   CHECK(e.kind == ErrorKind::TypeError);  // the kind of the first problem
   CHECK(e.message ==
         kPrefix +
-            R"(unknown key "extra" in config (allowed: bucket, concurrency, attemptTimeoutMs, retry, windows); )"
+            R"(unknown key "extra" in config (allowed: bucket, concurrency, attemptTimeoutMs, retry, windows, learn); )"
             R"(bucket.limitPerWindow must be an integer between 1 and 1000000000 (received 0); )"
             R"(bucket.windowInMs must be a number, an integer between 1 and 31622400000 )"
             R"((received "60000"); )"
@@ -574,7 +574,7 @@ TEST_CASE("effective_config_json fills every default", "[config]") {
   CHECK(effective ==
         R"({"bucket":{"limitPerWindow":60,"windowInMs":60000,"penaltyRefillFraction":0.5,"unit":"requests"},)"
         R"("concurrency":5,"attemptTimeoutMs":120000,"retry":{"maxRetries":3,"minDelayInMs":500,"maxDelayInMs":30000,)"
-        R"("factor":2.0,"respectRetryAfter":true},"windows":{}})");
+        R"("factor":2.0,"respectRetryAfter":true},"windows":{},"learn":null})");
   // It is a complete config in its own right, meaning the same thing.
   require_same(success(effective), c);
 

@@ -1,5 +1,6 @@
 // Verifies the sliding log's block index against a plain walk: after any mix
 // of takes, expiries, refunds (some to zero, which erase from the middle),
+// grants inserted among the others (take_at),
 // merges at the front and clears, fits_at and live_at answer exactly what
 // walking every grant answers, for amounts deep into the log.
 #include <catch2/catch.hpp>
@@ -58,6 +59,9 @@ TEST_CASE("the block index answers as a walk over every grant does, whatever cha
         log.shrink(g.at, pick(1, 8) == 1 ? g.amount : pick(1, std::max<int64_t>(1, g.amount - 1)));
       } else if (kind < 97 && log.size() >= 2) {
         log.merge_oldest();
+      } else if (kind == 97 && !log.empty()) {
+        // An observed grant dated among the others (learning from headers).
+        log.take_at(pick(1, 9), pick(log.grants().front().at, log.grants().back().at + 2));
       } else if (kind == 99) {
         log.clear();
       }

@@ -40,7 +40,8 @@ TEST_CASE("stats echoes the config as given and the effective config separately"
                                   {"maxDelayInMs", 30'000},
                                   {"factor", 2.0},
                                   {"respectRetryAfter", true}}},
-                                {"windows", json::object()}}));
+                                {"windows", json::object()},
+                                {"learn", nullptr}}));
 
   REQUIRE(e.reconfigure(R"({"retry":{"factor":3}})", T0).ok());
   s = stats(e, T0);

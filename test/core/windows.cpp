@@ -112,7 +112,7 @@ TEST_CASE("windows: a config with only bucket behaves and stores exactly as befo
   report(e, a, Report{200}, T0 + 5);
   auto s = json::parse(*e.stats(T0 + 5));
   CHECK(s["windows"] == json::array({{{"name", "bucket"}, {"unit", "requests"}, {"limit", 2}, {"windowInMs", 1000},
-                                      {"used", 1}, {"remaining", 1}, {"resetAt", T0 + 1000}, {"debt", 0}}}));
+                                      {"used", 1}, {"remaining", 1}, {"resetAt", T0 + 1000}, {"debt", 0}, {"learned", nullptr}}}));
   CHECK(s["units"] == json::array({"requests"}));
 }
 

@@ -33,6 +33,16 @@
 //              over its limit); low: every call reserves 400 (reports the overshoot, asserts it
 //              within the bound: in every window, real - limit <= the under-estimates of the
 //              attempts that arrived in it). Default: upper with --ci, off otherwise
+//   --outside  an outside consumer spends 30% of the upstream's quota directly (not through the
+//              limiter), steadily over the run, and the upstream states its quota on every answer
+//              (OpenAI's x-ratelimit-*-requests headers, the reset as a duration in ms; --headers=
+//              github|ietf|openai for another convention). The stampede runs twice on fresh buckets:
+//              learning off, then learning on (learn: { headers: 'auto' }). Reports for each: the
+//              upstream's 429s to calls the limiter admitted, the stampede's completion time, calls
+//              completed, lost; then the 429 drop in percent. With --ci asserts: every call completes
+//              in both runs, none lost, at least 20 429s with learning off, and with learning on at
+//              most 10% of those. Calls may be refused many times with learning off: each call gets
+//              limiter retry.maxRetries 20
 //   --ci       a small configuration that asserts; ends with "verify: N passed, N failed"
 //   --via=direct   the cross-script Durable Object binding instead of LimiterEntrypoint
 // DRL_VERIFY_DUMP=<file>: also write the run's raw records, upstream ledger and events
@@ -60,7 +70,13 @@ const argv = process.argv.slice(2);
 let kills = 0;
 let attemptTimeout;
 let tokensMode;
+let headersStyle = 'openai';
 for (const arg of argv) {
+  const headersFlag = /^--headers=(openai|github|ietf)$/.exec(arg);
+  if (headersFlag) {
+    headersStyle = headersFlag[1];
+    continue;
+  }
   const tokensFlag = /^--tokens=(upper|low|off)$/.exec(arg);
   if (tokensFlag) {
     tokensMode = tokensFlag[1];
@@ -76,28 +92,41 @@ for (const arg of argv) {
     kills = Number(killsFlag[1]);
     continue;
   }
-  if (!['--ci', '--load', '--faults', '--mixed', '--via=direct', '--via=service', '--help'].includes(arg)) {
-    console.error(`verify: unknown flag ${arg} (flags: --ci --load --faults --mixed --kills=N (N <= 20) --attempt-timeout=MS --tokens=upper|low|off --via=direct)`);
+  if (!['--ci', '--load', '--faults', '--mixed', '--outside', '--via=direct', '--via=service', '--help'].includes(arg)) {
+    console.error(`verify: unknown flag ${arg} (flags: --ci --load --faults --mixed --outside --headers=openai|github|ietf --kills=N (N <= 20) --attempt-timeout=MS --tokens=upper|low|off --via=direct)`);
     process.exit(2);
   }
 }
 const args = new Set(argv);
 if (args.has('--help')) {
-  console.log('npm run verify:local -- [--ci] [--load] [--faults] [--mixed] [--kills=N] [--attempt-timeout=MS] [--tokens=upper|low|off] [--via=direct]');
+  console.log('npm run verify:local -- [--ci] [--load] [--faults] [--mixed] [--outside [--headers=openai|github|ietf]] [--kills=N] [--attempt-timeout=MS] [--tokens=upper|low|off] [--via=direct]');
   process.exit(0);
 }
 const ci = args.has('--ci');
 const load = args.has('--load');
 const faults = args.has('--faults');
 const mixed = args.has('--mixed');
+const outside = args.has('--outside');
 const via = args.has('--via=direct') ? 'direct' : 'service';
-// The tokens quota: on (upper) by default in --ci, off otherwise unless asked for.
-const tokens = tokensMode ?? (ci ? 'upper' : 'off');
+if (outside && (load || faults || mixed || kills)) {
+  console.error('verify: --outside runs on its own (not with --load, --faults, --mixed or --kills)');
+  process.exit(2);
+}
+// The tokens quota: on (upper) by default in --ci, off otherwise unless asked for (and off with --outside).
+const tokens = tokensMode ?? (ci && !outside ? 'upper' : 'off');
 
 // Sizes. The margin is the allowance between a grant in the object and the
 // request reaching the upstream (see RunPlan.marginMs); under --load the two
 // runtimes share two cores with 10,000 calls, so that delay is larger.
-const size = load
+// --outside: the outside consumer spends OUTSIDE of the upstream's quota, so
+// the limiter's calls have 70% of it; the run is long enough (several
+// windows of refusals) that learning off sees a good number of 429s.
+const OUTSIDE = 0.3;
+const size = outside
+  ? ci
+    ? { consumers: 2, calls: 90, outstanding: 90, limit: 20, window: 1_000, margin: 100, concurrency: 6, latency: '50-150', inject429: 0 }
+    : { consumers: 3, calls: 60, outstanding: 60, limit: 20, window: 2_000, margin: 100, concurrency: 5, latency: '50-250', inject429: 0 }
+  : load
   ? { consumers: 4, calls: 2_500, outstanding: 250, limit: 500, window: 1_000, margin: 250, concurrency: 64, latency: '20-80', inject429: 0.002 }
   : ci
     ? { consumers: 2, calls: 30, outstanding: 30, limit: 10, window: 1_000, margin: 100, concurrency: 3, latency: '50-150', inject429: 0 }
@@ -134,7 +163,7 @@ const interactiveEvery = Math.max(50, Math.round((0.6 * drainMs) / interactive))
 // --ci keeps the runtimes' logs (DRL_VERIFY_LOG, or a scratch file) and
 // asserts that no normal outcome was logged as an uncaught exception.
 if (ci && !process.env.DRL_VERIFY_LOG) process.env.DRL_VERIFY_LOG = join(mkdtempSync(join(tmpdir(), 'drl-verify-log-')), 'workerd.log');
-const mode = [load ? 'load' : ci ? 'ci' : 'default', mixed ? 'mixed' : '', faults ? 'faults' : '', kills ? `kills=${kills}` : '', tokens === 'off' ? '' : `tokens=${tokens}`]
+const mode = [load ? 'load' : ci ? 'ci' : 'default', outside ? `outside (${headersStyle} headers)` : '', mixed ? 'mixed' : '', faults ? 'faults' : '', kills ? `kills=${kills}` : '', tokens === 'off' ? '' : `tokens=${tokens}`]
   .filter(Boolean)
   .join('+');
 
@@ -142,6 +171,63 @@ function fail(message) {
   console.error(`verify: ${message}`);
   if (ci) console.log('verify: 0 passed, 1 failed');
   process.exitCode = 1;
+}
+
+/**
+ * --outside: the stampede twice on the same stack, each on a fresh bucket and
+ * probe, beside an outside consumer spending OUTSIDE of the upstream's quota:
+ * learning off, then learning on (learn: { headers: 'auto' }). Prints each
+ * run's report, then the comparison; returns the checks (each run's own, and
+ * with --ci the comparison's).
+ */
+async function outsideRuns(stack, consumers, queryFor) {
+  const runs = [];
+  for (const learn of ['off', 'auto']) {
+    console.log('');
+    console.log(`== learning ${learn === 'off' ? 'off' : `on (learn: { headers: '${learn}' })`}, outside consumer ${Math.round(OUTSIDE * 100)}%`);
+    const run = await runStampede(stack, {
+      app: 'application',
+      consumers,
+      // A call may be refused by the upstream several times while learning is off.
+      // A refusal takes the round trip a served answer takes (as a real API's does): the calls
+      // admitted while it travels back arrive at the full window too.
+      query: queryFor({ outside: String(OUTSIDE), headers: headersStyle, learn, retries: '20', refusalLatency: '1' }),
+      expect: [],
+      deadlineMs: 10 * 60_000,
+    });
+    console.log('');
+    console.log(run.summary.text);
+    runs.push({ learn, run, s: run.summary });
+  }
+  const [off, on] = runs.map((r) => r.s);
+  const col = (f) => `${String(f(off)).padEnd(22)}${f(on)}`;
+  const drop = off.upstream.quotaRefusals > 0 ? (100 * (off.upstream.quotaRefusals - on.upstream.quotaRefusals)) / off.upstream.quotaRefusals : NaN;
+  const secs = (x) => `${(x.durationMs / 1000).toFixed(1)} s`;
+  console.log('');
+  console.log(`outside consumer: ${Math.round(OUTSIDE * 100)}% of the upstream's quota (${off.plan.limit} per ${off.plan.windowMs} ms) spent directly; ${headersStyle} rate-limit headers`);
+  console.log(`                                        learning off          learning on (auto)`);
+  console.log(`  upstream 429s to limiter-admitted calls ${col((x) => x.upstream.quotaRefusals)}`);
+  console.log(`  stampede completion time                ${col(secs)}`);
+  console.log(`  calls completed                         ${col((x) => `${x.completed} / ${x.planned}`)}`);
+  console.log(`  lost                                    ${col((x) => x.lost.length)}`);
+  console.log(`  outside requests during the run         ${col((x) => `${x.outside?.sent ?? 0} (${x.outside?.refused ?? 0} refused)`)}`);
+  console.log(`  limiter calls served by the upstream    ${col((x) => x.upstream.served)}`);
+  console.log(`  429 drop with learning on: ${Number.isNaN(drop) ? 'n/a (no 429s with learning off)' : `${drop.toFixed(1)}%`} (target: at least 90%)`);
+  const checks = runs.flatMap(({ learn, s }) => s.checks.map((c) => ({ ...c, name: `learning ${learn}: ${c.name}` })));
+  let shareErrors = runs.reduce((n, r) => n + r.run.shareErrors, 0);
+  if (ci) {
+    const push = (ok, name, detail) => {
+      checks.push({ ok, name, detail });
+      console.log(`  ${ok ? 'PASS' : 'FAIL'}  ${name}: ${detail}`);
+    };
+    for (const { learn, s } of runs) {
+      push(s.completed === s.planned && s.lost.length === 0, `learning ${learn}: every call completes, none lost`, `${s.completed} / ${s.planned} completed, ${s.lost.length} lost`);
+    }
+    push(off.upstream.quotaRefusals >= 20, 'learning off meets enough 429s to compare', `${off.upstream.quotaRefusals} (at least 20 wanted)`);
+    push(on.upstream.quotaRefusals <= 0.1 * off.upstream.quotaRefusals, "learning on: the upstream's 429s at most 10% of learning off's",
+      `${on.upstream.quotaRefusals} vs ${off.upstream.quotaRefusals} (drop ${Number.isNaN(drop) ? 'n/a' : `${drop.toFixed(1)}%`})`);
+  }
+  return { checks, shareErrors };
 }
 
 let stack;
@@ -167,7 +253,7 @@ try {
     if (/FAIL|NOT ok|DISAGREE/.test(text)) throw new Error(`probe ${probe} failed`);
   }
 
-  const query = new URLSearchParams({
+  const queryFor = (extra = {}) => new URLSearchParams({
     drive: 'external',
     format: 'json',
     via,
@@ -197,7 +283,13 @@ try {
     // starting again, the consumers' runtime learning its new address): the
     // client's default 10 drop retries are spaced to span at least 13 s,
     // longer than several restarts take here; the report shows how many were used.
+    ...extra,
   });
+  let checks;
+  let shareErrors;
+  if (outside) ({ checks, shareErrors } = await outsideRuns(stack, consumers, queryFor));
+  else {
+  const query = queryFor();
   const run = await runStampede(stack, {
     app: 'application',
     consumers,
@@ -224,6 +316,9 @@ try {
       `CallDroppedError ${summary.callDropped}; failed in flight though served ${summary.inFlightServed}`);
     console.log('');
   }
+  checks = summary.checks;
+  shareErrors = run.shareErrors;
+  }
   if (ci) {
     // The probes ran a final failure, a not-configured bucket and a throwing
     // callback: none of them is a fault, so none may be logged as uncaught.
@@ -233,15 +328,15 @@ try {
     // anything else, our own [drl:...] errors among it, still fails.
     const injected = faults || kills > 0;
     const uncaught = uncaughtLines(process.env.DRL_VERIFY_LOG).filter((line) => !(injected && TRANSPORT_BROKEN.test(line)));
-    summary.checks.push({
+    checks.push({
       ok: uncaught.length === 0,
       name: 'no uncaught exception logged',
       detail: `${uncaught.length} in ${process.env.DRL_VERIFY_LOG}: ${uncaught.slice(0, 3).join(' | ')}`,
     });
     console.log(`  ${uncaught.length === 0 ? 'PASS' : 'FAIL'}  no uncaught exception logged by any runtime (${uncaught.length}; log: ${process.env.DRL_VERIFY_LOG})`);
-    const passed = summary.checks.filter((c) => c.ok).length;
-    const failed = summary.checks.length - passed + run.shareErrors;
-    for (const c of summary.checks.filter((c) => !c.ok)) console.log(`verify: FAILED ${c.name}: ${c.detail}`);
+    const passed = checks.filter((c) => c.ok).length;
+    const failed = checks.length - passed + shareErrors;
+    for (const c of checks.filter((c) => !c.ok)) console.log(`verify: FAILED ${c.name}: ${c.detail}`);
     console.log(`verify: ${passed} passed, ${failed} failed`);
     if (failed > 0) process.exitCode = 1;
   }

@@ -66,7 +66,7 @@ export async function runStampede(stack, { app, consumers, query, faults = false
   let idleWaitSince;
   const deadline = Date.now() + deadlineMs;
   let lastLine = 0;
-  let up = { served: 0, refused: 0, inFlight: 0 };
+  let up = { served: 0, refused: 0, inFlight: 0, outside: { sent: 0, served: 0, refused: 0 } };
   const startedAt = Date.now();
   while (!sharesDone && Date.now() < deadline) {
     await sleep(killed.length < kills ? 100 : restartWanted ? 250 : 1000);
@@ -85,7 +85,8 @@ export async function runStampede(stack, { app, consumers, query, faults = false
         : 'limiter: (no stats)';
       log(
         `[${ts()}] +${String(Math.round((Date.now() - startedAt) / 1000)).padStart(3)}s  upstream ${up.served}/${planned} served, ` +
-          `${up.refused} refused, ${up.inFlight} in flight; ${limiterPart}; ${finished}/${consumers.length} consumers done`,
+          `${up.refused} refused, ${up.inFlight} in flight; ${plan.outside ? `outside ${up.outside?.sent ?? 0} sent (${up.outside?.refused ?? 0} refused); ` : ''}` +
+          `${limiterPart}; ${finished}/${consumers.length} consumers done`,
       );
     }
     // Restart once a third of the calls are served, while callers are
@@ -125,6 +126,8 @@ export async function runStampede(stack, { app, consumers, query, faults = false
     }
   }
   const timedOut = !sharesDone;
+  // The outside consumer stops with the stampede (its requests after the run's end are not reported anyway).
+  if (plan.outside) await get(home, `/outside-stop?probe=${plan.probeId}`).catch((e) => log(`outside consumer not stopped: ${e.message}`));
   if (timedOut) log(`stampede: the shares had not all finished after ${Math.round(deadlineMs / 1000)} s; reporting what was recorded`);
   const results = timedOut ? [] : await Promise.all(shares);
   for (const r of results) if (r.error) log(`consumer ${r.caller}: ${r.error}`);

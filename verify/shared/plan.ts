@@ -18,6 +18,12 @@ export interface UpstreamFaults {
   /** Fraction of requests held slowMs longer than usual. */
   slowFraction: number;
   slowMs: number;
+  /**
+   * Refusals (429, 503) wait the same latency as a served answer, as a real
+   * API's do (the round trip is the same); absent or false: they are answered
+   * at once. With it, calls admitted while a refusal travels back arrive too.
+   */
+  refusalLatency?: boolean;
 }
 
 /**
@@ -70,6 +76,45 @@ export interface InteractivePlan {
   toleranceMs: number;
 }
 
+/**
+ * How the fake upstream states its quota on every answer (200 and 429 alike),
+ * computed when the request arrives and counting it:
+ *   openai (default): x-ratelimit-{limit,remaining,reset}-requests (and -tokens with a
+ *          tokens quota), the reset as a duration in ms ("1000ms"): the most precise;
+ *   github: x-ratelimit-limit, -remaining, -used, -resource, and -reset as epoch seconds
+ *          rounded up;
+ *   ietf:   RateLimit-Policy: "requests";q=LIMIT;w=SECONDS and RateLimit: "requests";r=REMAINING;t=SECONDS
+ *          (seconds rounded up);
+ *   none:   no rate-limit headers (only Retry-After on a 429).
+ * The quota is a rolling window, so "reset" is when it is back to its initial
+ * state: when everything now in the window has left it, one window after this
+ * arrival. (The first free slot can come sooner; a limiter that took the reset as
+ * the moment everything frees would admit too early.)
+ */
+export type UpstreamHeaders = 'openai' | 'github' | 'ietf' | 'none';
+
+/**
+ * An outside consumer: something that spends the same upstream quota
+ * directly, not through the limiter (a dashboard, a script, another
+ * deployment on the same API key). The upstream itself spends `fraction` of
+ * its requests quota, steadily: one request every `everyMs` (windowMs /
+ * (fraction x limit)), from `fromMs` before the stampede's start (so the
+ * stampede meets a window already in its steady state) until the harness
+ * stops it (at the latest 10 minutes after the start). Its requests count
+ * against the quota like any other and are refused (429) when the window is
+ * full; the upstream keeps them in a ledger of their own, apart from the
+ * limiter's arrivals.
+ */
+/** The conventions a bucket's `learn.headers` names (the package's LimiterLearn['headers']). */
+export const LEARN_HEADERS = ['auto', 'github', 'openai', 'anthropic', 'ietf', 'ietf-draft'] as const;
+export type LearnHeaders = (typeof LEARN_HEADERS)[number];
+
+export interface OutsidePlan {
+  fraction: number;
+  everyMs: number;
+  fromMs: number;
+}
+
 export interface RunPlan {
   probeId: string;
   /** The limiter instance the run stampedes (one per probe, so runs never share a bucket). */
@@ -108,6 +153,12 @@ export interface RunPlan {
   tokens?: TokenQuota;
   /** The mixed run: interactive calls beside the batch stampede; absent: batch calls only, with no priority sent. */
   interactive?: InteractivePlan;
+  /** The rate-limit headers the upstream sends; absent: openai. */
+  headers?: UpstreamHeaders;
+  /** An outside consumer spending part of the upstream's quota directly; absent: none. */
+  outside?: OutsidePlan;
+  /** The bucket's `learn.headers` (it learns from the upstream's rate-limit headers); absent: learning off. */
+  learn?: LearnHeaders;
   /** The shared instant every caller sleeps until (ms since the epoch). */
   startAt: number;
   faults: UpstreamFaults;
@@ -133,7 +184,13 @@ export function limiterConfig(plan: RunPlan) {
     concurrency: plan.concurrency,
     ...(plan.maxRetries === undefined ? {} : { retry: { maxRetries: plan.maxRetries } }),
     ...(plan.attemptTimeoutMs === undefined ? {} : { attemptTimeoutMs: plan.attemptTimeoutMs }),
+    ...(plan.learn === undefined ? {} : { learn: { headers: plan.learn } }),
   };
+}
+
+/** The outside consumer's plan for `fraction` of a `limit` per `windowMs` quota: steady, from one window before the start. */
+export function outsidePlan(fraction: number, limit: number, windowMs: number): OutsidePlan {
+  return { fraction, everyMs: Math.max(1, Math.round(windowMs / (fraction * limit))), fromMs: windowMs };
 }
 
 /** A call's id: unique within the probe, sent to the upstream with every attempt. */

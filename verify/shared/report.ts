@@ -45,6 +45,31 @@ export interface Arrival {
   tokens?: number;
 }
 
+/** One request of the outside consumer (see OutsidePlan), from the upstream's own ledger: 200 served, 429 refused. */
+export interface OutsideArrival {
+  at: number;
+  status: number;
+}
+
+/**
+ * The outside consumer's run: what it spent, and what the limiter's calls met.
+ * `quotaRefusals` (the upstream's 429s to calls the limiter admitted) is the
+ * figure learning from the headers should drive down.
+ */
+export interface OutsideSummary {
+  fraction: number;
+  learn: string | null;
+  /** The outside consumer's requests while the stampede ran (from its start to its end), and in all. */
+  sent: number;
+  served: number;
+  refused: number;
+  total: number;
+  /** The upstream's 429s (quota) to calls the limiter admitted. */
+  quotaRefusals: number;
+  /** The most requests in any rolling window at the upstream, the limiter's and the outside consumer's together. */
+  peakCombined: number;
+}
+
 /**
  * The tokens quota seen from the upstream's ledger. Every arrival is one
  * attempt the limiter admitted, reserving the plan's estimate; `under` is
@@ -251,6 +276,8 @@ export interface SummaryOptions {
    * report it had); no CallDroppedError.
    */
   expectKills?: number;
+  /** The outside consumer's requests (the upstream's own ledger), when the plan has one. */
+  outside?: OutsideArrival[];
 }
 
 /** The marker of a kill event on the timeline (the harness writes it). */
@@ -285,6 +312,8 @@ export interface Summary {
   tokens?: TokenSummary;
   /** The mixed run's interactive calls, when the plan has them. */
   interactive?: InteractiveSummary;
+  /** The outside consumer, when the plan has one. */
+  outside?: OutsideSummary;
   callerPeakWindow: number;
   callerPeakConcurrency: number;
   admissionToArrivalMs: { p95: number; max: number };
@@ -407,8 +436,17 @@ export function summarise(
     `${planned} planned, ${records.length} recorded, ${parked.length} failed while parked, ${lost.length} lost${lost.length ? ` (${lost.slice(0, 5).join(', ')})` : ''}`);
   check('no call executed twice', doubleExecutions.length === 0,
     `${doubleExecutions.length} calls served more than once by the upstream${doubleExecutions.length ? ` (${doubleExecutions.slice(0, 5).join(', ')})` : ''}`);
-  check('no rolling window above the limit', windowPeak.peak <= plan.limit && quotaRefusals === 0,
-    `peak ${windowPeak.peak} in any ${plan.windowMs} ms at the upstream (limit ${plan.limit}); ${quotaRefusals} quota refusals`);
+  if (plan.outside) {
+    // Someone else spends the same quota, so the limiter's own calls can be
+    // refused with nothing wrong in the limiter: the check is that it never
+    // admits more than its limit per window; the refusals are the figure
+    // reported (and compared, learning off against on, by the local run).
+    check('the limiter admits at most its limit per window', windowPeak.peak <= plan.limit,
+      `peak ${windowPeak.peak} of the limiter's calls in any ${plan.windowMs} ms at the upstream (limit ${plan.limit}); ${quotaRefusals} quota refusals beside an outside consumer`);
+  } else {
+    check('no rolling window above the limit', windowPeak.peak <= plan.limit && quotaRefusals === 0,
+      `peak ${windowPeak.peak} in any ${plan.windowMs} ms at the upstream (limit ${plan.limit}); ${quotaRefusals} quota refusals`);
+  }
   check('concurrency within the cap', upstreamInFlight <= plan.concurrency && callerConcurrency <= plan.concurrency,
     `peak ${upstreamInFlight} in flight at the upstream, ${callerConcurrency} callbacks at once (cap ${plan.concurrency})`);
   const tokens = plan.tokens ? tokenSummary(plan.tokens, arrivals, plan.windowMs) : undefined;
@@ -426,6 +464,21 @@ export function summarise(
           `largest real - limit - under-estimates ${tokens.worstSlack} (window ending ${at(tokens.worstAt)}); ` +
           `${tokens.underCalls} attempts used more than the ${t.estimate} reserved`);
     }
+  }
+  let outside: OutsideSummary | undefined;
+  if (plan.outside) {
+    const all = options.outside ?? [];
+    const during = all.filter((o) => o.at >= startedAt && o.at <= endedAt);
+    outside = {
+      fraction: plan.outside.fraction,
+      learn: plan.learn ?? null,
+      sent: during.length,
+      served: during.filter((o) => o.status === 200).length,
+      refused: during.filter((o) => o.status !== 200).length,
+      total: all.length,
+      quotaRefusals,
+      peakCombined: peakInWindow([...arrivals.map((a) => a.at), ...all.map((o) => o.at)], plan.windowMs).peak,
+    };
   }
   const interactive = plan.interactive ? interactiveSummary(plan, plan.interactive, records) : undefined;
   if (interactive) {
@@ -507,6 +560,7 @@ export function summarise(
     },
     ...(tokens ? { tokens } : {}),
     ...(interactive ? { interactive } : {}),
+    ...(outside ? { outside } : {}),
     callerPeakWindow: callerWindow.peak,
     callerPeakConcurrency: callerConcurrency,
     admissionToArrivalMs: { p95: quantile(lags, 0.95), max: lags.at(-1) ?? 0 },
@@ -605,6 +659,7 @@ export function renderReport(s: Summary): string {
     f.inject429 ? `${(f.inject429 * 100).toFixed(2)}% injected 429 (Retry-After ${f.retryAfterS} s)` : '',
     f.inject5xx ? `${(f.inject5xx * 100).toFixed(2)}% injected 503` : '',
     f.slowFraction ? `${(f.slowFraction * 100).toFixed(1)}% slow (+${f.slowMs} ms)` : '',
+    f.refusalLatency ? 'refusals answered after the same latency' : '',
   ].filter(Boolean);
   const stats = s.finalStats as Record<string, unknown> | null;
   const statsLine = stats && typeof stats === 'object'
@@ -615,6 +670,9 @@ export function renderReport(s: Summary): string {
     `durable-rate-limiter verification report: probe ${p.probeId}`,
     `  bucket ${p.bucket} via ${p.via === 'direct' ? 'the cross-script Durable Object binding' : 'the LimiterEntrypoint service binding'}`,
     `  ${p.callers} callers x ${p.callsPerCaller} calls (${p.outstanding} outstanding per caller), stampede at ${new Date(p.startAt).toISOString()}`,
+    ...(p.outside
+      ? [`  an outside consumer spends ${Math.round(p.outside.fraction * 100)}% of the upstream's quota directly (one request every ${p.outside.everyMs} ms); the upstream sends ${p.headers ?? 'openai'} rate-limit headers; bucket learn ${p.learn ? `{ headers: '${p.learn}' }` : 'off'}`]
+      : []),
     `  upstream quota ${p.limit} per ${p.windowMs} ms; limiter ${p.limit} per ${p.windowMs + p.marginMs} ms (+${p.marginMs} ms margin), concurrency ${p.concurrency}`,
     ...(p.tokens
       ? [
@@ -647,6 +705,13 @@ export function renderReport(s: Summary): string {
     `upstream                   ${s.upstream.arrivals} requests: ${s.upstream.served} served, ${s.upstream.quotaRefusals} quota refusals (violations), ${s.upstream.injected429} injected 429, ${s.upstream.injected5xx} injected 503`,
     ...(s.tokens ? tokenLines(s) : []),
     ...(s.interactive ? interactiveLines(s) : []),
+    ...(s.outside
+      ? [
+          `outside consumer           ${s.outside.sent} requests during the run (${s.outside.served} served, ${s.outside.refused} refused; ${s.outside.total} in all), ` +
+            `${Math.round(s.outside.fraction * 100)}% of the quota, spent directly; learning ${s.outside.learn ?? 'off'}`,
+          `  upstream 429s to the limiter's calls ${s.outside.quotaRefusals}; peak in any window, both together ${s.outside.peakCombined} / limit ${p.limit}`,
+        ]
+      : []),
     `admission to arrival       p95 ${s.admissionToArrivalMs.p95} ms, max ${s.admissionToArrivalMs.max} ms${s.tokens ? ` (the tokens bound assumes it stays below the ${p.marginMs} ms margin)` : ''}`,
     `final stats                ${statsLine}`,
   ];

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "drl/error.h"
@@ -73,6 +74,21 @@ struct WindowConfig {
   int64_t window_ms = 0;
 };
 
+// Learning from the upstream's rate-limit headers (off unless `learn` is
+// given). `headers` names the convention read ("auto": every one the engine
+// knows); `map` says which window a dimension the headers report (requests,
+// tokens, input-tokens, output-tokens, default, or an IETF policy's name)
+// corrects, beside the defaults (requests and default: the primary window;
+// tokens, input-tokens, output-tokens: the first extra window counting a unit
+// of that name).
+struct LearnConfig {
+  bool enabled = false;
+  std::string headers = "auto";
+  std::vector<std::pair<std::string, std::string>> map;  // dimension -> window name, by dimension
+};
+// The conventions `learn.headers` accepts.
+inline constexpr const char* kHeaderConventions[] = {"auto", "github", "openai", "anthropic", "ietf", "ietf-draft"};
+
 struct RetryConfig {
   int64_t max_retries = 3;
   int64_t min_delay_ms = 500;
@@ -90,6 +106,7 @@ struct Config {
   int64_t attempt_timeout_ms = 120'000;
   RetryConfig retry;
   std::vector<WindowConfig> windows;  // extra windows, by name
+  LearnConfig learn;
 };
 
 // One broken rule. `path` is dotted ("bucket.windowInMs"); `message` is the

@@ -146,6 +146,13 @@ struct Report {
   // refunded from the grant it took, a higher one charged now. Absent: the
   // reservation stands.
   std::optional<Amounts> usage = std::nullopt;
+  // The response's rate-limit headers, as "name: value" lines separated by
+  // '\n' (the client forwards only the ones drl::is_rate_limit_header
+  // names). Read only when the config has `learn`: the upstream's remaining
+  // then tightens the window it maps to until the upstream's reset (never
+  // loosens it); a remaining of 0 so holds every caller needing that window
+  // until the reset.
+  std::optional<std::string_view> rate_limit_headers = std::nullopt;
 };
 
 // What storage held, for a cold start. Values may be damaged (NaN, negative,

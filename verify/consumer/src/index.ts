@@ -11,10 +11,22 @@
  *   /dump/:id                                              the run's raw records, upstream ledger and events (JSON)
  *   /run-share?probe=&caller=   one caller's share in this request (the local run drives these)
  *   /event?probe=&what=         marks an event on the run's timeline (the local run's restarts)
+ *   /outside-stop?probe=        ends the run's outside consumer (the local run, when its shares are done)
  *   /fault-calls?probe=&bucket=&calls=&work=sleep|hang&ms=&tag=   N calls at once (the fault suite; see faults.ts)
  */
-import { NO_FAULTS, interactiveCount, limiterConfig, type InteractivePlan, type RunPlan, type TokenQuota } from '../../shared/plan.ts';
-import { renderReport, summarise, type Arrival, type CallRecord, type RunEvent } from '../../shared/report.ts';
+import {
+  LEARN_HEADERS,
+  NO_FAULTS,
+  interactiveCount,
+  limiterConfig,
+  outsidePlan,
+  type InteractivePlan,
+  type LearnHeaders,
+  type RunPlan,
+  type TokenQuota,
+  type UpstreamHeaders,
+} from '../../shared/plan.ts';
+import { renderReport, summarise, type Arrival, type CallRecord, type OutsideArrival, type RunEvent } from '../../shared/report.ts';
 import { refusal } from './auth.ts';
 import { limiterAdmin, parseVia } from './limiter-client.ts';
 import { faultCalls } from './faults.ts';
@@ -93,6 +105,24 @@ function interactiveFrom(url: URL): InteractivePlan | undefined {
   };
 }
 
+/**
+ * Learning from the upstream's headers, from /start's query: `headers=openai|github|ietf|none`
+ * [openai] is what the upstream sends, `learn=auto|openai|...` [off] the bucket's learn.headers,
+ * `outside=F` [0] the fraction of the requests quota an outside consumer spends directly.
+ */
+function learningFrom(url: URL, limit: number, windowMs: number): Pick<RunPlan, 'headers' | 'outside' | 'learn'> {
+  const headers = url.searchParams.get('headers') ?? 'openai';
+  if (!['openai', 'github', 'ietf', 'none'].includes(headers)) throw new RangeError('?headers= is openai, github, ietf or none');
+  const learn = url.searchParams.get('learn') ?? 'off';
+  if (learn !== 'off' && !(LEARN_HEADERS as readonly string[]).includes(learn)) throw new RangeError(`?learn= is off or one of ${LEARN_HEADERS.join(', ')}`);
+  const outside = numberParam(url, 'outside', 0, 0, 0.95);
+  return {
+    ...(headers === 'openai' ? {} : { headers: headers as UpstreamHeaders }),
+    ...(outside > 0 ? { outside: outsidePlan(outside, limit, windowMs) } : {}),
+    ...(learn === 'off' ? {} : { learn: learn as LearnHeaders }),
+  };
+}
+
 /** A run's plan from /start's query. Defaults: the seed's load run (10 x 10 calls at 10/min, stampede in 60 s). */
 export function planFrom(url: URL, probeId: string): RunPlan {
   const [latencyMin, latencyMax] = (url.searchParams.get('latency') ?? `${NO_FAULTS.latencyMinMs}-${NO_FAULTS.latencyMaxMs}`).split('-').map(Number);
@@ -103,6 +133,7 @@ export function planFrom(url: URL, probeId: string): RunPlan {
   const limit = intParam(url, 'limit', 10, 1, 1e9);
   const tokens = tokensFrom(url, limit);
   const interactive = interactiveFrom(url);
+  const windowMs = intParam(url, 'window', 60_000, 1, 366 * 86_400_000);
   return {
     probeId,
     bucket: `verify-${probeId}`,
@@ -111,7 +142,7 @@ export function planFrom(url: URL, probeId: string): RunPlan {
     callsPerCaller,
     outstanding: intParam(url, 'outstanding', callsPerCaller, 1, 100_000),
     limit,
-    windowMs: intParam(url, 'window', 60_000, 1, 366 * 86_400_000),
+    windowMs,
     marginMs: intParam(url, 'margin', 1_000, 0, 3_600_000),
     concurrency: intParam(url, 'concurrency', 5, 1, 100_000),
     ...(url.searchParams.has('dropRetries') ? { dropRetries: intParam(url, 'dropRetries', 5, 0, 100) } : {}),
@@ -119,6 +150,7 @@ export function planFrom(url: URL, probeId: string): RunPlan {
     ...(url.searchParams.has('retries') ? { maxRetries: intParam(url, 'retries', 3, 0, 100) } : {}),
     ...(tokens ? { tokens } : {}),
     ...(interactive ? { interactive } : {}),
+    ...learningFrom(url, limit, windowMs),
     startAt: Date.now() + numberParam(url, 'delay', 60, 0, 86_400) * 1000,
     faults: {
       latencyMinMs: latencyMin!,
@@ -128,6 +160,7 @@ export function planFrom(url: URL, probeId: string): RunPlan {
       inject5xx: numberParam(url, 'inject5xx', 0, 0, 1),
       slowFraction: numberParam(url, 'slow', 0, 0, 1),
       slowMs: intParam(url, 'slowMs', 2_000, 0, 3_600_000),
+      ...(url.searchParams.get('refusalLatency') === '1' ? { refusalLatency: true } : {}),
     },
   };
 }
@@ -147,7 +180,18 @@ async function start(env: Env, url: URL): Promise<Response> {
   if (drive !== 'workflows' && drive !== 'external') throw new RangeError('?drive= is workflows or external');
   if (drive === 'workflows' && !env.STAMPEDE) throw new Error('this Worker has no STAMPEDE Workflow binding: use drive=external and run the shares yourself');
   await limiterAdmin(env, plan.via).configure(plan.bucket, limiterConfig(plan));
-  await upstream(env, '/configure', probeId, { method: 'POST', body: JSON.stringify({ limit: plan.limit, windowMs: plan.windowMs, faults: plan.faults, tokens: plan.tokens }) });
+  await upstream(env, '/configure', probeId, {
+    method: 'POST',
+    body: JSON.stringify({
+      limit: plan.limit,
+      windowMs: plan.windowMs,
+      faults: plan.faults,
+      tokens: plan.tokens,
+      headers: plan.headers,
+      // The outside consumer runs from one window before the stampede until stopped (10 minutes at most).
+      outside: plan.outside && { everyMs: plan.outside.everyMs, startAt: plan.startAt - plan.outside.fromMs, untilAt: plan.startAt + 10 * 60_000 },
+    }),
+  });
   await probeOf(env, probeId).setPlan(plan);
   if (drive === 'workflows') {
     await env.STAMPEDE!.createBatch(
@@ -164,6 +208,9 @@ async function start(env: Env, url: URL): Promise<Response> {
       ...(plan.interactive
         ? [`  and ${plan.interactive.calls} interactive calls (priority ${plan.interactive.priority}, maxWaitMs ${plan.interactive.maxWaitMs}), one every ${plan.interactive.everyMs} ms from caller ${plan.interactive.caller}, and a burst of ${plan.interactive.burst}; batch calls at priority 0`]
         : []),
+      ...(plan.outside
+        ? [`  and an outside consumer spending ${Math.round(plan.outside.fraction * 100)}% of the upstream's quota directly (one request every ${plan.outside.everyMs} ms); learning ${plan.learn ?? 'off'}`]
+        : []),
       ...(plan.tokens
         ? [`  and ${plan.tokens.limit} tokens per ${plan.windowMs} ms; each call uses ${plan.tokens.minTokens}-${plan.tokens.maxTokens} and reserves ${plan.tokens.estimate} (${plan.tokens.mode})`]
         : []),
@@ -176,11 +223,12 @@ async function report(env: Env, url: URL, probeId: string): Promise<Response> {
   const probe = probeOf(env, probeId);
   const plan = await probe.plan();
   if (!plan) return text(`no probe ${probeId}`, 404);
-  const [records, events, arrivals] = await Promise.all([
+  const [records, events, arrivals, outside] = await Promise.all([
     // RPC widens the [start, end] tuples to number[]; the rows are CallRecords.
     probe.records() as unknown as Promise<CallRecord[]>,
     probe.events(),
     upstream<Arrival[]>(env, '/ledger', probeId),
+    plan.outside ? upstream<OutsideArrival[]>(env, '/outside-ledger', probeId) : Promise.resolve([]),
   ]);
   const finalStats = await limiterAdmin(env, plan.via).stats(plan.bucket).catch((error: Error) => `stats failed: ${error.message}`);
   const expect = (url.searchParams.get('expect') ?? '').split(',');
@@ -190,6 +238,7 @@ async function report(env: Env, url: URL, probeId: string): Promise<Response> {
     expectSaturation: expect.includes('saturation'),
     expectDrops: expect.includes('drops'),
     ...(kills ? { expectKills: Number(kills.slice('kills:'.length)) } : {}),
+    outside,
   });
   if (url.searchParams.get('format') === 'json') {
     const { timeline: _t, ...rest } = summary;
@@ -249,6 +298,8 @@ async function route(request: Request, env: Env): Promise<Response> {
       });
       return Response.json({ records });
     }
+    case '/outside-stop':
+      return Response.json(await upstream(env, '/outside-stop', url.searchParams.get('probe') ?? ''));
     case '/event': {
       const event: RunEvent = { at: intParam(url, 'at', Date.now(), 0, 1e15), what: url.searchParams.get('what') ?? 'event' };
       await probeOf(env, url.searchParams.get('probe') ?? '').addEvent(event);
@@ -258,7 +309,8 @@ async function route(request: Request, env: Env): Promise<Response> {
   const dump = /^\/dump\/([\w-]+)$/.exec(path);
   if (dump) {
     const probe = probeOf(env, dump[1]!);
-    return Response.json({ records: await probe.records(), arrivals: await upstream<Arrival[]>(env, '/ledger', dump[1]!), events: await probe.events() });
+    const outside = (await probe.plan())?.outside ? await upstream<OutsideArrival[]>(env, '/outside-ledger', dump[1]!) : [];
+    return Response.json({ records: await probe.records(), arrivals: await upstream<Arrival[]>(env, '/ledger', dump[1]!), events: await probe.events(), outside });
   }
   const match = /^\/(report|progress)\/([\w-]+)$/.exec(path);
   if (match) return match[1] === 'report' ? report(env, url, match[2]!) : progress(env, match[2]!);

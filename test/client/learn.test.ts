@@ -1,0 +1,71 @@
+// Learning from the upstream's rate-limit headers, end to end in workerd: the
+// client forwards the recognised headers of a real Response, and a bucket
+// with `learn` tightens the window they map to (an OpenAI-style answer with
+// fewer tokens left than the bucket has), pauses every caller on a remaining
+// of 0 with a reset, and changes nothing for headers it cannot read or when
+// it does not learn.
+import { describe, expect, it } from 'vitest';
+
+import { defineLimiter, defineTestBinder } from '../../shim/client/index.ts';
+import { configured, recordingNamespace } from './helpers.ts';
+
+const windows = { tpm: { unit: 'tokens', limitPerWindow: 10_000, windowInMs: 60_000 } };
+
+async function setup(learn: boolean) {
+  const { name, stub } = await configured({ windows, ...(learn ? { learn: { headers: 'auto' as const } } : {}) }, 'learn');
+  const recording = recordingNamespace();
+  const bound = defineLimiter<object, unknown>({ binder: defineTestBinder(recording.namespace), name }).for({});
+  return { bound, recording, stub };
+}
+
+const answer = (headers: Record<string, string>, status = 200) => new Response('ok', { status, headers });
+
+describe('learning from rate-limit headers', () => {
+  it('an OpenAI-style answer with fewer tokens left than the bucket has tightens the tokens window, and stats says what it said', async () => {
+    const { bound, recording, stub } = await setup(true);
+    await bound.call(
+      () =>
+        answer({
+          'x-ratelimit-limit-tokens': '10000',
+          'x-ratelimit-remaining-tokens': '4000',
+          'x-ratelimit-reset-tokens': '30s',
+          'content-type': 'text/plain',
+        }),
+      { read: (res) => res.text(), cost: { tokens: 100 } },
+    );
+    // Only the recognised headers crossed.
+    expect(recording.executes[0]!.reports[0]!.rateLimitHeaders).toBe(
+      'x-ratelimit-limit-tokens: 10000\nx-ratelimit-remaining-tokens: 4000\nx-ratelimit-reset-tokens: 30s',
+    );
+    const tpm = (await stub.stats()).windows.find((w) => w.name === 'tpm')!;
+    expect(tpm.used).toBe(6000); // 100 taken, 5,900 recorded as spent elsewhere
+    expect(tpm.remaining).toBe(4000);
+    expect(tpm.learned).toMatchObject({ limit: 10_000, remaining: 4000 });
+    expect(tpm.learned!.reset! - tpm.learned!.seenAt).toBe(30_000);
+  });
+
+  it('a remaining of 0 with a reset holds every caller until the reset, before any 429', async () => {
+    const { bound, stub } = await setup(true);
+    await bound.call(() => answer({ 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '800ms' }), { read: (res) => res.text() });
+    const held = await stub.stats();
+    expect(held.remaining).toBe(0);
+    const before = Date.now();
+    await bound.call(() => answer({}), { read: (res) => res.text() });
+    expect(Date.now() - before).toBeGreaterThanOrEqual(600);
+  });
+
+  it('headers it cannot read change nothing, and a bucket without learn ignores them all', async () => {
+    const learning = await setup(true);
+    await learning.bound.call(() => answer({ 'x-ratelimit-remaining-requests': 'NaN', 'ratelimit-remaining': '-5', 'x-ratelimit-remaining-tokens': '1e3' }), {
+      read: (res) => res.text(),
+    });
+    const after = await learning.stub.stats();
+    expect(after.used).toBe(1);
+    expect(after.penalised).toBe(false);
+    expect(after.windows.every((w) => w.learned === null)).toBe(true);
+
+    const plain = await setup(false);
+    await plain.bound.call(() => answer({ 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '60s' }), { read: (res) => res.text() });
+    expect(await plain.stub.stats()).toMatchObject({ used: 1, penalised: false });
+  });
+});

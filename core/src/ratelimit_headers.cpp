@@ -6,9 +6,15 @@
 #include <limits>
 #include <utility>
 
+#include "text_time.h"
+
 namespace drl {
 
 namespace {
+
+using internal::days_from_civil;
+using internal::days_in_month;
+using internal::is_digit;
 
 // Past any real quota or count; also keeps every ms/us product below 2^63.
 constexpr int64_t kMaxValue = 1'000'000'000'000'000;  // 1e15
@@ -24,17 +30,12 @@ constexpr int64_t kMsPerDay = 86'400'000;
 
 constexpr std::string_view kDefault = "default";
 
-bool is_ows(char c) { return c == ' ' || c == '\t'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+using internal::is_ows;
+using internal::trim_ows;
 bool is_lcalpha(char c) { return c >= 'a' && c <= 'z'; }
 bool is_alpha(char c) { return is_lcalpha(c) || (c >= 'A' && c <= 'Z'); }
 char to_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
-std::string_view trim_ows(std::string_view text) {
-  while (!text.empty() && is_ows(text.front())) text.remove_prefix(1);
-  while (!text.empty() && is_ows(text.back())) text.remove_suffix(1);
-  return text;
-}
 
 bool iequals(std::string_view a, std::string_view lower) {
   if (a.size() != lower.size()) return false;
@@ -174,23 +175,6 @@ std::optional<int64_t> parse_duration_ms(std::string_view value) {
   return micros_to_ms_up(total_us);
 }
 
-// Howard Hinnant's days_from_civil (as in retry_after.cpp): proleptic Gregorian,
-// free of timegm/TZ so native and wasm agree.
-int64_t days_from_civil(int64_t year, int month, int day) {
-  year -= month <= 2 ? 1 : 0;
-  const int64_t era = (year >= 0 ? year : year - 399) / 400;
-  const int64_t yoe = year - era * 400;
-  const int64_t doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1;
-  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
-}
-
-int days_in_month(int64_t year, int month) {
-  constexpr int kDays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  const bool leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-  return month == 2 && leap ? 29 : kDays[month - 1];
-}
-
 // Fixed-width digits at `pos`; false (and `pos` unspecified) on anything else.
 bool read_fixed(std::string_view text, std::size_t& pos, std::size_t count, int& out) {
   if (text.size() - pos < count) return false;
@@ -230,25 +214,8 @@ std::optional<int64_t> parse_rfc3339_ms(std::string_view value) {
         read_fixed(value, pos, 2, second))) {
     return std::nullopt;
   }
-  int64_t fraction_ms = 0;
-  if (pos < value.size() && value[pos] == '.') {
-    ++pos;
-    const std::size_t frac_start = pos;
-    int64_t place = 100;
-    bool residue = false;
-    while (pos < value.size() && is_digit(value[pos])) {
-      const int digit = value[pos] - '0';
-      if (place > 0) {
-        fraction_ms += digit * place;
-        place /= 10;
-      } else if (digit != 0) {
-        residue = true;
-      }
-      ++pos;
-    }
-    if (pos == frac_start) return std::nullopt;
-    if (residue) ++fraction_ms;  // 1000 at most: carries into the next second, fine
-  }
+  int64_t fraction_ms = 0;  // rounded up; 1000 at most, which carries into the next second
+  if (!internal::read_ms_fraction(value, pos, fraction_ms)) return std::nullopt;
   int offset_minutes = 0;
   if (pos < value.size() && (value[pos] == 'Z' || value[pos] == 'z')) {
     ++pos;

@@ -2,23 +2,22 @@
 
 #include <cstddef>
 
+#include "text_time.h"
+
 namespace drl {
 
 namespace {
 
+using internal::days_from_civil;
+using internal::days_in_month;
+using internal::is_digit;
+using internal::is_leap_year;
+using internal::is_ows;
+using internal::trim_ows;
+
 constexpr int64_t kMsPerSecond = 1000;
 constexpr int64_t kMsPerDay = 86'400'000;
 
-// RFC 9110 §5.6.3 OWS: only SP and HTAB count; CR/LF would mean a broken header.
-bool is_ows(char c) { return c == ' ' || c == '\t'; }
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-std::string_view trim_ows(std::string_view text) {
-  while (!text.empty() && is_ows(text.front())) text.remove_prefix(1);
-  while (!text.empty() && is_ows(text.back())) text.remove_suffix(1);
-  return text;
-}
 
 // delay-seconds, extended with an optional decimal fraction. Scans the whole
 // value even once saturated, so "9999...9x" is still rejected.
@@ -39,51 +38,14 @@ std::optional<int64_t> parse_delay_seconds(std::string_view text) {
   }
   if (pos == int_start) return std::nullopt;
 
+  // Round up: waiting a hair longer than asked is the safe side.
   int64_t fraction_ms = 0;
-  if (pos < text.size() && text[pos] == '.') {
-    ++pos;
-    const std::size_t frac_start = pos;
-    int64_t place = 100;  // the first three fraction digits are whole ms
-    bool below_ms = false;
-    while (pos < text.size() && is_digit(text[pos])) {
-      const int digit = text[pos] - '0';
-      if (place > 0) {
-        fraction_ms += digit * place;
-        place /= 10;
-      } else if (digit != 0) {
-        below_ms = true;
-      }
-      ++pos;
-    }
-    if (pos == frac_start) return std::nullopt;
-    // Round up: waiting a hair longer than asked is the safe side.
-    if (below_ms) ++fraction_ms;
-  }
+  if (!internal::read_ms_fraction(text, pos, fraction_ms)) return std::nullopt;
   if (pos != text.size()) return std::nullopt;
 
   if (saturated) return kRetryAfterCapMs;
   const int64_t ms = seconds * kMsPerSecond + fraction_ms;
   return ms > kRetryAfterCapMs ? kRetryAfterCapMs : ms;
-}
-
-bool is_leap_year(int64_t year) {
-  return year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-}
-
-int days_in_month(int64_t year, int month) {
-  constexpr int kDays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  return month == 2 && is_leap_year(year) ? 29 : kDays[month - 1];
-}
-
-// Howard Hinnant's days_from_civil: proleptic Gregorian, exact for negative
-// years too, and free of timegm/TZ so native and wasm agree.
-int64_t days_from_civil(int64_t year, int month, int day) {
-  year -= month <= 2 ? 1 : 0;
-  const int64_t era = (year >= 0 ? year : year - 399) / 400;
-  const int64_t yoe = year - era * 400;
-  const int64_t doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1;
-  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
 }
 
 // Inverse of days_from_civil, year only (all the RFC 850 pivot needs).

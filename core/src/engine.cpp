@@ -808,6 +808,8 @@ struct State {
   // Queued calls whose deadline has come (or, overdue_only, passed before
   // now) are rejected with their predicted wait. True if any was.
   bool expire_waits(bool overdue_only = false) {
+    // The common case in O(1): the earliest entry, stale or not, is not due.
+    if (wait_heap.empty() || wait_heap.front().first > now || (overdue_only && wait_heap.front().first == now)) return false;
     bool any = false;
     for (auto due = next_wait_deadline(); due && (overdue_only ? *due < now : *due <= now); due = next_wait_deadline()) {
       const Ticket t = wait_heap.front().second;

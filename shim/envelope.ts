@@ -69,8 +69,9 @@ export interface LimiterConfig {
    * Learn from the upstream's rate-limit headers (off when absent): when the
    * upstream says it allows less than this bucket thinks it has left (the
    * same key is used elsewhere too), the difference counts as used until the
-   * upstream's reset; a remaining of 0 with a reset pauses every caller until
-   * then. It only ever tightens: the configured limits stay as they are.
+   * upstream's reset; a remaining of 0 with a reset so holds every caller
+   * needing that window until then. It only ever tightens: the configured
+   * limits stay as they are.
    */
   learn?: LimiterLearn;
 }

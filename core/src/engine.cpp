@@ -1601,19 +1601,9 @@ Status Engine::cancel(Ticket t, Millis now) {
 Status Engine::withdraw(Ticket t, Millis now) {
   auto it = s_->calls.find(t);
   if (it == s_->calls.end()) return s_->unknown_ticket(t, "withdraw");
-  Call& c = it->second;
-  // Acted on before time moves, as cancel() is.
-  switch (c.phase) {
-    case Phase::Queued:
-      s_->drop_queued(t, ErrorCode::Cancelled);
-      break;
-    case Phase::Running:
-      c.withdrawn = true;  // its outcome stands unless it would be retried
-      break;
-    case Phase::Ready:
-    case Phase::Backoff:
-      return cancel(t, now);  // the same: its slot goes back
-  }
+  // Waiting (queued, or between attempts): the same as a cancel.
+  if (it->second.phase != Phase::Running) return cancel(t, now);
+  it->second.withdrawn = true;  // its outcome stands unless it would be retried
   s_->advance(now);
   s_->serve();
   return Status::success();

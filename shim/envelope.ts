@@ -82,9 +82,9 @@ export interface LimiterLearn {
   headers?: 'auto' | 'github' | 'openai' | 'anthropic' | 'ietf' | 'ietf-draft';
   /**
    * Which window a reported dimension corrects, e.g. `{ tokens: 'tpm' }`.
-   * Defaults: requests (and a convention's only quota) → the primary window;
-   * tokens, input-tokens, output-tokens → the first extra window counting a
-   * unit of that name.
+   * Defaults: a convention's only quota (`default`) → the primary window;
+   * requests, tokens, input-tokens, output-tokens → the first window (the
+   * primary first) counting a unit of that name.
    */
   map?: Record<string, string>;
 }

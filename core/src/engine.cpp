@@ -1160,9 +1160,12 @@ struct State {
         if (w.name == name) return &w;
       }
     }
-    if (dimension == "requests" || dimension == "default") return &windows[0];
-    for (size_t i = 1; i < windows.size(); ++i) {
-      if (units[static_cast<size_t>(windows[i].unit)] == dimension) return &windows[i];
+    if (dimension == "default") return &windows[0];
+    // The first window counting a unit of that name, the primary first: a
+    // bucket whose default unit is tokens corrects its tokens window from
+    // "tokens", and no window from "requests" unless one counts requests.
+    for (Window& w : windows) {
+      if (units[static_cast<size_t>(w.unit)] == dimension) return &w;
     }
     return nullptr;
   }

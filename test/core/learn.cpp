@@ -171,3 +171,17 @@ TEST_CASE("learn: the map sends a dimension to the window it names", "[learn]") 
   CHECK(window_stats(e, "daily", T0 + 10)["learned"]["limit"] == 5000);
   CHECK(window_stats(e, "bucket", T0 + 10)["used"] == 1);
 }
+
+TEST_CASE("learn: a quota goes to the window counting its unit, whichever is the primary", "[learn]") {
+  // The primary counts tokens; requests are an extra window.
+  Engine e = configured(
+      R"({"bucket":{"unit":"tokens","limitPerWindow":10000,"windowInMs":60000},)"
+      R"("windows":{"rpm":{"unit":"requests","limitPerWindow":100,"windowInMs":60000}},)"
+      R"("concurrency":10,"learn":{"headers":"openai"}})");
+  const Ticket a = arrive(e, 100, T0);  // 100 tokens, 1 request
+  drain(e);
+  report(e, a, with_headers("x-ratelimit-remaining-requests: 50\nx-ratelimit-remaining-tokens: 4000"), T0 + 10);
+  drain(e);
+  CHECK(window_stats(e, "rpm", T0 + 10)["remaining"] == 50);
+  CHECK(window_stats(e, "bucket", T0 + 10)["remaining"] == 4000);
+}

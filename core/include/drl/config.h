@@ -78,9 +78,8 @@ struct WindowConfig {
 // given). `headers` names the convention read ("auto": every one the engine
 // knows); `map` says which window a dimension the headers report (requests,
 // tokens, input-tokens, output-tokens, default, or an IETF policy's name)
-// corrects, beside the defaults (requests and default: the primary window;
-// tokens, input-tokens, output-tokens: the first extra window counting a unit
-// of that name).
+// corrects, beside the defaults (default: the primary window; any other:
+// the first window, the primary first, counting a unit of that name).
 struct LearnConfig {
   bool enabled = false;
   std::string headers = "auto";

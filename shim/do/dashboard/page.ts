@@ -198,9 +198,15 @@ async function pollHistory(signal: AbortSignal, force = false): Promise<void> {
 /** The limiter's clock now, from the answer on screen. */
 const limiterNow = () => (shown ? shown.at + (Date.now() - shown.receivedAt) : Date.now());
 
+/** "12 s left", or "ending" once the limiter's clock has reached `until` (the next poll says what follows). */
+const leftText = (until: number): string => {
+  const left = secondsLeft(until, limiterNow());
+  return left > 0 ? `${left} s left` : 'ending';
+};
+
 /** A countdown to `until`, ticked every second between polls. */
 function countdown(until: number): HTMLElement {
-  return h('span', { 'data-until': String(until) }, `${secondsLeft(until, limiterNow())} s left`);
+  return h('span', { 'data-until': String(until) }, leftText(until));
 }
 
 function windowItem(w: BucketView['windows'][number], unitShown: boolean): HTMLElement {
@@ -334,11 +340,7 @@ function drawHistory(): void {
 
 // The penalty counts down between polls, from the limiter's clock.
 setInterval(() => {
-  const now = limiterNow();
-  for (const element of view.querySelectorAll<HTMLElement>('[data-until]')) {
-    const left = secondsLeft(Number(element.dataset.until), now);
-    element.textContent = left > 0 ? `${left} s left` : 'ending';
-  }
+  for (const element of view.querySelectorAll<HTMLElement>('[data-until]')) element.textContent = leftText(Number(element.dataset.until));
 }, 1000);
 
 window.addEventListener('hashchange', () => {

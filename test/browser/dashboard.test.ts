@@ -23,6 +23,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Stack, bundleWorkers, consumerName } from '../../verify/local/stack.mjs';
 // @ts-expect-error: the harness is plain JavaScript
 import { runStampede } from '../../verify/local/stampede.mjs';
+import { DASHBOARD_HTML } from '../../shim/do/dashboard-page.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const SHOTS = join(ROOT, 'build/screenshots');
@@ -145,6 +146,8 @@ describe('the dashboard page', () => {
     const csp = dashboardHeaders['content-security-policy']!;
     expect(csp).toMatch(/^default-src 'none'; script-src 'sha256-[A-Za-z0-9+/]+=*'; style-src 'sha256-[A-Za-z0-9+/]+=*'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'$/);
     expect(dashboardHeaders['content-type']).toBe('text/html; charset=utf-8');
+    // The stack runs dist/: a page older than the sources means the package was not rebuilt.
+    expect(await response!.text(), 'dist/ serves another page than shim/: run bash scripts/build-package.sh').toBe(DASHBOARD_HTML);
     expect(await activeId()).toBe('key');
     // Every control has an accessible name (its <label>, or its text).
     const unnamed = await page.evaluate(() =>
@@ -273,24 +276,84 @@ describe('the dashboard page', () => {
     if (served) {
       await page.waitForSelector('.history svg.chart');
       const titles = await page.$$eval('.history figcaption', (list) => list.map((e) => e.textContent));
-      expect(titles.slice(0, 4)).toEqual([
-        'Calls (calls per 10 s)',
-        'Refused and dropped (calls per 10 s)',
-        "Queue and running (at each interval's end)",
-        'Wait before the first start (ms)',
-      ]);
+      expect(titles.slice(0, 4)).toEqual(['Calls (calls per 10 s)', 'Refused and dropped (calls per 10 s)', "Queue and running (at each interval's end)", 'Wait before the first start (ms)']);
       // The arrivals charted include the stampede's: its chart is not flat.
       const summary = await page.$eval('.history svg.chart title', (e) => e.textContent!);
       expect(summary).toMatch(/arrived: latest \d+, peak [1-9]\d*/);
+      await shot('bucket');
     } else {
+      // This limiter Worker answers /history itself (no such admin route): the page says so.
       await page.waitForFunction(() => document.querySelector('.history')?.textContent?.startsWith('History not available from this limiter'));
+      await shot('bucket');
     }
-    await shot('bucket');
+  });
+
+  it("draws a history of the documented shape as charts, and says so when /history answers 404", async () => {
+    // The browser's requests to /history answered here: a 404, then the
+    // documented shape (closed intervals, the open one), whatever this
+    // limiter serves, so the drawing is checked in the browser under its CSP.
+    const step = 60_000;
+    const open = Math.floor(Date.now() / step) * step;
+    const at = (k: number) => open - k * step;
+    const interval = (t: number, over: object) => ({ at: t, arrived: 0, started: 0, completed: 0, failed: 0, rateLimited: 0, dropped: 0, deadline: 0, units: {}, queued: 0, running: 0, wait: null, ...over });
+    const documented = {
+      ok: true,
+      name: 'x',
+      resolutionMs: step,
+      intervals: [
+        interval(at(3), { arrived: 30, started: 25, completed: 24, units: { bucket: 25 }, queued: 5, running: 3, wait: { p50: 120, p95: 900, max: 1500 } }),
+        interval(at(1), { arrived: 10, started: 12, completed: 12, rateLimited: 2, units: { bucket: 12 }, wait: { p50: 40, p95: 300, max: 410 } }),
+      ],
+      current: interval(open, { arrived: 4, started: 4, completed: 3, units: { bucket: 4 }, running: 1, wait: { p50: 0, p95: 3, max: 3 } }),
+    };
+    let mode: 'missing' | 'documented' = 'missing';
+    const asked: string[] = [];
+    await page.setRequestInterception(true);
+    page.on('request', (request) => {
+      const url = new URL(request.url());
+      if (url.pathname !== '/history') return void request.continue();
+      asked.push(`${url.searchParams.get('resolution')} ${request.headers().authorization === `Bearer ${ADMIN_KEY}` ? 'with the key' : 'WITHOUT the key'}`);
+      if (mode === 'missing') return void request.respond({ status: 404, contentType: 'text/plain', body: 'not found' });
+      return void request.respond({ status: 200, contentType: 'application/json; charset=utf-8', body: JSON.stringify(documented) });
+    });
+    try {
+      // Another resolution, chosen with the keyboard, asks for the history again.
+      await page.focus('#resolution');
+      await page.keyboard.press('ArrowDown');
+      await page.waitForFunction(() => document.querySelector('.history')?.textContent === 'History not available from this limiter (GET /history is not served: update durable-rate-limiter in the limiter Worker).');
+      expect(asked).toContain('1m with the key');
+      mode = 'documented';
+      await page.keyboard.press('ArrowUp');
+      await page.keyboard.press('ArrowDown');
+      await page.waitForSelector('.history svg.chart');
+      const captions = await page.$$eval('.history figcaption', (list) => list.map((e) => e.textContent));
+      expect(captions).toEqual([
+        'Calls (calls per 60 s)',
+        'Refused and dropped (calls per 60 s)',
+        "Queue and running (at each interval's end)",
+        'Wait before the first start (ms)',
+        'Units charged (units per 60 s, per window)',
+      ]);
+      const summaries = await page.$$eval('.history svg.chart > title', (list) => list.map((e) => e.textContent!.split('. ')[1]));
+      expect(summaries).toEqual([
+        'arrived: latest 4, peak 30; admitted: latest 4, peak 25; completed: latest 3, peak 24.',
+        'failed: latest 0, peak 0; rate-limited (429): latest 0, peak 2; dropped: latest 0, peak 0; deadline: latest 0, peak 0.',
+        'queued: latest 0, peak 5; running: latest 1, peak 3.',
+        'p50: latest 0, peak 120; p95: latest 3, peak 900; max: latest 3, peak 1500.',
+        'bucket: latest 4, peak 25.',
+      ]);
+      // The day at 1 min: 1440 points, the intervals not stored read as zeros.
+      const points = await page.$eval('.history svg.chart path.s0', (e) => e.getAttribute('d')!.match(/[ML]/g)!.length);
+      expect(points).toBe(1440);
+      await shot('history-charts');
+    } finally {
+      await page.setRequestInterception(false);
+    }
   });
 
   it('ran under its CSP with nothing refused and no error in the console', () => {
     expect(violations).toEqual([]);
-    // The one expected error: the 401 of the wrong key, which the browser logs as a failed resource.
-    expect(consoleErrors.filter((e) => !/status of 401/.test(e))).toEqual([]);
+    // The expected errors: the wrong key's 401 and the 404 answered above, which the browser logs as failed resources.
+    expect(consoleErrors.filter((e) => !/^Failed to load resource: the server responded with a status of (401 \(Unauthorized\)|404 \(Not Found\))$/.test(e))).toEqual([]);
   });
 });

@@ -94,8 +94,8 @@ export function lineChart(spec: ChartSpec): string {
     const dash = DASHES[k % DASHES.length]!;
     const dashAttr = dash ? ` stroke-dasharray="${dash}"` : '';
     if (d) parts.push(`<path class="line s${k % DASHES.length}" d="${d}"${dashAttr}/>`);
-    // The legend: a sample of the line in its pattern, then its name.
-    const lx = LEFT + k * 118;
+    // The legend: a sample of the line in its pattern, then its name (about 6.5 px a character at 11 px).
+    const lx = LEFT + spec.series.slice(0, k).reduce((x, prev) => x + 40 + Math.ceil(prev.label.length * 6.5), 0);
     parts.push(`<line class="line s${k % DASHES.length}" x1="${lx}" x2="${lx + 22}" y1="10" y2="10"${dashAttr}/>`);
     parts.push(`<text class="legend" x="${lx + 26}" y="14">${escape(s.label)}</text>`);
   });

@@ -111,6 +111,26 @@ describe('stats --watch', () => {
     for (const line of lines) expect(line).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ {2}watch-api: 0\/(60|90) per 1 min, running 0\/5, queued 0, penalty -$/);
   });
 
+  it('prints one JSON document per line with --json', async () => {
+    const child = spawn(process.execPath, [CLI, 'stats', '--watch', '--json', '--interval', '0.5', '--url', url], {
+      cwd: scratch(),
+      env: { ...process.env, DRL_CONFIG_KEY: KEY },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.push(child);
+    let stdout = '';
+    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+    const exited = new Promise<number>((done) => child.on('close', (code) => done(code ?? -1)));
+    await until(() => stdout.split('\n').filter(Boolean).length >= 2, () => `fewer than 2 lines:\n${stdout}`);
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+    const documents = stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line));
+    for (const d of documents) {
+      expect(typeof d.at).toBe('number');
+      expect(d.buckets[BUCKET].windows[0]).toMatchObject({ name: 'bucket', used: 0 });
+    }
+  });
+
   it('says what was wrong with a flag, or with the key, and exits 1', async () => {
     const env = { DRL_CONFIG_KEY: KEY };
     const bad = await runCli(['stats', '--watch', '--interval', 'soon', '--url', url], { cwd: scratch(), env });

@@ -75,6 +75,7 @@ function askForKey(message: string): void {
   updated.textContent = '';
   controls.hidden = true;
   loginForm.hidden = false;
+  say('Waiting for the key.');
   showAlert(message);
   keyInput.value = '';
   keyInput.focus();
@@ -353,5 +354,6 @@ window.addEventListener('hashchange', () => {
 if (key !== null) start();
 else {
   loginForm.hidden = false;
+  say('Waiting for the key.');
   keyInput.focus();
 }

@@ -337,6 +337,8 @@ describe('the dashboard page', () => {
       // Another resolution, chosen with the keyboard, asks for the history again.
       await page.focus('#resolution');
       await page.keyboard.press('ArrowDown');
+      // Asked at once, or with the next poll when one is in flight.
+      for (let i = 0; i < 200 && !asked.includes('1m with the key'); i++) await new Promise((r) => setTimeout(r, 50));
       await page.waitForFunction(() => document.querySelector('.history')?.textContent === 'History not available from this limiter (GET /history is not served: update durable-rate-limiter in the limiter Worker).');
       expect(asked).toContain('1m with the key');
       mode = 'documented';

@@ -19,6 +19,7 @@ Commands
   configure         apply the limiter's declared limits (vars.DRL_LIMITS in its wrangler config) now, no deploy
   stats             show every bucket's live state (--json for machines)
   stats --save      write the live limits into the declaration
+  stats --watch     the same table, redrawn every --interval seconds until Ctrl-C
   sample            write an example limits file (every field, explained)
 
 Options
@@ -27,6 +28,9 @@ Options
   --out <path>              sample: where to write the example
   --json                    stats: print JSON only
   --save                    stats: write the live limits into the declaration (or --limits file)
+  --watch                   stats: keep reading; redraws in place on a terminal, one line per
+                            read when piped (one JSON document per line with --json)
+  --interval <seconds>      stats --watch: time between reads (default 2, from 0.5 to 3600)
   --tokens-limit <n>        init: the upstream also allows n tokens per window, declared as an extra window
   --tokens-window <length>  init: that window, e.g. 60000, 1 min, 1 d (default: the requests' window)
   --unit <name>             init: what that limit counts, if not tokens (e.g. characters)
@@ -54,6 +58,8 @@ async function main(argv: string[]): Promise<number> {
         unit: { type: 'string' },
         json: { type: 'boolean', default: false },
         save: { type: 'boolean', default: false },
+        watch: { type: 'boolean', default: false },
+        interval: { type: 'string' },
         yes: { type: 'boolean', short: 'y', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -80,7 +86,9 @@ async function main(argv: string[]): Promise<number> {
       await initCommand(ui, Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined)));
     }
     else if (command === 'configure') await configureCommand(ui, target);
-    else if (command === 'stats') await statsCommand(ui, { ...target, json: values.json, save: values.save });
+    else if (command === 'stats') {
+      await statsCommand(ui, { ...target, json: values.json, save: values.save, watch: values.watch, ...(values.interval !== undefined ? { interval: values.interval } : {}) });
+    }
     else await sampleCommand(ui, values.out !== undefined ? { out: values.out } : {});
     return 0;
   } catch (error) {

@@ -101,3 +101,31 @@ export function statsTable(buckets: Record<string, AnyLimiterStats>): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
   return [header, ...rows].map((cells) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
 }
+
+/** A time of day in UTC to the second, as a log line starts: 2026-12-01T22:01:37Z. */
+const stamp = (ms: number) => `${new Date(ms).toISOString().slice(0, 19)}Z`;
+
+/**
+ * Every bucket's numbers on one line, for a log: what `stats --watch`
+ * prints per read when its output is not a terminal. The same cells as the
+ * table, buckets sorted by name and separated by " | ".
+ *
+ * @example
+ * statsLine(buckets, Date.now());
+ * // 2026-12-01T22:01:37Z  chat-api: 3/500 requests per 1 min, tpm 2400/200000 tokens per 1 min, running 1/5, queued 0, penalty - | read-api: ...
+ */
+export function statsLine(buckets: Record<string, AnyLimiterStats>, at: number): string {
+  const entries = Object.entries(buckets).sort(([a], [b]) => a.localeCompare(b));
+  if (entries.length === 0) return `${stamp(at)}  no bucket is configured yet`;
+  const parts = entries.map(([name, s]) => {
+    const [primary, ...extra] = windowsOf(s) as [WindowStats, ...WindowStats[]];
+    const several = extra.length > 0;
+    const windows = [
+      `${usedCell(primary)}/${windowLimit(primary, several)}`,
+      ...extra.map((w) => `${w.name} ${usedCell(w)}/${windowLimit(w, true)}`),
+    ];
+    const concurrency = s.effective?.concurrency ?? s.config.concurrency;
+    return `${name}: ${windows.join(', ')}, running ${s.running}/${concurrency}, queued ${queuedCell(s)}, penalty ${penalty(s)}`;
+  });
+  return `${stamp(at)}  ${parts.join(' | ')}`;
+}

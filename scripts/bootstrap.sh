@@ -14,6 +14,8 @@ command -v clang++ >/dev/null 2>&1 || missing+=(clang)
 # libFuzzer's runtime ships separately from clang on Debian.
 compgen -G '/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a' >/dev/null || missing+=(libclang-rt-dev)
 command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+# The dashboard's browser test drives Debian's chromium (puppeteer-core downloads no browser).
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}"
@@ -27,4 +29,11 @@ fi
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "bootstrap: npm ci"
   npm ci --no-audit --no-fund --loglevel=error
+fi
+
+# The browser test's own dependencies (puppeteer-core, pinned in
+# test/browser/package-lock.json), kept apart from the package's: same rule.
+if [ ! -f test/browser/node_modules/.package-lock.json ] || [ test/browser/package-lock.json -nt test/browser/node_modules/.package-lock.json ]; then
+  echo "bootstrap: npm ci in test/browser"
+  (cd test/browser && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi

@@ -12,6 +12,9 @@ cmake --build build-wasm -j2 >/dev/null
 # The object imports ../core.wasm: beside the sources for the workerd tests,
 # beside the compiled files in dist/ for the package.
 cp build-wasm/core.wasm shim/core.wasm
+# The dashboard page (shim/do/dashboard-page.ts): its script and style
+# inlined, the CSP hashes computed from them.
+node scripts/gen-dashboard.mjs
 rm -rf dist
 node_modules/.bin/tsc -p tsconfig.build.json
 cp build-wasm/core.wasm dist/core.wasm

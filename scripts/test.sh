@@ -7,7 +7,8 @@
 # restarted when idle, and killed three times with callbacks in flight), the
 # fault suite, local dev in one process (wrangler dev and the
 # vite plugin), the packed tarball on Node 22's current toolchain,
-# the README's code samples typechecked (scripts/check-readme.mjs),
+# the README's code samples typechecked (scripts/check-readme.mjs), the
+# dashboard page in chromium against the local stack under a stampede,
 # and the Node suite (wasm loader, native-vs-wasm differential, /testing).
 # Ends with one line:
 # "N passed, N failed".
@@ -81,7 +82,7 @@ echo "== client tests in workerd (vitest-pool-workers, against the real object)"
 run_vitest vitest-client.json test/client/vitest.config.ts
 
 echo "== typechecks: shim/, the type tests, the test files"
-for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json cli/tsconfig.json; do
+for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json cli/tsconfig.json shim/do/dashboard/tsconfig.json test/browser/tsconfig.json; do
   if node_modules/.bin/tsc -p "$project" --noEmit; then
     echo "tsc -p $project: ok"; passed=$((passed + 1))
   else
@@ -98,6 +99,13 @@ fi
 
 echo "== CLI tests (node)"
 run_vitest vitest-cli.json test/cli/vitest.config.ts
+
+echo "== the dashboard page in chromium (puppeteer-core from test/browser/node_modules)"
+# test/browser: /dashboard on the local stack (verify/local) under a
+# stampede: its numbers against the GET /stats body it drew, a wrong key, a
+# penalty's countdown, the history charts, its CSP, keyboard and labels.
+# Screenshots in build/screenshots/.
+run_vitest vitest-browser.json test/browser/vitest.config.ts
 
 echo "== consumer topology from the packed package"
 bash scripts/test-consumer.sh | tee build/consumer.log

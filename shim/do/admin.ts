@@ -1,6 +1,7 @@
 /**
  * The admin routes a limiter Worker mounts: `GET /__drl` (who answers: no key
- * needed), `POST /configure` (apply a limits
+ * needed), `GET /dashboard` (the dashboard page: no key needed, it holds no
+ * data and asks for the key itself), `POST /configure` (apply a limits
  * document) and `GET /stats` (every registered bucket's live state; a
  * declared bucket is registered on its first use, and one whose declaration
  * is invalid is listed under `invalid` with its error). Both are
@@ -21,6 +22,7 @@ import type { Core } from '../engine/loader.ts';
 import { createCore } from '../engine/module.ts';
 import { ADMIN_IDENTITY_PATH, ENVELOPE_VERSION, type AdminIdentity, type ConfigureResult, type LimiterStats } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
+import { DASHBOARD_CSP, DASHBOARD_HTML } from './dashboard-page.ts';
 import { limitsEntryProblem } from '../rules.ts';
 import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
 import type { LimiterDO } from './limiter-do.ts';
@@ -28,7 +30,7 @@ import type { LimiterDO } from './limiter-do.ts';
 /** The largest limits document accepted: far above any real one (about 500 buckets). */
 export const MAX_ADMIN_BODY_BYTES = 64 * 1024;
 
-const ROUTES: Record<string, 'GET' | 'POST'> = { '/configure': 'POST', '/stats': 'GET', [ADMIN_IDENTITY_PATH]: 'GET' };
+const ROUTES: Record<string, 'GET' | 'POST'> = { '/configure': 'POST', '/stats': 'GET', '/dashboard': 'GET', [ADMIN_IDENTITY_PATH]: 'GET' };
 
 let validator: Core | undefined; // created on first use, never at module scope
 
@@ -55,6 +57,7 @@ export async function handleAdminRequest(request: Request, env: LimiterEnv): Pro
     }
     // Who answers, without the key: lets the CLI tell a limiter from another Worker.
     if (path === ADMIN_IDENTITY_PATH) return json(200, { limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION } satisfies AdminIdentity);
+    if (path === '/dashboard') return dashboard();
     const denied = await checkKey(request, env.DRL_CONFIG_KEY);
     if (denied) return fail(401, denied);
     let ns: DurableObjectNamespace<LimiterDO>;
@@ -67,6 +70,19 @@ export async function handleAdminRequest(request: Request, env: LimiterEnv): Pro
   } catch (error) {
     return fail(500, error instanceof Error ? error.message : String(error));
   }
+}
+
+/** The dashboard page, under a CSP that allows its own inline script and style only (see scripts/gen-dashboard.mjs). */
+function dashboard(): Response {
+  return new Response(DASHBOARD_HTML, {
+    headers: {
+      'content-type': 'text/html; charset=utf-8',
+      'content-security-policy': DASHBOARD_CSP,
+      'x-content-type-options': 'nosniff',
+      'referrer-policy': 'no-referrer',
+      'cache-control': 'no-cache',
+    },
+  });
 }
 
 async function checkKey(request: Request, expected: string | undefined): Promise<string | null> {

@@ -5,7 +5,7 @@
 // than windows (no `windows`, no `units`) read as one window.
 import { describe, expect, it } from 'vitest';
 
-import { learnedNotes, statsTable } from '../../cli/stats-table.ts';
+import { learnedNotes, statsLine, statsTable } from '../../cli/stats-table.ts';
 import type { AnyLimiterStats } from '../../cli/windows.ts';
 import type { WindowStats } from '../../shim/envelope.ts';
 
@@ -145,5 +145,28 @@ describe('the stats table', () => {
     expect(learnedNotes({ 'gh-api': learned(6000) })).toEqual([]);
     expect(learnedNotes({ 'gh-api': learned(null) })).toEqual([]);
     expect(learnedNotes({ 'gh-api': stats() })).toEqual([]);
+  });
+});
+
+// Verifies the line `stats --watch` prints per read when piped: the table's cells, every bucket on one line.
+describe('the stats line', () => {
+  it('puts every bucket on one line with the time, each window, running, queued and the penalty', () => {
+    const chat = stats({
+      running: 5,
+      queued: 3,
+      predictedStart: { head: NOW + 2_500, tail: NOW + 9_000 },
+      penalised: true,
+      forcedUntil: NOW + 12_000,
+      windows: [
+        window({ name: 'bucket', unit: 'requests', limit: 500, windowInMs: 60_000, used: 500, remaining: 0 }),
+        window({ name: 'tpm', unit: 'tokens', limit: 200_000, windowInMs: 60_000, used: 201_200, remaining: 0, debt: 1200 }),
+      ],
+    });
+    expect(statsLine({ 'read-api': stats(), 'chat-api': chat }, NOW)).toBe(
+      `${new Date(NOW).toISOString().slice(0, 19)}Z  ` +
+        'chat-api: 500/500 requests per 1 min, tpm 201200 (debt 1200)/200000 tokens per 1 min, running 5/5, queued 3, next in 3 s, penalty 12 s left | ' +
+        'read-api: 3/60 per 1 min, running 1/5, queued 0, penalty -',
+    );
+    expect(statsLine({}, NOW)).toBe(`${new Date(NOW).toISOString().slice(0, 19)}Z  no bucket is configured yet`);
   });
 });

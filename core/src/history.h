@@ -54,9 +54,10 @@ class WaitHistogram {
 
 // One interval's aggregates, as kept in the ring (fixed size).
 struct HistoryInterval {
-  // A window's net units, by its write number (Engine::window_key). More
-  // slots than windows: a reconfigure within the interval may swap some.
-  static constexpr size_t kUnitSlots = 2 * kMaxWindows;
+  // A window's net units, by its write number (Engine::window_key): one
+  // slot per window a config can have. (A reconfigure that swaps windows
+  // within an interval can name more; those go uncounted there.)
+  static constexpr size_t kUnitSlots = kMaxWindows;
 
   HistoryMillis at = -1;  // the interval's start; -1: the slot holds nothing
   uint32_t arrived = 0, started = 0, completed = 0, failed = 0, rate_limited = 0, dropped = 0, deadline = 0;

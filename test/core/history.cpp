@@ -179,7 +179,7 @@ void check_history(Recorder& r, Millis resolution, Millis now, Millis first_even
 
 }  // namespace
 
-TEST_CASE("history before configure is the not-configured error; only two resolutions exist", "[history]") {
+TEST_CASE("history before configure is the not-configured error, and only two resolutions exist", "[history]") {
   Engine e;
   auto h = e.history_json(kFine, T0);
   REQUIRE_FALSE(h.ok());
@@ -280,7 +280,7 @@ TEST_CASE("units are net per window: takes, usage above the estimate, refunds", 
   CHECK(h["current"]["completed"] == 2);
 }
 
-TEST_CASE("waits: p50 and p95 within 1/32 below the truth, exact below 64 ms; max exact", "[history]") {
+TEST_CASE("waits: p50 and p95 within 1/32 below the truth and exact below 64 ms, max exact", "[history]") {
   using internal::WaitHistogram;
   std::mt19937_64 rng(7);
   for (int round = 0; round < 50; ++round) {
@@ -340,7 +340,7 @@ TEST_CASE("a day of traffic keeps the history bounded", "[history]") {
   CHECK(e.history_keep_from(kCoarse) == start_of(now, kCoarse) - 1440 * kCoarse);
 }
 
-TEST_CASE("intervals close lazily; a gap is filled with the held levels, at most a ring's worth", "[history]") {
+TEST_CASE("intervals close lazily, and a gap is filled with the held levels, at most a ring of them", "[history]") {
   // The second call waits a day for the window: queued 1 across the gap.
   Engine e = configured(R"({"bucket":{"limitPerWindow":1,"windowInMs":86400000},"concurrency":1})");
   const Millis at = start_of(T0, kCoarse) + kCoarse + 5;  // after configure's T0

@@ -97,6 +97,9 @@ describe('history', () => {
       expect(before.intervals.map((i) => i.started)).toEqual([3, 1]);
       const [a, b] = before.intervals as [LimiterHistoryInterval, LimiterHistoryInterval];
       expect(b.at - a.at).toBe(FINE);
+      // Minutes: the one holding A is stored only if it ended before B's call (A and B in different minutes).
+      const minutes = (await stub.history('1m')).intervals;
+      const storedMinutes = minutes.filter((m) => m.at + 60_000 <= b.at);
 
       // A was exported once, when B's call closed it (B closed in a read, with no step after it).
       expect(points).toHaveLength(1);
@@ -110,11 +113,12 @@ describe('history', () => {
       const after = await bucket(name).history('10s');
       expect(after.intervals).toEqual([a]);
       expect(after.current.started).toBe(0);
+      expect((await bucket(name).history('1m')).intervals).toEqual(storedMinutes);
       // The stored rows, as the README describes them.
       const rows = await runInDurableObject(bucket(name), (_instance, state) =>
         state.storage.sql.exec<{ res: number; at: number }>(`SELECT res, at FROM drl_history ORDER BY res, at`).toArray(),
       );
-      expect(rows).toEqual([{ res: FINE, at: a.at }]);
+      expect(rows).toEqual([{ res: FINE, at: a.at }, ...storedMinutes.map((m) => ({ res: 60_000, at: m.at }))]);
     },
     90_000,
   );

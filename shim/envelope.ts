@@ -340,6 +340,69 @@ export interface WindowStats {
   learned?: { limit: number | null; remaining: number | null; reset: number | null; seenAt: number } | null;
 }
 
+/**
+ * One interval of a bucket's history (see LimiterHistory): what happened
+ * from `at` for the history's `resolutionMs`.
+ *
+ * @example
+ * const interval: LimiterHistoryInterval = {
+ *   at: 1767225600000, arrived: 12, started: 10, completed: 9, failed: 0, rateLimited: 1, dropped: 1, deadline: 1,
+ *   units: { bucket: 10 }, queued: 2, running: 1, wait: { p50: 0, p95: 840, max: 910 },
+ * };
+ */
+export interface LimiterHistoryInterval {
+  /** The interval's start, ms since the epoch (a multiple of resolutionMs). */
+  at: number;
+  /** Calls that arrived (including those refused at once). */
+  arrived: number;
+  /** Calls that started their first attempt (were admitted). */
+  started: number;
+  /** Calls that resolved. */
+  completed: number;
+  /** Calls rejected for any reason other than `dropped` or `deadline` (a final failure, a throw, an attempt timeout...). */
+  failed: number;
+  /** Attempts that reported a 429 (or rateLimited): each one paused the bucket. */
+  rateLimited: number;
+  /** Calls whose caller went away (cancelled, withdrawn, gone). */
+  dropped: number;
+  /** Calls refused because they could not start within their maxWaitMs. */
+  deadline: number;
+  /** Units charged per window name, net (takes, plus usage above the estimate, less refunds); only windows charged in the interval. */
+  units: Record<string, number>;
+  /** Callers queued at the end of the interval. */
+  queued: number;
+  /** Callbacks running at the end of the interval. */
+  running: number;
+  /**
+   * Waits from arrival to first start, ms, of the calls that started in the
+   * interval (null when none did). p50 and p95 are exact below 64 ms and at
+   * most 1/32 below the true value above it; max is exact.
+   */
+  wait: { p50: number; p95: number; max: number } | null;
+}
+
+/**
+ * A bucket's recent history (`history()` on the object, `GET /history` on
+ * the admin routes): closed intervals, oldest first, only those in which
+ * something happened, and the open one so far.
+ *
+ * @example
+ * const history = await stub.history('1m');
+ * const admitted = history.intervals.reduce((sum, i) => sum + i.started, 0);
+ */
+export interface LimiterHistory {
+  /** The instance name given to `configure`. */
+  name: string | null;
+  /** 10000 (the last hour, every 10 s) or 60000 (the last day, every minute). */
+  resolutionMs: number;
+  intervals: LimiterHistoryInterval[];
+  /** The open interval so far: its queued and running are as they stand now. */
+  current: LimiterHistoryInterval;
+}
+
+/** The resolutions `history()` takes: 10 s intervals (kept an hour) or 1 min intervals (kept a day). */
+export type HistoryResolution = '10s' | '1m';
+
 /** What `ping()` answers. */
 export interface LimiterPing {
   ok: true;

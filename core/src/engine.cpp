@@ -13,6 +13,7 @@
 #include "drl/ratelimit_headers.h"
 #include "drl/retry_after.h"
 #include "engine_inspector.h"
+#include "history.h"
 #include "sliding_log.h"
 
 namespace drl {
@@ -79,6 +80,7 @@ struct Call {
   Caller caller = Caller::Waiting;
   int32_t priority = 0;     // its queue level (Waiting::priority)
   Millis wait_until = -1;   // Queued: when it gives up waiting for its first start; -1: never
+  Millis arrived_at = 0;    // for its wait in the history
   bool withdrawn = false;   // the caller gave up while its callback ran: not retried
   // Queued: each counted unit's total pushed onto its level before it (Level::pushed),
   // so the demand ahead of it is known in O(1) (see State::predict).
@@ -212,6 +214,8 @@ struct State {
 
   std::optional<Restoring> restoring;  // between restore_begin and restore_end
 
+  History history;  // what happened, per interval (history.h)
+
   // Grants: drop unreadable rows, round toward the safe side, cap amounts at
   // the largest limit any config allows (a smaller current limit is no sign
   // of damage: the limit may have been lowered after the take, and may be
@@ -301,9 +305,11 @@ struct State {
   }
   void act(ActionKind kind, Ticket t, uint32_t attempt) {
     actions.push_back(Action{kind, t, attempt});
+    if (kind == ActionKind::Resolve) history.completed();
   }
   void reject(Ticket t, ErrorCode code, int64_t status = 0) {
     actions.push_back(Action{ActionKind::Reject, t, 0, code, status});
+    history.rejected(code);
   }
 
   // Moves time forward to `t` (never back), times out attempts, frees
@@ -311,6 +317,7 @@ struct State {
   // expires grants.
   void advance(Millis t) {
     now = std::max(now, t);
+    history.advance(now);
     time_out_attempts();
     if (!cfg) return;
     free_restored_slots();
@@ -851,6 +858,7 @@ struct State {
     record_refunds();
     if (slots_write_due && (!wake || *slots_write_due < *wake)) wake = slots_write_due;
     if (refunds_due && (!wake || *refunds_due < *wake)) wake = refunds_due;
+    history.hold(queued, running);
   }
 
   // Starts every waiting call that may start now, strictly in order (see
@@ -902,6 +910,7 @@ struct State {
         Take& take = c.takes[c.n_takes++];
         take = Take{w.key, w.epoch, 0, c.cost_in(w.unit), w.incarnation};
         if (take.reserved > 0) take.at = grant(w, take.reserved).at;
+        if (take.reserved > 0) history.charge(w.key, take.reserved);
       }
       if (from_queue) {
         pop_queued(t, c);
@@ -916,6 +925,7 @@ struct State {
       // reconfigure changed the default unit under a queued call: then now).
       slot_started(t, c, c.takes[0].reserved > 0 ? c.takes[0].at : now);
       act(ActionKind::Start, t, c.attempt);
+      if (c.attempt == 1) history.started(now - c.arrived_at);
     }
   }
 
@@ -1043,6 +1053,8 @@ struct State {
   Ticket enqueue(Call c, const Waiting& waiting, Millis at) {
     advance(at);
     const Ticket t = next_ticket++;
+    c.arrived_at = now;
+    history.arrived();
     c.priority = static_cast<int32_t>(waiting.priority);
     note_before(c);
     if (waiting.max_wait_ms) {
@@ -1142,9 +1154,13 @@ struct State {
         if (take->epoch != w.epoch || take->at + w.ms <= now) continue;
         // Stored later (see flush_refunds): a row that still holds the
         // refunded amount only over-counts until then, the safe side.
-        if (w.log.shrink(take->at, reserved - real)) refunds.emplace_back(w.key, take->at);
+        if (w.log.shrink(take->at, reserved - real)) {
+          refunds.emplace_back(w.key, take->at);
+          history.charge(w.key, real - reserved);
+        }
       } else if (real > reserved) {
         grant(w, real - reserved);
+        history.charge(w.key, real - reserved);
       }
     }
   }
@@ -1340,7 +1356,10 @@ void Engine::restore(const Snapshot& snap, Millis now) {
 void Engine::restore_begin(std::optional<std::string_view> config_text, double forced_until, bool lift_pending,
                            Millis now) {
   const Millis latest = std::max(s_->now, now);
+  internal::History history = std::move(s_->history);  // a rebuild keeps it; storage may lack some
   *s_ = internal::State{};
+  s_->history = std::move(history);
+  s_->history.mark_unsaved();
   s_->now = latest;
   s_->restoring.emplace();
   if (!config_text) return;
@@ -1416,6 +1435,7 @@ void Engine::restore_end() {
 
 void Engine::erase(Millis now) {
   s_->advance(now);
+  s_->history.clear();  // EraseAll deletes its rows too
   for (auto& [t, c] : s_->calls) {
     if (c.phase == Phase::Running) {
       if (c.caller != Caller::Settled) s_->reject(t, ErrorCode::NoSuchLimiter);
@@ -1515,6 +1535,7 @@ Status Engine::report(Ticket t, const Report& r, Millis now) {
   }
   const bool rate_limited = r.status == 429 || r.rate_limited;
   if (rate_limited && s_->cfg) {
+    s_->history.rate_limited();
     // A 429 pauses everyone, even when the caller that saw it has gone.
     s_->penalise(s_->penalty_delay(r, c->attempt));
     s_->advance(now);  // a zero delay lifts at once
@@ -1568,6 +1589,7 @@ Status Engine::cancel(Ticket t, Millis now) {
   if (it == s_->calls.end()) return s_->unknown_ticket(t, "cancel");
   // Acted on before time moves, as report() does: the advance may time out
   // this very call (its deadline passed, the timer not yet fired) and erase it.
+  s_->history.advance(std::max(s_->now, now));  // its drop counts in the interval it happens in
   Call& c = it->second;
   switch (c.phase) {
     case Phase::Queued:
@@ -1734,6 +1756,44 @@ Expected<std::string> Engine::stats(Millis now) {
       {"queuedByPriority", std::move(by_priority)},
   };
   return out.dump();
+}
+
+namespace {
+// Window names by write number, for the history: the primary is "bucket".
+std::vector<std::string> window_names(const std::vector<std::string>& keys) {
+  std::vector<std::string> names = keys;
+  names[0] = kPrimaryWindow;
+  return names;
+}
+}  // namespace
+
+Expected<std::string> Engine::history_json(int64_t resolution_ms, Millis now) {
+  if (!s_->cfg) return s_->not_configured();
+  if (resolution_ms != internal::History::kFineMs && resolution_ms != internal::History::kCoarseMs) {
+    return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                       "history resolution must be 10000 (10 s) or 60000 (1 min) ms (received " +
+                           std::to_string(resolution_ms) + ")");
+  }
+  s_->history.advance(std::max(s_->now, now));
+  return s_->history.json(resolution_ms, window_names(s_->keys));
+}
+
+std::vector<HistoryRow> Engine::history_unsaved() {
+  if (!s_->history.any_unsaved()) return {};
+  return s_->history.unsaved(window_names(s_->keys));
+}
+
+Millis Engine::history_keep_from(int64_t resolution_ms) const { return s_->history.keep_from(resolution_ms); }
+
+std::vector<HistoryRow> Engine::history_closed() {
+  if (!s_->history.any_closed_fine()) return {};
+  return s_->history.closed_fine(window_names(s_->keys));
+}
+
+void Engine::restore_history(const std::vector<HistoryRow>& rows, Millis now) {
+  if (!s_->cfg) return;
+  s_->history.advance(std::max(s_->now, now));
+  s_->history.restore(rows, [this](const std::string& name) { return name == kPrimaryWindow ? 0 : s_->key_of(name); });
 }
 
 std::optional<Millis> Engine::next_wake() const { return s_->wake; }

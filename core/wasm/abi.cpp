@@ -13,6 +13,7 @@
 // As in drl::Engine, a call that takes the time takes it last (`now`).
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -374,4 +375,83 @@ DRL_EXPORT(drl_contract) int drl_contract() {
 #undef DRL_WRITE
   g_out = nlohmann::json{{"errors", errors}, {"actions", actions}, {"writes", writes}, {"writeRecordBase", drl::internal::kWriteRecordBase}}.dump();
   return static_cast<int>(g_out.size());
+}
+
+// ---- history -----------------------------------------------------------------
+// Rows cross as lines "<resolution ms> <at> <compact JSON>\n" (the JSON holds
+// no raw newline), so nothing is escaped twice.
+
+namespace {
+void append_rows(const std::vector<drl::HistoryRow>& rows, std::string& out) {
+  for (const drl::HistoryRow& row : rows) {
+    out += std::to_string(row.resolution_ms);
+    out += ' ';
+    out += std::to_string(row.at);
+    out += ' ';
+    out += row.data;
+    out += '\n';
+  }
+}
+}  // namespace
+
+// The history JSON (Engine::history_json) into the out buffer; returns its length, or -code.
+DRL_EXPORT(drl_history_json) int drl_history_json(int h, double resolution_ms, double now) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  const int64_t resolution = std::isfinite(resolution_ms) ? static_cast<int64_t>(resolution_ms) : 0;
+  auto json = e->history_json(resolution, to_ms(now));
+  if (!json.ok()) return fail(json.error());
+  g_out = std::move(*json);
+  return static_cast<int>(g_out.size());
+}
+
+// Intervals to store (Engine::history_unsaved): 0 when none; else the out
+// buffer holds "keep <10 s keep_from> <1 min keep_from>\n" and then the rows.
+DRL_EXPORT(drl_history_unsaved) int drl_history_unsaved(int h) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  const std::vector<drl::HistoryRow> rows = e->history_unsaved();
+  if (rows.empty()) return 0;
+  g_out = "keep " + std::to_string(e->history_keep_from(10'000)) + ' ' + std::to_string(e->history_keep_from(60'000)) + '\n';
+  append_rows(rows, g_out);
+  return static_cast<int>(g_out.size());
+}
+
+// Closed 10 s intervals not yet exported (Engine::history_closed) as rows: 0 when none.
+DRL_EXPORT(drl_history_closed) int drl_history_closed(int h) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  const std::vector<drl::HistoryRow> rows = e->history_closed();
+  if (rows.empty()) return 0;
+  g_out.clear();
+  append_rows(rows, g_out);
+  return static_cast<int>(g_out.size());
+}
+
+// Stored rows (lines as above, in the scratch buffer) back into the history.
+DRL_EXPORT(drl_restore_history) int drl_restore_history(int h, int len, double now) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  const std::string_view text = scratch(len);
+  std::vector<drl::HistoryRow> rows;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t end = text.find('\n', i);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(i, end - i);
+    i = end + 1;
+    const size_t a = line.find(' ');
+    const size_t b = a == std::string_view::npos ? a : line.find(' ', a + 1);
+    if (b == std::string_view::npos) continue;
+    const std::string res(line.substr(0, a));
+    const std::string at(line.substr(a + 1, b - a - 1));
+    char* stop = nullptr;
+    const long long r = std::strtoll(res.c_str(), &stop, 10);
+    if (res.empty() || *stop != '\0') continue;
+    const long long t = std::strtoll(at.c_str(), &stop, 10);
+    if (at.empty() || *stop != '\0') continue;
+    rows.push_back(drl::HistoryRow{r, t, std::string(line.substr(b + 1))});
+  }
+  e->restore_history(rows, to_ms(now));
+  return 0;
 }

@@ -2,10 +2,11 @@
  * The admin routes a limiter Worker mounts: `GET /__drl` (who answers: no key
  * needed), `GET /dashboard` (the dashboard page: no key needed, it holds no
  * data and asks for the key itself), `POST /configure` (apply a limits
- * document) and `GET /stats` (every registered bucket's live state; a
+ * document), `GET /stats` (every registered bucket's live state; a
  * declared bucket is registered on its first use, and one whose declaration
- * is invalid is listed under `invalid` with its error). Both are
- * guarded by the DRL_CONFIG_KEY secret, sent as `Authorization: Bearer <key>`;
+ * is invalid is listed under `invalid` with its error) and
+ * `GET /history?bucket=<name>&resolution=10s|1m` (one bucket's per-interval
+ * aggregates). Those three are guarded by the DRL_CONFIG_KEY secret, sent as `Authorization: Bearer <key>`;
  * an unset secret denies everything.
  *
  * @example
@@ -20,17 +21,23 @@
  */
 import type { Core } from '../engine/loader.ts';
 import { createCore } from '../engine/module.ts';
-import { ADMIN_IDENTITY_PATH, ENVELOPE_VERSION, type AdminIdentity, type ConfigureResult, type LimiterStats } from '../envelope.ts';
+import { ADMIN_IDENTITY_PATH, ENVELOPE_VERSION, type AdminIdentity, type ConfigureResult, type LimiterHistory, type LimiterStats } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { DASHBOARD_CSP, DASHBOARD_HTML } from './dashboard-page.ts';
-import { limitsEntryProblem } from '../rules.ts';
+import { limitsEntryProblem, nameProblem } from '../rules.ts';
 import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
 import type { LimiterDO } from './limiter-do.ts';
 
 /** The largest limits document accepted: far above any real one (about 500 buckets). */
 export const MAX_ADMIN_BODY_BYTES = 64 * 1024;
 
-const ROUTES: Record<string, 'GET' | 'POST'> = { '/configure': 'POST', '/stats': 'GET', '/dashboard': 'GET', [ADMIN_IDENTITY_PATH]: 'GET' };
+const ROUTES: Record<string, 'GET' | 'POST'> = {
+  '/configure': 'POST',
+  '/stats': 'GET',
+  '/history': 'GET',
+  '/dashboard': 'GET',
+  [ADMIN_IDENTITY_PATH]: 'GET',
+};
 
 let validator: Core | undefined; // created on first use, never at module scope
 
@@ -66,6 +73,7 @@ export async function handleAdminRequest(request: Request, env: LimiterEnv): Pro
     } catch (error) {
       return fail(500, (error as Error).message);
     }
+    if (path === '/history') return await history(request, ns);
     return path === '/configure' ? await configure(request, ns) : await stats(ns);
   } catch (error) {
     return fail(500, error instanceof Error ? error.message : String(error));
@@ -191,6 +199,32 @@ async function configure(request: Request, ns: DurableObjectNamespace<LimiterDO>
     error: `1 of ${entries.length} entries could not be applied${skipped > 0 ? ` (the document stopped there: ${skipped} not attempted)` : ''}`,
     results,
   });
+}
+
+/**
+ * `GET /history?bucket=<name>&resolution=10s|1m`: one bucket's history
+ * (LimiterHistory), `{ ok: true, ...history }`; 400 naming the problem for
+ * a missing, invalid or unconfigured bucket or a bad resolution.
+ */
+async function history(request: Request, ns: DurableObjectNamespace<LimiterDO>): Promise<Response> {
+  const query = new URL(request.url).searchParams;
+  const name = query.get('bucket');
+  if (name === null || name === '') return fail(400, 'name the bucket: GET /history?bucket=<name>&resolution=10s|1m');
+  const resolution = query.get('resolution') ?? '10s';
+  if (resolution !== '10s' && resolution !== '1m') {
+    return fail(400, `resolution must be 10s (every 10 s, the last hour) or 1m (every minute, the last day) (received ${JSON.stringify(resolution)})`);
+  }
+  const problem = nameProblem(name, 'bucket');
+  if (problem) return fail(400, problem.message);
+  try {
+    const found = (await ns.get(ns.idFromName(name)).history(resolution)) as LimiterHistory;
+    return json(200, { ok: true, ...found });
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    if (message.includes(MARKERS.noSuchLimiter)) return fail(400, `no bucket named ${JSON.stringify(name)} is configured`);
+    if (message.includes(MARKERS.invalidConfig)) return fail(400, message);
+    throw error;
+  }
 }
 
 async function stats(ns: DurableObjectNamespace<LimiterDO>): Promise<Response> {

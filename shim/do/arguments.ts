@@ -99,6 +99,19 @@ export function checkCallback(fn: unknown): void {
   if (typeof fn !== 'function') throw invalid(TypeError, `execute(fn): fn must be a function (received ${describe(fn)})`);
 }
 
+/** The resolutions history() takes, in ms. */
+const HISTORY_RESOLUTIONS: Readonly<Record<string, number>> = { '10s': 10_000, '1m': 60_000 };
+
+/** history's resolution: '10s' (the default: the last hour) or '1m' (the last day), in ms. */
+export function historyResolutionMs(resolution: unknown): number {
+  if (resolution === undefined) return 10_000;
+  const ms = typeof resolution === 'string' && Object.hasOwn(HISTORY_RESOLUTIONS, resolution) ? HISTORY_RESOLUTIONS[resolution] : undefined;
+  if (ms === undefined) {
+    throw invalid(typeof resolution === 'string' ? RangeError : TypeError, `history(resolution): resolution must be '10s' or '1m' (received ${describe(resolution)})`);
+  }
+  return ms;
+}
+
 export function checkPauseMs(ms: unknown): number {
   if (typeof ms !== 'number') throw invalid(TypeError, `pause(ms): ms must be a number (received ${describe(ms)})`);
   return ms;

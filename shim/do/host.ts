@@ -6,7 +6,7 @@
  * need them are held and go out together when it lands (group commit).
  * Every decision is the engine's; nothing here paces, retries or queues.
  */
-import type { Engine, EngineAction, EngineReport, EngineWrite } from '../engine/loader.ts';
+import type { Engine, EngineAction, EngineHistoryRow, EngineReport, EngineWrite } from '../engine/loader.ts';
 import { MARKERS } from '../error-ids.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
 import { parseReport } from './arguments.ts';
@@ -45,6 +45,7 @@ export class EngineHost {
   #timerAt: number | undefined;
   #committing = false;
   #held: { writes: EngineWrite[]; actions: EngineAction[] } | undefined;
+  #exportHistory: (() => ((closed: EngineHistoryRow[]) => void) | undefined) | undefined;
 
   constructor(engine: Engine, storage: LimiterStorage, durable: DurableObjectStorage) {
     this.#engine = engine;
@@ -61,6 +62,7 @@ export class EngineHost {
     const stored = this.#storage.read();
     if (stored) {
       this.#engine.restore(stored, Date.now());
+      this.#engine.restoreHistory(this.#storage.readHistory(), Date.now());
       this.flush(); // repairs of damaged rows, expiry of old grants
       this.#storage.deleteExpiredNow();
     } else {
@@ -68,6 +70,28 @@ export class EngineHost {
       this.#engine.drain(); // nothing stored, nothing to erase or settle
     }
     return stored;
+  }
+
+  /**
+   * Hands every closed 10 s history interval to the exporter `sink` returns,
+   * once, after the step that closed it; while `sink` returns undefined (no
+   * binding) nothing is asked of the engine (see LimiterDO: the Analytics
+   * Engine export).
+   */
+  exportHistoryTo(sink: () => ((closed: EngineHistoryRow[]) => void) | undefined): void {
+    this.#exportHistory = sink;
+  }
+
+  #exportClosed(): void {
+    const exporter = this.#exportHistory?.();
+    if (!exporter) return;
+    const closed = this.#engine.historyClosed();
+    if (closed.length === 0) return;
+    try {
+      exporter(closed);
+    } catch {
+      // An export is best effort: it never fails the calls of the step.
+    }
   }
 
   /** Runs an engine call, turning its coded errors into the object's errors. */
@@ -196,6 +220,7 @@ export class EngineHost {
       throw this.#storageFailed(error, [...unacted, ...(this.#held?.actions ?? [])]);
     }
     this.#arm();
+    this.#exportClosed();
     // Alone, a call has nobody to share a commit with: no watching.
     if (wrote && !this.#committing && this.#calls.size > 1) this.#watchCommit();
   }
@@ -211,13 +236,18 @@ export class EngineHost {
    */
   #apply(writes: readonly EngineWrite[], extra?: () => void): boolean {
     if (writes.length === 0 && !extra) return false;
+    // Closed history intervals ride on a write that stores something anyway
+    // (expiries alone are batched by storage, so they do not count).
+    const history = writes.some((w) => w.kind !== 'deleteGrantsThrough') ? this.#engine.historyUnsaved() : undefined;
     if (!extra && writes.every((w) => SAFE_ALONE.has(w.kind))) {
       this.#storage.apply(writes);
+      if (history) this.#storage.putHistory(history);
       return true;
     }
     this.#durable.transactionSync(() => {
       extra?.();
       this.#storage.apply(writes);
+      if (history) this.#storage.putHistory(history);
     });
     return true;
   }

@@ -7,7 +7,7 @@
  */
 import { DurableObject } from 'cloudflare:workers';
 
-import type { Core, Engine } from '../engine/loader.ts';
+import type { Core, Engine, EngineHistoryRow } from '../engine/loader.ts';
 import { createCore } from '../engine/module.ts';
 import {
   ENVELOPE_VERSION,
@@ -15,14 +15,17 @@ import {
   type CallReport,
   type ExecuteOptions,
   type ExecuteResult,
+  type HistoryResolution,
   type LimiterConfig,
   type LimiterConfigPatch,
+  type LimiterHistory,
+  type LimiterHistoryInterval,
   type LimiterPing,
   type LimiterStats,
 } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { configJson, describe } from '../rules.ts';
-import { checkCallback, checkName, checkPauseMs, executeOptions, settlesAsData } from './arguments.ts';
+import { checkCallback, checkName, checkPauseMs, executeOptions, historyResolutionMs, settlesAsData } from './arguments.ts';
 import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
 import { readDeclaration, type Declaration } from './declared.ts';
 import { EngineHost } from './host.ts';
@@ -40,9 +43,20 @@ export interface LimiterRpc {
   reconfigure(patch: LimiterConfigPatch): Promise<LimiterStats>;
   stats(): Promise<LimiterStats>;
   pause(ms: number): Promise<LimiterStats>;
+  history(resolution?: HistoryResolution): Promise<LimiterHistory>;
   listNames(): Promise<string[]>;
   ping(): Promise<LimiterPing>;
 }
+
+/**
+ * The optional Analytics Engine binding of the limiter Worker: with it, each
+ * closed 10 s history interval of each bucket is written as a data point
+ * (see #exportHistory).
+ */
+type AnalyticsEnv = LimiterEnv & { DRL_ANALYTICS?: AnalyticsEngineDataset };
+
+// Analytics Engine's limit on an index, in bytes.
+const ANALYTICS_INDEX_BYTES = 96;
 
 export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   readonly #core: Core;
@@ -62,6 +76,10 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     this.#storage = new LimiterStorage(ctx.storage);
     this.#host = new EngineHost(this.#engine, this.#storage, ctx.storage);
     this.#name = this.#host.restore()?.name ?? null;
+    this.#host.exportHistoryTo(() => {
+      const dataset = (this.env as AnalyticsEnv).DRL_ANALYTICS;
+      return dataset === undefined ? undefined : (closed) => this.#exportHistory(dataset, closed);
+    });
   }
 
   /**
@@ -193,6 +211,53 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     });
   }
 
+  /**
+   * The bucket's recent history: every 10 s for the last hour ('10s', the
+   * default) or every minute for the last day ('1m'). Reads memory only;
+   * after an eviction it holds what storage kept (see the README's History).
+   */
+  history(resolution?: HistoryResolution): Promise<LimiterHistory> {
+    return later(async () => {
+      if (!this.#declarationDone) await this.#declarationReady();
+      const resolutionMs = historyResolutionMs(resolution);
+      const history = this.#host.run(() => this.#engine.history(resolutionMs, Date.now()));
+      return { name: this.#name, ...history };
+    });
+  }
+
+  /**
+   * One data point per closed 10 s interval: blobs [name], indexes [name,
+   * cut to 96 bytes], doubles in the README's order. Best effort.
+   */
+  #exportHistory(dataset: AnalyticsEngineDataset, closed: EngineHistoryRow[]): void {
+    const name = this.#name;
+    if (name === null) return;
+    const index = cutToBytes(name, ANALYTICS_INDEX_BYTES);
+    for (const row of closed) {
+      const i = JSON.parse(row.data) as LimiterHistoryInterval;
+      dataset.writeDataPoint({
+        blobs: [name],
+        indexes: [index],
+        doubles: [
+          i.at,
+          i.arrived,
+          i.started,
+          i.completed,
+          i.failed,
+          i.rateLimited,
+          i.dropped,
+          i.deadline,
+          i.queued,
+          i.running,
+          i.wait?.p50 ?? 0,
+          i.wait?.p95 ?? 0,
+          i.wait?.max ?? 0,
+          i.units.bucket ?? 0,
+        ],
+      });
+    }
+  }
+
   /** Every configured bucket's name (read from the registry). */
   listNames(): Promise<string[]> {
     return later(async () => {
@@ -297,4 +362,19 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     const ns = this.env.RATE_LIMITER;
     return ns !== undefined && this.ctx.id.equals(ns.idFromName(REGISTRY_NAME));
   }
+}
+
+/** `text` cut to at most `bytes` bytes of UTF-8, on a character boundary. */
+function cutToBytes(text: string, bytes: number): string {
+  const encoder = new TextEncoder();
+  if (encoder.encode(text).length <= bytes) return text;
+  let out = '';
+  let used = 0;
+  for (const char of text) {
+    const size = encoder.encode(char).length;
+    if (used + size > bytes) break;
+    out += char;
+    used += size;
+  }
+  return out;
 }

@@ -6,13 +6,16 @@
  * of the last applied declaration are small records. Nothing exists (not even a table)
  * until the first `configure`, so an unconfigured bucket holds zero bytes.
  */
-import type { EngineSnapshot, EngineWrite } from '../engine/loader.ts';
+import type { EngineHistoryRow, EngineHistoryUnsaved, EngineSnapshot, EngineWrite } from '../engine/loader.ts';
 
 const META = 'drl_meta';
 // Expiries per batched DELETE of expired grant rows (see #expiredThrough).
 const EXPIRY_BATCH = 32;
 const GRANTS = 'drl_grants';
 const WINDOW_GRANTS = 'drl_window_grants';
+const HISTORY = 'drl_history';
+// History rows per INSERT statement (three bound parameters each).
+const HISTORY_ROWS_PER_STATEMENT = 30;
 
 export interface StoredBucket extends EngineSnapshot {
   name?: string;
@@ -30,6 +33,7 @@ export class LimiterStorage {
   // The same for each extra window, by name.
   readonly #windowExpiries = new Map<string, { through: number; count: number }>();
   #windowsReady = false;
+  #historyReady = false;
 
   constructor(storage: DurableObjectStorage) {
     this.#storage = storage;
@@ -46,6 +50,7 @@ export class LimiterStorage {
   forget(): void {
     this.#ready = false;
     this.#windowsReady = false;
+    this.#historyReady = false;
     this.#expiredThrough = undefined;
     this.#expiries = 0;
     this.#windowExpiries.clear();
@@ -304,9 +309,48 @@ export class LimiterStorage {
     if (!this.exists()) return;
     this.#sql.exec(`DROP TABLE IF EXISTS ${GRANTS}`);
     this.#sql.exec(`DROP TABLE IF EXISTS ${WINDOW_GRANTS}`);
+    this.#sql.exec(`DROP TABLE IF EXISTS ${HISTORY}`);
+    this.#historyReady = false;
     this.#sql.exec(`DROP TABLE IF EXISTS ${META}`);
     this.#ready = false;
     this.#windowsReady = false;
+  }
+
+  /**
+   * Stores closed history intervals (upserts: a row handed out again after
+   * a rebuild lands on itself) and deletes the rows past each resolution's
+   * retention. Called only with a batch that writes anyway, in its commit;
+   * never for a bucket not stored yet. Returns rows written.
+   */
+  putHistory(unsaved: EngineHistoryUnsaved): number {
+    if (!this.exists()) return 0;
+    if (!this.#historyReady) {
+      this.#sql.exec(`CREATE TABLE IF NOT EXISTS ${HISTORY} (res INTEGER NOT NULL, at INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (res, at)) WITHOUT ROWID`);
+      this.#historyReady = true;
+    }
+    let rows = 0;
+    for (let from = 0; from < unsaved.rows.length; from += HISTORY_ROWS_PER_STATEMENT) {
+      const chunk = unsaved.rows.slice(from, from + HISTORY_ROWS_PER_STATEMENT);
+      rows += this.#sql.exec(
+        `INSERT INTO ${HISTORY} (res, at, data) VALUES ${chunk.map(() => '(?, ?, ?)').join(', ')} ON CONFLICT(res, at) DO UPDATE SET data = excluded.data`,
+        ...chunk.flatMap((row) => [row.resolutionMs, row.at, row.data]),
+      ).rowsWritten;
+    }
+    for (const [res, keepFrom] of unsaved.keepFrom) {
+      rows += this.#sql.exec(`DELETE FROM ${HISTORY} WHERE res = ? AND at < ?`, res, keepFrom).rowsWritten;
+    }
+    return rows;
+  }
+
+  /** The stored history rows, for a cold start; [] when none. The engine skips damaged ones. */
+  readHistory(): EngineHistoryRow[] {
+    const table = this.#sql.exec(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`, HISTORY).toArray();
+    if (table.length === 0) return [];
+    this.#historyReady = true;
+    return this.#sql
+      .exec<{ res: number; at: number; data: string }>(`SELECT res, at, data FROM ${HISTORY} ORDER BY res, at`)
+      .toArray()
+      .map((row) => ({ resolutionMs: toNumber(row.res), at: toNumber(row.at), data: String(row.data) }));
   }
 
   #putMeta(key: string, value: string): number {

@@ -14,6 +14,7 @@
  * const { writes, actions } = engine.drain(); // apply writes, then act
  */
 
+import type { LimiterHistoryInterval } from '../envelope.ts';
 import { ERROR_IDS, type ErrorId } from '../error-ids.ts';
 import { ACTION_KINDS, WRITE_KINDS, WRITE_RECORD_BASE } from './output-kinds.ts';
 
@@ -86,6 +87,26 @@ export interface EngineSnapshot {
   windows?: ReadonlyArray<readonly [name: string, grants: ArrayLike<readonly [number, number]>]>;
 }
 
+/** One closed interval of a bucket's history as stored (see drl::HistoryRow): `data` is its JSON. */
+export interface EngineHistoryRow {
+  resolutionMs: number;
+  at: number;
+  data: string;
+}
+
+/** The engine's history document (see Engine::history_json). */
+export interface EngineHistory {
+  resolutionMs: number;
+  intervals: LimiterHistoryInterval[];
+  current: LimiterHistoryInterval;
+}
+
+/** Intervals to store, and the oldest start each resolution keeps (rows before it are past retention). */
+export interface EngineHistoryUnsaved {
+  rows: EngineHistoryRow[];
+  keepFrom: [resolutionMs: number, at: number][];
+}
+
 interface CoreExports {
   memory: WebAssembly.Memory;
   _initialize(): void;
@@ -127,6 +148,10 @@ interface CoreExports {
   drl_next_wake(h: number): number;
   drl_output(h: number): number;
   drl_contract(): number;
+  drl_history_json(h: number, resolutionMs: number, now: number): number;
+  drl_history_unsaved(h: number): number;
+  drl_history_closed(h: number): number;
+  drl_restore_history(h: number, len: number, now: number): number;
 }
 
 const ERROR_KINDS = [Error, TypeError, RangeError] as const;
@@ -415,6 +440,49 @@ export class Engine {
     return wake < 0 ? undefined : wake;
   }
 
+  /**
+   * The bucket's history at one resolution (10000 or 60000 ms); closes the
+   * intervals that ended by `now` and changes nothing else. Throws
+   * [drl:no-such-limiter] when unconfigured, [drl:invalid-argument] for
+   * another resolution.
+   */
+  history(resolutionMs: number, now: number): EngineHistory {
+    this.#core.check(this.#core.exports.drl_history_json(this.#h, resolutionMs, now));
+    return JSON.parse(this.#core.outString()) as EngineHistory;
+  }
+
+  /**
+   * Closed intervals not yet handed out, to store alongside a write made
+   * anyway; undefined when none (the common case: one call, no string).
+   * They count as stored from now on.
+   */
+  historyUnsaved(): EngineHistoryUnsaved | undefined {
+    if (this.#core.exports.drl_history_unsaved(this.#h) <= 0) return undefined;
+    const [keep, ...lines] = this.#core.outString().split('\n');
+    const [, fine, coarse] = keep!.split(' ');
+    return {
+      rows: historyRows(lines),
+      keepFrom: [
+        [10_000, Number(fine)],
+        [60_000, Number(coarse)],
+      ],
+    };
+  }
+
+  /** Closed 10 s intervals not yet handed out by this method (for an export); [] when none. */
+  historyClosed(): EngineHistoryRow[] {
+    if (this.#core.exports.drl_history_closed(this.#h) <= 0) return [];
+    return historyRows(this.#core.outString().split('\n'));
+  }
+
+  /** Puts stored history rows back, after restore(). */
+  restoreHistory(rows: readonly EngineHistoryRow[], now: number): void {
+    if (rows.length === 0) return;
+    let text = '';
+    for (const row of rows) text += `${row.resolutionMs} ${row.at} ${row.data.replaceAll('\n', ' ')}\n`;
+    this.#core.exports.drl_restore_history(this.#h, this.#core.putString(text), now);
+  }
+
   /** The writes and actions produced since the last drain, in order. */
   drain(): { writes: EngineWrite[]; actions: EngineAction[] } {
     const count = this.#core.exports.drl_output(this.#h);
@@ -525,6 +593,18 @@ export class Engine {
   free(): void {
     this.#core.exports.drl_free(this.#h);
   }
+}
+
+/** Rows from the ABI's lines: "<resolution ms> <at> <JSON>" (see core/wasm/abi.cpp). */
+function historyRows(lines: readonly string[]): EngineHistoryRow[] {
+  const rows: EngineHistoryRow[] = [];
+  for (const line of lines) {
+    const a = line.indexOf(' ');
+    const b = line.indexOf(' ', a + 1);
+    if (a < 0 || b < 0) continue;
+    rows.push({ resolutionMs: Number(line.slice(0, a)), at: Number(line.slice(a + 1, b)), data: line.slice(b + 1) });
+  }
+  return rows;
 }
 
 /** Instantiates core.wasm from a compiled module. */

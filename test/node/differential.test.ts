@@ -2,7 +2,7 @@
 // very same decisions as the native engine: the same schedules (recorded by
 // build/drl_replay, which also checked every invariant natively) must give
 // identical return codes, error messages, output records (grant writes with
-// their window), wake times, slots records and stats documents. Even seeds
+// their window), wake times, slots records, stats documents and histories. Even seeds
 // have extra windows: costs per unit, reports with usage, restores with each
 // window's rows.
 import { execFileSync } from 'node:child_process';
@@ -104,6 +104,12 @@ describe('core.wasm agrees with the native engine', () => {
           if (rc >= 0) {
             out = core.outString();
             rc = 0;
+            // The history the native run recorded with these stats, at both resolutions.
+            const history = [10_000, 60_000].map((resolution) => {
+              core.check(x.drl_history_json(h, resolution, ev.now));
+              return core.outString();
+            });
+            expect(history, `event ${index} (history)`).toEqual(ev.history);
           }
           break;
         case 'restore': {

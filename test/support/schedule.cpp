@@ -890,6 +890,8 @@ class Runner {
     if (multi_ && !out.empty() && result_.ok) check_stats_windows(out);
     if (!out.empty() && result_.ok) check_stats_waiting(out);
     if (trace_ && !out.empty()) trace_->back()["out"] = out;
+    // The history at both resolutions, for the differential test (it reads only the history).
+    if (trace_ && !out.empty()) trace_->back()["history"] = {*engine_.history_json(10'000, at), *engine_.history_json(60'000, at)};
   }
 
   // A cost per unit ({"tokens": 120}), now and then a wrong one: a unit no

@@ -169,6 +169,15 @@ struct Snapshot {
   std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>> windows;
 };
 
+// One closed interval of a bucket's history, as stored: its resolution
+// (10,000 or 60,000 ms), its start (a multiple of the resolution) and its
+// aggregates as compact JSON (an entry of history_json's "intervals").
+struct HistoryRow {
+  int64_t resolution_ms = 0;
+  int64_t at = 0;
+  std::string data;
+};
+
 // At most this many log entries are kept. For windows up to this many ms
 // every distinct take time is its own entry (exact); longer windows record
 // takes on a grid of ceil(window / (kMaxLogEntries - 1)) ms, dated at the end
@@ -268,6 +277,31 @@ class Engine {
   // expire grants and start waiting calls: a host drains writes() and
   // actions() after stats() as after any other step.
   Expected<std::string> stats(Millis now);
+
+  // ---- history --------------------------------------------------------------
+  // What happened, per interval: every 10 s for the last hour
+  // (resolution_ms 10000) and every minute for the last day (60000), as
+  // {"resolutionMs", "intervals": [closed, non-empty, oldest first],
+  // "current": the open interval so far}. Each interval: at (its start),
+  // arrived, started (first starts), completed, failed, rateLimited (reports
+  // of a 429 or rateLimited), dropped (the caller went away), deadline
+  // (maxWaitMs ran out), units (net units charged per window name), queued
+  // and running at its end, and wait (arrival to first start, ms: p50, p95
+  // and max, or null when nothing started). p50 and p95 are at most 1/32
+  // below the true value (exact below 64 ms); max is exact. Closes the
+  // intervals that ended by `now`, and changes nothing else.
+  Expected<std::string> history_json(int64_t resolution_ms, Millis now);
+  // Closed intervals this call has not returned before, to be stored in the
+  // same transaction as a write the host makes anyway; they count as stored
+  // from now on (a restore counts everything as unstored again).
+  std::vector<HistoryRow> history_unsaved();
+  // Rows of `resolution_ms` dated before this are past its retention.
+  Millis history_keep_from(int64_t resolution_ms) const;
+  // Closed 10 s intervals this call has not returned before (an export).
+  std::vector<HistoryRow> history_closed();
+  // Puts stored rows back after restore(): rows past retention, not yet
+  // closed at `now`, or unreadable are skipped.
+  void restore_history(const std::vector<HistoryRow>& rows, Millis now);
 
   // When the host must next call tick(); nullopt when no one waits on time.
   std::optional<Millis> next_wake() const;

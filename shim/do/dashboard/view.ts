@@ -8,7 +8,7 @@
  * const rows = bucketRows(answer.buckets);
  * rows[0].windows[0].used; // 3, as stats said
  */
-import type { LimiterStats, WindowStats } from '../../envelope.ts';
+import type { LimiterHistory, LimiterHistoryInterval, LimiterStats, WindowStats } from '../../envelope.ts';
 
 /** A GET /stats answer as the page reads it (every field the route sends). */
 export interface StatsAnswer {
@@ -139,33 +139,12 @@ export const clock = (ms: number): string => `${new Date(ms).toISOString().slice
 
 // ---- history (GET /history?bucket=<name>&resolution=10s|1m) ------------------
 
-/** One interval of a bucket's history, as GET /history sends it. */
-export interface HistoryInterval {
-  /** The interval's start, ms since the epoch (a multiple of its length). */
-  at: number;
-  arrived: number;
-  started: number;
-  completed: number;
-  failed: number;
-  rateLimited: number;
-  dropped: number;
-  deadline: number;
-  /** Units charged per window name (net of refunds). */
-  units: Record<string, number>;
-  /** Queued and running at the interval's end. */
-  queued: number;
-  running: number;
-  /** Arrival to first start, over the calls that first started in it; null when none did. */
-  wait: { p50: number; p95: number; max: number } | null;
-}
+/** One interval of a bucket's history, as GET /history sends it (the object's own type). */
+export type HistoryInterval = LimiterHistoryInterval;
 
 /** A GET /history answer: closed intervals oldest first (only non-empty ones), and the open one so far. */
-export interface HistoryAnswer {
+export interface HistoryAnswer extends LimiterHistory {
   ok: true;
-  name: string;
-  resolutionMs: number;
-  intervals: HistoryInterval[];
-  current: HistoryInterval;
 }
 
 const COUNTS = ['at', 'arrived', 'started', 'completed', 'failed', 'rateLimited', 'dropped', 'deadline', 'queued', 'running'] as const;

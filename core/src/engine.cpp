@@ -151,6 +151,7 @@ struct Level {
 
 struct Restoring {
   Millis latest_base = 0;  // max(now, forced_until): a grant may be dated up to a grid step later
+  std::optional<std::string> reservation_text;  // the reservation record as stored (restore_reservation)
   std::array<bool, kMaxWindows> changed{};  // some row of that window had to be dropped or adjusted
   std::vector<int> stale_keys;              // windows with stored rows the config no longer has
 };
@@ -209,6 +210,34 @@ struct State {
   // quiet writes them kIdleSlotsWriteMs later.
   std::vector<std::pair<int, Millis>> refunds;
   std::optional<Millis> refunds_due;
+
+  // Covering reservations (Engine::set_reservations). `reservation` is the
+  // record as last written (or restored): until `until`, takes of up to
+  // `units` per window may be admitted without writing their rows, because a
+  // restore counts the whole record as taken. `unwritten` is what takes made
+  // under it hold (by window key), `dirty` the rows whose stored amount is
+  // behind the log. Rows and record are always written in the same step.
+  struct Reservation {
+    Millis until = 0;
+    std::vector<std::pair<int, int64_t>> units;  // by window key; only windows with units > 0
+    int64_t units_in(int key) const {
+      for (const auto& [k, n] : units) {
+        if (k == key) return n;
+      }
+      return 0;
+    }
+  };
+  bool reserving = false;
+  std::optional<Reservation> reservation;
+  std::map<int, int64_t> unwritten;
+  std::set<std::pair<int, Millis>> dirty;
+  // For sizing the next record: units taken per window since the record was
+  // last written (both paths), the last take's amount, and when.
+  std::map<int, int64_t> taken_since;
+  std::map<int, int64_t> last_take;
+  std::optional<Millis> last_take_at;
+  Millis reservation_written_at = 0;
+  std::optional<Millis> reservation_due;  // idle: when the record is cleared
 
   std::optional<Restoring> restoring;  // between restore_begin and restore_end
 
@@ -535,6 +564,195 @@ struct State {
     if (changed) slots_dirty = true;
   }
 
+  // ---- covering reservations (Engine::set_reservations) ---------------------
+
+  // How long a record covers: kReserveSpanMs, or the shortest window if that
+  // is shorter, so a reserved unit a crash leaves untaken is held at most
+  // about two windows (span + window), not 2 s of a 100 ms window.
+  static int64_t reserve_cap(int64_t limit) {
+    return (limit / kReserveFractionDenominator) + (limit % kReserveFractionDenominator != 0 ? 1 : 0);
+  }
+
+  Millis reserve_span() const {
+    Millis span = kReserveSpanMs;
+    for (const Window& w : windows) span = std::min(span, w.ms);
+    return std::max<Millis>(span, 1);
+  }
+
+  // A take of the call is admitted without writing when every window it
+  // takes in has room for it in the record in force. The admission check
+  // against the logs is unchanged: the record only defers rows.
+  bool covered_by_reservation(const Call& c) const {
+    if (!reserving || !reservation || now >= reservation->until) return false;
+    for (const Window& w : windows) {
+      const int64_t amount = c.cost_in(w.unit);
+      if (amount <= 0) continue;
+      auto held = unwritten.find(w.key);
+      if ((held == unwritten.end() ? 0 : held->second) + amount > reservation->units_in(w.key)) return false;
+      if (static_cast<int64_t>(w.log.size()) >= w.cap) return false;  // its take may merge: rows to write
+    }
+    return true;
+  }
+
+  // Takes `amount` in `w` now, its row left for a later step (see write_reservation).
+  internal::Grant take_unwritten(Window& w, int64_t amount) {
+    const internal::Grant g = w.log.take(amount, w.ms, now, w.cap);
+    dirty.emplace(w.key, g.at);
+    unwritten[w.key] += amount;
+    return g;
+  }
+
+  void noted_take(const Window& w, int64_t amount) {
+    if (!reserving) return;
+    taken_since[w.key] += amount;
+    last_take[w.key] = amount;
+    last_take_at = now;
+  }
+
+  // The next record: in each window twice the units taken per span at the
+  // rate seen since the last record (none in force: no rate yet), at least
+  // twice the last take, no more than the window has free now, and at most
+  // a kReserveFractionDenominator-th of its limit. nullopt when no window
+  // would hold any.
+  std::optional<Reservation> sized_reservation() {
+    const Millis span = reserve_span();
+    const double elapsed = static_cast<double>(std::max<Millis>(1, now - reservation_written_at));
+    const bool measured = reservation.has_value();
+    Reservation r;
+    r.until = now + span;
+    for (const Window& w : windows) {
+      const int64_t taken = measured ? taken_since[w.key] : 0;
+      const int64_t last = last_take[w.key];
+      if (last == 0 && taken_since[w.key] == 0) continue;
+      const double at_rate = std::ceil(std::min(2.0 * static_cast<double>(taken) * static_cast<double>(span) / elapsed,
+                                                static_cast<double>(kMaxLimitPerWindow)));
+      const int64_t wanted = std::max(static_cast<int64_t>(at_rate), 2 * last);
+      const int64_t free = std::max<int64_t>(0, w.limit - w.log.used());
+      const int64_t units = std::min({wanted, free, reserve_cap(w.limit)});
+      if (units > 0) r.units.emplace_back(w.key, units);
+    }
+    if (r.units.empty()) return std::nullopt;
+    return r;
+  }
+
+  // Writes every row takes under the record left behind, as the logs now
+  // hold them, and a new record (`keep`: sized to the recent rate; else
+  // none), in the same step: rows written under the old record would
+  // otherwise be counted twice by a restore (as rows and in the record).
+  void write_reservation(bool keep) {
+    for (const auto& [key, at] : dirty) {
+      for (const Window& w : windows) {
+        if (w.key != key) continue;
+        const auto& grants = w.log.grants();
+        auto g = std::lower_bound(grants.begin(), grants.end(), at, [](const Grant& x, Millis t) { return x.at < t; });
+        if (g != grants.end() && g->at == at) {
+          write(WriteKind::PutGrant, at, g->amount, key);
+        } else if (at + w.ms > now) {
+          write(WriteKind::DeleteGrant, at, 0, key);  // refunded away; one expired needs nothing
+        }
+      }
+    }
+    if (!refunds.empty()) flush_refunds();
+    std::optional<Reservation> next = keep ? sized_reservation() : std::nullopt;
+    const bool stored = reservation.has_value() || next.has_value();
+    reservation = std::move(next);
+    dirty.clear();
+    unwritten.clear();
+    taken_since.clear();
+    reservation_written_at = now;
+    if (stored) write(WriteKind::PutReservation);
+  }
+
+  // At the end of a step. A step that stores anything anyway rewrites the
+  // record with it (and the rows behind it); one in force is renewed ahead
+  // of need, in a step that takes, once half of some window's units are
+  // taken or half its span has passed (so a steady sequential caller waits
+  // for one commit every few dozen calls, not every call, and a caller that
+  // has stopped costs no renewal).
+  // Once no take came for kIdleSlotsWriteMs it is cleared, so a bucket
+  // evicted after a quiet spell restores exactly.
+  void record_reservation() {
+    if (!reserving) return;
+    if (!cfg) {  // erased: EraseAll took the record along with the rows
+      reservation.reset();
+      dirty.clear();
+      unwritten.clear();
+      taken_since.clear();
+      last_take.clear();
+      last_take_at.reset();
+      reservation_due.reset();
+      return;
+    }
+    const bool recent = last_take_at && now < *last_take_at + kIdleSlotsWriteMs;
+    if (stores_anyway()) {
+      write_reservation(recent);
+    } else if (reservation && !recent) {
+      write_reservation(false);
+    } else if (reservation && last_take_at == now && renewal_due()) {
+      write_reservation(true);
+    }
+    reservation_due.reset();
+    if (reservation) reservation_due = *last_take_at + kIdleSlotsWriteMs;
+  }
+
+  bool renewal_due() const {
+    if (now >= reservation->until - reserve_span() / 2) return true;
+    for (const auto& [key, units] : reservation->units) {
+      auto held = unwritten.find(key);
+      if (held != unwritten.end() && 2 * held->second >= units) return true;
+    }
+    return false;
+  }
+
+  std::string reservation_text() const {
+    if (!reservation) return std::string();
+    nlohmann::json units = nlohmann::json::object();
+    for (const auto& [key, n] : reservation->units) {
+      for (const Window& w : windows) {
+        if (w.key == key) units[w.name] = n;
+      }
+    }
+    return nlohmann::json{{"until", reservation->until}, {"units", std::move(units)}}.dump();
+  }
+
+  // A stored record, read for a restore: units per window (by key) and the
+  // date they are counted at: its end, or now if that is earlier. Every
+  // take it covered was made before the crash, so no later than now (the
+  // clock restore_row trusts too), and a grant dated in the future would
+  // date every take after it as late (a log never dates a take before its
+  // newest grant), holding real takes longer than they were taken for. A
+  // window the record does not name reserved nothing; units are capped at
+  // the window's limit. A record that cannot be read at all counts every
+  // window as the most any record can hold (a kReserveFractionDenominator-th
+  // of its limit), now: it may have covered takes we can no longer size.
+  Reservation restored_reservation(std::string_view text) const {
+    Reservation r;
+    const auto doc = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    bool readable = doc.is_object() && doc.contains("until") && doc["until"].is_number() && doc.contains("units") &&
+                    doc["units"].is_object();
+    double until = readable ? doc["until"].get<double>() : 0;
+    readable = readable && std::isfinite(until) && until >= 0;
+    if (readable) {
+      for (auto it = doc["units"].begin(); it != doc["units"].end() && readable; ++it) {
+        const double n = it.value().is_number() ? it.value().get<double>() : -1;
+        if (!std::isfinite(n) || n < 0) readable = false;
+      }
+    }
+    if (!readable) {
+      r.until = now;
+      for (const Window& w : windows) r.units.emplace_back(w.key, reserve_cap(w.limit));
+      return r;
+    }
+    r.until = std::min(static_cast<Millis>(std::ceil(std::min(until, 1e15))), now);
+    for (const Window& w : windows) {
+      auto it = doc["units"].find(w.name);
+      if (it == doc["units"].end()) continue;
+      const int64_t n = static_cast<int64_t>(std::ceil(std::min(it->get<double>(), static_cast<double>(w.limit))));
+      if (n > 0) r.units.emplace_back(w.key, n);
+    }
+    return r;
+  }
+
   // At lift at most penaltyRefillFraction of the limit is available: the log
   // becomes one grant dated at the deadline carrying the larger of the floor
   // and what was still live then, so real takes keep counting.
@@ -574,6 +792,8 @@ struct State {
   // Every window is refilled this way.
   void lift() {
     refunds.clear();  // every log is rewritten whole below
+    dirty.clear();    // (the record is rewritten in this step: the lift stores anyway)
+    unwritten.clear();
     refunds_due.reset();
     for (Window& w : windows) {
       SlidingLog& log = w.log;
@@ -849,8 +1069,10 @@ struct State {
     if (auto due = next_wait_deadline(); due && (!wake || *due < *wake)) wake = due;
     record_slots();
     record_refunds();
+    record_reservation();
     if (slots_write_due && (!wake || *slots_write_due < *wake)) wake = slots_write_due;
     if (refunds_due && (!wake || *refunds_due < *wake)) wake = refunds_due;
+    if (reservation_due && (!wake || *reservation_due < *wake)) wake = reservation_due;
   }
 
   // Starts every waiting call that may start now, strictly in order (see
@@ -897,11 +1119,15 @@ struct State {
         wake = fits;
         break;
       }
+      const bool covered = covered_by_reservation(c);
       c.n_takes = 0;
       for (Window& w : windows) {
         Take& take = c.takes[c.n_takes++];
         take = Take{w.key, w.epoch, 0, c.cost_in(w.unit), w.incarnation};
-        if (take.reserved > 0) take.at = grant(w, take.reserved).at;
+        if (take.reserved > 0) {
+          take.at = (covered ? take_unwritten(w, take.reserved) : grant(w, take.reserved)).at;
+          noted_take(w, take.reserved);
+        }
       }
       if (from_queue) {
         pop_queued(t, c);
@@ -1334,14 +1560,17 @@ void Engine::restore(const Snapshot& snap, Millis now) {
     }
   }
   if (snap.slots_text) restore_slots(*snap.slots_text);
+  if (snap.reservation_text) restore_reservation(*snap.reservation_text);
   restore_end();
 }
 
 void Engine::restore_begin(std::optional<std::string_view> config_text, double forced_until, bool lift_pending,
                            Millis now) {
   const Millis latest = std::max(s_->now, now);
+  const bool reserving = s_->reserving;
   *s_ = internal::State{};
   s_->now = latest;
+  s_->reserving = reserving;
   s_->restoring.emplace();
   if (!config_text) return;
   auto parsed = parse_config(*config_text);
@@ -1392,15 +1621,31 @@ void Engine::restore_slots(std::string_view slots_text) {
   if (s_->restoring) s_->restore_slots(slots_text);
 }
 
+void Engine::restore_reservation(std::string_view text) {
+  if (s_->restoring) s_->restoring->reservation_text = std::string(text);
+}
+
 void Engine::restore_end() {
   if (!s_->restoring) return;
   const internal::Restoring restoring = std::move(*s_->restoring);
   s_->restoring.reset();
   if (!s_->cfg) return;
+  // A stored reservation counts as taken in full, one grant per window dated
+  // at its end or now, whichever is earlier (every take made under it came
+  // no later), and is stored as those rows, with the record cleared, in
+  // this step.
+  std::optional<internal::State::Reservation> reserved;
+  if (restoring.reservation_text && !restoring.reservation_text->empty()) {
+    reserved = s_->restored_reservation(*restoring.reservation_text);
+  }
   for (int key : restoring.stale_keys) s_->write(WriteKind::ClearGrants, 0, 0, key);
   for (size_t w = 0; w < s_->windows.size(); ++w) {
     internal::Window& window = s_->windows[w];
     bool changed = window.log.normalise() || restoring.changed[w];
+    std::optional<internal::Grant> reserved_row;
+    if (const int64_t units = reserved ? reserved->units_in(window.key) : 0; units > 0 && reserved->until + window.ms > s_->now) {
+      reserved_row = window.log.take_at(units, reserved->until);
+    }
     while (static_cast<int64_t>(window.log.size()) > window.cap) {
       window.log.merge_oldest();
       changed = true;
@@ -1408,8 +1653,11 @@ void Engine::restore_end() {
     if (changed) {
       s_->write(WriteKind::ClearGrants, 0, 0, window.key);
       for (const internal::Grant& g : window.log.grants()) s_->write(WriteKind::PutGrant, g.at, g.amount, window.key);
+    } else if (reserved_row) {
+      s_->write(WriteKind::PutGrant, reserved_row->at, reserved_row->amount, window.key);
     }
   }
+  if (reserved) s_->write(WriteKind::PutReservation);  // none now: the rows above hold it
   s_->advance(s_->now);
   s_->serve();
 }
@@ -1662,6 +1910,21 @@ nlohmann::json learned_json(const internal::Window& w) {
 }
 }  // namespace
 
+namespace {
+// The reservation in force (null: none): what a crash now could count as
+// taken beyond the real takes, per window, and until when.
+nlohmann::json reservation_json(const internal::State& s) {
+  if (!s.reservation) return nullptr;
+  nlohmann::json units = nlohmann::json::object();
+  for (const auto& [key, n] : s.reservation->units) {
+    for (const internal::Window& w : s.windows) {
+      if (w.key == key) units[w.name] = n;
+    }
+  }
+  return {{"until", s.reservation->until}, {"units", std::move(units)}};
+}
+}  // namespace
+
 Expected<std::string> Engine::stats(Millis now) {
   if (!s_->cfg) return s_->not_configured();
   s_->advance(now);
@@ -1732,6 +1995,7 @@ Expected<std::string> Engine::stats(Millis now) {
       {"units", std::move(units)},
       {"predictedStart", std::move(predicted)},
       {"queuedByPriority", std::move(by_priority)},
+      {"reservation", reservation_json(s)},
   };
   return out.dump();
 }
@@ -1740,6 +2004,15 @@ std::optional<Millis> Engine::next_wake() const { return s_->wake; }
 bool Engine::configured() const { return s_->cfg.has_value(); }
 const std::string& Engine::config_text() const { return s_->cfg ? s_->cfg->text : s_->empty_text; }
 std::string Engine::slots_text() const { return s_->slots_text(); }
+std::string Engine::reservation_text() const { return s_->reservation_text(); }
+void Engine::set_reservations(bool on) {
+  if (!on && s_->reservation) {
+    s_->write_reservation(false);  // rows written, record cleared
+    s_->reservation_due.reset();
+  }
+  s_->reserving = on;
+}
+bool Engine::reservations() const { return s_->reserving; }
 std::string Engine::running_slots_text() const { return s_->running_slots_text(); }
 const Config* Engine::config() const { return s_->cfg ? &s_->cfg->config : nullptr; }
 const std::string& Engine::window_key(int window) const {
@@ -1803,6 +2076,23 @@ size_t EngineInspector::active() const { return s_.active; }
 size_t EngineInspector::running() const { return s_.running; }
 size_t EngineInspector::queued() const { return s_.queued; }
 size_t EngineInspector::pending_refunds() const { return s_.refunds.size(); }
+int64_t EngineInspector::unwritten(const std::string& window) const {
+  for (const Window& w : s_.windows) {
+    if (w.name == window) {
+      auto it = s_.unwritten.find(w.key);
+      return it == s_.unwritten.end() ? 0 : it->second;
+    }
+  }
+  return 0;
+}
+std::vector<std::pair<Millis, int64_t>> EngineInspector::grants(const std::string& window) const {
+  std::vector<std::pair<Millis, int64_t>> out;
+  for (const Window& w : s_.windows) {
+    if (w.name != window) continue;
+    for (const auto& g : w.log.grants()) out.emplace_back(g.at, g.amount);
+  }
+  return out;
+}
 std::vector<std::pair<Millis, int64_t>> EngineInspector::grants() const {
   std::vector<std::pair<Millis, int64_t>> out;
   out.reserve(s_.log().size());

@@ -18,6 +18,11 @@
 namespace drl {
 namespace internal {
 
+// The shortest span a reservation record covers: one shorter would end
+// before most callers' next call (a round trip away), a row written for
+// nothing. Buckets whose shortest window is shorter write every take.
+constexpr Millis kMinReserveSpanMs = 10;
+
 // How long a bucket with no attempt running waits for some other write to
 // carry its slots record before writing it alone (one row, once per quiet
 // spell): short beside the seconds an idle object lives before eviction.
@@ -236,6 +241,7 @@ struct State {
   std::map<int, int64_t> taken_since;
   std::map<int, int64_t> last_take;
   std::optional<Millis> last_take_at;
+  bool in_run = false;  // the last take came within kIdleSlotsWriteMs of the one before it
   Millis reservation_written_at = 0;
   std::optional<Millis> reservation_due;  // idle: when the record is cleared
 
@@ -606,24 +612,31 @@ struct State {
     if (!reserving) return;
     taken_since[w.key] += amount;
     last_take[w.key] = amount;
+  }
+  // A call took (after noted_take for each of its windows).
+  void noted_start() {
+    if (!reserving) return;
+    in_run = last_take_at && now < *last_take_at + kIdleSlotsWriteMs;
     last_take_at = now;
   }
 
   // The next record: in each window twice the units taken per span at the
-  // rate seen since the last record (none in force: no rate yet), at least
+  // rate seen since the last record was due (the last step that stored), at least
   // twice the last take, no more than the window has free now, and at most
   // a kReserveFractionDenominator-th of its limit. nullopt when no window
-  // would hold any.
+  // would hold any, for a take that starts a run (the first after a quiet
+  // spell: a lone call leaves no record for a crash to count), and when the
+  // span would be under kMinReserveSpanMs.
   std::optional<Reservation> sized_reservation() {
     const Millis span = reserve_span();
+    if (!in_run || span < kMinReserveSpanMs) return std::nullopt;
     const double elapsed = static_cast<double>(std::max<Millis>(1, now - reservation_written_at));
-    const bool measured = reservation.has_value();
     Reservation r;
     r.until = now + span;
     for (const Window& w : windows) {
-      const int64_t taken = measured ? taken_since[w.key] : 0;
+      const int64_t taken = taken_since[w.key];
       const int64_t last = last_take[w.key];
-      if (last == 0 && taken_since[w.key] == 0) continue;
+      if (last == 0 && taken == 0) continue;
       const double at_rate = std::ceil(std::min(2.0 * static_cast<double>(taken) * static_cast<double>(span) / elapsed,
                                                 static_cast<double>(kMaxLimitPerWindow)));
       const int64_t wanted = std::max(static_cast<int64_t>(at_rate), 2 * last);
@@ -680,6 +693,7 @@ struct State {
       taken_since.clear();
       last_take.clear();
       last_take_at.reset();
+      in_run = false;
       reservation_due.reset();
       return;
     }
@@ -1129,6 +1143,7 @@ struct State {
           noted_take(w, take.reserved);
         }
       }
+      noted_start();
       if (from_queue) {
         pop_queued(t, c);
         ++active;

@@ -99,24 +99,24 @@ TEST_CASE("reservations are off for a new engine: every take writes its grant", 
   CHECK(e.reservation_text().empty());
 }
 
-TEST_CASE("the first take writes its grant and a record, and takes that fit the record write nothing", "[reservation]") {
+TEST_CASE("a run of takes writes a record, and takes that fit it write nothing", "[reservation]") {
   Engine e = reserving(config(kLimit, kWindow, 10));
   e.clear_output();
+  // A lone take (the first after a quiet spell) writes its grant and no
+  // record: a crash after it counts exactly what was taken.
   const Ticket a = arrive(e, T0);
-  CHECK(writes_of(e) == std::vector<Write>{put_grant(T0, 1), Write{WriteKind::PutReservation}});
-  // Twice the take, for one span: the window's ms, shorter than kReserveSpanMs.
-  CHECK(record(e) == json{{"until", T0 + kWindow}, {"units", {{"bucket", 2}}}});
+  CHECK(writes_of(e) == std::vector<Write>{put_grant(T0, 1)});
+  CHECK(e.reservation_text().empty());
   e.clear_output();
   report(e, a, Report{200}, T0 + 1);
   CHECK(e.writes().empty());
   e.clear_output();
 
+  // The second starts a run: its grant and a record, sized to the rate seen
+  // (1 unit in 2 ms: far more than a quarter of the limit per span, so the
+  // quarter), for one span: the window's ms, shorter than kReserveSpanMs.
   const Ticket b = arrive(e, T0 + 2);
   CHECK(e.actions() == std::vector<Action>{start(b)});
-  CHECK(inspect(e).used() == 2);  // admitted as ever: the log holds it
-  // Half the record is now taken: renewed in this very step, with b's row,
-  // and sized to the rate seen (1 unit in 2 ms: far more than a quarter of
-  // the limit per span, so the quarter).
   CHECK(writes_of(e) == std::vector<Write>{put_grant(T0 + 2, 1), Write{WriteKind::PutReservation}});
   CHECK(record(e) == json{{"until", T0 + 2 + kWindow}, {"units", {{"bucket", kLimit / 4}}}});
   e.clear_output();
@@ -128,6 +128,7 @@ TEST_CASE("the first take writes its grant and a record, and takes that fit the 
     const Ticket t = arrive(e, T0 + 10 + i);
     CHECK(e.actions() == std::vector<Action>{start(t)});
     CHECK(writes_of(e).empty());
+    CHECK(inspect(e).used() == 3 + i);  // admitted as ever: the log holds it
     CHECK(inspect(e).unwritten("bucket") == i + 1);
     e.clear_output();
     report(e, t, Report{200}, T0 + 10 + i);
@@ -140,6 +141,17 @@ TEST_CASE("the first take writes its grant and a record, and takes that fit the 
   CHECK(count_kind(writes, WriteKind::PutGrant) == 13);  // every row owed, exactly
   CHECK(writes.back() == Write{WriteKind::PutReservation});
   CHECK(inspect(e).unwritten("bucket") == 0);
+}
+
+TEST_CASE("windows shorter than kMinReserveSpanMs never get a record", "[reservation]") {
+  Engine e = reserving(config(kLimit, 9, 10));
+  e.clear_output();
+  for (Millis i = 0; i < 10; ++i) {
+    arrive(e, T0 + i);
+    CHECK(count_kind(e.writes(), WriteKind::PutGrant) == 1);
+    CHECK(count_kind(e.writes(), WriteKind::PutReservation) == 0);
+    e.clear_output();
+  }
 }
 
 TEST_CASE("a sequential caller stores about once per dozen calls, and every owed row goes with a new record", "[reservation]") {
@@ -169,19 +181,27 @@ TEST_CASE("a step that writes a row owed under the record writes a new record in
   e.clear_output();
   Millis now = T0;
   std::vector<Ticket> running;
+  int64_t owed = 0;  // units taken under the record before the step, rows not written
+  size_t steps_with_owed_rows = 0;
   auto check_step = [&]() {
     for (const Action& a : e.actions()) {
       if (a.kind == ActionKind::Start) running.push_back(a.ticket);
       if (a.kind != ActionKind::Start) running.erase(std::remove(running.begin(), running.end(), a.ticket), running.end());
     }
-    const auto& writes = e.writes();
-    bool put_grant_of_owed = false;
+    // A step that stores anything while rows are owed writes them all and a
+    // new record with them.
+    bool stores = false;
     bool put_record = false;
-    for (const Write& w : writes) {
-      put_grant_of_owed = put_grant_of_owed || w.kind == WriteKind::PutGrant;
+    for (const Write& w : e.writes()) {
+      stores = stores || w.kind != WriteKind::DeleteGrantsThrough;
       put_record = put_record || w.kind == WriteKind::PutReservation;
     }
-    if (put_grant_of_owed) CHECK(put_record);
+    if (owed > 0 && stores) {
+      ++steps_with_owed_rows;
+      CHECK(put_record);
+      CHECK(inspect(e).unwritten("bucket") == 0);
+    }
+    owed = inspect(e).unwritten("bucket");
     storage.apply(e);
     e.clear_output();
     // Rows plus the record cover the log at every later moment.
@@ -213,6 +233,7 @@ TEST_CASE("a step that writes a row owed under the record writes a new record in
     }
     check_step();
   }
+  CHECK(steps_with_owed_rows >= 3);
 }
 
 TEST_CASE("renewal ahead of need: half the span gone with takes since the record renews it", "[reservation]") {
@@ -356,14 +377,13 @@ TEST_CASE("a reconfigure that removes a window removes it from the record", "[re
                     {"concurrency", 4},
                     {"windows", {{"minute", {{"limitPerWindow", 40}, {"windowInMs", 60'000}}}}}};
   Engine e = reserving(two.dump());
+  arrive(e, T0);
+  arrive(e, T0 + 100);  // a run: 1 unit per 100 ms is 40 per span, beyond a quarter of either limit
+  CHECK(record(e)["units"] == json{{"bucket", 25}, {"minute", 10}});
   e.clear_output();
-  const Ticket a = arrive(e, T0);
-  CHECK(record(e)["units"] == json{{"bucket", 2}, {"minute", 2}});
-  e.clear_output();
-  report(e, a, Report{200}, T0 + 1);
-  e.clear_output();
-  REQUIRE(e.reconfigure(R"({"windows":{"minute":null}})", T0 + 2).ok());
+  REQUIRE(e.reconfigure(R"({"windows":{"minute":null}})", T0 + 200).ok());
   CHECK(count_kind(e.writes(), WriteKind::PutReservation) == 1);
+  // Sized to the takes since the last record (none): twice the last take.
   CHECK(record(e)["units"] == json{{"bucket", 2}});
 }
 

@@ -172,12 +172,13 @@ struct Snapshot {
 };
 
 // Covering reservations (Engine::set_reservations). When a step stores
-// anything, it also stores a record of up to R_w more units per window for
+// anything during a run of takes (a take within 500 ms of the one before
+// it), it also stores a record of up to R_w more units per window for
 // takes in the next D ms; until then a take that fits it is admitted with
 // no write of its own (its row goes with the next step that stores), and a
 // restore counts the record as taken in full, dated at its end or at the
 // restore, whichever is earlier. The bounds:
-//   D = min(kReserveSpanMs, the shortest window's ms);
+//   D = min(kReserveSpanMs, the shortest window's ms); no record if under 10 ms;
 //   R_w = min(2 x the units taken in w per D at the rate seen since the last
 //             record (at least 2 x the last take), what w has free,
 //             ceil(limit_w / kReserveFractionDenominator)).

@@ -243,7 +243,9 @@ struct State {
   std::optional<Millis> last_take_at;
   bool in_run = false;  // the last take came within kIdleSlotsWriteMs of the one before it
   Millis reservation_written_at = 0;
-  std::optional<Millis> reservation_due;  // idle: when the record is cleared
+  // When the record in force is cleared if no take comes first: the last
+  // take (or the restore that kept a record) + kIdleSlotsWriteMs. Woken for.
+  std::optional<Millis> reservation_due;
 
   std::optional<Restoring> restoring;  // between restore_begin and restore_end
 
@@ -618,6 +620,7 @@ struct State {
     if (!reserving) return;
     in_run = last_take_at && now < *last_take_at + kIdleSlotsWriteMs;
     last_take_at = now;
+    reservation_due = now + kIdleSlotsWriteMs;
   }
 
   // The next record: in each window twice the units taken per span at the
@@ -697,7 +700,7 @@ struct State {
       reservation_due.reset();
       return;
     }
-    const bool recent = last_take_at && now < *last_take_at + kIdleSlotsWriteMs;
+    const bool recent = reservation_due && now < *reservation_due;
     if (stores_anyway()) {
       write_reservation(recent);
     } else if (reservation && !recent) {
@@ -705,8 +708,7 @@ struct State {
     } else if (reservation && last_take_at == now && renewal_due()) {
       write_reservation(true);
     }
-    reservation_due.reset();
-    if (reservation) reservation_due = *last_take_at + kIdleSlotsWriteMs;
+    if (!reservation && !recent) reservation_due.reset();
   }
 
   bool renewal_due() const {
@@ -1086,7 +1088,7 @@ struct State {
     record_reservation();
     if (slots_write_due && (!wake || *slots_write_due < *wake)) wake = slots_write_due;
     if (refunds_due && (!wake || *refunds_due < *wake)) wake = refunds_due;
-    if (reservation_due && (!wake || *reservation_due < *wake)) wake = reservation_due;
+    if (reservation && reservation_due && (!wake || *reservation_due < *wake)) wake = reservation_due;
   }
 
   // Starts every waiting call that may start now, strictly in order (see
@@ -1647,8 +1649,12 @@ void Engine::restore_end() {
   if (!s_->cfg) return;
   // A stored reservation counts as taken in full, one grant per window dated
   // at its end or now, whichever is earlier (every take made under it came
-  // no later), and is stored as those rows, with the record cleared, in
-  // this step.
+  // no later). With reservations on it stays the record in force, wholly
+  // taken, its grants rows owed: they are written with the next step that
+  // stores (and a new record), or when it is cleared kIdleSlotsWriteMs from
+  // now, so a restore writes nothing for it (a host that drops a restore's
+  // repairs, after a failed write, loses nothing). Off, they are written
+  // now and the record cleared.
   std::optional<internal::State::Reservation> reserved;
   if (restoring.reservation_text && !restoring.reservation_text->empty()) {
     reserved = s_->restored_reservation(*restoring.reservation_text);
@@ -1668,11 +1674,20 @@ void Engine::restore_end() {
     if (changed) {
       s_->write(WriteKind::ClearGrants, 0, 0, window.key);
       for (const internal::Grant& g : window.log.grants()) s_->write(WriteKind::PutGrant, g.at, g.amount, window.key);
-    } else if (reserved_row) {
+    } else if (reserved_row && !s_->reserving) {
       s_->write(WriteKind::PutGrant, reserved_row->at, reserved_row->amount, window.key);
     }
+    if (reserved_row && s_->reserving) {
+      s_->dirty.emplace(window.key, reserved_row->at);
+      s_->unwritten[window.key] = reserved->units_in(window.key);
+    }
   }
-  if (reserved) s_->write(WriteKind::PutReservation);  // none now: the rows above hold it
+  if (reserved && s_->reserving) {
+    s_->reservation = std::move(reserved);
+    s_->reservation_due = s_->now + internal::kIdleSlotsWriteMs;
+  } else if (reserved) {
+    s_->write(WriteKind::PutReservation);  // none now: the rows above hold it
+  }
   s_->advance(s_->now);
   s_->serve();
 }

@@ -92,7 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& [at, amount] : grants) require(stored.count(at) && stored[at] == amount);
   }
   require(inspect(engine).forced_until() >= 0 && inspect(engine).forced_until() <= now + drl::kMaxDelayMs);
-  // A restored record is stored as rows, never kept as a record.
+  // With reservations off a restored record is stored as rows, never kept.
   require(engine.reservation_text().empty());
 
   // The engine still works: a caller is either started or given a wake time.

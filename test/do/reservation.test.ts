@@ -27,11 +27,6 @@ function storedUnits(state: DurableObjectState): number {
   return Number(row?.n ?? 0);
 }
 
-interface ReservationStats {
-  used: number;
-  reservation: null | { until: number; units: Record<string, number> };
-}
-
 describe('covering reservations', () => {
   it('a sequential caller makes 200 calls with at most 20 commits (k = 10)', async () => {
     const N = 200;
@@ -46,7 +41,7 @@ describe('covering reservations', () => {
     const commits = after.commits - before.commits;
     console.log(`reservation: ${N} sequential calls, ${commits} commits, ${after.statements - before.statements} statements`);
     expect(commits).toBeLessThanOrEqual(N / 10);
-    const stats = (await stub.stats()) as unknown as ReservationStats;
+    const stats = (await stub.stats());
     expect(stats.used).toBe(N);
     // The record in force bounds what a crash now could over-count: at most a quarter of the limit.
     expect(stats.reservation).not.toBeNull();
@@ -59,7 +54,7 @@ describe('covering reservations', () => {
     const owed = await runInDurableObject(bucket(name), (_instance, state) => storedUnits(state));
     expect(owed).toBeLessThan(20); // some takes' rows wait for the next record
     await sleep(800); // past the idle write (kIdleSlotsWriteMs, 500 ms)
-    const stats = (await stub.stats()) as unknown as ReservationStats;
+    const stats = (await stub.stats());
     expect(stats.reservation).toBeNull();
     expect(stats.used).toBe(20);
     const stored = await runInDurableObject(bucket(name), (_instance, state) => ({
@@ -84,7 +79,7 @@ describe('covering reservations', () => {
     let owedAtRestart = 0;
     for (let attempt = 0; attempt < 60; attempt++) {
       if (attempt === 8 || attempt === 19 || attempt === 33) {
-        const stats = (await stub.stats()) as unknown as ReservationStats;
+        const stats = (await stub.stats());
         bounds += stats.reservation?.units.bucket ?? 0;
         const error = await rejection(
           runInDurableObject(stub, (_instance, state) => {

@@ -574,13 +574,14 @@ struct State {
 
   // ---- covering reservations (Engine::set_reservations) ---------------------
 
-  // How long a record covers: kReserveSpanMs, or the shortest window if that
-  // is shorter, so a reserved unit a crash leaves untaken is held at most
-  // about two windows (span + window), not 2 s of a 100 ms window.
+  // The most a record holds in a window of `limit`: ceil(limit / kReserveFractionDenominator).
   static int64_t reserve_cap(int64_t limit) {
     return (limit / kReserveFractionDenominator) + (limit % kReserveFractionDenominator != 0 ? 1 : 0);
   }
 
+  // How long a record covers: kReserveSpanMs, or the shortest window if that
+  // is shorter, so the takes of a run are spread over a window or more, not
+  // reserved for 2 s of a 100 ms window.
   Millis reserve_span() const {
     Millis span = kReserveSpanMs;
     for (const Window& w : windows) span = std::min(span, w.ms);
@@ -624,9 +625,9 @@ struct State {
   }
 
   // The next record: in each window twice the units taken per span at the
-  // rate seen since the last record was due (the last step that stored), at least
-  // twice the last take, no more than the window has free now, and at most
-  // a kReserveFractionDenominator-th of its limit. nullopt when no window
+  // rate seen since the last step that stored, at least twice the last
+  // take, no more than the window has free now, and at most a
+  // kReserveFractionDenominator-th of its limit. nullopt when no window
   // would hold any, for a take that starts a run (the first after a quiet
   // spell: a lone call leaves no record for a crash to count), and when the
   // span would be under kMinReserveSpanMs.

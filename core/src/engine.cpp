@@ -18,10 +18,11 @@
 namespace drl {
 namespace internal {
 
-// The shortest span a reservation record covers: one shorter would end
-// before most callers' next call (a round trip away), a row written for
-// nothing. Buckets whose shortest window is shorter write every take.
-constexpr Millis kMinReserveSpanMs = 10;
+// The shortest window a reservation record is written for: a bucket with a
+// shorter one expires each take before most callers' next call (a round
+// trip away), so its rows are mostly never written anyway; it writes every
+// take, as with reservations off.
+constexpr Millis kMinReserveWindowMs = 10;
 
 // How long a bucket with no attempt running waits for some other write to
 // carry its slots record before writing it alone (one row, once per quiet
@@ -579,13 +580,9 @@ struct State {
     return (limit / kReserveFractionDenominator) + (limit % kReserveFractionDenominator != 0 ? 1 : 0);
   }
 
-  // How long a record covers: kReserveSpanMs, or the shortest window if that
-  // is shorter, so the takes of a run are spread over a window or more, not
-  // reserved for 2 s of a 100 ms window.
-  Millis reserve_span() const {
-    Millis span = kReserveSpanMs;
-    for (const Window& w : windows) span = std::min(span, w.ms);
-    return std::max<Millis>(span, 1);
+  // Whether the windows allow a record at all (see kMinReserveWindowMs).
+  bool reservable() const {
+    return std::all_of(windows.begin(), windows.end(), [](const Window& w) { return w.ms >= kMinReserveWindowMs; });
   }
 
   // A take of the call is admitted without writing when every window it
@@ -630,10 +627,12 @@ struct State {
   // kReserveFractionDenominator-th of its limit. nullopt when no window
   // would hold any, for a take that starts a run (the first after a quiet
   // spell: a lone call leaves no record for a crash to count), and when the
-  // span would be under kMinReserveSpanMs.
+  // bucket has a window under kMinReserveWindowMs. It covers takes for
+  // kReserveSpanMs whatever the windows: a restore dates it no later than
+  // the restart, so the span does not lengthen the under-admission.
   std::optional<Reservation> sized_reservation() {
-    const Millis span = reserve_span();
-    if (!in_run || span < kMinReserveSpanMs) return std::nullopt;
+    const Millis span = kReserveSpanMs;
+    if (!in_run || !reservable()) return std::nullopt;
     const double elapsed = static_cast<double>(std::max<Millis>(1, now - reservation_written_at));
     Reservation r;
     r.until = now + span;
@@ -713,7 +712,7 @@ struct State {
   }
 
   bool renewal_due() const {
-    if (now >= reservation->until - reserve_span() / 2) return true;
+    if (now >= reservation->until - kReserveSpanMs / 2) return true;
     for (const auto& [key, units] : reservation->units) {
       auto held = unwritten.find(key);
       if (held != unwritten.end() && 2 * held->second >= units) return true;

@@ -114,11 +114,12 @@ TEST_CASE("a run of takes writes a record, and takes that fit it write nothing",
 
   // The second starts a run: its grant and a record, sized to the rate seen
   // (1 unit in 2 ms: far more than a quarter of the limit per span, so the
-  // quarter), for one span: the window's ms, shorter than kReserveSpanMs.
+  // quarter), for kReserveSpanMs, longer than the window: a restore counts
+  // it no later than the restart.
   const Ticket b = arrive(e, T0 + 2);
   CHECK(e.actions() == std::vector<Action>{start(b)});
   CHECK(writes_of(e) == std::vector<Write>{put_grant(T0 + 2, 1), Write{WriteKind::PutReservation}});
-  CHECK(record(e) == json{{"until", T0 + 2 + kWindow}, {"units", {{"bucket", kLimit / 4}}}});
+  CHECK(record(e) == json{{"until", T0 + 2 + kReserveSpanMs}, {"units", {{"bucket", kLimit / 4}}}});
   e.clear_output();
   report(e, b, Report{200}, T0 + 3);
   e.clear_output();
@@ -143,7 +144,7 @@ TEST_CASE("a run of takes writes a record, and takes that fit it write nothing",
   CHECK(inspect(e).unwritten("bucket") == 0);
 }
 
-TEST_CASE("windows shorter than kMinReserveSpanMs never get a record", "[reservation]") {
+TEST_CASE("a bucket with a window under 10 ms never gets a record", "[reservation]") {
   Engine e = reserving(config(kLimit, 9, 10));
   e.clear_output();
   for (Millis i = 0; i < 10; ++i) {
@@ -239,8 +240,9 @@ TEST_CASE("a step that writes a row owed under the record writes a new record in
 TEST_CASE("renewal ahead of need: half the span gone with takes since the record renews it", "[reservation]") {
   Engine e = reserving(config(kLimit, kWindow, 10));
   e.clear_output();
-  // One take every 100 ms: the record (span 1000 ms) is renewed once half of
-  // it has passed, not when it runs out (when a take would wait for it).
+  // One take every 100 ms: the record (span 2000 ms) is renewed once half of
+  // it has passed or half its units are taken, not when it runs out (when a
+  // take would wait for it).
   size_t storing = 0;
   for (Millis i = 0; i < 30; ++i) {
     const Ticket t = arrive(e, T0 + 100 * i);
@@ -403,7 +405,7 @@ TEST_CASE("a reconfigure that removes a window removes it from the record", "[re
   CHECK(record(e)["units"] == json{{"bucket", 2}});
 }
 
-TEST_CASE("record sizes: a quarter of the limit at most, no more than is free, the span no longer than the shortest window", "[reservation]") {
+TEST_CASE("record sizes: a quarter of the limit at most, no more than is free, for kReserveSpanMs", "[reservation]") {
   const json doc = {{"bucket", {{"limitPerWindow", 10}, {"windowInMs", 300}}},
                     {"concurrency", 100}};
   Engine e = reserving(doc.dump());
@@ -413,7 +415,7 @@ TEST_CASE("record sizes: a quarter of the limit at most, no more than is free, t
     REQUIRE(t.ok());
     const json r = record(e);
     if (!r.is_null()) {
-      CHECK(r["until"].get<Millis>() <= T0 + i + 300);
+      CHECK(r["until"].get<Millis>() <= T0 + i + kReserveSpanMs);
       CHECK(r["units"]["bucket"].get<int64_t>() <= 3);  // ceil(10 / 4)
       CHECK(r["units"]["bucket"].get<int64_t>() <= 10 - inspect(e).used() + inspect(e).unwritten("bucket"));
     }

@@ -178,7 +178,7 @@ struct Snapshot {
 // no write of its own (its row goes with the next step that stores), and a
 // restore counts the record as taken in full, dated at its end or at the
 // restore, whichever is earlier. The bounds:
-//   D = min(kReserveSpanMs, the shortest window's ms); no record if under 10 ms;
+//   D = kReserveSpanMs (no record for a bucket with a window under 10 ms);
 //   R_w = min(2 x the units taken in w per D at the rate seen since the last
 //             record (at least 2 x the last take), what w has free,
 //             ceil(limit_w / kReserveFractionDenominator)).

@@ -177,6 +177,9 @@ export class LimiterStorage {
     // upsert of the same row replaces the earlier (no window delete came
     // between: those flush the gathered upserts first).
     let windowPuts: Map<string, [win: string, at: number, amount: number]> | undefined;
+    // The same for the primary window's upserts (a reservation's owed rows
+    // land together): written before any other write to its rows.
+    let primaryPuts: Map<number, number> | undefined;
     let rows = 0;
     for (let i = 0; i < writes.length; i++) {
       const w = writes[i]!;
@@ -193,14 +196,13 @@ export class LimiterStorage {
         }
         continue;
       }
+      if (primaryPuts && w.kind !== 'putGrant' && w.kind !== 'deleteGrantsThrough') {
+        rows += this.#putGrants(primaryPuts);
+        primaryPuts = undefined;
+      }
       switch (w.kind) {
         case 'putGrant':
-          if (superseded?.[i]) break;
-          rows += this.#sql.exec(
-            `INSERT INTO ${GRANTS} (at, amount) VALUES (?, ?) ON CONFLICT(at) DO UPDATE SET amount = excluded.amount`,
-            w.at,
-            w.amount,
-          ).rowsWritten;
+          if (!superseded?.[i]) (primaryPuts ??= new Map()).set(w.at, w.amount);
           break;
         case 'deleteGrantsThrough':
           this.#expiredThrough = Math.max(this.#expiredThrough ?? w.at, w.at);
@@ -235,6 +237,7 @@ export class LimiterStorage {
           break;
       }
     }
+    if (primaryPuts) rows += this.#putGrants(primaryPuts);
     if (windowPuts) rows += this.#putWindowGrants(windowPuts);
     // A full batch of expiries is deleted with a batch that writes anyway
     // (after its rows: every row a step writes is live, so none of them is
@@ -242,6 +245,30 @@ export class LimiterStorage {
     if (writesRows) {
       if (this.#expiries >= EXPIRY_BATCH) rows += this.#deleteExpired();
       for (const [win, batch] of this.#windowExpiries) if (batch.count >= EXPIRY_BATCH) rows += this.#deleteWindowExpired(win);
+    }
+    return rows;
+  }
+
+  /** Upserts the primary window's grants, a few dozen rows per statement. */
+  #putGrants(puts: Map<number, number>): number {
+    if (puts.size === 1) {
+      const [at, amount] = puts.entries().next().value as [number, number];
+      return this.#sql.exec(
+        `INSERT INTO ${GRANTS} (at, amount) VALUES (?, ?) ON CONFLICT(at) DO UPDATE SET amount = excluded.amount`,
+        at,
+        amount,
+      ).rowsWritten;
+    }
+    const values = [...puts].flat();
+    let rows = 0;
+    const perStatement = 2 * 45; // bound parameters stay well under SQLite's limits
+    for (let from = 0; from < values.length; from += perStatement) {
+      const chunk = values.slice(from, from + perStatement);
+      const tuples = Array.from({ length: chunk.length / 2 }, () => '(?, ?)').join(', ');
+      rows += this.#sql.exec(
+        `INSERT INTO ${GRANTS} (at, amount) VALUES ${tuples} ON CONFLICT(at) DO UPDATE SET amount = excluded.amount`,
+        ...chunk,
+      ).rowsWritten;
     }
     return rows;
   }

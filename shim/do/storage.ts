@@ -178,7 +178,7 @@ export class LimiterStorage {
     // between: those flush the gathered upserts first).
     let windowPuts: Map<string, [win: string, at: number, amount: number]> | undefined;
     // The same for the primary window's upserts (a reservation's owed rows
-    // land together): written before any other write to its rows.
+    // land together): written before any delete of its rows.
     let primaryPuts: Map<number, number> | undefined;
     let rows = 0;
     for (let i = 0; i < writes.length; i++) {
@@ -196,7 +196,7 @@ export class LimiterStorage {
         }
         continue;
       }
-      if (primaryPuts && w.kind !== 'putGrant' && w.kind !== 'deleteGrantsThrough') {
+      if (primaryPuts && (w.kind === 'deleteGrant' || w.kind === 'clearGrants' || w.kind === 'eraseAll')) {
         rows += this.#putGrants(primaryPuts);
         primaryPuts = undefined;
       }

@@ -315,6 +315,13 @@ export interface LimiterStats {
   predictedStart: { head: number | null; tail: number | null };
   /** Queued calls per priority, highest first (only priorities with someone queued). */
   queuedByPriority: { priority: number; queued: number }[];
+  /**
+   * The covering reservation in force (see the README's "covering
+   * reservations"), or null: units per window that takes may use until
+   * `until` without a commit of their own. A restart now would count them as
+   * taken: the most it could under-admit.
+   */
+  reservation: { until: number; units: Record<string, number> } | null;
 }
 
 /** One window in LimiterStats. */

@@ -47,26 +47,39 @@ export class BenchLimiterDO extends LimiterDO {
  */
 export class CountingLimiterDO extends BenchLimiterDO {
   constructor(ctx, env) {
-    const counters = { statements: 0, rowsWritten: 0 };
+    const counters = { statements: 0, rowsWritten: 0, commits: 0 };
     countSqlWrites(ctx.storage, counters); // before LimiterDO's constructor reads storage
     super(ctx, env);
     this.counters = counters;
   }
 
-  benchCounters() {
-    return { ...this.counters, databaseSize: this.ctx.storage.sql.databaseSize };
+  async benchCounters() {
+    // The reservation in force: what a crash now could count that was never taken.
+    const { reservation } = await this.stats();
+    return { ...this.counters, databaseSize: this.ctx.storage.sql.databaseSize, reservation };
   }
 }
 
-/** Shadows storage.sql with a handle whose exec tallies rowsWritten. */
+/**
+ * Shadows storage.sql with a handle whose exec tallies rowsWritten, and the
+ * runs of the object's code (ending at the next microtask) in which some
+ * statement wrote: each is at least one commit, so `commits` is an upper
+ * bound on them.
+ */
 function countSqlWrites(storage, counters) {
   const sql = storage.sql;
+  let inTurn = false;
   const countingSql = {
     exec(query, ...args) {
       const cursor = sql.exec(query, ...args);
       if (!/^\s*SELECT/i.test(query)) {
         counters.statements++;
         counters.rowsWritten += cursor.rowsWritten;
+        if (!inTurn) {
+          inTurn = true;
+          counters.commits++;
+          queueMicrotask(() => (inTurn = false));
+        }
       }
       return cursor;
     },

@@ -19,6 +19,12 @@
 namespace drl {
 namespace internal {
 
+// The shortest window a reservation record is written for: a bucket with a
+// shorter one expires each take before most callers' next call (a round
+// trip away), so its rows are mostly never written anyway; it writes every
+// take, as with reservations off.
+constexpr Millis kMinReserveWindowMs = 10;
+
 // How long a bucket with no attempt running waits for some other write to
 // carry its slots record before writing it alone (one row, once per quiet
 // spell): short beside the seconds an idle object lives before eviction.
@@ -153,6 +159,7 @@ struct Level {
 
 struct Restoring {
   Millis latest_base = 0;  // max(now, forced_until): a grant may be dated up to a grid step later
+  std::optional<std::string> reservation_text;  // the reservation record as stored (restore_reservation)
   std::array<bool, kMaxWindows> changed{};  // some row of that window had to be dropped or adjusted
   std::vector<int> stale_keys;              // windows with stored rows the config no longer has
 };
@@ -211,6 +218,37 @@ struct State {
   // quiet writes them kIdleSlotsWriteMs later.
   std::vector<std::pair<int, Millis>> refunds;
   std::optional<Millis> refunds_due;
+
+  // Covering reservations (Engine::set_reservations). `reservation` is the
+  // record as last written (or restored): until `until`, takes of up to
+  // `units` per window may be admitted without writing their rows, because a
+  // restore counts the whole record as taken. `unwritten` is what takes made
+  // under it hold (by window key), `dirty` the rows whose stored amount is
+  // behind the log. Rows and record are always written in the same step.
+  struct Reservation {
+    Millis until = 0;
+    std::vector<std::pair<int, int64_t>> units;  // by window key; only windows with units > 0
+    int64_t units_in(int key) const {
+      for (const auto& [k, n] : units) {
+        if (k == key) return n;
+      }
+      return 0;
+    }
+  };
+  bool reserving = false;
+  std::optional<Reservation> reservation;
+  std::map<int, int64_t> unwritten;
+  std::set<std::pair<int, Millis>> dirty;
+  // For sizing the next record: units taken per window since the record was
+  // last written (both paths), the last take's amount, and when.
+  std::map<int, int64_t> taken_since;
+  std::map<int, int64_t> last_take;
+  std::optional<Millis> last_take_at;
+  bool in_run = false;  // the last take came within kIdleSlotsWriteMs of the one before it
+  Millis reservation_written_at = 0;
+  // When the record in force is cleared if no take comes first: the last
+  // take (or the restore that kept a record) + kIdleSlotsWriteMs. Woken for.
+  std::optional<Millis> reservation_due;
 
   std::optional<Restoring> restoring;  // between restore_begin and restore_end
 
@@ -542,6 +580,202 @@ struct State {
     if (changed) slots_dirty = true;
   }
 
+  // ---- covering reservations (Engine::set_reservations) ---------------------
+
+  // The most a record holds in a window of `limit`: ceil(limit / kReserveFractionDenominator).
+  static int64_t reserve_cap(int64_t limit) {
+    return (limit / kReserveFractionDenominator) + (limit % kReserveFractionDenominator != 0 ? 1 : 0);
+  }
+
+  // Whether the windows allow a record at all (see kMinReserveWindowMs).
+  bool reservable() const {
+    return std::all_of(windows.begin(), windows.end(), [](const Window& w) { return w.ms >= kMinReserveWindowMs; });
+  }
+
+  // A take of the call is admitted without writing when every window it
+  // takes in has room for it in the record in force. The admission check
+  // against the logs is unchanged: the record only defers rows.
+  bool covered_by_reservation(const Call& c) const {
+    if (!reserving || !reservation || now >= reservation->until) return false;
+    for (const Window& w : windows) {
+      const int64_t amount = c.cost_in(w.unit);
+      if (amount <= 0) continue;
+      auto held = unwritten.find(w.key);
+      if ((held == unwritten.end() ? 0 : held->second) + amount > reservation->units_in(w.key)) return false;
+      if (static_cast<int64_t>(w.log.size()) >= w.cap) return false;  // its take may merge: rows to write
+    }
+    return true;
+  }
+
+  // Takes `amount` in `w` now, its row left for a later step (see write_reservation).
+  internal::Grant take_unwritten(Window& w, int64_t amount) {
+    const internal::Grant g = w.log.take(amount, w.ms, now, w.cap);
+    dirty.emplace(w.key, g.at);
+    unwritten[w.key] += amount;
+    return g;
+  }
+
+  void noted_take(const Window& w, int64_t amount) {
+    if (!reserving) return;
+    taken_since[w.key] += amount;
+    last_take[w.key] = amount;
+  }
+  // A call took (after noted_take for each of its windows).
+  void noted_start() {
+    if (!reserving) return;
+    in_run = last_take_at && now < *last_take_at + kIdleSlotsWriteMs;
+    last_take_at = now;
+    reservation_due = now + kIdleSlotsWriteMs;
+  }
+
+  // The next record: in each window twice the units taken per span at the
+  // rate seen since the last step that stored, at least twice the last
+  // take, no more than the window has free now, and at most a
+  // kReserveFractionDenominator-th of its limit. nullopt when no window
+  // would hold any, for a take that starts a run (the first after a quiet
+  // spell: a lone call leaves no record for a crash to count), and when the
+  // bucket has a window under kMinReserveWindowMs. It covers takes for
+  // kReserveSpanMs whatever the windows: a restore dates it no later than
+  // the restart, so the span does not lengthen the under-admission.
+  std::optional<Reservation> sized_reservation() {
+    const Millis span = kReserveSpanMs;
+    if (!in_run || !reservable()) return std::nullopt;
+    const double elapsed = static_cast<double>(std::max<Millis>(1, now - reservation_written_at));
+    Reservation r;
+    r.until = now + span;
+    for (const Window& w : windows) {
+      const int64_t taken = taken_since[w.key];
+      const int64_t last = last_take[w.key];
+      if (last == 0 && taken == 0) continue;
+      const double at_rate = std::ceil(std::min(2.0 * static_cast<double>(taken) * static_cast<double>(span) / elapsed,
+                                                static_cast<double>(kMaxLimitPerWindow)));
+      const int64_t wanted = std::max(static_cast<int64_t>(at_rate), 2 * last);
+      const int64_t free = std::max<int64_t>(0, w.limit - w.log.used());
+      const int64_t units = std::min({wanted, free, reserve_cap(w.limit)});
+      if (units > 0) r.units.emplace_back(w.key, units);
+    }
+    if (r.units.empty()) return std::nullopt;
+    return r;
+  }
+
+  // Writes every row takes under the record left behind, as the logs now
+  // hold them, and a new record (`keep`: sized to the recent rate; else
+  // none), in the same step: rows written under the old record would
+  // otherwise be counted twice by a restore (as rows and in the record).
+  void write_reservation(bool keep) {
+    for (const auto& [key, at] : dirty) {
+      for (const Window& w : windows) {
+        if (w.key != key) continue;
+        const auto& grants = w.log.grants();
+        auto g = std::lower_bound(grants.begin(), grants.end(), at, [](const Grant& x, Millis t) { return x.at < t; });
+        if (g != grants.end() && g->at == at) {
+          write(WriteKind::PutGrant, at, g->amount, key);
+        } else if (at + w.ms > now) {
+          write(WriteKind::DeleteGrant, at, 0, key);  // refunded away; one expired needs nothing
+        }
+      }
+    }
+    if (!refunds.empty()) flush_refunds();
+    std::optional<Reservation> next = keep ? sized_reservation() : std::nullopt;
+    const bool stored = reservation.has_value() || next.has_value();
+    reservation = std::move(next);
+    dirty.clear();
+    unwritten.clear();
+    taken_since.clear();
+    reservation_written_at = now;
+    if (stored) write(WriteKind::PutReservation);
+  }
+
+  // At the end of a step. A step that stores anything anyway rewrites the
+  // record with it (and the rows behind it); one in force is renewed ahead
+  // of need, in a step that takes, once half of some window's units are
+  // taken or half its span has passed (so a steady sequential caller waits
+  // for one commit every few dozen calls, not every call, and a caller that
+  // has stopped costs no renewal).
+  // Once no take came for kIdleSlotsWriteMs it is cleared, so a bucket
+  // evicted after a quiet spell restores exactly.
+  void record_reservation() {
+    if (!reserving) return;
+    if (!cfg) {  // erased: EraseAll took the record along with the rows
+      reservation.reset();
+      dirty.clear();
+      unwritten.clear();
+      taken_since.clear();
+      last_take.clear();
+      last_take_at.reset();
+      in_run = false;
+      reservation_due.reset();
+      return;
+    }
+    const bool recent = reservation_due && now < *reservation_due;
+    if (stores_anyway()) {
+      write_reservation(recent);
+    } else if (reservation && !recent) {
+      write_reservation(false);
+    } else if (reservation && last_take_at == now && renewal_due()) {
+      write_reservation(true);
+    }
+    if (!reservation && !recent) reservation_due.reset();
+  }
+
+  bool renewal_due() const {
+    if (now >= reservation->until - kReserveSpanMs / 2) return true;
+    for (const auto& [key, units] : reservation->units) {
+      auto held = unwritten.find(key);
+      if (held != unwritten.end() && 2 * held->second >= units) return true;
+    }
+    return false;
+  }
+
+  std::string reservation_text() const {
+    if (!reservation) return std::string();
+    nlohmann::json units = nlohmann::json::object();
+    for (const auto& [key, n] : reservation->units) {
+      for (const Window& w : windows) {
+        if (w.key == key) units[w.name] = n;
+      }
+    }
+    return nlohmann::json{{"until", reservation->until}, {"units", std::move(units)}}.dump();
+  }
+
+  // A stored record, read for a restore: units per window (by key) and the
+  // date they are counted at: its end, or now if that is earlier. Every
+  // take it covered was made before the crash, so no later than now (the
+  // clock restore_row trusts too), and a grant dated in the future would
+  // date every take after it as late (a log never dates a take before its
+  // newest grant), holding real takes longer than they were taken for. A
+  // window the record does not name reserved nothing; units are capped at
+  // the window's limit. A record that cannot be read at all counts every
+  // window as the most any record can hold (a kReserveFractionDenominator-th
+  // of its limit), now: it may have covered takes we can no longer size.
+  Reservation restored_reservation(std::string_view text) const {
+    Reservation r;
+    const auto doc = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    bool readable = doc.is_object() && doc.contains("until") && doc["until"].is_number() && doc.contains("units") &&
+                    doc["units"].is_object();
+    double until = readable ? doc["until"].get<double>() : 0;
+    readable = readable && std::isfinite(until) && until >= 0;
+    if (readable) {
+      for (auto it = doc["units"].begin(); it != doc["units"].end() && readable; ++it) {
+        const double n = it.value().is_number() ? it.value().get<double>() : -1;
+        if (!std::isfinite(n) || n < 0) readable = false;
+      }
+    }
+    if (!readable) {
+      r.until = now;
+      for (const Window& w : windows) r.units.emplace_back(w.key, reserve_cap(w.limit));
+      return r;
+    }
+    r.until = std::min(static_cast<Millis>(std::ceil(std::min(until, 1e15))), now);
+    for (const Window& w : windows) {
+      auto it = doc["units"].find(w.name);
+      if (it == doc["units"].end()) continue;
+      const int64_t n = static_cast<int64_t>(std::ceil(std::min(it->get<double>(), static_cast<double>(w.limit))));
+      if (n > 0) r.units.emplace_back(w.key, n);
+    }
+    return r;
+  }
+
   // At lift at most penaltyRefillFraction of the limit is available: the log
   // becomes one grant dated at the deadline carrying the larger of the floor
   // and what was still live then, so real takes keep counting.
@@ -581,6 +815,8 @@ struct State {
   // Every window is refilled this way.
   void lift() {
     refunds.clear();  // every log is rewritten whole below
+    dirty.clear();    // (the record is rewritten in this step: the lift stores anyway)
+    unwritten.clear();
     refunds_due.reset();
     for (Window& w : windows) {
       SlidingLog& log = w.log;
@@ -856,8 +1092,10 @@ struct State {
     if (auto due = next_wait_deadline(); due && (!wake || *due < *wake)) wake = due;
     record_slots();
     record_refunds();
+    record_reservation();
     if (slots_write_due && (!wake || *slots_write_due < *wake)) wake = slots_write_due;
     if (refunds_due && (!wake || *refunds_due < *wake)) wake = refunds_due;
+    if (reservation && reservation_due && (!wake || *reservation_due < *wake)) wake = reservation_due;
     history.hold(queued, running);
   }
 
@@ -905,13 +1143,18 @@ struct State {
         wake = fits;
         break;
       }
+      const bool covered = covered_by_reservation(c);
       c.n_takes = 0;
       for (Window& w : windows) {
         Take& take = c.takes[c.n_takes++];
         take = Take{w.key, w.epoch, 0, c.cost_in(w.unit), w.incarnation};
-        if (take.reserved > 0) take.at = grant(w, take.reserved).at;
-        if (take.reserved > 0) history.charge(w.key, take.reserved);
+        if (take.reserved > 0) {
+          take.at = (covered ? take_unwritten(w, take.reserved) : grant(w, take.reserved)).at;
+          noted_take(w, take.reserved);
+          history.charge(w.key, take.reserved);
+        }
       }
+      noted_start();
       if (from_queue) {
         pop_queued(t, c);
         ++active;
@@ -1350,6 +1593,7 @@ void Engine::restore(const Snapshot& snap, Millis now) {
     }
   }
   if (snap.slots_text) restore_slots(*snap.slots_text);
+  if (snap.reservation_text) restore_reservation(*snap.reservation_text);
   restore_end();
 }
 
@@ -1357,10 +1601,12 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
                            Millis now) {
   const Millis latest = std::max(s_->now, now);
   internal::History history = std::move(s_->history);  // a rebuild keeps it; storage may lack some
+  const bool reserving = s_->reserving;
   *s_ = internal::State{};
   s_->history = std::move(history);
   s_->history.mark_unsaved();
   s_->now = latest;
+  s_->reserving = reserving;
   s_->restoring.emplace();
   if (!config_text) return;
   auto parsed = parse_config(*config_text);
@@ -1411,15 +1657,35 @@ void Engine::restore_slots(std::string_view slots_text) {
   if (s_->restoring) s_->restore_slots(slots_text);
 }
 
+void Engine::restore_reservation(std::string_view text) {
+  if (s_->restoring) s_->restoring->reservation_text = std::string(text);
+}
+
 void Engine::restore_end() {
   if (!s_->restoring) return;
   const internal::Restoring restoring = std::move(*s_->restoring);
   s_->restoring.reset();
   if (!s_->cfg) return;
+  // A stored reservation counts as taken in full, one grant per window dated
+  // at its end or now, whichever is earlier (every take made under it came
+  // no later). With reservations on it stays the record in force, wholly
+  // taken, its grants rows owed: they are written with the next step that
+  // stores (and a new record), or when it is cleared kIdleSlotsWriteMs from
+  // now, so a restore writes nothing for it (a host that drops a restore's
+  // repairs, after a failed write, loses nothing). Off, they are written
+  // now and the record cleared.
+  std::optional<internal::State::Reservation> reserved;
+  if (restoring.reservation_text && !restoring.reservation_text->empty()) {
+    reserved = s_->restored_reservation(*restoring.reservation_text);
+  }
   for (int key : restoring.stale_keys) s_->write(WriteKind::ClearGrants, 0, 0, key);
   for (size_t w = 0; w < s_->windows.size(); ++w) {
     internal::Window& window = s_->windows[w];
     bool changed = window.log.normalise() || restoring.changed[w];
+    std::optional<internal::Grant> reserved_row;
+    if (const int64_t units = reserved ? reserved->units_in(window.key) : 0; units > 0 && reserved->until + window.ms > s_->now) {
+      reserved_row = window.log.take_at(units, reserved->until);
+    }
     while (static_cast<int64_t>(window.log.size()) > window.cap) {
       window.log.merge_oldest();
       changed = true;
@@ -1427,7 +1693,19 @@ void Engine::restore_end() {
     if (changed) {
       s_->write(WriteKind::ClearGrants, 0, 0, window.key);
       for (const internal::Grant& g : window.log.grants()) s_->write(WriteKind::PutGrant, g.at, g.amount, window.key);
+    } else if (reserved_row && !s_->reserving) {
+      s_->write(WriteKind::PutGrant, reserved_row->at, reserved_row->amount, window.key);
     }
+    if (reserved_row && s_->reserving) {
+      s_->dirty.emplace(window.key, reserved_row->at);
+      s_->unwritten[window.key] = reserved->units_in(window.key);
+    }
+  }
+  if (reserved && s_->reserving) {
+    s_->reservation = std::move(reserved);
+    s_->reservation_due = s_->now + internal::kIdleSlotsWriteMs;
+  } else if (reserved) {
+    s_->write(WriteKind::PutReservation);  // none now: the rows above hold it
   }
   s_->advance(s_->now);
   s_->serve();
@@ -1684,6 +1962,21 @@ nlohmann::json learned_json(const internal::Window& w) {
 }
 }  // namespace
 
+namespace {
+// The reservation in force (null: none): what a crash now could count as
+// taken beyond the real takes, per window, and until when.
+nlohmann::json reservation_json(const internal::State& s) {
+  if (!s.reservation) return nullptr;
+  nlohmann::json units = nlohmann::json::object();
+  for (const auto& [key, n] : s.reservation->units) {
+    for (const internal::Window& w : s.windows) {
+      if (w.key == key) units[w.name] = n;
+    }
+  }
+  return {{"until", s.reservation->until}, {"units", std::move(units)}};
+}
+}  // namespace
+
 Expected<std::string> Engine::stats(Millis now) {
   if (!s_->cfg) return s_->not_configured();
   s_->advance(now);
@@ -1754,6 +2047,7 @@ Expected<std::string> Engine::stats(Millis now) {
       {"units", std::move(units)},
       {"predictedStart", std::move(predicted)},
       {"queuedByPriority", std::move(by_priority)},
+      {"reservation", reservation_json(s)},
   };
   return out.dump();
 }
@@ -1800,6 +2094,15 @@ std::optional<Millis> Engine::next_wake() const { return s_->wake; }
 bool Engine::configured() const { return s_->cfg.has_value(); }
 const std::string& Engine::config_text() const { return s_->cfg ? s_->cfg->text : s_->empty_text; }
 std::string Engine::slots_text() const { return s_->slots_text(); }
+std::string Engine::reservation_text() const { return s_->reservation_text(); }
+void Engine::set_reservations(bool on) {
+  if (!on && s_->reservation) {
+    s_->write_reservation(false);  // rows written, record cleared
+    s_->reservation_due.reset();
+  }
+  s_->reserving = on;
+}
+bool Engine::reservations() const { return s_->reserving; }
 std::string Engine::running_slots_text() const { return s_->running_slots_text(); }
 const Config* Engine::config() const { return s_->cfg ? &s_->cfg->config : nullptr; }
 const std::string& Engine::window_key(int window) const {
@@ -1863,6 +2166,23 @@ size_t EngineInspector::active() const { return s_.active; }
 size_t EngineInspector::running() const { return s_.running; }
 size_t EngineInspector::queued() const { return s_.queued; }
 size_t EngineInspector::pending_refunds() const { return s_.refunds.size(); }
+int64_t EngineInspector::unwritten(const std::string& window) const {
+  for (const Window& w : s_.windows) {
+    if (w.name == window) {
+      auto it = s_.unwritten.find(w.key);
+      return it == s_.unwritten.end() ? 0 : it->second;
+    }
+  }
+  return 0;
+}
+std::vector<std::pair<Millis, int64_t>> EngineInspector::grants(const std::string& window) const {
+  std::vector<std::pair<Millis, int64_t>> out;
+  for (const Window& w : s_.windows) {
+    if (w.name != window) continue;
+    for (const auto& g : w.log.grants()) out.emplace_back(g.at, g.amount);
+  }
+  return out;
+}
 std::vector<std::pair<Millis, int64_t>> EngineInspector::grants() const {
   std::vector<std::pair<Millis, int64_t>> out;
   out.reserve(s_.log().size());

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,10 @@ class EngineInspector {
   size_t queued() const;   // waiting for a first start
   size_t pending_refunds() const;  // refunded grants whose rows are not yet rewritten
   std::vector<std::pair<Millis, int64_t>> grants() const;  // (at, amount), oldest first
+  // The same for the window named `window` (kPrimaryWindow: the primary); empty if none.
+  std::vector<std::pair<Millis, int64_t>> grants(const std::string& window) const;
+  // Units taken under the reservation in force whose rows are not yet written.
+  int64_t unwritten(const std::string& window) const;
 
  private:
   const State& s_;

@@ -150,6 +150,22 @@ DRL_EXPORT(drl_restore_slots) int drl_restore_slots(int h, int len) {
   return 0;
 }
 
+// The reservation record (its text in the scratch buffer), between begin and end.
+DRL_EXPORT(drl_restore_reservation) int drl_restore_reservation(int h, int len) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  e->restore_reservation(scratch(len));
+  return 0;
+}
+
+// Covering reservations on (1) or off (0): see Engine::set_reservations.
+DRL_EXPORT(drl_set_reservations) int drl_set_reservations(int h, int on) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  e->set_reservations(on != 0);
+  return 0;
+}
+
 DRL_EXPORT(drl_restore_end) int drl_restore_end(int h) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
@@ -337,6 +353,14 @@ DRL_EXPORT(drl_slots_text) int drl_slots_text(int h) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
   g_out = e->slots_text();
+  return static_cast<int>(g_out.size());
+}
+
+// The reservation record into the out buffer ("" when none); returns its length.
+DRL_EXPORT(drl_reservation_text) int drl_reservation_text(int h) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  g_out = e->reservation_text();
   return static_cast<int>(g_out.size());
 }
 

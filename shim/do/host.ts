@@ -12,7 +12,9 @@ import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
 import { parseReport } from './arguments.ts';
 import type { LimiterStorage, StoredBucket } from './storage.ts';
 
-// Writes that are safe stored alone, whatever else in their batch fails (see #apply).
+// Writes that are safe stored alone, whatever else in their batch fails (see
+// #apply). Not putReservation: the rows it stops covering are written in
+// the same batch, and both must land or neither.
 const SAFE_ALONE: ReadonlySet<EngineWrite['kind']> = new Set(['putGrant', 'putSlots', 'deleteGrantsThrough', 'putPenalty']);
 
 // setTimeout's limit; longer waits are chained through intermediate wakes.
@@ -51,6 +53,10 @@ export class EngineHost {
     this.#engine = engine;
     this.#storage = storage;
     this.#durable = durable;
+    // The output gate holds every message this object sends until the writes
+    // before it are durable, so a reservation record is durable before any
+    // callback its takes start runs: a take that fits one needs no commit.
+    engine.setReservations(true);
   }
 
   /**
@@ -231,18 +237,21 @@ export class EngineHost {
    * transaction of its own: each of those writes, stored without the rest,
    * leaves storage on the safe side (more counted, never less), and the
    * engine is rebuilt from storage after a failure anyway. A batch that
-   * removes or replaces grants (a lift, a merge), stores a config or erases
-   * the bucket is one transaction.
+   * removes or replaces grants (a lift, a merge), stores a config or a
+   * reservation record (with the rows it stops covering) or erases the
+   * bucket is one transaction.
    */
   #apply(writes: readonly EngineWrite[], extra?: () => void): boolean {
     if (writes.length === 0 && !extra) return false;
     // Closed history intervals ride on a write that stores something anyway
     // (expiries alone are batched by storage, so they do not count).
-    const history = writes.some((w) => w.kind !== 'deleteGrantsThrough') ? this.#engine.historyUnsaved() : undefined;
+    const stores = writes.some((w) => w.kind !== 'deleteGrantsThrough');
+    const history = stores ? this.#engine.historyUnsaved() : undefined;
     if (!extra && writes.every((w) => SAFE_ALONE.has(w.kind))) {
       this.#storage.apply(writes);
       if (history) this.#storage.putHistory(history);
-      return true;
+      // Expiries alone run no statement (see LimiterStorage.apply): no commit.
+      return stores;
     }
     this.#durable.transactionSync(() => {
       extra?.();

@@ -93,6 +93,7 @@ export class LimiterStorage {
       if (row.key === 'config') bucket.config = String(row.value);
       else if (row.key === 'name') bucket.name = String(row.value);
       else if (row.key === 'slots') bucket.slots = String(row.value);
+      else if (row.key === 'reservation') bucket.reservation = String(row.value);
       else if (row.key === 'penalty') {
         // Damage reads as "no penalty"; the engine normalises the rest.
         const [until, pending] = String(row.value).split(':');
@@ -163,17 +164,27 @@ export class LimiterStorage {
     // One pass finds what the rest needs: the last slots record, and whether
     // two grant upserts could collapse (a take alone has one: no allocation).
     let lastSlots = -1;
+    let lastReservation = -1;
     let grantUpserts = 0;
+    // Whether anything but expiries is written: a batch of expiries alone
+    // runs no statement (it would be a commit of its own, for rows that
+    // harm nothing while they wait), however many have gathered.
+    let writesRows = false;
     for (let i = 0; i < writes.length; i++) {
       const kind = writes[i]!.kind;
       if (kind === 'putSlots') lastSlots = i;
+      else if (kind === 'putReservation') lastReservation = i;
       else if (kind === 'putGrant') grantUpserts++;
+      if (kind !== 'deleteGrantsThrough') writesRows = true;
     }
     const superseded = grantUpserts > 1 ? supersededUpserts(writes) : undefined;
     // Extra windows' upserts gathered for one statement, by row: a later
     // upsert of the same row replaces the earlier (no window delete came
     // between: those flush the gathered upserts first).
     let windowPuts: Map<string, [win: string, at: number, amount: number]> | undefined;
+    // The same for the primary window's upserts (a reservation's owed rows
+    // land together): written before any delete of its rows.
+    let primaryPuts: Map<number, number> | undefined;
     let rows = 0;
     for (let i = 0; i < writes.length; i++) {
       const w = writes[i]!;
@@ -190,18 +201,17 @@ export class LimiterStorage {
         }
         continue;
       }
+      if (primaryPuts && (w.kind === 'deleteGrant' || w.kind === 'clearGrants' || w.kind === 'eraseAll')) {
+        rows += this.#putGrants(primaryPuts);
+        primaryPuts = undefined;
+      }
       switch (w.kind) {
         case 'putGrant':
-          if (superseded?.[i]) break;
-          rows += this.#sql.exec(
-            `INSERT INTO ${GRANTS} (at, amount) VALUES (?, ?) ON CONFLICT(at) DO UPDATE SET amount = excluded.amount`,
-            w.at,
-            w.amount,
-          ).rowsWritten;
+          if (!superseded?.[i]) (primaryPuts ??= new Map()).set(w.at, w.amount);
           break;
         case 'deleteGrantsThrough':
           this.#expiredThrough = Math.max(this.#expiredThrough ?? w.at, w.at);
-          if (++this.#expiries >= EXPIRY_BATCH) rows += this.#deleteExpired();
+          this.#expiries++; // deleted at the end of a batch that writes (below)
           break;
         case 'deleteGrant':
           rows += this.#sql.exec(`DELETE FROM ${GRANTS} WHERE at = ?`, w.at).rowsWritten;
@@ -222,13 +232,49 @@ export class LimiterStorage {
           // Only the last record of a batch matters: each is the whole set.
           if (i === lastSlots) rows += this.#putMeta('slots', w.text);
           break;
+        case 'putReservation':
+          // The same: each is the whole record ('' when none is in force).
+          if (i === lastReservation) rows += this.#putMeta('reservation', w.text);
+          break;
         case 'eraseAll':
           windowPuts = undefined; // their table goes too
           this.eraseAll();
           break;
       }
     }
+    if (primaryPuts) rows += this.#putGrants(primaryPuts);
     if (windowPuts) rows += this.#putWindowGrants(windowPuts);
+    // A full batch of expiries is deleted with a batch that writes anyway
+    // (after its rows: every row a step writes is live, so none of them is
+    // at or before an expiry).
+    if (writesRows) {
+      if (this.#expiries >= EXPIRY_BATCH) rows += this.#deleteExpired();
+      for (const [win, batch] of this.#windowExpiries) if (batch.count >= EXPIRY_BATCH) rows += this.#deleteWindowExpired(win);
+    }
+    return rows;
+  }
+
+  /** Upserts the primary window's grants, a few dozen rows per statement. */
+  #putGrants(puts: Map<number, number>): number {
+    if (puts.size === 1) {
+      const [at, amount] = puts.entries().next().value as [number, number];
+      return this.#sql.exec(
+        `INSERT INTO ${GRANTS} (at, amount) VALUES (?, ?) ON CONFLICT(at) DO UPDATE SET amount = excluded.amount`,
+        at,
+        amount,
+      ).rowsWritten;
+    }
+    const values = [...puts].flat();
+    let rows = 0;
+    const perStatement = 2 * 45; // bound parameters stay well under SQLite's limits
+    for (let from = 0; from < values.length; from += perStatement) {
+      const chunk = values.slice(from, from + perStatement);
+      const tuples = Array.from({ length: chunk.length / 2 }, () => '(?, ?)').join(', ');
+      rows += this.#sql.exec(
+        `INSERT INTO ${GRANTS} (at, amount) VALUES ${tuples} ON CONFLICT(at) DO UPDATE SET amount = excluded.amount`,
+        ...chunk,
+      ).rowsWritten;
+    }
     return rows;
   }
 
@@ -265,7 +311,8 @@ export class LimiterStorage {
         const batch = this.#windowExpiries.get(win) ?? { through: w.at, count: 0 };
         batch.through = Math.max(batch.through, w.at);
         this.#windowExpiries.set(win, batch);
-        return ++batch.count >= EXPIRY_BATCH ? this.#deleteWindowExpired(win) : 0;
+        batch.count++; // deleted at the end of a batch that writes (see apply)
+        return 0;
       }
       case 'deleteGrant':
         return this.#sql.exec(`DELETE FROM ${WINDOW_GRANTS} WHERE win = ? AND at = ?`, win, w.at).rowsWritten;
@@ -372,7 +419,7 @@ function supersededUpserts(writes: readonly EngineWrite[]): boolean[] | undefine
   const later = new Set<number | string>();
   for (let i = writes.length - 1; i >= 0; i--) {
     const w = writes[i]!;
-    if (w.kind === 'putPenalty' || w.kind === 'putConfig' || w.kind === 'putSlots') continue; // other rows
+    if (w.kind === 'putPenalty' || w.kind === 'putConfig' || w.kind === 'putSlots' || w.kind === 'putReservation') continue; // other rows
     if (w.kind !== 'putGrant') later.clear();
     else {
       // The primary's rows by time; an extra window's by name and time.

@@ -44,6 +44,7 @@ export type EngineWrite =
   | { kind: 'putPenalty'; forcedUntil: number; liftPending: boolean }
   | { kind: 'putConfig'; text: string }
   | { kind: 'putSlots'; text: string }
+  | { kind: 'putReservation'; text: string }
   | { kind: 'eraseAll' };
 
 export type EngineAction =
@@ -85,6 +86,8 @@ export interface EngineSnapshot {
   slots?: string;
   /** The extra windows' rows, by window name, as stored. */
   windows?: ReadonlyArray<readonly [name: string, grants: ArrayLike<readonly [number, number]>]>;
+  /** The reservation record as stored ('' or absent: none): counted in full as taken. */
+  reservation?: string;
 }
 
 /** One closed interval of a bucket's history as stored (see drl::HistoryRow): `data` is its JSON. */
@@ -126,6 +129,9 @@ interface CoreExports {
   drl_restore_window_rows(h: number, nameLen: number, count: number): number;
   drl_window_key(h: number, window: number): number;
   drl_restore_slots(h: number, len: number): number;
+  drl_restore_reservation(h: number, len: number): number;
+  drl_set_reservations(h: number, on: number): number;
+  drl_reservation_text(h: number): number;
   drl_restore_end(h: number): number;
   drl_slots_text(h: number): number;
   drl_running_slots_text(h: number): number;
@@ -285,6 +291,7 @@ export class Engine {
       this.#restoreRows(grants, (count) => x.drl_restore_window_rows(this.#h, this.#core.putString(name), count));
     }
     if (snapshot.slots !== undefined) x.drl_restore_slots(this.#h, this.#core.putString(snapshot.slots));
+    if (snapshot.reservation !== undefined) x.drl_restore_reservation(this.#h, this.#core.putString(snapshot.reservation));
     x.drl_restore_end(this.#h);
   }
 
@@ -422,6 +429,22 @@ export class Engine {
     return this.#core.outString();
   }
 
+  /**
+   * Covering reservations on or off (off for a new engine; see
+   * drl::Engine::set_reservations): on, a take that fits the stored
+   * reservation writes nothing, so a lone caller waits for a commit every
+   * few dozen calls, not every call. For a host behind an output gate.
+   */
+  setReservations(on: boolean): void {
+    this.#core.check(this.#core.exports.drl_set_reservations(this.#h, on ? 1 : 0));
+  }
+
+  /** The reservation record, for putReservation ('' when none). */
+  reservationText(): string {
+    this.#core.exports.drl_reservation_text(this.#h);
+    return this.#core.outString();
+  }
+
   /** The slots held now, exactly, in the record's format: for rebuilding after a failed write. */
   runningSlotsText(): string {
     this.#core.exports.drl_running_slots_text(this.#h);
@@ -489,10 +512,10 @@ export class Engine {
     const writes: EngineWrite[] = [];
     const actions: EngineAction[] = [];
     if (count === 0) return { writes, actions };
-    // Read in place: the texts of putSlots and putConfig are fetched after
+    // Read in place: the texts of putSlots, putReservation and putConfig are fetched after
     // the loop, since fetching one may grow memory and detach this view.
     const r = this.#core.records(count);
-    let textless: { kind: 'putSlots' | 'putConfig'; text: string }[] | undefined;
+    let textless: { kind: 'putSlots' | 'putReservation' | 'putConfig'; text: string }[] | undefined;
     // Grant writes of extra windows, named after the loop (like the texts).
     let windowed: [write: { window?: string }, key: number][] | undefined;
     for (let i = 0; i < count * 4; i += 4) {
@@ -530,6 +553,7 @@ export class Engine {
             writes.push({ kind: name, forcedUntil: at, liftPending: amount !== 0 });
             break;
           case 'putSlots':
+          case 'putReservation':
           case 'putConfig': {
             const write = { kind: name, text: '' };
             writes.push(write);
@@ -574,9 +598,12 @@ export class Engine {
     if (textless) {
       // Each record is the whole text as it stands after the step: one read of each.
       let slots: string | undefined;
+      let reservation: string | undefined;
       let config: string | undefined;
       for (const w of textless) {
-        w.text = w.kind === 'putSlots' ? (slots ??= this.slotsText()) : (config ??= this.configText() ?? '');
+        if (w.kind === 'putSlots') w.text = slots ??= this.slotsText();
+        else if (w.kind === 'putReservation') w.text = reservation ??= this.reservationText();
+        else w.text = config ??= this.configText() ?? '';
       }
     }
     if (windowed) {

@@ -1,6 +1,7 @@
 // Verifies that a take writes a constant number of SQLite rows, whether the stored log holds 10 rows or 100,000, measured
-// through the SQL API's rowsWritten: its grant, plus, amortised, the slots record that keeps the concurrency cap across a
-// restart (rewritten about once a second under a steady load, not per take) and its share of the batched expiry deletes.
+// through the SQL API's rowsWritten: at most its grant (a take the stored reservation covers writes its row later, with
+// others), plus, amortised, the slots record that keeps the concurrency cap across a restart (rewritten about once a
+// second under a steady load, not per take), the reservation record and its share of the batched expiry deletes.
 import { abortAllDurableObjects, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 
@@ -144,12 +145,15 @@ async function measureWindows(): Promise<{ rowsPerTake: number; statementsPerTak
 }
 
 describe('rows written per take', () => {
-  it('with three windows and a refund per call: a grant per window and the refunded row, in two statements a take', async () => {
+  it('with three windows and a refund per call: at most a grant per window and the refunded row, in two statements a take', async () => {
     const { rowsPerTake, statementsPerTake } = await measureWindows();
     console.log(`three windows: ${rowsPerTake} rows and ${statementsPerTake} statements per take`);
-    // Three grants and the previous call's refunded row, which rides along
-    // (plus, amortised, the slots record): not a commit of its own.
-    expect(rowsPerTake).toBeGreaterThanOrEqual(3);
+    // At most three grants and the previous call's refunded row, which rides
+    // along (plus, amortised, the slots record and the reservation record):
+    // not a commit of its own. Takes the stored reservation covers write
+    // their rows later, together (here, all in the same millisecond: one row
+    // per window), so far fewer.
+    expect(rowsPerTake).toBeGreaterThan(0);
     expect(rowsPerTake).toBeLessThanOrEqual(4.5);
     // The primary's upsert, and the extra windows' rows in one statement.
     expect(statementsPerTake).toBeLessThanOrEqual(2.5);

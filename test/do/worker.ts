@@ -1,8 +1,65 @@
 // The limiter Worker the workerd tests run against: what a user's limiter
 // Worker looks like, built from the sources.
-import { handleAdminRequest, type LimiterEnv } from '../../shim/do/index.ts';
+import { handleAdminRequest, LimiterDO, type LimiterEnv } from '../../shim/do/index.ts';
 
 export { LimiterDO, LimiterEntrypoint } from '../../shim/do/index.ts';
+
+/** What CountingLimiterDO saw its storage do. */
+export interface WriteCounts {
+  /** SQL statements that are not SELECTs. */
+  statements: number;
+  /**
+   * Turns of the event loop (synchronous runs of the object's code) in which
+   * at least one such statement ran: each is at least one commit the output
+   * gate waits for, so this counts commits, or more.
+   */
+  commits: number;
+}
+
+/**
+ * The object with its storage's SQL counted (reservation.test.ts): a
+ * statement that writes is tallied, and so is each run of code in which one
+ * did, ending at the next microtask.
+ */
+export class CountingLimiterDO extends LimiterDO {
+  readonly #counts: WriteCounts;
+
+  constructor(ctx: DurableObjectState, env: LimiterEnv) {
+    const counts: WriteCounts = { statements: 0, commits: 0 };
+    countWrites(ctx.storage, counts); // before LimiterDO's constructor reads storage
+    // Its own namespace is the one its names are addressed in.
+    super(ctx, { ...env, RATE_LIMITER: (env as unknown as { COUNTING_LIMITER: LimiterEnv['RATE_LIMITER'] }).COUNTING_LIMITER });
+    this.#counts = counts;
+  }
+
+  writeCounts(): WriteCounts {
+    return { ...this.#counts };
+  }
+}
+
+function countWrites(storage: DurableObjectStorage, counts: WriteCounts): void {
+  const sql = storage.sql;
+  let inTurn = false;
+  const counting = {
+    exec(query: string, ...args: SqlStorageValue[]) {
+      const cursor = sql.exec(query, ...args);
+      if (!/^\s*SELECT/i.test(query)) {
+        counts.statements++;
+        if (!inTurn) {
+          inTurn = true;
+          counts.commits++;
+          queueMicrotask(() => (inTurn = false));
+        }
+      }
+      return cursor;
+    },
+    get databaseSize() {
+      return sql.databaseSize;
+    },
+  };
+  Object.defineProperty(storage, 'sql', { value: counting });
+  if ((storage.sql as unknown) !== counting) throw new Error('test: could not wrap storage.sql');
+}
 
 export default {
   async fetch(request: Request, env: LimiterEnv): Promise<Response> {

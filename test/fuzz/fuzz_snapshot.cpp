@@ -1,8 +1,10 @@
 // Fuzzes restore(): arbitrary stored rows (raw doubles, so NaN, infinities,
-// negatives, duplicates, disorder and absurd magnitudes all occur) must
+// negatives, duplicates, disorder and absurd magnitudes all occur) and an
+// arbitrary reservation record (any bytes, JSON or not) must
 // never crash or wedge the engine, and what it rebuilds must be sane: a log
 // within its cap, sorted, positive amounts, a bounded penalty, and storage
 // writes that leave the rows equal to the engine's log.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -48,6 +50,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   snap.lift_pending = (selector & 8) != 0;
   const int64_t now = 1'700'000'000'000 + static_cast<int64_t>(selector) * 997;
   snap.forced_until = take_double(data, size);
+  if ((selector & 16) != 0 && size > 0) {
+    // A reservation record of the next data[0] bytes (as many as remain).
+    const size_t len = std::min<size_t>(data[0], size - 1);
+    snap.reservation_text = std::string(reinterpret_cast<const char*>(data + 1), len);
+    data += 1 + len;
+    size -= 1 + len;
+  }
   while (size >= 16) {
     const double at = take_double(data, size);
     const double amount = take_double(data, size);
@@ -83,6 +92,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& [at, amount] : grants) require(stored.count(at) && stored[at] == amount);
   }
   require(inspect(engine).forced_until() >= 0 && inspect(engine).forced_until() <= now + drl::kMaxDelayMs);
+  // With reservations off a restored record is stored as rows, never kept.
+  require(engine.reservation_text().empty());
 
   // The engine still works: a caller is either started or given a wake time.
   engine.clear_output();

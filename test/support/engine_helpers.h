@@ -40,10 +40,10 @@ struct StringMaker<drl::Write> {
   static std::string convert(const drl::Write& w) {
     static const char* const names[] = {"?",          "PutGrant",  "DeleteGrantsThrough", "DeleteGrant",
                                         "ClearGrants", "PutPenalty", "PutConfig",           "EraseAll",
-                                        "PutSlots"};
+                                        "PutSlots",   "PutReservation"};
     const int k = static_cast<int>(w.kind);
     std::ostringstream out;
-    out << (k >= 1 && k <= 8 ? names[k] : "?") << "{" << w.at << ", ";
+    out << (k >= 1 && k <= 9 ? names[k] : "?") << "{" << w.at << ", ";
     if (w.kind == drl::WriteKind::PutPenalty) {
       out << (w.lift_pending ? "lift pending" : "lifted");
     } else {

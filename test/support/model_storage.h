@@ -28,16 +28,21 @@ struct Storage {
   // The slots record (PutSlots stores the engine's slots_text() as it stands
   // when the step's writes are applied); absent until the first one.
   std::optional<std::string> slots_text;
+  // The reservation record (PutReservation stores reservation_text() as it
+  // stands when the step's writes are applied; "" is none).
+  std::optional<std::string> reservation_text;
 
   void apply(const Engine& e) {
-    apply(e.writes(), e.config_text(), e.slots_text(), [&e](int window) { return e.window_key(window); });
+    apply(e.writes(), e.config_text(), e.slots_text(), [&e](int window) { return e.window_key(window); },
+          e.reservation_text());
   }
 
   // `window_name` names a grant write's window (Engine::window_key); without
   // it extra windows are keyed "#<number>".
   void apply(const std::vector<Write>& writes, const std::string& current_config,
              const std::string& current_slots = std::string(),
-             const std::function<std::string(int)>& window_name = nullptr) {
+             const std::function<std::string(int)>& window_name = nullptr,
+             const std::string& current_reservation = std::string()) {
     for (const Write& w : writes) {
       auto rows = [&]() -> std::map<Millis, int64_t>& {
         if (w.window == 0) return grants;
@@ -58,9 +63,11 @@ struct Storage {
           break;
         case WriteKind::PutConfig: config_text = current_config; break;
         case WriteKind::PutSlots: slots_text = current_slots; break;
+        case WriteKind::PutReservation: reservation_text = current_reservation; break;
         case WriteKind::EraseAll:
           config_text.reset();
           slots_text.reset();
+          reservation_text.reset();
           grants.clear();
           windows.clear();
           forced_until = 0;
@@ -88,6 +95,7 @@ struct Storage {
     s.forced_until = static_cast<double>(forced_until);
     s.lift_pending = lift_pending;
     s.slots_text = slots_text;
+    s.reservation_text = reservation_text;
     for (const auto& [at, amount] : grants) s.grants.emplace_back(static_cast<double>(at), static_cast<double>(amount));
     for (const auto& [name, rows] : windows) {
       std::vector<std::pair<double, double>> out;

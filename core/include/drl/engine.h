@@ -167,6 +167,8 @@ struct Snapshot {
   std::optional<std::string> slots_text;
   // The extra windows' grants, by window name (the primary's are `grants`).
   std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>> windows;
+  // The reservation record (reservation_text() as last stored), if any.
+  std::optional<std::string> reservation_text;
 };
 
 // One closed interval of a bucket's history, as stored: its resolution
@@ -177,6 +179,23 @@ struct HistoryRow {
   int64_t at = 0;
   std::string data;
 };
+
+// Covering reservations (Engine::set_reservations). When a step stores
+// anything during a run of takes (a take within 500 ms of the one before
+// it), it also stores a record of up to R_w more units per window for
+// takes in the next D ms; until then a take that fits it is admitted with
+// no write of its own (its row goes with the next step that stores), and a
+// restore counts the record as taken in full, dated at its end or at the
+// restore, whichever is earlier. The bounds:
+//   D = kReserveSpanMs (no record for a bucket with a window under 10 ms);
+//   R_w = min(2 x the units taken in w per D at the rate seen since the last
+//             record (at least 2 x the last take), what w has free,
+//             ceil(limit_w / kReserveFractionDenominator)).
+// So a restart may count up to R_w units of w that were never taken, for at
+// most window_w ms after it (under-admission; never more admitted than the
+// limit).
+inline constexpr int64_t kReserveSpanMs = 2000;
+inline constexpr int64_t kReserveFractionDenominator = 4;  // a record holds at most a quarter of a limit
 
 // At most this many log entries are kept. For windows up to this many ms
 // every distinct take time is its own entry (exact); longer windows record
@@ -226,6 +245,13 @@ class Engine {
   void restore_window_rows(std::string_view name, const double* rows, size_t count);
   // The slots record, if one was stored: between begin and end.
   void restore_slots(std::string_view slots_text);
+  // The reservation record, if one was stored: between begin and end. Its
+  // units count as one grant per window dated at its end, or now if that is
+  // earlier (every take it covered was made before the restart); restore_end
+  // writes those rows and clears the record (PutReservation with none). An
+  // unreadable record counts every window as the most a record can hold (a
+  // quarter of its limit), dated now.
+  void restore_reservation(std::string_view reservation_text);
   void restore_end();
   // Forgets the bucket: everyone waiting is rejected with NoSuchLimiter and
   // an EraseAll write is emitted. Running callbacks settle as NoSuchLimiter.
@@ -315,6 +341,17 @@ class Engine {
   // rewritten only when a start is not covered, or when nothing has run
   // for a while and it still lists released slots. Empty when none.
   std::string slots_text() const;
+  // Turns covering reservations on or off (off for a new engine: every take
+  // then writes its grant in the step that starts it). A host whose storage
+  // holds every outgoing message until the writes before it are durable
+  // (a Durable Object's output gate) turns them on: a lone caller then waits
+  // for a commit every few dozen calls instead of every call. Turning them
+  // off writes the rows still owed and clears the record. Kept by restore.
+  void set_reservations(bool on);
+  bool reservations() const;
+  // The reservation record, for PutReservation, as last written:
+  // {"until":ms,"units":{"<window name>":n,...}}, or "" when none.
+  std::string reservation_text() const;
   // The slots held now, exactly, in the record's format: running attempts by
   // start time and restored slots as restored. For rebuilding an engine after
   // a failed write: the stored record still covers these (it covered them

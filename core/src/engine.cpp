@@ -750,7 +750,7 @@ struct State {
   // of its limit), now: it may have covered takes we can no longer size.
   Reservation restored_reservation(std::string_view text) const {
     Reservation r;
-    const auto doc = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    const auto doc = nlohmann::json::parse(text.data(), text.data() + text.size(), nullptr, /*allow_exceptions=*/false);
     bool readable = doc.is_object() && doc.contains("until") && doc["until"].is_number() && doc.contains("units") &&
                     doc["units"].is_object();
     double until = readable ? doc["until"].get<double>() : 0;
@@ -1952,6 +1952,13 @@ Status Engine::pause(double ms, Millis now) {
 
 namespace {
 // What the upstream's headers last said about a window (null: nothing yet).
+// A document this engine wrote or already validated, parsed through the
+// same (pointer range) instantiation of the parser as every other parse:
+// each distinct input type would link a whole second parser into core.wasm.
+nlohmann::json parse_checked(const std::string& text) {
+  return nlohmann::json::parse(text.data(), text.data() + text.size());
+}
+
 nlohmann::json learned_json(const internal::Window& w) {
   if (!w.learned) return nullptr;
   auto field = [](const std::optional<int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
@@ -2026,8 +2033,8 @@ Expected<std::string> Engine::stats(Millis now) {
   for (size_t i = skip; i < log.size(); ++i) grants.push_back({log[i].at, log[i].amount});
 
   nlohmann::json out = {
-      {"config", nlohmann::json::parse(s.cfg->text)},
-      {"effective", nlohmann::json::parse(effective_config_json(s.config()))},
+      {"config", parse_checked(s.cfg->text)},
+      {"effective", parse_checked(effective_config_json(s.config()))},
       {"now", s.now},
       {"limit", s.limit()},
       {"windowInMs", s.window()},

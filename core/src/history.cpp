@@ -317,7 +317,8 @@ void History::restore(const std::vector<HistoryRecord>& rows, const std::functio
     const HistoryMillis at = row.at;
     if (r.open.at < 0 || at < 0 || at % r.resolution_ms != 0) continue;
     if (at >= r.open.at || at < r.open.at - static_cast<HistoryMillis>(r.kept) * r.resolution_ms) continue;
-    const auto doc = nlohmann::json::parse(row.data, nullptr, /*allow_exceptions=*/false);
+    const auto doc = nlohmann::json::parse(row.data.data(), row.data.data() + row.data.size(), nullptr,
+                                           /*allow_exceptions=*/false);
     if (doc.is_discarded() || !doc.is_object()) continue;
     HistoryInterval iv;
     iv.at = at;

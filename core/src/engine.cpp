@@ -685,18 +685,7 @@ struct State {
   // none), in the same step: rows written under the old record would
   // otherwise be counted twice by a restore (as rows and in the record).
   void write_reservation(bool keep) {
-    for (const auto& [key, at] : dirty) {
-      for (const Window& w : windows) {
-        if (w.key != key) continue;
-        const auto& grants = w.log.grants();
-        auto g = std::lower_bound(grants.begin(), grants.end(), at, [](const Grant& x, Millis t) { return x.at < t; });
-        if (g != grants.end() && g->at == at) {
-          write(WriteKind::PutGrant, at, g->amount, key);
-        } else if (at + w.ms > now) {
-          write(WriteKind::DeleteGrant, at, 0, key);  // refunded away; one expired needs nothing
-        }
-      }
-    }
+    rewrite_rows(dirty, /*expired_stay=*/true);  // a row never stored that expired needs nothing
     if (!refunds.empty()) flush_refunds();
     std::optional<Reservation> next = keep ? sized_reservation() : std::nullopt;
     const bool stored = reservation.has_value() || next.has_value();
@@ -807,18 +796,7 @@ struct State {
   // Rewrites the rows of the grants refunds shrank, as the logs now hold
   // them (a grant refunded to zero, merged away or expired is deleted).
   void flush_refunds() {
-    for (const auto& [key, at] : refunds) {
-      for (const Window& w : windows) {
-        if (w.key != key) continue;
-        const auto& grants = w.log.grants();
-        auto g = std::lower_bound(grants.begin(), grants.end(), at, [](const Grant& x, Millis t) { return x.at < t; });
-        if (g != grants.end() && g->at == at) {
-          write(WriteKind::PutGrant, at, g->amount, key);
-        } else {
-          write(WriteKind::DeleteGrant, at, 0, key);
-        }
-      }
-    }
+    rewrite_rows(refunds, /*expired_stay=*/false);
     refunds.clear();
     refunds_due.reset();
   }
@@ -834,6 +812,26 @@ struct State {
       flush_refunds();
     } else if (!refunds_due) {
       refunds_due = now + kIdleSlotsWriteMs;
+    }
+  }
+
+  // Writes the row of each (window key, time) as the logs now hold it: its
+  // amount, or a delete when the grant is gone (refunded to zero, merged
+  // away, expired). `expired_stay`: an expired row is left alone (the batched
+  // expiry deletes it, or it was never stored).
+  template <typename Rows>
+  void rewrite_rows(const Rows& rows, bool expired_stay) {
+    for (const auto& [key, at] : rows) {
+      for (const Window& w : windows) {
+        if (w.key != key) continue;
+        const auto& grants = w.log.grants();
+        auto g = std::lower_bound(grants.begin(), grants.end(), at, [](const Grant& x, Millis t) { return x.at < t; });
+        if (g != grants.end() && g->at == at) {
+          write(WriteKind::PutGrant, at, g->amount, key);
+        } else if (!expired_stay || at + w.ms > now) {
+          write(WriteKind::DeleteGrant, at, 0, key);
+        }
+      }
     }
   }
 

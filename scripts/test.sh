@@ -20,6 +20,8 @@ bash scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 passed=0
 failed=0
+# Each stage says when it started (seconds since the run began), so a slow CI run shows where the time went.
+stage() { echo "== $* (at ${SECONDS}s)"; }
 count_ctest() {  # reads a ctest log, adds its totals
   local log=$1 line total bad
   line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
@@ -48,18 +50,18 @@ run_vitest() {  # REPORT CONFIG: runs one vitest suite and adds its totals
   count_vitest "build/$1" $?
 }
 
-echo "== engine tests (release)"
+stage "engine tests (release)"
 ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log | tail -4
 count_ctest build/ctest.log
 
-echo "== engine tests under AddressSanitizer + UBSan"
+stage "engine tests under AddressSanitizer + UBSan"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRL_SANITIZE=ON >/dev/null
 cmake --build build-asan -j2 --target drl_tests 2>&1 | grep -E 'error|warning' || true
 DRL_PROPERTY_SCHEDULES=${DRL_ASAN_SCHEDULES:-10000} \
   ctest --test-dir build-asan --output-on-failure -j2 2>&1 | tee build-asan/ctest.log | tail -4
 count_ctest build-asan/ctest.log
 
-echo "== fuzz targets (${DRL_FUZZ_SECONDS:=20}s each, ASan + UBSan)"
+stage "fuzz targets (${DRL_FUZZ_SECONDS:=20}s each, ASan + UBSan)"
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRL_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j2 2>&1 | grep -E 'error' || true
 for target in config snapshot retry_after ratelimit_headers; do
@@ -75,13 +77,13 @@ for target in config snapshot retry_after ratelimit_headers; do
   fi
 done
 
-echo "== object tests in workerd (vitest-pool-workers)"
+stage "object tests in workerd (vitest-pool-workers)"
 run_vitest vitest-workerd.json test/do/vitest.config.ts
 
-echo "== client tests in workerd (vitest-pool-workers, against the real object)"
+stage "client tests in workerd (vitest-pool-workers, against the real object)"
 run_vitest vitest-client.json test/client/vitest.config.ts
 
-echo "== typechecks: shim/, the type tests, the test files"
+stage "typechecks: shim/, the type tests, the test files"
 for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json cli/tsconfig.json shim/do/dashboard/tsconfig.json test/browser/tsconfig.json; do
   if node_modules/.bin/tsc -p "$project" --noEmit; then
     echo "tsc -p $project: ok"; passed=$((passed + 1))
@@ -90,30 +92,30 @@ for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json 
   fi
 done
 
-echo "== README samples: every \`\`\`ts block typechecked against the built package's types"
+stage "README samples: every \`\`\`ts block typechecked against the built package's types"
 if node scripts/check-readme.mjs; then
   passed=$((passed + 1))
 else
   failed=$((failed + 1))
 fi
 
-echo "== CLI tests (node)"
+stage "CLI tests (node)"
 run_vitest vitest-cli.json test/cli/vitest.config.ts
 
-echo "== the dashboard page in chromium (puppeteer-core from test/browser/node_modules)"
+stage "the dashboard page in chromium (puppeteer-core from test/browser/node_modules)"
 # test/browser: /dashboard on the local stack (verify/local) under a
 # stampede: its numbers against the GET /stats body it drew, a wrong key, a
 # penalty's countdown, the history charts, its CSP, keyboard and labels.
 # Screenshots in build/screenshots/.
 run_vitest vitest-browser.json test/browser/vitest.config.ts
 
-echo "== consumer topology from the packed package"
+stage "consumer topology from the packed package"
 bash scripts/test-consumer.sh | tee build/consumer.log
 read -r p f < <(sed -nE 's/^consumer: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' build/consumer.log | tail -1)
 passed=$((passed + ${p:-0}))
 failed=$((failed + ${f:-1}))
 
-echo "== local verification (CI size)"
+stage "local verification (CI size)"
 # verify/local/run.mjs on local workerd: the default stampede (with the
 # upstream's tokens quota, estimates that are upper bounds), the same with
 # estimates that are sometimes low (overshoot within its bound), with the
@@ -137,7 +139,7 @@ for run in "--ci" "--ci --tokens=low" "--ci --faults" "--ci --kills=3" "--ci --m
   failed=$((failed + ${f:-1}))
 done
 
-echo "== fault suite (CI size): gone callers, limiter killed with callbacks in flight, a hung callback"
+stage "fault suite (CI size): gone callers, limiter killed with callbacks in flight, a hung callback"
 # verify/local/faults.mjs drives the same local stack, killing workerd
 # processes by PID; each scenario is one named check, and it ends with
 # "faults: N passed, N failed".
@@ -146,7 +148,7 @@ read -r p f < <(sed -nE 's/^faults: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' b
 passed=$((passed + ${p:-0}))
 failed=$((failed + ${f:-1}))
 
-echo "== local dev in one process: wrangler dev with both configs, and the vite plugin (from the packed tarball)"
+stage "local dev in one process: wrangler dev with both configs, and the vite plugin (from the packed tarball)"
 # verify/local/one-process.mjs: a throwaway app + limiter whose wrangler.jsonc
 # declares the bucket (vars.DRL_LIMITS), paced through the app with no
 # configure step; ends with "onedev: N passed, N failed".
@@ -155,13 +157,13 @@ read -r p f < <(sed -nE 's/^onedev: ([0-9]+) passed, ([0-9]+) failed.*$/\1 \2/p'
 passed=$((passed + ${p:-0}))
 failed=$((failed + ${f:-1}))
 
-echo "== the packed tarball on Node 22 with the current toolchain (wrangler, @cloudflare/vitest-plugin 1.x, vitest)"
+stage "the packed tarball on Node 22 with the current toolchain (wrangler, @cloudflare/vitest-plugin 1.x, vitest)"
 bash scripts/test-toolchain-22.sh 2>&1 | tee build/toolchain22.log | grep -E '^toolchain22'
 read -r p f < <(sed -nE 's/^toolchain22: ([0-9]+) passed, ([0-9]+) failed.*$/\1 \2/p' build/toolchain22.log | tail -1)
 passed=$((passed + ${p:-0}))
 failed=$((failed + ${f:-1}))
 
-echo "== node tests (wasm loader, native-vs-wasm differential)"
+stage "node tests (wasm loader, native-vs-wasm differential)"
 run_vitest vitest-node.json test/node/vitest.config.ts
 
 echo "$passed passed, $failed failed"

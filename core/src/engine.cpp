@@ -227,6 +227,7 @@ struct State {
   // behind the log. Rows and record are always written in the same step.
   struct Reservation {
     Millis until = 0;
+    Millis span = kReserveSpanMs;  // how long it covers takes from when it was written
     std::vector<std::pair<int, int64_t>> units;  // by window key; only windows with units > 0
     int64_t units_in(int key) const {
       for (const auto& [k, n] : units) {
@@ -244,10 +245,11 @@ struct State {
   std::map<int, int64_t> taken_since;
   std::map<int, int64_t> last_take;
   std::optional<Millis> last_take_at;
-  bool in_run = false;  // the last take came within kIdleSlotsWriteMs of the one before it
+  bool in_run = false;  // the last take came within kReserveRunGapMs of the one before it
+  Millis last_gap = 0;   // the time between the last two takes of a run
   Millis reservation_written_at = 0;
   // When the record in force is cleared if no take comes first: the last
-  // take (or the restore that kept a record) + kIdleSlotsWriteMs. Woken for.
+  // take (or the restore that kept a record) + idle_ms(). Woken for.
   std::optional<Millis> reservation_due;
 
   std::optional<Restoring> restoring;  // between restore_begin and restore_end
@@ -423,7 +425,13 @@ struct State {
     }
   }
 
-  Millis cover_span() const { return std::min(kSlotsCoverMs, timeout() / 4); }
+  // While a reservation record is in force the slots record covers starts as
+  // long as it does, so a sequential caller's starts do not rewrite it more
+  // often than the record is renewed (held longer after a crash: the safe side).
+  Millis cover_span() const {
+    const Millis span = reserving && reservation ? std::max(kSlotsCoverMs, reservation->span) : kSlotsCoverMs;
+    return std::min(span, timeout() / 4);
+  }
 
   // Whether the record, restored now, would hold at least as many slots as
   // may be running at every moment from now on. Each entry is held until
@@ -623,10 +631,23 @@ struct State {
   // A call took (after noted_take for each of its windows).
   void noted_start() {
     if (!reserving) return;
-    in_run = last_take_at && now < *last_take_at + kIdleSlotsWriteMs;
+    in_run = last_take_at && now < *last_take_at + kReserveRunGapMs;
+    last_gap = in_run ? now - *last_take_at : 0;
     last_take_at = now;
-    reservation_due = now + kIdleSlotsWriteMs;
+    reservation_due = now + idle_ms();
   }
+
+  // How long without a take before the record in force is cleared: twice
+  // the caller's pace (a caller whose calls take 600 ms each keeps its
+  // record between them), at least kIdleSlotsWriteMs.
+  Millis idle_ms() const { return std::max<Millis>(kIdleSlotsWriteMs, 2 * last_gap); }
+
+  // How long the next record covers takes: kReserveSpanMs, longer for a
+  // slower pace (sixteen of its gaps, up to kMaxReserveSpanMs), so a caller
+  // renews about every eight calls at least, whatever its pace. The span does
+  // not widen the under-admission: that is bounded by the units (a restore
+  // dates the record no later than the restart).
+  Millis reserve_span() const { return std::clamp<Millis>(16 * last_gap, kReserveSpanMs, kMaxReserveSpanMs); }
 
   // The next record: in each window twice the units taken per span at the
   // rate seen since the last step that stored, at least twice the last
@@ -638,11 +659,12 @@ struct State {
   // kReserveSpanMs whatever the windows: a restore dates it no later than
   // the restart, so the span does not lengthen the under-admission.
   std::optional<Reservation> sized_reservation() {
-    const Millis span = kReserveSpanMs;
+    const Millis span = reserve_span();
     if (!in_run || !reservable()) return std::nullopt;
     const double elapsed = static_cast<double>(std::max<Millis>(1, now - reservation_written_at));
     Reservation r;
     r.until = now + span;
+    r.span = span;
     for (const Window& w : windows) {
       const int64_t taken = taken_since[w.key];
       const int64_t last = last_take[w.key];
@@ -663,18 +685,7 @@ struct State {
   // none), in the same step: rows written under the old record would
   // otherwise be counted twice by a restore (as rows and in the record).
   void write_reservation(bool keep) {
-    for (const auto& [key, at] : dirty) {
-      for (const Window& w : windows) {
-        if (w.key != key) continue;
-        const auto& grants = w.log.grants();
-        auto g = std::lower_bound(grants.begin(), grants.end(), at, [](const Grant& x, Millis t) { return x.at < t; });
-        if (g != grants.end() && g->at == at) {
-          write(WriteKind::PutGrant, at, g->amount, key);
-        } else if (at + w.ms > now) {
-          write(WriteKind::DeleteGrant, at, 0, key);  // refunded away; one expired needs nothing
-        }
-      }
-    }
+    rewrite_rows(dirty, /*expired_stay=*/true);  // a row never stored that expired needs nothing
     if (!refunds.empty()) flush_refunds();
     std::optional<Reservation> next = keep ? sized_reservation() : std::nullopt;
     const bool stored = reservation.has_value() || next.has_value();
@@ -684,6 +695,9 @@ struct State {
     taken_since.clear();
     reservation_written_at = now;
     if (stored) write(WriteKind::PutReservation);
+    // A new record extends the slots record's cover with it (cover_span), so
+    // a sequential caller's starts do not rewrite the slots on their own.
+    if (reservation && !slot_starts.empty()) write_record();
   }
 
   // At the end of a step. A step that stores anything anyway rewrites the
@@ -719,7 +733,7 @@ struct State {
   }
 
   bool renewal_due() const {
-    if (now >= reservation->until - kReserveSpanMs / 2) return true;
+    if (now >= reservation->until - reservation->span / 2) return true;
     for (const auto& [key, units] : reservation->units) {
       auto held = unwritten.find(key);
       if (held != unwritten.end() && 2 * held->second >= units) return true;
@@ -782,18 +796,7 @@ struct State {
   // Rewrites the rows of the grants refunds shrank, as the logs now hold
   // them (a grant refunded to zero, merged away or expired is deleted).
   void flush_refunds() {
-    for (const auto& [key, at] : refunds) {
-      for (const Window& w : windows) {
-        if (w.key != key) continue;
-        const auto& grants = w.log.grants();
-        auto g = std::lower_bound(grants.begin(), grants.end(), at, [](const Grant& x, Millis t) { return x.at < t; });
-        if (g != grants.end() && g->at == at) {
-          write(WriteKind::PutGrant, at, g->amount, key);
-        } else {
-          write(WriteKind::DeleteGrant, at, 0, key);
-        }
-      }
-    }
+    rewrite_rows(refunds, /*expired_stay=*/false);
     refunds.clear();
     refunds_due.reset();
   }
@@ -809,6 +812,26 @@ struct State {
       flush_refunds();
     } else if (!refunds_due) {
       refunds_due = now + kIdleSlotsWriteMs;
+    }
+  }
+
+  // Writes the row of each (window key, time) as the logs now hold it: its
+  // amount, or a delete when the grant is gone (refunded to zero, merged
+  // away, expired). `expired_stay`: an expired row is left alone (the batched
+  // expiry deletes it, or it was never stored).
+  template <typename Rows>
+  void rewrite_rows(const Rows& rows, bool expired_stay) {
+    for (const auto& [key, at] : rows) {
+      for (const Window& w : windows) {
+        if (w.key != key) continue;
+        const auto& grants = w.log.grants();
+        auto g = std::lower_bound(grants.begin(), grants.end(), at, [](const Grant& x, Millis t) { return x.at < t; });
+        if (g != grants.end() && g->at == at) {
+          write(WriteKind::PutGrant, at, g->amount, key);
+        } else if (!expired_stay || at + w.ms > now) {
+          write(WriteKind::DeleteGrant, at, 0, key);
+        }
+      }
     }
   }
 
@@ -1703,7 +1726,7 @@ void Engine::restore_end() {
   }
   if (reserved && s_->reserving) {
     s_->reservation = std::move(reserved);
-    s_->reservation_due = s_->now + internal::kIdleSlotsWriteMs;
+    s_->reservation_due = s_->now + s_->idle_ms();
   } else if (reserved) {
     s_->write(WriteKind::PutReservation);  // none now: the rows above hold it
   }

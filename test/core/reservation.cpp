@@ -444,3 +444,43 @@ TEST_CASE("turning reservations off writes the owed rows and clears the record",
   arrive(e, caller.now);
   CHECK(count_kind(e.writes(), WriteKind::PutGrant) == 1);
 }
+
+TEST_CASE("a sequential caller whose calls take seconds still stores about once per eight calls", "[reservation]") {
+  // The callback runs `pace` ms (an upstream call), the caller comes back at
+  // once. The engine's timer fires whenever it asks (next_wake) before the
+  // next event, as a host's would: an idle clear between calls would show
+  // up as extra storing steps.
+  for (const Millis pace : {600, 1500}) {
+    CAPTURE(pace);
+    Engine e = reserving(config(1000, 60'000, 1));
+    testing::Storage storage;
+    storage.apply(e);
+    e.clear_output();
+    Sequential caller{e, storage, T0};
+    auto until = [&](Millis t) {
+      while (auto wake = e.next_wake()) {
+        if (*wake > t) break;
+        e.tick(*wake);
+        caller.step();
+      }
+    };
+    for (int i = 0; i < 100; ++i) {
+      const Ticket t = arrive(e, caller.now);
+      REQUIRE(e.actions().size() == 1);
+      CHECK(e.actions()[0] == start(t));
+      caller.step();
+      until(caller.now + pace);
+      caller.now += pace;
+      report(e, t, Report{200}, caller.now);
+      caller.step();
+    }
+    // A record spans sixteen of the caller's gaps and is renewed at half of
+    // it: one storing step per eight calls (the slots record rides along).
+    CHECK(caller.storing_steps <= 100 / 6);
+    // Nothing was lost on the way: storage plus the record covers the log.
+    const int64_t reserved = record(e).is_null() ? 0 : record(e)["units"]["bucket"].get<int64_t>();
+    int64_t rows = 0;
+    for (const auto& [at, amount] : storage.grants) rows += amount;
+    CHECK(rows + reserved >= inspect(e).used());
+  }
+}

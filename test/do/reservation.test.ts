@@ -1,6 +1,7 @@
 // Verifies covering reservations in the real object: a lone sequential
 // caller waits for a commit only every k calls (k >= 10: the stored
-// reservation admits its takes without a write), a bucket that goes quiet
+// reservation admits its takes without a write; k >= 3 for one whose calls
+// take 700 ms each), a bucket that goes quiet
 // stores its rows exactly and clears the record, and restarts in the middle
 // of a sequential run never admit more than the limit (the restored record
 // counts the takes whose rows were not yet stored) while under-admitting at
@@ -46,6 +47,25 @@ describe('covering reservations', () => {
     // The record in force bounds what a crash now could over-count: at most a quarter of the limit.
     expect(stats.reservation).not.toBeNull();
     expect(stats.reservation!.units.bucket).toBeLessThanOrEqual(2_500);
+  });
+
+  it('a sequential caller whose calls each take 700 ms makes 12 calls with at most 4 commits', async () => {
+    // An upstream call of 700 ms in every callback: the run rule,
+    // the record's span and its idle clear follow the caller's pace, so it
+    // still skips the commit on most calls.
+    const N = 12;
+    const name = uniqueName('reserve-paced');
+    const stub = counting.get(counting.idFromName(name));
+    await stub.configure(name, { bucket: { limitPerWindow: 10_000, windowInMs: 60_000 }, concurrency: 1 });
+    const before = await stub.writeCounts();
+    for (let i = 0; i < N; i++) {
+      expect(await stub.execute(async () => (await sleep(700), { value: i }))).toBe(i);
+    }
+    const after = await stub.writeCounts();
+    const commits = after.commits - before.commits;
+    console.log(`reservation: ${N} sequential calls of 700 ms, ${commits} commits`);
+    expect(commits).toBeLessThanOrEqual(N / 3);
+    expect((await stub.stats()).used).toBe(N);
   });
 
   it('a bucket that goes quiet stores its rows exactly and clears the record', async () => {

@@ -181,13 +181,17 @@ struct HistoryRow {
 };
 
 // Covering reservations (Engine::set_reservations). When a step stores
-// anything during a run of takes (a take within 500 ms of the one before
-// it), it also stores a record of up to R_w more units per window for
+// anything during a run of takes (a take within kReserveRunGapMs of the one
+// before it), it also stores a record of up to R_w more units per window for
 // takes in the next D ms; until then a take that fits it is admitted with
 // no write of its own (its row goes with the next step that stores), and a
 // restore counts the record as taken in full, dated at its end or at the
-// restore, whichever is earlier. The bounds:
-//   D = kReserveSpanMs (no record for a bucket with a window under 10 ms);
+// restore, whichever is earlier. The record is renewed ahead of need (half
+// its units or half its span used) and cleared after twice the run's pace
+// (at least 500 ms) without a take. The bounds:
+//   D = 16 x the gap between the run's last two takes, within
+//       [kReserveSpanMs, kMaxReserveSpanMs] (no record for a bucket with a
+//       window under 10 ms);
 //   R_w = min(2 x the units taken in w per D at the rate seen since the last
 //             record (at least 2 x the last take), what w has free,
 //             ceil(limit_w / kReserveFractionDenominator)).
@@ -195,6 +199,10 @@ struct HistoryRow {
 // most window_w ms after it (under-admission; never more admitted than the
 // limit).
 inline constexpr int64_t kReserveSpanMs = 2000;
+inline constexpr int64_t kMaxReserveSpanMs = 30'000;
+// Takes closer than this are a run (a sequential caller): only a run writes a
+// record, so a lone call leaves nothing for a crash to count.
+inline constexpr int64_t kReserveRunGapMs = 2000;
 inline constexpr int64_t kReserveFractionDenominator = 4;  // a record holds at most a quarter of a limit
 
 // At most this many log entries are kept. For windows up to this many ms

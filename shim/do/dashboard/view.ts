@@ -55,14 +55,8 @@ export interface BucketView {
 /** A number as a person reads it: 5,000. */
 export const count = (n: number): string => n.toLocaleString('en-US');
 
-/** A window length as a person reads it: "1 min", "90 s", "60100 ms" (as the CLI says it). */
-export function duration(ms: number): string {
-  if (ms % 86_400_000 === 0) return ms === 86_400_000 ? '1 day' : `${ms / 86_400_000} days`;
-  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
-  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
-  if (ms % 1000 === 0) return `${ms / 1000} s`;
-  return `${ms} ms`;
-}
+/** A window length as a person reads it: "1 min", "90 s", "60100 ms", the CLI's own wording. */
+export { duration } from '../../../cli/windows.ts';
 
 /** Whole seconds until `until` from `now`, rounded up (a countdown never shows 0 while time is left). */
 export const secondsLeft = (until: number, now: number): number => Math.max(0, Math.ceil((until - now) / 1000));

@@ -24,6 +24,12 @@ export interface LimiterEnv {
    * is declared.
    */
   DRL_LIMITS?: string | Record<string, LimiterConfig>;
+  /**
+   * An Analytics Engine dataset (`analytics_engine_datasets` in wrangler's
+   * config): when bound, every bucket writes one data point per closed 10 s
+   * history interval (see the README's History). Unset: no export.
+   */
+  DRL_ANALYTICS?: AnalyticsEngineDataset;
 }
 
 /** The RATE_LIMITER namespace, or a [drl:misconfigured] error saying how to bind it. */

@@ -5,7 +5,18 @@
  */
 import { WorkerEntrypoint } from 'cloudflare:workers';
 
-import { ENVELOPE_VERSION, type CallReport, type ExecuteOptions, type ExecuteResult, type LimiterConfig, type LimiterConfigPatch, type LimiterPing, type LimiterStats } from '../envelope.ts';
+import {
+  ENVELOPE_VERSION,
+  type CallReport,
+  type ExecuteOptions,
+  type ExecuteResult,
+  type HistoryResolution,
+  type LimiterConfig,
+  type LimiterConfigPatch,
+  type LimiterHistory,
+  type LimiterPing,
+  type LimiterStats,
+} from '../envelope.ts';
 import { checkName, settlesAsData } from './arguments.ts';
 import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
 import type { LimiterDO } from './limiter-do.ts';
@@ -23,6 +34,7 @@ export interface LimiterService {
   reconfigure(name: string, patch: LimiterConfigPatch): Promise<LimiterStats>;
   stats(name: string): Promise<LimiterStats>;
   pause(name: string, ms: number): Promise<LimiterStats>;
+  history(name: string, resolution?: HistoryResolution): Promise<LimiterHistory>;
   listNames(): Promise<string[]>;
   ping(): Promise<LimiterPing>;
 }
@@ -72,6 +84,13 @@ export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements L
   pause(name: string, ms: number): Promise<LimiterStats> {
     return later(async () => {
       return this.#bucket(name).pause(ms) as Promise<LimiterStats>;
+    });
+  }
+
+  /** LimiterDO's history of the bucket `name`: '10s' (the default, the last hour) or '1m' (the last day). */
+  history(name: string, resolution?: HistoryResolution): Promise<LimiterHistory> {
+    return later(async () => {
+      return this.#bucket(name).history(resolution) as Promise<LimiterHistory>;
     });
   }
 

@@ -48,13 +48,6 @@ export interface LimiterRpc {
   ping(): Promise<LimiterPing>;
 }
 
-/**
- * The optional Analytics Engine binding of the limiter Worker: with it, each
- * closed 10 s history interval of each bucket is written as a data point
- * (see #exportHistory).
- */
-type AnalyticsEnv = LimiterEnv & { DRL_ANALYTICS?: AnalyticsEngineDataset };
-
 // Analytics Engine's limit on an index, in bytes.
 const ANALYTICS_INDEX_BYTES = 96;
 
@@ -77,7 +70,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     this.#host = new EngineHost(this.#engine, this.#storage, ctx.storage);
     this.#name = this.#host.restore()?.name ?? null;
     this.#host.exportHistoryTo(() => {
-      const dataset = (this.env as AnalyticsEnv).DRL_ANALYTICS;
+      const dataset = this.env.DRL_ANALYTICS;
       return dataset === undefined ? undefined : (closed) => this.#exportHistory(dataset, closed);
     });
   }

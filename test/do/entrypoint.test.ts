@@ -26,6 +26,14 @@ describe('LimiterEntrypoint', () => {
     expect((await service.reconfigure(name, { concurrency: 4 })).config.concurrency).toBe(4);
     expect((await service.pause(name, 50)).penalised).toBe(true);
     expect(await service.listNames()).toContain(name);
+    // The history counts the two calls this test made, by either path.
+    const history = await service.history(name);
+    expect(history.name).toBe(name);
+    expect(history.resolutionMs).toBe(10_000);
+    expect([...history.intervals, history.current].reduce((sum, i) => sum + i.started, 0)).toBe(2);
+    expect((await service.history(name, '1m')).resolutionMs).toBe(60_000);
+    const bad = await rejection(service.history(name, '5m' as never));
+    expect(bad.message).toContain('[drl:invalid-argument]');
   });
 
   it('rejects a bad instance name before reaching any object', async () => {

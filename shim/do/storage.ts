@@ -14,8 +14,8 @@ const EXPIRY_BATCH = 32;
 const GRANTS = 'drl_grants';
 const WINDOW_GRANTS = 'drl_window_grants';
 const HISTORY = 'drl_history';
-// History rows per INSERT statement (three bound parameters each).
-const HISTORY_ROWS_PER_STATEMENT = 30;
+// Rows per multi-row upsert: at most 90 bound parameters (three columns).
+const ROWS_PER_UPSERT = 30;
 
 export interface StoredBucket extends EngineSnapshot {
   name?: string;
@@ -59,8 +59,7 @@ export class LimiterStorage {
   /** Whether anything was ever stored. */
   exists(): boolean {
     if (this.#ready) return true;
-    const found = this.#sql.exec(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`, META).toArray();
-    this.#ready = found.length > 0;
+    this.#ready = this.#hasTable(META);
     return this.#ready;
   }
 
@@ -119,8 +118,7 @@ export class LimiterStorage {
 
   /** The extra windows' rows, by window name, each in time order. */
   #readWindows(): [string, [number, number][]][] {
-    const table = this.#sql.exec(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`, WINDOW_GRANTS).toArray();
-    if (table.length === 0) return [];
+    if (!this.#hasTable(WINDOW_GRANTS)) return [];
     this.#windowsReady = true;
     const [row] = this.#sql
       .exec<{ rows: string }>(
@@ -264,35 +262,37 @@ export class LimiterStorage {
         amount,
       ).rowsWritten;
     }
-    const values = [...puts].flat();
-    let rows = 0;
-    const perStatement = 2 * 45; // bound parameters stay well under SQLite's limits
-    for (let from = 0; from < values.length; from += perStatement) {
-      const chunk = values.slice(from, from + perStatement);
-      const tuples = Array.from({ length: chunk.length / 2 }, () => '(?, ?)').join(', ');
-      rows += this.#sql.exec(
-        `INSERT INTO ${GRANTS} (at, amount) VALUES ${tuples} ON CONFLICT(at) DO UPDATE SET amount = excluded.amount`,
-        ...chunk,
-      ).rowsWritten;
-    }
-    return rows;
+    return this.#upsert(GRANTS, ['at', 'amount'], [...puts]);
   }
 
   /** Upserts extra windows' grants, a few dozen rows per statement. */
   #putWindowGrants(puts: Map<string, [win: string, at: number, amount: number]>): number {
     this.#ensureWindows();
-    const values = [...puts.values()].flat();
-    let rows = 0;
-    const perStatement = 3 * 30; // bound parameters stay well under SQLite's limits
-    for (let from = 0; from < values.length; from += perStatement) {
-      const chunk = values.slice(from, from + perStatement);
-      const tuples = Array.from({ length: chunk.length / 3 }, () => '(?, ?, ?)').join(', ');
-      rows += this.#sql.exec(
-        `INSERT INTO ${WINDOW_GRANTS} (win, at, amount) VALUES ${tuples} ON CONFLICT(win, at) DO UPDATE SET amount = excluded.amount`,
-        ...chunk,
+    return this.#upsert(WINDOW_GRANTS, ['win', 'at', 'amount'], [...puts.values()]);
+  }
+
+  /**
+   * Upserts rows whose last column is the value and the others the key, a
+   * few dozen rows per statement (bound parameters stay well under SQLite's
+   * limits). Returns rows written.
+   */
+  #upsert(table: string, columns: readonly string[], rows: readonly (readonly SqlStorageValue[])[]): number {
+    const keys = columns.slice(0, -1).join(', ');
+    const value = columns[columns.length - 1]!;
+    const tuple = `(${columns.map(() => '?').join(', ')})`;
+    let written = 0;
+    for (let from = 0; from < rows.length; from += ROWS_PER_UPSERT) {
+      const chunk = rows.slice(from, from + ROWS_PER_UPSERT);
+      written += this.#sql.exec(
+        `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${chunk.map(() => tuple).join(', ')} ON CONFLICT(${keys}) DO UPDATE SET ${value} = excluded.${value}`,
+        ...chunk.flat(),
       ).rowsWritten;
     }
-    return rows;
+    return written;
+  }
+
+  #hasTable(name: string): boolean {
+    return this.#sql.exec(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`, name).toArray().length > 0;
   }
 
   /** One grant write of an extra window. */
@@ -375,14 +375,7 @@ export class LimiterStorage {
       this.#sql.exec(`CREATE TABLE IF NOT EXISTS ${HISTORY} (res INTEGER NOT NULL, at INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (res, at)) WITHOUT ROWID`);
       this.#historyReady = true;
     }
-    let rows = 0;
-    for (let from = 0; from < unsaved.rows.length; from += HISTORY_ROWS_PER_STATEMENT) {
-      const chunk = unsaved.rows.slice(from, from + HISTORY_ROWS_PER_STATEMENT);
-      rows += this.#sql.exec(
-        `INSERT INTO ${HISTORY} (res, at, data) VALUES ${chunk.map(() => '(?, ?, ?)').join(', ')} ON CONFLICT(res, at) DO UPDATE SET data = excluded.data`,
-        ...chunk.flatMap((row) => [row.resolutionMs, row.at, row.data]),
-      ).rowsWritten;
-    }
+    let rows = this.#upsert(HISTORY, ['res', 'at', 'data'], unsaved.rows.map((row) => [row.resolutionMs, row.at, row.data]));
     for (const [res, keepFrom] of unsaved.keepFrom) {
       rows += this.#sql.exec(`DELETE FROM ${HISTORY} WHERE res = ? AND at < ?`, res, keepFrom).rowsWritten;
     }
@@ -391,8 +384,7 @@ export class LimiterStorage {
 
   /** The stored history rows, for a cold start; [] when none. The engine skips damaged ones. */
   readHistory(): EngineHistoryRow[] {
-    const table = this.#sql.exec(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`, HISTORY).toArray();
-    if (table.length === 0) return [];
+    if (!this.#hasTable(HISTORY)) return [];
     this.#historyReady = true;
     return this.#sql
       .exec<{ res: number; at: number; data: string }>(`SELECT res, at, data FROM ${HISTORY} ORDER BY res, at`)

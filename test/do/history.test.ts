@@ -90,7 +90,9 @@ describe('history', () => {
       // Interval B: one call, whose grant is a write: it stores A.
       await nextInterval();
       await stub.execute(async () => ({ value: 'b' }));
-      await sleep(1_000);
+      // Past B's own quiet write: its reservation is cleared after twice the
+      // caller's pace, at most 4 s (two takes under 2 s apart are a run).
+      await sleep(4_500);
       // Interval C: nothing written since B's call, so B, closed now, is in memory only.
       await nextInterval();
       const before = await stub.history('10s');

@@ -20,28 +20,57 @@ bash scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 passed=0
 failed=0
+# What failed, one line each, printed just before the totals: CI keeps only
+# the end of this output, so the names of the failures must be there.
+failures=()
+note_failure() { failures+=("$*"); }
 # Each stage says when it started (seconds since the run began), so a slow CI run shows where the time went.
 stage() { echo "== $* (at ${SECONDS}s)"; }
 count_ctest() {  # reads a ctest log, adds its totals
   local log=$1 line total bad
   line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
-  if [ -z "$line" ]; then failed=$((failed + 1)); return; fi
+  if [ -z "$line" ]; then failed=$((failed + 1)); note_failure "$log: no ctest totals"; return; fi
   bad=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
   total=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$line")
   passed=$((passed + total - bad))
   failed=$((failed + bad))
+  local name
+  while IFS= read -r name; do note_failure "$log: $name"; done \
+    < <(sed -n '/The following tests FAILED:/,$p' "$log" | sed -nE 's/^[[:space:]]+[0-9]+ - (.*)$/\1/p')
 }
 
 count_vitest() {  # REPORT EXIT_CODE: adds a vitest JSON report's totals; a missing or empty
   # report is a failure, and so is a non-zero exit with no failed test (an
   # unhandled error, a crashed pool)
-  local p f
+  local p f name
   read -r p f < <(node -e '
     try { const r = require(process.argv[1]); console.log(r.numPassedTests, r.numFailedTests + (r.numTotalTests === 0 ? 1 : 0)); }
     catch { console.log(0, 1); }' "$PWD/$1")
-  if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "vitest exited $2 with no failed test: counted as one failure"; fi
+  # the failed tests by file and name, with the first line of their error;
+  # a file that failed as a whole (an import error, a crashed pool) by file
+  while IFS= read -r name; do note_failure "$1: $name"; done < <(node -e '
+    let r; try { r = require(process.argv[1]); } catch { console.log("no report"); process.exit(0); }
+    const first = (m) => String(m ?? "").split("\n").find((l) => l.trim()) ?? "";
+    for (const file of r.testResults ?? []) {
+      const rel = require("path").relative(process.cwd(), file.name);
+      const bad = (file.assertionResults ?? []).filter((a) => a.status === "failed");
+      for (const a of bad) console.log(`${rel} > ${a.fullName}: ${first(a.failureMessages?.[0]).slice(0, 300)}`);
+      if (!bad.length && file.status === "failed") console.log(`${rel}: ${first(file.message).slice(0, 300)}`);
+    }' "$PWD/$1")
+  if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "vitest exited $2 with no failed test: counted as one failure"; note_failure "$1: vitest exited $2 with no failed test"; fi
   passed=$((passed + p))
   failed=$((failed + f))
+}
+
+count_log() {  # LOG PREFIX: adds the "PREFIX: N passed, N failed" totals a script
+  # printed (a missing line is one failure) and notes its FAIL lines
+  local p f name
+  read -r p f < <(sed -nE "s/^$2: ([0-9]+) passed, ([0-9]+) failed.*\$/\\1 \\2/p" "$1" | tail -1)
+  passed=$((passed + ${p:-0}))
+  failed=$((failed + ${f:-1}))
+  [ -n "${f:-}" ] || note_failure "$1: no \"$2: N passed, N failed\" line"
+  while IFS= read -r name; do note_failure "$1: $name"; done \
+    < <(grep -E '^ *FAIL |: FAILED' "$1" | sed -E 's/^ +//' | cut -c1-300)
 }
 
 run_vitest() {  # REPORT CONFIG: runs one vitest suite and adds its totals
@@ -73,7 +102,7 @@ for target in config snapshot retry_after ratelimit_headers; do
     passed=$((passed + 1))
   else
     echo "fuzz_$target: FAILED"; tail -30 build-fuzz/fuzz_$target.log
-    failed=$((failed + 1))
+    failed=$((failed + 1)); note_failure "fuzz_$target (build-fuzz/fuzz_$target.log)"
   fi
 done
 
@@ -88,7 +117,7 @@ for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json 
   if node_modules/.bin/tsc -p "$project" --noEmit; then
     echo "tsc -p $project: ok"; passed=$((passed + 1))
   else
-    echo "tsc -p $project: FAILED"; failed=$((failed + 1))
+    echo "tsc -p $project: FAILED"; failed=$((failed + 1)); note_failure "tsc -p $project"
   fi
 done
 
@@ -96,7 +125,7 @@ stage "README samples: every \`\`\`ts block typechecked against the built packag
 if node scripts/check-readme.mjs; then
   passed=$((passed + 1))
 else
-  failed=$((failed + 1))
+  failed=$((failed + 1)); note_failure "README samples (scripts/check-readme.mjs)"
 fi
 
 stage "CLI tests (node)"
@@ -111,9 +140,7 @@ run_vitest vitest-browser.json test/browser/vitest.config.ts
 
 stage "consumer topology from the packed package"
 bash scripts/test-consumer.sh | tee build/consumer.log
-read -r p f < <(sed -nE 's/^consumer: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' build/consumer.log | tail -1)
-passed=$((passed + ${p:-0}))
-failed=$((failed + ${f:-1}))
+count_log build/consumer.log consumer
 
 stage "local verification (CI size)"
 # verify/local/run.mjs on local workerd: the default stampede (with the
@@ -129,14 +156,12 @@ stage "local verification (CI size)"
 if node_modules/.bin/tsc -p verify/tsconfig.json --noEmit; then
   echo "tsc -p verify/tsconfig.json: ok"; passed=$((passed + 1))
 else
-  echo "tsc -p verify/tsconfig.json: FAILED"; failed=$((failed + 1))
+  echo "tsc -p verify/tsconfig.json: FAILED"; failed=$((failed + 1)); note_failure "tsc -p verify/tsconfig.json"
 fi
 for run in "--ci" "--ci --tokens=low" "--ci --faults" "--ci --kills=3" "--ci --mixed" "--ci --outside"; do
   log=build/verify${run// /}.log
   timeout 300 node verify/local/run.mjs $run 2>&1 | tee "$log" | grep -E '^(verify|  (PASS|FAIL))'
-  read -r p f < <(sed -nE 's/^verify: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log" | tail -1)
-  passed=$((passed + ${p:-0}))
-  failed=$((failed + ${f:-1}))
+  count_log "$log" verify
 done
 
 stage "fault suite (CI size): gone callers, limiter killed with callbacks in flight, a hung callback"
@@ -144,27 +169,25 @@ stage "fault suite (CI size): gone callers, limiter killed with callbacks in fli
 # processes by PID; each scenario is one named check, and it ends with
 # "faults: N passed, N failed".
 timeout 400 node verify/local/faults.mjs --ci 2>&1 | tee build/faults.log | grep -E '^(faults|  (PASS|FAIL))'
-read -r p f < <(sed -nE 's/^faults: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' build/faults.log | tail -1)
-passed=$((passed + ${p:-0}))
-failed=$((failed + ${f:-1}))
+count_log build/faults.log faults
 
 stage "local dev in one process: wrangler dev with both configs, and the vite plugin (from the packed tarball)"
 # verify/local/one-process.mjs: a throwaway app + limiter whose wrangler.jsonc
 # declares the bucket (vars.DRL_LIMITS), paced through the app with no
 # configure step; ends with "onedev: N passed, N failed".
 timeout 600 node verify/local/one-process.mjs 2>&1 | tee build/onedev.log | grep -E '^(onedev|  (PASS|FAIL))'
-read -r p f < <(sed -nE 's/^onedev: ([0-9]+) passed, ([0-9]+) failed.*$/\1 \2/p' build/onedev.log | tail -1)
-passed=$((passed + ${p:-0}))
-failed=$((failed + ${f:-1}))
+count_log build/onedev.log onedev
 
 stage "the packed tarball on Node 22 with the current toolchain (wrangler, @cloudflare/vitest-plugin 1.x, vitest)"
 bash scripts/test-toolchain-22.sh 2>&1 | tee build/toolchain22.log | grep -E '^toolchain22'
-read -r p f < <(sed -nE 's/^toolchain22: ([0-9]+) passed, ([0-9]+) failed.*$/\1 \2/p' build/toolchain22.log | tail -1)
-passed=$((passed + ${p:-0}))
-failed=$((failed + ${f:-1}))
+count_log build/toolchain22.log toolchain22
 
 stage "node tests (wasm loader, native-vs-wasm differential)"
 run_vitest vitest-node.json test/node/vitest.config.ts
 
+if [ "${#failures[@]}" -gt 0 ]; then
+  echo "== what failed"
+  printf '  %s\n' "${failures[@]}"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -12,7 +12,7 @@ import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { DASHBOARD_CSP, DASHBOARD_HTML } from '../../shim/do/dashboard-page.ts';
-import { chartSummary, chartTable, historyCharts, lineChart, niceMax } from '../../shim/do/dashboard/charts.ts';
+import { chartFigure, chartSummary, chartTable, historyCharts, lineChart, niceMax } from '../../shim/do/dashboard/charts.ts';
 import { bucketRows, denseIntervals, readHistory, snapshotTime, startText, type HistoryAnswer, type HistoryInterval } from '../../shim/do/dashboard/view.ts';
 import type { LimiterStats } from '../../shim/envelope.ts';
 
@@ -198,6 +198,13 @@ describe('the history', () => {
     const svg = lineChart({ title: 'Units', unit: 'units', times: [T0], series: [{ label: '<img src=x>', values: [1] }] });
     expect(svg).toContain('&#60;img src=x&#62;');
     expect(svg).not.toContain('<img');
+  });
+
+  it("writes a chart's title and unit in its caption as text, never as markup", () => {
+    const figure = chartFigure({ title: '<b>Calls</b>', unit: 'a & b', times: [T0], series: [{ label: 'started', values: [1] }] }, 12);
+    expect(figure).toMatch(/^<figure><svg /);
+    expect(figure).toContain('<figcaption>&#60;b&#62;Calls&#60;/b&#62; (a &#38; b)</figcaption>');
+    expect(figure).not.toContain('<b>');
   });
 });
 

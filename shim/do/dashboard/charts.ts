@@ -114,6 +114,11 @@ export function chartTable(spec: ChartSpec, rows: number): string {
   return `<details><summary>The numbers: ${escape(spec.title)}, last ${Math.min(rows, spec.times.length)} intervals</summary><table><thead>${head}</thead><tbody>${body}</tbody></table></details>`;
 }
 
+/** One chart as the bucket page shows it: the SVG, its caption and its numbers table, every text escaped. */
+export function chartFigure(spec: ChartSpec, rows: number): string {
+  return `<figure>${lineChart(spec)}<figcaption>${escape(spec.title)} (${escape(spec.unit)})</figcaption>${chartTable(spec, rows)}</figure>`;
+}
+
 /**
  * The bucket page's charts from one history, from `from` to the open
  * interval: calls, refusals and drops, queue and running at each interval's

@@ -6,7 +6,7 @@
  * scripts/gen-dashboard.mjs, which also computes the CSP hashes; the numbers
  * come from view.ts and the charts from charts.ts.
  */
-import { chartTable, historyCharts, lineChart } from './charts.ts';
+import { chartFigure, historyCharts } from './charts.ts';
 import { bucketRows, clock, count, duration, readHistory, secondsLeft, snapshotTime, startText, type BucketView, type HistoryAnswer, type StatsAnswer } from './view.ts';
 
 const KEY_ITEM = 'durable-rate-limiter:key';
@@ -334,7 +334,7 @@ function drawHistory(): void {
   const from = result.current.at - RESOLUTIONS[history.resolution].spanMs + result.resolutionMs;
   box.innerHTML = historyCharts(result, from)
     .filter((c) => c.series.length > 0)
-    .map((c) => `<figure>${lineChart(c)}<figcaption>${c.title} (${c.unit})</figcaption>${chartTable(c, 12)}</figure>`)
+    .map((c) => chartFigure(c, 12))
     .join('');
   for (const summary of box.querySelectorAll('details summary')) if (open.has(summary.textContent)) summary.parentElement!.setAttribute('open', '');
 }

@@ -83,16 +83,21 @@ stage "engine tests (release)"
 ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log | tail -4
 count_ctest build/ctest.log
 
-stage "engine tests under AddressSanitizer + UBSan"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRL_SANITIZE=ON >/dev/null
-cmake --build build-asan -j2 --target drl_tests 2>&1 | grep -E 'error|warning' || true
+stage "engine tests under AddressSanitizer + UBSan (clang)"
+# clang, not g++: on this suite it builds in 40% of the time and runs the
+# 10,000 property schedules 2.5x as fast (217 s + 44 s against 505 s + 118 s
+# measured); the release build above keeps g++ covered. A build folder left
+# by g++ is started afresh.
+grep -qs 'CMAKE_CXX_COMPILER:.*clang' build-asan/CMakeCache.txt || rm -rf build-asan
+cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRL_SANITIZE=ON >/dev/null
+cmake --build build-asan -j2 --target drl_tests 2>&1 | grep -E 'error:|warning:' || true
 DRL_PROPERTY_SCHEDULES=${DRL_ASAN_SCHEDULES:-10000} \
   ctest --test-dir build-asan --output-on-failure -j2 2>&1 | tee build-asan/ctest.log | tail -4
 count_ctest build-asan/ctest.log
 
 stage "fuzz targets (${DRL_FUZZ_SECONDS:=20}s each, ASan + UBSan)"
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRL_FUZZ=ON >/dev/null
-cmake --build build-fuzz -j2 2>&1 | grep -E 'error' || true
+cmake --build build-fuzz -j2 2>&1 | grep -E 'error:' || true
 for target in config snapshot retry_after ratelimit_headers; do
   corpus=build-fuzz/corpus-$target
   mkdir -p "$corpus"

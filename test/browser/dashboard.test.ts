@@ -45,6 +45,8 @@ interface BucketStats {
   predictedStart: { head: number | null; tail: number | null };
 }
 interface StatsBody { ok: true; buckets: Record<string, BucketStats> }
+interface HistoryPoint { at: number; started: number; queued: number }
+interface HistoryBody { ok: true; resolutionMs: number; intervals: HistoryPoint[]; current: HistoryPoint }
 
 let stack: { [k: string]: any };
 let origin = '';
@@ -53,6 +55,8 @@ let page: Page;
 let stampede: Promise<unknown> | undefined;
 /** Every GET /stats body the page received, as the browser received it. */
 const received: Promise<StatsBody | null>[] = [];
+/** Every GET /history body the page received, as the browser received it. */
+const histories: Promise<{ bucket: string | null; body: HistoryBody } | null>[] = [];
 const violations: string[] = [];
 const consoleErrors: string[] = [];
 let dashboardHeaders: Record<string, string> = {};
@@ -92,6 +96,10 @@ beforeAll(async () => {
   page.on('response', (response) => {
     if (new URL(response.url()).pathname === '/stats' && response.status() === 200) {
       received.push(response.json().then((b) => b as StatsBody, () => null));
+    }
+    if (new URL(response.url()).pathname === '/history' && response.status() === 200) {
+      const bucket = new URL(response.url()).searchParams.get('bucket');
+      histories.push(response.json().then((b) => ({ bucket, body: b as HistoryBody }), () => null));
     }
   });
 }, 240_000);
@@ -199,6 +207,9 @@ describe('the dashboard page', () => {
     }
     expect(order).toEqual(['pause', 'forget', ...names.map((n) => `bucket:${n}`)]);
 
+    // Each bucket's last 10 minutes are drawn beside it, from GET /history.
+    await page.waitForFunction(() => [...document.querySelectorAll('tr[data-bucket] [data-field="spark"]')].every((e) => e.querySelector('svg.spark > title')), { timeout: 30_000 });
+
     // Pause by keyboard: the page stops polling and keeps the snapshot it says it shows.
     await page.focus('#pause');
     await page.keyboard.press('Enter');
@@ -233,8 +244,23 @@ describe('the dashboard page', () => {
       expect(Number(/^(\d+)/.exec(row.penalty!)?.[1] ?? 0)).toBeLessThanOrEqual(Math.ceil((s.forcedUntil! - s.now) / 1000));
     }
     // The comparison is of a bucket under load (callers waiting or running), not of zeros.
-    const busy = stats[rows.find((r) => r.name.startsWith('verify-'))!.name]!;
+    const busyName = rows.find((r) => r.name.startsWith('verify-'))!.name;
+    const busy = stats[busyName]!;
     expect(busy.queued + busy.running).toBeGreaterThan(0);
+    // Its sparkline says the numbers of a GET /history answer the page received for it, and they are not all zeros.
+    const sparkTitle = await page.$eval(`tr[data-bucket="${busyName}"] svg.spark > title`, (e) => e.textContent);
+    const sparkTexts = (await Promise.all(histories))
+      .filter((h) => h !== null && h.bucket === busyName && h.body.resolutionMs === 10_000)
+      .map((h) => {
+        const b = h!.body;
+        const from = b.current.at - 600_000 + b.resolutionMs;
+        const kept = [...b.intervals.filter((i) => i.at >= from), b.current];
+        // Intervals the object did not store are zeros: the peak is over the stored ones and 0.
+        const line = (label: string, key: 'started' | 'queued') => `${label}: latest ${b.current[key]}, peak ${Math.max(0, ...kept.map((i) => i[key]))}`;
+        return `Last 10 min, per 10 s: ${line('admitted', 'started')}; ${line('queued', 'queued')}.`;
+      });
+    expect(sparkTexts).toContain(sparkTitle);
+    expect(sparkTitle).not.toBe('Last 10 min, per 10 s: admitted: latest 0, peak 0; queued: latest 0, peak 0.');
     await shot('overview-paused');
     // Readable without colour: the same screen as someone without colour vision sees it.
     await page.emulateVisionDeficiency('achromatopsia');

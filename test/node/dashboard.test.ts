@@ -12,7 +12,7 @@ import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { DASHBOARD_CSP, DASHBOARD_HTML } from '../../shim/do/dashboard-page.ts';
-import { chartFigure, chartSummary, chartTable, historyCharts, lineChart, niceMax } from '../../shim/do/dashboard/charts.ts';
+import { chartFigure, chartSummary, chartTable, historyCharts, lineChart, niceMax, sparkline } from '../../shim/do/dashboard/charts.ts';
 import { bucketRows, denseIntervals, readHistory, snapshotTime, startText, type HistoryAnswer, type HistoryInterval } from '../../shim/do/dashboard/view.ts';
 import type { LimiterStats } from '../../shim/envelope.ts';
 
@@ -198,6 +198,25 @@ describe('the history', () => {
     const svg = lineChart({ title: 'Units', unit: 'units', times: [T0], series: [{ label: '<img src=x>', values: [1] }] });
     expect(svg).toContain('&#60;img src=x&#62;');
     expect(svg).not.toContain('<img');
+  });
+
+  it("draws the overview's sparkline of the last minutes: admitted and queued per interval, their numbers in its title", () => {
+    const svg = sparkline(HISTORY, T0 - 590_000);
+    expect(svg).toMatch(/^<svg class="spark" [^>]*role="img"><title>/);
+    // One point per 10 s interval of the 10 minutes, the unstored ones as zeros: one stroke per line, no gaps.
+    const paths = [...svg.matchAll(/<path class="line (s\d)" d="([^"]*)"/g)].map((m) => [m[1], m[2]!.match(/M/g)!.length, m[2]!.match(/[ML]/g)!.length]);
+    expect(paths).toEqual([['s0', 1, 60], ['s1', 1, 60]]);
+    expect(svg).toContain('stroke-dasharray="6 3"'); // queued dashed, apart from admitted without colour
+    const admitted = denseIntervals(HISTORY, T0 - 590_000).map((i) => i.started);
+    const queued = denseIntervals(HISTORY, T0 - 590_000).map((i) => i.queued);
+    expect(svg).toContain(
+      `<title>Last 10 min, per 10 s: admitted: latest ${admitted.at(-1)}, peak ${Math.max(...admitted)}; queued: latest ${queued.at(-1)}, peak ${Math.max(...queued)}.</title>`,
+    );
+    expect(Math.max(...admitted)).toBeGreaterThan(0);
+    // The highest value touches the top (y = 1), zero the bottom (y = 27).
+    const ys = [...svg.matchAll(/[ML][\d.]+ ([\d.]+)/g)].map((m) => Number(m[1]));
+    expect(Math.min(...ys)).toBe(1);
+    expect(Math.max(...ys)).toBe(27);
   });
 
   it("writes a chart's title and unit in its caption as text, never as markup", () => {

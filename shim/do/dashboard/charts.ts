@@ -59,6 +59,22 @@ export function chartSummary(spec: ChartSpec): string {
   return `${spec.title} (${spec.unit})${span}. ${parts.join('; ')}.`;
 }
 
+/** A line's path: a stroke per run of values, a gap left open at each null. */
+function pathData(values: (number | null)[], x: (i: number) => number, y: (v: number) => number): string {
+  const r = (v: number) => Math.round(v * 10) / 10;
+  let d = '';
+  let pen = false; // false after a gap: the next point starts a new stroke
+  values.forEach((v, i) => {
+    if (v === null) {
+      pen = false;
+      return;
+    }
+    d += `${pen ? 'L' : 'M'}${r(x(i))} ${r(y(v))}`;
+    pen = true;
+  });
+  return d;
+}
+
 /** A line chart as an <svg> string: one path per series, the legend on top, the y scale on the left. */
 export function lineChart(spec: ChartSpec): string {
   const top = Math.max(0, ...spec.series.map((s) => peak(s.values) ?? 0));
@@ -81,16 +97,7 @@ export function lineChart(spec: ChartSpec): string {
     parts.push(`<text class="axis" x="${WIDTH - RIGHT}" y="${HEIGHT - 4}" text-anchor="end">${escape(clock(spec.times[n - 1]!).slice(0, 8))}</text>`);
   }
   spec.series.forEach((s, k) => {
-    let d = '';
-    let pen = false; // false after a gap: the next point starts a new stroke
-    s.values.forEach((v, i) => {
-      if (v === null) {
-        pen = false;
-        return;
-      }
-      d += `${pen ? 'L' : 'M'}${r(x(i))} ${r(y(v))}`;
-      pen = true;
-    });
+    const d = pathData(s.values, x, y);
     const dash = DASHES[k % DASHES.length]!;
     const dashAttr = dash ? ` stroke-dasharray="${dash}"` : '';
     if (d) parts.push(`<path class="line s${k % DASHES.length}" d="${d}"${dashAttr}/>`);
@@ -182,4 +189,34 @@ export function historyCharts(history: HistoryAnswer, from: number): ChartSpec[]
       series: windowNames.map((name) => ({ label: name, values: of((i) => i.units[name] ?? 0) })),
     },
   ];
+}
+
+const SPARK_W = 120;
+const SPARK_H = 28;
+
+/**
+ * The overview's small chart of a bucket's recent history, from `from` to
+ * the open interval: admitted calls per interval (solid) and the queue at
+ * each interval's end (dashed), on one scale from zero, with no axes. Its <title> says both series' latest and peak
+ * values, so the numbers are there for whoever cannot see the lines.
+ *
+ * @example
+ * cell.innerHTML = sparkline(history, history.current.at - 590_000); // the last 10 min at 10 s
+ */
+export function sparkline(history: HistoryAnswer, from: number): string {
+  const dense = denseIntervals(history, from);
+  const series: Series[] = [
+    { label: 'admitted', values: dense.map((i) => i.started) },
+    { label: 'queued', values: dense.map((i) => i.queued) },
+  ];
+  const yMax = Math.max(1, ...series.flatMap((s) => s.values as number[]));
+  const n = dense.length;
+  const x = (i: number) => (n <= 1 ? SPARK_W : (i * SPARK_W) / (n - 1));
+  const y = (v: number) => 1 + (SPARK_H - 2) * (1 - v / yMax);
+  const minutes = Math.round((n * history.resolutionMs) / 60_000);
+  const title = `Last ${minutes} min, per ${history.resolutionMs / 1000} s: ${series.map((s) => `${s.label}: latest ${s.values[n - 1] ?? 0}, peak ${peak(s.values) ?? 0}`).join('; ')}.`;
+  const lines = series
+    .map((s, k) => `<path class="line s${k}" d="${pathData(s.values, x, y)}"${DASHES[k] ? ` stroke-dasharray="${DASHES[k]}"` : ''}/>`)
+    .join('');
+  return `<svg class="spark" viewBox="0 0 ${SPARK_W} ${SPARK_H}" width="${SPARK_W}" height="${SPARK_H}" role="img"><title>${escape(title)}</title>${lines}</svg>`;
 }

@@ -6,7 +6,7 @@
  * scripts/gen-dashboard.mjs, which also computes the CSP hashes; the numbers
  * come from view.ts and the charts from charts.ts.
  */
-import { chartFigure, historyCharts } from './charts.ts';
+import { chartFigure, historyCharts, sparkline } from './charts.ts';
 import { bucketRows, clock, count, duration, readHistory, secondsLeft, snapshotTime, startText, type BucketView, type HistoryAnswer, type StatsAnswer } from './view.ts';
 
 const KEY_ITEM = 'durable-rate-limiter:key';
@@ -35,6 +35,12 @@ let inFlight: AbortController | undefined;
 let shown: { answer: StatsAnswer; at: number; receivedAt: number } | undefined;
 let history: { bucket: string; resolution: Resolution; result: HistoryAnswer | { problem: string }; fetchedAt: number } | undefined;
 let resolution: Resolution = '10s';
+/** The overview's sparklines: each bucket's 10 s history, read at most once per interval. */
+const sparks = new Map<string, { result: HistoryAnswer | { problem: string }; fetchedAt: number }>();
+/** Sparklines for the first this many buckets (by name): one GET /history each per 10 s. */
+const SPARK_BUCKETS = 24;
+/** What a sparkline shows: the last 10 minutes, 60 intervals (an hour's 360 would crowd 120 px). */
+const SPARK_SPAN_MS = 600_000;
 
 /** Builds an element: attributes, then children (strings become text, never markup). */
 function h(tag: string, attrs: Record<string, string> = {}, ...children: (Node | string | null)[]): HTMLElement {
@@ -164,34 +170,53 @@ async function poll(): Promise<void> {
   }
 }
 
+/** One bucket's history from GET /history, or what is wrong with it in words; null when the key was refused or the read aborted. */
+async function fetchHistory(bucket: string, res: Resolution, signal: AbortSignal): Promise<HistoryAnswer | { problem: string } | null> {
+  try {
+    const response = await get(`/history?bucket=${encodeURIComponent(bucket)}&resolution=${res}`, signal);
+    if (response === null) return null;
+    const json = (response.headers.get('content-type') ?? '').includes('application/json');
+    const body: unknown = json ? await response.json().catch(() => null) : null;
+    if (signal.aborted) return null;
+    if (response.status === 404 || (response.ok && !json)) {
+      // No such route: a limiter from before the history (its Worker answers the path itself).
+      return { problem: 'history not available from this limiter (GET /history is not served: update durable-rate-limiter in the limiter Worker)' };
+    }
+    if (!response.ok) return { problem: `GET /history answered ${response.status}: ${(body as { error?: string } | null)?.error ?? 'no reason given'}` };
+    const read = readHistory(body);
+    return typeof read === 'string' ? { problem: read } : read;
+  } catch (error) {
+    if (signal.aborted) return null;
+    return { problem: `cannot read the history: ${(error as Error).message}` };
+  }
+}
+
 /** On a bucket's page: its history, when the last one is older than an interval or of another bucket or resolution. */
 async function pollHistory(signal: AbortSignal, force = false): Promise<void> {
   const bucket = bucketRoute();
-  if (bucket === null) return;
+  if (bucket === null) return pollSparks(signal);
   const fresh = history && history.bucket === bucket && history.resolution === resolution && Date.now() - history.fetchedAt < HISTORY_POLL_MS;
   if (fresh && !force) return;
-  let result: HistoryAnswer | { problem: string };
-  try {
-    const response = await get(`/history?bucket=${encodeURIComponent(bucket)}&resolution=${resolution}`, signal);
-    if (response === null) return;
-    const json = (response.headers.get('content-type') ?? '').includes('application/json');
-    const body: unknown = json ? await response.json().catch(() => null) : null;
-    if (response.status === 404 || (response.ok && !json)) {
-      // No such route: a limiter from before the history (its Worker answers the path itself).
-      result = { problem: 'history not available from this limiter (GET /history is not served: update durable-rate-limiter in the limiter Worker)' };
-    } else if (!response.ok) {
-      result = { problem: `GET /history answered ${response.status}: ${(body as { error?: string } | null)?.error ?? 'no reason given'}` };
-    } else {
-      const read = readHistory(body);
-      result = typeof read === 'string' ? { problem: read } : read;
-    }
-  } catch (error) {
-    if (signal.aborted) return;
-    result = { problem: `cannot read the history: ${(error as Error).message}` };
-  }
-  if (signal.aborted) return;
+  const result = await fetchHistory(bucket, resolution, signal);
+  if (result === null || signal.aborted) return;
   history = { bucket, resolution, result, fetchedAt: Date.now() };
   drawHistory();
+}
+
+/** On the overview: the sparklines' histories older than an interval, read together, then drawn. */
+async function pollSparks(signal: AbortSignal): Promise<void> {
+  if (!shown) return;
+  const names = Object.keys(shown.answer.buckets).sort().slice(0, SPARK_BUCKETS);
+  for (const name of sparks.keys()) if (!names.includes(name)) sparks.delete(name);
+  const stale = names.filter((name) => Date.now() - (sparks.get(name)?.fetchedAt ?? 0) >= HISTORY_POLL_MS);
+  if (stale.length === 0) return;
+  const results = await Promise.all(stale.map((name) => fetchHistory(name, '10s', signal)));
+  if (signal.aborted) return;
+  stale.forEach((name, k) => {
+    const result = results[k];
+    if (result) sparks.set(name, { result, fetchedAt: Date.now() });
+  });
+  if (bucketRoute() === null) draw();
 }
 
 // ---- drawing --------------------------------------------------------------------
@@ -237,10 +262,22 @@ const STATE_TEXT: Record<BucketView['state'], string> = {
   ok: 'OK',
 };
 
+/** A bucket's last 10 minutes in the overview: its sparkline, or in words why there is none. */
+function sparkCell(bucket: string, index: number): HTMLElement {
+  const cell = h('td', { 'data-field': 'spark' });
+  const spark = sparks.get(bucket);
+  if (index >= SPARK_BUCKETS) cell.append(h('span', { class: 'note' }, `- (the first ${SPARK_BUCKETS} buckets only)`));
+  else if (!spark) cell.append(h('span', { class: 'note' }, 'reading…'));
+  else if ('problem' in spark.result) cell.append(h('span', { class: 'note' }, `not available: ${spark.result.problem}`));
+  else cell.innerHTML = sparkline(spark.result, spark.result.current.at - SPARK_SPAN_MS + spark.result.resolutionMs);
+  return cell;
+}
+
 function bucketTable(rows: BucketView[], linked: boolean): HTMLElement {
-  const head = h('tr', {}, ...['Bucket', 'State', 'Windows: used / limit', 'Running', 'Queued', 'Next start', 'Penalty'].map((t) => h('th', { scope: 'col' }, t)));
+  const columns = ['Bucket', 'State', 'Windows: used / limit', 'Running', 'Queued', 'Next start', 'Penalty', ...(linked ? ['Last 10 min'] : [])];
+  const head = h('tr', {}, ...columns.map((t) => h('th', { scope: 'col' }, t)));
   const body = h('tbody');
-  for (const b of rows) {
+  rows.forEach((b, index) => {
     const several = b.windows.length > 1;
     const name = linked ? h('a', { href: `#/bucket/${encodeURIComponent(b.name)}`, 'data-focus': `bucket:${b.name}` }, b.name) : b.name;
     body.append(
@@ -254,9 +291,10 @@ function bucketTable(rows: BucketView[], linked: boolean): HTMLElement {
         h('td', {}, h('span', { 'data-field': 'queued' }, count(b.queued)), b.byPriority ? ` (${b.byPriority})` : ''),
         h('td', { 'data-field': 'next-start' }, b.nextStart === null ? '-' : `first ${startText(b.nextStart, b.now)}, last ${startText(b.lastStart, b.now)}`),
         h('td', { 'data-field': 'penalty' }, b.penaltyUntil === null ? 'none' : countdown(b.penaltyUntil)),
+        linked ? sparkCell(b.name, index) : null,
       ),
     );
-  }
+  });
   return h('table', { class: 'buckets' }, h('caption', {}, linked ? 'Every bucket (select a name for its config and history)' : 'Live state'), h('thead', {}, head), body);
 }
 

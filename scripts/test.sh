@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: the engine's Catch2 suite (release, then under ASan+UBSan),
+# Runs every test: the engine's Catch2 suite (release with g++, then under
+# ASan+UBSan with clang),
 # the libFuzzer targets for a bounded time, the object's and the client's
 # suites inside workerd, the type tests, the consumer topology from the packed
 # tarball, the CLI's tests, the local verification run at CI size (verify/:
@@ -10,8 +11,8 @@
 # the README's code samples typechecked (scripts/check-readme.mjs), the
 # dashboard page in chromium against the local stack under a stampede,
 # and the Node suite (wasm loader, native-vs-wasm differential, /testing).
-# Ends with one line:
-# "N passed, N failed".
+# Ends with the names of what failed, if anything did (CI keeps only the end
+# of the output), then one line: "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

@@ -207,8 +207,15 @@ describe('the dashboard page', () => {
     }
     expect(order).toEqual(['pause', 'forget', ...names.map((n) => `bucket:${n}`)]);
 
-    // Each bucket's last 10 minutes are drawn beside it, from GET /history.
-    await page.waitForFunction(() => [...document.querySelectorAll('tr[data-bucket] [data-field="spark"]')].every((e) => e.querySelector('svg.spark > title')), { timeout: 30_000 });
+    // Each bucket's last 10 minutes are drawn beside it, from GET /history,
+    // read again every 10 s: wait for a reading that has the stampede's
+    // starts in it (the first may predate them).
+    await page.waitForFunction(
+      () =>
+        [...document.querySelectorAll('tr[data-bucket] [data-field="spark"]')].every((e) => e.querySelector('svg.spark > title')) &&
+        /admitted: latest \d+, peak [1-9]/.test(document.querySelector('tr[data-bucket^="verify-"] svg.spark > title')?.textContent ?? ''),
+      { timeout: 30_000 },
+    );
 
     // Pause by keyboard: the page stops polling and keeps the snapshot it says it shows.
     await page.focus('#pause');

@@ -251,6 +251,11 @@ struct State {
   // When the record in force is cleared if no take comes first: the last
   // take (or the restore that kept a record) + idle_ms(). Woken for.
   std::optional<Millis> reservation_due;
+  // A take that the record covered found a renewal due: it is written in
+  // the next step (woken for at once), not in the take's own, so the
+  // callback the take starts is not held behind the commit (see
+  // record_reservation).
+  bool renewal_pending = false;
 
   std::optional<Restoring> restoring;  // between restore_begin and restore_end
 
@@ -694,6 +699,7 @@ struct State {
     unwritten.clear();
     taken_since.clear();
     reservation_written_at = now;
+    renewal_pending = false;
     if (stored) write(WriteKind::PutReservation);
     // A new record extends the slots record's cover with it (cover_span), so
     // a sequential caller's starts do not rewrite the slots on their own.
@@ -702,10 +708,14 @@ struct State {
 
   // At the end of a step. A step that stores anything anyway rewrites the
   // record with it (and the rows behind it); one in force is renewed ahead
-  // of need, in a step that takes, once half of some window's units are
-  // taken or half its span has passed (so a steady sequential caller waits
-  // for one commit every few dozen calls, not every call, and a caller that
-  // has stopped costs no renewal).
+  // of need, once a take finds half of some window's units taken or half
+  // its span passed (so a steady sequential caller meets one commit every
+  // few dozen calls, not every call, and a caller that has stopped costs no
+  // renewal). The renewal is written in the step after the take's, which
+  // the host runs as soon as the take's actions are carried out: the
+  // callback the take started is already on its way, so a callback that
+  // outlasts the commit never waits for it. The record in force still
+  // covers every take until then.
   // Once no take came for kIdleSlotsWriteMs it is cleared, so a bucket
   // evicted after a quiet spell restores exactly.
   void record_reservation() {
@@ -719,6 +729,7 @@ struct State {
       last_take_at.reset();
       in_run = false;
       reservation_due.reset();
+      renewal_pending = false;
       return;
     }
     const bool recent = reservation_due && now < *reservation_due;
@@ -726,9 +737,12 @@ struct State {
       write_reservation(recent);
     } else if (reservation && !recent) {
       write_reservation(false);
-    } else if (reservation && last_take_at == now && renewal_due()) {
+    } else if (reservation && renewal_pending) {
       write_reservation(true);
+    } else if (reservation && last_take_at == now && renewal_due()) {
+      renewal_pending = true;
     }
+    if (!reservation) renewal_pending = false;
     if (!reservation && !recent) reservation_due.reset();
   }
 
@@ -1119,6 +1133,7 @@ struct State {
     if (slots_write_due && (!wake || *slots_write_due < *wake)) wake = slots_write_due;
     if (refunds_due && (!wake || *refunds_due < *wake)) wake = refunds_due;
     if (reservation && reservation_due && (!wake || *reservation_due < *wake)) wake = reservation_due;
+    if (renewal_pending) wake = now;
     history.hold(queued, running);
   }
 

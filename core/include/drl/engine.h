@@ -187,7 +187,9 @@ struct HistoryRow {
 // no write of its own (its row goes with the next step that stores), and a
 // restore counts the record as taken in full, dated at its end or at the
 // restore, whichever is earlier. The record is renewed ahead of need (half
-// its units or half its span used) and cleared after twice the run's pace
+// its units or half its span used), in the step after the take that found
+// it due (next_wake() is then that take's time: the host runs it at once,
+// after starting the take's callback), and cleared after twice the run's pace
 // (at least 500 ms) without a take. The bounds:
 //   D = 16 x the gap between the run's last two takes, within
 //       [kReserveSpanMs, kMaxReserveSpanMs] (no record for a bucket with a

@@ -1,6 +1,6 @@
 // Shared by the CLI's end-to-end tests: scratch applications, running the
 // bundled CLI as a child process, free loopback ports.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -64,6 +64,25 @@ export function freePort(): Promise<number> {
       const { port } = server.address() as { port: number };
       server.close(() => done(port));
     });
+  });
+}
+
+/**
+ * Starts `command` in a pseudo-terminal (util-linux `script`) `cols` wide.
+ * `script` runs it through $SHELL, pinned here to /bin/sh so the test does
+ * not depend on the caller's shell, and the shell execs it: the command is
+ * then alone in the terminal's foreground group, so a Ctrl-C typed there
+ * reaches it and nothing else. (Without the exec, dash stays as its parent,
+ * dies of the same SIGINT, and `script -e` reports 130 whatever the command
+ * did.) Detached: stop it with stopGroup.
+ */
+export function spawnInTerminal(command: string, options: { cwd: string; env: NodeJS.ProcessEnv; cols: number }): ChildProcess {
+  // A pty made without a terminal above it is 0 columns wide: give it a size.
+  return spawn('script', ['-q', '-e', '-c', `stty cols ${options.cols} rows 40; exec ${command}`, '/dev/null'], {
+    cwd: options.cwd,
+    env: { ...options.env, SHELL: '/bin/sh' },
+    detached: true,
+    stdio: ['pipe', 'pipe', 'pipe'],
   });
 }
 

@@ -2,14 +2,14 @@
 // (util-linux `script`), answered by typing at each prompt: text, arrow keys
 // in a select, y/n at confirmations. It declines the install, the types and
 // the deploy, so nothing reaches the network.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { parse } from 'jsonc-parser';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { CLI, scratchApp, stopGroup } from './helpers.ts';
+import { CLI, scratchApp, spawnInTerminal, stopGroup } from './helpers.ts';
 
 const DOWN = '\x1b[B';
 const UP = '\x1b[A';
@@ -29,8 +29,7 @@ function terminal(command: string, cwd: string) {
   delete env.DRL_CONFIG_KEY;
   delete env.NO_COLOR;
   delete env.CI;
-  // A pty made without a terminal above it is 0 columns wide: give it a size.
-  const child = spawn('script', ['-q', '-e', '-c', `stty cols 120 rows 40; ${command}`, '/dev/null'], { cwd, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawnInTerminal(command, { cwd, env, cols: 120 });
   let screen = '';
   let seen = 0;
   child.stdout!.on('data', (c: Buffer) => (screen += stripAnsi(c.toString())));

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { CLI, runCli, stopGroup } from './helpers.ts';
+import { CLI, runCli, spawnInTerminal, stopGroup } from './helpers.ts';
 // @ts-expect-error: the harness is plain JavaScript
 import { Stack, bundleWorkers } from '../../verify/local/stack.mjs';
 
@@ -65,7 +65,7 @@ describe('stats --watch', () => {
     delete env.NO_COLOR;
     delete env.CI;
     const command = `${process.execPath} ${CLI} stats --watch --interval 0.5 --url ${url}`;
-    const child = spawn('script', ['-q', '-e', '-c', `stty cols 160 rows 40; ${command}`, '/dev/null'], { cwd: scratch(), env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawnInTerminal(command, { cwd: scratch(), env, cols: 160 });
     children.push(child);
     let raw = '';
     child.stdout!.on('data', (c: Buffer) => (raw += c.toString()));

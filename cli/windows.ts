@@ -10,9 +10,11 @@ import type { LimiterStats, WindowStats } from '../shim/envelope.ts';
 /** The unit a window counts when its config names none. */
 export const DEFAULT_UNIT = 'requests';
 
+/** Fields an older limiter's stats do not have (windows, deadlines and priorities, covering reservations came later). */
+type LaterStatsFields = 'windows' | 'units' | 'predictedStart' | 'queuedByPriority' | 'reservation';
+
 /** Stats as any limiter answers them: an object older than windows lists no `windows` and no `units`. */
-export type AnyLimiterStats = Omit<LimiterStats, 'windows' | 'units' | 'predictedStart' | 'queuedByPriority'> &
-  Partial<Pick<LimiterStats, 'windows' | 'units' | 'predictedStart' | 'queuedByPriority'>>;
+export type AnyLimiterStats = Omit<LimiterStats, LaterStatsFields> & Partial<Pick<LimiterStats, LaterStatsFields>>;
 
 /** The name stats gives the primary window. */
 const PRIMARY_WINDOW = 'bucket';

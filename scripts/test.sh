@@ -119,7 +119,7 @@ stage "client tests in workerd (vitest-pool-workers, against the real object)"
 run_vitest vitest-client.json test/client/vitest.config.ts
 
 stage "typechecks: shim/, the type tests, the test files"
-for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json cli/tsconfig.json shim/do/dashboard/tsconfig.json test/browser/tsconfig.json; do
+for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json test/do/tsconfig.json test/node/tsconfig.json cli/tsconfig.json shim/do/dashboard/tsconfig.json test/browser/tsconfig.json; do
   if node_modules/.bin/tsc -p "$project" --noEmit; then
     echo "tsc -p $project: ok"; passed=$((passed + 1))
   else

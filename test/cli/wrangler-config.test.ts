@@ -24,7 +24,7 @@ function withoutInsertions(plan: Extract<BindingPlan, { kind: 'insert' }>): stri
 
 function inserted(text: string, format: 'json' | 'jsonc' | 'toml', spec: BindingSpec) {
   const plan = planBinding(text, format, spec);
-  if (plan.kind !== 'insert') throw new Error(`expected an insertion, got a fragment: ${plan.reason}`);
+  if (plan.kind !== 'insert') throw new Error(`expected an insertion, got ${plan.kind === 'fragment' ? `a fragment: ${plan.reason}` : plan.kind}`);
   expect(withoutInsertions(plan)).toBe(text);
   return plan;
 }

@@ -129,7 +129,7 @@ describe('routing', () => {
   });
 
   it('answers GET /__drl without a key: who it is and its envelope, nothing else', async () => {
-    for (const headers of [{}, { authorization: 'Bearer wrong' }]) {
+    for (const headers of [{}, { authorization: 'Bearer wrong' }] as Record<string, string>[]) {
       const response = await SELF.fetch(`${ORIGIN}/__drl`, { headers });
       expect(response.status).toBe(200);
       expect(await response.json()).toEqual({ limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION });

@@ -4,6 +4,7 @@ import { env, runInDurableObject } from 'cloudflare:test';
 import { rejection, sleep, waitFor } from '../shared/async.ts';
 
 import type { LimiterDO } from '../../shim/do/index.ts';
+import type { LimiterStub } from '../../shim/client/index.ts';
 import type { CallReport, LimiterConfig } from '../../shim/envelope.ts';
 
 export interface TestEnv {
@@ -39,6 +40,14 @@ export async function configured(config: LimiterConfig, prefix?: string): Promis
   return { name, stub };
 }
 
+
+/**
+ * The stub seen through the client's LimiterStub. RPC typing erases
+ * execute's generics (on DurableObjectStub<LimiterDO> it resolves to never,
+ * which narrows to nothing); LimiterStub keeps them, so a settled call's
+ * `ok` narrows its `value` and `error`.
+ */
+export const typed = (stub: LimiterStub): LimiterStub => stub;
 
 /** A callback that records when it ran and returns `report`. */
 export function recorder<T>(report: CallReport<T>, latencyMs = 0): { fn: () => Promise<CallReport<T>>; startedAt: number[] } {

@@ -4,7 +4,7 @@ import { RpcTarget } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 
 import { REGISTRY_NAME } from '../../shim/do/index.ts';
-import type { LimiterConfig } from '../../shim/envelope.ts';
+import type { CallReport, LimiterConfig } from '../../shim/envelope.ts';
 import { bucket, configured, recorder, rejection, tablesOf, uniqueName } from './helpers.ts';
 
 const CONFIG: LimiterConfig = { bucket: { limitPerWindow: 7, windowInMs: 60_000 }, concurrency: 2, retry: { maxRetries: 3, minDelayInMs: 10 } };
@@ -34,7 +34,7 @@ function nested(levels: number, leaf: unknown = 1, arrays = false): unknown {
 }
 
 describe('execute', () => {
-  type Fn = () => Promise<{ value: string; status: number }>;
+  type Fn = () => Promise<CallReport<string>>;
   const cases: [string, (stub: ReturnType<typeof bucket>, fn: Fn) => Promise<unknown>, ErrorClass, RegExp][] = [
     ['a string instead of a function', (s) => s.execute('not a function' as never), TypeError, /fn must be a function \(received "not a function"\)/],
     ['a number instead of a function', (s) => s.execute(42 as never), TypeError, /fn must be a function \(received 42\)/],

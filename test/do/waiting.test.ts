@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 
 import type { LimiterStats } from '../../shim/envelope.ts';
-import { configured, rejection, sleep, waitFor } from './helpers.ts';
+import { configured, rejection, sleep, typed, waitFor } from './helpers.ts';
 
 /** A gate a callback can wait on, opened from the test. */
 function gate(): { wait: Promise<void>; open: () => void } {
@@ -35,7 +35,7 @@ describe('maxWaitMs', () => {
     await stub.execute(async () => ({ value: 'first' }));
     let ran = false;
     const before = Date.now();
-    const settled = await stub.execute(
+    const settled = await typed(stub).execute(
       async () => {
         ran = true;
         return { value: 'second' };
@@ -72,7 +72,7 @@ describe('maxWaitMs', () => {
     await waitFor(async () => (await stub.stats()).running === 1, 5000, 'the slow call to start');
     let ran = false;
     const before = Date.now();
-    const settled = await stub.execute(
+    const settled = await typed(stub).execute(
       async () => {
         ran = true;
         return {};

@@ -33,6 +33,7 @@ function stats(over: Partial<LimiterStats> = {}): LimiterStats {
     resetAt: NOW + 42_000,
     penalised: false,
     forcedUntil: null,
+    reservation: null,
     active: 1,
     running: 1,
     restoredSlots: 0,

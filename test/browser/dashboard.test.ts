@@ -405,6 +405,21 @@ describe('the dashboard page', () => {
       const points = await page.$eval('.history svg.chart path.s0', (e) => e.getAttribute('d')!.match(/[ML]/g)!.length);
       expect(points).toBe(1440);
       await shot('history-charts');
+
+      // Back on the overview, a limiter without the route: the reason is said once, under the table, not in every row.
+      mode = 'missing';
+      await page.evaluate(() => (location.hash = ''));
+      await page.waitForFunction(() => document.querySelector('[data-field="spark-problem"]') !== null, { timeout: 30_000 });
+      const problems = await page.$$eval('[data-field="spark-problem"]', (list) => list.map((e) => e.textContent));
+      expect(problems).toEqual(['Last 10 min: history not available from this limiter (GET /history is not served: update durable-rate-limiter in the limiter Worker).']);
+      // Every row that has a sparkline cell to fill (the first 24) says only that it is missing.
+      await page.waitForFunction(
+        () => {
+          const cells = [...document.querySelectorAll('tr[data-bucket] [data-field="spark"]')].filter((e) => !e.textContent!.startsWith('- ('));
+          return cells.length > 0 && cells.every((e) => e.textContent === 'not available (why: below the table)');
+        },
+        { timeout: 30_000 },
+      );
     } finally {
       page.off('request', answer);
       await page.setRequestInterception(false);

@@ -268,7 +268,7 @@ function sparkCell(bucket: string, index: number): HTMLElement {
   const spark = sparks.get(bucket);
   if (index >= SPARK_BUCKETS) cell.append(h('span', { class: 'note' }, `- (the first ${SPARK_BUCKETS} buckets only)`));
   else if (!spark) cell.append(h('span', { class: 'note' }, 'reading…'));
-  else if ('problem' in spark.result) cell.append(h('span', { class: 'note' }, `not available: ${spark.result.problem}`));
+  else if ('problem' in spark.result) cell.append(h('span', { class: 'note' }, 'not available (why: below the table)'));
   else cell.innerHTML = sparkline(spark.result, spark.result.current.at - SPARK_SPAN_MS + spark.result.resolutionMs);
   return cell;
 }
@@ -316,6 +316,9 @@ function draw(): void {
     if (bucket === null) {
       const parts: Node[] = [h('h2', {}, 'Buckets')];
       parts.push(rows.length === 0 ? h('p', {}, 'No bucket is configured yet: run npx durable-rate-limiter configure, or call a declared bucket once.') : bucketTable(rows, true));
+      // Why sparklines are missing, once per reason rather than in every row (an older limiter gives every bucket the same one).
+      const problems = new Set([...sparks.values()].flatMap(({ result }) => ('problem' in result ? [result.problem] : [])));
+      for (const problem of problems) parts.push(h('p', { class: 'note', 'data-field': 'spark-problem' }, `Last 10 min: ${problem}.`));
       const invalid = Object.entries(answer.invalid ?? {});
       if (invalid.length > 0) {
         parts.push(h('h2', {}, 'Buckets with an invalid declaration'), h('ul', {}, ...invalid.map(([name, error]) => h('li', {}, h('strong', {}, name), `: ${error}`))));

@@ -6,6 +6,8 @@
 // figures are medians of per-round ratios. Printed figures, never assertions.
 //
 //   node bench/e2e/compare.mjs ../wt-old/dist [--rounds=9] [--slice=300] [--c=1,16,64]
+//   node bench/e2e/compare.mjs ../wt-old/dist --cold=15   cold starts at 100,000 grants instead:
+//     each round evicts and calls both builds' seeded bucket, in alternating order
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -23,6 +25,7 @@ const option = (name, fallback) => {
 const ROUNDS = option('rounds', 9);
 const SLICE_MS = option('slice', 300);
 const CONCURRENCY = process.argv.find((a) => a.startsWith('--c='))?.slice(4).split(',').map(Number) ?? [1, 16, 64];
+const COLD_ROUNDS = option('cold', 0);
 const dists = { after: join(root, 'dist'), before: resolve(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? '') };
 for (const [label, dir] of Object.entries(dists)) {
   if (!existsSync(join(dir, 'do-worker.js'))) {
@@ -65,7 +68,39 @@ const mf = new Miniflare({
 const job = async (body) => postJob(await mf.getWorker(body.ns === 'BEFORE' ? 'driver-before' : 'driver-after'), body);
 const f2 = (n) => n.toFixed(2);
 
-try {
+/** First calls on fresh instances of a bucket holding 100,000 live grants, both builds alternating. */
+async function coldStarts() {
+  // A 10-minute window on the engine's 5 ms grid: 100,000 rows span 500 s, all live.
+  const config = { bucket: { limitPerWindow: 1_000_000_000, windowInMs: 600_000 }, concurrency: 1_000_000 };
+  const builds = [
+    ['after', 'AFTER'],
+    ['before', 'BEFORE'],
+  ];
+  for (const [, ns] of builds) {
+    await job({ kind: 'configure', ns, name: 'bench-cold', config });
+    await job({ kind: 'seed', ns, name: 'bench-cold', count: 100_000, step: 5 });
+  }
+  const rounds = [];
+  for (let r = 0; r < COLD_ROUNDS; r++) {
+    const firstMs = {};
+    for (const [key, ns] of r % 2 === 0 ? builds : [...builds].reverse()) {
+      await job({ kind: 'evict', ns, name: 'bench-cold' });
+      const out = await job({ kind: 'cold', ns, name: 'bench-cold', warmCalls: 1 });
+      if (out.stats.liveGrants < 100_000) throw new Error(`${key}: ${out.stats.liveGrants} live grants restored, 100,000 seeded`);
+      firstMs[key] = out.firstMs;
+    }
+    rounds.push(firstMs);
+  }
+  console.log(`limiter ${dists.after} (after) vs ${dists.before} (before); disk-backed SQLite in ${persist}`);
+  console.log(`cold start at 100,000 grants, first call on a fresh instance (isolate warm), ${COLD_ROUNDS} rounds alternating:`);
+  console.log(
+    `  after ${median(rounds.map((x) => x.after))} ms, before ${median(rounds.map((x) => x.before))} ms (medians); ` +
+      `after/before ${f2(median(rounds.map((x) => x.after / x.before)))} (median of per-round ratios)`,
+  );
+}
+
+/** Calls per second of both builds and the bare object, at each concurrency. */
+async function throughput() {
   const config = { bucket: { limitPerWindow: 1_000_000_000, windowInMs: 10 }, concurrency: 1_000_000 };
   for (const ns of ['AFTER', 'BEFORE']) await job({ kind: 'configure', ns, name: 'bench-small', config });
   const targets = [
@@ -102,6 +137,11 @@ try {
       );
     }
   }
+}
+
+try {
+  if (COLD_ROUNDS > 0) await coldStarts();
+  else await throughput();
 } finally {
   await mf.dispose();
   rmSync(persist, { recursive: true, force: true });

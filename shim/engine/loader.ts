@@ -76,16 +76,30 @@ export interface EngineWaiting {
   maxWaitMs?: number;
 }
 
+/**
+ * Grant rows as two columns of one length, row i being (at[i], amount[i]):
+ * what storage reads a full log into, without a small array per row. A
+ * value that is not a number (a damaged row) is passed on as NaN, which
+ * the engine drops.
+ */
+export interface GrantColumns {
+  at: ArrayLike<unknown>;
+  amount: ArrayLike<unknown>;
+}
+
+/** Grant rows as stored: (at, amount) pairs, or the same as two columns. */
+export type GrantRows = ArrayLike<readonly [number, number]> | GrantColumns;
+
 export interface EngineSnapshot {
   config?: string;
   forcedUntil?: number;
   liftPending?: boolean;
-  /** (at, amount) pairs exactly as stored; bad rows are normalised. */
-  grants?: ArrayLike<readonly [number, number]>;
+  /** The primary window's rows exactly as stored; bad rows are normalised. */
+  grants?: GrantRows;
   /** The slots record as stored (attempts that may still be running). */
   slots?: string;
   /** The extra windows' rows, by window name, as stored. */
-  windows?: ReadonlyArray<readonly [name: string, grants: ArrayLike<readonly [number, number]>]>;
+  windows?: ReadonlyArray<readonly [name: string, grants: GrantRows]>;
   /** The reservation record as stored ('' or absent: none): counted in full as taken. */
   reservation?: string;
 }
@@ -164,6 +178,9 @@ const ERROR_KINDS = [Error, TypeError, RangeError] as const;
 // Rows per restore chunk: 64 KiB of doubles, so restoring a full log never
 // needs a second full copy inside the module.
 const RESTORE_CHUNK = 4096;
+
+/** A stored value as the engine reads it: a number as it is, anything else (null from a damaged row) NaN, which it drops. */
+const asNumber = (value: unknown): number => (typeof value === 'number' ? value : typeof value === 'bigint' ? Number(value) : NaN);
 const FAILURE_FLAGS = { retryable: 1 << 1, final: 2 << 1 } as const;
 
 /** One instantiated core.wasm; it can hold many engines. */
@@ -320,14 +337,26 @@ export class Engine {
     return units.length;
   }
 
-  #restoreRows(grants: ArrayLike<readonly [number, number]>, send: (count: number) => void): void {
-    for (let from = 0; from < grants.length; from += RESTORE_CHUNK) {
-      const count = Math.min(RESTORE_CHUNK, grants.length - from);
+  #restoreRows(grants: GrantRows, send: (count: number) => void): void {
+    // Told apart by `amount`: an array of pairs has an `at` too (Array.prototype.at).
+    const columns = 'amount' in grants ? grants : undefined;
+    const pairs = columns === undefined ? (grants as ArrayLike<readonly [number, number]>) : undefined;
+    const total = columns ? Math.min(columns.at.length, columns.amount.length) : pairs!.length;
+    for (let from = 0; from < total; from += RESTORE_CHUNK) {
+      const count = Math.min(RESTORE_CHUNK, total - from);
       const buffer = this.#core.f64(count * 2);
-      for (let i = 0; i < count; i++) {
-        const row = grants[from + i]!;
-        buffer[2 * i] = row[0];
-        buffer[2 * i + 1] = row[1];
+      if (columns) {
+        const { at, amount } = columns;
+        for (let i = 0; i < count; i++) {
+          buffer[2 * i] = asNumber(at[from + i]);
+          buffer[2 * i + 1] = asNumber(amount[from + i]);
+        }
+      } else {
+        for (let i = 0; i < count; i++) {
+          const row = pairs![from + i]!;
+          buffer[2 * i] = row[0];
+          buffer[2 * i + 1] = row[1];
+        }
       }
       send(count);
     }

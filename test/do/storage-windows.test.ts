@@ -4,7 +4,7 @@
 import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 
-import type { EngineWrite } from '../../shim/engine/loader.ts';
+import type { EngineWrite, GrantColumns } from '../../shim/engine/loader.ts';
 import { LimiterStorage } from '../../shim/do/storage.ts';
 import { bucket, uniqueName } from './helpers.ts';
 
@@ -21,7 +21,12 @@ async function applied(batches: EngineWrite[][]): Promise<{ rows: [string, numbe
             .exec<{ win: string; at: number; amount: number }>(`SELECT win, at, amount FROM drl_window_grants ORDER BY win, at`)
             .toArray()
             .map((r) => [String(r.win), Number(r.at), Number(r.amount)] as [string, number, number]);
-    return { rows, read: storage.read()?.windows as [string, [number, number][]][] | undefined };
+    // Storage reads each window's rows as two columns; the test compares them as (at, amount) pairs.
+    const read = storage.read()?.windows?.map(([name, grants]) => {
+      const { at, amount } = grants as GrantColumns;
+      return [name, Array.from(at, (a, i) => [a, amount[i]])] as [string, [number, number][]];
+    });
+    return { rows, read };
   });
 }
 

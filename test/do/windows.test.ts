@@ -135,6 +135,27 @@ describe('several windows', () => {
     expect(await pending).toBe('late');
   });
 
+  it('a restart drops damaged rows of an extra window and keeps the readable ones, in each window apart', async () => {
+    const { name, stub } = await configured(tokensConfig(10_000), 'window-damage');
+    await stub.execute(reporting({ tokens: 100 }), { cost: { tokens: 100 } }); // creates the windows' table
+    await waitFor(async () => (await runInDurableObject(stub, (_i, state) => windowRows(state))).length === 1, 5_000, 'the tokens row to be stored');
+    await runInDurableObject(stub, (_instance, state) => {
+      const base = Date.now() - 200;
+      const put = (win: string, at: unknown, amount: unknown) => state.storage.sql.exec(`INSERT INTO drl_window_grants (win, at, amount) VALUES (?, ?, ?)`, win, at, amount);
+      put('tpm', base + 1, 'garbage'); // an unreadable amount: dropped
+      put('tpm', 'not-a-time', 50); // an unreadable time: dropped
+      put('tpm', base + 3, new Uint8Array([1]).buffer); // a blob: dropped, and the read goes on
+      put('tpm', base + 4, 7); // readable: kept
+      put('zzz', base + 5, 5); // a window the config no longer has: not counted anywhere
+    });
+
+    await abortAllDurableObjects();
+    const after = await bucket(name).stats();
+    expect(windowOf(after, 'tpm').used).toBe(100 + 7);
+    expect(windowOf(after, 'bucket').used).toBe(1);
+    expect(after.windows.map((w) => w.name).sort()).toEqual(['bucket', 'tpm']);
+  });
+
   it('a cost or usage naming a unit no window counts is refused with the units listed; the reservation stands', async () => {
     const { stub } = await configured(tokensConfig(1_000), 'typo');
     const typo = recorder({ value: 'never' });

@@ -102,6 +102,22 @@ describe('core.wasm loader', () => {
     expect(engine.drain().actions).toEqual([{ kind: 'start', ticket: t, attempt: 1 }]);
   });
 
+  it('restores the same log from two columns as from pairs, a value that is not a number dropping its row', () => {
+    const fromPairs = loadCore().createEngine();
+    fromPairs.restore({ config: CONFIG, grants: [[T0 - 30, 1], [T0 - 10, 2]] }, T0);
+    const fromColumns = loadCore().createEngine();
+    // As storage reads them: a damaged value is null; a bigint is a number too.
+    fromColumns.restore({ config: CONFIG, grants: { at: [T0 - 30, T0 - 20, null, BigInt(T0 - 10)], amount: [1, null, 5, 2] } }, T0);
+    expect(fromColumns.stats(T0)).toEqual(fromPairs.stats(T0));
+    expect(fromColumns.stats(T0)).toMatchObject({ used: 3, liveGrants: 2 });
+    // The two damaged rows were dropped, so the stored log is rewritten without them.
+    expect(fromColumns.drain().writes).toEqual([
+      { kind: 'clearGrants' },
+      { kind: 'putGrant', at: T0 - 30, amount: 1 },
+      { kind: 'putGrant', at: T0 - 10, amount: 2 },
+    ]);
+  });
+
   it('numbered amounts: a unit number that is not a small whole number is no unit, never a cast out of range', () => {
     const core = loadCore();
     const engine = core.createEngine();

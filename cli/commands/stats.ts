@@ -131,29 +131,34 @@ async function watchStats(ui: Ui, options: TargetOptions & { json: boolean }, in
     }
   };
 
+  // Ctrl-C is ours from the moment the cursor is hidden, the first read
+  // included (a limiter slow to answer must not leave the terminal without
+  // a cursor): it shows the cursor again and ends the command at once, with
+  // any read still in flight.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let stopping = false;
+  const stop = () => {
+    stopping = true;
+    clearTimeout(timer);
+    if (tty) out.write(SHOW_CURSOR);
+    process.exit(0);
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
   if (tty) out.write(HIDE_CURSOR);
   try {
     await read(true);
   } catch (error) {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
     if (tty) out.write(SHOW_CURSOR);
     throw error;
   }
-  await new Promise<void>((stopped) => {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let stopping = false;
+  // Reads until stop() ends the process.
+  await new Promise<never>(() => {
     const next = () => {
       timer = setTimeout(() => void read(false).then(() => !stopping && next()), interval);
     };
-    const stop = () => {
-      stopping = true;
-      clearTimeout(timer);
-      if (tty) out.write(SHOW_CURSOR);
-      stopped();
-      // A read still in flight must not hold the process open: Ctrl-C ends it now.
-      process.exit(0);
-    };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
     next();
   });
 }

@@ -6,11 +6,14 @@
 // with a message that says what was wrong.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { ENVELOPE_VERSION } from '../../shim/envelope.ts';
 import { CLI, runCli, spawnInTerminal, stopGroup } from './helpers.ts';
 // @ts-expect-error: the harness is plain JavaScript
 import { Stack, bundleWorkers } from '../../verify/local/stack.mjs';
@@ -89,6 +92,34 @@ describe('stats --watch', () => {
     expect(await exited).toBe(0);
     expect(raw.slice(beforeStop)).toContain(SHOW_CURSOR);
     expect(raw.lastIndexOf(SHOW_CURSOR)).toBeGreaterThan(raw.lastIndexOf(HIDE_CURSOR));
+  });
+
+  it('Ctrl-C during a first read that never answers still exits 0 with the cursor shown', async () => {
+    // A limiter that says who it is, then never answers GET /stats.
+    const hung: ServerResponse[] = [];
+    const server = createServer((request, response) => {
+      if (request.url === '/__drl') {
+        response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION }));
+      } else hung.push(response);
+    });
+    await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening));
+    try {
+      const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const env: NodeJS.ProcessEnv = { ...process.env, TERM: 'xterm-256color', DRL_CONFIG_KEY: KEY };
+      const child = spawnInTerminal(`${process.execPath} ${CLI} stats --watch --interval 0.5 --url ${origin}`, { cwd: scratch(), env, cols: 160 });
+      children.push(child);
+      let raw = '';
+      child.stdout!.on('data', (c: Buffer) => (raw += c.toString()));
+      child.stderr!.on('data', (c: Buffer) => (raw += c.toString()));
+      const exited = new Promise<number>((done) => child.on('close', (code) => done(code ?? -1)));
+      await until(() => raw.includes(HIDE_CURSOR) && hung.length > 0, () => `never asked for the stats; the screen ends:\n${stripAnsi(raw).slice(-2000)}`);
+      child.stdin!.write('\x03'); // Ctrl-C
+      expect(await exited).toBe(0);
+      expect(raw.lastIndexOf(SHOW_CURSOR)).toBeGreaterThan(raw.lastIndexOf(HIDE_CURSOR));
+    } finally {
+      for (const response of hung) response.destroy();
+      server.close();
+    }
   });
 
   it('prints one line per read when piped, until SIGINT (exit 0)', async () => {

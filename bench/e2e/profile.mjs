@@ -4,7 +4,8 @@
 // time and the share of a few entry points by total time. A tool for finding
 // what to make faster; it prints figures and asserts nothing.
 //
-//   node bench/e2e/profile.mjs [--c=1] [--ms=4000] [--mode=raw|client] [--top=25] [--dist=dist]
+//   node bench/e2e/profile.mjs [--c=1] [--ms=4000] [--mode=raw|client] [--top=25] [--dist=dist] [--windows=1|3]
+//   (--windows=3: the bench's three-window bucket, each call reserving 100 tokens and reporting 90)
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -22,6 +23,7 @@ const C = Number(arg('c', '1'));
 const MS = Number(arg('ms', '4000'));
 const MODE = arg('mode', 'raw');
 const TOP = Number(arg('top', '25'));
+const THREE_WINDOWS = arg('windows', '1') === '3';
 const PORT = 9300 + Math.floor(Math.random() * 500);
 
 const persist = mkdtempSync(join(tmpdir(), 'drl-profile-'));
@@ -69,13 +71,20 @@ async function inspector() {
 
 try {
   const name = 'profile-small';
-  await job({ kind: 'configure', ns: 'LIMITER', name, config: { bucket: { limitPerWindow: 1_000_000_000, windowInMs: 10 }, concurrency: 1_000_000 } });
-  await job({ kind: 'load', ns: 'LIMITER', name, mode: MODE, c: C, ms: 500 }); // warm-up
+  const config = { bucket: { limitPerWindow: 1_000_000_000, windowInMs: 10 }, concurrency: 1_000_000 };
+  if (THREE_WINDOWS) {
+    config.windows = {
+      long: { limitPerWindow: 1_000_000_000, windowInMs: 1_000 },
+      tpm: { unit: 'tokens', limitPerWindow: 1_000_000_000, windowInMs: 10 },
+    };
+  }
+  await job({ kind: 'configure', ns: 'LIMITER', name, config });
+  await job({ kind: 'load', ns: 'LIMITER', name, mode: MODE, c: C, ms: 500, units: THREE_WINDOWS }); // warm-up
   const session = await inspector();
   await session.send('Profiler.enable');
   await session.send('Profiler.setSamplingInterval', { interval: 50 });
   await session.send('Profiler.start');
-  const load = await job({ kind: 'load', ns: 'LIMITER', name, mode: MODE, c: C, ms: MS });
+  const load = await job({ kind: 'load', ns: 'LIMITER', name, mode: MODE, c: C, ms: MS, units: THREE_WINDOWS });
   const { profile } = await session.send('Profiler.stop');
   session.close();
   writeFileSync(join(tmpdir(), 'drl-limiter.cpuprofile'), JSON.stringify(profile));
@@ -110,7 +119,7 @@ try {
   const us = (t) => (t / calls).toFixed(1).padStart(8);
   const pct = (t) => `${((100 * t) / all).toFixed(1).padStart(5)}%`;
   const idle = (self.get('(idle) ') ?? 0) + (self.get('(program) ') ?? 0);
-  console.log(`limiter isolate, ${MODE} calls at C=${C}: ${calls} calls in ${load.elapsedMs} ms; sampled ${(all / 1000).toFixed(0)} ms; busy ${((all - idle) / calls).toFixed(1)} us per call`);
+  console.log(`limiter isolate, ${MODE} calls at C=${C}${THREE_WINDOWS ? ', 3 windows' : ''}: ${calls} calls in ${load.elapsedMs} ms; sampled ${(all / 1000).toFixed(0)} ms; busy ${((all - idle) / calls).toFixed(1)} us per call`);
   console.log(`(profile: ${join(tmpdir(), 'drl-limiter.cpuprofile')}; us = microseconds per call)\n`);
   console.log('self us/call  share  function');
   for (const [l, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, TOP)) console.log(`${us(t)}    ${pct(t)}  ${l}`);

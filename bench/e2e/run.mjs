@@ -192,16 +192,17 @@ async function throughput(mf) {
 
 async function storageFigures(mf, pid) {
   const out = [];
-  const calls = async (ns, name, c) => job(mf, { kind: 'load', ns, name, mode: 'raw', c, ms: SLICE_MS });
-  for (const [label, ns, name] of [
+  const calls = async (ns, name, c, units) => job(mf, { kind: 'load', ns, name, mode: 'raw', c, ms: SLICE_MS, units });
+  for (const [label, ns, name, units] of [
     ['durable floor', 'FLOOR', 'bench-floor-count'],
     ['limiter, 10 grants', 'COUNTING', 'count-small'],
     ['limiter, 100,000 grants', 'COUNTING', 'count-log-100k'],
+    ['limiter, 3 windows', 'COUNTING', 'count-3-windows', true],
   ]) {
     for (const c of [1, 16, 64]) {
       const before = await job(mf, { kind: 'counters', ns, name });
       const io0 = ioBytes(pid);
-      const r = await calls(ns, name, c);
+      const r = await calls(ns, name, c, units);
       const io1 = ioBytes(pid);
       const after = await job(mf, { kind: 'counters', ns, name });
       out.push({
@@ -324,6 +325,7 @@ try {
       }
       await job(mf, { kind: 'configure', ns: 'LIMITER', name: THREE_WINDOWS.bucket, config: threeWindowConfig });
       await job(mf, { kind: 'configure', ns: 'COUNTING', name: 'count-small', config: configFor(LOGS[0]) });
+      await job(mf, { kind: 'configure', ns: 'COUNTING', name: 'count-3-windows', config: threeWindowConfig });
       await job(mf, { kind: 'configure', ns: 'COUNTING', name: 'count-log-100k', config: configFor(LOGS[2]) });
       await job(mf, { kind: 'seed', ns: 'COUNTING', name: 'count-log-100k', count: 100_000, step: SEED_STEP_MS });
 
@@ -335,10 +337,10 @@ try {
       const pid = workerdPid();
       const storage = await storageFigures(mf, pid);
       console.log(`\nStorage written per call (${location.label}; stub.execute; rows from the SQL API's rowsWritten, bytes from workerd's /proc io)`);
-      console.log(`${'object'.padEnd(26)}${pad('C', 4)}${pad('rows', 7)}${pad('stmts', 7)}${pad('commits', 9)}${pad('reserved', 10)}${pad('db growth B', 13)}${pad('disk B', 10)}${pad('write() B', 11)}${pad('db size', 12)}`);
+      console.log(`${'object'.padEnd(26)}${pad('C', 4)}${pad('rows', 7)}${pad('stmts', 7)}${pad('commits', 9)}${pad('reserved', 22)}${pad('db growth B', 13)}${pad('disk B', 10)}${pad('write() B', 11)}${pad('db size', 12)}`);
       for (const s of storage) {
         console.log(
-          `${s.label.padEnd(26)}${pad(s.c, 4)}${pad(fmt(s.rows, 2), 7)}${pad(fmt(s.statements, 2), 7)}${pad(fmt(s.commits, 3), 9)}${pad(s.reservation ?? '-', 10)}${pad(fmt(s.dbGrowth, 1), 13)}${pad(fmt(s.diskBytes), 10)}${pad(fmt(s.sysBytes), 11)}${pad(fmt(s.databaseSize), 12)}`,
+          `${s.label.padEnd(26)}${pad(s.c, 4)}${pad(fmt(s.rows, 2), 7)}${pad(fmt(s.statements, 2), 7)}${pad(fmt(s.commits, 3), 9)}${pad(s.reservation ?? '-', 22)}${pad(fmt(s.dbGrowth, 1), 13)}${pad(fmt(s.diskBytes), 10)}${pad(fmt(s.sysBytes), 11)}${pad(fmt(s.databaseSize), 12)}`,
         );
       }
       console.log('(commits: runs of the object\'s code in which a statement wrote, an upper bound on commits; reserved: the reservation in force at the end,');

@@ -16,6 +16,8 @@ const WINDOW_GRANTS = 'drl_window_grants';
 const HISTORY = 'drl_history';
 // Rows per multi-row upsert: at most 90 bound parameters (three columns).
 const ROWS_PER_UPSERT = 30;
+// Rows per multi-row delete (one bound parameter each, plus the window's name).
+const ROWS_PER_DELETE = 90;
 
 export interface StoredBucket extends EngineSnapshot {
   name?: string;
@@ -185,9 +187,32 @@ export class LimiterStorage {
     // The same for the primary window's upserts (a reservation's owed rows
     // land together): written before any delete of its rows.
     let primaryPuts: Map<number, number> | undefined;
+    // A run of row deletes, in one statement rather than one per row (the
+    // rewrite of refunded rows can delete dozens): the primary window's, or
+    // one extra window's. Written before the next write of any other kind.
+    let deletes: { win: string | undefined; ats: number[] } | undefined;
     let rows = 0;
     for (let i = 0; i < writes.length; i++) {
       const w = writes[i]!;
+      if (w.kind === 'deleteGrant') {
+        const win = w.window;
+        if (deletes === undefined || deletes.win !== win) {
+          if (deletes) rows += this.#deleteGrants(deletes.win, deletes.ats);
+          deletes = { win, ats: [] };
+        }
+        // The upserts gathered so far land before a delete of their table.
+        if (win === undefined && primaryPuts) {
+          rows += this.#putGrants(primaryPuts);
+          primaryPuts = undefined;
+        } else if (win !== undefined && windowPuts) {
+          rows += this.#putWindowGrants(windowPuts);
+          windowPuts = undefined;
+        }
+        deletes.ats.push(w.at);
+        continue;
+      }
+      if (deletes) rows += this.#deleteGrants(deletes.win, deletes.ats);
+      deletes = undefined;
       if ('window' in w && w.window !== undefined) {
         if (w.kind === 'putGrant') {
           // Gathered: a take in three windows upserts two of these rows, in
@@ -201,7 +226,7 @@ export class LimiterStorage {
         }
         continue;
       }
-      if (primaryPuts && (w.kind === 'deleteGrant' || w.kind === 'clearGrants' || w.kind === 'eraseAll')) {
+      if (primaryPuts && (w.kind === 'clearGrants' || w.kind === 'eraseAll')) {
         rows += this.#putGrants(primaryPuts);
         primaryPuts = undefined;
       }
@@ -212,9 +237,6 @@ export class LimiterStorage {
         case 'deleteGrantsThrough':
           this.#expiredThrough = Math.max(this.#expiredThrough ?? w.at, w.at);
           this.#expiries++; // deleted at the end of a batch that writes (below)
-          break;
-        case 'deleteGrant':
-          rows += this.#sql.exec(`DELETE FROM ${GRANTS} WHERE at = ?`, w.at).rowsWritten;
           break;
         case 'clearGrants':
           this.#expiredThrough = undefined;
@@ -242,6 +264,7 @@ export class LimiterStorage {
           break;
       }
     }
+    if (deletes) rows += this.#deleteGrants(deletes.win, deletes.ats);
     if (primaryPuts) rows += this.#putGrants(primaryPuts);
     if (windowPuts) rows += this.#putWindowGrants(windowPuts);
     // A full batch of expiries is deleted with a batch that writes anyway
@@ -265,6 +288,21 @@ export class LimiterStorage {
       ).rowsWritten;
     }
     return this.#upsert(GRANTS, ['at', 'amount'], [...puts]);
+  }
+
+  /** Deletes the rows at `ats` of the primary window (`win` undefined) or of one extra window, up to 90 per statement. */
+  #deleteGrants(win: string | undefined, ats: readonly number[]): number {
+    if (win !== undefined) this.#ensureWindows();
+    let written = 0;
+    for (let from = 0; from < ats.length; from += ROWS_PER_DELETE) {
+      const chunk = ats.slice(from, from + ROWS_PER_DELETE);
+      const list = chunk.map(() => '?').join(', ');
+      written +=
+        win === undefined
+          ? this.#sql.exec(`DELETE FROM ${GRANTS} WHERE at IN (${list})`, ...chunk).rowsWritten
+          : this.#sql.exec(`DELETE FROM ${WINDOW_GRANTS} WHERE win = ? AND at IN (${list})`, win, ...chunk).rowsWritten;
+    }
+    return written;
   }
 
   /** Upserts extra windows' grants, a few dozen rows per statement. */

@@ -84,6 +84,54 @@ describe('extra windows in storage', () => {
     expect(read).toEqual([['tpm', [[30, 3]]]]);
   });
 
+  it('a run of row deletes is one statement per table, and keeps its place among the upserts', async () => {
+    const result = await runInDurableObject(bucket(uniqueName('storage-deletes')), async (_instance, state) => {
+      const deletes: string[] = [];
+      const sql = state.storage.sql;
+      const counting = {
+        exec: (query: string, ...args: SqlStorageValue[]) => {
+          if (/^\s*DELETE/i.test(query)) deletes.push(query.replace(/\?(, \?)*/g, '…'));
+          return sql.exec(query, ...args);
+        },
+        get databaseSize() {
+          return sql.databaseSize;
+        },
+      };
+      const storage = new LimiterStorage(
+        new Proxy(state.storage, {
+          get: (target, key) => (key === 'sql' ? counting : ((value) => (typeof value === 'function' ? value.bind(target) : value))(Reflect.get(target, key))),
+        }),
+      );
+      storage.ensure();
+      const puts: EngineWrite[] = [];
+      for (let at = 1; at <= 120; at++) puts.push({ kind: 'putGrant', at, amount: 1 }, { kind: 'putGrant', at, amount: 2, window: 'tpm' });
+      storage.apply(puts);
+      deletes.length = 0;
+      storage.apply([
+        { kind: 'putGrant', at: 200, amount: 9 }, // gathered, lands before the deletes of its table
+        ...Array.from({ length: 100 }, (_, i): EngineWrite => ({ kind: 'deleteGrant', at: i + 1 })), // 1..100
+        { kind: 'deleteGrant', at: 200 },
+        { kind: 'deleteGrant', at: 5, window: 'tpm' },
+        { kind: 'deleteGrant', at: 6, window: 'tpm' },
+        { kind: 'putGrant', at: 5, amount: 7, window: 'tpm' }, // after the delete of its row: stays
+        { kind: 'putGrant', at: 101, amount: 3 },
+        { kind: 'deleteGrant', at: 102 },
+      ]);
+      const primary = sql.exec<{ at: number; amount: number }>(`SELECT at, amount FROM drl_grants ORDER BY at`).toArray().map((r) => [Number(r.at), Number(r.amount)]);
+      const tpm = sql.exec<{ at: number; amount: number }>(`SELECT at, amount FROM drl_window_grants WHERE win = 'tpm' ORDER BY at`).toArray().map((r) => [Number(r.at), Number(r.amount)]);
+      return { deletes, primary, tpm };
+    });
+    // 101 primary deletes in a row: two statements (90 rows each at most); the two of tpm: one; the last alone: one.
+    expect(result.deletes).toEqual([
+      'DELETE FROM drl_grants WHERE at IN (…)',
+      'DELETE FROM drl_grants WHERE at IN (…)',
+      'DELETE FROM drl_window_grants WHERE win = … AND at IN (…)',
+      'DELETE FROM drl_grants WHERE at IN (…)',
+    ]);
+    expect(result.primary).toEqual([[101, 3], ...Array.from({ length: 18 }, (_, i) => [i + 103, 1])]);
+    expect(result.tpm).toEqual(Array.from({ length: 120 }, (_, i) => [i + 1, i + 1 === 5 ? 7 : 2]).filter(([at]) => at !== 6));
+  });
+
   it('a batch of many upserts spans several statements', async () => {
     const batch: EngineWrite[] = Array.from({ length: 75 }, (_, i) => ({ kind: 'putGrant', at: i, amount: i + 1, window: 'tpm' }));
     const { rows } = await applied([batch]);

@@ -191,6 +191,7 @@ export class LimiterStorage {
     // rewrite of refunded rows can delete dozens): the primary window's, or
     // one extra window's. Written before the next write of any other kind.
     let deletes: { win: string | undefined; ats: number[] } | undefined;
+    let configWritten = false;
     let rows = 0;
     for (let i = 0; i < writes.length; i++) {
       const w = writes[i]!;
@@ -249,6 +250,7 @@ export class LimiterStorage {
         case 'putConfig':
           this.ensure();
           rows += this.#putMeta('config', w.text);
+          configWritten = true;
           break;
         case 'putSlots':
           // Only the last record of a batch matters: each is the whole set.
@@ -270,7 +272,12 @@ export class LimiterStorage {
     // A full batch of expiries is deleted with a batch that writes anyway
     // (after its rows: every row a step writes is live, so none of them is
     // at or before an expiry).
-    if (writesRows) {
+    // With a new config, every expiry waiting for its batch goes now: a
+    // longer window would otherwise find those rows live again at the next
+    // restore, though the engine stopped counting them when they expired.
+    if (configWritten) {
+      rows += this.deleteExpiredNow();
+    } else if (writesRows) {
       if (this.#expiries >= EXPIRY_BATCH) rows += this.#deleteExpired();
       for (const [win, batch] of this.#windowExpiries) if (batch.count >= EXPIRY_BATCH) rows += this.#deleteWindowExpired(win);
     }

@@ -215,6 +215,24 @@ describe('eviction', () => {
     expect(later.used).toBeGreaterThanOrEqual(1);
   });
 
+  it('(f) rows that expired under a shorter window do not come back when a longer window is configured, then the object restarts', async () => {
+    const { name, stub } = await configured({ bucket: { limitPerWindow: 10, windowInMs: 300 }, concurrency: 3 }, 'evict-lengthen');
+    for (let i = 0; i < 3; i++) await stub.execute(async () => ({ value: i }));
+    // The grants leave the 300 ms window, and the run of takes ends: its
+    // reservation record is cleared (no record in force for the restart
+    // below to count as taken) and the reconfigure starts none.
+    await sleep(2_500);
+    expect(await stub.stats()).toMatchObject({ used: 0, reservation: null });
+    await stub.reconfigure({ bucket: { windowInMs: 60_000 } });
+    expect(await stub.stats()).toMatchObject({ used: 0, reservation: null });
+
+    await abortAllDurableObjects();
+    const after = await bucket(name).stats();
+    expect(after.windowInMs).toBe(60_000);
+    // The object counted nothing before the restart; a restart must not find the old rows live again.
+    expect(after).toMatchObject({ used: 0, remaining: 10 });
+  });
+
   it('(e) nothing is stored before configure: a called-but-never-configured object is an empty database', async () => {
     const untouched = bucket(uniqueName('never-touched'));
     const emptySize = await runInDurableObject(untouched, (_instance, state) => {

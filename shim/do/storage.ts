@@ -6,7 +6,7 @@
  * of the last applied declaration are small records. Nothing exists (not even a table)
  * until the first `configure`, so an unconfigured bucket holds zero bytes.
  */
-import type { EngineHistoryRow, EngineHistoryUnsaved, EngineSnapshot, EngineWrite, GrantColumns } from '../engine/loader.ts';
+import { asNumber, type EngineHistoryRow, type EngineHistoryUnsaved, type EngineSnapshot, type EngineWrite, type GrantColumns } from '../engine/loader.ts';
 
 const META = 'drl_meta';
 // Expiries per batched DELETE of expired grant rows (see #expiredThrough).
@@ -343,7 +343,7 @@ export class LimiterStorage {
   }
 
   /** One grant write of an extra window. */
-  #applyWindow(w: Extract<EngineWrite, { kind: 'putGrant' | 'deleteGrantsThrough' | 'deleteGrant' | 'clearGrants' }>): number {
+  #applyWindow(w: Extract<EngineWrite, { kind: 'putGrant' | 'deleteGrantsThrough' | 'clearGrants' }>): number {
     const win = w.window!;
     this.#ensureWindows();
     switch (w.kind) {
@@ -361,8 +361,6 @@ export class LimiterStorage {
         batch.count++; // deleted at the end of a batch that writes (see apply)
         return 0;
       }
-      case 'deleteGrant':
-        return this.#sql.exec(`DELETE FROM ${WINDOW_GRANTS} WHERE win = ? AND at = ?`, win, w.at).rowsWritten;
       case 'clearGrants':
         this.#windowExpiries.delete(win);
         return this.#sql.exec(`DELETE FROM ${WINDOW_GRANTS} WHERE win = ?`, win).rowsWritten;
@@ -436,7 +434,7 @@ export class LimiterStorage {
     return this.#sql
       .exec<{ res: number; at: number; data: string }>(`SELECT res, at, data FROM ${HISTORY} ORDER BY res, at`)
       .toArray()
-      .map((row) => ({ resolutionMs: toNumber(row.res), at: toNumber(row.at), data: String(row.data) }));
+      .map((row) => ({ resolutionMs: asNumber(row.res), at: asNumber(row.at), data: String(row.data) }));
   }
 
   #putMeta(key: string, value: string): number {
@@ -475,6 +473,3 @@ function numeric(column: string): string {
   return `CASE WHEN typeof(${column}) IN ('integer', 'real') THEN ${column} END`;
 }
 
-function toNumber(value: unknown): number {
-  return typeof value === 'number' ? value : typeof value === 'bigint' ? Number(value) : NaN;
-}

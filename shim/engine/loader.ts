@@ -180,7 +180,7 @@ const ERROR_KINDS = [Error, TypeError, RangeError] as const;
 const RESTORE_CHUNK = 4096;
 
 /** A stored value as the engine reads it: a number as it is, anything else (null from a damaged row) NaN, which it drops. */
-const asNumber = (value: unknown): number => (typeof value === 'number' ? value : typeof value === 'bigint' ? Number(value) : NaN);
+export const asNumber = (value: unknown): number => (typeof value === 'number' ? value : typeof value === 'bigint' ? Number(value) : NaN);
 const FAILURE_FLAGS = { retryable: 1 << 1, final: 2 << 1 } as const;
 
 /** One instantiated core.wasm; it can hold many engines. */

@@ -191,8 +191,13 @@ export async function runCall<T, V>(context: CallContext, work: () => T | Promis
     // asks it only while the call waits; a broken connection then withdraws
     // the call at once, instead of when its callback would be invoked.)
     const relay = signal ? abortRelay(signal) : undefined;
-    // A drop retry waits only what is left of maxWaitMs (0: start now or fail).
-    const waitLeft = executeOptions.maxWaitMs === undefined ? undefined : Math.max(0, executeOptions.maxWaitMs - (Date.now() - calledAt));
+    // The first attempt sends maxWaitMs as given: the object's clock starts
+    // the wait when the call arrives. A drop retry waits only what is left
+    // of it since the call began (0: start now or fail).
+    const waitLeft =
+      attempt === 1 || executeOptions.maxWaitMs === undefined
+        ? undefined
+        : Math.max(0, executeOptions.maxWaitMs - (Date.now() - calledAt));
     let answer: unknown;
     let error: unknown;
     let rejected = false;

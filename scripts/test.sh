@@ -1,20 +1,48 @@
 #!/usr/bin/env bash
-# Runs every test: the engine's Catch2 suite (release with g++, then under
-# ASan+UBSan with clang),
-# the libFuzzer targets for a bounded time, the object's and the client's
-# suites inside workerd, the type tests, the consumer topology from the packed
-# tarball, the CLI's tests, the local verification run at CI size (verify/:
-# plain with a tokens quota and upper-bound estimates, with low estimates,
-# restarted when idle, and killed three times with callbacks in flight), the
-# fault suite, local dev in one process (wrangler dev and the
-# vite plugin), the packed tarball on Node 22's current toolchain,
-# the README's code samples typechecked (scripts/check-readme.mjs), the
-# dashboard page in chromium against the local stack under a stampede,
-# and the Node suite (wasm loader, native-vs-wasm differential, /testing).
-# Ends with the names of what failed, if anything did (CI keeps only the end
-# of the output), then one line: "N passed, N failed".
+# Runs the tests and ends with the names of what failed, if anything did (CI
+# keeps only the end of the output), then one line: "N passed, N failed".
+#
+#   bash scripts/test.sh                  every stage: the README's test
+#                                         command, what CI runs (.ci/run)
+#   bash scripts/test.sh --quick          the quick loop (npm test): engine
+#                                         (native), node, workerd, client, lint
+#   bash scripts/test.sh --only a,b       the named stages only
+#   bash scripts/test.sh --list           the stages, one per line
+#
+# The stages, in order: the engine's Catch2 suite (engine: release with g++;
+# asan: under ASan+UBSan with clang), the libFuzzer targets for a bounded time
+# (fuzz), the object's and the client's suites inside workerd (workerd,
+# client), the typechecks of every TypeScript project (types), the docs'
+# code samples typechecked and their links checked (docs), eslint, prettier
+# and clang-format (lint), the CLI's tests (cli), the dashboard page in
+# chromium against the local stack under a stampede (browser), the consumer
+# topology from the packed tarball (consumer), the local verification run at
+# CI size (verify: plain with a tokens quota and upper-bound estimates, with
+# low estimates, restarted when idle, killed three times with callbacks in
+# flight, mixed priorities, an outside spender), the fault suite (faults),
+# local dev in one process (onedev: wrangler dev and the vite plugin), the
+# packed tarball on Node 22 with the pinned current toolchain (toolchain22),
+# and the Node suite: wasm loader, native-vs-wasm differential, /testing
+# (node).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+ALL_STAGES=(engine asan fuzz workerd client types docs lint cli browser consumer verify faults onedev toolchain22 node)
+QUICK_STAGES=(engine node workerd client lint)
+selected=("${ALL_STAGES[@]}")
+case "${1:-}" in
+  "") ;;
+  --quick) selected=("${QUICK_STAGES[@]}") ;;
+  --only)
+    IFS=', ' read -r -a selected <<<"${2:-}"
+    [ "${#selected[@]}" -gt 0 ] || { echo "test.sh: --only needs stage names (see --list)" >&2; exit 2; }
+    for name in "${selected[@]}"; do
+      [[ " ${ALL_STAGES[*]} " == *" $name "* ]] || { echo "test.sh: no stage named '$name'; the stages: ${ALL_STAGES[*]}" >&2; exit 2; }
+    done
+    ;;
+  --list) printf '%s\n' "${ALL_STAGES[@]}"; exit 0 ;;
+  *) echo "test.sh: unknown argument '$1' (--quick, --only <stages>, --list)" >&2; exit 2 ;;
+esac
 
 bash scripts/bootstrap.sh || exit 1
 bash scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
@@ -80,116 +108,160 @@ run_vitest() {  # REPORT CONFIG: runs one vitest suite and adds its totals
   count_vitest "build/$1" $?
 }
 
-stage "engine tests (release)"
-ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log | tail -4
-count_ctest build/ctest.log
+stage_engine() {
+  stage "engine tests (release)"
+  ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log | tail -4
+  count_ctest build/ctest.log
+}
 
-stage "engine tests under AddressSanitizer + UBSan (clang)"
-# clang, not g++: on this suite it builds in 40% of the time and runs the
-# 10,000 property schedules 2.5x as fast (217 s + 44 s against 505 s + 118 s
-# measured); the release build above keeps g++ covered. A build folder left
-# by g++ is started afresh.
-grep -qs 'CMAKE_CXX_COMPILER:.*clang' build-asan/CMakeCache.txt || rm -rf build-asan
-cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRL_SANITIZE=ON >/dev/null
-cmake --build build-asan -j2 --target drl_tests 2>&1 | grep -E 'error:|warning:' || true
-DRL_PROPERTY_SCHEDULES=${DRL_ASAN_SCHEDULES:-10000} \
-  ctest --test-dir build-asan --output-on-failure -j2 2>&1 | tee build-asan/ctest.log | tail -4
-count_ctest build-asan/ctest.log
+stage_asan() {
+  stage "engine tests under AddressSanitizer + UBSan (clang)"
+  # clang, not g++: on this suite it builds in 40% of the time and runs the
+  # 10,000 property schedules 2.5x as fast (217 s + 44 s against 505 s + 118 s
+  # measured); the release build above keeps g++ covered. A build folder left
+  # by g++ is started afresh.
+  grep -qs 'CMAKE_CXX_COMPILER:.*clang' build-asan/CMakeCache.txt || rm -rf build-asan
+  cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRL_SANITIZE=ON >/dev/null
+  cmake --build build-asan -j2 --target drl_tests 2>&1 | grep -E 'error:|warning:' || true
+  DRL_PROPERTY_SCHEDULES=${DRL_ASAN_SCHEDULES:-10000} \
+    ctest --test-dir build-asan --output-on-failure -j2 2>&1 | tee build-asan/ctest.log | tail -4
+  count_ctest build-asan/ctest.log
+}
 
-stage "fuzz targets (${DRL_FUZZ_SECONDS:=20}s each, ASan + UBSan)"
-cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRL_FUZZ=ON >/dev/null
-cmake --build build-fuzz -j2 2>&1 | grep -E 'error:' || true
-for target in config snapshot retry_after ratelimit_headers; do
-  corpus=build-fuzz/corpus-$target
-  mkdir -p "$corpus"
-  if build-fuzz/fuzz_$target "$corpus" -max_total_time="$DRL_FUZZ_SECONDS" -print_final_stats=0 \
-      >build-fuzz/fuzz_$target.log 2>&1; then
-    echo "fuzz_$target: ok ($(grep -Eo '#[0-9]+' build-fuzz/fuzz_$target.log | tail -1 | tr -d '#') runs)"
+stage_fuzz() {
+  stage "fuzz targets (${DRL_FUZZ_SECONDS:=20}s each, ASan + UBSan)"
+  cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRL_FUZZ=ON >/dev/null
+  cmake --build build-fuzz -j2 2>&1 | grep -E 'error:' || true
+  for target in config snapshot retry_after ratelimit_headers; do
+    corpus=build-fuzz/corpus-$target
+    mkdir -p "$corpus"
+    if build-fuzz/fuzz_$target "$corpus" -max_total_time="$DRL_FUZZ_SECONDS" -print_final_stats=0 \
+        >build-fuzz/fuzz_$target.log 2>&1; then
+      echo "fuzz_$target: ok ($(grep -Eo '#[0-9]+' build-fuzz/fuzz_$target.log | tail -1 | tr -d '#') runs)"
+      passed=$((passed + 1))
+    else
+      echo "fuzz_$target: FAILED"; tail -30 build-fuzz/fuzz_$target.log
+      failed=$((failed + 1)); note_failure "fuzz_$target (build-fuzz/fuzz_$target.log)"
+    fi
+  done
+}
+
+stage_workerd() {
+  stage "object tests in workerd (vitest-pool-workers)"
+  run_vitest vitest-workerd.json test/do/vitest.config.ts
+}
+
+stage_client() {
+  stage "client tests in workerd (vitest-pool-workers, against the real object)"
+  run_vitest vitest-client.json test/client/vitest.config.ts
+}
+
+stage_types() {
+  stage "typechecks: shim/, the type tests, the test files"
+  for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json test/do/tsconfig.json test/node/tsconfig.json cli/tsconfig.json shim/do/dashboard/tsconfig.json test/browser/tsconfig.json; do
+    if node_modules/.bin/tsc -p "$project" --noEmit; then
+      echo "tsc -p $project: ok"; passed=$((passed + 1))
+    else
+      echo "tsc -p $project: FAILED"; failed=$((failed + 1)); note_failure "tsc -p $project"
+    fi
+  done
+}
+
+stage_docs() {
+  stage "README samples: every \`\`\`ts block typechecked against the built package's types"
+  if node scripts/check-readme.mjs; then
     passed=$((passed + 1))
   else
-    echo "fuzz_$target: FAILED"; tail -30 build-fuzz/fuzz_$target.log
-    failed=$((failed + 1)); note_failure "fuzz_$target (build-fuzz/fuzz_$target.log)"
+    failed=$((failed + 1)); note_failure "README samples (scripts/check-readme.mjs)"
   fi
-done
+}
 
-stage "object tests in workerd (vitest-pool-workers)"
-run_vitest vitest-workerd.json test/do/vitest.config.ts
+stage_lint() {
+  stage "lint: eslint (import order, cycles, the runtime's boundary), prettier, clang-format"
+  local check
+  for check in lint format:check; do
+    if npm run --silent "$check"; then
+      echo "npm run $check: ok"; passed=$((passed + 1))
+    else
+      echo "npm run $check: FAILED"; failed=$((failed + 1)); note_failure "npm run $check"
+    fi
+  done
+}
 
-stage "client tests in workerd (vitest-pool-workers, against the real object)"
-run_vitest vitest-client.json test/client/vitest.config.ts
+stage_cli() {
+  stage "CLI tests (node)"
+  run_vitest vitest-cli.json test/cli/vitest.config.ts
+}
 
-stage "typechecks: shim/, the type tests, the test files"
-for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json test/do/tsconfig.json test/node/tsconfig.json cli/tsconfig.json shim/do/dashboard/tsconfig.json test/browser/tsconfig.json; do
-  if node_modules/.bin/tsc -p "$project" --noEmit; then
-    echo "tsc -p $project: ok"; passed=$((passed + 1))
+stage_browser() {
+  stage "the dashboard page in chromium (puppeteer-core from test/browser/node_modules)"
+  # test/browser: /dashboard on the local stack (verify/local) under a
+  # stampede: its numbers against the GET /stats body it drew, a wrong key, a
+  # penalty's countdown, the history charts, its CSP, keyboard and labels.
+  # Screenshots in build/screenshots/.
+  run_vitest vitest-browser.json test/browser/vitest.config.ts
+}
+
+stage_consumer() {
+  stage "consumer topology from the packed package"
+  bash scripts/test-consumer.sh | tee build/consumer.log
+  count_log build/consumer.log consumer
+}
+
+stage_verify() {
+  stage "local verification (CI size)"
+  # verify/local/run.mjs on local workerd: the default stampede (with the
+  # upstream's tokens quota, estimates that are upper bounds), the same with
+  # estimates that are sometimes low (overshoot within its bound), with the
+  # limiter's runtime restarted mid-run, with it SIGKILLed three times, and
+  # the mixed run (interactive calls at priority 1 with maxWaitMs 2000 beside
+  # the batch stampede at priority 0), and the outside run (an outside consumer
+  # spends 30% of the upstream's quota directly; the stampede twice, learning
+  # from the upstream's rate-limit headers off then on: every call completes,
+  # and the upstream's 429s with learning on are at most 10% of those with it
+  # off). Each prints "verify: N passed, N failed" (one per assertion group).
+  if node_modules/.bin/tsc -p verify/tsconfig.json --noEmit; then
+    echo "tsc -p verify/tsconfig.json: ok"; passed=$((passed + 1))
   else
-    echo "tsc -p $project: FAILED"; failed=$((failed + 1)); note_failure "tsc -p $project"
+    echo "tsc -p verify/tsconfig.json: FAILED"; failed=$((failed + 1)); note_failure "tsc -p verify/tsconfig.json"
   fi
-done
+  for run in "--ci" "--ci --tokens=low" "--ci --faults" "--ci --kills=3" "--ci --mixed" "--ci --outside"; do
+    log=build/verify${run// /}.log
+    timeout 300 node verify/local/run.mjs $run 2>&1 | tee "$log" | grep -E '^(verify|  (PASS|FAIL))'
+    count_log "$log" verify
+  done
+}
 
-stage "README samples: every \`\`\`ts block typechecked against the built package's types"
-if node scripts/check-readme.mjs; then
-  passed=$((passed + 1))
-else
-  failed=$((failed + 1)); note_failure "README samples (scripts/check-readme.mjs)"
-fi
+stage_faults() {
+  stage "fault suite (CI size): gone callers, limiter killed with callbacks in flight, a hung callback"
+  # verify/local/faults.mjs drives the same local stack, killing workerd
+  # processes by PID; each scenario is one named check, and it ends with
+  # "faults: N passed, N failed".
+  timeout 400 node verify/local/faults.mjs --ci 2>&1 | tee build/faults.log | grep -E '^(faults|  (PASS|FAIL))'
+  count_log build/faults.log faults
+}
 
-stage "CLI tests (node)"
-run_vitest vitest-cli.json test/cli/vitest.config.ts
+stage_onedev() {
+  stage "local dev in one process: wrangler dev with both configs, and the vite plugin (from the packed tarball)"
+  # verify/local/one-process.mjs: a throwaway app + limiter whose wrangler.jsonc
+  # declares the bucket (vars.DRL_LIMITS), paced through the app with no
+  # configure step; ends with "onedev: N passed, N failed".
+  timeout 600 node verify/local/one-process.mjs 2>&1 | tee build/onedev.log | grep -E '^(onedev|  (PASS|FAIL))'
+  count_log build/onedev.log onedev
+}
 
-stage "the dashboard page in chromium (puppeteer-core from test/browser/node_modules)"
-# test/browser: /dashboard on the local stack (verify/local) under a
-# stampede: its numbers against the GET /stats body it drew, a wrong key, a
-# penalty's countdown, the history charts, its CSP, keyboard and labels.
-# Screenshots in build/screenshots/.
-run_vitest vitest-browser.json test/browser/vitest.config.ts
+stage_toolchain22() {
+  stage "the packed tarball on Node 22 with the current toolchain (wrangler, @cloudflare/vitest-plugin 1.x, vitest)"
+  bash scripts/test-toolchain-22.sh 2>&1 | tee build/toolchain22.log | grep -E '^toolchain22'
+  count_log build/toolchain22.log toolchain22
+}
 
-stage "consumer topology from the packed package"
-bash scripts/test-consumer.sh | tee build/consumer.log
-count_log build/consumer.log consumer
+stage_node() {
+  stage "node tests (wasm loader, native-vs-wasm differential)"
+  run_vitest vitest-node.json test/node/vitest.config.ts
+}
 
-stage "local verification (CI size)"
-# verify/local/run.mjs on local workerd: the default stampede (with the
-# upstream's tokens quota, estimates that are upper bounds), the same with
-# estimates that are sometimes low (overshoot within its bound), with the
-# limiter's runtime restarted mid-run, with it SIGKILLed three times, and
-# the mixed run (interactive calls at priority 1 with maxWaitMs 2000 beside
-# the batch stampede at priority 0), and the outside run (an outside consumer
-# spends 30% of the upstream's quota directly; the stampede twice, learning
-# from the upstream's rate-limit headers off then on: every call completes,
-# and the upstream's 429s with learning on are at most 10% of those with it
-# off). Each prints "verify: N passed, N failed" (one per assertion group).
-if node_modules/.bin/tsc -p verify/tsconfig.json --noEmit; then
-  echo "tsc -p verify/tsconfig.json: ok"; passed=$((passed + 1))
-else
-  echo "tsc -p verify/tsconfig.json: FAILED"; failed=$((failed + 1)); note_failure "tsc -p verify/tsconfig.json"
-fi
-for run in "--ci" "--ci --tokens=low" "--ci --faults" "--ci --kills=3" "--ci --mixed" "--ci --outside"; do
-  log=build/verify${run// /}.log
-  timeout 300 node verify/local/run.mjs $run 2>&1 | tee "$log" | grep -E '^(verify|  (PASS|FAIL))'
-  count_log "$log" verify
-done
-
-stage "fault suite (CI size): gone callers, limiter killed with callbacks in flight, a hung callback"
-# verify/local/faults.mjs drives the same local stack, killing workerd
-# processes by PID; each scenario is one named check, and it ends with
-# "faults: N passed, N failed".
-timeout 400 node verify/local/faults.mjs --ci 2>&1 | tee build/faults.log | grep -E '^(faults|  (PASS|FAIL))'
-count_log build/faults.log faults
-
-stage "local dev in one process: wrangler dev with both configs, and the vite plugin (from the packed tarball)"
-# verify/local/one-process.mjs: a throwaway app + limiter whose wrangler.jsonc
-# declares the bucket (vars.DRL_LIMITS), paced through the app with no
-# configure step; ends with "onedev: N passed, N failed".
-timeout 600 node verify/local/one-process.mjs 2>&1 | tee build/onedev.log | grep -E '^(onedev|  (PASS|FAIL))'
-count_log build/onedev.log onedev
-
-stage "the packed tarball on Node 22 with the current toolchain (wrangler, @cloudflare/vitest-plugin 1.x, vitest)"
-bash scripts/test-toolchain-22.sh 2>&1 | tee build/toolchain22.log | grep -E '^toolchain22'
-count_log build/toolchain22.log toolchain22
-
-stage "node tests (wasm loader, native-vs-wasm differential)"
-run_vitest vitest-node.json test/node/vitest.config.ts
+for name in "${selected[@]}"; do "stage_$name"; done
 
 if [ "${#failures[@]}" -gt 0 ]; then
   echo "== what failed"

@@ -1,6 +1,7 @@
 /** The readable form of /stats: one row per bucket, and one line per window under a bucket that counts several. */
 import type { WindowStats } from '../shim/envelope.ts';
-import { duration, windowLimit, windowsOf, type AnyLimiterStats } from './windows.ts';
+import { count, duration } from '../shim/format.ts';
+import { windowLimit, windowsOf, type AnyLimiterStats } from './windows.ts';
 
 function penalty(stats: AnyLimiterStats): string {
   if (!stats.penalised || stats.forcedUntil === null) return '-';
@@ -33,9 +34,6 @@ function queuedCell(stats: AnyLimiterStats): string {
   const wait = head - stats.now;
   return `${stats.queued}${byPriority}, next ${wait <= 0 ? 'when a slot frees' : `in ${Math.ceil(wait / 1000)} s`}`;
 }
-
-/** A number as a person reads it: 5,000. */
-const count = (n: number) => n.toLocaleString('en-US');
 
 /**
  * What the upstream's own headers say where it disagrees with the config

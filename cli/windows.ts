@@ -6,6 +6,7 @@
  * fields that always describe it.
  */
 import type { LimiterStats, WindowStats } from '../shim/envelope.ts';
+import { duration } from '../shim/format.ts';
 
 /** The unit a window counts when its config names none. */
 export const DEFAULT_UNIT = 'requests';
@@ -31,15 +32,6 @@ export function windowsOf(stats: AnyLimiterStats): WindowStats[] {
   const unit = stats.config?.bucket?.unit ?? DEFAULT_UNIT;
   const { limit, windowInMs, used, remaining, resetAt } = stats;
   return [{ name: PRIMARY_WINDOW, unit, limit, windowInMs, used, remaining, resetAt, debt: Math.max(0, used - limit) }];
-}
-
-/** A window length as a person reads it: "1 min", "90 s", "60100 ms", "1 day". */
-export function duration(ms: number): string {
-  if (ms % 86_400_000 === 0) return ms === 86_400_000 ? '1 day' : `${ms / 86_400_000} days`;
-  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
-  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
-  if (ms % 1000 === 0) return `${ms / 1000} s`;
-  return `${ms} ms`;
 }
 
 /**

@@ -16,8 +16,8 @@ import { readState, STATE_FILE, writeState, type LimiterState } from '../state.t
 import { splitProblems } from '../limits-file.ts';
 import { configureModule, initialConfig, limiterIndex, limiterModule, limiterWranglerConfig, type ExtraWindow } from '../templates.ts';
 import type { LimiterConfig } from '../../shim/envelope.ts';
+import { duration } from '../../shim/format.ts';
 import type { Ui } from '../ui.ts';
-import { duration } from '../windows.ts';
 import { bindingFragment, configFormat, planBinding, type BindingSpec, type Topology } from '../wrangler-config.ts';
 import { limitsEntryProblem, nameProblem } from '../../shim/rules.ts';
 import type { Core } from '../../shim/engine/loader.ts';

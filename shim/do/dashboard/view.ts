@@ -52,11 +52,8 @@ export interface BucketView {
   now: number;
 }
 
-/** A number as a person reads it: 5,000. */
-export const count = (n: number): string => n.toLocaleString('en-US');
-
-/** A window length as a person reads it: "1 min", "90 s", "60100 ms", the CLI's own wording. */
-export { duration } from '../../../cli/windows.ts';
+/** A number ("5,000") and a window length ("1 min", "90 s") as a person reads them, worded as the CLI words them. */
+export { count, duration } from '../../format.ts';
 
 /** Whole seconds until `until` from `now`, rounded up (a countdown never shows 0 while time is left). */
 export const secondsLeft = (until: number, now: number): number => Math.max(0, Math.ceil((until - now) / 1000));

@@ -209,7 +209,11 @@ function moduleGraph(base, entry, toSourcePath) {
 function workerModulesSource(modules) {
   const rows = modules.map((m) => `  { type: '${m.type}', path: '${m.path}' },`).join('\n');
   return `${HEADER("the import graph of shim/do-worker.ts (the build rewrites dist's copy from dist itself)")}
-import type { MiniflareModule } from './miniflare.ts';
+/** One module of the limiter Worker, as miniflare's \`modules\` option lists it. */
+export interface MiniflareModule {
+  type: 'ESModule' | 'CompiledWasm';
+  path: string;
+}
 
 /** Every module the do-worker entry loads, relative to dist/, entry first. */
 export const WORKER_MODULES: readonly MiniflareModule[] = [

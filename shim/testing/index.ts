@@ -8,11 +8,7 @@ export {
   type FakeLimiterOptions,
   type FakeLimiterStub,
 } from './fake-namespace.ts';
-export {
-  miniflareLimiterWorker,
-  type MiniflareLimiterWorkerConfig,
-  type MiniflareLimiterWorkerOptions,
-  type MiniflareModule,
-} from './miniflare.ts';
+export { miniflareLimiterWorker, type MiniflareLimiterWorkerConfig, type MiniflareLimiterWorkerOptions } from './miniflare.ts';
+export type { MiniflareModule } from './worker-modules.ts';
 export { limiterStub, type LimiterNamespaceLike } from './stub.ts';
 export type { LimiterRpc } from '../do/limiter-do.ts';

@@ -11,7 +11,7 @@
  */
 import type { LimiterConfig } from '../envelope.ts';
 import { configJson, describe, nameProblem, quote } from '../rules.ts';
-import { WORKER_MODULES } from './worker-modules.ts';
+import { WORKER_MODULES, type MiniflareModule } from './worker-modules.ts';
 
 export interface MiniflareLimiterWorkerConfig {
   /** The limiter Worker's name: must equal `script_name` in your binding. */
@@ -33,11 +33,6 @@ export interface MiniflareLimiterWorkerConfig {
    * applied by the object on the bucket's first call. Default: none.
    */
   limits?: Record<string, LimiterConfig>;
-}
-
-export interface MiniflareModule {
-  type: 'ESModule' | 'CompiledWasm';
-  path: string;
 }
 
 // A type alias, not an interface: cloudflareTest's `miniflare.workers` wants

@@ -2,8 +2,25 @@
  * The error classes the limiter raises. Each message starts with its
  * `[drl:...]` marker (see the error table in error-ids.ts), which survives RPC when nothing else does
  * (across RPC the class name is prefixed: match the marker with `includes`).
+ * And messageOf, which reads a message from whatever was thrown.
  */
 import { MARKERS } from './error-ids.ts';
+
+/**
+ * An error's message, whatever was thrown: an Error's, a message-bearing
+ * object's (what an RPC rejection can arrive as), or the value as a string.
+ *
+ * @example
+ * messageOf(new Error('boom')); // 'boom'
+ * messageOf('gone'); // 'gone'
+ */
+export function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  if (error !== null && typeof error === 'object' && typeof (error as { message?: unknown }).message === 'string') {
+    return (error as { message: string }).message;
+  }
+  return String(error);
+}
 
 /**
  * `execute`, `stats`, `reconfigure` or `pause` on a bucket that was never

@@ -10,8 +10,9 @@ import type { ExecuteOptions, SettledCall, SettledError, UnitCosts } from '../en
 import type { NamespaceLike } from './binder.ts';
 import { costProblem, describe, raise } from '../rules.ts';
 import { MARKERS } from '../error-ids.ts';
+import { messageOf } from '../errors.ts';
 import { dropBackoffMs, dropError, reportDrop, sleep, type DropHook } from './drops.ts';
-import { CallDroppedError, errorFromSettled, messageOf, settle } from './errors.ts';
+import { CallDroppedError, errorFromSettled, settle } from './errors.ts';
 import type { ErrorHook, HookSlot, RateLimitHook, UsageHook } from './hooks.ts';
 import { reportingCallback, type AttemptTrace, type HookLayers } from './report.ts';
 import { abortRelay, maxWaitProblem, priorityProblem } from './waiting.ts';

@@ -6,7 +6,7 @@
  */
 import { ERROR_IDS, MARKERS, type ErrorId } from '../error-ids.ts';
 import type { CallReport, SettledError } from '../envelope.ts';
-import { CallFailedError } from '../errors.ts';
+import { CallFailedError, messageOf } from '../errors.ts';
 import type { AttemptTrace } from './report.ts';
 
 export { CallFailedError };
@@ -132,15 +132,6 @@ export class DeadlineError extends Error {
 
 // The rejection form's predicted wait: `[drl:deadline-exceeded] ... (retry after N ms)`.
 const RETRY_AFTER_SUFFIX = /\(retry after (\d+) ms\)\s*$/;
-
-/** An error's message, whatever was thrown. */
-export function messageOf(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  if (error !== null && typeof error === 'object' && typeof (error as { message?: unknown }).message === 'string') {
-    return (error as { message: string }).message;
-  }
-  return String(error);
-}
 
 const STATUS_SUFFIX = /\s*\(status (\d+)\)\s*$/;
 

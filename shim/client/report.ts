@@ -6,8 +6,8 @@
  * after the work began (never retried).
  */
 import type { CallReport, UnitCosts } from '../envelope.ts';
+import { messageOf } from '../errors.ts';
 import { checkedFailure, consultHooks, malformedUsage, signalDelay, type ErrorHook, type HookSlot, type RateLimitHook, type UsageHook } from './hooks.ts';
-import { messageOf } from './errors.ts';
 import { httpStatus, rateLimitHeaders, retryAfterHeader } from './http.ts';
 
 /** The hooks of one call: the call site's slots and the limiter's defaults. */

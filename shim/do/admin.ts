@@ -25,8 +25,7 @@ import { ADMIN_IDENTITY_PATH, ENVELOPE_VERSION, type AdminIdentity, type Configu
 import { MARKERS } from '../error-ids.ts';
 import { DASHBOARD_CSP, DASHBOARD_HTML } from './dashboard-page.ts';
 import { limitsEntryProblem, nameProblem } from '../rules.ts';
-import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
-import type { LimiterDO } from './limiter-do.ts';
+import { limiterNamespace, registryStub, type LimiterDO, type LimiterEnv } from './limiter-do.ts';
 
 /** The largest limits document accepted: far above any real one (about 500 buckets). */
 export const MAX_ADMIN_BODY_BYTES = 64 * 1024;

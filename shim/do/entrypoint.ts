@@ -18,8 +18,7 @@ import {
   type LimiterStats,
 } from '../envelope.ts';
 import { checkName, settlesAsData } from './arguments.ts';
-import { limiterNamespace, registryStub, type LimiterEnv } from './binding.ts';
-import type { LimiterDO } from './limiter-do.ts';
+import { limiterNamespace, registryStub, type LimiterDO, type LimiterEnv } from './limiter-do.ts';
 import { later } from './rpc.ts';
 import { failedAsData } from '../settled.ts';
 

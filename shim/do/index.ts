@@ -1,6 +1,5 @@
 // durable-rate-limiter/do: what the limiter Worker imports.
-export { LimiterDO, type LimiterRpc } from './limiter-do.ts';
-export type { LimiterEnv } from './binding.ts';
+export { LimiterDO, type LimiterEnv, type LimiterRpc } from './limiter-do.ts';
 export { LimiterEntrypoint, type LimiterService } from './entrypoint.ts';
 export { handleAdminRequest, MAX_ADMIN_BODY_BYTES } from './admin.ts';
 export { LimiterNotConfiguredError, CallFailedError } from '../errors.ts';

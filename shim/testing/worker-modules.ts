@@ -12,7 +12,6 @@ export const WORKER_MODULES: readonly MiniflareModule[] = [
   { type: 'ESModule', path: 'do-worker.js' },
   { type: 'CompiledWasm', path: 'core.wasm' },
   { type: 'ESModule', path: 'do/arguments.js' },
-  { type: 'ESModule', path: 'do/binding.js' },
   { type: 'ESModule', path: 'do/declared.js' },
   { type: 'ESModule', path: 'do/entrypoint.js' },
   { type: 'ESModule', path: 'do/host.js' },

@@ -7,9 +7,9 @@
 #                                    cmake and the package's npm dependencies
 #                                    (core.wasm, dist/ and local workerd)
 #   bash scripts/bootstrap.sh        everything the tests need besides: the
-#                                    native engine's Catch2, clang and
-#                                    libFuzzer, chromium and the browser
-#                                    test's puppeteer-core
+#                                    native engine's Catch2, clang,
+#                                    clang-format and libFuzzer, chromium
+#                                    and the browser test's puppeteer-core
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${1:-test}
@@ -23,6 +23,7 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
 if [ "$profile" = test ]; then
   command -v g++ >/dev/null 2>&1 || missing+=(g++)
   command -v clang++ >/dev/null 2>&1 || missing+=(clang)
+  command -v clang-format >/dev/null 2>&1 || missing+=(clang-format)
   [ -f /usr/include/catch2/catch.hpp ] || missing+=(catch2)
   # libFuzzer's runtime ships separately from clang on Debian.
   compgen -G '/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a' >/dev/null || missing+=(libclang-rt-dev)

@@ -5,7 +5,6 @@
 // alternate with its two baselines, (a) a bare object and (b) a durable floor
 // (one SQLite row per call), so drift on this shared machine cancels in the
 // ratios. Printed figures, never assertions. `--quick`: fewer, shorter rounds.
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';

@@ -67,6 +67,8 @@ export interface LimiterDefinition<E = Cloudflare.Env, R = Response> {
  * const bound: BoundLimiter = api.for(env);
  * const file = await bound.call(() => fetch(url), { read: (res) => res.json<{ id: string }>() });
  */
+// R is the response type of its limiter's hooks: unused in the members, kept so the type says which limiter it came from.
+// eslint-disable-next-line @typescript-eslint/no-unused-vars
 export interface BoundLimiter<R = Response> {
   /** The bucket's instance name. */
   readonly name: string;

@@ -140,7 +140,7 @@ function declaredLimits(limits: unknown): string {
       entries.push(`${JSON.stringify(name)}:${configJson(config, 'config')}`);
     } catch (error) {
       const reason = (error as Error).message.replace(/^\[drl:[a-z-]+\]\s*/, '');
-      throw new TypeError(`${where}[${quote(name)}]: ${reason}`);
+      throw new TypeError(`${where}[${quote(name)}]: ${reason}`, { cause: error });
     }
   }
   return `{${entries.join(',')}}`;

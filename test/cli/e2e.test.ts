@@ -211,7 +211,7 @@ describe('configure and stats against wrangler dev', () => {
     const state = join(app, LIMITER, '.durable-rate-limiter.jsonc');
     const stateText = readFileSync(state, 'utf8');
     try {
-      writeFileSync(limiterConfig(), declaredText.replace(/"vars": \{[\s\S]*\n  \}\n/, '"vars": {}\n'));
+      writeFileSync(limiterConfig(), declaredText.replace(/"vars": \{[\s\S]*\n {2}\}\n/, '"vars": {}\n'));
       writeFileSync(state, JSON.stringify({ worker: 'scratch-app-limiter', config: 'wrangler.jsonc', limits: 'durable-rate-limiter.limits.jsonc', url }));
       writeFileSync(limitsPath(), '// old file\n{ "limits": { "upstream-api": { "bucket": { "limitPerWindow": 70, "windowInMs": 60000 }, "concurrency": 5 } } }\n');
       const run = await cli(['configure']);
@@ -232,7 +232,7 @@ describe('configure and stats against wrangler dev', () => {
   it('an invalid declaration is refused with every problem and nothing uploaded', async () => {
     const before = readFileSync(limiterConfig(), 'utf8');
     const bad = { a: { bucket: { limitPerWindow: 0, windowInMs: 1000 }, concurrency: 1 }, b: { concurrency: -1 } };
-    writeFileSync(limiterConfig(), before.replace(/"vars": \{[\s\S]*\n  \}\n/, `"vars": { "DRL_LIMITS": ${JSON.stringify(bad)} }\n`));
+    writeFileSync(limiterConfig(), before.replace(/"vars": \{[\s\S]*\n {2}\}\n/, `"vars": { "DRL_LIMITS": ${JSON.stringify(bad)} }\n`));
     const run = await cli(['configure']);
     writeFileSync(limiterConfig(), before);
     expect(run.code).toBe(1);

@@ -12,7 +12,7 @@ const serviceSpec: BindingSpec = { topology: 'service', binding: 'LIMITER', work
 /** Removes the inserted text from the result: what is left must be the original, byte for byte. */
 function withoutInsertions(plan: Extract<BindingPlan, { kind: 'insert' }>): string {
   let text = plan.text;
-  let shift = 0;
+  const shift = 0;
   for (const edit of [...plan.edits].sort((a, b) => a.offset - b.offset)) {
     expect(edit.length).toBe(0); // an insertion, never a replacement
     const at = edit.offset + shift;

@@ -109,7 +109,6 @@ const [C0, C1] = [consumerName(0), consumerName(1)];
 const runId = Date.now().toString(36);
 
 const log = (line) => console.log(line);
-const fmt = (ms) => (ms === null || ms === undefined ? '?' : `${ms} ms`);
 
 /** One scenario's verdict: each guarantee with its figure. */
 class Scenario {

@@ -29,7 +29,7 @@
 // Every wait is bounded and each dev process is killed by its process group,
 // on failure too; a watchdog ends the run. Ends with "onedev: N passed, N failed".
 import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Generates the JS side of contracts whose single source lives elsewhere:
-//   core/include/drl/error_ids.def    -> shim/error-ids.ts and the README's error table
+//   core/include/drl/error_ids.def    -> shim/error-ids.ts and the table in docs/errors.md
 //   core/include/drl/output_kinds.def -> shim/engine/output-kinds.ts
 //   the import graph of shim/do-worker.ts -> shim/testing/worker-modules.ts
 //
@@ -227,29 +227,38 @@ function workerModulesDist(modules) {
   return `// Generated at build time by scripts/gen-contracts.mjs from this folder's own import graph.\nexport const WORKER_MODULES = [\n${rows.replace(/^ {2}/gm, '')}\n];\n`;
 }
 
-// ---- the README's error table ------------------------------------------------
+// ---- the error table in docs/errors.md --------------------------------------
 
-const README_START = '<!-- error-ids:start (generated from core/include/drl/error_ids.def) -->';
-const README_END = '<!-- error-ids:end -->';
+const ERRORS_PAGE = 'docs/errors.md';
+const TABLE_START = '<!-- error-ids:start (generated from core/include/drl/error_ids.def) -->';
+const TABLE_END = '<!-- error-ids:end -->';
 
-function readmeTable(rows) {
+/** The table as prettier lays it out (columns padded to their widest cell), so npm run format leaves it alone. */
+function errorsTable(rows) {
   const cell = (s) => s.replaceAll('|', '\\|');
-  const lines = [
-    '| id | class | raised by | `bound.call` | restored as | meaning |',
-    '| --- | --- | --- | --- | --- | --- |',
-    ...rows.map(
-      (r) =>
-        `| \`[drl:${r.id}]\` | ${r.kinds.join(' or ')} | ${cell(r.raisedBy)} | ${r.client === 'throw' ? 'thrown at once' : 'retried as a drop if the callback had not started'} | ${r.restores ? `\`${r.restores.replace(/ \(/, '` (')}` : '—'} | ${cell(r.meaning)} |`,
-    ),
+  const table = [
+    ['id', 'class', 'raised by', '`bound.call`', 'restored as', 'meaning'],
+    ...rows.map((r) => [
+      `\`[drl:${r.id}]\``,
+      r.kinds.join(' or '),
+      cell(r.raisedBy),
+      r.client === 'throw' ? 'thrown at once' : 'retried as a drop if the callback had not started',
+      r.restores ? `\`${r.restores.replace(/ \(/, '` (')}` : '—',
+      cell(r.meaning),
+    ]),
   ];
-  return lines.join('\n');
+  const width = (text) => [...text].length;
+  const widths = table[0].map((_, column) => Math.max(3, ...table.map((row) => width(row[column]))));
+  const line = (row) => `| ${row.map((text, column) => text + ' '.repeat(widths[column] - width(text))).join(' | ')} |`;
+  const rule = `| ${widths.map((w) => '-'.repeat(w)).join(' | ')} |`;
+  return [line(table[0]), rule, ...table.slice(1).map(line)].join('\n');
 }
 
-function readmeWithTable(text, rows) {
-  const start = text.indexOf(README_START);
-  const end = text.indexOf(README_END);
-  if (start < 0 || end < start) throw new Error(`README.md must hold ${README_START} ... ${README_END}`);
-  return `${text.slice(0, start + README_START.length)}\n${readmeTable(rows)}\n${text.slice(end)}`;
+function pageWithTable(text, rows) {
+  const start = text.indexOf(TABLE_START);
+  const end = text.indexOf(TABLE_END);
+  if (start < 0 || end < start) throw new Error(`${ERRORS_PAGE} must hold ${TABLE_START} ... ${TABLE_END}`);
+  return `${text.slice(0, start + TABLE_START.length)}\n\n${errorsTable(rows)}\n\n${text.slice(end)}`;
 }
 
 // ---- main -------------------------------------------------------------------
@@ -261,7 +270,7 @@ function generated() {
     ['shim/error-ids.ts', errorIdsModule(errors)],
     ['shim/engine/output-kinds.ts', outputKindsModule()],
     ['shim/testing/worker-modules.ts', workerModulesSource(modules)],
-    ['README.md', readmeWithTable(readFileSync(join(root, 'README.md'), 'utf8'), errors)],
+    [ERRORS_PAGE, pageWithTable(readFileSync(join(root, ERRORS_PAGE), 'utf8'), errors)],
   ];
 }
 

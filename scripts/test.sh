@@ -175,11 +175,12 @@ stage_types() {
 }
 
 stage_docs() {
-  stage "README samples: every \`\`\`ts block typechecked against the built package's types"
-  if node scripts/check-readme.mjs; then
+  stage "docs: the \`\`\`ts samples of README.md, CONTRIBUTING.md and docs/ typechecked against dist/, their links and anchors resolved"
+  # One line per problem (file:line: what), then one summary line.
+  if node scripts/check-docs.mjs; then
     passed=$((passed + 1))
   else
-    failed=$((failed + 1)); note_failure "README samples (scripts/check-readme.mjs)"
+    failed=$((failed + 1)); note_failure "docs: samples and links (node scripts/check-docs.mjs)"
   fi
 }
 

@@ -3,7 +3,7 @@
 // the limiter Worker's entry (with and without the admin routes), the
 // application's limiter module and its configureLimiter(env) module, for
 // both topologies, also for a bucket with a tokens window. Uses
-// scripts/check-readme.mjs's scratch project.
+// scripts/check-docs.mjs's scratch project.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,9 +12,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { configureModule, initialConfig, limiterIndex, limiterModule } from '../../cli/templates.ts';
 // @ts-expect-error a plain .mjs script, without declarations
-import { checkReadme } from '../../scripts/check-readme.mjs';
+import { checkSamples } from '../../scripts/check-docs.mjs';
 
-const check = checkReadme as (path: string) => { ok: boolean; checked: number; errors: string[] };
+const check = checkSamples as (path: string) => { ok: boolean; checked: number; errors: string[] };
 const dir = mkdtempSync(join(tmpdir(), 'drl-templates-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

@@ -1,6 +1,7 @@
 // The sliding log: grants ordered by time with a running sum.
-// Internal to the engine; the rules it implements are in DESIGN §2. As in the
-// engine's API, the time a call is about comes last.
+// Internal to the engine; the rules it implements are in docs/architecture.md,
+// "The engine's rules". As in the engine's API, the time a call is about comes
+// last.
 #pragma once
 
 #include <cstdint>

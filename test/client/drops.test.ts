@@ -141,11 +141,16 @@ describe('drop retries', () => {
 
     let holderRan = 0;
     let queuedRan = 0;
+    // The holder runs until released after the reset (not for a fixed time:
+    // the steps before the reset may outlast it on a busy machine, and then
+    // the queued caller would have started before the reset).
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
     const holding = settle(
       bound.call(
         async () => {
           holderRan += 1;
-          await new Promise((resolve) => setTimeout(resolve, 1_500));
+          await gate;
           return 'holder';
         },
         { read: (s) => s },
@@ -170,6 +175,7 @@ describe('drop retries', () => {
       }),
     );
     expect(aborted.message).toContain('reset by the test');
+    release();
 
     const second = await queued;
     expect(second).toEqual({ ok: true, value: 'served after the reset' });

@@ -43,6 +43,29 @@ async function enqueue<T>(stub: DurableObjectStub<LimiterDO>, queued: number, se
   return { done };
 }
 
+/**
+ * A callback that runs until the test releases it (not for a fixed time: on
+ * a busy machine the steps a test takes meanwhile may outlast any sleep),
+ * recording when it started and when it finished.
+ */
+function held<T>(value: T): { fn: () => Promise<{ value: T }>; startedAt: number[]; endedAt: number[]; release: () => void } {
+  const startedAt: number[] = [];
+  const endedAt: number[] = [];
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  return {
+    startedAt,
+    endedAt,
+    release,
+    fn: async () => {
+      startedAt.push(Date.now());
+      await gate;
+      endedAt.push(Date.now());
+      return { value };
+    },
+  };
+}
+
 // Long enough that "started at once" and "waited for the window" cannot be confused.
 const MINUTE = 60_000;
 
@@ -72,7 +95,7 @@ describe('reconfigure with a queue', () => {
 
   it('(b) raising concurrency starts queued callers while the slow holder still runs', async () => {
     const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: MINUTE }, concurrency: 1 }, 'rq-conc');
-    const holder = timed('holder', 4_000);
+    const holder = held('holder');
     const q1 = timed('q1', 0);
     const q2 = timed('q2', 0);
     const ph = stub.execute(holder.fn);
@@ -85,17 +108,18 @@ describe('reconfigure with a queue', () => {
 
     const stats = await stub.reconfigure({ concurrency: 3 });
     expect(stats.config.concurrency).toBe(3);
+    // Both run to the end while the holder still holds its slot.
     expect(await p1).toBe('q1');
     expect(await p2).toBe('q2');
+    expect(holder.endedAt).toEqual([]);
+    holder.release();
     expect(await ph).toBe('holder');
-    expect(q1.startedAt[0]!).toBeLessThan(holder.endedAt[0]!);
-    expect(q2.startedAt[0]!).toBeLessThan(holder.endedAt[0]!);
     expect(q1.startedAt[0]!).toBeLessThanOrEqual(q2.startedAt[0]!); // still FIFO
   });
 
   it('(c) a full configure with the same name keeps the queue and re-evaluates it (no rejection)', async () => {
     const { name, stub } = await configured({ bucket: { limitPerWindow: 1, windowInMs: MINUTE }, concurrency: 1 }, 'rq-configure');
-    const holder = timed('holder', 4_000);
+    const holder = held('holder');
     const q1 = recorder({ value: 'q1' });
     const q2 = recorder({ value: 'q2' });
     const ph = stub.execute(holder.fn);
@@ -120,8 +144,9 @@ describe('reconfigure with a queue', () => {
     const roomier: LimiterConfig = { bucket: { limitPerWindow: 3, windowInMs: MINUTE }, concurrency: 2 };
     await stub.configure(name, roomier);
     expect(await p2).toBe('q2');
+    expect(holder.endedAt).toEqual([]); // q2 ran to the end while the holder still held its slot
+    holder.release();
     expect(await ph).toBe('holder');
-    expect(q2.startedAt[0]!).toBeLessThan(holder.endedAt[0]!);
     const after = await stub.stats();
     expect(after.config).toEqual(roomier);
     expect(after.used).toBe(3);
@@ -154,7 +179,7 @@ describe('reconfigure with a queue', () => {
 
   it('(e) lowering concurrency keeps running callbacks in their slot; newcomers wait for running < new cap', async () => {
     const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: MINUTE }, concurrency: 3 }, 'rq-lower');
-    const holders = [timed('h0', 1_500), timed('h1', 1_500), timed('h2', 1_500)];
+    const holders = [held('h0'), held('h1'), held('h2')];
     const pending = holders.map((h) => stub.execute(h.fn));
     await until(() => holders.every((h) => h.startedAt.length === 1), 10_000, 'three running holders');
 
@@ -170,6 +195,7 @@ describe('reconfigure with a queue', () => {
     expect(late.startedAt).toEqual([]);
 
     // Every holder completes normally (none was cancelled by the lower cap).
+    for (const h of holders) h.release();
     expect(await Promise.all(pending)).toEqual(['h0', 'h1', 'h2']);
     expect(await pLate).toBe('late');
     // With a cap of 1, the newcomer could start only once all three were done.

@@ -94,7 +94,11 @@ describe('eviction', () => {
   it('(b) queued callers are rejected before their callback ran; the bucket keeps working', async () => {
     const config: LimiterConfig = { bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 1, attemptTimeoutMs: 3_000 };
     const { name, stub } = await configured(config, 'evict-queue');
-    const holder = recorder({ value: 'holder' }, 2_000);
+    // The holder runs until released after the eviction (not for a fixed
+    // time, which the steps before the eviction may outlast on a busy machine).
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const holder = { startedAt: [] as number[], fn: async () => (holder.startedAt.push(Date.now()), await gate, { value: 'holder' }) };
     const first = recorder({ value: 'q1' });
     const second = recorder({ value: 'q2' });
     const holding = settle(stub.execute(holder.fn));
@@ -106,6 +110,7 @@ describe('eviction', () => {
     expect(second.startedAt).toEqual([]);
 
     await evictWithCallers(stub);
+    release();
 
     const [o1, o2] = await Promise.all([q1, q2]);
     expect(o1.ok).toBe(false);
@@ -221,7 +226,12 @@ describe('eviction', () => {
     // The grants leave the 300 ms window, and the run of takes ends: its
     // reservation record is cleared (no record in force for the restart
     // below to count as taken) and the reconfigure starts none.
-    await sleep(2_500);
+    // Waited for rather than slept: the clear is a timer (up to 4 s after the
+    // last take, as reservations follow the caller's pace), late on a busy machine.
+    await until(async () => {
+      const { used, reservation } = await stub.stats();
+      return used === 0 && reservation === null;
+    }, 15_000, 'the grants to leave the window and the record to clear');
     expect(await stub.stats()).toMatchObject({ used: 0, reservation: null });
     await stub.reconfigure({ bucket: { windowInMs: 60_000 } });
     expect(await stub.stats()).toMatchObject({ used: 0, reservation: null });

@@ -1,26 +1,33 @@
 #!/usr/bin/env bash
 # The packed tarball in a second consumer, on Node 22 with the current
-# toolchain (besides the Node 20 pins everything else here runs on):
-#   - Node 22 from npm (`npm i node@22` in build/toolchain-22/node);
-#   - the newest wrangler, @cloudflare/vitest-plugin 1.x (the renamed
-#     vitest-pool-workers), the vitest it takes, @cloudflare/workers-types
-#     and typescript, in build/toolchain-22/tools;
-# both reused while they hold the newest versions (one registry look-up
-# each), reinstalled when one moved. Then, in a throwaway consumer made from
-# test/consumer's own files (the import and the types renamed to the plugin):
+# toolchain (besides the Node 20 pins everything else here runs on). The
+# versions are pinned in one place, scripts/toolchain-22/package.json (Node
+# 22 from npm, wrangler, @cloudflare/vitest-plugin 1.x (the renamed
+# vitest-pool-workers), vitest, @cloudflare/workers-types, typescript), with
+# its lockfile; `npm ci` installs them in build/toolchain-22/tools, again
+# only when the lockfile changed. CI's verdict never follows the registry:
+# scripts/toolchain-22-newest.sh (outside CI) says what the newest versions
+# would change. Then, in a throwaway consumer made from test/consumer's own
+# files (the import and the types renamed to the plugin):
 #   - tsc with the new types, vitest.config.ts included;
 #   - the consumer's vitest suite (cross-script DO binding and service binding
 #     to the limiter as an auxiliary worker, miniflareLimiterWorker);
 #   - wrangler deploy --dry-run of the app and of the limiter Worker.
 # Prints the exact versions and "toolchain22: N passed, N failed".
+#
+# DRL_TOOLCHAIN22_MANIFEST=<folder> takes package.json (and package-lock.json,
+# if there is one) from that folder instead, and DRL_TOOLCHAIN22_BASE=<folder>
+# works there instead of build/toolchain-22: how the newest-versions report
+# runs the same checks.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-base=$root/build/toolchain-22
+manifest=${DRL_TOOLCHAIN22_MANIFEST:-$root/scripts/toolchain-22}
+base=${DRL_TOOLCHAIN22_BASE:-$root/build/toolchain-22}
 passed=0
 failed=0
 started=$SECONDS
-mkdir -p "$base/node" "$base/tools"
+mkdir -p "$base/tools"
 log() { echo "toolchain22: $*"; }
 finish() { log "$passed passed, $failed failed ($((SECONDS - started))s)"; [ "$failed" -eq 0 ]; exit; }
 check() {  # NAME COMMAND...: one counted check, run in $run
@@ -33,47 +40,33 @@ check() {  # NAME COMMAND...: one counted check, run in $run
 }
 setup_failed() { log "$1: FAILED"; [ -f "${2:-}" ] && tail -40 "$2"; failed=$((failed + 1)); finish; }
 
-# Node 22, kept while it is a 22.
-node22=$base/node/node_modules/.bin/node
-if ! [[ "$("$node22" --version 2>/dev/null)" == v22.* ]]; then
-  (cd "$base/node" && echo '{ "private": true }' >package.json \
-    && npm install --no-audit --no-fund --no-package-lock node@22) >"$base/install-node.log" 2>&1 \
-    || setup_failed "install node@22" "$base/install-node.log"
-fi
-export PATH=$base/node/node_modules/.bin:$PATH   # npm, npx, wrangler and vitest now run on Node 22
-[[ "$(node --version)" == v22.* ]] || setup_failed "node 22 on PATH"
-
-# The newest of each tool (the plugin's major held at 1); offline, what is there.
-declare -A want=()
-tools=(wrangler @cloudflare/vitest-plugin vitest @cloudflare/workers-types typescript)
-specs=(wrangler@latest @cloudflare/vitest-plugin@1 vitest@latest @cloudflare/workers-types@latest typescript@latest)
-installed() { node -p "require('$base/tools/node_modules/$1/package.json').version" 2>/dev/null; }
-stale=0
-for i in "${!tools[@]}"; do
-  # The highest match (npm view lists a range's versions in publish order, not by version).
-  want[${tools[$i]}]=$(npm view "${specs[$i]}" version --json 2>/dev/null | node -e '
-    let v; try { v = [].concat(JSON.parse(require("fs").readFileSync(0, "utf8"))); } catch { process.exit(); }
-    const key = (s) => s.split(/[.-]/).slice(0, 3).map(Number);
-    v = v.filter((s) => !s.includes("-")).sort((a, b) => { const x = key(a), y = key(b); return x[0] - y[0] || x[1] - y[1] || x[2] - y[2]; });
-    if (v.length) console.log(v[v.length - 1]);')
-  have=$(installed "${tools[$i]}")
-  if [ -z "$have" ] || { [ -n "${want[${tools[$i]}]}" ] && [ "$have" != "${want[${tools[$i]}]}" ]; }; then stale=1; fi
-done
-if [ "$stale" -eq 1 ]; then
+# The pinned tools and Node 22 itself, installed when the manifest changed.
+tools=$base/tools
+if ! cmp -s "$manifest/package.json" "$tools/package.json" \
+  || { [ -f "$manifest/package-lock.json" ] && ! cmp -s "$manifest/package-lock.json" "$tools/node_modules/.drl-installed-lock"; } \
+  || [ ! -x "$tools/node_modules/.bin/node" ]; then
   t0=$SECONDS
-  pins=()
-  for i in "${!tools[@]}"; do pins+=("${tools[$i]}@${want[${tools[$i]}]:-${specs[$i]#*@}}"); done
-  rm -rf "$base/tools/node_modules"
-  (cd "$base/tools" && echo '{ "private": true, "type": "module" }' >package.json \
-    && npm install --no-audit --no-fund --no-package-lock -D "${pins[@]}") >"$base/install-tools.log" 2>&1 \
-    || setup_failed "install the toolchain" "$base/install-tools.log"
-  log "installed ${pins[*]} in $((SECONDS - t0))s"
+  rm -rf "$tools/node_modules" "$tools/package-lock.json"
+  cp "$manifest/package.json" "$tools/package.json"
+  if [ -f "$manifest/package-lock.json" ]; then
+    cp "$manifest/package-lock.json" "$tools/package-lock.json"
+    (cd "$tools" && npm ci --no-audit --no-fund) >"$base/install-tools.log" 2>&1 \
+      && cp "$manifest/package-lock.json" "$tools/node_modules/.drl-installed-lock" \
+      || setup_failed "install the pinned toolchain" "$base/install-tools.log"
+  else
+    (cd "$tools" && npm install --no-audit --no-fund --no-package-lock) >"$base/install-tools.log" 2>&1 \
+      || setup_failed "install the toolchain" "$base/install-tools.log"
+  fi
+  log "installed from $manifest in $((SECONDS - t0))s"
 fi
-log "node $(node --version), npm $(npm --version), $(for t in "${tools[@]}"; do printf '%s %s, ' "$t" "$(installed "$t")"; done)miniflare $(node -p "require('$base/tools/node_modules/@cloudflare/vitest-plugin/node_modules/miniflare/package.json').version" 2>/dev/null || installed miniflare)"
+export PATH=$tools/node_modules/.bin:$PATH   # node 22 first: npm, npx, wrangler and vitest now run on it
+[[ "$(node --version)" == v22.* ]] || setup_failed "node 22 on PATH (found $(node --version))"
+installed() { node -p "require('$tools/node_modules/$1/package.json').version" 2>/dev/null; }
+log "node $(node --version), npm $(npm --version), $(for t in wrangler @cloudflare/vitest-plugin vitest @cloudflare/workers-types typescript; do printf '%s %s, ' "$t" "$(installed "$t")"; done)miniflare $(node -p "require('$tools/node_modules/@cloudflare/vitest-plugin/node_modules/miniflare/package.json').version" 2>/dev/null || installed miniflare)"
 
 # The tarball (built by scripts/build-package.sh), and the throwaway consumer.
-rm -rf "$base"/tools/run-*
-run=$(mktemp -d "$base/tools/run-XXXXXX")
+rm -rf "$tools"/run-*
+run=$(mktemp -d "$tools/run-XXXXXX")
 (npm pack --ignore-scripts --silent --pack-destination "$run" >"$base/pack.log" 2>&1) || setup_failed "npm pack" "$base/pack.log"
 tarball=$(ls "$run"/durable-rate-limiter-*.tgz)
 cp -r test/consumer/src test/consumer/test test/consumer/wrangler.jsonc test/consumer/worker-configuration.d.ts \
@@ -90,7 +83,7 @@ node -e '
   fs.writeFileSync(p, JSON.stringify(c, null, 2));' "$run/tsconfig.json"
 (cd "$run" && npm install --no-save --no-package-lock --ignore-scripts --no-audit --no-fund --offline "$tarball") >"$base/install-tarball.log" 2>&1 \
   || setup_failed "install the tarball" "$base/install-tarball.log"
-bin=$base/tools/node_modules/.bin
+bin=$tools/node_modules/.bin
 
 check types-app "$bin/tsc" -p tsconfig.json
 # The consumer's suite: each of its tests counts.

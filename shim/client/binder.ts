@@ -3,25 +3,24 @@
  * A binder is inert until `resolve(env)` runs (from `limiter.for(env)`), which
  * is where a missing or wrong binding is reported, naming what env did hold.
  */
-import type { CallReport, ExecuteOptions, ExecuteResult } from '../envelope.ts';
+import type { LimiterRpc } from '../rpc-surface.ts';
 import { describe } from '../rules.ts';
 
 /**
- * The part of a bucket's stub the client uses: `execute`, with its generics
- * intact. A raw `DurableObjectStub` loses them over RPC (its `execute` returns
- * `never`, which type-checks against anything); the client asserts the real
- * stub to this type once, inside the binder, so call sites keep their types.
- * An adapter must pass `options` through unchanged and return what the
- * object answers: `bound.call` asks for `settles: 'data'` and reads the
- * SettledCall it gets back.
+ * The part of a bucket's stub the client uses: the object's `execute`
+ * (LimiterRpc's), with its generics intact. A raw `DurableObjectStub` loses
+ * them over RPC (its `execute` returns `never`, which type-checks against
+ * anything); the client asserts the real stub to this type once, inside
+ * the binder, so call sites keep their types. An adapter must pass
+ * `options` through unchanged and return what the object answers:
+ * `bound.call` asks for `settles: 'data'` and reads the SettledCall it gets
+ * back.
  *
  * @example
  * // An adapter over a service binding to LimiterEntrypoint:
  * const stub: LimiterStub = { execute: (fn, options) => env.LIMITER.execute(name, fn, options) };
  */
-export interface LimiterStub {
-  execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: O): Promise<ExecuteResult<T, O>>;
-}
+export type LimiterStub = Pick<LimiterRpc, 'execute'>;
 
 /**
  * What a binder resolves to: something that turns an instance name into a

@@ -20,23 +20,8 @@ import {
 import { checkName, settlesAsData } from './arguments.ts';
 import { limiterNamespace, registryStub, type LimiterDO, type LimiterEnv } from './limiter-do.ts';
 import { later } from './rpc.ts';
+import type { LimiterService } from '../rpc-surface.ts';
 import { failedAsData } from '../settled.ts';
-
-/** The entrypoint's RPC surface, for typing a service binding. */
-export interface LimiterService {
-  execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(
-    name: string,
-    fn: () => Promise<CallReport<T>> | CallReport<T>,
-    options?: O,
-  ): Promise<ExecuteResult<T, O>>;
-  configure(name: string, config: LimiterConfig): Promise<LimiterStats>;
-  reconfigure(name: string, patch: LimiterConfigPatch): Promise<LimiterStats>;
-  stats(name: string): Promise<LimiterStats>;
-  pause(name: string, ms: number): Promise<LimiterStats>;
-  history(name: string, resolution?: HistoryResolution): Promise<LimiterHistory>;
-  listNames(): Promise<string[]>;
-  ping(): Promise<LimiterPing>;
-}
 
 export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements LimiterService {
   #bucket(name: string): DurableObjectStub<LimiterDO> {

@@ -1,6 +1,7 @@
 // durable-rate-limiter/do: what the limiter Worker imports.
-export { LimiterDO, type LimiterEnv, type LimiterRpc } from './limiter-do.ts';
-export { LimiterEntrypoint, type LimiterService } from './entrypoint.ts';
+export { LimiterDO, type LimiterEnv } from './limiter-do.ts';
+export { LimiterEntrypoint } from './entrypoint.ts';
+export type { LimiterRpc, LimiterService } from '../rpc-surface.ts';
 export { handleAdminRequest, MAX_ADMIN_BODY_BYTES } from './admin.ts';
 export { LimiterNotConfiguredError, CallFailedError } from '../errors.ts';
 export {

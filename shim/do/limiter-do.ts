@@ -32,6 +32,7 @@ import { readDeclaration, type Declaration } from './declared.ts';
 import { EngineHost } from './host.ts';
 import { notTheRegistry, RegistryTable } from './registry.ts';
 import { later } from './rpc.ts';
+import type { LimiterRpc } from '../rpc-surface.ts';
 import { failedAsData } from '../settled.ts';
 import { LimiterStorage } from './storage.ts';
 
@@ -78,18 +79,6 @@ export function limiterNamespace(env: LimiterEnv): DurableObjectNamespace<Limite
 /** The stub of the registry instance, which lists every configured bucket. */
 export function registryStub(ns: DurableObjectNamespace<LimiterDO>): DurableObjectStub<LimiterDO> {
   return ns.get(ns.idFromName(REGISTRY_NAME));
-}
-
-/** The object's RPC surface, for typing a raw stub. */
-export interface LimiterRpc {
-  execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: O): Promise<ExecuteResult<T, O>>;
-  configure(name: string, config: LimiterConfig): Promise<LimiterStats>;
-  reconfigure(patch: LimiterConfigPatch): Promise<LimiterStats>;
-  stats(): Promise<LimiterStats>;
-  pause(ms: number): Promise<LimiterStats>;
-  history(resolution?: HistoryResolution): Promise<LimiterHistory>;
-  listNames(): Promise<string[]>;
-  ping(): Promise<LimiterPing>;
 }
 
 // Analytics Engine's limit on an index, in bytes.

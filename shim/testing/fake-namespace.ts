@@ -10,6 +10,7 @@ import type { CallReport, ExecuteOptions, ExecuteResult, UnitCosts } from '../en
 import { MARKERS } from '../error-ids.ts';
 import { costProblem, describe, raise } from '../rules.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
+import type { LimiterRpc } from '../rpc-surface.ts';
 import { failedAsData } from '../settled.ts';
 import { maxWaitProblem, priorityProblem } from '../client/waiting.ts';
 
@@ -34,10 +35,8 @@ export interface CapturedCall {
   report: CallReport;
 }
 
-/** The part of a limiter stub the client uses. */
-export interface FakeLimiterStub {
-  execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(fn: () => Promise<CallReport<T>> | CallReport<T>, options?: O): Promise<ExecuteResult<T, O>>;
-}
+/** The part of a limiter stub the client uses: the object's `execute`. */
+export type FakeLimiterStub = Pick<LimiterRpc, 'execute'>;
 
 export interface FakeLimiterNamespace {
   /** Hand this to `defineTestBinder`. */

@@ -11,4 +11,4 @@ export {
 export { miniflareLimiterWorker, type MiniflareLimiterWorkerConfig, type MiniflareLimiterWorkerOptions } from './miniflare.ts';
 export type { MiniflareModule } from './worker-modules.ts';
 export { limiterStub, type LimiterNamespaceLike } from './stub.ts';
-export type { LimiterRpc } from '../do/limiter-do.ts';
+export type { LimiterRpc } from '../rpc-surface.ts';

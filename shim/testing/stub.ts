@@ -6,7 +6,7 @@
  * returns the stub typed with the object's RPC surface instead, so no test
  * needs `as unknown as LimiterRpc`. Imports types only: nothing at runtime.
  */
-import type { LimiterRpc } from '../do/limiter-do.ts';
+import type { LimiterRpc } from '../rpc-surface.ts';
 
 /** What limiterStub needs of a namespace: a Durable Object namespace binding, typed or not. */
 export interface LimiterNamespaceLike<Id> {

@@ -49,6 +49,8 @@ export interface NamespaceLike {
  * type Names = DoBindings; // "RATE_LIMITER"
  */
 export type DoBindings<E = Cloudflare.Env> = {
+  // any: a namespace of any object class matches (unknown would need LimiterDO's exact shape).
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   [K in keyof E]-?: NonNullable<E[K]> extends DurableObjectNamespace<any> ? K : never;
 }[keyof E] &
   string;

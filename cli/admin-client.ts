@@ -60,7 +60,7 @@ export async function identifyLimiter(target: AdminTarget): Promise<AdminIdentit
     `${target.url} is not a durable-rate-limiter limiter Worker: it answered GET ${ADMIN_IDENTITY_PATH} with ${seen}, where a limiter answers who it is.\n` +
       '  Is this your application (the port you know), not the limiter? Pass --url with the origin the limiter Worker answers on:\n' +
       '  its workers.dev URL once deployed, or the port of its own `wrangler dev` (under one `wrangler dev` for both Workers, mount\n' +
-      "  handleAdminRequest in your application for local development: see the README's \"Local development\").\n" +
+      "  handleAdminRequest in your application for local development: see docs/local-development.md).\n" +
       '  Nothing was remembered and no key was sent.',
   );
 }

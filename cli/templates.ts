@@ -13,7 +13,7 @@ export function limiterIndex(admin = true): string {
 // the buckets declared in wrangler.jsonc (vars.DRL_LIMITS) configure
 // themselves on first use, and the application's src/configure-limiter.ts
 // applies limits at run time through its binding. Mount the routes later with
-// handleAdminRequest from 'durable-rate-limiter/do' (see the README).
+// handleAdminRequest from 'durable-rate-limiter/do' (see docs/do.md in the package).
 // Redeploy only when this code changes (a package upgrade) or the declaration does.
 export { LimiterDO, LimiterEntrypoint } from 'durable-rate-limiter/do';
 

@@ -316,8 +316,8 @@ export interface LimiterStats {
   /** Queued calls per priority, highest first (only priorities with someone queued). */
   queuedByPriority: { priority: number; queued: number }[];
   /**
-   * The covering reservation in force (see the README's "covering
-   * reservations"), or null: units per window that takes may use until
+   * The covering reservation in force (see docs/guarantees.md, "Durable
+   * grants without a commit per call"), or null: units per window that takes may use until
    * `until` without a commit of their own. A restart now would count them as
    * taken: the most it could under-admit.
    */

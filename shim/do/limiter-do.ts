@@ -62,7 +62,7 @@ export interface LimiterEnv {
   /**
    * An Analytics Engine dataset (`analytics_engine_datasets` in wrangler's
    * config): when bound, every bucket writes one data point per closed 10 s
-   * history interval (see the README's History). Unset: no export.
+   * history interval (see docs/do.md, History). Unset: no export.
    */
   DRL_ANALYTICS?: AnalyticsEngineDataset;
 }
@@ -240,7 +240,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   /**
    * The bucket's recent history: every 10 s for the last hour ('10s', the
    * default) or every minute for the last day ('1m'). Reads memory only;
-   * after an eviction it holds what storage kept (see the README's History).
+   * after an eviction it holds what storage kept (see docs/do.md, History).
    */
   history(resolution?: HistoryResolution): Promise<LimiterHistory> {
     return later(async () => {
@@ -253,7 +253,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
 
   /**
    * One data point per closed 10 s interval: blobs [name], indexes [name,
-   * cut to 96 bytes], doubles in the README's order. Best effort.
+   * cut to 96 bytes], doubles in the order docs/do.md gives. Best effort.
    */
   #exportHistory(dataset: AnalyticsEngineDataset, closed: EngineHistoryRow[]): void {
     const name = this.#name;

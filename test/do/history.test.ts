@@ -120,7 +120,7 @@ describe('history', () => {
       expect(after.intervals).toEqual([a]);
       expect(after.current.started).toBe(0);
       expect((await bucket(name).history('1m')).intervals).toEqual(storedMinutes);
-      // The stored rows, as the README describes them.
+      // The stored rows, as docs/do.md describes them.
       const rows = await runInDurableObject(bucket(name), (_instance, state) =>
         state.storage.sql.exec<{ res: number; at: number }>(`SELECT res, at FROM drl_history ORDER BY res, at`).toArray(),
       );

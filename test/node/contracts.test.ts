@@ -1,5 +1,5 @@
 // Verifies that the contracts generated from one source agree everywhere:
-// the committed JS tables and README match their sources (error_ids.def,
+// the committed JS tables and docs/errors.md match their sources (error_ids.def,
 // output_kinds.def, the do-worker import graph), core.wasm was built from the
 // same tables, and the cost rule the client checks agrees with the engine's.
 import { execFileSync } from 'node:child_process';

@@ -33,7 +33,7 @@
 namespace drl {
 
 // Every id, its number and what it means: see error_ids.def, the one table
-// the C++ enum, the JS hosts and the README are built from.
+// the C++ enum, the JS hosts and docs/errors.md are built from.
 enum class ErrorCode : int {
 #define DRL_ERROR(name, code, id, kind, raised_by, client, restores, meaning) name = code,
 #include "drl/error_ids.def"

@@ -115,6 +115,15 @@ count_log() {  # LOG PREFIX: adds the "PREFIX: N passed, N failed" totals a scri
     < <(grep -E '^ *FAIL |: FAILED' "$1" | sed -E 's/^ +//' | cut -c1-300)
 }
 
+count_check() {  # NAME COMMAND...: one check that passes when the command exits 0
+  local name=$1; shift
+  if "$@"; then
+    echo "$name: ok"; passed=$((passed + 1))
+  else
+    echo "$name: FAILED"; failed=$((failed + 1)); note_failure "$name"
+  fi
+}
+
 run_vitest() {  # REPORT CONFIG: runs one vitest suite and adds its totals
   rm -f "build/$1"
   node_modules/.bin/vitest run --config "$2" --reporter=default --reporter=json --outputFile="build/$1"
@@ -171,35 +180,22 @@ stage_client() {
 
 stage_types() {
   stage "typechecks: shim/, the type tests, the test files"
+  local project
   for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json test/do/tsconfig.json test/node/tsconfig.json cli/tsconfig.json shim/do/dashboard/tsconfig.json test/browser/tsconfig.json; do
-    if node_modules/.bin/tsc -p "$project" --noEmit; then
-      echo "tsc -p $project: ok"; passed=$((passed + 1))
-    else
-      echo "tsc -p $project: FAILED"; failed=$((failed + 1)); note_failure "tsc -p $project"
-    fi
+    count_check "tsc -p $project" node_modules/.bin/tsc -p "$project" --noEmit
   done
 }
 
 stage_docs() {
   stage "docs: the \`\`\`ts samples of README.md, CONTRIBUTING.md and docs/ typechecked against dist/, their links and anchors resolved"
   # One line per problem (file:line: what), then one summary line.
-  if node scripts/check-docs.mjs; then
-    passed=$((passed + 1))
-  else
-    failed=$((failed + 1)); note_failure "docs: samples and links (node scripts/check-docs.mjs)"
-  fi
+  count_check "docs: samples and links (node scripts/check-docs.mjs)" node scripts/check-docs.mjs
 }
 
 stage_lint() {
   stage "lint: eslint (import order, cycles, the runtime's boundary), prettier, clang-format"
-  local check
-  for check in lint format:check; do
-    if npm run --silent "$check"; then
-      echo "npm run $check: ok"; passed=$((passed + 1))
-    else
-      echo "npm run $check: FAILED"; failed=$((failed + 1)); note_failure "npm run $check"
-    fi
-  done
+  count_check "npm run lint" npm run --silent lint
+  count_check "npm run format:check" npm run --silent format:check
 }
 
 stage_cli() {
@@ -234,11 +230,7 @@ stage_verify() {
   # from the upstream's rate-limit headers off then on: every call completes,
   # and the upstream's 429s with learning on are at most 10% of those with it
   # off). Each prints "verify: N passed, N failed" (one per assertion group).
-  if node_modules/.bin/tsc -p verify/tsconfig.json --noEmit; then
-    echo "tsc -p verify/tsconfig.json: ok"; passed=$((passed + 1))
-  else
-    echo "tsc -p verify/tsconfig.json: FAILED"; failed=$((failed + 1)); note_failure "tsc -p verify/tsconfig.json"
-  fi
+  count_check "tsc -p verify/tsconfig.json" node_modules/.bin/tsc -p verify/tsconfig.json --noEmit
   for run in "--ci" "--ci --tokens=low" "--ci --faults" "--ci --kills=3" "--ci --mixed" "--ci --outside"; do
     log=build/verify${run// /}.log
     timeout 300 node verify/local/run.mjs $run 2>&1 | tee "$log" | grep -E '^(verify|  (PASS|FAIL))'

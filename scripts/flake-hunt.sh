@@ -64,73 +64,11 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/flake-hunt.XXXXXX")
 clone=$work/clone
 echo "flake-hunt: $rounds rounds of test.sh --only $stages at ${sha:0:12}, $load CPU hogs; everything in $work"
 
-hogs=()
-round_pid=""
-stop_hogs() {
-  local pid
-  for pid in "${hogs[@]}"; do kill "$pid" 2>/dev/null; done
-  for pid in "${hogs[@]}"; do wait "$pid" 2>/dev/null; done
-  hogs=()
-}
-cleanup() {
-  # the running round: test.sh leads a session of its own (setsid), so its
-  # workerd, vitest and chromium processes go with it
-  if [ -n "$round_pid" ]; then
-    kill -TERM -- "-$round_pid" 2>/dev/null
-    sleep 2
-    kill -KILL -- "-$round_pid" 2>/dev/null
-    round_pid=""
-  fi
-  stop_hogs
-}
-trap cleanup EXIT
-trap 'echo; echo "flake-hunt: interrupted; results so far in $work/rounds"; exit 130' INT
-trap 'exit 143' TERM
-
-git clone -q --no-checkout "$src" "$clone" || exit 1
-git -C "$clone" checkout -q --detach "$sha" || exit 1
-
-# The one-off setup, before the load: bootstrap, and the build test.sh would
-# do (the native engine only for the stages that run it), so that every round
-# times the tests themselves and round 1 is not a build.
-echo "flake-hunt: bootstrap and build in $clone (log: $work/setup.log)"
-(
-  cd "$clone" || exit 1
-  bash scripts/bootstrap.sh || exit 1
-  if [[ ",$stages," =~ ,(engine|node), ]]; then bash scripts/build.sh; else bash scripts/build-package.sh; fi
-) >"$work/setup.log" 2>&1 || { tail -30 "$work/setup.log"; echo "flake-hunt: setup failed (see $work/setup.log)"; exit 1; }
-
-for ((i = 0; i < load; i++)); do
-  nice -n 0 bash -c 'while :; do :; done' &
-  hogs+=($!)
-done
-[ "$load" -eq 0 ] || echo "flake-hunt: CPU hogs running: ${hogs[*]}"
-
-for ((r = 1; r <= rounds; r++)); do
-  dir=$work/rounds/$r
-  mkdir -p "$dir"
-  echo "== round $r of $rounds (output: $dir/output.log)"
-  rm -f "$clone"/build/vitest-*.json
-  start=$(date +%s)
-  # setsid: test.sh and all it starts form one process group, killed whole
-  # if the hunt is interrupted; `wait` lets the traps run at once.
-  (cd "$clone" && exec setsid bash scripts/test.sh --only "$stages") </dev/null >"$dir/output.log" 2>&1 &
-  round_pid=$!
-  wait "$round_pid"
-  code=$?
-  round_pid=""
-  secs=$(($(date +%s) - start))
-  cp "$clone"/build/vitest-*.json "$dir"/ 2>/dev/null
-  for log in "$clone"/build/*.log; do [ -f "$log" ] && cp "$log" "$dir"/; done
-  totals=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$dir/output.log" | tail -1)
-  printf 'code=%s\nseconds=%s\ntotals=%s\n' "$code" "$secs" "$totals" >"$dir/result"
-  echo "   ${totals:-no totals}, exit $code, ${secs}s"
-  sed -n '/^== what failed$/,$p' "$dir/output.log" | sed '1d;$d' | sed 's/^/   /'
-done
-stop_hogs
-
-# The table: per round, then every test that failed in any round.
-node - "$work/rounds" "$rounds" <<'EOF'
+# The table: per round, then every test that failed in any round; fails
+# if anything did.
+report() {
+  [ -d "$work/rounds" ] || { echo "(no round ended)"; return 1; }
+  node - "$work/rounds" "$rounds" <<'EOF'
 const fs = require("fs");
 const path = require("path");
 const [root, total] = [process.argv[2], Number(process.argv[3])];
@@ -195,6 +133,83 @@ for (const [name, f] of sorted) {
 }
 process.exitCode = bad || failures.size ? 1 : 0;
 EOF
+}
+
+hogs=()
+round_pid=""
+stop_hogs() {
+  local pid
+  for pid in "${hogs[@]}"; do kill "$pid" 2>/dev/null; done
+  for pid in "${hogs[@]}"; do wait "$pid" 2>/dev/null; done
+  hogs=()
+}
+cleanup() {
+  # the running round: test.sh leads a session of its own (setsid), so its
+  # workerd, vitest and chromium processes go with it
+  if [ -n "$round_pid" ]; then
+    kill -TERM -- "-$round_pid" 2>/dev/null
+    sleep 2
+    kill -KILL -- "-$round_pid" 2>/dev/null
+    round_pid=""
+  fi
+  stop_hogs
+}
+interrupted() {
+  trap - INT TERM
+  cleanup
+  echo
+  echo "flake-hunt: interrupted; the rounds that ended:"
+  report
+  echo "flake-hunt: results so far in $work/rounds"
+  exit "$1"
+}
+trap cleanup EXIT
+trap 'interrupted 130' INT
+trap 'interrupted 143' TERM
+
+git clone -q --no-checkout "$src" "$clone" || exit 1
+git -C "$clone" checkout -q --detach "$sha" || exit 1
+
+# The one-off setup, before the load: bootstrap, and the build test.sh would
+# do (the native engine only for the stages that run it), so that every round
+# times the tests themselves and round 1 is not a build.
+echo "flake-hunt: bootstrap and build in $clone (log: $work/setup.log)"
+(
+  cd "$clone" || exit 1
+  bash scripts/bootstrap.sh || exit 1
+  if [[ ",$stages," =~ ,(engine|node), ]]; then bash scripts/build.sh; else bash scripts/build-package.sh; fi
+) >"$work/setup.log" 2>&1 || { tail -30 "$work/setup.log"; echo "flake-hunt: setup failed (see $work/setup.log)"; exit 1; }
+
+for ((i = 0; i < load; i++)); do
+  nice -n 0 bash -c 'while :; do :; done' &
+  hogs+=($!)
+done
+[ "$load" -eq 0 ] || echo "flake-hunt: CPU hogs running: ${hogs[*]}"
+
+for ((r = 1; r <= rounds; r++)); do
+  dir=$work/rounds/$r
+  mkdir -p "$dir"
+  echo "== round $r of $rounds (output: $dir/output.log)"
+  rm -f "$clone"/build/vitest-*.json
+  start=$(date +%s)
+  # setsid: test.sh and all it starts form one process group, killed whole
+  # if the hunt is interrupted; `wait` lets the traps run at once.
+  (cd "$clone" && exec setsid bash scripts/test.sh --only "$stages") </dev/null >"$dir/output.log" 2>&1 &
+  round_pid=$!
+  wait "$round_pid"
+  code=$?
+  round_pid=""
+  secs=$(($(date +%s) - start))
+  cp "$clone"/build/vitest-*.json "$dir"/ 2>/dev/null
+  for log in "$clone"/build/*.log; do [ -f "$log" ] && cp "$log" "$dir"/; done
+  totals=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$dir/output.log" | tail -1)
+  printf 'code=%s\nseconds=%s\ntotals=%s\n' "$code" "$secs" "$totals" >"$dir/result"
+  echo "   ${totals:-no totals}, exit $code, ${secs}s"
+  sed -n '/^== what failed$/,$p' "$dir/output.log" | sed '1d;$d' | sed 's/^/   /'
+done
+stop_hogs
+
+report
 status=$?
 echo "flake-hunt: results in $work/rounds (the clone, $clone, can be removed)"
 exit "$status"

@@ -66,12 +66,13 @@ Figures run(int64_t limit, int takes, bool three) {
   const size_t heap_before = mallinfo2().uordblks;
   drl::Engine engine;
   drl::Snapshot snap;
-  std::string config = "{\"bucket\":{\"limitPerWindow\":" + std::to_string(limit) + ",\"windowInMs\":" +
-                       std::to_string(window) + "},\"concurrency\":1000";
+  std::string config = "{\"bucket\":{\"limitPerWindow\":" + std::to_string(limit) +
+                       ",\"windowInMs\":" + std::to_string(window) + "},\"concurrency\":1000";
   if (three) {
     config += ",\"windows\":{\"long\":{\"limitPerWindow\":" + std::to_string(2 * limit) +
-                        ",\"windowInMs\":" + std::to_string(2 * window) + "},\"tpm\":{\"unit\":\"tokens\",\"limitPerWindow\":" +
-                        std::to_string(100 * limit) + ",\"windowInMs\":" + std::to_string(window) + "}}";
+              ",\"windowInMs\":" + std::to_string(2 * window) +
+              "},\"tpm\":{\"unit\":\"tokens\",\"limitPerWindow\":" + std::to_string(100 * limit) +
+              ",\"windowInMs\":" + std::to_string(window) + "}}";
   }
   snap.config_text = config + "}";
   snap.grants = full_log(window, 1);
@@ -118,8 +119,8 @@ Figures run(int64_t limit, int takes, bool three) {
 drl::Engine full_bucket(int64_t limit, int64_t window) {
   drl::Engine engine;
   drl::Snapshot snap;
-  snap.config_text = "{\"bucket\":{\"limitPerWindow\":" + std::to_string(limit) + ",\"windowInMs\":" +
-                     std::to_string(window) + "},\"concurrency\":100000}";
+  snap.config_text = "{\"bucket\":{\"limitPerWindow\":" + std::to_string(limit) +
+                     ",\"windowInMs\":" + std::to_string(window) + "},\"concurrency\":100000}";
   for (int64_t k = 1; k <= limit; ++k) {
     const double at = static_cast<double>(kStart - window + k * window / limit);
     if (!snap.grants.empty() && snap.grants.back().first == at) {
@@ -239,10 +240,13 @@ void bench_queue(int64_t limit, int64_t window, int arrivals, int predictions) {
     queued_round(engine, true, std::max(1, batches / 10), priorities);
     std::vector<double> rounds[2];
     for (int r = 0; r < kRounds; ++r) {
-      for (const bool deadline : {false, true}) rounds[deadline].push_back(queued_round(engine, deadline, batches, priorities));
+      for (const bool deadline : {false, true})
+        rounds[deadline].push_back(queued_round(engine, deadline, batches, priorities));
     }
-    std::printf("{\"engine\":\"native\",\"kind\":\"queued\",\"limit\":%lld,\"queued\":%d,\"plainNs\":%.1f,\"deadlineNs\":%.1f}\n",
-                static_cast<long long>(limit), kQueued, median(rounds[0]), median(rounds[1]));
+    std::printf(
+        "{\"engine\":\"native\",\"kind\":\"queued\",\"limit\":%lld,\"queued\":%d,\"plainNs\":%.1f,\"deadlineNs\":%.1f}"
+        "\n",
+        static_cast<long long>(limit), kQueued, median(rounds[0]), median(rounds[1]));
   }
   {
     constexpr int kSmall = 100;
@@ -288,7 +292,8 @@ int main(int argc, char** argv) {
       std::sort(fs.begin(), fs.end(), [](const Figures& a, const Figures& b) { return a.ns_per_take < b.ns_per_take; });
       const Figures& f = fs[kRounds / 2];
       std::printf(
-          "{\"engine\":\"native\",\"windows\":%d,\"limit\":%lld,\"nsPerTake\":%.1f,\"heapBytes\":%zu,\"logEntries\":%zu}\n",
+          "{\"engine\":\"native\",\"windows\":%d,\"limit\":%lld,\"nsPerTake\":%.1f,\"heapBytes\":%zu,\"logEntries\":%"
+          "zu}\n",
           three ? 3 : 1, static_cast<long long>(limit), f.ns_per_take, f.heap_bytes, f.entries);
     }
   }

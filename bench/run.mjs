@@ -25,7 +25,6 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
-
 import { instantiateCore } from '../dist/engine/loader.js';
 
 const root = resolve(import.meta.dirname, '..');
@@ -237,9 +236,13 @@ function benchBaseline(limit, maxTakes) {
 const takes = Number(process.env.BENCH_TAKES ?? 200_000);
 const arrivals = Number(process.env.BENCH_ARRIVALS ?? 500_000);
 const predictions = Number(process.env.BENCH_PREDICTIONS ?? 1_000_000);
-const nativeLines = execFileSync(resolve(root, 'build/drl_bench'), [String(takes), String(arrivals), String(predictions)], {
-  encoding: 'utf8',
-})
+const nativeLines = execFileSync(
+  resolve(root, 'build/drl_bench'),
+  [String(takes), String(arrivals), String(predictions)],
+  {
+    encoding: 'utf8',
+  },
+)
   .trim()
   .split('\n')
   .map((line) => JSON.parse(line));
@@ -263,13 +266,23 @@ for (const limit of LIMITS) {
   const baseline = benchBaseline(limit, takes);
   const nat = native.find((n) => n.limit === limit && n.windows === 1);
   const nat3 = native.find((n) => n.limit === limit && n.windows === 3);
-  rows.push({ limit, native: nat.nsPerTake, nativeHeap: nat.heapBytes, wasm: wasm.ns, memory: wasm.memory, baseline: baseline.ns, baselineTakes: baseline.takes });
+  rows.push({
+    limit,
+    native: nat.nsPerTake,
+    nativeHeap: nat.heapBytes,
+    wasm: wasm.ns,
+    memory: wasm.memory,
+    baseline: baseline.ns,
+    baselineTakes: baseline.takes,
+  });
   rows3.push({ limit, native: nat3.nsPerTake, wasm: wasm3.ns, memory: wasm3.memory });
 }
 
 const fmt = (n, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 console.log(`durable-rate-limiter engine benchmark (${takes.toLocaleString('en-US')} takes per engine figure)\n`);
-console.log('limit/window   native ns/take   wasm ns/take   wasm takes/s   baseline ns/take   wasm vs baseline   wasm memory');
+console.log(
+  'limit/window   native ns/take   wasm ns/take   wasm takes/s   baseline ns/take   wasm vs baseline   wasm memory',
+);
 for (const r of rows) {
   console.log(
     [
@@ -284,7 +297,9 @@ for (const r of rows) {
   );
 }
 console.log('');
-console.log('3 windows      native ns/take   wasm ns/take   wasm takes/s   native vs 1 window   wasm vs 1 window   wasm memory');
+console.log(
+  '3 windows      native ns/take   wasm ns/take   wasm takes/s   native vs 1 window   wasm vs 1 window   wasm memory',
+);
 for (const r of rows3) {
   const one = rows.find((x) => x.limit === r.limit);
   console.log(
@@ -301,12 +316,22 @@ for (const r of rows3) {
 }
 const at = (limit) => rows.find((r) => r.limit === limit);
 console.log('');
-console.log(`native cost at 1,000,000 vs at 100: ${fmt(at(1_000_000).native / at(100).native, 2)}x (target: within 2x)`);
+console.log(
+  `native cost at 1,000,000 vs at 100: ${fmt(at(1_000_000).native / at(100).native, 2)}x (target: within 2x)`,
+);
 console.log(`wasm cost at 1,000,000 vs at 100:   ${fmt(at(1_000_000).wasm / at(100).wasm, 2)}x`);
-console.log(`wasm vs baseline at 10,000:         ${fmt(at(10_000).baseline / at(10_000).wasm, 1)}x faster (target: at least 20x)`);
-console.log(`engine memory, worst case:          ${fmt(Math.max(...rows.map((r) => r.memory)) / 1048576, 2)} MiB wasm linear memory (target: under 4 MB)`);
-console.log(`3 windows vs 1, worst case:         native ${fmt(Math.max(...rows3.map((r) => r.native / at(r.limit).native)), 2)}x, wasm ${fmt(Math.max(...rows3.map((r) => r.wasm / at(r.limit).wasm)), 2)}x (target: within 2x)`);
-console.log(`3 windows memory, worst case:       ${fmt(Math.max(...rows3.map((r) => r.memory)) / 1048576, 2)} MiB wasm linear memory (target: under 4 MB)`);
+console.log(
+  `wasm vs baseline at 10,000:         ${fmt(at(10_000).baseline / at(10_000).wasm, 1)}x faster (target: at least 20x)`,
+);
+console.log(
+  `engine memory, worst case:          ${fmt(Math.max(...rows.map((r) => r.memory)) / 1048576, 2)} MiB wasm linear memory (target: under 4 MB)`,
+);
+console.log(
+  `3 windows vs 1, worst case:         native ${fmt(Math.max(...rows3.map((r) => r.native / at(r.limit).native)), 2)}x, wasm ${fmt(Math.max(...rows3.map((r) => r.wasm / at(r.limit).wasm)), 2)}x (target: within 2x)`,
+);
+console.log(
+  `3 windows memory, worst case:       ${fmt(Math.max(...rows3.map((r) => r.memory)) / 1048576, 2)} MiB wasm linear memory (target: under 4 MB)`,
+);
 console.log(`core.wasm size:                     ${fmt(statSync(wasmPath).size / 1024, 1)} KiB (target: under 200 KB)`);
 
 const QUEUE_LIMITS = [...new Set(nativeLines.filter((n) => n.kind === 'queued').map((n) => n.limit))];
@@ -315,13 +340,17 @@ const queue = QUEUE_LIMITS.map((limit) => {
   const arrival = nativeLines.find((n) => n.kind === 'queued' && n.limit === limit);
   const predict = nativeLines.find((n) => n.kind === 'predict' && n.limit === limit);
   if (wasm.smallAt !== predict.smallAt || wasm.largeAt !== predict.largeAt) {
-    throw new Error(`wasm and native predict different starts at limit ${limit}: the two figures measure different work`);
+    throw new Error(
+      `wasm and native predict different starts at limit ${limit}: the two figures measure different work`,
+    );
   }
   return { limit, native: { ...arrival, smallNs: predict.smallNs, largeNs: predict.largeNs }, wasm, predict };
 });
 const ratio = (x, y) => `${fmt(x / y, 2)}x`;
 console.log('');
-console.log(`queued arrivals, 10,000 queued, ns/arrival (plain: arrive(1); deadline: random priority 0..3 + maxWaitMs)`);
+console.log(
+  `queued arrivals, 10,000 queued, ns/arrival (plain: arrive(1); deadline: random priority 0..3 + maxWaitMs)`,
+);
 console.log('limit/100 s    native plain   native deadline   native ratio     wasm plain   wasm deadline   wasm ratio');
 for (const q of queue) {
   console.log(
@@ -338,7 +367,9 @@ for (const q of queue) {
 }
 console.log('');
 console.log(`prediction of the tail, ns/call, 100 vs 100,000 queued over priorities 0..3`);
-console.log('limit/100 s   native at 100   native at 100k   native ratio   wasm at 100   wasm at 100k   wasm ratio   predicted wait at 100 / 100k');
+console.log(
+  'limit/100 s   native at 100   native at 100k   native ratio   wasm at 100   wasm at 100k   wasm ratio   predicted wait at 100 / 100k',
+);
 for (const q of queue) {
   console.log(
     [
@@ -355,5 +386,21 @@ for (const q of queue) {
 }
 const worst = (f) => Math.max(...queue.map(f));
 console.log('');
-console.log(`deadline vs plain arrival, worst:   native ${fmt(worst((q) => q.native.deadlineNs / q.native.plainNs), 2)}x, wasm ${fmt(worst((q) => q.wasm.deadlineNs / q.wasm.plainNs), 2)}x at 10,000 queued (target: within 1.5x)`);
-console.log(`prediction 100,000 vs 100, worst:  native ${fmt(worst((q) => q.native.largeNs / q.native.smallNs), 2)}x, wasm ${fmt(worst((q) => q.wasm.largeNs / q.wasm.smallNs), 2)}x queued (target: near 1, O(log n) or better)`);
+console.log(
+  `deadline vs plain arrival, worst:   native ${fmt(
+    worst((q) => q.native.deadlineNs / q.native.plainNs),
+    2,
+  )}x, wasm ${fmt(
+    worst((q) => q.wasm.deadlineNs / q.wasm.plainNs),
+    2,
+  )}x at 10,000 queued (target: within 1.5x)`,
+);
+console.log(
+  `prediction 100,000 vs 100, worst:  native ${fmt(
+    worst((q) => q.native.largeNs / q.native.smallNs),
+    2,
+  )}x, wasm ${fmt(
+    worst((q) => q.wasm.largeNs / q.wasm.smallNs),
+    2,
+  )}x queued (target: near 1, O(log n) or better)`,
+);

@@ -2,7 +2,14 @@
  * Talks to a limiter Worker's admin routes (POST /configure, GET /stats)
  * over HTTP, and turns each way they can fail into what to do about it.
  */
-import { ADMIN_IDENTITY_PATH, ENVELOPE_VERSION, type AdminIdentity, type ConfigureResult, type LimiterStats, type LimitsDocument } from '../shim/envelope.ts';
+import {
+  ADMIN_IDENTITY_PATH,
+  ENVELOPE_VERSION,
+  type AdminIdentity,
+  type ConfigureResult,
+  type LimiterStats,
+  type LimitsDocument,
+} from '../shim/envelope.ts';
 import { quote } from '../shim/rules.ts';
 import { CliError } from './errors.ts';
 
@@ -22,7 +29,9 @@ export function newKeyAdvice(configPath: string, url: string): string {
     'A secret cannot be read back, so a lost key and a mistyped one have the same remedy: set a new one, which replaces it.',
     `  npx wrangler secret put DRL_CONFIG_KEY --config ${configPath}`,
     '  (or: Workers & Pages → the limiter Worker → Settings → Variables and Secrets)',
-    ...(local ? [`  Under wrangler dev the key is DRL_CONFIG_KEY in ${configPath.replace(/[^/\\]*$/, '')}.dev.vars.`] : []),
+    ...(local
+      ? [`  Under wrangler dev the key is DRL_CONFIG_KEY in ${configPath.replace(/[^/\\]*$/, '')}.dev.vars.`]
+      : []),
     'Then export DRL_CONFIG_KEY=<the new key> and run this again.',
   ].join('\n');
 }
@@ -55,12 +64,13 @@ export async function identifyLimiter(target: AdminTarget): Promise<AdminIdentit
   }
   const root = await get(target, '/');
   if (LIMITER_FALLBACKS.includes(root.text.trim())) throw new CliError(redeployAdvice(target, ADMIN_IDENTITY_PATH));
-  const seen = identity.status === 200 ? `200 with ${JSON.stringify(identity.text.slice(0, 80))}` : String(identity.status);
+  const seen =
+    identity.status === 200 ? `200 with ${JSON.stringify(identity.text.slice(0, 80))}` : String(identity.status);
   throw new CliError(
     `${target.url} is not a durable-rate-limiter limiter Worker: it answered GET ${ADMIN_IDENTITY_PATH} with ${seen}, where a limiter answers who it is.\n` +
       '  Is this your application (the port you know), not the limiter? Pass --url with the origin the limiter Worker answers on:\n' +
       '  its workers.dev URL once deployed, or the port of its own `wrangler dev` (under one `wrangler dev` for both Workers, mount\n' +
-      "  handleAdminRequest in your application for local development: see docs/local-development.md).\n" +
+      '  handleAdminRequest in your application for local development: see docs/local-development.md).\n' +
       '  Nothing was remembered and no key was sent.',
   );
 }
@@ -75,7 +85,10 @@ interface Answer {
 async function exchange(target: AdminTarget, path: string, init: RequestInit = {}): Promise<Answer> {
   let response: Response;
   try {
-    response = await fetch(new URL(path, target.url.endsWith('/') ? target.url : `${target.url}/`), { ...init, signal: AbortSignal.timeout(30_000) });
+    response = await fetch(new URL(path, target.url.endsWith('/') ? target.url : `${target.url}/`), {
+      ...init,
+      signal: AbortSignal.timeout(30_000),
+    });
   } catch (error) {
     throw unreachable(target, error);
   }
@@ -145,7 +158,9 @@ export async function uploadLimits(target: AdminTarget, document: LimitsDocument
   }
   if (!answer.ok) {
     // Entry by entry: what is live now, what failed and why, what was not tried.
-    const lines = answer.results.map((r) => `  - ${quote(r.name)}: ${r.applied ? 'applied' : r.ok ? 'valid, not applied' : r.error}`);
+    const lines = answer.results.map(
+      (r) => `  - ${quote(r.name)}: ${r.applied ? 'applied' : r.ok ? 'valid, not applied' : r.error}`,
+    );
     throw new CliError(`The limiter answered ${status}: ${answer.error ?? 'not applied'}\n${lines.join('\n')}`);
   }
   return answer.results;
@@ -162,11 +177,21 @@ export async function readStats(
 ): Promise<{ buckets: Record<string, LimiterStats>; pruned?: string[]; invalid?: Record<string, string> }> {
   const { status, json } = await request(target, '/stats');
   const answer = json as
-    | { ok?: boolean; error?: string; buckets?: Record<string, LimiterStats>; pruned?: string[]; invalid?: Record<string, string> }
+    | {
+        ok?: boolean;
+        error?: string;
+        buckets?: Record<string, LimiterStats>;
+        pruned?: string[];
+        invalid?: Record<string, string>;
+      }
     | undefined;
   if (!answer || typeof answer.buckets !== 'object' || answer.buckets === null) {
     if (status >= 200 && status < 300) throw new CliError(redeployAdvice(target, '/stats'));
     throw new CliError(`The limiter answered ${status}: ${answer?.error ?? 'no reason given'}`);
   }
-  return { buckets: answer.buckets, ...(answer.pruned ? { pruned: answer.pruned } : {}), ...(answer.invalid ? { invalid: answer.invalid } : {}) };
+  return {
+    buckets: answer.buckets,
+    ...(answer.pruned ? { pruned: answer.pruned } : {}),
+    ...(answer.invalid ? { invalid: answer.invalid } : {}),
+  };
 }

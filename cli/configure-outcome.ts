@@ -43,7 +43,9 @@ function changes(before: LimiterConfig, after: LimiterConfig): string[] {
   for (const name of Object.keys(now)) {
     if (Object.hasOwn(was, name)) continue;
     const w = now[name]!;
-    said.push(`window ${quote(name)} added (${windowLimit({ limit: w.limitPerWindow, windowInMs: w.windowInMs, unit: w.unit ?? after.bucket.unit ?? DEFAULT_UNIT }, true)})`);
+    said.push(
+      `window ${quote(name)} added (${windowLimit({ limit: w.limitPerWindow, windowInMs: w.windowInMs, unit: w.unit ?? after.bucket.unit ?? DEFAULT_UNIT }, true)})`,
+    );
     whole.add(`windows.${name}`);
   }
   for (const name of Object.keys(was)) {
@@ -56,14 +58,18 @@ function changes(before: LimiterConfig, after: LimiterConfig): string[] {
   const b = leaves(after);
   const fields = [...new Set([...a.keys(), ...b.keys()])].filter((f) => !inWhole(f) && f !== 'windows');
   const shownValue = (v: unknown) => (v === undefined ? '(default)' : JSON.stringify(v));
-  const fieldChanges = fields.filter((f) => canonical(a.get(f)) !== canonical(b.get(f))).map((f) => `${f} ${shownValue(a.get(f))} → ${shownValue(b.get(f))}`);
+  const fieldChanges = fields
+    .filter((f) => canonical(a.get(f)) !== canonical(b.get(f)))
+    .map((f) => `${f} ${shownValue(a.get(f))} → ${shownValue(b.get(f))}`);
   return [...fieldChanges, ...said];
 }
 
 /** Every window's limit and the concurrency: "60 per 1 min, concurrency 5", units named when there are several windows. */
 function limitsOf(stats: AnyLimiterStats): string {
   const windows = windowsOf(stats);
-  return [...windows.map((w) => windowLimit(w, windows.length > 1)), `concurrency ${stats.effective.concurrency}`].join(', ');
+  return [...windows.map((w) => windowLimit(w, windows.length > 1)), `concurrency ${stats.effective.concurrency}`].join(
+    ', ',
+  );
 }
 
 /** The windows whose limit a configure lowered, each with its new limit. */
@@ -82,7 +88,11 @@ const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? o
  * configureOutcome('read-api', undefined, stats); // '"read-api": created: 60 per 1 min, concurrency 5'
  * configureOutcome('chat-api', undefined, stats); // '"chat-api": created: 500 requests per 1 min, 200000 tokens per 1 min, concurrency 5'
  */
-export function configureOutcome(name: string, before: AnyLimiterStats | undefined, after: AnyLimiterStats | undefined): string {
+export function configureOutcome(
+  name: string,
+  before: AnyLimiterStats | undefined,
+  after: AnyLimiterStats | undefined,
+): string {
   const label = quote(name);
   if (!after) return `${label}: applied`;
   const limits = limitsOf(after);
@@ -93,9 +103,14 @@ export function configureOutcome(name: string, before: AnyLimiterStats | undefin
   const lower = before.queued > 0 ? lowered(before, after) : [];
   if (lower.length > 0) {
     const several = windowsOf(after).length > 1;
-    const newLimits = lower.map((w) => (several ? `${w.limit} ${w.unit} (${quote(w.name)})` : String(w.limit))).join(', ');
-    parts.push(`a queued caller whose cost is above the new limit of ${newLimits}, if any, was rejected ([drl:cost-too-large])`);
+    const newLimits = lower
+      .map((w) => (several ? `${w.limit} ${w.unit} (${quote(w.name)})` : String(w.limit)))
+      .join(', ');
+    parts.push(
+      `a queued caller whose cost is above the new limit of ${newLimits}, if any, was rejected ([drl:cost-too-large])`,
+    );
   }
-  if (after.running > 0) parts.push(`${plural(after.running, 'running callback')} kept ${after.running === 1 ? 'its slot' : 'their slots'}`);
+  if (after.running > 0)
+    parts.push(`${plural(after.running, 'running callback')} kept ${after.running === 1 ? 'its slot' : 'their slots'}`);
   return parts.join('; ');
 }

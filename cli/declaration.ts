@@ -8,9 +8,8 @@
  * every comment.
  */
 import { findNodeAtLocation, getNodeValue, parseTree, type ParseError } from 'jsonc-parser';
-
-import type { LimiterConfig, LimitsDocument } from '../shim/envelope.ts';
 import type { Core } from '../shim/engine/loader.ts';
+import type { LimiterConfig, LimitsDocument } from '../shim/envelope.ts';
 import { checkEntries, saveEntries, syntaxProblems } from './limits-file.ts';
 
 /** The wrangler var holding the declaration. */
@@ -19,9 +18,7 @@ export const DECLARATION_VAR = 'DRL_LIMITS';
 export const DECLARATION_PATH = ['vars', DECLARATION_VAR];
 
 export type DeclarationCheck =
-  | { kind: 'absent' }
-  | { kind: 'ok'; document: LimitsDocument }
-  | { kind: 'problems'; problems: string[] };
+  { kind: 'absent' } | { kind: 'ok'; document: LimitsDocument } | { kind: 'problems'; problems: string[] };
 
 /**
  * Reads and checks the declaration in a wrangler config's text (JSON or
@@ -36,7 +33,8 @@ export type DeclarationCheck =
 export function checkDeclaration(configText: string, core: Core): DeclarationCheck {
   const errors: ParseError[] = [];
   const root = parseTree(configText, errors, { allowTrailingComma: true, disallowComments: false });
-  if (errors.length > 0 || root === undefined) return { kind: 'problems', problems: syntaxProblems(configText, errors) };
+  if (errors.length > 0 || root === undefined)
+    return { kind: 'problems', problems: syntaxProblems(configText, errors) };
   const node = findNodeAtLocation(root, DECLARATION_PATH);
   if (node === undefined) return { kind: 'absent' };
   let value: unknown = getNodeValue(node); // prototype-free: a bucket named "__proto__" stays data
@@ -44,7 +42,10 @@ export function checkDeclaration(configText: string, core: Core): DeclarationChe
     try {
       value = JSON.parse(value);
     } catch (error) {
-      return { kind: 'problems', problems: [`vars.${DECLARATION_VAR} is a string that is not JSON (${(error as Error).message})`] };
+      return {
+        kind: 'problems',
+        problems: [`vars.${DECLARATION_VAR} is a string that is not JSON (${(error as Error).message})`],
+      };
     }
   }
   const checked = checkEntries(value, core, `vars.${DECLARATION_VAR}`);
@@ -75,7 +76,12 @@ export function declareLimits(configText: string, limits: Record<string, Limiter
 export function declareBucket(configText: string, name: string, config: LimiterConfig): string | undefined {
   const root = parseTree(configText, [], { allowTrailingComma: true, disallowComments: false });
   const node = root && findNodeAtLocation(root, DECLARATION_PATH);
-  const current = node?.type === 'object' ? (getNodeValue(node) as Record<string, LimiterConfig>) : node === undefined ? {} : undefined;
+  const current =
+    node?.type === 'object'
+      ? (getNodeValue(node) as Record<string, LimiterConfig>)
+      : node === undefined
+        ? {}
+        : undefined;
   if (current === undefined) return undefined;
   const next: Record<string, LimiterConfig> = Object.create(null);
   for (const key of Object.keys(current)) next[key] = current[key]!;

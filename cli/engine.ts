@@ -3,7 +3,6 @@
  * by the object's own rules before anything is uploaded.
  */
 import { readFileSync } from 'node:fs';
-
 import { instantiateCore, type Core } from '../shim/engine/loader.ts';
 
 /**

@@ -3,11 +3,19 @@
  * config } }` in JSONC, the copy of the limits kept in version control.
  * Checked with the object's own rules, every problem of every entry at once.
  */
-import { applyEdits, findNodeAtLocation, format, getNodeValue, modify, parseTree, printParseErrorCode, type ParseError } from 'jsonc-parser';
-
+import {
+  applyEdits,
+  findNodeAtLocation,
+  format,
+  getNodeValue,
+  modify,
+  parseTree,
+  printParseErrorCode,
+  type ParseError,
+} from 'jsonc-parser';
+import type { Core } from '../shim/engine/loader.ts';
 import type { LimiterConfig, LimitsDocument } from '../shim/envelope.ts';
 import { limitsEntryProblem, quote } from '../shim/rules.ts';
-import type { Core } from '../shim/engine/loader.ts';
 
 /** The file's conventional name, beside the limiter's wrangler.jsonc. */
 export const LIMITS_FILE = 'durable-rate-limiter.limits.jsonc';
@@ -38,7 +46,10 @@ function lineAndColumn(text: string, offset: number): string {
  * const checked = checkLimits(readFileSync(path, 'utf8'), core);
  * if (!checked.ok) throw new Error(checked.problems.join('\n'));
  */
-export function checkLimits(text: string, core: Core): { ok: true; document: LimitsDocument } | { ok: false; problems: string[] } {
+export function checkLimits(
+  text: string,
+  core: Core,
+): { ok: true; document: LimitsDocument } | { ok: false; problems: string[] } {
   const errors: ParseError[] = [];
   const value = parseDocument(text, errors);
   if (errors.length > 0) return { ok: false, problems: syntaxProblems(text, errors) };
@@ -50,7 +61,9 @@ export function checkLimits(text: string, core: Core): { ok: true; document: Lim
     if (key !== 'limits') problems.push(`unknown key ${JSON.stringify(key)} at the top (allowed: limits)`);
   }
   const checked = checkEntries((value as { limits?: unknown }).limits, core, '"limits"');
-  return checked.ok && problems.length === 0 ? checked : { ok: false, problems: [...problems, ...(checked.ok ? [] : checked.problems)] };
+  return checked.ok && problems.length === 0
+    ? checked
+    : { ok: false, problems: [...problems, ...(checked.ok ? [] : checked.problems)] };
 }
 
 /** Each JSONC syntax error, with its line and column. */
@@ -66,7 +79,11 @@ export function syntaxProblems(text: string, errors: ParseError[]): string[] {
  * @example
  * const checked = checkEntries({ 'read-api': { bucket: { limitPerWindow: 60, windowInMs: 60_000 }, concurrency: 5 } }, core, 'DRL_LIMITS');
  */
-export function checkEntries(limits: unknown, core: Core, what: string): { ok: true; document: LimitsDocument } | { ok: false; problems: string[] } {
+export function checkEntries(
+  limits: unknown,
+  core: Core,
+  what: string,
+): { ok: true; document: LimitsDocument } | { ok: false; problems: string[] } {
   if (limits === null || typeof limits !== 'object' || Array.isArray(limits)) {
     return { ok: false, problems: [`${what} must be an object mapping each bucket name to its config`] };
   }
@@ -77,7 +94,9 @@ export function checkEntries(limits: unknown, core: Core, what: string): { ok: t
     const problem = limitsEntryProblem(core, name, config); // exactly as POST /configure checks it
     if (problem) for (const one of splitProblems(problem)) problems.push(`${quote(name)}: ${one}`);
   }
-  return problems.length > 0 ? { ok: false, problems } : { ok: true, document: { limits: limits as LimitsDocument['limits'] } };
+  return problems.length > 0
+    ? { ok: false, problems }
+    : { ok: true, document: { limits: limits as LimitsDocument['limits'] } };
 }
 
 /**
@@ -194,7 +213,11 @@ function nest(path: string[], value: unknown): unknown {
 }
 
 /** Formats one property, from the end of the one before it, so its comma and line break are too. */
-function formatProperty(text: string, path: string[], options: { insertSpaces: boolean; tabSize: number; eol: string }): string {
+function formatProperty(
+  text: string,
+  path: string[],
+  options: { insertSpaces: boolean; tabSize: number; eol: string },
+): string {
   const entry = findNodeAtLocation(parseTree(text, [], PARSE_OPTIONS)!, path)?.parent;
   if (!entry?.parent) return text;
   const siblings = entry.parent.children ?? [];

@@ -4,7 +4,6 @@
  * beside it; the runtime subpaths never import anything from here.
  */
 import { parseArgs } from 'node:util';
-
 import { configureCommand } from './commands/configure.ts';
 import { initCommand } from './commands/init.ts';
 import { sampleCommand } from './commands/sample.ts';
@@ -79,17 +78,24 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const ui = createUi({ yes: values.yes });
-  const target = { ...(values.url !== undefined ? { url: values.url } : {}), ...(values.limits !== undefined ? { limits: values.limits } : {}) };
+  const target = {
+    ...(values.url !== undefined ? { url: values.url } : {}),
+    ...(values.limits !== undefined ? { limits: values.limits } : {}),
+  };
   try {
     if (command === 'init') {
       const flags = { tokensLimit: values['tokens-limit'], tokensWindow: values['tokens-window'], unit: values.unit };
       await initCommand(ui, Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined)));
-    }
-    else if (command === 'configure') await configureCommand(ui, target);
+    } else if (command === 'configure') await configureCommand(ui, target);
     else if (command === 'stats') {
-      await statsCommand(ui, { ...target, json: values.json, save: values.save, watch: values.watch, ...(values.interval !== undefined ? { interval: values.interval } : {}) });
-    }
-    else await sampleCommand(ui, values.out !== undefined ? { out: values.out } : {});
+      await statsCommand(ui, {
+        ...target,
+        json: values.json,
+        save: values.save,
+        watch: values.watch,
+        ...(values.interval !== undefined ? { interval: values.interval } : {}),
+      });
+    } else await sampleCommand(ui, values.out !== undefined ? { out: values.out } : {});
     return 0;
   } catch (error) {
     if (error instanceof CliError) {

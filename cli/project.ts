@@ -5,7 +5,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-
 import { parse } from 'jsonc-parser';
 
 /** The application's git working tree: clean, with uncommitted changes, or not a repository. */
@@ -48,7 +47,9 @@ export function appName(dir: string, config: string | null): string {
 /** Wrangler as the application has it: its own copy when installed, else through npx. */
 export function wranglerCommand(dir: string): { file: string; prefix: string[]; local: boolean } {
   const local = join(dir, 'node_modules', '.bin', 'wrangler');
-  return existsSync(local) ? { file: local, prefix: [], local: true } : { file: 'npx', prefix: ['wrangler'], local: false };
+  return existsSync(local)
+    ? { file: local, prefix: [], local: true }
+    : { file: 'npx', prefix: ['wrangler'], local: false };
 }
 
 /**
@@ -58,9 +59,16 @@ export function wranglerCommand(dir: string): { file: string; prefix: string[]; 
  * @example
  * const { code, stdout } = await run('npx', ['wrangler', 'deploy'], { cwd, input: undefined });
  */
-export function run(file: string, args: string[], options: { cwd: string; input?: string; echo?: boolean }): Promise<{ code: number; stdout: string }> {
+export function run(
+  file: string,
+  args: string[],
+  options: { cwd: string; input?: string; echo?: boolean },
+): Promise<{ code: number; stdout: string }> {
   return new Promise((resolve) => {
-    const child = spawn(file, args, { cwd: options.cwd, stdio: [options.input === undefined ? 'inherit' : 'pipe', 'pipe', 'inherit'] });
+    const child = spawn(file, args, {
+      cwd: options.cwd,
+      stdio: [options.input === undefined ? 'inherit' : 'pipe', 'pipe', 'inherit'],
+    });
     let stdout = '';
     child.stdout?.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();

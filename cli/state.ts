@@ -6,9 +6,7 @@
  */
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-
 import { parse, type ParseError } from 'jsonc-parser';
-
 import { CliError } from './errors.ts';
 
 export const STATE_FILE = '.durable-rate-limiter.jsonc';
@@ -82,7 +80,9 @@ export function readState(dir: string): LimiterState {
   const errors: ParseError[] = [];
   const value: unknown = parse(readFileSync(path, 'utf8'), errors, { allowTrailingComma: true });
   if (errors.length > 0 || value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new CliError(`${path} is not a JSONC object. It is written by this CLI: delete it and run init, or fix it by hand.`);
+    throw new CliError(
+      `${path} is not a JSONC object. It is written by this CLI: delete it and run init, or fix it by hand.`,
+    );
   }
   const state: LimiterState = {};
   for (const key of ['worker', 'config', 'limits', 'url'] as const) {

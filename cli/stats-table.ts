@@ -93,11 +93,27 @@ export function statsTable(buckets: Record<string, AnyLimiterStats>): string {
         String(s.effective?.concurrency ?? s.config.concurrency),
         penalty(s),
       ];
-      return [row, ...extra.map((w) => [`  · ${w.name}`, windowLimit(w, true), usedCell(w), String(w.remaining), resets(w, s.now)])];
+      return [
+        row,
+        ...extra.map((w) => [
+          `  · ${w.name}`,
+          windowLimit(w, true),
+          usedCell(w),
+          String(w.remaining),
+          resets(w, s.now),
+        ]),
+      ];
     });
   if (rows.length === 0) return 'No bucket is configured yet: run `npx durable-rate-limiter configure`.';
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
-  return [header, ...rows].map((cells) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return [header, ...rows]
+    .map((cells) =>
+      cells
+        .map((c, i) => c.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 /** A time of day in UTC to the second, as a log line starts: 2026-12-01T22:01:37Z. */

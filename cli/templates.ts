@@ -83,10 +83,19 @@ export interface ExtraWindow {
  * initialConfig(500, 60_100, 5, { unit: 'tokens', limitPerWindow: 200_000, windowInMs: 60_100 });
  * // { bucket: { limitPerWindow: 500, windowInMs: 60100 }, windows: { tokens: { unit: 'tokens', ... } }, concurrency: 5 }
  */
-export function initialConfig(limitPerWindow: number, windowInMs: number, concurrency: number, extra?: ExtraWindow): LimiterConfig {
+export function initialConfig(
+  limitPerWindow: number,
+  windowInMs: number,
+  concurrency: number,
+  extra?: ExtraWindow,
+): LimiterConfig {
   const bucket = { limitPerWindow, windowInMs };
   if (!extra) return { bucket, concurrency };
-  return { bucket, windows: { [extra.unit]: { unit: extra.unit, limitPerWindow: extra.limitPerWindow, windowInMs: extra.windowInMs } }, concurrency };
+  return {
+    bucket,
+    windows: { [extra.unit]: { unit: extra.unit, limitPerWindow: extra.limitPerWindow, windowInMs: extra.windowInMs } },
+    concurrency,
+  };
 }
 
 const HOOKS = `  // Uncomment for an upstream that signals a limit without a 429 (checked

@@ -4,9 +4,7 @@
  * once naming the flag or variable that answers it (MissingAnswerError).
  */
 import { styleText } from 'node:util';
-
 import * as clack from '@clack/prompts';
-
 import { CliError, MissingAnswerError } from './errors.ts';
 
 /** How to answer a question without a terminal, e.g. `pass --url <origin>`. */
@@ -96,7 +94,12 @@ export function createUi(options: { yes: boolean }): Ui {
     note: (message, title) => {
       clack.log.step(title);
       const bar = styleText('gray', '│');
-      process.stdout.write(`${message.split('\n').map((line) => `${bar}    ${line}`.trimEnd()).join('\n')}\n`);
+      process.stdout.write(
+        `${message
+          .split('\n')
+          .map((line) => `${bar}    ${line}`.trimEnd())
+          .join('\n')}\n`,
+      );
     },
 
     async text({ message, defaultValue, validate, answeredBy }) {
@@ -110,13 +113,13 @@ export function createUi(options: { yes: boolean }): Ui {
           message,
           ...(defaultValue !== undefined ? { defaultValue, placeholder: defaultValue } : {}),
           validate: (raw) => {
-            const candidate = raw === undefined || raw === '' ? defaultValue ?? '' : raw;
+            const candidate = raw === undefined || raw === '' ? (defaultValue ?? '') : raw;
             if (candidate === '') return 'An answer is needed.';
             return validate?.(candidate);
           },
         }),
       );
-      return value === '' || value === undefined ? defaultValue ?? '' : value;
+      return value === '' || value === undefined ? (defaultValue ?? '') : value;
     },
 
     async password({ message, answeredBy }) {

@@ -103,11 +103,17 @@ function planToml(text: string, spec: BindingSpec): BindingPlan {
 function hasBinding(config: unknown, spec: BindingSpec): boolean {
   const c = config as { durable_objects?: { bindings?: unknown }; services?: unknown };
   if (spec.topology === 'durable-object') {
-    const bindings = Array.isArray(c.durable_objects?.bindings) ? (c.durable_objects.bindings as Record<string, unknown>[]) : [];
-    return bindings.some((b) => b?.name === spec.binding && b.class_name === 'LimiterDO' && b.script_name === spec.worker);
+    const bindings = Array.isArray(c.durable_objects?.bindings)
+      ? (c.durable_objects.bindings as Record<string, unknown>[])
+      : [];
+    return bindings.some(
+      (b) => b?.name === spec.binding && b.class_name === 'LimiterDO' && b.script_name === spec.worker,
+    );
   }
   const services = Array.isArray(c.services) ? (c.services as Record<string, unknown>[]) : [];
-  return services.some((b) => b?.binding === spec.binding && b.service === spec.worker && b.entrypoint === 'LimiterEntrypoint');
+  return services.some(
+    (b) => b?.binding === spec.binding && b.service === spec.worker && b.entrypoint === 'LimiterEntrypoint',
+  );
 }
 
 /** Whitespace on one line. */
@@ -130,15 +136,23 @@ function planJson(text: string, format: ConfigFormat, spec: BindingSpec): Bindin
   const value = bindingValue(spec);
   const last = properties[properties.length - 1];
   const edits = last
-    ? insertAfterLine(text, last, key, value, eol) ?? insertOnLine(last, key, value)
+    ? (insertAfterLine(text, last, key, value, eol) ?? insertOnLine(last, key, value))
     : // An empty object: the property goes on a line of its own before the brace.
-      [{ offset: root.offset + root.length - 1, length: 0, content: `${eol}  ${JSON.stringify(key)}: ${JSON.stringify(value, null, 2).replace(/\n/g, `${eol}  `)}${eol}` }];
+      [
+        {
+          offset: root.offset + root.length - 1,
+          length: 0,
+          content: `${eol}  ${JSON.stringify(key)}: ${JSON.stringify(value, null, 2).replace(/\n/g, `${eol}  `)}${eol}`,
+        },
+      ];
   return { kind: 'insert', key, edits, text: applyEdits(text, edits), fragment };
 }
 
 /** A last property sharing its line with more (a one-line object): the new one joins that line. */
 function insertOnLine(last: Node, key: string, value: unknown): Edit[] {
-  return [{ offset: last.offset + last.length, length: 0, content: `, ${JSON.stringify(key)}: ${JSON.stringify(value)}` }];
+  return [
+    { offset: last.offset + last.length, length: 0, content: `, ${JSON.stringify(key)}: ${JSON.stringify(value)}` },
+  ];
 }
 
 /**

@@ -11,7 +11,6 @@ import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-
 import { build, transform } from 'esbuild';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -31,10 +30,13 @@ async function generate() {
     logLevel: 'error',
   });
   const js = script.outputFiles[0].text.trim();
-  const css = (await transform(readFileSync(join(source, 'page.css'), 'utf8'), { loader: 'css', minify: true })).code.trim();
+  const css = (
+    await transform(readFileSync(join(source, 'page.css'), 'utf8'), { loader: 'css', minify: true })
+  ).code.trim();
   const shell = readFileSync(join(source, 'shell.html'), 'utf8');
   // The script must not end the <script> element early, nor the style the <style> one.
-  if (/<\/script/i.test(js) || /<\/style/i.test(css)) throw new Error('the page script or style contains a closing tag');
+  if (/<\/script/i.test(js) || /<\/style/i.test(css))
+    throw new Error('the page script or style contains a closing tag');
   // Replaced by function: `$&`-style patterns in the minified code stay literal.
   const html = shell.replace('/*STYLE*/', () => css).replace('/*SCRIPT*/', () => js);
   const hash = (text) => `'sha256-${createHash('sha256').update(text, 'utf8').digest('base64')}'`;

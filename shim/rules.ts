@@ -8,8 +8,8 @@
  * `/testing` can use it without loading the object's code or core.wasm.
  */
 import type { Core } from './engine/loader.ts';
-import { MARKERS } from './error-ids.ts';
 import { MAX_NAME_LENGTH, REGISTRY_NAME } from './envelope.ts';
+import { MARKERS } from './error-ids.ts';
 
 /** A broken rule: the class to raise and the sentence naming what, which rule, and what was received. */
 export interface Problem {
@@ -111,10 +111,14 @@ export function instanceOf(value: object): string {
  * nameProblem('a\u200bb', 'name'); // ...'name must be printable: it has U+200B (an invisible format character) at index 1'
  */
 export function nameProblem(name: unknown, what: string): Problem | null {
-  if (typeof name !== 'string') return { kind: TypeError, message: `${what} must be a string (received ${describe(name)})` };
+  if (typeof name !== 'string')
+    return { kind: TypeError, message: `${what} must be a string (received ${describe(name)})` };
   if (name.length === 0) return { kind: RangeError, message: `${what} must not be empty` };
   if (name.length > MAX_NAME_LENGTH) {
-    return { kind: RangeError, message: `${what} must be at most ${MAX_NAME_LENGTH} characters (received ${name.length})` };
+    return {
+      kind: RangeError,
+      message: `${what} must be at most ${MAX_NAME_LENGTH} characters (received ${name.length})`,
+    };
   }
   const unseen = UNSEEN.exec(name);
   if (unseen) {
@@ -124,14 +128,18 @@ export function nameProblem(name: unknown, what: string): Problem | null {
       return { kind: RangeError, message: `${what} must be well-formed UTF-16: it has a lone surrogate ${at}` };
     }
     const kind = UNSEEN_KINDS.find(([pattern]) => pattern.test(char))![1];
-    return { kind: RangeError, message: `${what} must be printable: it has ${codePoint(char)} (${kind}) at index ${unseen.index}` };
+    return {
+      kind: RangeError,
+      message: `${what} must be printable: it has ${codePoint(char)} (${kind}) at index ${unseen.index}`,
+    };
   }
   // Only U+0020 is left of the white space: at either end it is invisible.
   if (name.startsWith(' ') || name.endsWith(' ')) {
     const index = name.startsWith(' ') ? 0 : name.length - 1;
     return { kind: RangeError, message: `${what} must not start or end with a space: it has U+0020 at index ${index}` };
   }
-  if (name === REGISTRY_NAME) return { kind: RangeError, message: `${what} ${JSON.stringify(REGISTRY_NAME)} is reserved for the registry` };
+  if (name === REGISTRY_NAME)
+    return { kind: RangeError, message: `${what} ${JSON.stringify(REGISTRY_NAME)} is reserved for the registry` };
   return null;
 }
 
@@ -171,7 +179,10 @@ export const MAX_UNITS = 8;
 export function costProblem(cost: unknown, what: string): Problem | null {
   if (typeof cost === 'number' && Number.isSafeInteger(cost) && cost >= 1) return null;
   if (cost !== null && typeof cost === 'object' && !Array.isArray(cost)) return unitCostsProblem(cost, what, 1);
-  return { kind: RangeError, message: `${what} must be an integer >= 1 or an object of unit costs such as { tokens: 1200 } (received ${describe(cost)})` };
+  return {
+    kind: RangeError,
+    message: `${what} must be an integer >= 1 or an object of unit costs such as { tokens: 1200 } (received ${describe(cost)})`,
+  };
 }
 
 /**
@@ -186,16 +197,26 @@ export function costProblem(cost: unknown, what: string): Problem | null {
  */
 export function unitCostsProblem(value: unknown, what: string, minUnits: 0 | 1): Problem | null {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    return { kind: TypeError, message: `${what} must be an object of unit costs such as { tokens: 1200 } (received ${describe(value)})` };
+    return {
+      kind: TypeError,
+      message: `${what} must be an object of unit costs such as { tokens: 1200 } (received ${describe(value)})`,
+    };
   }
   const proto = Object.getPrototypeOf(value);
   if (proto !== Object.prototype && proto !== null) {
-    return { kind: TypeError, message: `${what} must be a plain object of unit costs such as { tokens: 1200 } (received ${instanceOf(value)})` };
+    return {
+      kind: TypeError,
+      message: `${what} must be a plain object of unit costs such as { tokens: 1200 } (received ${instanceOf(value)})`,
+    };
   }
   const units = Object.keys(value);
-  if (units.length < minUnits) return { kind: RangeError, message: `${what} must name at least one unit (received {})` };
+  if (units.length < minUnits)
+    return { kind: RangeError, message: `${what} must name at least one unit (received {})` };
   if (units.length > MAX_UNITS) {
-    return { kind: RangeError, message: `${what} must name at most ${MAX_UNITS} units, one per window (received ${units.length})` };
+    return {
+      kind: RangeError,
+      message: `${what} must name at most ${MAX_UNITS} units, one per window (received ${units.length})`,
+    };
   }
   for (const unit of units) {
     if (!UNIT_NAME.test(unit)) {
@@ -205,8 +226,10 @@ export function unitCostsProblem(value: unknown, what: string, minUnits: 0 | 1):
       };
     }
     const amount = (value as Record<string, unknown>)[unit];
-    if (typeof amount !== 'number') return { kind: TypeError, message: `${keyPath(what, unit)} must be a number (received ${describe(amount)})` };
-    if (!Number.isSafeInteger(amount) || amount < 0) return { kind: RangeError, message: `${keyPath(what, unit)} must be an integer >= 0 (received ${amount})` };
+    if (typeof amount !== 'number')
+      return { kind: TypeError, message: `${keyPath(what, unit)} must be a number (received ${describe(amount)})` };
+    if (!Number.isSafeInteger(amount) || amount < 0)
+      return { kind: RangeError, message: `${keyPath(what, unit)} must be an integer >= 0 (received ${amount})` };
   }
   return null;
 }
@@ -240,13 +263,16 @@ export function configJson(value: unknown, what: 'config' | 'patch'): string {
   const walk = (v: unknown, path: string, depth: number): void => {
     if (v === null || typeof v === 'string' || typeof v === 'boolean') return;
     if (typeof v === 'number') {
-      if (!Number.isFinite(v)) throw new TypeError(`${MARKERS.invalidConfig} ${path} must be a finite number (received ${v})`);
+      if (!Number.isFinite(v))
+        throw new TypeError(`${MARKERS.invalidConfig} ${path} must be a finite number (received ${v})`);
       return;
     }
     if (typeof v === 'object') {
       if (depth > MAX_CONFIG_DEPTH) {
         // Worded and classed as the engine's own rule (config.cpp, kMaxNesting).
-        throw new TypeError(`${MARKERS.invalidConfig} ${what} is nested too deeply (more than ${MAX_CONFIG_DEPTH} levels): ${path} is level ${depth}`);
+        throw new TypeError(
+          `${MARKERS.invalidConfig} ${what} is nested too deeply (more than ${MAX_CONFIG_DEPTH} levels): ${path} is level ${depth}`,
+        );
       }
       const proto = Object.getPrototypeOf(v);
       if (Array.isArray(v)) return v.forEach((item, i) => walk(item, `${path}[${i}]`, depth + 1));

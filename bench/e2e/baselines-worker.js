@@ -23,7 +23,9 @@ export class FloorDO extends DurableObject {
   #rows = 0;
   constructor(ctx, env) {
     super(ctx, env);
-    ctx.storage.sql.exec('CREATE TABLE IF NOT EXISTS floor (slot INTEGER PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID');
+    ctx.storage.sql.exec(
+      'CREATE TABLE IF NOT EXISTS floor (slot INTEGER PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID',
+    );
   }
 
   async execute(fn) {
@@ -38,7 +40,12 @@ export class FloorDO extends DurableObject {
 
   benchCounters() {
     // One statement per call, in its own run of code: a commit each at most.
-    return { statements: this.#seq, commits: this.#seq, rowsWritten: this.#rows, databaseSize: this.ctx.storage.sql.databaseSize };
+    return {
+      statements: this.#seq,
+      commits: this.#seq,
+      rowsWritten: this.#rows,
+      databaseSize: this.ctx.storage.sql.databaseSize,
+    };
   }
 }
 

@@ -4,7 +4,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-
 import { build } from 'esbuild';
 import { Miniflare } from 'miniflare';
 
@@ -52,7 +51,11 @@ export async function benchLimiterWorker(dist, name, className = 'BenchLimiterDO
   return {
     ...shipped,
     modules: [
-      { type: 'ESModule', path: join(dist, 'bench-limiter.js'), contents: readFileSync(join(here, 'limiter-worker.js'), 'utf8') },
+      {
+        type: 'ESModule',
+        path: join(dist, 'bench-limiter.js'),
+        contents: readFileSync(join(here, 'limiter-worker.js'), 'utf8'),
+      },
       ...shipped.modules,
     ],
     durableObjects: { RATE_LIMITER: { className, useSQLite: true } },

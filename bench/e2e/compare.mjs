@@ -11,9 +11,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-
 import { Miniflare } from 'miniflare';
-
 import { benchLimiterWorker, driverScript, median, postJob } from './common.mjs';
 
 const here = import.meta.dirname;
@@ -24,12 +22,21 @@ const option = (name, fallback) => {
 };
 const ROUNDS = option('rounds', 9);
 const SLICE_MS = option('slice', 300);
-const CONCURRENCY = process.argv.find((a) => a.startsWith('--c='))?.slice(4).split(',').map(Number) ?? [1, 16, 64];
+const CONCURRENCY = process.argv
+  .find((a) => a.startsWith('--c='))
+  ?.slice(4)
+  .split(',')
+  .map(Number) ?? [1, 16, 64];
 const COLD_ROUNDS = option('cold', 0);
-const dists = { after: join(root, 'dist'), before: resolve(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? '') };
+const dists = {
+  after: join(root, 'dist'),
+  before: resolve(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? ''),
+};
 for (const [label, dir] of Object.entries(dists)) {
   if (!existsSync(join(dir, 'do-worker.js'))) {
-    console.error(`${label}: ${dir} holds no built package (do-worker.js); usage: node bench/e2e/compare.mjs <other dist/>`);
+    console.error(
+      `${label}: ${dir} holds no built package (do-worker.js); usage: node bench/e2e/compare.mjs <other dist/>`,
+    );
     process.exit(2);
   }
 }
@@ -59,7 +66,10 @@ const mf = new Miniflare({
       modules: true,
       scriptPath: join(here, 'baselines-worker.js'),
       compatibilityDate: '2025-09-01',
-      durableObjects: { BARE: { className: 'BareDO', useSQLite: true }, FLOOR: { className: 'FloorDO', useSQLite: true } },
+      durableObjects: {
+        BARE: { className: 'BareDO', useSQLite: true },
+        FLOOR: { className: 'FloorDO', useSQLite: true },
+      },
     },
   ],
 });
@@ -86,13 +96,16 @@ async function coldStarts() {
     for (const [key, ns] of r % 2 === 0 ? builds : [...builds].reverse()) {
       await job({ kind: 'evict', ns, name: 'bench-cold' });
       const out = await job({ kind: 'cold', ns, name: 'bench-cold', warmCalls: 1 });
-      if (out.stats.liveGrants < 100_000) throw new Error(`${key}: ${out.stats.liveGrants} live grants restored, 100,000 seeded`);
+      if (out.stats.liveGrants < 100_000)
+        throw new Error(`${key}: ${out.stats.liveGrants} live grants restored, 100,000 seeded`);
       firstMs[key] = out.firstMs;
     }
     rounds.push(firstMs);
   }
   console.log(`limiter ${dists.after} (after) vs ${dists.before} (before); disk-backed SQLite in ${persist}`);
-  console.log(`cold start at 100,000 grants, first call on a fresh instance (isolate warm), ${COLD_ROUNDS} rounds alternating:`);
+  console.log(
+    `cold start at 100,000 grants, first call on a fresh instance (isolate warm), ${COLD_ROUNDS} rounds alternating:`,
+  );
   console.log(
     `  after ${median(rounds.map((x) => x.after))} ms, before ${median(rounds.map((x) => x.before))} ms (medians); ` +
       `after/before ${f2(median(rounds.map((x) => x.after / x.before)))} (median of per-round ratios)`,
@@ -133,7 +146,11 @@ async function throughput() {
     ]) {
       console.log(
         `${api.padEnd(13)}${String(c).padStart(3)}${f2(median(rounds.map((x) => x[a] / x.bare))).padStart(13)}${f2(median(rounds.map((x) => x[b] / x.bare))).padStart(13)}` +
-          `${f2(median(rounds.map((x) => x[a] / x[b]))).padStart(14)}${median(rounds.map((x) => x[a])).toFixed(0).padStart(16)}${median(rounds.map((x) => x[b])).toFixed(0).padStart(16)}`,
+          `${f2(median(rounds.map((x) => x[a] / x[b]))).padStart(14)}${median(rounds.map((x) => x[a]))
+            .toFixed(0)
+            .padStart(16)}${median(rounds.map((x) => x[b]))
+            .toFixed(0)
+            .padStart(16)}`,
       );
     }
   }

@@ -7,13 +7,15 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-
 import { Miniflare } from 'miniflare';
-
 import { benchLimiterWorker, driverScript, median, postJob } from './common.mjs';
 
-const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
-const builds = process.argv.slice(2).filter((a) => !a.startsWith('--')).map((d) => resolve(d));
+const arg = (name, fallback) =>
+  process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
+const builds = process.argv
+  .slice(2)
+  .filter((a) => !a.startsWith('--'))
+  .map((d) => resolve(d));
 const C = Number(arg('c', '1'));
 const MS = Number(arg('ms', '1500'));
 const RUNS = Number(arg('runs', '5'));
@@ -43,13 +45,24 @@ async function once(dist) {
   const mf = new Miniflare({
     durableObjectsPersist: persist,
     workers: [
-      { name: 'driver', modules: true, script: await driverScript(dist), compatibilityDate: '2025-09-01', durableObjects: { LIMITER: { className: 'BenchLimiterDO', scriptName: 'limiter' } } },
+      {
+        name: 'driver',
+        modules: true,
+        script: await driverScript(dist),
+        compatibilityDate: '2025-09-01',
+        durableObjects: { LIMITER: { className: 'BenchLimiterDO', scriptName: 'limiter' } },
+      },
       await benchLimiterWorker(dist, 'limiter'),
     ],
   });
   try {
     const name = 'cpu-small';
-    await postJob(mf, { kind: 'configure', ns: 'LIMITER', name, config: { bucket: { limitPerWindow: 1_000_000_000, windowInMs: 10 }, concurrency: 1_000_000 } });
+    await postJob(mf, {
+      kind: 'configure',
+      ns: 'LIMITER',
+      name,
+      config: { bucket: { limitPerWindow: 1_000_000_000, windowInMs: 10 }, concurrency: 1_000_000 },
+    });
     await postJob(mf, { kind: 'load', ns: 'LIMITER', name, mode: MODE, c: C, ms: 500 });
     const [pid] = workerdPids();
     const before = cpuMs(pid);
@@ -63,7 +76,15 @@ async function once(dist) {
 
 const results = new Map(builds.map((b) => [b, []]));
 for (let i = 0; i < RUNS; i++) for (const b of builds) results.get(b).push(await once(b));
-console.log(`${MODE} calls at C=${C}, ${RUNS} runs of ${MS} ms each, builds alternating; workerd CPU (user+sys) per call`);
+console.log(
+  `${MODE} calls at C=${C}, ${RUNS} runs of ${MS} ms each, builds alternating; workerd CPU (user+sys) per call`,
+);
 for (const [b, rs] of results) {
-  console.log(`${b.padEnd(40)} cpu ${median(rs.map((r) => r.usPerCall)).toFixed(0).padStart(5)} us/call   ${median(rs.map((r) => r.perSec)).toFixed(0).padStart(6)} calls/s   (cpu runs: ${rs.map((r) => r.usPerCall.toFixed(0)).join(' ')})`);
+  console.log(
+    `${b.padEnd(40)} cpu ${median(rs.map((r) => r.usPerCall))
+      .toFixed(0)
+      .padStart(5)} us/call   ${median(rs.map((r) => r.perSec))
+      .toFixed(0)
+      .padStart(6)} calls/s   (cpu runs: ${rs.map((r) => r.usPerCall.toFixed(0)).join(' ')})`,
+  );
 }

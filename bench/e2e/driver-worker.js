@@ -81,7 +81,9 @@ async function handle(env, job) {
       return { seeded: job.count };
     }
     case 'evict':
-      await stubOf(env, job.ns, job.name).benchEvict().catch(() => {});
+      await stubOf(env, job.ns, job.name)
+        .benchEvict()
+        .catch(() => {});
       return {};
     case 'load':
       return await load(env, job);

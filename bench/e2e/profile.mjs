@@ -9,15 +9,13 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-
 import { Miniflare } from 'miniflare';
 import WebSocket from 'ws';
-
 import { benchLimiterWorker, driverScript, postJob } from './common.mjs';
 
-
 const here = import.meta.dirname;
-const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
+const arg = (name, fallback) =>
+  process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
 const dist = resolve(arg('dist', join(here, '../../dist')));
 const C = Number(arg('c', '1'));
 const MS = Number(arg('ms', '4000'));
@@ -119,12 +117,18 @@ try {
   const us = (t) => (t / calls).toFixed(1).padStart(8);
   const pct = (t) => `${((100 * t) / all).toFixed(1).padStart(5)}%`;
   const idle = (self.get('(idle) ') ?? 0) + (self.get('(program) ') ?? 0);
-  console.log(`limiter isolate, ${MODE} calls at C=${C}${THREE_WINDOWS ? ', 3 windows' : ''}: ${calls} calls in ${load.elapsedMs} ms; sampled ${(all / 1000).toFixed(0)} ms; busy ${((all - idle) / calls).toFixed(1)} us per call`);
+  console.log(
+    `limiter isolate, ${MODE} calls at C=${C}${THREE_WINDOWS ? ', 3 windows' : ''}: ${calls} calls in ${load.elapsedMs} ms; sampled ${(all / 1000).toFixed(0)} ms; busy ${((all - idle) / calls).toFixed(1)} us per call`,
+  );
   console.log(`(profile: ${join(tmpdir(), 'drl-limiter.cpuprofile')}; us = microseconds per call)\n`);
   console.log('self us/call  share  function');
   for (const [l, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, TOP)) console.log(`${us(t)}    ${pct(t)}  ${l}`);
   console.log('\ntotal us/call  share  function (inclusive; dist/ functions only)');
-  for (const [l, t] of [...total].filter(([l]) => /\.js:/.test(l)).sort((a, b) => b[1] - a[1]).slice(0, TOP)) console.log(`${us(t)}    ${pct(t)}  ${l}`);
+  for (const [l, t] of [...total]
+    .filter(([l]) => /\.js:/.test(l))
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, TOP))
+    console.log(`${us(t)}    ${pct(t)}  ${l}`);
 } finally {
   await mf.dispose();
   rmSync(persist, { recursive: true, force: true });

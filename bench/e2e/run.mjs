@@ -8,9 +8,7 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-
 import { Miniflare } from 'miniflare';
-
 import { instantiateCore } from '../../dist/engine/loader.js';
 import { benchLimiterWorker, driverScript, median, postJob } from './common.mjs';
 
@@ -59,7 +57,10 @@ for (const file of ['do/limiter-do.ts', 'do/storage.ts', 'engine/loader.ts']) {
 // ---- the workers -------------------------------------------------------------
 
 const driver = await driverScript();
-const limiters = [await benchLimiterWorker(dist, 'limiter', 'BenchLimiterDO'), await benchLimiterWorker(dist, 'limiter-counting', 'CountingLimiterDO')];
+const limiters = [
+  await benchLimiterWorker(dist, 'limiter', 'BenchLimiterDO'),
+  await benchLimiterWorker(dist, 'limiter-counting', 'CountingLimiterDO'),
+];
 
 function miniflare(persistDir) {
   return new Miniflare({
@@ -96,7 +97,8 @@ const job = postJob;
 
 // ---- helpers ---------------------------------------------------------------------
 
-const fmt = (n, d = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '-');
+const fmt = (n, d = 0) =>
+  Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '-';
 const pad = (s, n) => String(s).padStart(n);
 
 /** The workerd process miniflare started (for its I/O counters). */
@@ -127,7 +129,12 @@ function fsType(path) {
   let best = { mount: '', type: '?' };
   for (const line of readFileSync('/proc/mounts', 'utf8').split('\n')) {
     const [, mount, type] = line.split(' ');
-    if (mount && (path === mount || path.startsWith(mount.endsWith('/') ? mount : `${mount}/`)) && mount.length > best.mount.length) best = { mount, type };
+    if (
+      mount &&
+      (path === mount || path.startsWith(mount.endsWith('/') ? mount : `${mount}/`)) &&
+      mount.length > best.mount.length
+    )
+      best = { mount, type };
   }
   return best.type;
 }
@@ -153,12 +160,33 @@ function targets() {
     { key: 'floor', ns: 'FLOOR', name: 'bench-floor', mode: 'raw' },
   ];
   for (const log of LOGS) {
-    list.push({ key: `raw@${log.label}`, ns: 'LIMITER', name: log.bucket, mode: 'raw', log: log.label, api: 'stub.execute' });
-    list.push({ key: `client@${log.label}`, ns: 'LIMITER', name: log.bucket, mode: 'client', log: log.label, api: 'limiter.call' });
+    list.push({
+      key: `raw@${log.label}`,
+      ns: 'LIMITER',
+      name: log.bucket,
+      mode: 'raw',
+      log: log.label,
+      api: 'stub.execute',
+    });
+    list.push({
+      key: `client@${log.label}`,
+      ns: 'LIMITER',
+      name: log.bucket,
+      mode: 'client',
+      log: log.label,
+      api: 'limiter.call',
+    });
   }
   const w = THREE_WINDOWS;
   list.push({ key: `raw@${w.label}`, ns: 'LIMITER', name: w.bucket, mode: 'raw', units: true, api: 'stub.execute' });
-  list.push({ key: `client@${w.label}`, ns: 'LIMITER', name: w.bucket, mode: 'client', units: true, api: 'limiter.call' });
+  list.push({
+    key: `client@${w.label}`,
+    ns: 'LIMITER',
+    name: w.bucket,
+    mode: 'client',
+    units: true,
+    api: 'limiter.call',
+  });
   return list;
 }
 
@@ -246,7 +274,13 @@ function engineOnly(seed, window) {
   const T0 = 1_700_000_000_000;
   const grants = [];
   for (let i = 1; i <= seed; i++) grants.push([T0 - i * SEED_STEP_MS, 1]);
-  engine.restore({ config: JSON.stringify({ bucket: { limitPerWindow: 1_000_000_000, windowInMs: window }, concurrency: 1_000_000 }), grants: grants.reverse() }, T0);
+  engine.restore(
+    {
+      config: JSON.stringify({ bucket: { limitPerWindow: 1_000_000_000, windowInMs: window }, concurrency: 1_000_000 }),
+      grants: grants.reverse(),
+    },
+    T0,
+  );
   engine.drain();
   const n = QUICK ? 50_000 : 200_000;
   let now = T0;
@@ -285,8 +319,12 @@ function printThroughput(title, results) {
 }
 
 function printBreakdown(results, engineUs) {
-  console.log('\nWhere the time goes (per call, subtracting baselines measured in the same rounds; engine timed alone in Node)');
-  console.log(`${pad('C', 4)}${pad('RPC x2 (bare)', 15)}${pad('commit (floor-bare)', 21)}${pad('limiter-floor', 15)}${pad('engine alone', 14)}${pad('glue+extra storage', 20)}`);
+  console.log(
+    '\nWhere the time goes (per call, subtracting baselines measured in the same rounds; engine timed alone in Node)',
+  );
+  console.log(
+    `${pad('C', 4)}${pad('RPC x2 (bare)', 15)}${pad('commit (floor-bare)', 21)}${pad('limiter-floor', 15)}${pad('engine alone', 14)}${pad('glue+extra storage', 20)}`,
+  );
   for (const c of CONCURRENCY) {
     const r = results[c];
     // Per-call cost of the serial part = 1 / throughput (the object is one thread).
@@ -299,7 +337,9 @@ function printBreakdown(results, engineUs) {
         `${pad(`${fmt(engineUs, 1)} us`, 14)}${pad(`${fmt(lim - floor - engineUs, 1)} us`, 20)}`,
     );
   }
-  console.log('(us = 1e6 / calls/s of stub.execute at 10 grants: the serial cost per call, which is what throughput measures)');
+  console.log(
+    '(us = 1e6 / calls/s of stub.execute at 10 grants: the serial cost per call, which is what throughput measures)',
+  );
 }
 
 // ---- main ----------------------------------------------------------------------------
@@ -308,8 +348,12 @@ const locations = [
   { label: 'disk-backed', dir: mkdtempSync(join(tmpdir(), 'drl-bench-e2e-')) },
   { label: 'tmpfs', dir: mkdtempSync('/dev/shm/drl-bench-e2e-') },
 ];
-console.log(`durable-rate-limiter end-to-end benchmark${QUICK ? ' (--quick)' : ''}: miniflare ${JSON.parse(readFileSync(join(root, 'node_modules/miniflare/package.json'), 'utf8')).version}, limiter from dist/`);
-console.log(`rounds: ${ROUNDS} x ${SLICE_MS} ms per target, alternating bare / floor / limiter; medians shown. Latency p50/p99 in whole ms (workerd's clock); mean from Little's law.`);
+console.log(
+  `durable-rate-limiter end-to-end benchmark${QUICK ? ' (--quick)' : ''}: miniflare ${JSON.parse(readFileSync(join(root, 'node_modules/miniflare/package.json'), 'utf8')).version}, limiter from dist/`,
+);
+console.log(
+  `rounds: ${ROUNDS} x ${SLICE_MS} ms per target, alternating bare / floor / limiter; medians shown. Latency p50/p99 in whole ms (workerd's clock); mean from Little's law.`,
+);
 const started = Date.now();
 const engineUs = engineOnly(0, 10);
 const engineUs100k = engineOnly(100_000, WINDOW_LONG_MS);
@@ -320,7 +364,8 @@ try {
     try {
       for (const log of LOGS) {
         await job(mf, { kind: 'configure', ns: 'LIMITER', name: log.bucket, config: configFor(log) });
-        if (log.seed) await job(mf, { kind: 'seed', ns: 'LIMITER', name: log.bucket, count: log.seed, step: SEED_STEP_MS });
+        if (log.seed)
+          await job(mf, { kind: 'seed', ns: 'LIMITER', name: log.bucket, count: log.seed, step: SEED_STEP_MS });
       }
       await job(mf, { kind: 'configure', ns: 'LIMITER', name: THREE_WINDOWS.bucket, config: threeWindowConfig });
       await job(mf, { kind: 'configure', ns: 'COUNTING', name: 'count-small', config: configFor(LOGS[0]) });
@@ -329,35 +374,62 @@ try {
       await job(mf, { kind: 'seed', ns: 'COUNTING', name: 'count-log-100k', count: 100_000, step: SEED_STEP_MS });
 
       const files = sqliteFiles(location.dir);
-      console.log(`\n=== SQLite ${location.label}: ${location.dir} (${fsType(location.dir)}), ${files.length} .sqlite files there, e.g. ${files[0]?.slice(location.dir.length + 1)} ===`);
+      console.log(
+        `\n=== SQLite ${location.label}: ${location.dir} (${fsType(location.dir)}), ${files.length} .sqlite files there, e.g. ${files[0]?.slice(location.dir.length + 1)} ===`,
+      );
       const results = await throughput(mf);
       printThroughput(`Throughput and latency (${location.label})`, results);
 
       const pid = workerdPid();
       const storage = await storageFigures(mf, pid);
-      console.log(`\nStorage written per call (${location.label}; stub.execute; rows from the SQL API's rowsWritten, bytes from workerd's /proc io)`);
-      console.log(`${'object'.padEnd(26)}${pad('C', 4)}${pad('rows', 7)}${pad('stmts', 7)}${pad('commits', 9)}${pad('reserved', 22)}${pad('db growth B', 13)}${pad('disk B', 10)}${pad('write() B', 11)}${pad('db size', 12)}`);
+      console.log(
+        `\nStorage written per call (${location.label}; stub.execute; rows from the SQL API's rowsWritten, bytes from workerd's /proc io)`,
+      );
+      console.log(
+        `${'object'.padEnd(26)}${pad('C', 4)}${pad('rows', 7)}${pad('stmts', 7)}${pad('commits', 9)}${pad('reserved', 22)}${pad('db growth B', 13)}${pad('disk B', 10)}${pad('write() B', 11)}${pad('db size', 12)}`,
+      );
       for (const s of storage) {
         console.log(
           `${s.label.padEnd(26)}${pad(s.c, 4)}${pad(fmt(s.rows, 2), 7)}${pad(fmt(s.statements, 2), 7)}${pad(fmt(s.commits, 3), 9)}${pad(s.reservation ?? '-', 22)}${pad(fmt(s.dbGrowth, 1), 13)}${pad(fmt(s.diskBytes), 10)}${pad(fmt(s.sysBytes), 11)}${pad(fmt(s.databaseSize), 12)}`,
         );
       }
-      console.log('(commits: runs of the object\'s code in which a statement wrote, an upper bound on commits; reserved: the reservation in force at the end,');
-      console.log(' units per window: what a crash then could count that was never taken. The floor writes one row per call.)');
+      console.log(
+        "(commits: runs of the object's code in which a statement wrote, an upper bound on commits; reserved: the reservation in force at the end,",
+      );
+      console.log(
+        ' units per window: what a crash then could count that was never taken. The floor writes one row per call.)',
+      );
 
       const cold = await coldStarts(mf);
-      console.log(`\nCold start (${location.label}): first call on a fresh instance (constructor: instantiate core.wasm, read the log, restore), isolate warm`);
-      for (const c of cold) console.log(`  ${pad(fmt(c.grants), 8)} live grants: first call ${fmt(c.firstMs)} ms (a warm call: ${fmt(c.warmMs, 2)} ms)`);
+      console.log(
+        `\nCold start (${location.label}): first call on a fresh instance (constructor: instantiate core.wasm, read the log, restore), isolate warm`,
+      );
+      for (const c of cold)
+        console.log(
+          `  ${pad(fmt(c.grants), 8)} live grants: first call ${fmt(c.firstMs)} ms (a warm call: ${fmt(c.warmMs, 2)} ms)`,
+        );
 
       printBreakdown(results, engineUs);
-      console.log(`engine alone at 100,000 grants: ${fmt(engineUs100k, 1)} us per call (vs ${fmt(engineUs, 1)} us at 10)`);
+      console.log(
+        `engine alone at 100,000 grants: ${fmt(engineUs100k, 1)} us per call (vs ${fmt(engineUs, 1)} us at 10)`,
+      );
       const at = (c, key) => results[c][key].perSec;
       console.log(`\nTargets (${location.label}):`);
-      console.log(`  C=1  stub.execute vs floor: ${fmt(at(1, 'raw@10') / at(1, 'floor'), 2)}x (target >= 3x); vs bare ${fmt(at(1, 'raw@10') / at(1, 'bare'), 2)}x (target >= 0.6x)`);
-      console.log(`  C=1  p50 latency: ${results[1]['raw@10'].p50Ms} ms vs bare ${results[1].bare.p50Ms} ms (target <= 1.5x)`);
-      for (const c of [16, 64]) console.log(`  C=${c} stub.execute vs floor: ${fmt(at(c, 'raw@10') / at(c, 'floor'), 2)}x (target > 1x); vs bare ${fmt(at(c, 'raw@10') / at(c, 'bare'), 2)}x`);
+      console.log(
+        `  C=1  stub.execute vs floor: ${fmt(at(1, 'raw@10') / at(1, 'floor'), 2)}x (target >= 3x); vs bare ${fmt(at(1, 'raw@10') / at(1, 'bare'), 2)}x (target >= 0.6x)`,
+      );
+      console.log(
+        `  C=1  p50 latency: ${results[1]['raw@10'].p50Ms} ms vs bare ${results[1].bare.p50Ms} ms (target <= 1.5x)`,
+      );
+      for (const c of [16, 64])
+        console.log(
+          `  C=${c} stub.execute vs floor: ${fmt(at(c, 'raw@10') / at(c, 'floor'), 2)}x (target > 1x); vs bare ${fmt(at(c, 'raw@10') / at(c, 'bare'), 2)}x`,
+        );
       console.log(`  C=64 vs bare: ${fmt(at(64, 'raw@10') / at(64, 'bare'), 2)}x (aim >= 0.5x on disk-backed)`);
-      for (const c of CONCURRENCY) console.log(`  C=${c} 100,000 vs 10 grants: ${fmt(at(c, 'raw@100,000') / at(c, 'raw@10'), 2)}x (target >= 0.8x)`);
+      for (const c of CONCURRENCY)
+        console.log(
+          `  C=${c} 100,000 vs 10 grants: ${fmt(at(c, 'raw@100,000') / at(c, 'raw@10'), 2)}x (target >= 0.8x)`,
+        );
       for (const c of CONCURRENCY) {
         console.log(
           `  C=${c} 3 windows vs 1: stub.execute ${fmt(at(c, 'raw@3 windows') / at(c, 'raw@10'), 2)}x, ` +

@@ -4,13 +4,12 @@
  * limiter's /configure route: live at once, without a redeploy.
  */
 import { existsSync, readFileSync } from 'node:fs';
-
+import type { LimitsDocument } from '../../shim/envelope.ts';
 import { readStats, uploadLimits } from '../admin-client.ts';
 import { configureOutcome } from '../configure-outcome.ts';
+import { checkDeclaration, DECLARATION_VAR } from '../declaration.ts';
 import { loadCore } from '../engine.ts';
 import { CliError } from '../errors.ts';
-import type { LimitsDocument } from '../../shim/envelope.ts';
-import { checkDeclaration, DECLARATION_VAR } from '../declaration.ts';
 import { checkLimits } from '../limits-file.ts';
 import type { Ui } from '../ui.ts';
 import { resolveTarget, shown, type TargetOptions } from './target.ts';
@@ -24,7 +23,9 @@ import { resolveTarget, shown, type TargetOptions } from './target.ts';
  */
 export function readLimitsFile(path: string): LimitsDocument {
   if (!existsSync(path)) {
-    throw new CliError(`No limits file at ${shown(path)}.\n  Write an example to start from: npx durable-rate-limiter sample`);
+    throw new CliError(
+      `No limits file at ${shown(path)}.\n  Write an example to start from: npx durable-rate-limiter sample`,
+    );
   }
   const checked = checkLimits(readFileSync(path, 'utf8'), loadCore());
   if (!checked.ok) {
@@ -46,7 +47,9 @@ export function readLimitsFile(path: string): LimitsDocument {
 export function readDeclaration(path: string): LimitsDocument {
   const checked = checkDeclaration(readFileSync(path, 'utf8'), loadCore());
   if (checked.kind === 'absent') {
-    throw new CliError(`${shown(path)} declares no limits (vars.${DECLARATION_VAR}).\n  Declare them there, e.g. "vars": { "${DECLARATION_VAR}": { "my-api": { "bucket": { "limitPerWindow": 60, "windowInMs": 60000 }, "concurrency": 5 } } }`);
+    throw new CliError(
+      `${shown(path)} declares no limits (vars.${DECLARATION_VAR}).\n  Declare them there, e.g. "vars": { "${DECLARATION_VAR}": { "my-api": { "bucket": { "limitPerWindow": 60, "windowInMs": 60000 }, "concurrency": 5 } } }`,
+    );
   }
   if (checked.kind === 'problems') {
     const count = checked.problems.length;
@@ -77,7 +80,9 @@ export async function configureCommand(ui: Ui, options: TargetOptions): Promise<
     (r) => `Configured ${r.length} bucket${r.length === 1 ? '' : 's'}`,
   );
   for (const result of results) {
-    ui.success(configureOutcome(result.name, Object.hasOwn(before, result.name) ? before[result.name] : undefined, result.stats));
+    ui.success(
+      configureOutcome(result.name, Object.hasOwn(before, result.name) ? before[result.name] : undefined, result.stats),
+    );
   }
   ui.outro('Live now.');
 }

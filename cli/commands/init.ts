@@ -7,20 +7,26 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-
+import type { Core } from '../../shim/engine/loader.ts';
+import type { LimiterConfig } from '../../shim/envelope.ts';
+import { duration } from '../../shim/format.ts';
+import { limitsEntryProblem, nameProblem } from '../../shim/rules.ts';
 import { checkDeclaration, DECLARATION_VAR, declareBucket, declaredBucket } from '../declaration.ts';
 import { loadCore } from '../engine.ts';
 import { CliError } from '../errors.ts';
+import { splitProblems } from '../limits-file.ts';
 import { appName, findAppConfig, run, treeState, wranglerCommand } from '../project.ts';
 import { readState, STATE_FILE, writeState, type LimiterState } from '../state.ts';
-import { splitProblems } from '../limits-file.ts';
-import { configureModule, initialConfig, limiterIndex, limiterModule, limiterWranglerConfig, type ExtraWindow } from '../templates.ts';
-import type { LimiterConfig } from '../../shim/envelope.ts';
-import { duration } from '../../shim/format.ts';
+import {
+  configureModule,
+  initialConfig,
+  limiterIndex,
+  limiterModule,
+  limiterWranglerConfig,
+  type ExtraWindow,
+} from '../templates.ts';
 import type { Ui } from '../ui.ts';
 import { bindingFragment, configFormat, planBinding, type BindingSpec, type Topology } from '../wrangler-config.ts';
-import { limitsEntryProblem, nameProblem } from '../../shim/rules.ts';
-import type { Core } from '../../shim/engine/loader.ts';
 import { shown } from './target.ts';
 
 /** The package a limiter Worker and an application import. */
@@ -55,7 +61,17 @@ export const WINDOW_MARGIN_MS = 100;
 /** The longest window the engine accepts (366 days). */
 const MAX_WINDOW_MS = 366 * 86_400_000;
 
-const UNITS: Record<string, number> = { ms: 1, s: 1000, sec: 1000, min: 60_000, m: 60_000, h: 3_600_000, hour: 3_600_000, d: 86_400_000, day: 86_400_000 };
+const UNITS: Record<string, number> = {
+  ms: 1,
+  s: 1000,
+  sec: 1000,
+  min: 60_000,
+  m: 60_000,
+  h: 3_600_000,
+  hour: 3_600_000,
+  d: 86_400_000,
+  day: 86_400_000,
+};
 
 /** A window length as typed, e.g. "90000", "90 s", "15 min", "2 h", "1.5 min": ms, or undefined. */
 export function parseWindow(value: string): number | undefined {
@@ -102,22 +118,38 @@ const DEFAULT_EXTRA_UNIT = 'tokens';
  * engine only: a probe config carrying them is validated there.
  */
 function unitProblem(core: Core, unit: string): string | undefined {
-  const probe = { bucket: { limitPerWindow: 1, windowInMs: 1000 }, windows: { [unit]: { unit, limitPerWindow: 1, windowInMs: 1000 } }, concurrency: 1 };
+  const probe = {
+    bucket: { limitPerWindow: 1, windowInMs: 1000 },
+    windows: { [unit]: { unit, limitPerWindow: 1, windowInMs: 1000 } },
+    concurrency: 1,
+  };
   const problem = limitsEntryProblem(core, 'probe', probe);
-  return problem === null ? undefined : splitProblems(problem).map((p) => p.replace(/^\[drl:[a-z-]+\] /, '')).join('; ');
+  return problem === null
+    ? undefined
+    : splitProblems(problem)
+        .map((p) => p.replace(/^\[drl:[a-z-]+\] /, ''))
+        .join('; ');
 }
 
 /** Reads the flags of the extra window; throws naming the flag when one is wrong or alone. */
 function flaggedWindow(flags: InitFlags, core: () => Core): FlaggedWindow | undefined {
   if (flags.tokensLimit === undefined) {
-    const stray = flags.unit !== undefined ? '--unit' : flags.tokensWindow !== undefined ? '--tokens-window' : undefined;
+    const stray =
+      flags.unit !== undefined ? '--unit' : flags.tokensWindow !== undefined ? '--tokens-window' : undefined;
     if (stray) throw new CliError(`${stray} says which second limit to declare: pass --tokens-limit <n> with it.`, 2);
     return undefined;
   }
-  if (positiveInteger(flags.tokensLimit)) throw new CliError(`--tokens-limit must be a whole number of at least 1 (received ${JSON.stringify(flags.tokensLimit)}).`, 2);
+  if (positiveInteger(flags.tokensLimit))
+    throw new CliError(
+      `--tokens-limit must be a whole number of at least 1 (received ${JSON.stringify(flags.tokensLimit)}).`,
+      2,
+    );
   const windowInMs = flags.tokensWindow === undefined ? undefined : parseWindow(flags.tokensWindow);
   if (flags.tokensWindow !== undefined && windowInMs === undefined) {
-    throw new CliError(`--tokens-window must be a length from 1 ms to 366 days, e.g. 60000, 90 s, 1 min or 1 d (received ${JSON.stringify(flags.tokensWindow)}).`, 2);
+    throw new CliError(
+      `--tokens-window must be a length from 1 ms to 366 days, e.g. 60000, 90 s, 1 min or 1 d (received ${JSON.stringify(flags.tokensWindow)}).`,
+      2,
+    );
   }
   const unit = flags.unit ?? DEFAULT_EXTRA_UNIT;
   const problem = unitProblem(core(), unit);
@@ -155,7 +187,10 @@ export async function initCommand(ui: Ui, flags: InitFlags = {}): Promise<void> 
   await deploy(ui, todo, { root, limiter, state, declared, admin });
   if (appConfig) {
     // One process runs both Workers; the app's config first (it gets the port).
-    ui.note(`npx wrangler dev -c ${shown(appConfig)} -c ${shown(limiter.configFile)}`, 'Local development: both Workers in one process');
+    ui.note(
+      `npx wrangler dev -c ${shown(appConfig)} -c ${shown(limiter.configFile)}`,
+      'Local development: both Workers in one process',
+    );
   }
   summarize(ui, todo);
 }
@@ -182,7 +217,10 @@ async function checkTree(ui: Ui, root: string): Promise<void> {
         ? `Your working tree has ${tree.changes} uncommitted change(s): commit them first if you can.`
         : 'This folder is not a git repository: consider git init and a first commit.';
   ui.info(`Commit first: everything init does is then one git diff to read.\n${treeLine}`);
-  if (tree.kind === 'dirty' && !(await ui.confirm({ message: 'Go on with uncommitted changes?', defaultValue: true, answeredBy: YES }))) {
+  if (
+    tree.kind === 'dirty' &&
+    !(await ui.confirm({ message: 'Go on with uncommitted changes?', defaultValue: true, answeredBy: YES }))
+  ) {
     throw new CliError('Stopped before doing anything. Commit, then run init again.', 0);
   }
 }
@@ -193,15 +231,28 @@ async function chooseLimiter(ui: Ui, root: string, app: string): Promise<Limiter
   const folder = await ui.text({
     message: 'Folder for the limiter Worker',
     defaultValue: 'durable-rate-limiter',
-    validate: (v) => (/^[\w.-]+(\/[\w.-]+)*$/.test(v) && !v.split('/').includes('..') ? undefined : 'A relative folder inside this one.'),
+    validate: (v) =>
+      /^[\w.-]+(\/[\w.-]+)*$/.test(v) && !v.split('/').includes('..')
+        ? undefined
+        : 'A relative folder inside this one.',
     answeredBy: YES,
   });
   const dir = join(root, folder);
   const previous = existsSync(join(dir, STATE_FILE)) ? readState(dir) : {};
   const worker = await ui.text({
     message: 'Name of the limiter Worker',
-    defaultValue: previous.worker ?? `${app.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '') || 'app'}-limiter`,
-    validate: (v) => (/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(v) ? undefined : 'Lower-case letters, digits and dashes (a Worker name).'),
+    defaultValue:
+      previous.worker ??
+      `${
+        app
+          .toLowerCase()
+          .replace(/[^a-z0-9-]+/g, '-')
+          .replace(/^-+|-+$/g, '') || 'app'
+      }-limiter`,
+    validate: (v) =>
+      /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(v)
+        ? undefined
+        : 'Lower-case letters, digits and dashes (a Worker name).',
     answeredBy: YES,
   });
   return { dir, worker, configFile: join(dir, LIMITER_CONFIG), previous };
@@ -219,7 +270,11 @@ async function chooseAdmin(ui: Ui): Promise<boolean> {
       'They answer on the internet, guarded by the DRL_CONFIG_KEY secret. Without them the declared limits still configure\n' +
       'every bucket on first use, and init writes src/configure-limiter.ts to apply limits at run time through your binding.',
   );
-  return ui.confirm({ message: 'Mount the key-guarded admin routes in the limiter Worker?', defaultValue: true, answeredBy: YES });
+  return ui.confirm({
+    message: 'Mount the key-guarded admin routes in the limiter Worker?',
+    defaultValue: true,
+    answeredBy: YES,
+  });
 }
 
 /**
@@ -229,7 +284,8 @@ async function chooseAdmin(ui: Ui): Promise<boolean> {
  */
 async function writeLimiterWorker(ui: Ui, todo: Todo[], limiter: Limiter, admin: boolean): Promise<void> {
   const files = [{ path: join(limiter.dir, 'src', 'index.ts'), text: limiterIndex(admin) }];
-  if (existsSync(limiter.configFile)) ui.info(`Kept ${shown(limiter.configFile)} as it is (its declared limits are yours).`);
+  if (existsSync(limiter.configFile))
+    ui.info(`Kept ${shown(limiter.configFile)} as it is (its declared limits are yours).`);
   else files.push({ path: limiter.configFile, text: limiterWranglerConfig(limiter.worker) });
   await writeFiles(ui, todo, files);
 }
@@ -282,8 +338,13 @@ async function addBinding(ui: Ui, todo: Todo[], appConfig: string | null, worker
     todo.push({ why: `merge the ${binding} binding shown above into ${shown(appConfig)}` });
     return spec;
   }
-  ui.note(plan.edits.map((e) => e.content.replace(/^\r?\n/, '')).join('\n'), `Insert into ${shown(appConfig)} (nothing else in it changes)`);
-  if (await ui.confirm({ message: `Insert the binding into ${shown(appConfig)}?`, defaultValue: true, answeredBy: YES })) {
+  ui.note(
+    plan.edits.map((e) => e.content.replace(/^\r?\n/, '')).join('\n'),
+    `Insert into ${shown(appConfig)} (nothing else in it changes)`,
+  );
+  if (
+    await ui.confirm({ message: `Insert the binding into ${shown(appConfig)}?`, defaultValue: true, answeredBy: YES })
+  ) {
     writeFileSync(appConfig, plan.text);
     ui.success(`Added "${plan.key}" to ${shown(appConfig)}`);
   } else {
@@ -299,8 +360,20 @@ async function generateTypes(ui: Ui, todo: Todo[], root: string): Promise<void> 
   const typesCommand = 'npx wrangler types';
   ui.info(`Command: ${typesCommand}`);
   // The default runs only a wrangler that is installed: --yes downloads nothing.
-  const typesNow = await ui.confirm({ message: `Run ${typesCommand} now?`, defaultValue: wrangler.local, answeredBy: YES });
-  const typed = typesNow && (await ui.spin('Generating types', () => run(wrangler.file, [...wrangler.prefix, 'types'], { cwd: root, echo: false }), (r) => (r.code === 0 ? 'Types generated' : 'wrangler types failed'))).code === 0;
+  const typesNow = await ui.confirm({
+    message: `Run ${typesCommand} now?`,
+    defaultValue: wrangler.local,
+    answeredBy: YES,
+  });
+  const typed =
+    typesNow &&
+    (
+      await ui.spin(
+        'Generating types',
+        () => run(wrangler.file, [...wrangler.prefix, 'types'], { cwd: root, echo: false }),
+        (r) => (r.code === 0 ? 'Types generated' : 'wrangler types failed'),
+      )
+    ).code === 0;
   if (!typed) todo.push({ why: 'generate the Env type', command: typesCommand });
 }
 
@@ -313,7 +386,9 @@ async function writeLimiterModule(ui: Ui, todo: Todo[], root: string, spec: Bind
     validate: (v) => nameProblem(v, 'the name')?.message,
     answeredBy: YES,
   });
-  await writeFiles(ui, todo, [{ path: join(root, 'src', 'limiter.ts'), text: limiterModule(spec.topology, spec.binding, spec.worker, bucket) }]);
+  await writeFiles(ui, todo, [
+    { path: join(root, 'src', 'limiter.ts'), text: limiterModule(spec.topology, spec.binding, spec.worker, bucket) },
+  ]);
   return bucket;
 }
 
@@ -332,7 +407,14 @@ async function declareLimits(
 ): Promise<{ declared: boolean; config: LimiterConfig }> {
   const { limiter, bucket } = c;
   ui.step("5/5  Limits: your upstream's real limit, verbatim, with a margin on its window");
-  const limit = Number(await ui.text({ message: `How many requests does the upstream allow (for ${bucket})?`, defaultValue: '60', validate: positiveInteger, answeredBy: YES }));
+  const limit = Number(
+    await ui.text({
+      message: `How many requests does the upstream allow (for ${bucket})?`,
+      defaultValue: '60',
+      validate: positiveInteger,
+      answeredBy: YES,
+    }),
+  );
   const upstreamWindow = await askWindow(ui, 'In what window?', '60000', YES);
   ui.info(
     `The limiter counts a call when it admits it; the upstream counts it when the request arrives, a few ms later.\n` +
@@ -347,13 +429,30 @@ async function declareLimits(
   const withMargin = (ms: number) => Math.min(ms + (margin ? WINDOW_MARGIN_MS : 0), MAX_WINDOW_MS);
   const windowInMs = withMargin(upstreamWindow);
   const extra = await askExtraWindow(ui, { bucket, upstreamWindow, flagged: c.flagged, engine: c.engine });
-  if (extra && margin) ui.info(`The same ${WINDOW_MARGIN_MS} ms margin goes on the ${extra.unit} window: the upstream counts those on arrival too.`);
-  const concurrency = Number(await ui.text({ message: 'How many calls may be in flight at once?', defaultValue: '5', validate: positiveInteger, answeredBy: YES }));
-  const config = initialConfig(limit, windowInMs, concurrency, extra && { ...extra, windowInMs: withMargin(extra.windowInMs) });
+  if (extra && margin)
+    ui.info(
+      `The same ${WINDOW_MARGIN_MS} ms margin goes on the ${extra.unit} window: the upstream counts those on arrival too.`,
+    );
+  const concurrency = Number(
+    await ui.text({
+      message: 'How many calls may be in flight at once?',
+      defaultValue: '5',
+      validate: positiveInteger,
+      answeredBy: YES,
+    }),
+  );
+  const config = initialConfig(
+    limit,
+    windowInMs,
+    concurrency,
+    extra && { ...extra, windowInMs: withMargin(extra.windowInMs) },
+  );
   const file = limiter.configFile;
   const fragment = `"vars": { "${DECLARATION_VAR}": ${JSON.stringify({ [bucket]: config }, null, 2).replace(/\n/g, '\n  ')} }`;
   if (limiter.previous.limits) {
-    ui.info(`${limiter.previous.limits} (the limits file of an earlier init) is no longer read by default: the declaration in ${shown(file)} is. Use --limits to upload the file.`);
+    ui.info(
+      `${limiter.previous.limits} (the limits file of an earlier init) is no longer read by default: the declaration in ${shown(file)} is. Use --limits to upload the file.`,
+    );
   }
   if (!existsSync(file)) {
     ui.note(fragment, `Declare the bucket in ${shown(file)} once it exists`);
@@ -369,9 +468,15 @@ async function declareLimits(
   } else if (JSON.stringify(was) === JSON.stringify(config)) {
     ui.info(`${shown(file)} already declares ${bucket} as it would be written.`);
   } else {
-    ui.note(JSON.stringify({ [bucket]: config }, null, 2), `${was === undefined ? 'Declare in' : 'Replace the declaration in'} ${shown(file)} (vars.${DECLARATION_VAR})`);
+    ui.note(
+      JSON.stringify({ [bucket]: config }, null, 2),
+      `${was === undefined ? 'Declare in' : 'Replace the declaration in'} ${shown(file)} (vars.${DECLARATION_VAR})`,
+    );
     const write = await ui.confirm({
-      message: was === undefined ? `Declare ${bucket} in ${shown(file)}?` : `Replace the declared ${bucket} in ${shown(file)}?`,
+      message:
+        was === undefined
+          ? `Declare ${bucket} in ${shown(file)}?`
+          : `Replace the declared ${bucket} in ${shown(file)}?`,
       defaultValue: was === undefined,
       answeredBy: YES,
     });
@@ -386,7 +491,9 @@ async function declareLimits(
   }
   const checked = checkDeclaration(readFileSync(file, 'utf8'), c.engine());
   if (checked.kind === 'problems') {
-    ui.warn(`${shown(file)} vars.${DECLARATION_VAR} has problems:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`);
+    ui.warn(
+      `${shown(file)} vars.${DECLARATION_VAR} has problems:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`,
+    );
     todo.push({ why: `fix vars.${DECLARATION_VAR} in ${shown(file)}` });
   }
   return { declared: checked.kind === 'ok', config };
@@ -394,11 +501,17 @@ async function declareLimits(
 
 /** Asks for a window: one of the usual lengths, or any other typed as "90 s", "15 min". */
 async function askWindow(ui: Ui, message: string, defaultValue: string, answeredBy: string): Promise<number> {
-  const choice = await ui.select<string>({ message, options: WINDOWS.map((w) => ({ ...w })), defaultValue, answeredBy });
+  const choice = await ui.select<string>({
+    message,
+    options: WINDOWS.map((w) => ({ ...w })),
+    defaultValue,
+    answeredBy,
+  });
   if (choice !== 'other') return Number(choice);
   const typed = await ui.text({
     message: "The upstream's window (a number with ms, s, min, h or d)",
-    validate: (v) => (parseWindow(v) === undefined ? 'A whole number of ms from 1 ms to 366 days, e.g. 90 s or 15 min.' : undefined),
+    validate: (v) =>
+      parseWindow(v) === undefined ? 'A whole number of ms from 1 ms to 366 days, e.g. 90 s or 15 min.' : undefined,
     answeredBy,
   });
   return parseWindow(typed)!;
@@ -418,8 +531,11 @@ async function askExtraWindow(
   const { flagged } = c;
   if (flagged) {
     const windowInMs = flagged.windowInMs ?? c.upstreamWindow;
-    const from = flagged.windowInMs === undefined ? "--tokens-limit, in the requests' window" : '--tokens-limit, --tokens-window';
-    ui.step(`The upstream also allows ${flagged.limitPerWindow} ${flagged.unit} per ${duration(windowInMs)} (${from}).`);
+    const from =
+      flagged.windowInMs === undefined ? "--tokens-limit, in the requests' window" : '--tokens-limit, --tokens-window';
+    ui.step(
+      `The upstream also allows ${flagged.limitPerWindow} ${flagged.unit} per ${duration(windowInMs)} (${from}).`,
+    );
     return { unit: flagged.unit, limitPerWindow: flagged.limitPerWindow, windowInMs };
   }
   const also = await ui.confirm({
@@ -435,7 +551,11 @@ async function askExtraWindow(
     answeredBy: 'pass --unit <name>',
   });
   const limitPerWindow = Number(
-    await ui.text({ message: `How many ${unit} does the upstream allow (for ${c.bucket})?`, validate: positiveInteger, answeredBy: 'pass --tokens-limit <n>' }),
+    await ui.text({
+      message: `How many ${unit} does the upstream allow (for ${c.bucket})?`,
+      validate: positiveInteger,
+      answeredBy: 'pass --tokens-limit <n>',
+    }),
   );
   const usual = WINDOWS.some((w) => w.value === String(c.upstreamWindow)) ? String(c.upstreamWindow) : '60000';
   const windowInMs = await askWindow(ui, `In what window, for ${unit}?`, usual, 'pass --tokens-window <length>');
@@ -447,9 +567,21 @@ async function askExtraWindow(
  * applies limits at run time through the binding (the declaration already
  * configures the bucket on first use; this is for a change without a deploy).
  */
-async function writeConfigureModule(ui: Ui, todo: Todo[], root: string, spec: BindingSpec, bucket: string, config: LimiterConfig): Promise<void> {
+async function writeConfigureModule(
+  ui: Ui,
+  todo: Todo[],
+  root: string,
+  spec: BindingSpec,
+  bucket: string,
+  config: LimiterConfig,
+): Promise<void> {
   ui.step('     No admin routes: src/configure-limiter.ts applies limits at run time through your binding');
-  await writeFiles(ui, todo, [{ path: join(root, 'src', 'configure-limiter.ts'), text: configureModule(spec.topology, spec.binding, bucket, config) }]);
+  await writeFiles(ui, todo, [
+    {
+      path: join(root, 'src', 'configure-limiter.ts'),
+      text: configureModule(spec.topology, spec.binding, bucket, config),
+    },
+  ]);
 }
 
 /** Writes the state file (keeping an origin and a limits file an earlier run remembered), if the limiter's folder exists, and returns what it holds. */
@@ -479,7 +611,11 @@ interface DeployCommands {
  * under --yes, and not with a declaration that has problems. The declared
  * limits deploy with the Worker: no configure step follows.
  */
-async function deploy(ui: Ui, todo: Todo[], c: { root: string; limiter: Limiter; state: LimiterState; declared: boolean; admin: boolean }): Promise<void> {
+async function deploy(
+  ui: Ui,
+  todo: Todo[],
+  c: { root: string; limiter: Limiter; state: LimiterState; declared: boolean; admin: boolean },
+): Promise<void> {
   const config = shown(c.limiter.configFile);
   const commands: DeployCommands = {
     deploy: `npx wrangler deploy --config ${config}`,
@@ -496,34 +632,52 @@ async function deploy(ui: Ui, todo: Todo[], c: { root: string; limiter: Limiter;
   const now = !ui.yes && c.declared && (await ui.confirm({ message: question, defaultValue: true, answeredBy: YES }));
   if (!now) {
     todo.push({ why: 'deploy the limiter Worker (its declared limits go with it)', command: commands.deploy });
-    if (c.admin) todo.push({ why: 'set its key, for stats and configure (type a long random one)', command: commands.secret });
+    if (c.admin)
+      todo.push({ why: 'set its key, for stats and configure (type a long random one)', command: commands.secret });
     return;
   }
   await deployLimiter(ui, todo, { ...c, commands });
 }
 
 /** Deploys, remembers the origin and sets a new random key; stops at the first failure. */
-async function deployLimiter(ui: Ui, todo: Todo[], c: { root: string; limiter: Limiter; state: LimiterState; admin: boolean; commands: DeployCommands }): Promise<void> {
+async function deployLimiter(
+  ui: Ui,
+  todo: Todo[],
+  c: { root: string; limiter: Limiter; state: LimiterState; admin: boolean; commands: DeployCommands },
+): Promise<void> {
   const { configFile, dir } = c.limiter;
   const wrangler = wranglerCommand(c.root);
   const deployed = await run(wrangler.file, [...wrangler.prefix, 'deploy', '--config', configFile], { cwd: c.root });
   if (deployed.code !== 0) {
-    todo.push({ why: 'deploy the limiter Worker (it failed above)', command: c.commands.deploy }, { why: 'set its key', command: c.commands.secret });
+    todo.push(
+      { why: 'deploy the limiter Worker (it failed above)', command: c.commands.deploy },
+      { why: 'set its key', command: c.commands.secret },
+    );
     return;
   }
   const url =
     /https:\/\/[^\s]+\.workers\.dev/.exec(deployed.stdout)?.[0] ??
-    (await ui.text({ message: 'Where does the limiter answer? (its origin, e.g. a custom route)', answeredBy: 'rerun stats with --url <origin>' }));
+    (await ui.text({
+      message: 'Where does the limiter answer? (its origin, e.g. a custom route)',
+      answeredBy: 'rerun stats with --url <origin>',
+    }));
   writeState(dir, { ...c.state, url });
   if (!c.admin) return; // no admin routes: no key to set
 
   const key = randomBytes(24).toString('base64url');
-  const put = await run(wrangler.file, [...wrangler.prefix, 'secret', 'put', 'DRL_CONFIG_KEY', '--config', configFile], { cwd: c.root, input: `${key}\n` });
+  const put = await run(
+    wrangler.file,
+    [...wrangler.prefix, 'secret', 'put', 'DRL_CONFIG_KEY', '--config', configFile],
+    { cwd: c.root, input: `${key}\n` },
+  );
   if (put.code !== 0) {
     todo.push({ why: 'set the key (it failed above)', command: c.commands.secret });
     return;
   }
-  ui.note(`DRL_CONFIG_KEY=${key}`, 'The key, shown once: keep it in your password manager, export it for stats and configure');
+  ui.note(
+    `DRL_CONFIG_KEY=${key}`,
+    'The key, shown once: keep it in your password manager, export it for stats and configure',
+  );
 }
 
 /** Ends with what is still to do, numbered, each with its command. */
@@ -543,7 +697,8 @@ function summarize(ui: Ui, todo: Todo[]): void {
 async function writeFiles(ui: Ui, todo: Todo[], files: { path: string; text: string }[]): Promise<void> {
   const fresh = files.filter((f) => !existsSync(f.path));
   const existing = files.filter((f) => existsSync(f.path) && readFileSync(f.path, 'utf8') !== f.text);
-  for (const f of files) if (existsSync(f.path) && !existing.includes(f)) ui.info(`${shown(f.path)} is already as it would be written.`);
+  for (const f of files)
+    if (existsSync(f.path) && !existing.includes(f)) ui.info(`${shown(f.path)} is already as it would be written.`);
   if (fresh.length > 0) {
     for (const f of fresh) ui.note(f.text.trimEnd(), `${shown(f.path)} (new)`);
     const message = fresh.length === 1 ? `Write ${shown(fresh[0]!.path)}?` : `Write these ${fresh.length} files?`;

@@ -4,13 +4,12 @@
  * `--watch` to keep reading until Ctrl-C.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-
+import type { LimiterConfig } from '../../shim/envelope.ts';
 import { readStats } from '../admin-client.ts';
 import { DECLARATION_VAR, declareLimits } from '../declaration.ts';
 import { CliError } from '../errors.ts';
 import { saveLimits } from '../limits-file.ts';
 import { learnedNotes, statsLine, statsTable } from '../stats-table.ts';
-import type { LimiterConfig } from '../../shim/envelope.ts';
 import type { Ui } from '../ui.ts';
 import { resolveTarget, shown, type TargetOptions } from './target.ts';
 
@@ -22,8 +21,12 @@ export const SAVED_HEADER =
 /** Seconds between reads under --watch, unless --interval says otherwise. */
 const DEFAULT_INTERVAL_S = 2;
 
-export async function statsCommand(ui: Ui, options: TargetOptions & { json: boolean; save: boolean; watch?: boolean; interval?: string }): Promise<void> {
-  if (options.interval !== undefined && !options.watch) throw new CliError('--interval applies to stats --watch only: add --watch, or drop --interval.');
+export async function statsCommand(
+  ui: Ui,
+  options: TargetOptions & { json: boolean; save: boolean; watch?: boolean; interval?: string },
+): Promise<void> {
+  if (options.interval !== undefined && !options.watch)
+    throw new CliError('--interval applies to stats --watch only: add --watch, or drop --interval.');
   if (options.watch) {
     if (options.save) throw new CliError('--save writes the limits once: it does not go with --watch.');
     return watchStats(ui, options, intervalMs(options.interval));
@@ -36,14 +39,22 @@ export async function statsCommand(ui: Ui, options: TargetOptions & { json: bool
   }
   ui.intro(options.save ? 'durable-rate-limiter stats --save' : 'durable-rate-limiter stats');
   const { target, source } = await resolveTarget(ui, options);
-  const { buckets, pruned, invalid } = await ui.spin(`Reading every bucket from ${target.url}`, () => readStats(target), (r) => `${Object.keys(r.buckets).length} bucket(s)`);
+  const { buckets, pruned, invalid } = await ui.spin(
+    `Reading every bucket from ${target.url}`,
+    () => readStats(target),
+    (r) => `${Object.keys(r.buckets).length} bucket(s)`,
+  );
   ui.note(statsTable(buckets), 'Live buckets');
   // What the upstream's own headers say where it disagrees with the config (buckets with `learn`).
   for (const note of learnedNotes(buckets)) ui.warn(note);
   if (pruned?.length) ui.warn(`Pruned names with no bucket behind them: ${pruned.join(', ')}`);
   if (invalid && Object.keys(invalid).length > 0) {
     // Declared with a config the engine refuses: every call on them rejects until the declaration is fixed.
-    ui.warn(`Buckets whose declaration (${DECLARATION_VAR}) is invalid:\n${Object.entries(invalid).map(([name, error]) => `  - ${name}: ${error}`).join('\n')}`);
+    ui.warn(
+      `Buckets whose declaration (${DECLARATION_VAR}) is invalid:\n${Object.entries(invalid)
+        .map(([name, error]) => `  - ${name}: ${error}`)
+        .join('\n')}`,
+    );
   }
   if (options.save) {
     const live: Record<string, LimiterConfig> = Object.create(null); // keyed by bucket name: "__proto__" is one
@@ -52,7 +63,9 @@ export async function statsCommand(ui: Ui, options: TargetOptions & { json: bool
     if (source.kind === 'declaration') {
       const next = declareLimits(readFileSync(source.path, 'utf8'), live);
       if (next === undefined) {
-        throw new CliError(`${shown(source.path)} could not be edited safely (it does not parse, or vars.${DECLARATION_VAR} is not an object), so it was left as it is.`);
+        throw new CliError(
+          `${shown(source.path)} could not be edited safely (it does not parse, or vars.${DECLARATION_VAR} is not an object), so it was left as it is.`,
+        );
       }
       writeFileSync(source.path, next);
       ui.success(`Wrote the live limits of ${count} bucket(s) into vars.${DECLARATION_VAR} in ${shown(source.path)}`);
@@ -62,7 +75,13 @@ export async function statsCommand(ui: Ui, options: TargetOptions & { json: bool
       ui.success(`Wrote the live limits of ${count} bucket(s) to ${shown(source.path)}`);
     }
   }
-  ui.outro(options.save ? (source.kind === 'declaration' ? 'Review the change with git diff; the next deploy declares these limits.' : 'Review the change with git diff.') : 'Done.');
+  ui.outro(
+    options.save
+      ? source.kind === 'declaration'
+        ? 'Review the change with git diff; the next deploy declares these limits.'
+        : 'Review the change with git diff.'
+      : 'Done.',
+  );
 }
 
 /** --interval in ms: a number of seconds from 0.5 (twice a second is plenty for a person) to an hour. */
@@ -80,7 +99,9 @@ function notesOf({ buckets, pruned, invalid }: Awaited<ReturnType<typeof readSta
   return [
     ...learnedNotes(buckets),
     ...(pruned?.length ? [`Pruned names with no bucket behind them: ${pruned.join(', ')}`] : []),
-    ...Object.entries(invalid ?? {}).map(([name, error]) => `Invalid declaration (${DECLARATION_VAR}) of ${name}: ${error}`),
+    ...Object.entries(invalid ?? {}).map(
+      ([name, error]) => `Invalid declaration (${DECLARATION_VAR}) of ${name}: ${error}`,
+    ),
   ];
 }
 
@@ -121,7 +142,11 @@ async function watchStats(ui: Ui, options: TargetOptions & { json: boolean }, in
       else if (!tty) out.write(`${statsLine(answer.buckets, at)}\n`);
       else {
         last = [statsTable(answer.buckets), ...notesOf(answer)];
-        frame([`Live buckets at ${new Date(at).toISOString().slice(11, 19)} UTC, ${every} (Ctrl-C to stop)`, '', ...last]);
+        frame([
+          `Live buckets at ${new Date(at).toISOString().slice(11, 19)} UTC, ${every} (Ctrl-C to stop)`,
+          '',
+          ...last,
+        ]);
       }
     } catch (error) {
       if (first) throw error;

@@ -5,9 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
-
 import { findNodeAtLocation, parseTree } from 'jsonc-parser';
-
 import { envelopeSkew, identifyLimiter, type AdminTarget } from '../admin-client.ts';
 import { DECLARATION_PATH } from '../declaration.ts';
 import { CliError } from '../errors.ts';
@@ -45,7 +43,9 @@ export function shown(path: string): string {
 function checkUrl(value: string): string | undefined {
   try {
     const url = new URL(value);
-    return url.protocol === 'http:' || url.protocol === 'https:' ? undefined : 'The origin must start with http:// or https://';
+    return url.protocol === 'http:' || url.protocol === 'https:'
+      ? undefined
+      : 'The origin must start with http:// or https://';
   } catch {
     return 'Not a URL: give the origin, e.g. https://my-limiter.example.workers.dev';
   }
@@ -90,7 +90,11 @@ export async function resolveTarget(ui: Ui, options: TargetOptions): Promise<Res
   if (found?.state.url !== url) {
     const state =
       found?.state ??
-      (source.kind === 'declaration' ? { config: relative(stateDir, limitsPath) } : existsSync(limitsPath) ? { limits: relative(stateDir, limitsPath) } : {});
+      (source.kind === 'declaration'
+        ? { config: relative(stateDir, limitsPath) }
+        : existsSync(limitsPath)
+          ? { limits: relative(stateDir, limitsPath) }
+          : {});
     writeState(stateDir, { ...state, url });
     ui.info(`Remembered ${url} in ${shown(join(stateDir, STATE_FILE))}`);
   }
@@ -98,7 +102,7 @@ export async function resolveTarget(ui: Ui, options: TargetOptions): Promise<Res
   const key =
     process.env.DRL_CONFIG_KEY ||
     (await ui.password({
-      message: 'The limiter\'s DRL_CONFIG_KEY',
+      message: "The limiter's DRL_CONFIG_KEY",
       answeredBy: 'set DRL_CONFIG_KEY in the environment',
     }));
   return { target: { url, key, configPath: shown(configPath) }, source, found };
@@ -117,8 +121,10 @@ export function limitsSource(found: FoundState | null, configPath: string, optio
   if (options.limits) return { kind: 'file', path: resolve(options.limits) };
   const base = found?.dir ?? process.cwd();
   const file = join(base, found?.state.limits ?? LIMITS_FILE);
-  if (existsSync(configPath) && declares(readFileSync(configPath, 'utf8'))) return { kind: 'declaration', path: configPath };
-  if (found?.state.config && existsSync(configPath) && !existsSync(file)) return { kind: 'declaration', path: configPath };
+  if (existsSync(configPath) && declares(readFileSync(configPath, 'utf8')))
+    return { kind: 'declaration', path: configPath };
+  if (found?.state.config && existsSync(configPath) && !existsSync(file))
+    return { kind: 'declaration', path: configPath };
   return { kind: 'file', path: file };
 }
 

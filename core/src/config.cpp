@@ -109,8 +109,7 @@ class Checker {
 
   void check_document(const json& doc) {
     if (!doc.is_object()) {
-      add(ErrorKind::TypeError, "",
-          std::string("config must be an object (received ") + doc.type_name() + ")");
+      add(ErrorKind::TypeError, "", std::string("config must be an object (received ") + doc.type_name() + ")");
       return;
     }
     reject_unknown(doc, "config", "", {"bucket", "concurrency", "attemptTimeoutMs", "retry", "windows", "learn"});
@@ -119,14 +118,12 @@ class Checker {
     if (bucket == nullptr || bucket->is_null()) {
       add_required("bucket", bucket);
     } else if (!bucket->is_object()) {
-      add(ErrorKind::TypeError, "bucket",
-          "bucket must be an object (received " + show(*bucket) + ")");
+      add(ErrorKind::TypeError, "bucket", "bucket must be an object (received " + show(*bucket) + ")");
     } else {
       check_bucket(*bucket);
     }
 
-    check_int(doc, "concurrency", "concurrency", 1, kMaxConcurrency, /*required=*/true,
-              config.concurrency);
+    check_int(doc, "concurrency", "concurrency", 1, kMaxConcurrency, /*required=*/true, config.concurrency);
     check_int(doc, "attemptTimeoutMs", "attemptTimeoutMs", 1, kMaxAttemptTimeoutMs, /*required=*/false,
               config.attempt_timeout_ms);
 
@@ -137,8 +134,7 @@ class Checker {
     const json* retry = find(doc, "retry");
     if (retry != nullptr && !retry->is_null()) {
       if (!retry->is_object()) {
-        add(ErrorKind::TypeError, "retry",
-            "retry must be an object (received " + show(*retry) + ")");
+        add(ErrorKind::TypeError, "retry", "retry must be an object (received " + show(*retry) + ")");
       } else {
         check_retry(*retry);
       }
@@ -158,7 +154,8 @@ class Checker {
     const json* learn = find(doc, "learn");
     if (learn != nullptr && !learn->is_null()) {
       if (!learn->is_object()) {
-        add(ErrorKind::TypeError, "learn", "learn must be an object such as {\"headers\":\"auto\"} (received " + show(*learn) + ")");
+        add(ErrorKind::TypeError, "learn",
+            "learn must be an object such as {\"headers\":\"auto\"} (received " + show(*learn) + ")");
       } else {
         check_learn(*learn);
       }
@@ -204,15 +201,13 @@ class Checker {
   }
 
   void check_bucket(const json& bucket) {
-    reject_unknown(bucket, "bucket", "bucket",
-                   {"limitPerWindow", "windowInMs", "penaltyRefillFraction", "unit"});
+    reject_unknown(bucket, "bucket", "bucket", {"limitPerWindow", "windowInMs", "penaltyRefillFraction", "unit"});
     check_name(bucket, "unit", "bucket.unit", "a unit name", config.bucket.unit);
     check_int(bucket, "limitPerWindow", "bucket.limitPerWindow", 1, kMaxLimitPerWindow,
               /*required=*/true, config.bucket.limit_per_window);
-    check_int(bucket, "windowInMs", "bucket.windowInMs", 1, kMaxWindowMs, /*required=*/true,
-              config.bucket.window_ms);
-    check_double(bucket, "penaltyRefillFraction", "bucket.penaltyRefillFraction", 0.0, 1.0,
-                 "a number between 0 and 1", config.bucket.penalty_refill_fraction);
+    check_int(bucket, "windowInMs", "bucket.windowInMs", 1, kMaxWindowMs, /*required=*/true, config.bucket.window_ms);
+    check_double(bucket, "penaltyRefillFraction", "bucket.penaltyRefillFraction", 0.0, 1.0, "a number between 0 and 1",
+                 config.bucket.penalty_refill_fraction);
   }
 
   // Extra windows: each counts one unit (the default one unless it names
@@ -231,7 +226,8 @@ class Checker {
       }
       if (it.key() == kPrimaryWindow) {
         add(ErrorKind::RangeError, path,
-            std::string("window name \"") + kPrimaryWindow + "\" is the primary window's: give this window another name");
+            std::string("window name \"") + kPrimaryWindow +
+                "\" is the primary window's: give this window another name");
         continue;
       }
       const json& w = it.value();
@@ -278,7 +274,8 @@ class Checker {
     if (map == nullptr || map->is_null()) return;
     if (!map->is_object()) {
       add(ErrorKind::TypeError, "learn.map",
-          "learn.map must be an object of dimensions to window names, such as {\"tokens\":\"tpm\"} (received " + show(*map) + ")");
+          "learn.map must be an object of dimensions to window names, such as {\"tokens\":\"tpm\"} (received " +
+              show(*map) + ")");
       return;
     }
     std::string names = kPrimaryWindow;
@@ -297,7 +294,8 @@ class Checker {
       bool exists = window == kPrimaryWindow;
       for (const WindowConfig& w : config.windows) exists = exists || w.name == window;
       if (!exists) {
-        add(ErrorKind::RangeError, path, path + " names window " + show(it.value()) + ", which this config does not have (windows: " + names + ")");
+        add(ErrorKind::RangeError, path,
+            path + " names window " + show(it.value()) + ", which this config does not have (windows: " + names + ")");
         continue;
       }
       config.learn.map.emplace_back(it.key(), window);
@@ -326,12 +324,9 @@ class Checker {
                    {"maxRetries", "minDelayInMs", "maxDelayInMs", "factor", "respectRetryAfter"});
     RetryConfig& r = config.retry;
     check_int(retry, "maxRetries", "retry.maxRetries", 0, kMaxRetries, false, r.max_retries);
-    const bool min_ok = check_int(retry, "minDelayInMs", "retry.minDelayInMs", 0, kMaxDelayMs,
-                                  false, r.min_delay_ms);
-    const bool max_ok = check_int(retry, "maxDelayInMs", "retry.maxDelayInMs", 0, kMaxDelayMs,
-                                  false, r.max_delay_ms);
-    check_double(retry, "factor", "retry.factor", 1.0, kMaxFactor,
-                 "a finite number between 1 and 1000", r.factor);
+    const bool min_ok = check_int(retry, "minDelayInMs", "retry.minDelayInMs", 0, kMaxDelayMs, false, r.min_delay_ms);
+    const bool max_ok = check_int(retry, "maxDelayInMs", "retry.maxDelayInMs", 0, kMaxDelayMs, false, r.max_delay_ms);
+    check_double(retry, "factor", "retry.factor", 1.0, kMaxFactor, "a finite number between 1 and 1000", r.factor);
 
     const json* flag = find(retry, "respectRetryAfter");
     if (flag != nullptr && !flag->is_null()) {
@@ -353,16 +348,15 @@ class Checker {
         return s;
       };
       add(ErrorKind::RangeError, "retry.minDelayInMs",
-          "retry.minDelayInMs (" + describe("minDelayInMs", r.min_delay_ms) +
-              ") must be at most retry.maxDelayInMs (" +
+          "retry.minDelayInMs (" + describe("minDelayInMs", r.min_delay_ms) + ") must be at most retry.maxDelayInMs (" +
               describe("maxDelayInMs", r.max_delay_ms) + ")");
     }
   }
 
   // Returns whether the field ended up usable (valid or defaulted), so
   // cross-field rules only run on values that passed their own rule.
-  bool check_int(const json& obj, const char* key, const std::string& path, int64_t lo,
-                 int64_t hi, bool required, int64_t& out) {
+  bool check_int(const json& obj, const char* key, const std::string& path, int64_t lo, int64_t hi, bool required,
+                 int64_t& out) {
     const json* value = find(obj, key);
     if (value == nullptr || value->is_null()) {
       if (required) {
@@ -371,11 +365,9 @@ class Checker {
       }
       return true;
     }
-    const std::string rule =
-        "an integer between " + std::to_string(lo) + " and " + std::to_string(hi);
+    const std::string rule = "an integer between " + std::to_string(lo) + " and " + std::to_string(hi);
     if (!value->is_number()) {
-      add(ErrorKind::TypeError, path,
-          path + " must be a number, " + rule + " (received " + show(*value) + ")");
+      add(ErrorKind::TypeError, path, path + " must be a number, " + rule + " (received " + show(*value) + ")");
       return false;
     }
     std::optional<int64_t> result;
@@ -394,33 +386,29 @@ class Checker {
       // doubles (all exactly representable) before the cast, which would be
       // undefined behaviour out of range.
       const auto d = value->get<json::number_float_t>();
-      if (std::isfinite(d) && std::floor(d) == d && d >= static_cast<double>(lo) &&
-          d <= static_cast<double>(hi)) {
+      if (std::isfinite(d) && std::floor(d) == d && d >= static_cast<double>(lo) && d <= static_cast<double>(hi)) {
         result = static_cast<int64_t>(d);
       }
     }
     if (!result) {
-      add(ErrorKind::RangeError, path,
-          path + " must be " + rule + " (received " + show(*value) + ")");
+      add(ErrorKind::RangeError, path, path + " must be " + rule + " (received " + show(*value) + ")");
       return false;
     }
     out = *result;
     return true;
   }
 
-  void check_double(const json& obj, const char* key, const std::string& path, double lo,
-                    double hi, const char* rule, double& out) {
+  void check_double(const json& obj, const char* key, const std::string& path, double lo, double hi, const char* rule,
+                    double& out) {
     const json* value = find(obj, key);
     if (value == nullptr || value->is_null()) return;
     if (!value->is_number()) {
-      add(ErrorKind::TypeError, path,
-          path + " must be " + rule + " (received " + show(*value) + ")");
+      add(ErrorKind::TypeError, path, path + " must be " + rule + " (received " + show(*value) + ")");
       return;
     }
     const auto d = value->get<double>();
     if (!std::isfinite(d) || d < lo || d > hi) {
-      add(ErrorKind::RangeError, path,
-          path + " must be " + rule + " (received " + show(*value) + ")");
+      add(ErrorKind::RangeError, path, path + " must be " + rule + " (received " + show(*value) + ")");
       return;
     }
     out = d;
@@ -472,9 +460,8 @@ Document read_json(std::string_view text, const std::string& what) {
   // JSON never allows a raw NUL, but nlohmann's lexer reads one as end of
   // input, so `{...}\0junk` would parse and the junk silently vanish.
   if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
-    doc.problem = ConfigProblem{ErrorKind::TypeError, "",
-                                what + " is not valid JSON: NUL byte at offset " +
-                                    std::to_string(nul)};
+    doc.problem =
+        ConfigProblem{ErrorKind::TypeError, "", what + " is not valid JSON: NUL byte at offset " + std::to_string(nul)};
     return doc;
   }
   int depth = 0;
@@ -487,12 +474,10 @@ Document read_json(std::string_view text, const std::string& what) {
   doc.value = json::parse(text.data(), text.data() + text.size(), track_depth,
                           /*allow_exceptions=*/false);
   if (doc.value.is_discarded()) {
-    doc.problem = ConfigProblem{ErrorKind::TypeError, "",
-                                what + " is not valid JSON: " + syntax_error_reason(text)};
+    doc.problem = ConfigProblem{ErrorKind::TypeError, "", what + " is not valid JSON: " + syntax_error_reason(text)};
   } else if (depth > kMaxNesting) {
     doc.problem = ConfigProblem{ErrorKind::TypeError, "",
-                                what + " is nested too deeply (more than " +
-                                    std::to_string(kMaxNesting) + " levels)"};
+                                what + " is nested too deeply (more than " + std::to_string(kMaxNesting) + " levels)"};
   }
   return doc;
 }
@@ -503,9 +488,7 @@ Checker check(const json& doc) {
   return checker;
 }
 
-Error invalid(ErrorKind kind, const std::string& detail) {
-  return Error::make(ErrorCode::InvalidConfig, kind, detail);
-}
+Error invalid(ErrorKind kind, const std::string& detail) { return Error::make(ErrorCode::InvalidConfig, kind, detail); }
 
 Error invalid(const std::vector<ConfigProblem>& problems) {
   std::string detail;
@@ -526,9 +509,7 @@ Expected<ParsedConfig> finish(const json& doc) {
 
 // The engine must never throw across its API (see error.h). Type checks keep
 // nlohmann from throwing in practice; this catches what is left (bad_alloc).
-std::string internal_failure(const char* what) {
-  return std::string("config could not be processed: ") + what;
-}
+std::string internal_failure(const char* what) { return std::string("config could not be processed: ") + what; }
 
 }  // namespace
 
@@ -544,7 +525,10 @@ bool valid_name(std::string_view name) {
 // the last-resort catch exists only where exceptions do.
 #if defined(__cpp_exceptions)
 #define DRL_TRY try
-#define DRL_CATCH(...) catch (const std::exception& e) { __VA_ARGS__ }
+#define DRL_CATCH(...)              \
+  catch (const std::exception& e) { \
+    __VA_ARGS__                     \
+  }
 #else
 #define DRL_TRY
 #define DRL_CATCH(...)
@@ -568,16 +552,15 @@ Expected<ParsedConfig> parse_config(std::string_view json_text) {
   DRL_CATCH(return invalid(ErrorKind::Error, internal_failure(e.what()));)
 }
 
-Expected<ParsedConfig> apply_config_patch(std::string_view stored_text,
-                                          std::string_view patch_text) {
+Expected<ParsedConfig> apply_config_patch(std::string_view stored_text, std::string_view patch_text) {
   DRL_TRY {
     Document stored = read_json(stored_text, "stored config");
     if (stored.problem) return invalid({*stored.problem});
     Document patch = read_json(patch_text, "config patch");
     if (patch.problem) return invalid({*patch.problem});
     if (!patch.value.is_object()) {
-      return invalid(ErrorKind::TypeError, std::string("config patch must be an object (received ") +
-                                               patch.value.type_name() + ")");
+      return invalid(ErrorKind::TypeError,
+                     std::string("config patch must be an object (received ") + patch.value.type_name() + ")");
     }
     // Both sides are depth-capped, so merge_patch's recursion is bounded and
     // the merged document is no deeper than the cap either.

@@ -84,10 +84,10 @@ struct Call {
   Millis deadline = 0;    // Running: when the attempt times out
   Millis timeout = 0;     // Running: the attemptTimeoutMs it runs under (a reconfigure keeps it)
   Caller caller = Caller::Waiting;
-  int32_t priority = 0;     // its queue level (Waiting::priority)
-  Millis wait_until = -1;   // Queued: when it gives up waiting for its first start; -1: never
-  Millis arrived_at = 0;    // for its wait in the history
-  bool withdrawn = false;   // the caller gave up while its callback ran: not retried
+  int32_t priority = 0;    // its queue level (Waiting::priority)
+  Millis wait_until = -1;  // Queued: when it gives up waiting for its first start; -1: never
+  Millis arrived_at = 0;   // for its wait in the history
+  bool withdrawn = false;  // the caller gave up while its callback ran: not retried
   // Queued: each counted unit's total pushed onto its level before it (Level::pushed),
   // so the demand ahead of it is known in O(1) (see State::predict).
   std::array<std::pair<int, int64_t>, kMaxWindows> before{};
@@ -158,10 +158,10 @@ struct Level {
 };
 
 struct Restoring {
-  Millis latest_base = 0;  // max(now, forced_until): a grant may be dated up to a grid step later
+  Millis latest_base = 0;                       // max(now, forced_until): a grant may be dated up to a grid step later
   std::optional<std::string> reservation_text;  // the reservation record as stored (restore_reservation)
-  std::array<bool, kMaxWindows> changed{};  // some row of that window had to be dropped or adjusted
-  std::vector<int> stale_keys;              // windows with stored rows the config no longer has
+  std::array<bool, kMaxWindows> changed{};      // some row of that window had to be dropped or adjusted
+  std::vector<int> stale_keys;                  // windows with stored rows the config no longer has
 };
 
 struct State {
@@ -169,7 +169,7 @@ struct State {
   std::string empty_text;
   Millis now = 0;  // the latest time seen; time never goes backwards
 
-  std::vector<Window> windows;     // [0] the primary window; empty when unconfigured
+  std::vector<Window> windows;        // [0] the primary window; empty when unconfigured
   std::vector<std::string> keys{""};  // window names by write number, append-only (0: the primary)
   std::vector<std::string> units;     // unit names by index, append-only
   uint64_t next_epoch = 1;
@@ -179,14 +179,14 @@ struct State {
   std::unordered_map<Ticket, Call> calls;
   // First starts: by priority (highest first), then arrival.
   std::map<int32_t, Level, std::greater<int32_t>> levels;
-  size_t queued = 0;                    // live entries over all levels
+  size_t queued = 0;  // live entries over all levels
   // Queued calls with a maxWaitMs, by deadline: a min-heap of (deadline,
   // ticket). A call that starts or leaves keeps its entry until it reaches
   // the top (or the heap is compacted), so arriving costs no allocation.
   std::vector<std::pair<Millis, Ticket>> wait_heap;
-  size_t waits_live = 0;  // entries of calls still queued
+  size_t waits_live = 0;                  // entries of calls still queued
   std::multimap<Millis, Ticket> backoff;  // retries waiting out their delay
-  std::set<Ticket> ready;               // retries due, served oldest ticket first
+  std::set<Ticket> ready;                 // retries due, served oldest ticket first
   size_t active = 0;
   size_t running = 0;
   Ticket next_ticket = 1;
@@ -197,16 +197,16 @@ struct State {
   // restart, whose callers are gone but whose work may still be in flight.
   // A restored slot is held (counted in `active`) until its start plus the
   // attempt timeout, when it can no longer be running.
-  std::multimap<Millis, Ticket> deadlines;  // running attempts by when they time out
-  std::map<Millis, int64_t> slot_starts;    // live running attempts by start time
-  std::map<Millis, int64_t> restored_slots; // slots from before a restart, by start time
-  int64_t restored_held = 0;                // their sum, part of `active`
-  std::map<Millis, int64_t> recorded;       // the slots record as last written or restored, by start
-  int64_t recorded_total = 0;               // its entries' counts, summed
-  Millis recorded_at = 0;                   // when it was last written
-  bool slots_grew = false;                  // a start (or an erase) since the record was last checked
-  bool slots_dirty = false;                 // the record lists slots that have since been released
-  std::optional<Millis> slots_write_due;    // idle: when a dirty record is written on its own
+  std::multimap<Millis, Ticket> deadlines;   // running attempts by when they time out
+  std::map<Millis, int64_t> slot_starts;     // live running attempts by start time
+  std::map<Millis, int64_t> restored_slots;  // slots from before a restart, by start time
+  int64_t restored_held = 0;                 // their sum, part of `active`
+  std::map<Millis, int64_t> recorded;        // the slots record as last written or restored, by start
+  int64_t recorded_total = 0;                // its entries' counts, summed
+  Millis recorded_at = 0;                    // when it was last written
+  bool slots_grew = false;                   // a start (or an erase) since the record was last checked
+  bool slots_dirty = false;                  // the record lists slots that have since been released
+  std::optional<Millis> slots_write_due;     // idle: when a dirty record is written on its own
 
   std::vector<Write> writes;
   std::vector<Action> actions;
@@ -227,7 +227,7 @@ struct State {
   // behind the log. Rows and record are always written in the same step.
   struct Reservation {
     Millis until = 0;
-    Millis span = kReserveSpanMs;  // how long it covers takes from when it was written
+    Millis span = kReserveSpanMs;                // how long it covers takes from when it was written
     std::vector<std::pair<int, int64_t>> units;  // by window key; only windows with units > 0
     int64_t units_in(int key) const {
       for (const auto& [k, n] : units) {
@@ -246,7 +246,7 @@ struct State {
   std::map<int, int64_t> last_take;
   std::optional<Millis> last_take_at;
   bool in_run = false;  // the last take came within kReserveRunGapMs of the one before it
-  Millis last_gap = 0;   // the time between the last two takes of a run
+  Millis last_gap = 0;  // the time between the last two takes of a run
   Millis reservation_written_at = 0;
   // When the record in force is cleared if no take comes first: the last
   // take (or the restore that kept a record) + idle_ms(). Woken for.
@@ -474,7 +474,8 @@ struct State {
   }
 
   bool stores_anyway() const {
-    return std::any_of(writes.begin(), writes.end(), [](const Write& w) { return w.kind != WriteKind::DeleteGrantsThrough; });
+    return std::any_of(writes.begin(), writes.end(),
+                       [](const Write& w) { return w.kind != WriteKind::DeleteGrantsThrough; });
   }
 
   // A record that lists more slots than are held rides on a step that
@@ -482,8 +483,8 @@ struct State {
   // whose running count rises and falls, riding at every dip would be
   // undone by the next rise (a start the smaller record does not cover).
   bool rides() const {
-    return slots_dirty && now >= recorded_at + cover_span() && recorded_total > static_cast<int64_t>(running) + restored_held &&
-           stores_anyway();
+    return slots_dirty && now >= recorded_at + cover_span() &&
+           recorded_total > static_cast<int64_t>(running) + restored_held && stores_anyway();
   }
 
   // Writes the record: restored slots as they are, live attempts as if
@@ -894,9 +895,7 @@ struct State {
     return static_cast<Millis>(std::ceil(capped));
   }
 
-  bool attempts_remain(const Call& c) const {
-    return static_cast<int64_t>(c.attempt) <= config().retry.max_retries;
-  }
+  bool attempts_remain(const Call& c) const { return static_cast<int64_t>(c.attempt) <= config().retry.max_retries; }
 
   void release(Ticket t) {
     calls.erase(t);
@@ -1064,7 +1063,8 @@ struct State {
       const int64_t demand = demand_through(c, w.unit);
       if (demand <= 0) continue;
       Millis last = w.log.empty() ? now : w.log.newest().at + w.ms;
-      if (lift_pending) last = std::max(last, (w.log.empty() ? forced_until : std::max(forced_until, w.log.newest().at)) + w.ms);
+      if (lift_pending)
+        last = std::max(last, (w.log.empty() ? forced_until : std::max(forced_until, w.log.newest().at)) + w.ms);
       const int64_t rounds = (demand - 1) / w.limit;
       constexpr Millis kFar = 1'000'000'000'000'000;
       if (rounds > 0 && rounds > (kFar - last) / w.ms) return kFar;
@@ -1089,9 +1089,11 @@ struct State {
   // now) are rejected with their predicted wait. True if any was.
   bool expire_waits(bool overdue_only = false) {
     // The common case in O(1): the earliest entry, stale or not, is not due.
-    if (wait_heap.empty() || wait_heap.front().first > now || (overdue_only && wait_heap.front().first == now)) return false;
+    if (wait_heap.empty() || wait_heap.front().first > now || (overdue_only && wait_heap.front().first == now))
+      return false;
     bool any = false;
-    for (auto due = next_wait_deadline(); due && (overdue_only ? *due < now : *due <= now); due = next_wait_deadline()) {
+    for (auto due = next_wait_deadline(); due && (overdue_only ? *due < now : *due <= now);
+         due = next_wait_deadline()) {
       const Ticket t = wait_heap.front().second;
       const Millis at = predict(calls.at(t));
       drop_queued(t, ErrorCode::DeadlineExceeded, std::max<Millis>(0, at - now));
@@ -1368,13 +1370,14 @@ struct State {
       const int unit = counted_unit(a.unit);
       if (unit < 0) {
         return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
-                           "cost names unit " + nlohmann::json(a.unit).dump() + ", which no window counts (units: " +
-                               unit_list() + ")");
+                           "cost names unit " + nlohmann::json(a.unit).dump() +
+                               ", which no window counts (units: " + unit_list() + ")");
       }
       const double lo = unit == default_unit ? 1 : 0;
       if (!std::isfinite(a.amount) || a.amount < lo || a.amount != std::floor(a.amount) ||
           a.amount > static_cast<double>(kMaxLimitPerWindow)) {
-        return Error::make(ErrorCode::InvalidArgument, std::isfinite(a.amount) ? ErrorKind::RangeError : ErrorKind::TypeError,
+        return Error::make(ErrorCode::InvalidArgument,
+                           std::isfinite(a.amount) ? ErrorKind::RangeError : ErrorKind::TypeError,
                            "cost." + a.unit + " must be an integer >= " + number_text(lo) + " (received " +
                                number_text(a.amount) + ")");
       }
@@ -1402,13 +1405,14 @@ struct State {
     for (const Amount& a : usage) {
       if (counted_unit(a.unit) < 0) {
         return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
-                           "usage names unit " + nlohmann::json(a.unit).dump() + ", which no window counts (units: " +
-                               unit_list() + ")");
+                           "usage names unit " + nlohmann::json(a.unit).dump() +
+                               ", which no window counts (units: " + unit_list() + ")");
       }
       if (!std::isfinite(a.amount) || a.amount < 0 || a.amount != std::floor(a.amount) || a.amount > kMaxUsage) {
-        return Error::make(ErrorCode::InvalidArgument, std::isfinite(a.amount) ? ErrorKind::RangeError : ErrorKind::TypeError,
-                           "usage." + a.unit + " must be an integer between 0 and " + std::to_string(static_cast<int64_t>(kMaxUsage)) +
-                               " (received " + number_text(a.amount) + ")");
+        return Error::make(
+            ErrorCode::InvalidArgument, std::isfinite(a.amount) ? ErrorKind::RangeError : ErrorKind::TypeError,
+            "usage." + a.unit + " must be an integer between 0 and " + std::to_string(static_cast<int64_t>(kMaxUsage)) +
+                " (received " + number_text(a.amount) + ")");
       }
     }
     return std::nullopt;
@@ -1528,8 +1532,7 @@ struct State {
 
   Error unknown_ticket(Ticket t, const char* what) const {
     return Error::make(ErrorCode::UnknownTicket, ErrorKind::RangeError,
-                       std::string(what) + " for ticket " + std::to_string(t) +
-                           ", which has no running attempt");
+                       std::string(what) + " for ticket " + std::to_string(t) + ", which has no running attempt");
   }
 
   // The running attempt of `t` has ended (reported, threw, or its caller is
@@ -1621,8 +1624,8 @@ Status Engine::reconfigure(std::string_view patch_json, Millis now) {
 }
 
 void Engine::restore(const Snapshot& snap, Millis now) {
-  restore_begin(snap.config_text ? std::optional<std::string_view>(*snap.config_text) : std::nullopt,
-                snap.forced_until, snap.lift_pending, now);
+  restore_begin(snap.config_text ? std::optional<std::string_view>(*snap.config_text) : std::nullopt, snap.forced_until,
+                snap.lift_pending, now);
   for (const auto& [at, amount] : snap.grants) s_->restore_row(0, at, amount);
   for (const auto& [name, rows] : snap.windows) {
     for (const auto& [at, amount] : rows) {
@@ -1721,7 +1724,8 @@ void Engine::restore_end() {
     internal::Window& window = s_->windows[w];
     bool changed = window.log.normalise() || restoring.changed[w];
     std::optional<internal::Grant> reserved_row;
-    if (const int64_t units = reserved ? reserved->units_in(window.key) : 0; units > 0 && reserved->until + window.ms > s_->now) {
+    if (const int64_t units = reserved ? reserved->units_in(window.key) : 0;
+        units > 0 && reserved->until + window.ms > s_->now) {
       reserved_row = window.log.take_at(units, reserved->until);
     }
     while (static_cast<int64_t>(window.log.size()) > window.cap) {
@@ -1978,8 +1982,8 @@ Status Engine::pause(double ms, Millis now) {
   }
   if (ms < 0 || ms != std::floor(ms) || ms > static_cast<double>(kMaxDelayMs)) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
-                       "pause ms must be an integer between 0 and " + std::to_string(kMaxDelayMs) +
-                           " (received " + internal::number_text(ms) + ")");
+                       "pause ms must be an integer between 0 and " + std::to_string(kMaxDelayMs) + " (received " +
+                           internal::number_text(ms) + ")");
   }
   s_->advance(now);
   s_->penalise(static_cast<Millis>(ms));
@@ -2057,10 +2061,12 @@ Expected<std::string> Engine::stats(Millis now) {
   if (s.queued > 0) {
     const Ticket head = s_->queue_head();
     Ticket tail = 0;
-    for (auto level = s_->levels.rbegin(); level != s_->levels.rend() && tail == 0; ++level) tail = s_->back_of(level->second);
+    for (auto level = s_->levels.rbegin(); level != s_->levels.rend() && tail == 0; ++level)
+      tail = s_->back_of(level->second);
     if (head != 0) predicted["head"] = s.predict(s.calls.at(head));
     if (tail != 0) predicted["tail"] = s.predict(s.calls.at(tail));
-    for (const auto& [priority, level] : s.levels) by_priority.push_back({{"priority", priority}, {"queued", level.live}});
+    for (const auto& [priority, level] : s.levels)
+      by_priority.push_back({{"priority", priority}, {"queued", level.live}});
   }
 
   // The newest grants are the interesting ones; a huge log is summarised.
@@ -2109,9 +2115,9 @@ std::vector<std::string> window_names(const std::vector<std::string>& keys) {
 Expected<std::string> Engine::history_json(int64_t resolution_ms, Millis now) {
   if (!s_->cfg) return s_->not_configured();
   if (resolution_ms != internal::History::kFineMs && resolution_ms != internal::History::kCoarseMs) {
-    return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
-                       "history resolution must be 10000 (10 s) or 60000 (1 min) ms (received " +
-                           std::to_string(resolution_ms) + ")");
+    return Error::make(
+        ErrorCode::InvalidArgument, ErrorKind::RangeError,
+        "history resolution must be 10000 (10 s) or 60000 (1 min) ms (received " + std::to_string(resolution_ms) + ")");
   }
   s_->history.advance(std::max(s_->now, now));
   return s_->history.json(resolution_ms, window_names(s_->keys));
@@ -2151,7 +2157,8 @@ bool Engine::reservations() const { return s_->reserving; }
 std::string Engine::running_slots_text() const { return s_->running_slots_text(); }
 const Config* Engine::config() const { return s_->cfg ? &s_->cfg->config : nullptr; }
 const std::string& Engine::window_key(int window) const {
-  return window >= 0 && static_cast<size_t>(window) < s_->keys.size() ? s_->keys[static_cast<size_t>(window)] : s_->empty_text;
+  return window >= 0 && static_cast<size_t>(window) < s_->keys.size() ? s_->keys[static_cast<size_t>(window)]
+                                                                      : s_->empty_text;
 }
 
 int Engine::unit_number(std::string_view unit) const {
@@ -2161,7 +2168,8 @@ int Engine::unit_number(std::string_view unit) const {
   return -1;
 }
 const std::string& Engine::unit_name(int unit) const {
-  return unit >= 0 && static_cast<size_t>(unit) < s_->units.size() ? s_->units[static_cast<size_t>(unit)] : s_->empty_text;
+  return unit >= 0 && static_cast<size_t>(unit) < s_->units.size() ? s_->units[static_cast<size_t>(unit)]
+                                                                   : s_->empty_text;
 }
 
 Expected<Amounts> parse_amounts(std::string_view json_text, std::string_view what) {
@@ -2181,14 +2189,15 @@ Expected<Amounts> parse_amounts(std::string_view json_text, std::string_view wha
     return invalid(ErrorKind::TypeError, name + " must be an object of units to integers");
   }
   if (doc.size() > kMaxWindows) {
-    return invalid(ErrorKind::RangeError, name + " names " + std::to_string(doc.size()) + " units; a bucket counts at most " +
-                                              std::to_string(kMaxWindows));
+    return invalid(ErrorKind::RangeError, name + " names " + std::to_string(doc.size()) +
+                                              " units; a bucket counts at most " + std::to_string(kMaxWindows));
   }
   Amounts out;
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     if (!it.value().is_number()) {
-      return invalid(ErrorKind::TypeError, name + "." + it.key() + " must be a number (received " +
-                                               it.value().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ")");
+      return invalid(ErrorKind::TypeError,
+                     name + "." + it.key() + " must be a number (received " +
+                         it.value().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ")");
     }
     out.push_back(Amount{it.key(), it.value().get<double>()});
   }

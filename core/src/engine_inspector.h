@@ -28,10 +28,10 @@ class EngineInspector {
   Millis forced_until() const;
   int64_t used() const;  // sum of live grants as of the last event
   size_t log_entries() const;
-  size_t active() const;   // slots held (running or between attempts)
-  size_t running() const;  // callbacks currently executing
-  size_t queued() const;   // waiting for a first start
-  size_t pending_refunds() const;  // refunded grants whose rows are not yet rewritten
+  size_t active() const;                                   // slots held (running or between attempts)
+  size_t running() const;                                  // callbacks currently executing
+  size_t queued() const;                                   // waiting for a first start
+  size_t pending_refunds() const;                          // refunded grants whose rows are not yet rewritten
   std::vector<std::pair<Millis, int64_t>> grants() const;  // (at, amount), oldest first
   // The same for the window named `window` (kPrimaryWindow: the primary); empty if none.
   std::vector<std::pair<Millis, int64_t>> grants(const std::string& window) const;

@@ -5,7 +5,7 @@ namespace drl {
 std::string_view error_code_id(ErrorCode code) {
   switch (code) {
 #define DRL_ERROR(name, code, id, kind, raised_by, client, restores, meaning) \
-  case ErrorCode::name:                                                     \
+  case ErrorCode::name:                                                       \
     return id;
 #include "drl/error_ids.def"
 #undef DRL_ERROR

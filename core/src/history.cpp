@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 namespace drl::internal {
 
@@ -42,7 +42,8 @@ void WaitHistogram::clear() {
 
 HistoryMillis WaitHistogram::percentile(double p) const {
   if (count_ == 0) return 0;
-  const uint64_t rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(p / 100.0 * static_cast<double>(count_))));
+  const uint64_t rank =
+      std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(p / 100.0 * static_cast<double>(count_))));
   uint64_t seen = 0;
   for (int i = 0; i < kCells; ++i) {
     seen += cells_[static_cast<size_t>(i)];
@@ -54,7 +55,8 @@ HistoryMillis WaitHistogram::percentile(double p) const {
 // ---- one interval --------------------------------------------------------------
 
 bool HistoryInterval::empty() const {
-  if (arrived || started || completed || failed || rate_limited || dropped || deadline || queued || running) return false;
+  if (arrived || started || completed || failed || rate_limited || dropped || deadline || queued || running)
+    return false;
   for (uint8_t i = 0; i < n_units; ++i) {
     if (units[i] != 0) return false;
   }
@@ -324,8 +326,10 @@ void History::restore(const std::vector<HistoryRecord>& rows, const std::functio
     iv.at = at;
     bool readable = true;
     auto read = [&](const char* name, uint32_t& into) {
-      if (auto v = count_field(doc, name)) into = *v;
-      else readable = false;
+      if (auto v = count_field(doc, name))
+        into = *v;
+      else
+        readable = false;
     };
     read("arrived", iv.arrived);
     read("started", iv.started);

@@ -61,7 +61,7 @@ struct HistoryInterval {
 
   HistoryMillis at = -1;  // the interval's start; -1: the slot holds nothing
   uint32_t arrived = 0, started = 0, completed = 0, failed = 0, rate_limited = 0, dropped = 0, deadline = 0;
-  uint32_t queued = 0, running = 0;  // at the end of the interval
+  uint32_t queued = 0, running = 0;                         // at the end of the interval
   HistoryMillis wait_p50 = 0, wait_p95 = 0, wait_max = -1;  // wait_max -1: nothing started
   std::array<int64_t, kUnitSlots> units{};
   std::array<int16_t, kUnitSlots> unit_keys{};

@@ -36,7 +36,6 @@ bool is_lcalpha(char c) { return c >= 'a' && c <= 'z'; }
 bool is_alpha(char c) { return is_lcalpha(c) || (c >= 'A' && c <= 'Z'); }
 char to_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
-
 bool iequals(std::string_view a, std::string_view lower) {
   if (a.size() != lower.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -200,18 +199,16 @@ std::optional<int64_t> parse_rfc3339_ms(std::string_view value) {
   value = trim_ows(value);
   std::size_t pos = 0;
   int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
-  if (!(read_fixed(value, pos, 4, year) && read_char(value, pos, '-') &&
-        read_fixed(value, pos, 2, month) && read_char(value, pos, '-') &&
-        read_fixed(value, pos, 2, day))) {
+  if (!(read_fixed(value, pos, 4, year) && read_char(value, pos, '-') && read_fixed(value, pos, 2, month) &&
+        read_char(value, pos, '-') && read_fixed(value, pos, 2, day))) {
     return std::nullopt;
   }
   if (pos >= value.size() || (value[pos] != 'T' && value[pos] != 't' && value[pos] != ' ')) {
     return std::nullopt;
   }
   ++pos;
-  if (!(read_fixed(value, pos, 2, hour) && read_char(value, pos, ':') &&
-        read_fixed(value, pos, 2, minute) && read_char(value, pos, ':') &&
-        read_fixed(value, pos, 2, second))) {
+  if (!(read_fixed(value, pos, 2, hour) && read_char(value, pos, ':') && read_fixed(value, pos, 2, minute) &&
+        read_char(value, pos, ':') && read_fixed(value, pos, 2, second))) {
     return std::nullopt;
   }
   int64_t fraction_ms = 0;  // rounded up; 1000 at most, which carries into the next second
@@ -223,8 +220,7 @@ std::optional<int64_t> parse_rfc3339_ms(std::string_view value) {
     const int sign = value[pos] == '-' ? -1 : 1;
     ++pos;
     int off_hour = 0, off_minute = 0;
-    if (!(read_fixed(value, pos, 2, off_hour) && read_char(value, pos, ':') &&
-          read_fixed(value, pos, 2, off_minute))) {
+    if (!(read_fixed(value, pos, 2, off_hour) && read_char(value, pos, ':') && read_fixed(value, pos, 2, off_minute))) {
       return std::nullopt;
     }
     if (off_hour > 23 || off_minute > 59) return std::nullopt;
@@ -234,8 +230,8 @@ std::optional<int64_t> parse_rfc3339_ms(std::string_view value) {
   }
   if (pos != value.size()) return std::nullopt;
   // 60 admits a leap second; it lands on the next minute's :00.
-  if (month < 1 || month > 12 || day < 1 || day > days_in_month(year, month) || hour > 23 ||
-      minute > 59 || second > 60) {
+  if (month < 1 || month > 12 || day < 1 || day > days_in_month(year, month) || hour > 23 || minute > 59 ||
+      second > 60) {
     return std::nullopt;
   }
   // Years 0000..9999: every term is far from overflow.
@@ -266,16 +262,28 @@ struct SfItem {
 
   // The item's name when it is a String or a Token (older servers send tokens).
   const std::string* name() const {
-    return bare.kind == SfBare::Kind::String || bare.kind == SfBare::Kind::Token ? &bare.text
-                                                                                  : nullptr;
+    return bare.kind == SfBare::Kind::String || bare.kind == SfBare::Kind::Token ? &bare.text : nullptr;
   }
 };
 
 bool is_tchar(char c) {
   if (is_alpha(c) || is_digit(c)) return true;
   switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~':
       return true;
     default:
       return false;
@@ -342,8 +350,8 @@ class SfParser {
       skip_sp();
       const std::size_t key_start = pos_;
       if (pos_ >= text_.size() || !(is_lcalpha(peek()) || peek() == '*')) return false;
-      while (pos_ < text_.size() && (is_lcalpha(peek()) || is_digit(peek()) || peek() == '_' ||
-                                     peek() == '-' || peek() == '.' || peek() == '*')) {
+      while (pos_ < text_.size() && (is_lcalpha(peek()) || is_digit(peek()) || peek() == '_' || peek() == '-' ||
+                                     peek() == '.' || peek() == '*')) {
         ++pos_;
       }
       const std::string_view key = text_.substr(key_start, pos_ - key_start);
@@ -464,8 +472,7 @@ class SfParser {
 
 // The first occurrence of `lower_name` among the headers read; a too-long value reads
 // as "" (unparsable everywhere) rather than letting a later duplicate through.
-std::optional<std::string_view> find_header(const std::vector<HeaderField>& headers,
-                                            std::string_view lower_name) {
+std::optional<std::string_view> find_header(const std::vector<HeaderField>& headers, std::string_view lower_name) {
   const std::size_t count = std::min(headers.size(), kMaxRateLimitHeaders);
   for (std::size_t i = 0; i < count; ++i) {
     if (!iequals(headers[i].name, lower_name)) continue;
@@ -519,8 +526,8 @@ constexpr FieldRule kIetfDraftRules[] = {
     {"ratelimit-reset", kDefault, Field::ResetNumber},
 };
 
-Observation& observation_for(std::vector<Observation>& out, std::size_t first,
-                             std::string_view dimension, HeaderConvention convention) {
+Observation& observation_for(std::vector<Observation>& out, std::size_t first, std::string_view dimension,
+                             HeaderConvention convention) {
   for (std::size_t i = first; i < out.size(); ++i) {
     if (out[i].dimension == dimension) return out[i];
   }
@@ -551,9 +558,8 @@ void apply_draft_limit_list(std::string_view value, Observation& obs) {
   }
 }
 
-void parse_by_rules(const std::vector<HeaderField>& headers, const FieldRule* rules,
-                    std::size_t rule_count, HeaderConvention convention, int64_t now_ms,
-                    std::vector<Observation>& out) {
+void parse_by_rules(const std::vector<HeaderField>& headers, const FieldRule* rules, std::size_t rule_count,
+                    HeaderConvention convention, int64_t now_ms, std::vector<Observation>& out) {
   const std::size_t first = out.size();
   for (std::size_t r = 0; r < rule_count; ++r) {
     const FieldRule& rule = rules[r];
@@ -585,8 +591,7 @@ void parse_by_rules(const std::vector<HeaderField>& headers, const FieldRule* ru
   }
 }
 
-void parse_ietf(const std::vector<HeaderField>& headers, int64_t now_ms,
-                std::vector<Observation>& out) {
+void parse_ietf(const std::vector<HeaderField>& headers, int64_t now_ms, std::vector<Observation>& out) {
   struct Policy {
     std::string name;
     Observation obs;
@@ -649,8 +654,8 @@ void parse_ietf(const std::vector<HeaderField>& headers, int64_t now_ms,
   }
 }
 
-void parse_one(const std::vector<HeaderField>& headers, HeaderConvention convention,
-               int64_t now_ms, std::vector<Observation>& out) {
+void parse_one(const std::vector<HeaderField>& headers, HeaderConvention convention, int64_t now_ms,
+               std::vector<Observation>& out) {
   switch (convention) {
     case HeaderConvention::GitHub:
       parse_by_rules(headers, kGitHubRules, std::size(kGitHubRules), convention, now_ms, out);
@@ -659,15 +664,13 @@ void parse_one(const std::vector<HeaderField>& headers, HeaderConvention convent
       parse_by_rules(headers, kOpenAIRules, std::size(kOpenAIRules), convention, now_ms, out);
       break;
     case HeaderConvention::Anthropic:
-      parse_by_rules(headers, kAnthropicRules, std::size(kAnthropicRules), convention, now_ms,
-                     out);
+      parse_by_rules(headers, kAnthropicRules, std::size(kAnthropicRules), convention, now_ms, out);
       break;
     case HeaderConvention::Ietf:
       parse_ietf(headers, now_ms, out);
       break;
     case HeaderConvention::IetfDraft:
-      parse_by_rules(headers, kIetfDraftRules, std::size(kIetfDraftRules), convention, now_ms,
-                     out);
+      parse_by_rules(headers, kIetfDraftRules, std::size(kIetfDraftRules), convention, now_ms, out);
       break;
     case HeaderConvention::Auto:
       break;
@@ -677,9 +680,8 @@ void parse_one(const std::vector<HeaderField>& headers, HeaderConvention convent
 }  // namespace
 
 std::optional<HeaderConvention> header_convention(std::string_view name) {
-  for (HeaderConvention c :
-       {HeaderConvention::Auto, HeaderConvention::GitHub, HeaderConvention::OpenAI,
-        HeaderConvention::Anthropic, HeaderConvention::Ietf, HeaderConvention::IetfDraft}) {
+  for (HeaderConvention c : {HeaderConvention::Auto, HeaderConvention::GitHub, HeaderConvention::OpenAI,
+                             HeaderConvention::Anthropic, HeaderConvention::Ietf, HeaderConvention::IetfDraft}) {
     if (header_convention_name(c) == name) return c;
   }
   return std::nullopt;
@@ -687,26 +689,31 @@ std::optional<HeaderConvention> header_convention(std::string_view name) {
 
 std::string_view header_convention_name(HeaderConvention c) {
   switch (c) {
-    case HeaderConvention::Auto: return "auto";
-    case HeaderConvention::GitHub: return "github";
-    case HeaderConvention::OpenAI: return "openai";
-    case HeaderConvention::Anthropic: return "anthropic";
-    case HeaderConvention::Ietf: return "ietf";
-    case HeaderConvention::IetfDraft: return "ietf-draft";
+    case HeaderConvention::Auto:
+      return "auto";
+    case HeaderConvention::GitHub:
+      return "github";
+    case HeaderConvention::OpenAI:
+      return "openai";
+    case HeaderConvention::Anthropic:
+      return "anthropic";
+    case HeaderConvention::Ietf:
+      return "ietf";
+    case HeaderConvention::IetfDraft:
+      return "ietf-draft";
   }
   return "auto";
 }
 
-std::vector<Observation> parse_rate_limit_headers(const std::vector<HeaderField>& headers,
-                                                  HeaderConvention convention, int64_t now_ms) {
+std::vector<Observation> parse_rate_limit_headers(const std::vector<HeaderField>& headers, HeaderConvention convention,
+                                                  int64_t now_ms) {
   std::vector<Observation> parsed;
   if (convention != HeaderConvention::Auto) {
     parse_one(headers, convention, now_ms, parsed);
   } else {
     // Most specific first: a vendor's own names say more than a generic field.
-    for (HeaderConvention c : {HeaderConvention::Anthropic, HeaderConvention::OpenAI,
-                               HeaderConvention::Ietf, HeaderConvention::IetfDraft,
-                               HeaderConvention::GitHub}) {
+    for (HeaderConvention c : {HeaderConvention::Anthropic, HeaderConvention::OpenAI, HeaderConvention::Ietf,
+                               HeaderConvention::IetfDraft, HeaderConvention::GitHub}) {
       parse_one(headers, c, now_ms, parsed);
     }
   }
@@ -722,8 +729,8 @@ std::vector<Observation> parse_rate_limit_headers(const std::vector<HeaderField>
 
 bool is_rate_limit_header(std::string_view lower_name) {
   constexpr std::string_view kPrefixes[] = {"x-ratelimit-", "anthropic-ratelimit-"};
-  constexpr std::string_view kNames[] = {"ratelimit", "ratelimit-policy", "ratelimit-limit",
-                                         "ratelimit-remaining", "ratelimit-reset"};
+  constexpr std::string_view kNames[] = {"ratelimit", "ratelimit-policy", "ratelimit-limit", "ratelimit-remaining",
+                                         "ratelimit-reset"};
   for (std::string_view prefix : kPrefixes) {
     if (lower_name.size() > prefix.size() && istarts_with(lower_name, prefix)) return true;
   }

@@ -20,16 +20,16 @@ inline constexpr int kWriteRecordBase = 10;
 inline void encode_output(const Engine& e, std::vector<double>& out) {
   for (const Write& w : e.writes()) {
     const double third = w.kind == WriteKind::PutPenalty ? (w.lift_pending ? 1 : 0) : static_cast<double>(w.amount);
-    out.insert(out.end(), {static_cast<double>(kWriteRecordBase + static_cast<int>(w.kind)), static_cast<double>(w.at), third,
-                           static_cast<double>(w.window)});
+    out.insert(out.end(), {static_cast<double>(kWriteRecordBase + static_cast<int>(w.kind)), static_cast<double>(w.at),
+                           third, static_cast<double>(w.window)});
   }
   for (const Action& a : e.actions()) {
     if (a.kind == ActionKind::Reject) {
-      out.insert(out.end(), {3, static_cast<double>(a.ticket), static_cast<double>(a.code),
-                             static_cast<double>(a.status)});
+      out.insert(out.end(),
+                 {3, static_cast<double>(a.ticket), static_cast<double>(a.code), static_cast<double>(a.status)});
     } else {
-      out.insert(out.end(), {static_cast<double>(a.kind), static_cast<double>(a.ticket),
-                             static_cast<double>(a.attempt), 0});
+      out.insert(out.end(),
+                 {static_cast<double>(a.kind), static_cast<double>(a.ticket), static_cast<double>(a.attempt), 0});
     }
   }
 }

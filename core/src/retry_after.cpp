@@ -18,7 +18,6 @@ using internal::trim_ows;
 constexpr int64_t kMsPerSecond = 1000;
 constexpr int64_t kMsPerDay = 86'400'000;
 
-
 // delay-seconds, extended with an optional decimal fraction. Scans the whole
 // value even once saturated, so "9999...9x" is still rejected.
 std::optional<int64_t> parse_delay_seconds(std::string_view text) {
@@ -90,8 +89,7 @@ int64_t expand_two_digit_year(int two_digits, int64_t now_ms) {
 
 constexpr std::string_view kMonths[12] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                           "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-constexpr std::string_view kShortWeekdays[7] = {"Mon", "Tue", "Wed", "Thu",
-                                                "Fri", "Sat", "Sun"};
+constexpr std::string_view kShortWeekdays[7] = {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"};
 constexpr std::string_view kLongWeekdays[7] = {"Monday", "Tuesday",  "Wednesday", "Thursday",
                                                "Friday", "Saturday", "Sunday"};
 
@@ -148,8 +146,8 @@ struct DateTime {
 };
 
 bool parse_time_of_day(Cursor& in, DateTime& dt) {
-  return in.digits(2, dt.hour) && in.literal(":") && in.digits(2, dt.minute) &&
-         in.literal(":") && in.digits(2, dt.second);
+  return in.digits(2, dt.hour) && in.literal(":") && in.digits(2, dt.minute) && in.literal(":") &&
+         in.digits(2, dt.second);
 }
 
 // Sun, 06 Nov 1994 08:49:37 GMT
@@ -157,10 +155,9 @@ bool parse_imf_fixdate(std::string_view text, DateTime& dt) {
   Cursor in(text);
   int weekday = 0;
   int year = 0;
-  if (!(in.one_of(kShortWeekdays, weekday) && in.literal(", ") && in.digits(2, dt.day) &&
-        in.literal(" ") && in.one_of(kMonths, dt.month) && in.literal(" ") &&
-        in.digits(4, year) && in.literal(" ") && parse_time_of_day(in, dt) &&
-        in.literal(" GMT") && in.at_end())) {
+  if (!(in.one_of(kShortWeekdays, weekday) && in.literal(", ") && in.digits(2, dt.day) && in.literal(" ") &&
+        in.one_of(kMonths, dt.month) && in.literal(" ") && in.digits(4, year) && in.literal(" ") &&
+        parse_time_of_day(in, dt) && in.literal(" GMT") && in.at_end())) {
     return false;
   }
   dt.year = year;
@@ -172,10 +169,9 @@ bool parse_rfc850_date(std::string_view text, int64_t now_ms, DateTime& dt) {
   Cursor in(text);
   int weekday = 0;
   int year = 0;
-  if (!(in.one_of(kLongWeekdays, weekday) && in.literal(", ") && in.digits(2, dt.day) &&
-        in.literal("-") && in.one_of(kMonths, dt.month) && in.literal("-") &&
-        in.digits(2, year) && in.literal(" ") && parse_time_of_day(in, dt) &&
-        in.literal(" GMT") && in.at_end())) {
+  if (!(in.one_of(kLongWeekdays, weekday) && in.literal(", ") && in.digits(2, dt.day) && in.literal("-") &&
+        in.one_of(kMonths, dt.month) && in.literal("-") && in.digits(2, year) && in.literal(" ") &&
+        parse_time_of_day(in, dt) && in.literal(" GMT") && in.at_end())) {
     return false;
   }
   dt.year = expand_two_digit_year(year, now_ms);
@@ -187,13 +183,11 @@ bool parse_asctime_date(std::string_view text, DateTime& dt) {
   Cursor in(text);
   int weekday = 0;
   int year = 0;
-  if (!(in.one_of(kShortWeekdays, weekday) && in.literal(" ") && in.one_of(kMonths, dt.month) &&
-        in.literal(" "))) {
+  if (!(in.one_of(kShortWeekdays, weekday) && in.literal(" ") && in.one_of(kMonths, dt.month) && in.literal(" "))) {
     return false;
   }
   if (!(in.digits(2, dt.day) || (in.literal(" ") && in.digits(1, dt.day)))) return false;
-  if (!(in.literal(" ") && parse_time_of_day(in, dt) && in.literal(" ") && in.digits(4, year) &&
-        in.at_end())) {
+  if (!(in.literal(" ") && parse_time_of_day(in, dt) && in.literal(" ") && in.digits(4, year) && in.at_end())) {
     return false;
   }
   dt.year = year;
@@ -203,9 +197,8 @@ bool parse_asctime_date(std::string_view text, DateTime& dt) {
 bool in_range(const DateTime& dt) {
   // 60 admits a leap second; it simply lands on the next minute's :00.
   constexpr int kMaxSecond = 60;
-  return dt.month >= 1 && dt.month <= 12 && dt.day >= 1 &&
-         dt.day <= days_in_month(dt.year, dt.month) && dt.hour <= 23 && dt.minute <= 59 &&
-         dt.second <= kMaxSecond;
+  return dt.month >= 1 && dt.month <= 12 && dt.day >= 1 && dt.day <= days_in_month(dt.year, dt.month) &&
+         dt.hour <= 23 && dt.minute <= 59 && dt.second <= kMaxSecond;
 }
 
 }  // namespace
@@ -213,8 +206,7 @@ bool in_range(const DateTime& dt) {
 std::optional<int64_t> parse_http_date(std::string_view text, int64_t now_ms) {
   text = trim_ows(text);
   DateTime dt;
-  if (!parse_imf_fixdate(text, dt) && !parse_rfc850_date(text, now_ms, dt) &&
-      !parse_asctime_date(text, dt)) {
+  if (!parse_imf_fixdate(text, dt) && !parse_rfc850_date(text, now_ms, dt) && !parse_asctime_date(text, dt)) {
     return std::nullopt;
   }
   if (!in_range(dt)) return std::nullopt;
@@ -234,8 +226,7 @@ std::optional<int64_t> parse_retry_after(std::string_view header, int64_t now_ms
   // now_ms is caller-supplied and may be extreme; the true gap is positive and
   // below 2^64, so unsigned wrap-around yields it exactly without signed overflow.
   const uint64_t delay = static_cast<uint64_t>(*date_ms) - static_cast<uint64_t>(now_ms);
-  return delay > static_cast<uint64_t>(kRetryAfterCapMs) ? kRetryAfterCapMs
-                                                         : static_cast<int64_t>(delay);
+  return delay > static_cast<uint64_t>(kRetryAfterCapMs) ? kRetryAfterCapMs : static_cast<int64_t>(delay);
 }
 
 }  // namespace drl

@@ -151,8 +151,8 @@ int64_t SlidingLog::fits_at(int64_t amount, int64_t limit, int64_t window, int64
 
 int64_t SlidingLog::live_at(int64_t window, int64_t t) const {
   // Grants dated at or before t - window have left the window by t.
-  auto first_live = std::upper_bound(grants_.begin(), grants_.end(), t - window,
-                                     [](int64_t x, const Grant& g) { return x < g.at; });
+  auto first_live =
+      std::upper_bound(grants_.begin(), grants_.end(), t - window, [](int64_t x, const Grant& g) { return x < g.at; });
   return sum_ - prefix(static_cast<size_t>(first_live - grants_.begin()));
 }
 

@@ -397,7 +397,11 @@ DRL_EXPORT(drl_contract) int drl_contract() {
 #include "drl/output_kinds.def"
 #undef DRL_ACTION
 #undef DRL_WRITE
-  g_out = nlohmann::json{{"errors", errors}, {"actions", actions}, {"writes", writes}, {"writeRecordBase", drl::internal::kWriteRecordBase}}.dump();
+  g_out = nlohmann::json{{"errors", errors},
+                         {"actions", actions},
+                         {"writes", writes},
+                         {"writeRecordBase", drl::internal::kWriteRecordBase}}
+              .dump();
   return static_cast<int>(g_out.size());
 }
 
@@ -436,7 +440,8 @@ DRL_EXPORT(drl_history_unsaved) int drl_history_unsaved(int h) {
   if (!e) return kBadHandle;
   const std::vector<drl::HistoryRow> rows = e->history_unsaved();
   if (rows.empty()) return 0;
-  g_out = "keep " + std::to_string(e->history_keep_from(10'000)) + ' ' + std::to_string(e->history_keep_from(60'000)) + '\n';
+  g_out = "keep " + std::to_string(e->history_keep_from(10'000)) + ' ' + std::to_string(e->history_keep_from(60'000)) +
+          '\n';
   append_rows(rows, g_out);
   return static_cast<int>(g_out.size());
 }

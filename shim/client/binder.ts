@@ -96,7 +96,9 @@ function isNamespaceShaped(value: unknown): boolean {
 /** The runtime presence check behind `limiter.for(env)`. */
 function resolveBinding(binding: string, env: unknown): NamespaceLike {
   if (env === null || typeof env !== 'object') {
-    throw new TypeError(`limiter.for(env) needs the Worker's env, which holds the ${binding} binding (received ${describe(env)})`);
+    throw new TypeError(
+      `limiter.for(env) needs the Worker's env, which holds the ${binding} binding (received ${describe(env)})`,
+    );
   }
   const bindings = env as Record<string, unknown>;
   const value = bindings[binding];
@@ -106,7 +108,10 @@ function resolveBinding(binding: string, env: unknown): NamespaceLike {
     value === undefined
       ? `env has no binding named ${binding}`
       : `env.${binding} is not a Durable Object namespace (received ${describe(value)})`;
-  const seen = found.length > 0 ? `the Durable Object bindings env does hold: ${found.join(', ')}` : 'env holds no Durable Object binding at all';
+  const seen =
+    found.length > 0
+      ? `the Durable Object bindings env does hold: ${found.join(', ')}`
+      : 'env holds no Durable Object binding at all';
   throw new Error(
     `${problem}; ${seen}. Bind the limiter's class as ${binding} in wrangler.jsonc ` +
       `("durable_objects": { "bindings": [{ "name": "${binding}", "class_name": "LimiterDO", "script_name": "<your limiter Worker>" }] }), ` +
@@ -155,9 +160,11 @@ export const defineBinder: {
    */
   unchecked(name: string): Binder<object>;
 } = Object.assign(
-  (name: string): Binder<Cloudflare.Env> => envBinder(checkBindingName(name, 'defineBinder(name)')) as Binder<Cloudflare.Env>,
+  (name: string): Binder<Cloudflare.Env> =>
+    envBinder(checkBindingName(name, 'defineBinder(name)')) as Binder<Cloudflare.Env>,
   {
-    unchecked: (name: string): Binder<object> => envBinder(checkBindingName(name, 'defineBinder.unchecked(name)')) as Binder<object>,
+    unchecked: (name: string): Binder<object> =>
+      envBinder(checkBindingName(name, 'defineBinder.unchecked(name)')) as Binder<object>,
   },
 );
 
@@ -179,7 +186,9 @@ export const defineBinder: {
  */
 export function defineTestBinder(namespace: NamespaceLike): Binder<object> {
   if (!isNamespaceShaped(namespace)) {
-    throw new TypeError(`defineTestBinder(namespace): namespace must have idFromName(name) and get(id) methods (received ${describe(namespace)})`);
+    throw new TypeError(
+      `defineTestBinder(namespace): namespace must have idFromName(name) and get(id) methods (received ${describe(namespace)})`,
+    );
   }
   return { binding: '(injected namespace)', resolve: () => namespace };
 }

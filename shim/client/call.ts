@@ -7,10 +7,10 @@
  * waits (see abortRelay) and during the wait before a drop retry.
  */
 import type { ExecuteOptions, SettledCall, SettledError, UnitCosts } from '../envelope.ts';
-import type { NamespaceLike } from './binder.ts';
-import { costProblem, describe, raise } from '../rules.ts';
 import { MARKERS } from '../error-ids.ts';
 import { messageOf } from '../errors.ts';
+import { costProblem, describe, raise } from '../rules.ts';
+import type { NamespaceLike } from './binder.ts';
 import { dropBackoffMs, dropError, reportDrop, sleep, type DropHook } from './drops.ts';
 import { CallDroppedError, errorFromSettled, settle } from './errors.ts';
 import type { ErrorHook, HookSlot, RateLimitHook, UsageHook } from './hooks.ts';
@@ -128,29 +128,44 @@ function checkHookSlot(value: unknown, what: string): void {
 
 function checkCall(work: unknown, options: unknown, waiting: WaitingDefaults): ExecuteOptions {
   if (typeof work !== 'function') {
-    const hint = describe(work) === 'a promise' ? ': the work has already started, so nothing paces it. Pass () => fetch(url)' : '';
-    throw new TypeError(`call(fn, options): fn must be a function that starts the work when invoked (received ${describe(work)})${hint}`);
+    const hint =
+      describe(work) === 'a promise'
+        ? ': the work has already started, so nothing paces it. Pass () => fetch(url)'
+        : '';
+    throw new TypeError(
+      `call(fn, options): fn must be a function that starts the work when invoked (received ${describe(work)})${hint}`,
+    );
   }
   if (work === (globalThis as { fetch?: unknown }).fetch) {
-    throw new TypeError('call(fn, options): pass () => fetch(url, init), not fetch itself: fn is invoked with no arguments and must build a fresh request on every attempt');
+    throw new TypeError(
+      'call(fn, options): pass () => fetch(url, init), not fetch itself: fn is invoked with no arguments and must build a fresh request on every attempt',
+    );
   }
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new TypeError(`call(fn, options): options must be an object with a read function (received ${describe(options)})`);
+    throw new TypeError(
+      `call(fn, options): options must be an object with a read function (received ${describe(options)})`,
+    );
   }
   const unknown = Object.keys(options).filter((key) => !CALL_OPTION_KEYS.has(key));
   if (unknown.length > 0) {
-    throw new TypeError(`call(fn, options): unknown option ${JSON.stringify(unknown[0])} (allowed: ${[...CALL_OPTION_KEYS].join(', ')})`);
+    throw new TypeError(
+      `call(fn, options): unknown option ${JSON.stringify(unknown[0])} (allowed: ${[...CALL_OPTION_KEYS].join(', ')})`,
+    );
   }
   const { read, rateLimit, error, cost, usage, maxWaitMs, priority, signal } = options as Record<string, unknown>;
-  if (typeof read !== 'function') throw new TypeError(`call(fn, options): options.read must be a function (received ${describe(read)})`);
+  if (typeof read !== 'function')
+    throw new TypeError(`call(fn, options): options.read must be a function (received ${describe(read)})`);
   checkHookSlot(rateLimit, 'call(fn, options): options.rateLimit');
   checkHookSlot(error, 'call(fn, options): options.error');
   checkHookSlot(usage, 'call(fn, options): options.usage');
   if (cost !== undefined) raise(costProblem(cost, 'options.cost'), 'call(fn, options): ');
-  if (maxWaitMs !== undefined && maxWaitMs !== null) raise(maxWaitProblem(maxWaitMs, 'options.maxWaitMs'), 'call(fn, options): ');
+  if (maxWaitMs !== undefined && maxWaitMs !== null)
+    raise(maxWaitProblem(maxWaitMs, 'options.maxWaitMs'), 'call(fn, options): ');
   if (priority !== undefined) raise(priorityProblem(priority, 'options.priority'), 'call(fn, options): ');
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw new TypeError(`call(fn, options): options.signal must be an AbortSignal, e.g. request.signal or AbortSignal.timeout(ms) (received ${describe(signal)})`);
+    throw new TypeError(
+      `call(fn, options): options.signal must be an AbortSignal, e.g. request.signal or AbortSignal.timeout(ms) (received ${describe(signal)})`,
+    );
   }
   // The call site's choice, else the limiter's default; a call-site null removes the default.
   const wait = maxWaitMs === null ? undefined : ((maxWaitMs as number | undefined) ?? waiting.maxWaitMs);
@@ -170,7 +185,11 @@ function checkCall(work: unknown, options: unknown, waiting: WaitingDefaults): E
 const DATA_OPTIONS = { reportsThrows: true, settles: 'data' } as const satisfies ExecuteOptions;
 
 /** Runs `work` under the bucket; resolves with the final attempt's value. */
-export async function runCall<T, V>(context: CallContext, work: () => T | PromiseLike<T>, options: CallOptions<T, V>): Promise<V> {
+export async function runCall<T, V>(
+  context: CallContext,
+  work: () => T | PromiseLike<T>,
+  options: CallOptions<T, V>,
+): Promise<V> {
   const executeOptions = checkCall(work, options, context.waiting);
   const calledAt = Date.now();
   const { signal } = options;
@@ -230,7 +249,8 @@ export async function runCall<T, V>(context: CallContext, work: () => T | Promis
     }
     // The object withdrew the call because this caller gave up: its answer
     // to the abort, not a drop. (Withdrawn otherwise, it is a drop as before.)
-    if (signal?.aborted && (verdict ? verdict.id === 'cancelled' : messageOf(error).includes(MARKERS.cancelled))) throw signal.reason;
+    if (signal?.aborted && (verdict ? verdict.id === 'cancelled' : messageOf(error).includes(MARKERS.cancelled)))
+      throw signal.reason;
     const outcome = await settle(error, trace, name, verdict);
     if (outcome.kind === 'throw') throw outcome.error;
     if (outcome.kind === 'resolve') return outcome.value as V;

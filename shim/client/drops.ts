@@ -67,7 +67,11 @@ export function reportDrop(onDrop: DropHook | null | undefined, event: DropEvent
   if (typeof onDrop !== 'function') return;
   try {
     const returned: unknown = onDrop(event);
-    if (returned !== null && typeof returned === 'object' && typeof (returned as PromiseLike<unknown>).then === 'function') {
+    if (
+      returned !== null &&
+      typeof returned === 'object' &&
+      typeof (returned as PromiseLike<unknown>).then === 'function'
+    ) {
       (returned as PromiseLike<unknown>).then(undefined, () => {});
     }
   } catch {
@@ -104,8 +108,9 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
  */
 export function dropError(error: unknown): Error {
   if (error instanceof Error) return error;
-  const message = error !== null && typeof error === 'object' && typeof (error as { message?: unknown }).message === 'string'
-    ? (error as { message: string }).message
-    : String(error);
+  const message =
+    error !== null && typeof error === 'object' && typeof (error as { message?: unknown }).message === 'string'
+      ? (error as { message: string }).message
+      : String(error);
   return new Error(`the call was dropped with a rejection that is not an Error: ${message}`, { cause: error });
 }

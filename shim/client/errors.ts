@@ -4,8 +4,8 @@
  * object's errors are recognised by the `[drl:...]` marker in it and turned
  * back into classes with their fields, which `instanceof` then finds.
  */
-import { ERROR_IDS, MARKERS, type ErrorId } from '../error-ids.ts';
 import type { CallReport, SettledError } from '../envelope.ts';
+import { ERROR_IDS, MARKERS, type ErrorId } from '../error-ids.ts';
 import { CallFailedError, messageOf } from '../errors.ts';
 import type { AttemptTrace } from './report.ts';
 
@@ -181,13 +181,22 @@ export function errorFromSettled(settled: SettledError): Error {
  * reported here (its value, its failure, its exception), waiting for it if
  * it is still running.
  */
-export async function settle(error: unknown, trace: AttemptTrace, limiter: string, verdict?: SettledError): Promise<Settlement> {
+export async function settle(
+  error: unknown,
+  trace: AttemptTrace,
+  limiter: string,
+  verdict?: SettledError,
+): Promise<Settlement> {
   const message = messageOf(error);
   const is = (id: ErrorId, marker: string) => (verdict ? verdict.id === id : message.includes(marker));
-  if (is('no-such-limiter', MARKERS.noSuchLimiter)) return { kind: 'throw', error: new NoSuchLimiterError(limiter, { cause: error }) };
+  if (is('no-such-limiter', MARKERS.noSuchLimiter))
+    return { kind: 'throw', error: new NoSuchLimiterError(limiter, { cause: error }) };
   if (is('callback-threw', MARKERS.callbackThrew)) return { kind: 'throw', error: trace.thrown ?? error };
   if (is('call-failed', MARKERS.callFailed)) {
-    const failed = verdict?.reason !== undefined ? new CallFailedError(verdict.reason, verdict.status ?? 0) : callFailedFrom(message);
+    const failed =
+      verdict?.reason !== undefined
+        ? new CallFailedError(verdict.reason, verdict.status ?? 0)
+        : callFailedFrom(message);
     return { kind: 'throw', error: failed };
   }
   if (is('attempt-timeout', MARKERS.attemptTimeout)) {
@@ -198,7 +207,8 @@ export async function settle(error: unknown, trace: AttemptTrace, limiter: strin
     const retryAfterMs = verdict?.retryAfterMs ?? Number(RETRY_AFTER_SUFFIX.exec(message)?.[1] ?? 0);
     return { kind: 'throw', error: new DeadlineError(limiter, retryAfterMs, { cause: error }) };
   }
-  if (verdict ? REFUSAL_IDS.has(verdict.id) : REFUSALS.some((marker) => message.includes(marker))) return { kind: 'throw', error };
+  if (verdict ? REFUSAL_IDS.has(verdict.id) : REFUSALS.some((marker) => message.includes(marker)))
+    return { kind: 'throw', error };
   if (!trace.started) return { kind: 'drop' };
   const report = await trace.running;
   if (report === undefined) return { kind: 'throw', error };
@@ -209,7 +219,10 @@ export async function settle(error: unknown, trace: AttemptTrace, limiter: strin
 export function settleFromReport(report: CallReport, thrown: unknown): Settlement {
   if (report.thrown) return { kind: 'throw', error: thrown ?? new Error(report.thrown.message) };
   if (report.status === 429 || report.rateLimited === true) {
-    return { kind: 'throw', error: new CallFailedError(report.failure?.message ?? 'rate limited by the upstream', report.status ?? 429) };
+    return {
+      kind: 'throw',
+      error: new CallFailedError(report.failure?.message ?? 'rate limited by the upstream', report.status ?? 429),
+    };
   }
   if (report.failure) return { kind: 'throw', error: new CallFailedError(report.failure.message, report.status ?? 0) };
   return { kind: 'resolve', value: report.value };

@@ -129,12 +129,17 @@ export async function consultHooks(
   body: unknown,
 ): Promise<object | undefined> {
   if (callSite === null) return undefined;
-  for (const [layer, hook] of [['call site', callSite], ['limiter default', fallback]] as const) {
+  for (const [layer, hook] of [
+    ['call site', callSite],
+    ['limiter default', fallback],
+  ] as const) {
     if (typeof hook !== 'function') continue;
     const answer: unknown = await (hook as (result: unknown, body: unknown) => unknown)(result, body);
     if (answer === undefined || answer === null || (answer === false && kind !== 'usage')) continue;
     if (typeof answer !== 'object') {
-      const error = new TypeError(`the ${kind} hook (${layer}) must return ${ANSWER_SHAPES[kind]} (received ${describe(answer)})`);
+      const error = new TypeError(
+        `the ${kind} hook (${layer}) must return ${ANSWER_SHAPES[kind]} (received ${describe(answer)})`,
+      );
       if (kind === 'usage') malformedUsage.add(error);
       throw error;
     }

@@ -52,7 +52,11 @@ export function rateLimitHeaders(result: unknown): string | undefined {
   const add = (name: string, value: unknown) => {
     const lower = name.toLowerCase();
     if (lines.length >= MAX_FORWARDED || !isRateLimitHeader(lower)) return;
-    const text = Array.isArray(value) ? value.join(', ') : typeof value === 'string' || typeof value === 'number' ? String(value) : undefined;
+    const text = Array.isArray(value)
+      ? value.join(', ')
+      : typeof value === 'string' || typeof value === 'number'
+        ? String(value)
+        : undefined;
     if (text === undefined || text.length > MAX_VALUE || /[\r\n]/.test(text)) return;
     lines.push(`${lower}: ${text}`);
   };

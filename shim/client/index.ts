@@ -1,5 +1,12 @@
 // durable-rate-limiter/client: what a consuming application imports.
-export { defineBinder, defineTestBinder, type Binder, type DoBindings, type LimiterStub, type NamespaceLike } from './binder.ts';
+export {
+  defineBinder,
+  defineTestBinder,
+  type Binder,
+  type DoBindings,
+  type LimiterStub,
+  type NamespaceLike,
+} from './binder.ts';
 export { defineLimiter, type BoundLimiter, type Limiter, type LimiterDefinition } from './limiter.ts';
 export type { CallOptions } from './call.ts';
 export type { ErrorHook, FailureDescription, HookSlot, RateLimitHook, RateLimitSignal, UsageHook } from './hooks.ts';

@@ -4,9 +4,9 @@
  * to an env per request. Defining does no I/O and starts no timer, so a
  * limiter is safe as a module-scope constant.
  */
+import { describe, nameProblem, raise } from '../rules.ts';
 import type { Binder } from './binder.ts';
 import { runCall, type CallOptions } from './call.ts';
-import { describe, nameProblem, raise } from '../rules.ts';
 import { DEFAULT_DROP_RETRIES, type DropHook } from './drops.ts';
 import type { ErrorHook, HookSlot, RateLimitHook, UsageHook } from './hooks.ts';
 import type { HookLayers } from './report.ts';
@@ -118,7 +118,17 @@ export interface Limiter<E = Cloudflare.Env, R = Response> {
   for(env: E): BoundLimiter<R>;
 }
 
-const DEFINITION_KEYS = new Set(['binder', 'name', 'rateLimit', 'error', 'usage', 'dropRetries', 'onDrop', 'maxWaitMs', 'priority']);
+const DEFINITION_KEYS = new Set([
+  'binder',
+  'name',
+  'rateLimit',
+  'error',
+  'usage',
+  'dropRetries',
+  'onDrop',
+  'maxWaitMs',
+  'priority',
+]);
 
 function invalid(Kind: typeof TypeError | typeof RangeError, message: string): Error {
   return new Kind(`defineLimiter: ${message}`);
@@ -126,23 +136,44 @@ function invalid(Kind: typeof TypeError | typeof RangeError, message: string): E
 
 function checkDefinition(definition: unknown): void {
   if (definition === null || typeof definition !== 'object' || Array.isArray(definition)) {
-    throw invalid(TypeError, `the definition must be an object { binder, name, ... } (received ${describe(definition)})`);
+    throw invalid(
+      TypeError,
+      `the definition must be an object { binder, name, ... } (received ${describe(definition)})`,
+    );
   }
   const unknown = Object.keys(definition).filter((key) => !DEFINITION_KEYS.has(key));
   if (unknown.length > 0) {
     throw invalid(TypeError, `unknown key ${JSON.stringify(unknown[0])} (allowed: ${[...DEFINITION_KEYS].join(', ')})`);
   }
-  const { binder, name, rateLimit, error, usage, dropRetries, onDrop, maxWaitMs, priority } = definition as Record<string, unknown>;
-  if (binder === null || typeof binder !== 'object' || typeof (binder as { resolve?: unknown }).resolve !== 'function') {
-    throw invalid(TypeError, `binder must come from defineBinder, defineBinder.unchecked or defineTestBinder (received ${describe(binder)})`);
+  const { binder, name, rateLimit, error, usage, dropRetries, onDrop, maxWaitMs, priority } = definition as Record<
+    string,
+    unknown
+  >;
+  if (
+    binder === null ||
+    typeof binder !== 'object' ||
+    typeof (binder as { resolve?: unknown }).resolve !== 'function'
+  ) {
+    throw invalid(
+      TypeError,
+      `binder must come from defineBinder, defineBinder.unchecked or defineTestBinder (received ${describe(binder)})`,
+    );
   }
   raise(nameProblem(name, 'name'), 'defineLimiter: ');
-  for (const [key, value] of [['rateLimit', rateLimit], ['error', error], ['usage', usage], ['onDrop', onDrop]] as const) {
+  for (const [key, value] of [
+    ['rateLimit', rateLimit],
+    ['error', error],
+    ['usage', usage],
+    ['onDrop', onDrop],
+  ] as const) {
     if (value !== undefined && value !== null && typeof value !== 'function') {
       throw invalid(TypeError, `${key} must be a function, null or undefined (received ${describe(value)})`);
     }
   }
-  if (dropRetries !== undefined && (typeof dropRetries !== 'number' || !Number.isSafeInteger(dropRetries) || dropRetries < 0)) {
+  if (
+    dropRetries !== undefined &&
+    (typeof dropRetries !== 'number' || !Number.isSafeInteger(dropRetries) || dropRetries < 0)
+  ) {
     throw invalid(RangeError, `dropRetries must be an integer >= 0 (received ${describe(dropRetries)})`);
   }
   if (maxWaitMs !== undefined) raise(maxWaitProblem(maxWaitMs, 'maxWaitMs'), 'defineLimiter: ');
@@ -176,7 +207,11 @@ export function defineLimiter<E, R = Response>(definition: LimiterDefinition<E, 
   checkDefinition(definition);
   const { binder, name, onDrop } = definition;
   const dropRetries = definition.dropRetries ?? DEFAULT_DROP_RETRIES;
-  const defaults = { rateLimit: definition.rateLimit, error: definition.error, usage: definition.usage } as HookLayers['defaults'];
+  const defaults = {
+    rateLimit: definition.rateLimit,
+    error: definition.error,
+    usage: definition.usage,
+  } as HookLayers['defaults'];
   const waiting = { maxWaitMs: definition.maxWaitMs, priority: definition.priority };
   return {
     name,

@@ -7,7 +7,16 @@
  */
 import type { CallReport, UnitCosts } from '../envelope.ts';
 import { messageOf } from '../errors.ts';
-import { checkedFailure, consultHooks, malformedUsage, signalDelay, type ErrorHook, type HookSlot, type RateLimitHook, type UsageHook } from './hooks.ts';
+import {
+  checkedFailure,
+  consultHooks,
+  malformedUsage,
+  signalDelay,
+  type ErrorHook,
+  type HookSlot,
+  type RateLimitHook,
+  type UsageHook,
+} from './hooks.ts';
 import { httpStatus, rateLimitHeaders, retryAfterHeader } from './http.ts';
 
 /** The hooks of one call: the call site's slots and the limiter's defaults. */
@@ -146,7 +155,10 @@ export function reportingCallback<T, V>(
 function carried<V>(value: V): V {
   const type = typeof value;
   if (type === 'symbol' || type === 'function') {
-    const what = type === 'symbol' ? `a symbol, ${String(value)}` : `a function${(value as () => unknown).name ? ` (${(value as () => unknown).name})` : ''}`;
+    const what =
+      type === 'symbol'
+        ? `a symbol, ${String(value)}`
+        : `a function${(value as () => unknown).name ? ` (${(value as () => unknown).name})` : ''}`;
     throw new TypeError(
       `call(fn, options): read returned ${what}, which Workers RPC cannot carry to the limiter and back: ` +
         'return plain data (a string, number, boolean, null, array or plain object)',

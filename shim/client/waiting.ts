@@ -20,10 +20,16 @@ export const MAX_WAIT_MS = 366 * 24 * 60 * 60 * 1000;
  */
 export function priorityProblem(value: unknown, what: string): Problem | null {
   if (typeof value !== 'number') {
-    return { kind: TypeError, message: `${what} must be a number, an integer from -${MAX_PRIORITY} to ${MAX_PRIORITY} (received ${describe(value)})` };
+    return {
+      kind: TypeError,
+      message: `${what} must be a number, an integer from -${MAX_PRIORITY} to ${MAX_PRIORITY} (received ${describe(value)})`,
+    };
   }
   if (!Number.isInteger(value) || Math.abs(value) > MAX_PRIORITY) {
-    return { kind: RangeError, message: `${what} must be an integer from -${MAX_PRIORITY} to ${MAX_PRIORITY} (received ${value})` };
+    return {
+      kind: RangeError,
+      message: `${what} must be an integer from -${MAX_PRIORITY} to ${MAX_PRIORITY} (received ${value})`,
+    };
   }
   return null;
 }
@@ -38,7 +44,10 @@ export function priorityProblem(value: unknown, what: string): Problem | null {
  */
 export function maxWaitProblem(value: unknown, what: string): Problem | null {
   if (typeof value !== 'number') {
-    return { kind: TypeError, message: `${what} must be a number of milliseconds, an integer >= 0 (received ${describe(value)})` };
+    return {
+      kind: TypeError,
+      message: `${what} must be a number of milliseconds, an integer >= 0 (received ${describe(value)})`,
+    };
   }
   if (!Number.isInteger(value) || value < 0 || value > MAX_WAIT_MS) {
     return { kind: RangeError, message: `${what} must be an integer from 0 to ${MAX_WAIT_MS} ms (received ${value})` };

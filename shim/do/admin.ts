@@ -21,10 +21,17 @@
  */
 import type { Core } from '../engine/loader.ts';
 import { createCore } from '../engine/module.ts';
-import { ADMIN_IDENTITY_PATH, ENVELOPE_VERSION, type AdminIdentity, type ConfigureResult, type LimiterHistory, type LimiterStats } from '../envelope.ts';
+import {
+  ADMIN_IDENTITY_PATH,
+  ENVELOPE_VERSION,
+  type AdminIdentity,
+  type ConfigureResult,
+  type LimiterHistory,
+  type LimiterStats,
+} from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
-import { DASHBOARD_CSP, DASHBOARD_HTML } from './dashboard-page.ts';
 import { limitsEntryProblem, nameProblem } from '../rules.ts';
+import { DASHBOARD_CSP, DASHBOARD_HTML } from './dashboard-page.ts';
 import { limiterNamespace, registryStub, type LimiterDO, type LimiterEnv } from './limiter-do.ts';
 
 /** The largest limits document accepted: far above any real one (about 500 buckets). */
@@ -47,7 +54,8 @@ function json(status: number, body: unknown, headers: Record<string, string> = {
   });
 }
 
-const fail = (status: number, error: string, headers?: Record<string, string>) => json(status, { ok: false, error }, headers);
+const fail = (status: number, error: string, headers?: Record<string, string>) =>
+  json(status, { ok: false, error }, headers);
 
 /**
  * Answers an admin route, or returns null for any other path so the Worker
@@ -62,7 +70,8 @@ export async function handleAdminRequest(request: Request, env: LimiterEnv): Pro
       return fail(405, `${path} accepts ${method} only (received ${request.method})`, { allow: method });
     }
     // Who answers, without the key: lets the CLI tell a limiter from another Worker.
-    if (path === ADMIN_IDENTITY_PATH) return json(200, { limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION } satisfies AdminIdentity);
+    if (path === ADMIN_IDENTITY_PATH)
+      return json(200, { limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION } satisfies AdminIdentity);
     if (path === '/dashboard') return dashboard();
     const denied = await checkKey(request, env.DRL_CONFIG_KEY);
     if (denied) return fail(401, denied);
@@ -149,7 +158,8 @@ async function configure(request: Request, ns: DurableObjectNamespace<LimiterDO>
     return fail(400, 'the body must be a JSON object: { "limits": { "<bucket name>": <config>, ... } }');
   }
   const extra = Object.keys(document).filter((key) => key !== 'limits');
-  if (extra.length > 0) return fail(400, `unknown key ${JSON.stringify(extra[0])} in the limits document (allowed: limits)`);
+  if (extra.length > 0)
+    return fail(400, `unknown key ${JSON.stringify(extra[0])} in the limits document (allowed: limits)`);
   const limits = (document as { limits?: unknown }).limits;
   if (limits === null || typeof limits !== 'object' || Array.isArray(limits)) {
     return fail(400, 'limits must be an object mapping each bucket name to its config');
@@ -180,7 +190,12 @@ async function configure(request: Request, ns: DurableObjectNamespace<LimiterDO>
   let failure: string | undefined;
   for (const [name, config] of entries) {
     if (failure !== undefined) {
-      results.push({ name, ok: false, applied: false, error: `not attempted: ${JSON.stringify(results.find((r) => !r.ok)!.name)} failed first` });
+      results.push({
+        name,
+        ok: false,
+        applied: false,
+        error: `not attempted: ${JSON.stringify(results.find((r) => !r.ok)!.name)} failed first`,
+      });
       continue;
     }
     try {
@@ -211,7 +226,10 @@ async function history(request: Request, ns: DurableObjectNamespace<LimiterDO>):
   if (name === null || name === '') return fail(400, 'name the bucket: GET /history?bucket=<name>&resolution=10s|1m');
   const resolution = query.get('resolution') ?? '10s';
   if (resolution !== '10s' && resolution !== '1m') {
-    return fail(400, `resolution must be 10s (every 10 s, the last hour) or 1m (every minute, the last day) (received ${JSON.stringify(resolution)})`);
+    return fail(
+      400,
+      `resolution must be 10s (every 10 s, the last hour) or 1m (every minute, the last day) (received ${JSON.stringify(resolution)})`,
+    );
   }
   const problem = nameProblem(name, 'bucket');
   if (problem) return fail(400, problem.message);
@@ -220,7 +238,8 @@ async function history(request: Request, ns: DurableObjectNamespace<LimiterDO>):
     return json(200, { ok: true, ...found });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    if (message.includes(MARKERS.noSuchLimiter)) return fail(400, `no bucket named ${JSON.stringify(name)} is configured`);
+    if (message.includes(MARKERS.noSuchLimiter))
+      return fail(400, `no bucket named ${JSON.stringify(name)} is configured`);
     if (message.includes(MARKERS.invalidConfig)) return fail(400, message);
     throw error;
   }

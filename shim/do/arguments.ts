@@ -47,25 +47,38 @@ export function executeOptions(options: unknown): ExecuteArguments {
   if (typeof options !== 'object' || Array.isArray(options)) {
     throw invalid(TypeError, `execute options must be an object (received ${describe(options)})`);
   }
-  const { cost, reportsThrows, settles, priority, maxWaitMs, whenAborted, ...rest } = options as Record<string, unknown>;
+  const { cost, reportsThrows, settles, priority, maxWaitMs, whenAborted, ...rest } = options as Record<
+    string,
+    unknown
+  >;
   const unknown = Object.keys(rest);
   if (unknown.length > 0) {
-    throw invalid(TypeError, `execute options has unknown key ${JSON.stringify(unknown[0])} (allowed: cost, reportsThrows, settles, priority, maxWaitMs, whenAborted)`);
+    throw invalid(
+      TypeError,
+      `execute options has unknown key ${JSON.stringify(unknown[0])} (allowed: cost, reportsThrows, settles, priority, maxWaitMs, whenAborted)`,
+    );
   }
   if (priority !== undefined && typeof priority !== 'number') {
     throw invalid(TypeError, `priority must be an integer from -1000 to 1000 (received ${describe(priority)})`);
   }
   // NaN too: the engine's ABI reads NaN as "no maxWaitMs", which a caller must say by leaving it out.
   if (maxWaitMs !== undefined && (typeof maxWaitMs !== 'number' || Number.isNaN(maxWaitMs))) {
-    throw invalid(TypeError, `maxWaitMs must be an integer >= 0, or left out to wait as long as needed (received ${describe(maxWaitMs)})`);
+    throw invalid(
+      TypeError,
+      `maxWaitMs must be an integer >= 0, or left out to wait as long as needed (received ${describe(maxWaitMs)})`,
+    );
   }
   if (whenAborted !== undefined && typeof whenAborted !== 'function') {
-    throw invalid(TypeError, `whenAborted must be a function resolving true when the caller gives up (received ${describe(whenAborted)})`);
+    throw invalid(
+      TypeError,
+      `whenAborted must be a function resolving true when the caller gives up (received ${describe(whenAborted)})`,
+    );
   }
   if (reportsThrows !== undefined && typeof reportsThrows !== 'boolean') {
     throw invalid(TypeError, `reportsThrows must be a boolean (received ${describe(reportsThrows)})`);
   }
-  if (settles !== undefined && settles !== 'data') throw invalid(TypeError, `settles must be 'data' or left out (received ${describe(settles)})`);
+  if (settles !== undefined && settles !== 'data')
+    throw invalid(TypeError, `settles must be 'data' or left out (received ${describe(settles)})`);
   // Only the shape here: units, integrality and bounds are the engine's rules, with its messages.
   if (cost !== undefined && typeof cost !== 'number') checkCostObject(cost);
   return {
@@ -80,14 +93,21 @@ export function executeOptions(options: unknown): ExecuteArguments {
 /** A cost that is not a number must be a plain object whose values are numbers. */
 function checkCostObject(cost: unknown): void {
   if (cost === null || typeof cost !== 'object' || Array.isArray(cost)) {
-    throw invalid(TypeError, `cost must be a number (received ${describe(cost)}), or a plain object of unit costs such as { tokens: 1200 }`);
+    throw invalid(
+      TypeError,
+      `cost must be a number (received ${describe(cost)}), or a plain object of unit costs such as { tokens: 1200 }`,
+    );
   }
   const proto = Object.getPrototypeOf(cost);
   if (proto !== Object.prototype && proto !== null) {
-    throw invalid(TypeError, `cost must be a number, or a plain object of unit costs such as { tokens: 1200 } (received ${instanceOf(cost)})`);
+    throw invalid(
+      TypeError,
+      `cost must be a number, or a plain object of unit costs such as { tokens: 1200 } (received ${instanceOf(cost)})`,
+    );
   }
   for (const [unit, amount] of Object.entries(cost as object)) {
-    if (typeof amount !== 'number') throw invalid(TypeError, `${keyPath('cost', unit)} must be a number (received ${describe(amount)})`);
+    if (typeof amount !== 'number')
+      throw invalid(TypeError, `${keyPath('cost', unit)} must be a number (received ${describe(amount)})`);
   }
 }
 
@@ -96,7 +116,8 @@ function checkCostObject(cost: unknown): void {
  * function does and passes this check; invoking it is refused (host.ts).
  */
 export function checkCallback(fn: unknown): void {
-  if (typeof fn !== 'function') throw invalid(TypeError, `execute(fn): fn must be a function (received ${describe(fn)})`);
+  if (typeof fn !== 'function')
+    throw invalid(TypeError, `execute(fn): fn must be a function (received ${describe(fn)})`);
 }
 
 /** The resolutions history() takes, in ms. */
@@ -105,9 +126,15 @@ const HISTORY_RESOLUTIONS: Readonly<Record<string, number>> = { '10s': 10_000, '
 /** history's resolution: '10s' (the default: the last hour) or '1m' (the last day), in ms. */
 export function historyResolutionMs(resolution: unknown): number {
   if (resolution === undefined) return 10_000;
-  const ms = typeof resolution === 'string' && Object.hasOwn(HISTORY_RESOLUTIONS, resolution) ? HISTORY_RESOLUTIONS[resolution] : undefined;
+  const ms =
+    typeof resolution === 'string' && Object.hasOwn(HISTORY_RESOLUTIONS, resolution)
+      ? HISTORY_RESOLUTIONS[resolution]
+      : undefined;
   if (ms === undefined) {
-    throw invalid(typeof resolution === 'string' ? RangeError : TypeError, `history(resolution): resolution must be '10s' or '1m' (received ${describe(resolution)})`);
+    throw invalid(
+      typeof resolution === 'string' ? RangeError : TypeError,
+      `history(resolution): resolution must be '10s' or '1m' (received ${describe(resolution)})`,
+    );
   }
   return ms;
 }
@@ -118,21 +145,28 @@ export function checkPauseMs(ms: unknown): number {
 }
 
 /** A callback's report, checked field by field; `error` names the first bad one. */
-export type ParsedReport =
-  | { ok: true; report: CallReport }
-  | { ok: false; error: string };
+export type ParsedReport = { ok: true; report: CallReport } | { ok: false; error: string };
 
 export function parseReport(value: unknown): ParsedReport {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     return { ok: false, error: `the callback must return a CallReport object (received ${describe(value)})` };
   }
   const r = value as Record<string, unknown>;
-  const bad = (field: string, rule: string) => ({ ok: false as const, error: `CallReport.${field} ${rule} (received ${describe(r[field])})` });
-  if (r.status !== undefined && r.status !== null && !(Number.isInteger(r.status) && (r.status as number) >= 0 && (r.status as number) <= 999)) {
+  const bad = (field: string, rule: string) => ({
+    ok: false as const,
+    error: `CallReport.${field} ${rule} (received ${describe(r[field])})`,
+  });
+  if (
+    r.status !== undefined &&
+    r.status !== null &&
+    !(Number.isInteger(r.status) && (r.status as number) >= 0 && (r.status as number) <= 999)
+  ) {
     return bad('status', 'must be an integer HTTP status');
   }
-  if (r.retryAfter !== undefined && r.retryAfter !== null && typeof r.retryAfter !== 'string') return bad('retryAfter', 'must be a string');
-  if (r.retryAfterMs !== undefined && r.retryAfterMs !== null && typeof r.retryAfterMs !== 'number') return bad('retryAfterMs', 'must be a number');
+  if (r.retryAfter !== undefined && r.retryAfter !== null && typeof r.retryAfter !== 'string')
+    return bad('retryAfter', 'must be a string');
+  if (r.retryAfterMs !== undefined && r.retryAfterMs !== null && typeof r.retryAfterMs !== 'number')
+    return bad('retryAfterMs', 'must be a number');
   if (r.rateLimited !== undefined && typeof r.rateLimited !== 'boolean') return bad('rateLimited', 'must be a boolean');
   if (r.failure !== undefined && r.failure !== null) {
     const f = r.failure as Record<string, unknown>;
@@ -144,8 +178,15 @@ export function parseReport(value: unknown): ParsedReport {
     const t = r.thrown as Record<string, unknown>;
     if (typeof t !== 'object' || typeof t.message !== 'string') return bad('thrown', 'must be { message: string }');
   }
-  if (r.rateLimitHeaders !== undefined && r.rateLimitHeaders !== null && (typeof r.rateLimitHeaders !== 'string' || r.rateLimitHeaders.length > MAX_RATE_LIMIT_TEXT)) {
-    return bad('rateLimitHeaders', `must be a string of "name: value" lines, at most ${MAX_RATE_LIMIT_TEXT} characters`);
+  if (
+    r.rateLimitHeaders !== undefined &&
+    r.rateLimitHeaders !== null &&
+    (typeof r.rateLimitHeaders !== 'string' || r.rateLimitHeaders.length > MAX_RATE_LIMIT_TEXT)
+  ) {
+    return bad(
+      'rateLimitHeaders',
+      `must be a string of "name: value" lines, at most ${MAX_RATE_LIMIT_TEXT} characters`,
+    );
   }
   if (r.usage !== undefined && r.usage !== null && !isUsageShaped(r.usage)) {
     return bad('usage', 'must be an object of integers >= 0 such as { tokens: 1200 }, or null');
@@ -161,5 +202,7 @@ function isUsageShaped(usage: unknown): boolean {
   if (usage === null || typeof usage !== 'object') return false;
   const proto = Object.getPrototypeOf(usage);
   if (proto !== Object.prototype && proto !== null) return false;
-  return Object.values(usage).every((amount) => typeof amount === 'number' && Number.isSafeInteger(amount) && amount >= 0);
+  return Object.values(usage).every(
+    (amount) => typeof amount === 'number' && Number.isSafeInteger(amount) && amount >= 0,
+  );
 }

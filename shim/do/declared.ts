@@ -56,7 +56,12 @@ export function readDeclaration(value: unknown, name: string, core: Core): Decla
   } catch (error) {
     const Kind = error instanceof RangeError ? RangeError : TypeError;
     const reason = (error instanceof Error ? error.message : String(error)).replace(/^\[drl:[a-z-]+\]\s*/, '');
-    return { kind: 'invalid', error: new Kind(`${MARKERS.invalidConfig} DRL_LIMITS declares bucket ${quote(name)} with an invalid config: ${reason}`) };
+    return {
+      kind: 'invalid',
+      error: new Kind(
+        `${MARKERS.invalidConfig} DRL_LIMITS declares bucket ${quote(name)} with an invalid config: ${reason}`,
+      ),
+    };
   }
 }
 
@@ -67,11 +72,15 @@ function limitsObject(value: unknown): object | Error {
     try {
       limits = JSON.parse(value);
     } catch (error) {
-      return new TypeError(`${MARKERS.invalidConfig} DRL_LIMITS is a string but not valid JSON (${(error as Error).message}): it must hold { "<bucket name>": <config>, ... }`);
+      return new TypeError(
+        `${MARKERS.invalidConfig} DRL_LIMITS is a string but not valid JSON (${(error as Error).message}): it must hold { "<bucket name>": <config>, ... }`,
+      );
     }
   }
   if (limits === null || typeof limits !== 'object' || Array.isArray(limits)) {
-    return new TypeError(`${MARKERS.invalidConfig} DRL_LIMITS must be an object { "<bucket name>": <config>, ... } or a string holding one (received ${describe(limits)})`);
+    return new TypeError(
+      `${MARKERS.invalidConfig} DRL_LIMITS must be an object { "<bucket name>": <config>, ... } or a string holding one (received ${describe(limits)})`,
+    );
   }
   const proto = Object.getPrototypeOf(limits);
   if (proto !== Object.prototype && proto !== null) {

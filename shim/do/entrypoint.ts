@@ -4,7 +4,6 @@
  * `entrypoint: "LimiterEntrypoint"` and never see a Durable Object stub.
  */
 import { WorkerEntrypoint } from 'cloudflare:workers';
-
 import {
   ENVELOPE_VERSION,
   type CallReport,
@@ -17,11 +16,11 @@ import {
   type LimiterPing,
   type LimiterStats,
 } from '../envelope.ts';
+import type { LimiterService } from '../rpc-surface.ts';
+import { failedAsData } from '../settled.ts';
 import { checkName, settlesAsData } from './arguments.ts';
 import { limiterNamespace, registryStub, type LimiterDO, type LimiterEnv } from './limiter-do.ts';
 import { later } from './rpc.ts';
-import type { LimiterService } from '../rpc-surface.ts';
-import { failedAsData } from '../settled.ts';
 
 export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements LimiterService {
   #bucket(name: string): DurableObjectStub<LimiterDO> {

@@ -15,7 +15,12 @@ import type { LimiterStorage, StoredBucket } from './storage.ts';
 // Writes that are safe stored alone, whatever else in their batch fails (see
 // #apply). Not putReservation: the rows it stops covering are written in
 // the same batch, and both must land or neither.
-const SAFE_ALONE: ReadonlySet<EngineWrite['kind']> = new Set(['putGrant', 'putSlots', 'deleteGrantsThrough', 'putPenalty']);
+const SAFE_ALONE: ReadonlySet<EngineWrite['kind']> = new Set([
+  'putGrant',
+  'putSlots',
+  'deleteGrantsThrough',
+  'putPenalty',
+]);
 
 // setTimeout's limit; longer waits are chained through intermediate wakes.
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -116,7 +121,12 @@ export class EngineHost {
    * engine starts it, and the promise settles as the engine decides. Flushes
    * on the hot path, so the start (if the engine already made it) goes out.
    */
-  admit(ticket: number, fn: () => unknown, reportsThrows: boolean, whenAborted?: () => Promise<boolean>): Promise<unknown> {
+  admit(
+    ticket: number,
+    fn: () => unknown,
+    reportsThrows: boolean,
+    whenAborted?: () => Promise<boolean>,
+  ): Promise<unknown> {
     const done = new Promise<unknown>((resolve, reject) => {
       this.#calls.set(ticket, { fn, reportsThrows, resolve, reject, whenAborted });
     });
@@ -287,7 +297,8 @@ export class EngineHost {
     // may start any more (every waiting caller is withdrawn), then the starts
     // that were decided but never acted on are undone: no callback ran.
     for (const ticket of tickets) ignoreUnknown(() => this.#engine.cancel(ticket, now));
-    for (const action of unacted) if (action.kind === 'start') ignoreUnknown(() => this.#engine.gone(action.ticket, now));
+    for (const action of unacted)
+      if (action.kind === 'start') ignoreUnknown(() => this.#engine.gone(action.ticket, now));
     const slots = this.#engine.runningSlotsText();
     for (const call of calls) call.reject(error);
     try {
@@ -421,7 +432,6 @@ export class EngineHost {
     if (this.#calls.has(ticket)) this.#watch(ticket);
   }
 
-
   /** One timer for the whole queue, only while someone waits on time. */
   #arm(): void {
     const wake = this.#engine.nextWake();
@@ -472,13 +482,18 @@ function rejection(action: Reject, call: PendingCall): unknown {
   const code = action.code;
   switch (code) {
     case 'call-failed':
-      return new CallFailedError(call.failure ?? (action.status === 429 ? 'rate limited by the upstream' : 'the call failed'), action.status);
+      return new CallFailedError(
+        call.failure ?? (action.status === 429 ? 'rate limited by the upstream' : 'the call failed'),
+        action.status,
+      );
     case 'callback-threw':
       return call.thrown;
     case 'no-such-limiter':
       return new LimiterNotConfiguredError();
     case 'cost-too-large':
-      return new RangeError(`${MARKERS.costTooLarge} the bucket's limit was lowered below this call's cost, so it can never be admitted`);
+      return new RangeError(
+        `${MARKERS.costTooLarge} the bucket's limit was lowered below this call's cost, so it can never be admitted`,
+      );
     case 'cancelled':
       return new Error(`${MARKERS.cancelled} the call was cancelled: its caller gave up before it could start`);
     case 'attempt-timeout':

@@ -8,7 +8,6 @@
  * the entrypoint and the admin routes share.
  */
 import { DurableObject } from 'cloudflare:workers';
-
 import type { Core, Engine, EngineHistoryRow } from '../engine/loader.ts';
 import { createCore } from '../engine/module.ts';
 import {
@@ -26,14 +25,21 @@ import {
   type LimiterStats,
 } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
+import type { LimiterRpc } from '../rpc-surface.ts';
 import { configJson, describe } from '../rules.ts';
-import { checkCallback, checkName, checkPauseMs, executeOptions, historyResolutionMs, settlesAsData } from './arguments.ts';
+import { failedAsData } from '../settled.ts';
+import {
+  checkCallback,
+  checkName,
+  checkPauseMs,
+  executeOptions,
+  historyResolutionMs,
+  settlesAsData,
+} from './arguments.ts';
 import { readDeclaration, type Declaration } from './declared.ts';
 import { EngineHost } from './host.ts';
 import { notTheRegistry, RegistryTable } from './registry.ts';
 import { later } from './rpc.ts';
-import type { LimiterRpc } from '../rpc-surface.ts';
-import { failedAsData } from '../settled.ts';
 import { LimiterStorage } from './storage.ts';
 
 // ---- the binding: how the object's code finds its own namespace ------------
@@ -71,7 +77,9 @@ export interface LimiterEnv {
 export function limiterNamespace(env: LimiterEnv): DurableObjectNamespace<LimiterDO> {
   const ns = env.RATE_LIMITER as DurableObjectNamespace<LimiterDO> | undefined;
   if (!ns) {
-    throw new Error(`${MARKERS.misconfigured} the limiter Worker must bind LimiterDO as RATE_LIMITER: buckets reach the registry through it`);
+    throw new Error(
+      `${MARKERS.misconfigured} the limiter Worker must bind LimiterDO as RATE_LIMITER: buckets reach the registry through it`,
+    );
   }
   return ns;
 }
@@ -162,7 +170,8 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
    * and compensates on failure.
    */
   async #configureBucket(name: string, text: string, declared?: string): Promise<void> {
-    if (this.#isRegistry()) throw new RangeError(`${MARKERS.invalidArgument} the registry instance cannot hold a bucket`);
+    if (this.#isRegistry())
+      throw new RangeError(`${MARKERS.invalidArgument} the registry instance cannot hold a bucket`);
     // The name must be the one this object is addressed by: otherwise the
     // registry would list a name that leads to another (empty) object.
     if (!this.ctx.id.equals(limiterNamespace(this.env).idFromName(name))) {
@@ -319,7 +328,8 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   unregisterName(name: string): Promise<boolean> {
     return later(async () => {
       if (!this.#isRegistry()) throw notTheRegistry();
-      if (typeof name !== 'string') throw new TypeError(`${MARKERS.invalidArgument} name must be a string (received ${describe(name)})`);
+      if (typeof name !== 'string')
+        throw new TypeError(`${MARKERS.invalidArgument} name must be a string (received ${describe(name)})`);
       if (!new RegistryTable(this.ctx.storage.sql).has(name)) return false;
       const ns = limiterNamespace(this.env);
       try {
@@ -346,7 +356,8 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   #declarationReady(): Promise<void> {
     if (this.#declarationCheck) return this.#declarationCheck;
     const name = this.#isRegistry() ? null : (this.ctx.id.name ?? this.#name);
-    const declaration: Declaration = name === null ? { kind: 'none' } : readDeclaration(this.env.DRL_LIMITS, name, this.#core);
+    const declaration: Declaration =
+      name === null ? { kind: 'none' } : readDeclaration(this.env.DRL_LIMITS, name, this.#core);
     if (declaration.kind === 'invalid') {
       this.#declarationCheck = Promise.reject(declaration.error);
       this.#declarationCheck.catch(() => {}); // handled by each caller that awaits it

@@ -6,8 +6,8 @@
  * LimiterDO.unregisterName), so whoever holds the binding cannot hide a live
  * bucket; a name added with no bucket behind it is pruned by `/stats`.
  */
-import { MARKERS } from '../error-ids.ts';
 import { REGISTRY_NAME } from '../envelope.ts';
+import { MARKERS } from '../error-ids.ts';
 
 const TABLE = 'drl_registry';
 

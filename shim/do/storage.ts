@@ -6,7 +6,14 @@
  * of the last applied declaration are small records. Nothing exists (not even a table)
  * until the first `configure`, so an unconfigured bucket holds zero bytes.
  */
-import { asNumber, type EngineHistoryRow, type EngineHistoryUnsaved, type EngineSnapshot, type EngineWrite, type GrantColumns } from '../engine/loader.ts';
+import {
+  asNumber,
+  type EngineHistoryRow,
+  type EngineHistoryUnsaved,
+  type EngineSnapshot,
+  type EngineWrite,
+  type GrantColumns,
+} from '../engine/loader.ts';
 
 const META = 'drl_meta';
 // Expiries per batched DELETE of expired grant rows (see #expiredThrough).
@@ -70,7 +77,9 @@ export class LimiterStorage {
     if (this.#ready) return;
     this.#sql.exec(`CREATE TABLE IF NOT EXISTS ${META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
     // WITHOUT ROWID: the grant time is the key, so a take is one b-tree write.
-    this.#sql.exec(`CREATE TABLE IF NOT EXISTS ${GRANTS} (at INTEGER PRIMARY KEY, amount INTEGER NOT NULL) WITHOUT ROWID`);
+    this.#sql.exec(
+      `CREATE TABLE IF NOT EXISTS ${GRANTS} (at INTEGER PRIMARY KEY, amount INTEGER NOT NULL) WITHOUT ROWID`,
+    );
     this.#ready = true;
   }
 
@@ -112,7 +121,10 @@ export class LimiterStorage {
         `SELECT json_group_array(${numeric('at')}) AS at, json_group_array(${numeric('amount')}) AS amount FROM (SELECT at, amount FROM ${GRANTS} ORDER BY at)`,
       )
       .toArray();
-    bucket.grants = { at: JSON.parse(row?.at ?? '[]') as unknown[], amount: JSON.parse(row?.amount ?? '[]') as unknown[] };
+    bucket.grants = {
+      at: JSON.parse(row?.at ?? '[]') as unknown[],
+      amount: JSON.parse(row?.amount ?? '[]') as unknown[],
+    };
     bucket.windows = this.#readWindows();
     return bucket;
   }
@@ -127,7 +139,9 @@ export class LimiterStorage {
           `FROM (SELECT win, at, amount FROM ${WINDOW_GRANTS} ORDER BY win, at)`,
       )
       .toArray();
-    const [wins, ats, amounts] = [row?.win, row?.at, row?.amount].map((text) => JSON.parse(text ?? '[]') as unknown[]) as [unknown[], unknown[], unknown[]];
+    const [wins, ats, amounts] = [row?.win, row?.at, row?.amount].map(
+      (text) => JSON.parse(text ?? '[]') as unknown[],
+    ) as [unknown[], unknown[], unknown[]];
     const byWindow = new Map<string, { at: unknown[]; amount: unknown[] }>();
     for (let i = 0; i < wins.length; i++) {
       const name = String(wins[i]);
@@ -279,7 +293,8 @@ export class LimiterStorage {
       rows += this.deleteExpiredNow();
     } else if (writesRows) {
       if (this.#expiries >= EXPIRY_BATCH) rows += this.#deleteExpired();
-      for (const [win, batch] of this.#windowExpiries) if (batch.count >= EXPIRY_BATCH) rows += this.#deleteWindowExpired(win);
+      for (const [win, batch] of this.#windowExpiries)
+        if (batch.count >= EXPIRY_BATCH) rows += this.#deleteWindowExpired(win);
     }
     return rows;
   }
@@ -417,10 +432,16 @@ export class LimiterStorage {
   putHistory(unsaved: EngineHistoryUnsaved): number {
     if (!this.exists()) return 0;
     if (!this.#historyReady) {
-      this.#sql.exec(`CREATE TABLE IF NOT EXISTS ${HISTORY} (res INTEGER NOT NULL, at INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (res, at)) WITHOUT ROWID`);
+      this.#sql.exec(
+        `CREATE TABLE IF NOT EXISTS ${HISTORY} (res INTEGER NOT NULL, at INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (res, at)) WITHOUT ROWID`,
+      );
       this.#historyReady = true;
     }
-    let rows = this.#upsert(HISTORY, ['res', 'at', 'data'], unsaved.rows.map((row) => [row.resolutionMs, row.at, row.data]));
+    let rows = this.#upsert(
+      HISTORY,
+      ['res', 'at', 'data'],
+      unsaved.rows.map((row) => [row.resolutionMs, row.at, row.data]),
+    );
     for (const [res, keepFrom] of unsaved.keepFrom) {
       rows += this.#sql.exec(`DELETE FROM ${HISTORY} WHERE res = ? AND at < ?`, res, keepFrom).rowsWritten;
     }
@@ -456,7 +477,8 @@ function supersededUpserts(writes: readonly EngineWrite[]): boolean[] | undefine
   const later = new Set<number | string>();
   for (let i = writes.length - 1; i >= 0; i--) {
     const w = writes[i]!;
-    if (w.kind === 'putPenalty' || w.kind === 'putConfig' || w.kind === 'putSlots' || w.kind === 'putReservation') continue; // other rows
+    if (w.kind === 'putPenalty' || w.kind === 'putConfig' || w.kind === 'putSlots' || w.kind === 'putReservation')
+      continue; // other rows
     if (w.kind !== 'putGrant') later.clear();
     else {
       // The primary's rows by time; an extra window's by name and time.
@@ -472,4 +494,3 @@ function supersededUpserts(writes: readonly EngineWrite[]): boolean[] | undefine
 function numeric(column: string): string {
   return `CASE WHEN typeof(${column}) IN ('integer', 'real') THEN ${column} END`;
 }
-

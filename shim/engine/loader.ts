@@ -157,7 +157,17 @@ interface CoreExports {
   drl_is_rate_limit_header(len: number): number;
   drl_predicted(h: number, ticket: number): number;
   drl_unit_number(h: number, len: number): number;
-  drl_report(h: number, ticket: number, status: number, flags: number, retryAfterMs: number, headerLen: number, usageLen: number, limitsLen: number, now: number): number;
+  drl_report(
+    h: number,
+    ticket: number,
+    status: number,
+    flags: number,
+    retryAfterMs: number,
+    headerLen: number,
+    usageLen: number,
+    limitsLen: number,
+    now: number,
+  ): number;
   drl_threw(h: number, ticket: number, now: number): number;
   drl_cancel(h: number, ticket: number, now: number): number;
   drl_gone(h: number, ticket: number, now: number): number;
@@ -180,7 +190,8 @@ const ERROR_KINDS = [Error, TypeError, RangeError] as const;
 const RESTORE_CHUNK = 4096;
 
 /** A stored value as the engine reads it: a number as it is, anything else (null from a damaged row) NaN, which it drops. */
-export const asNumber = (value: unknown): number => (typeof value === 'number' ? value : typeof value === 'bigint' ? Number(value) : NaN);
+export const asNumber = (value: unknown): number =>
+  typeof value === 'number' ? value : typeof value === 'bigint' ? Number(value) : NaN;
 const FAILURE_FLAGS = { retryable: 1 << 1, final: 2 << 1 } as const;
 
 /** One instantiated core.wasm; it can hold many engines. */
@@ -209,7 +220,12 @@ export class Core {
   }
 
   /** The id tables this core.wasm was built from (see core/wasm/abi.cpp: drl_contract). */
-  contract(): { errors: [number, string, string][]; actions: [number, string][]; writes: [number, string][]; writeRecordBase: number } {
+  contract(): {
+    errors: [number, string, string][];
+    actions: [number, string][];
+    writes: [number, string][];
+    writeRecordBase: number;
+  } {
     this.#x.drl_contract();
     return JSON.parse(this.outString());
   }
@@ -308,7 +324,8 @@ export class Engine {
       this.#restoreRows(grants, (count) => x.drl_restore_window_rows(this.#h, this.#core.putString(name), count));
     }
     if (snapshot.slots !== undefined) x.drl_restore_slots(this.#h, this.#core.putString(snapshot.slots));
-    if (snapshot.reservation !== undefined) x.drl_restore_reservation(this.#h, this.#core.putString(snapshot.reservation));
+    if (snapshot.reservation !== undefined)
+      x.drl_restore_reservation(this.#h, this.#core.putString(snapshot.reservation));
     x.drl_restore_end(this.#h);
   }
 

@@ -4,7 +4,6 @@
  * shim/core.wasm for the sources and dist/core.wasm for the package.
  */
 import coreWasm from '../core.wasm';
-
 import { instantiateCore, type Core } from './loader.ts';
 
 /** A fresh engine instance; each object owns one, so its memory goes with it. */

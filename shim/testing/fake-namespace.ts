@@ -6,13 +6,13 @@
  * no retries remain. A wait it can pretend (`waitMs`) is there for
  * `maxWaitMs` alone: nothing is ever delayed.
  */
+import { maxWaitProblem, priorityProblem } from '../client/waiting.ts';
 import type { CallReport, ExecuteOptions, ExecuteResult, UnitCosts } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
-import { costProblem, describe, raise } from '../rules.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
 import type { LimiterRpc } from '../rpc-surface.ts';
+import { costProblem, describe, raise } from '../rules.ts';
 import { failedAsData } from '../settled.ts';
-import { maxWaitProblem, priorityProblem } from '../client/waiting.ts';
 
 /**
  * One call the fake ran: which bucket, what it asked to take, how it asked to
@@ -88,13 +88,18 @@ export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): Fa
   const waitMs = options.waitMs ?? 0;
   if (typeof waitMs !== 'number' || !Number.isSafeInteger(waitMs) || waitMs < 0) {
     const Kind = typeof waitMs === 'number' ? RangeError : TypeError;
-    throw new Kind(`createFakeLimiterNamespace(options): options.waitMs must be an integer >= 0, in ms (received ${describe(waitMs)})`);
+    throw new Kind(
+      `createFakeLimiterNamespace(options): options.waitMs must be an integer >= 0, in ms (received ${describe(waitMs)})`,
+    );
   }
   const calls: CapturedCall[] = [];
   const exists = (name: string) => options.configured === undefined || options.configured.includes(name);
   const stub = (name: string): FakeLimiterStub => ({
     // Settles as the object does: as data when asked (`settles: 'data'`, as bound.call asks), else by rejecting.
-    async execute<T, O extends ExecuteOptions = ExecuteOptions>(fn: () => Promise<CallReport<T>> | CallReport<T>, executeOptions?: O): Promise<ExecuteResult<T, O>> {
+    async execute<T, O extends ExecuteOptions = ExecuteOptions>(
+      fn: () => Promise<CallReport<T>> | CallReport<T>,
+      executeOptions?: O,
+    ): Promise<ExecuteResult<T, O>> {
       if (executeOptions?.settles !== 'data') return (await terminal(name, fn, executeOptions)) as ExecuteResult<T, O>;
       try {
         return { ok: true, value: await terminal(name, fn, executeOptions) } as ExecuteResult<T, O>;
@@ -104,7 +109,11 @@ export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): Fa
     },
   });
   /** One call, run to its terminal outcome: the value, or the error the object would settle it with. */
-  async function terminal<T>(name: string, fn: () => Promise<CallReport<T>> | CallReport<T>, executeOptions?: ExecuteOptions): Promise<T> {
+  async function terminal<T>(
+    name: string,
+    fn: () => Promise<CallReport<T>> | CallReport<T>,
+    executeOptions?: ExecuteOptions,
+  ): Promise<T> {
     if (typeof fn !== 'function') throw new TypeError(`${MARKERS.invalidArgument} execute(fn): fn must be a function`);
     const cost = executeOptions?.cost ?? 1;
     raise(costProblem(cost, 'cost'), `${MARKERS.invalidArgument} `);

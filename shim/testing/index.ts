@@ -8,7 +8,11 @@ export {
   type FakeLimiterOptions,
   type FakeLimiterStub,
 } from './fake-namespace.ts';
-export { miniflareLimiterWorker, type MiniflareLimiterWorkerConfig, type MiniflareLimiterWorkerOptions } from './miniflare.ts';
+export {
+  miniflareLimiterWorker,
+  type MiniflareLimiterWorkerConfig,
+  type MiniflareLimiterWorkerOptions,
+} from './miniflare.ts';
 export type { MiniflareModule } from './worker-modules.ts';
 export { limiterStub, type LimiterNamespaceLike } from './stub.ts';
 export type { LimiterRpc } from '../rpc-surface.ts';

@@ -79,7 +79,10 @@ export function miniflareLimiterWorker(config: MiniflareLimiterWorkerConfig): Mi
     throw new TypeError('miniflareLimiterWorker: name must be the non-empty script_name your binding uses');
   }
   const binding = config.binding ?? 'RATE_LIMITER';
-  const root = config.scriptPath === undefined ? pathOf(new URL('..', (import.meta as { url: string }).url)) : scriptFolder(config.scriptPath);
+  const root =
+    config.scriptPath === undefined
+      ? pathOf(new URL('..', (import.meta as { url: string }).url))
+      : scriptFolder(config.scriptPath);
   const modulesRoot = root.endsWith('/') ? root : `${root}/`;
   // The object reaches its registry through RATE_LIMITER, so that binding
   // always exists; `binding` adds another name for the same class.
@@ -103,7 +106,9 @@ export function miniflareLimiterWorker(config: MiniflareLimiterWorkerConfig): Mi
  */
 function scriptFolder(scriptPath: unknown): string {
   if (typeof scriptPath !== 'string' || scriptPath.length === 0) {
-    throw new TypeError(`miniflareLimiterWorker: scriptPath must be the path of do-worker.js or of the folder holding it (received ${describe(scriptPath)})`);
+    throw new TypeError(
+      `miniflareLimiterWorker: scriptPath must be the path of do-worker.js or of the folder holding it (received ${describe(scriptPath)})`,
+    );
   }
   const file = /[^/\\]+$/.exec(scriptPath)?.[0] ?? '';
   if (!file.endsWith('.js')) return scriptPath;
@@ -129,7 +134,9 @@ function declaredLimits(limits: unknown): string {
   }
   const proto = Object.getPrototypeOf(limits);
   if (proto !== Object.prototype && proto !== null) {
-    throw new TypeError(`${where} must be a plain object (an object literal; \`__proto__: ...\` in a literal sets its prototype, write ['__proto__'] for a bucket of that name)`);
+    throw new TypeError(
+      `${where} must be a plain object (an object literal; \`__proto__: ...\` in a literal sets its prototype, write ['__proto__'] for a bucket of that name)`,
+    );
   }
   // Written entry by entry: an own "__proto__" key is a bucket name.
   const entries: string[] = [];

@@ -26,8 +26,11 @@ export interface LimiterNamespaceLike<Id> {
  */
 export function limiterStub<Id>(namespace: LimiterNamespaceLike<Id>, name: string): LimiterRpc {
   if (typeof namespace?.idFromName !== 'function' || typeof namespace.get !== 'function') {
-    throw new TypeError('limiterStub(namespace, name): namespace must be the Durable Object namespace binding of LimiterDO (e.g. env.RATE_LIMITER)');
+    throw new TypeError(
+      'limiterStub(namespace, name): namespace must be the Durable Object namespace binding of LimiterDO (e.g. env.RATE_LIMITER)',
+    );
   }
-  if (typeof name !== 'string' || name.length === 0) throw new TypeError('limiterStub(namespace, name): name must be the bucket name, a non-empty string');
+  if (typeof name !== 'string' || name.length === 0)
+    throw new TypeError('limiterStub(namespace, name): name must be the bucket name, a non-empty string');
   return namespace.get(namespace.idFromName(name)) as LimiterRpc;
 }

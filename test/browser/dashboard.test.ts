@@ -16,15 +16,13 @@
 // Screenshots: build/screenshots/dashboard-*.png.
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-
 import puppeteer, { type Browser, type HTTPRequest, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
+import { DASHBOARD_HTML } from '../../shim/do/dashboard-page.ts';
 // @ts-expect-error: the harness is plain JavaScript
 import { Stack, bundleWorkers, consumerName } from '../../verify/local/stack.mjs';
 // @ts-expect-error: the harness is plain JavaScript
 import { runStampede } from '../../verify/local/stampede.mjs';
-import { DASHBOARD_HTML } from '../../shim/do/dashboard-page.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const SHOTS = join(ROOT, 'build/screenshots');
@@ -33,7 +31,12 @@ const ADMIN_KEY = `dash-${crypto.randomUUID()}`;
 const PENALISED = 'dash-penalty';
 const PENALTY_MS = 40_000;
 
-interface WindowStats { name: string; used: number; limit: number; remaining: number }
+interface WindowStats {
+  name: string;
+  used: number;
+  limit: number;
+  remaining: number;
+}
 interface BucketStats {
   now: number;
   running: number;
@@ -44,9 +47,21 @@ interface BucketStats {
   effective: { concurrency: number };
   predictedStart: { head: number | null; tail: number | null };
 }
-interface StatsBody { ok: true; buckets: Record<string, BucketStats> }
-interface HistoryPoint { at: number; started: number; queued: number }
-interface HistoryBody { ok: true; resolutionMs: number; intervals: HistoryPoint[]; current: HistoryPoint }
+interface StatsBody {
+  ok: true;
+  buckets: Record<string, BucketStats>;
+}
+interface HistoryPoint {
+  at: number;
+  started: number;
+  queued: number;
+}
+interface HistoryBody {
+  ok: true;
+  resolutionMs: number;
+  intervals: HistoryPoint[];
+  current: HistoryPoint;
+}
 
 let stack: { [k: string]: any };
 let origin = '';
@@ -71,12 +86,27 @@ beforeAll(async () => {
   await stack.startApplication('application', { consumers, upstream: true, probeHome: consumers[0] });
   // About 40 s of queue: 2 x 100 calls at 5 per second, 3 at a time.
   const query = new URLSearchParams({
-    drive: 'external', format: 'json', via: 'service', instances: '2', calls: '100', outstanding: '100',
-    limit: '5', window: '1000', margin: '100', concurrency: '3', latency: '50-150', inject429: '0', delay: '1',
+    drive: 'external',
+    format: 'json',
+    via: 'service',
+    instances: '2',
+    calls: '100',
+    outstanding: '100',
+    limit: '5',
+    window: '1000',
+    margin: '100',
+    concurrency: '3',
+    latency: '50-150',
+    inject429: '0',
+    delay: '1',
   });
-  stampede = runStampede(stack, { app: 'application', consumers, query, deadlineMs: 5 * 60_000, log: () => {} }).catch(() => undefined);
+  stampede = runStampede(stack, { app: 'application', consumers, query, deadlineMs: 5 * 60_000, log: () => {} }).catch(
+    () => undefined,
+  );
   // A second bucket, to be paused by a penalty later.
-  const configured = await stack.configure({ [PENALISED]: { bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 2 } });
+  const configured = await stack.configure({
+    [PENALISED]: { bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 2 },
+  });
   if (!configured.ok) throw new Error(`configure failed: ${JSON.stringify(configured.body)}`);
 
   browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
@@ -86,7 +116,9 @@ beforeAll(async () => {
   await page.exposeFunction('reportViolation', (text: string) => violations.push(text));
   await page.evaluateOnNewDocument(() => {
     document.addEventListener('securitypolicyviolation', (e) =>
-      (window as unknown as { reportViolation(t: string): void }).reportViolation(`${e.violatedDirective} refused ${e.blockedURI}`),
+      (window as unknown as { reportViolation(t: string): void }).reportViolation(
+        `${e.violatedDirective} refused ${e.blockedURI}`,
+      ),
     );
   });
   page.on('console', (message) => {
@@ -95,11 +127,21 @@ beforeAll(async () => {
   page.on('pageerror', (error) => consoleErrors.push(String(error)));
   page.on('response', (response) => {
     if (new URL(response.url()).pathname === '/stats' && response.status() === 200) {
-      received.push(response.json().then((b) => b as StatsBody, () => null));
+      received.push(
+        response.json().then(
+          (b) => b as StatsBody,
+          () => null,
+        ),
+      );
     }
     if (new URL(response.url()).pathname === '/history' && response.status() === 200) {
       const bucket = new URL(response.url()).searchParams.get('bucket');
-      histories.push(response.json().then((b) => ({ bucket, body: b as HistoryBody }), () => null));
+      histories.push(
+        response.json().then(
+          (b) => ({ bucket, body: b as HistoryBody }),
+          () => null,
+        ),
+      );
     }
   });
 }, 240_000);
@@ -135,15 +177,17 @@ function readRows() {
 
 const stampedeRow = async () => (await readRows()).find((r) => r.name.startsWith('verify-'));
 const shot = (name: string) => page.screenshot({ path: join(SHOTS, `dashboard-${name}.png`), fullPage: true });
-const activeId = () => page.evaluate(() => {
-  const a = document.activeElement as HTMLElement | null;
-  return a ? a.id || a.dataset.focus || a.tagName.toLowerCase() : null;
-});
+const activeId = () =>
+  page.evaluate(() => {
+    const a = document.activeElement as HTMLElement | null;
+    return a ? a.id || a.dataset.focus || a.tagName.toLowerCase() : null;
+  });
 
 /** The "next start" cell as stats says it: when the first and the last queued call could start. */
 function nextStartText(s: BucketStats): string {
   if (s.queued === 0 || s.predictedStart.head === null) return '-';
-  const at = (t: number | null) => (t === null ? '-' : t <= s.now ? 'when a slot frees' : `in ${Math.ceil((t - s.now) / 1000)} s`);
+  const at = (t: number | null) =>
+    t === null ? '-' : t <= s.now ? 'when a slot frees' : `in ${Math.ceil((t - s.now) / 1000)} s`;
   return `first ${at(s.predictedStart.head)}, last ${at(s.predictedStart.tail)}`;
 }
 
@@ -153,22 +197,30 @@ describe('the dashboard page', () => {
     expect(response?.status()).toBe(200);
     dashboardHeaders = response!.headers();
     const csp = dashboardHeaders['content-security-policy']!;
-    expect(csp).toMatch(/^default-src 'none'; script-src 'sha256-[A-Za-z0-9+/]+=*'; style-src 'sha256-[A-Za-z0-9+/]+=*'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'$/);
+    expect(csp).toMatch(
+      /^default-src 'none'; script-src 'sha256-[A-Za-z0-9+/]+=*'; style-src 'sha256-[A-Za-z0-9+/]+=*'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'$/,
+    );
     expect(dashboardHeaders['content-type']).toBe('text/html; charset=utf-8');
     // The stack runs dist/: a page older than the sources means the package was not rebuilt.
-    expect(await response!.text(), 'dist/ serves another page than shim/: run bash scripts/build-package.sh').toBe(DASHBOARD_HTML);
+    expect(await response!.text(), 'dist/ serves another page than shim/: run bash scripts/build-package.sh').toBe(
+      DASHBOARD_HTML,
+    );
     expect(await activeId()).toBe('key');
     expect(await page.$eval('#controls', (e) => e.checkVisibility())).toBe(false);
     // Every control has an accessible name (its <label>, or its text).
     const unnamed = await page.evaluate(() =>
-      [...document.querySelectorAll<HTMLInputElement>('input, button, select')].filter((c) => !c.hidden && (c.labels?.length ?? 0) === 0 && !c.textContent?.trim()).map((c) => c.outerHTML),
+      [...document.querySelectorAll<HTMLInputElement>('input, button, select')]
+        .filter((c) => !c.hidden && (c.labels?.length ?? 0) === 0 && !c.textContent?.trim())
+        .map((c) => c.outerHTML),
     );
     expect(unnamed).toEqual([]);
     // As the browser's accessibility tree names them.
     type Node = { role: string; name?: string; children?: Node[] };
     const flat = (node: Node | null): Node[] => (node ? [node, ...(node.children ?? []).flatMap(flat)] : []);
     const tree = flat((await page.accessibility.snapshot({ interestingOnly: false })) as Node | null);
-    expect(tree.filter((n) => n.role === 'textbox').map((n) => n.name)).toEqual(["Admin key (the limiter Worker's DRL_CONFIG_KEY)"]);
+    expect(tree.filter((n) => n.role === 'textbox').map((n) => n.name)).toEqual([
+      "Admin key (the limiter Worker's DRL_CONFIG_KEY)",
+    ]);
     expect(tree.filter((n) => n.role === 'button').map((n) => n.name)).toContain('Show the buckets');
   });
 
@@ -194,7 +246,13 @@ describe('the dashboard page', () => {
     await page.keyboard.type(ADMIN_KEY);
     await page.keyboard.press('Enter');
     // The stampede is on: callers wait in the bucket's queue.
-    await page.waitForFunction(() => [...document.querySelectorAll('tr[data-bucket^="verify-"] [data-field="queued"]')].some((e) => Number(e.textContent) > 0), { timeout: 60_000 });
+    await page.waitForFunction(
+      () =>
+        [...document.querySelectorAll('tr[data-bucket^="verify-"] [data-field="queued"]')].some(
+          (e) => Number(e.textContent) > 0,
+        ),
+      { timeout: 60_000 },
+    );
     expect(await page.evaluate(() => sessionStorage.length)).toBe(1);
 
     // The keyboard reaches the controls, then each bucket's link, in order.
@@ -212,15 +270,21 @@ describe('the dashboard page', () => {
     // starts in it (the first may predate them).
     await page.waitForFunction(
       () =>
-        [...document.querySelectorAll('tr[data-bucket] [data-field="spark"]')].every((e) => e.querySelector('svg.spark > title')) &&
-        /admitted: latest \d+, peak [1-9]/.test(document.querySelector('tr[data-bucket^="verify-"] svg.spark > title')?.textContent ?? ''),
+        [...document.querySelectorAll('tr[data-bucket] [data-field="spark"]')].every((e) =>
+          e.querySelector('svg.spark > title'),
+        ) &&
+        /admitted: latest \d+, peak [1-9]/.test(
+          document.querySelector('tr[data-bucket^="verify-"] svg.spark > title')?.textContent ?? '',
+        ),
       { timeout: 30_000 },
     );
 
     // Pause by keyboard: the page stops polling and keeps the snapshot it says it shows.
     await page.focus('#pause');
     await page.keyboard.press('Enter');
-    await page.waitForFunction(() => document.getElementById('status')!.textContent!.startsWith('Paused: showing the stats of '));
+    await page.waitForFunction(() =>
+      document.getElementById('status')!.textContent!.startsWith('Paused: showing the stats of '),
+    );
     expect(await page.$eval('#pause', (e) => e.getAttribute('aria-pressed'))).toBe('true');
     const shownAt = Date.parse(await page.$eval('#updated', (e) => (e as HTMLTimeElement).dateTime));
     const rows = await readRows();
@@ -235,7 +299,8 @@ describe('the dashboard page', () => {
       const s = stats[row.name]!;
       expect(row, row.name).toEqual({
         name: row.name,
-        state: s.penalised && s.forcedUntil! > s.now ? 'Paused by a penalty' : s.queued > 0 ? 'Callers waiting' : row.state,
+        state:
+          s.penalised && s.forcedUntil! > s.now ? 'Paused by a penalty' : s.queued > 0 ? 'Callers waiting' : row.state,
         running: s.running,
         concurrency: s.effective.concurrency,
         queued: s.queued,
@@ -248,7 +313,9 @@ describe('the dashboard page', () => {
     for (const row of rows.filter((r) => r.penalty !== 'none')) {
       const s = stats[row.name]!;
       expect(row.penalty, row.name).toMatch(/^(\d+ s left|ending)$/);
-      expect(Number(/^(\d+)/.exec(row.penalty!)?.[1] ?? 0)).toBeLessThanOrEqual(Math.ceil((s.forcedUntil! - s.now) / 1000));
+      expect(Number(/^(\d+)/.exec(row.penalty!)?.[1] ?? 0)).toBeLessThanOrEqual(
+        Math.ceil((s.forcedUntil! - s.now) / 1000),
+      );
     }
     // The comparison is of a bucket under load (callers waiting or running), not of zeros.
     const busyName = rows.find((r) => r.name.startsWith('verify-'))!.name;
@@ -263,7 +330,8 @@ describe('the dashboard page', () => {
         const from = b.current.at - 600_000 + b.resolutionMs;
         const kept = [...b.intervals.filter((i) => i.at >= from), b.current];
         // Intervals the object did not store are zeros: the peak is over the stored ones and 0.
-        const line = (label: string, key: 'started' | 'queued') => `${label}: latest ${b.current[key]}, peak ${Math.max(0, ...kept.map((i) => i[key]))}`;
+        const line = (label: string, key: 'started' | 'queued') =>
+          `${label}: latest ${b.current[key]}, peak ${Math.max(0, ...kept.map((i) => i[key]))}`;
         return `Last 10 min, per 10 s: ${line('admitted', 'started')}; ${line('queued', 'queued')}.`;
       });
     expect(sparkTexts).toContain(sparkTitle);
@@ -280,14 +348,26 @@ describe('the dashboard page', () => {
     await ns.get(ns.idFromName(PENALISED)).pause(PENALTY_MS);
     await page.focus('#pause');
     await page.keyboard.press('Enter'); // resume
-    await page.waitForFunction((name) => /^\d+ s left$/.test(document.querySelector(`tr[data-bucket="${name}"] [data-field="penalty"]`)?.textContent ?? ''), {}, PENALISED);
+    await page.waitForFunction(
+      (name) =>
+        /^\d+ s left$/.test(
+          document.querySelector(`tr[data-bucket="${name}"] [data-field="penalty"]`)?.textContent ?? '',
+        ),
+      {},
+      PENALISED,
+    );
     const row = (await readRows()).find((r) => r.name === PENALISED)!;
     expect(row.state).toBe('Paused by a penalty');
     const left = Number(/^(\d+) s left$/.exec(row.penalty!)![1]);
     expect(left).toBeGreaterThan(0);
     expect(left).toBeLessThanOrEqual(PENALTY_MS / 1000);
     await page.waitForFunction(
-      (name, before) => Number(/^(\d+) s left$/.exec(document.querySelector(`tr[data-bucket="${name}"] [data-field="penalty"]`)?.textContent ?? '')?.[1] ?? Infinity) < before,
+      (name, before) =>
+        Number(
+          /^(\d+) s left$/.exec(
+            document.querySelector(`tr[data-bucket="${name}"] [data-field="penalty"]`)?.textContent ?? '',
+          )?.[1] ?? Infinity,
+        ) < before,
       {},
       PENALISED,
       left,
@@ -300,16 +380,25 @@ describe('the dashboard page', () => {
     // Focused inside the page, in one turn: a poll redrawing the table between
     // finding the link and focusing it would leave the focus nowhere (a redraw
     // keeps the focus on the link once it is there).
-    expect(await page.evaluate((name) => {
-      const link = document.querySelector<HTMLElement>(`a[data-focus="bucket:${name}"]`);
-      link?.focus();
-      return document.activeElement === link;
-    }, bucket)).toBe(true);
+    expect(
+      await page.evaluate((name) => {
+        const link = document.querySelector<HTMLElement>(`a[data-focus="bucket:${name}"]`);
+        link?.focus();
+        return document.activeElement === link;
+      }, bucket),
+    ).toBe(true);
     await page.keyboard.press('Enter');
     await page
-      .waitForFunction((name) => document.activeElement?.tagName === 'H2' && document.activeElement.textContent === name, { timeout: 10_000 }, bucket)
+      .waitForFunction(
+        (name) => document.activeElement?.tagName === 'H2' && document.activeElement.textContent === name,
+        { timeout: 10_000 },
+        bucket,
+      )
       .catch(async (error) => {
-        const where = await page.evaluate(() => `${location.hash}; focus on ${document.activeElement?.outerHTML.slice(0, 200)}; view: ${document.getElementById('view')!.innerHTML.slice(0, 300)}`);
+        const where = await page.evaluate(
+          () =>
+            `${location.hash}; focus on ${document.activeElement?.outerHTML.slice(0, 200)}; view: ${document.getElementById('view')!.innerHTML.slice(0, 300)}`,
+        );
         throw new Error(`${(error as Error).message}: ${where}`);
       });
     expect(page.url()).toBe(`${origin}/dashboard#/bucket/${encodeURIComponent(bucket)}`);
@@ -322,54 +411,113 @@ describe('the dashboard page', () => {
     // The limiter serves GET /history: the page charts what the route answers.
     // The next answer the browser receives (the page asks every 10 s) is
     // caught as it arrives, and the page must then show exactly its numbers.
-    const answer = await fetch(`${origin}/history?bucket=${encodeURIComponent(bucket)}&resolution=10s`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+    const answer = await fetch(`${origin}/history?bucket=${encodeURIComponent(bucket)}&resolution=10s`, {
+      headers: { authorization: `Bearer ${ADMIN_KEY}` },
+    });
     expect(answer.status).toBe(200);
     await page.waitForSelector('.history svg.chart');
     const titles = await page.$$eval('.history figcaption', (list) => list.map((e) => e.textContent));
-    expect(titles.slice(0, 4)).toEqual(['Calls (calls per 10 s)', 'Refused and dropped (calls per 10 s)', "Queue and running (at each interval's end)", 'Wait before the first start (ms)']);
-    const drawn = await page.waitForResponse((r) => new URL(r.url()).pathname === '/history' && r.status() === 200, { timeout: 15_000 });
+    expect(titles.slice(0, 4)).toEqual([
+      'Calls (calls per 10 s)',
+      'Refused and dropped (calls per 10 s)',
+      "Queue and running (at each interval's end)",
+      'Wait before the first start (ms)',
+    ]);
+    const drawn = await page.waitForResponse((r) => new URL(r.url()).pathname === '/history' && r.status() === 200, {
+      timeout: 15_000,
+    });
     const body = (await drawn.json()) as { intervals: Record<string, number>[]; current: Record<string, number> };
     const series = (key: string) => [...body.intervals.map((i) => i[key]!), body.current[key]!];
-    const line = (label: string, key: string) => `${label}: latest ${body.current[key]}, peak ${Math.max(...series(key))}`;
+    const line = (label: string, key: string) =>
+      `${label}: latest ${body.current[key]}, peak ${Math.max(...series(key))}`;
     const expected = `${line('arrived', 'arrived')}; ${line('admitted', 'started')}; ${line('completed', 'completed')}.`;
     // The stampede's arrivals are in it: the chart is not flat.
     expect(Math.max(...series('arrived'))).toBeGreaterThan(0);
     await page
-      .waitForFunction((text) => document.querySelector('.history svg.chart > title')?.textContent?.split('. ')[1] === text, { timeout: 5_000 }, expected)
+      .waitForFunction(
+        (text) => document.querySelector('.history svg.chart > title')?.textContent?.split('. ')[1] === text,
+        { timeout: 5_000 },
+        expected,
+      )
       .catch(async (error) => {
         const shown = await page.$eval('.history svg.chart > title', (e) => e.textContent);
-        throw new Error(`${(error as Error).message}: the page shows "${shown}", the answer it drew says "${expected}"`);
+        throw new Error(
+          `${(error as Error).message}: the page shows "${shown}", the answer it drew says "${expected}"`,
+        );
       });
     await shot('bucket');
   });
 
-  it("draws a history of the documented shape as charts, and says so when /history answers 404", async () => {
+  it('draws a history of the documented shape as charts, and says so when /history answers 404', async () => {
     // The browser's requests to /history answered here: a 404, then the
     // documented shape (closed intervals, the open one), whatever this
     // limiter serves, so the drawing is checked in the browser under its CSP.
     const step = 60_000;
     const open = Math.floor(Date.now() / step) * step;
     const at = (k: number) => open - k * step;
-    const interval = (t: number, over: object) => ({ at: t, arrived: 0, started: 0, completed: 0, failed: 0, rateLimited: 0, dropped: 0, deadline: 0, units: {}, queued: 0, running: 0, wait: null, ...over });
+    const interval = (t: number, over: object) => ({
+      at: t,
+      arrived: 0,
+      started: 0,
+      completed: 0,
+      failed: 0,
+      rateLimited: 0,
+      dropped: 0,
+      deadline: 0,
+      units: {},
+      queued: 0,
+      running: 0,
+      wait: null,
+      ...over,
+    });
     const documented = {
       ok: true,
       name: 'x',
       resolutionMs: step,
       intervals: [
-        interval(at(3), { arrived: 30, started: 25, completed: 24, units: { bucket: 25 }, queued: 5, running: 3, wait: { p50: 120, p95: 900, max: 1500 } }),
-        interval(at(1), { arrived: 10, started: 12, completed: 12, rateLimited: 2, units: { bucket: 12 }, wait: { p50: 40, p95: 300, max: 410 } }),
+        interval(at(3), {
+          arrived: 30,
+          started: 25,
+          completed: 24,
+          units: { bucket: 25 },
+          queued: 5,
+          running: 3,
+          wait: { p50: 120, p95: 900, max: 1500 },
+        }),
+        interval(at(1), {
+          arrived: 10,
+          started: 12,
+          completed: 12,
+          rateLimited: 2,
+          units: { bucket: 12 },
+          wait: { p50: 40, p95: 300, max: 410 },
+        }),
       ],
-      current: interval(open, { arrived: 4, started: 4, completed: 3, units: { bucket: 4 }, running: 1, wait: { p50: 0, p95: 3, max: 3 } }),
+      current: interval(open, {
+        arrived: 4,
+        started: 4,
+        completed: 3,
+        units: { bucket: 4 },
+        running: 1,
+        wait: { p50: 0, p95: 3, max: 3 },
+      }),
     };
     let mode: 'missing' | 'documented' = 'missing';
     const asked: string[] = [];
     const answer = (request: HTTPRequest) => {
       const url = new URL(request.url());
       if (url.pathname !== '/history') return void request.continue();
-      asked.push(`${url.searchParams.get('resolution')} ${request.headers().authorization === `Bearer ${ADMIN_KEY}` ? 'with the key' : 'WITHOUT the key'}`);
+      asked.push(
+        `${url.searchParams.get('resolution')} ${request.headers().authorization === `Bearer ${ADMIN_KEY}` ? 'with the key' : 'WITHOUT the key'}`,
+      );
       // The documented shape at 1 min only: charts drawn can only be from the 1 min answer.
-      if (mode === 'missing' || url.searchParams.get('resolution') !== '1m') return void request.respond({ status: 404, contentType: 'text/plain', body: 'not found' });
-      return void request.respond({ status: 200, contentType: 'application/json; charset=utf-8', body: JSON.stringify(documented) });
+      if (mode === 'missing' || url.searchParams.get('resolution') !== '1m')
+        return void request.respond({ status: 404, contentType: 'text/plain', body: 'not found' });
+      return void request.respond({
+        status: 200,
+        contentType: 'application/json; charset=utf-8',
+        body: JSON.stringify(documented),
+      });
     };
     await page.setRequestInterception(true);
     page.on('request', answer);
@@ -379,7 +527,11 @@ describe('the dashboard page', () => {
       await page.keyboard.press('ArrowDown');
       // Asked at once, or with the next poll when one is in flight.
       for (let i = 0; i < 200 && !asked.includes('1m with the key'); i++) await new Promise((r) => setTimeout(r, 50));
-      await page.waitForFunction(() => document.querySelector('.history')?.textContent === 'History not available from this limiter (GET /history is not served: update durable-rate-limiter in the limiter Worker).');
+      await page.waitForFunction(
+        () =>
+          document.querySelector('.history')?.textContent ===
+          'History not available from this limiter (GET /history is not served: update durable-rate-limiter in the limiter Worker).',
+      );
       expect(asked).toContain('1m with the key');
       mode = 'documented';
       await page.keyboard.press('ArrowUp');
@@ -393,7 +545,9 @@ describe('the dashboard page', () => {
         'Wait before the first start (ms)',
         'Units charged (units per 60 s, per window)',
       ]);
-      const summaries = await page.$$eval('.history svg.chart > title', (list) => list.map((e) => e.textContent!.split('. ')[1]));
+      const summaries = await page.$$eval('.history svg.chart > title', (list) =>
+        list.map((e) => e.textContent!.split('. ')[1]),
+      );
       expect(summaries).toEqual([
         'arrived: latest 4, peak 30; admitted: latest 4, peak 25; completed: latest 3, peak 24.',
         'failed: latest 0, peak 0; rate-limited (429): latest 0, peak 2; dropped: latest 0, peak 0; deadline: latest 0, peak 0.',
@@ -409,13 +563,19 @@ describe('the dashboard page', () => {
       // Back on the overview, a limiter without the route: the reason is said once, under the table, not in every row.
       mode = 'missing';
       await page.evaluate(() => (location.hash = ''));
-      await page.waitForFunction(() => document.querySelector('[data-field="spark-problem"]') !== null, { timeout: 30_000 });
+      await page.waitForFunction(() => document.querySelector('[data-field="spark-problem"]') !== null, {
+        timeout: 30_000,
+      });
       const problems = await page.$$eval('[data-field="spark-problem"]', (list) => list.map((e) => e.textContent));
-      expect(problems).toEqual(['Last 10 min: history not available from this limiter (GET /history is not served: update durable-rate-limiter in the limiter Worker).']);
+      expect(problems).toEqual([
+        'Last 10 min: history not available from this limiter (GET /history is not served: update durable-rate-limiter in the limiter Worker).',
+      ]);
       // Every row that has a sparkline cell to fill (the first 24) says only that it is missing.
       await page.waitForFunction(
         () => {
-          const cells = [...document.querySelectorAll('tr[data-bucket] [data-field="spark"]')].filter((e) => !e.textContent!.startsWith('- ('));
+          const cells = [...document.querySelectorAll('tr[data-bucket] [data-field="spark"]')].filter(
+            (e) => !e.textContent!.startsWith('- ('),
+          );
           return cells.length > 0 && cells.every((e) => e.textContent === 'not available (why: below the table)');
         },
         { timeout: 30_000 },
@@ -429,6 +589,13 @@ describe('the dashboard page', () => {
   it('ran under its CSP with nothing refused and no error in the console', () => {
     expect(violations).toEqual([]);
     // The expected errors: the wrong key's 401 and the 404 answered above, which the browser logs as failed resources.
-    expect(consoleErrors.filter((e) => !/^Failed to load resource: the server responded with a status of (401 \(Unauthorized\)|404 \(Not Found\))$/.test(e))).toEqual([]);
+    expect(
+      consoleErrors.filter(
+        (e) =>
+          !/^Failed to load resource: the server responded with a status of (401 \(Unauthorized\)|404 \(Not Found\))$/.test(
+            e,
+          ),
+      ),
+    ).toEqual([]);
   });
 });

@@ -2,10 +2,8 @@
 // config): read and checked by the object's own rules, and written by edits
 // that keep every comment and every byte outside the entries they change.
 import { resolve } from 'node:path';
-
 import { parse } from 'jsonc-parser';
 import { describe, expect, it } from 'vitest';
-
 import { checkDeclaration, declareBucket, declareLimits } from '../../cli/declaration.ts';
 import { loadCore } from '../../cli/engine.ts';
 import { limiterWranglerConfig } from '../../cli/templates.ts';
@@ -14,16 +12,23 @@ const core = loadCore(resolve('dist/core.wasm'));
 const config = (limitPerWindow: number) => ({ bucket: { limitPerWindow, windowInMs: 60_000 }, concurrency: 5 });
 
 describe('reading the declaration', () => {
-  it('is absent from a config without it, and read from init\'s config once a bucket is declared', () => {
+  it("is absent from a config without it, and read from init's config once a bucket is declared", () => {
     const scaffolded = limiterWranglerConfig('my-limiter');
     expect(checkDeclaration('{ "name": "x" }', core)).toEqual({ kind: 'absent' });
-    expect(checkDeclaration(scaffolded, core)).toEqual({ kind: 'problems', problems: ['vars.DRL_LIMITS is empty: there is nothing to configure'] });
+    expect(checkDeclaration(scaffolded, core)).toEqual({
+      kind: 'problems',
+      problems: ['vars.DRL_LIMITS is empty: there is nothing to configure'],
+    });
     const declared = declareBucket(scaffolded, 'upstream-api', config(60))!;
-    expect(checkDeclaration(declared, core)).toEqual({ kind: 'ok', document: { limits: { 'upstream-api': config(60) } } });
+    expect(checkDeclaration(declared, core)).toEqual({
+      kind: 'ok',
+      document: { limits: { 'upstream-api': config(60) } },
+    });
   });
 
-  it('reports every entry\'s problems at once, naming each, and reads a JSON string as a dashboard var holds it', () => {
-    const text = '{ "vars": { "DRL_LIMITS": { "a": { "bucket": { "limitPerWindow": 0, "windowInMs": 1000 }, "concurrency": 1 }, "b": { "concurrency": -1 } } } }';
+  it("reports every entry's problems at once, naming each, and reads a JSON string as a dashboard var holds it", () => {
+    const text =
+      '{ "vars": { "DRL_LIMITS": { "a": { "bucket": { "limitPerWindow": 0, "windowInMs": 1000 }, "concurrency": 1 }, "b": { "concurrency": -1 } } } }';
     const checked = checkDeclaration(text, core);
     expect(checked.kind).toBe('problems');
     const problems = (checked as { problems: string[] }).problems;
@@ -54,7 +59,9 @@ describe('writing the declaration', () => {
 
   it('keeps an unchanged entry byte for byte with its comment, replaces, adds and removes the others', () => {
     const next = declareLimits(commented, { kept: config(7), fresh: config(9) })!;
-    expect(next).toContain('// tuned by hand\n      "kept": { "bucket": { "limitPerWindow": 7, "windowInMs": 60000 }, "concurrency": 5 }');
+    expect(next).toContain(
+      '// tuned by hand\n      "kept": { "bucket": { "limitPerWindow": 7, "windowInMs": 60000 }, "concurrency": 5 }',
+    );
     expect(next).toContain('"name": "my-limiter", // keep me');
     expect(next).toContain('"OTHER": "x", // and me');
     expect(parse(next).vars.DRL_LIMITS).toEqual({ kept: config(7), fresh: config(9) });

@@ -10,12 +10,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-
 import { parse } from 'jsonc-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
-import { APP_CONFIG, freePort, REPO, runCli, scratchApp, stopGroup } from './helpers.ts';
 import { ENVELOPE_VERSION, type WindowStats } from '../../shim/envelope.ts';
+import { APP_CONFIG, freePort, REPO, runCli, scratchApp, stopGroup } from './helpers.ts';
 
 const KEY = 'e2e-key-0123456789';
 const LIMITER = 'durable-rate-limiter';
@@ -29,14 +27,20 @@ const servers: Server[] = [];
 const temps: string[] = [];
 
 /** The CLI as installed in the scratch app from the tarball, run from `cwd` inside it. */
-const cli = (args: string[], cwd = app, env: Record<string, string | undefined> = { DRL_CONFIG_KEY: KEY }) => runCli(args, { cwd, env, bin });
+const cli = (args: string[], cwd = app, env: Record<string, string | undefined> = { DRL_CONFIG_KEY: KEY }) =>
+  runCli(args, { cwd, env, bin });
 const limitsPath = () => join(app, LIMITER, 'durable-rate-limiter.limits.jsonc');
 const limiterConfig = () => join(app, LIMITER, 'wrangler.jsonc');
 const declared = () => parse(readFileSync(limiterConfig(), 'utf8')).vars.DRL_LIMITS;
 const liveStats = async () => {
   const run = await cli(['stats', '--json']);
   expect(run.code, run.stderr).toBe(0);
-  return JSON.parse(run.stdout) as { buckets: Record<string, { config: unknown; limit: number; windowInMs: number; remaining: number; units: string[]; windows: WindowStats[] }> };
+  return JSON.parse(run.stdout) as {
+    buckets: Record<
+      string,
+      { config: unknown; limit: number; windowInMs: number; remaining: number; units: string[]; windows: WindowStats[] }
+    >;
+  };
 };
 
 beforeAll(async () => {
@@ -47,9 +51,19 @@ beforeAll(async () => {
   // the CLI runs from node_modules/.bin with core.wasm beside it.
   const packDir = mkdtempSync(join(tmpdir(), 'drl-cli-pack-'));
   temps.push(packDir);
-  execFileSync('npm', ['pack', '--ignore-scripts', '--silent', '--pack-destination', packDir], { cwd: REPO, stdio: 'ignore' });
-  const tarball = join(packDir, 'durable-rate-limiter-' + JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')).version + '.tgz');
-  execFileSync('npm', ['install', '--no-save', '--no-package-lock', '--ignore-scripts', '--no-audit', '--no-fund', '--offline', tarball], { cwd: app, stdio: 'ignore' });
+  execFileSync('npm', ['pack', '--ignore-scripts', '--silent', '--pack-destination', packDir], {
+    cwd: REPO,
+    stdio: 'ignore',
+  });
+  const tarball = join(
+    packDir,
+    'durable-rate-limiter-' + JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')).version + '.tgz',
+  );
+  execFileSync(
+    'npm',
+    ['install', '--no-save', '--no-package-lock', '--ignore-scripts', '--no-audit', '--no-fund', '--offline', tarball],
+    { cwd: app, stdio: 'ignore' },
+  );
   bin = join(app, 'node_modules', 'durable-rate-limiter', 'dist', 'cli.js');
 
   initRun = await runCli(['init', '--yes'], { cwd: app, bin });
@@ -61,8 +75,24 @@ beforeAll(async () => {
   url = `http://127.0.0.1:${port}`;
   wrangler = spawn(
     join(REPO, 'node_modules/.bin/wrangler'),
-    ['dev', '--config', join(app, LIMITER, 'wrangler.jsonc'), '--port', String(port), '--ip', '127.0.0.1', '--inspector-port', String(inspector), '--show-interactive-dev-session=false'],
-    { cwd: app, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1' } },
+    [
+      'dev',
+      '--config',
+      join(app, LIMITER, 'wrangler.jsonc'),
+      '--port',
+      String(port),
+      '--ip',
+      '127.0.0.1',
+      '--inspector-port',
+      String(inspector),
+      '--show-interactive-dev-session=false',
+    ],
+    {
+      cwd: app,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1' },
+    },
   );
   wrangler.stdout?.on('data', (c: Buffer) => (devLog += c.toString()));
   wrangler.stderr?.on('data', (c: Buffer) => (devLog += c.toString()));
@@ -91,12 +121,18 @@ describe('init --yes', () => {
     }
     expect(existsSync(limitsPath())).toBe(false); // the declaration is the one source
     // The upstream's 60 per minute, with the margin on the window that --yes takes.
-    expect(declared()).toEqual({ 'upstream-api': { bucket: { limitPerWindow: 60, windowInMs: 60_100 }, concurrency: 5 } });
-    expect(readFileSync(limiterConfig(), 'utf8')).toContain('// SQLite-backed storage: one row per grant. Never remove this migration.');
+    expect(declared()).toEqual({
+      'upstream-api': { bucket: { limitPerWindow: 60, windowInMs: 60_100 }, concurrency: 5 },
+    });
+    expect(readFileSync(limiterConfig(), 'utf8')).toContain(
+      '// SQLite-backed storage: one row per grant. Never remove this migration.',
+    );
     const config = readFileSync(join(app, 'wrangler.jsonc'), 'utf8');
     const [head] = APP_CONFIG.split('  /* dated */');
     expect(config.startsWith(head!)).toBe(true);
-    expect(config).toContain('  /* dated */ "compatibility_date": "2025-09-01", // trailing comment\n  "durable_objects": {');
+    expect(config).toContain(
+      '  /* dated */ "compatibility_date": "2025-09-01", // trailing comment\n  "durable_objects": {',
+    );
     expect(parse(config, [], { allowTrailingComma: true }).durable_objects.bindings).toEqual([
       { name: 'RATE_LIMITER', class_name: 'LimiterDO', script_name: 'scratch-app-limiter' },
     ]);
@@ -111,8 +147,10 @@ describe('init --yes', () => {
     expect(initRun.stdout).toMatch(/Commit first[\s\S]*working tree is clean/);
     expect(initRun.stdout).toContain('Still to do');
     expect(initRun.stdout).toContain('npx wrangler deploy --config durable-rate-limiter/wrangler.jsonc');
-    expect(initRun.stdout).toContain('npx wrangler secret put DRL_CONFIG_KEY --config durable-rate-limiter/wrangler.jsonc');
-    expect(initRun.stdout).toContain('the declared limits apply on each bucket\'s first use');
+    expect(initRun.stdout).toContain(
+      'npx wrangler secret put DRL_CONFIG_KEY --config durable-rate-limiter/wrangler.jsonc',
+    );
+    expect(initRun.stdout).toContain("the declared limits apply on each bucket's first use");
     expect(initRun.stdout).toContain('npx wrangler dev -c wrangler.jsonc -c durable-rate-limiter/wrangler.jsonc');
     expect(initRun.stdout.split('Still to do')[1]).not.toContain('durable-rate-limiter configure'); // no configure step left to do
     expect(initRun.stdout).not.toMatch(/\x1b\[/); // no colours off a terminal
@@ -136,7 +174,12 @@ describe('configure and stats against wrangler dev', () => {
     expect(again.stdout).toContain('"upstream-api": unchanged (60 per 60100 ms, concurrency 5)');
     const file = join(app, 'changed.limits.jsonc');
     temps.push(file);
-    writeFileSync(file, JSON.stringify({ limits: { 'upstream-api': { bucket: { limitPerWindow: 60, windowInMs: 60_100 }, concurrency: 4 } } }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        limits: { 'upstream-api': { bucket: { limitPerWindow: 60, windowInMs: 60_100 }, concurrency: 4 } },
+      }),
+    );
     const changed = await cli(['configure', '--limits', file]);
     expect(changed.code, changed.stderr).toBe(0);
     expect(changed.stdout).toContain('"upstream-api": updated: concurrency 5 → 4');
@@ -167,7 +210,10 @@ describe('configure and stats against wrangler dev', () => {
     const taken = { used: 1, remaining: 59, resetAt: now + 42_000 };
     const used = { ...live, now, ...taken, windows: [{ ...live.windows[0]!, ...taken }] };
     const server = createServer((req, res) => {
-      const body = req.url === '/__drl' ? { limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION } : { ok: true, buckets: { 'upstream-api': used } };
+      const body =
+        req.url === '/__drl'
+          ? { limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION }
+          : { ok: true, buckets: { 'upstream-api': used } };
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
     });
     servers.push(server);
@@ -178,12 +224,16 @@ describe('configure and stats against wrangler dev', () => {
     expect((await cli(['stats', '--url', url])).code).toBe(0); // the real one is remembered again
   });
 
-  it('stats --save writes the live limits into vars.DRL_LIMITS, keeping the config\'s comments, and configures the same buckets', async () => {
+  it("stats --save writes the live limits into vars.DRL_LIMITS, keeping the config's comments, and configures the same buckets", async () => {
     const original = readFileSync(limiterConfig(), 'utf8');
     // Change the live state behind the declaration's back, with a second bucket.
     const live = {
       'upstream-api': { bucket: { limitPerWindow: 120, windowInMs: 60000 }, concurrency: 3 },
-      'second-api': { bucket: { limitPerWindow: 10, windowInMs: 1000, penaltyRefillFraction: 0.25 }, concurrency: 1, retry: { maxRetries: 0 } },
+      'second-api': {
+        bucket: { limitPerWindow: 10, windowInMs: 1000, penaltyRefillFraction: 0.25 },
+        concurrency: 1,
+        retry: { maxRetries: 0 },
+      },
     };
     writeFileSync(limitsPath(), JSON.stringify({ limits: live }));
     expect((await cli(['configure', '--limits', limitsPath()])).code).toBe(0); // the remembered url
@@ -196,7 +246,10 @@ describe('configure and stats against wrangler dev', () => {
     const saved = readFileSync(limiterConfig(), 'utf8');
     expect(saved.split('"vars"')[0]).toBe(original.split('"vars"')[0]); // everything before it, comments included
     const stats = (await liveStats()).buckets;
-    expect(parse(saved).vars.DRL_LIMITS).toEqual({ 'upstream-api': stats['upstream-api']!.config, 'second-api': stats['second-api']!.config });
+    expect(parse(saved).vars.DRL_LIMITS).toEqual({
+      'upstream-api': stats['upstream-api']!.config,
+      'second-api': stats['second-api']!.config,
+    });
     expect(parse(saved).vars.DRL_LIMITS['second-api']).toEqual(live['second-api']);
 
     // Edit the declaration by hand; configure (no file) applies it.
@@ -212,8 +265,19 @@ describe('configure and stats against wrangler dev', () => {
     const stateText = readFileSync(state, 'utf8');
     try {
       writeFileSync(limiterConfig(), declaredText.replace(/"vars": \{[\s\S]*\n {2}\}\n/, '"vars": {}\n'));
-      writeFileSync(state, JSON.stringify({ worker: 'scratch-app-limiter', config: 'wrangler.jsonc', limits: 'durable-rate-limiter.limits.jsonc', url }));
-      writeFileSync(limitsPath(), '// old file\n{ "limits": { "upstream-api": { "bucket": { "limitPerWindow": 70, "windowInMs": 60000 }, "concurrency": 5 } } }\n');
+      writeFileSync(
+        state,
+        JSON.stringify({
+          worker: 'scratch-app-limiter',
+          config: 'wrangler.jsonc',
+          limits: 'durable-rate-limiter.limits.jsonc',
+          url,
+        }),
+      );
+      writeFileSync(
+        limitsPath(),
+        '// old file\n{ "limits": { "upstream-api": { "bucket": { "limitPerWindow": 70, "windowInMs": 60000 }, "concurrency": 5 } } }\n',
+      );
       const run = await cli(['configure']);
       expect(run.code, run.stderr).toBe(0);
       expect(run.stdout).toContain('from durable-rate-limiter/durable-rate-limiter.limits.jsonc');
@@ -232,7 +296,10 @@ describe('configure and stats against wrangler dev', () => {
   it('an invalid declaration is refused with every problem and nothing uploaded', async () => {
     const before = readFileSync(limiterConfig(), 'utf8');
     const bad = { a: { bucket: { limitPerWindow: 0, windowInMs: 1000 }, concurrency: 1 }, b: { concurrency: -1 } };
-    writeFileSync(limiterConfig(), before.replace(/"vars": \{[\s\S]*\n {2}\}\n/, `"vars": { "DRL_LIMITS": ${JSON.stringify(bad)} }\n`));
+    writeFileSync(
+      limiterConfig(),
+      before.replace(/"vars": \{[\s\S]*\n {2}\}\n/, `"vars": { "DRL_LIMITS": ${JSON.stringify(bad)} }\n`),
+    );
     const run = await cli(['configure']);
     writeFileSync(limiterConfig(), before);
     expect(run.code).toBe(1);
@@ -248,7 +315,10 @@ describe('configure and stats against wrangler dev', () => {
   it('a limits file with four mistakes lists four under a header counting four', async () => {
     const file = join(app, 'four.limits.jsonc');
     temps.push(file);
-    writeFileSync(file, '{ "limits": { "a": { "bucket": { "limitPerWindow": 0, "windowInMs": -1 }, "concurrency": 0, "colour": "red" } } }');
+    writeFileSync(
+      file,
+      '{ "limits": { "a": { "bucket": { "limitPerWindow": 0, "windowInMs": -1 }, "concurrency": 0, "colour": "red" } } }',
+    );
     const run = await cli(['configure', '--limits', file]);
     expect(run.code).toBe(1);
     expect(run.stderr).toContain('four.limits.jsonc has 4 problems, so nothing was uploaded');
@@ -301,12 +371,24 @@ describe('a bucket with several windows, against wrangler dev', () => {
     try {
       const run = await cli(['configure', '--limits', file]);
       expect(run.code, run.stdout + run.stderr).toBe(0);
-      expect(run.stdout).toContain('"chat-api": created: 500 requests per 1 min, 10000 requests per 1 day, 200000 tokens per 1 min, concurrency 5');
+      expect(run.stdout).toContain(
+        '"chat-api": created: 500 requests per 1 min, 10000 requests per 1 day, 200000 tokens per 1 min, concurrency 5',
+      );
 
       const live = (await liveStats()).buckets['chat-api']!;
       expect(live.config).toEqual(chat);
       expect(live.units).toEqual(['requests', 'tokens']);
-      expect(live.windows.map(({ name, unit, limit, windowInMs, used, remaining, debt }) => ({ name, unit, limit, windowInMs, used, remaining, debt }))).toEqual([
+      expect(
+        live.windows.map(({ name, unit, limit, windowInMs, used, remaining, debt }) => ({
+          name,
+          unit,
+          limit,
+          windowInMs,
+          used,
+          remaining,
+          debt,
+        })),
+      ).toEqual([
         { name: 'bucket', unit: 'requests', limit: 500, windowInMs: 60_000, used: 0, remaining: 500, debt: 0 },
         { name: 'rpd', unit: 'requests', limit: 10_000, windowInMs: 86_400_000, used: 0, remaining: 10_000, debt: 0 },
         { name: 'tpm', unit: 'tokens', limit: 200_000, windowInMs: 60_000, used: 0, remaining: 200_000, debt: 0 },
@@ -315,7 +397,9 @@ describe('a bucket with several windows, against wrangler dev', () => {
       const table = await cli(['stats']);
       expect(table.code, table.stderr).toBe(0);
       expect(table.stdout).toMatch(/chat-api\s+500 requests per 1 min\s+0\s+500\s+-\s+0\s+0\s+5\s+-\n/);
-      expect(table.stdout).toMatch(/· rpd\s+10000 requests per 1 day\s+0\s+10000\s+-\n.*· tpm\s+200000 tokens per 1 min\s+0\s+200000\s+-\n/);
+      expect(table.stdout).toMatch(
+        /· rpd\s+10000 requests per 1 day\s+0\s+10000\s+-\n.*· tpm\s+200000 tokens per 1 min\s+0\s+200000\s+-\n/,
+      );
       expect(table.stdout).toMatch(/upstream-api\s+\d+ per 1 min\s+0/); // a one-window bucket keeps its row, no unit named
 
       const save = await cli(['stats', '--save']);
@@ -324,7 +408,9 @@ describe('a bucket with several windows, against wrangler dev', () => {
       // Configuring from what was saved changes nothing: the windows round-tripped.
       const again = await cli(['configure']);
       expect(again.code, again.stderr).toBe(0);
-      expect(again.stdout).toContain('"chat-api": unchanged (500 requests per 1 min, 10000 requests per 1 day, 200000 tokens per 1 min, concurrency 5)');
+      expect(again.stdout).toContain(
+        '"chat-api": unchanged (500 requests per 1 min, 10000 requests per 1 day, 200000 tokens per 1 min, concurrency 5)',
+      );
     } finally {
       writeFileSync(limiterConfig(), before);
     }
@@ -342,9 +428,13 @@ describe('a Worker that is not the limiter, or a limiter deployed before GET /__
   it('stats names each bucket the limiter lists under "invalid" (a declaration it refuses), with its error', async () => {
     // The limiter's side of "invalid" is tested in workerd (test/do/declared.test.ts); this is the CLI's.
     const live = (await liveStats()).buckets;
-    const error = '[drl:invalid-config] DRL_LIMITS declares bucket "broken-api" with an invalid config: bucket.limitPerWindow must be at least 1 (received 0)';
+    const error =
+      '[drl:invalid-config] DRL_LIMITS declares bucket "broken-api" with an invalid config: bucket.limitPerWindow must be at least 1 (received 0)';
     const server = createServer((req, res) => {
-      const body = req.url === '/__drl' ? { limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION } : { ok: true, buckets: live, invalid: { 'broken-api': error } };
+      const body =
+        req.url === '/__drl'
+          ? { limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION }
+          : { ok: true, buckets: live, invalid: { 'broken-api': error } };
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
     });
     servers.push(server);
@@ -373,8 +463,24 @@ describe('a Worker that is not the limiter, or a limiter deployed before GET /__
     const inspector = await freePort();
     const appDev = spawn(
       join(REPO, 'node_modules/.bin/wrangler'),
-      ['dev', '--config', join(app, 'wrangler.jsonc'), '--port', String(port), '--ip', '127.0.0.1', '--inspector-port', String(inspector), '--show-interactive-dev-session=false'],
-      { cwd: app, detached: true, stdio: 'ignore', env: { ...process.env, WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1' } },
+      [
+        'dev',
+        '--config',
+        join(app, 'wrangler.jsonc'),
+        '--port',
+        String(port),
+        '--ip',
+        '127.0.0.1',
+        '--inspector-port',
+        String(inspector),
+        '--show-interactive-dev-session=false',
+      ],
+      {
+        cwd: app,
+        detached: true,
+        stdio: 'ignore',
+        env: { ...process.env, WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1' },
+      },
     );
     try {
       const appUrl = `http://127.0.0.1:${port}`;
@@ -385,7 +491,8 @@ describe('a Worker that is not the limiter, or a limiter deployed before GET /__
         } catch {
           // not listening yet
         }
-        if (Date.now() > deadline || appDev.exitCode !== null) throw new Error('the application did not start under wrangler dev');
+        if (Date.now() > deadline || appDev.exitCode !== null)
+          throw new Error('the application did not start under wrangler dev');
         await new Promise((r) => setTimeout(r, 250));
       }
       for (const command of [['configure'], ['stats']]) {

@@ -21,7 +21,10 @@ export const APP_CONFIG = `// The scratch application Worker: init must keep eve
 /** A scratch application: package.json, wrangler.jsonc with comments, .gitignore, a git repo with one commit. */
 export function scratchApp(prefix: string): string {
   const app = mkdtempSync(join(tmpdir(), prefix));
-  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'scratch-app', private: true, type: 'module' }, null, 2));
+  writeFileSync(
+    join(app, 'package.json'),
+    JSON.stringify({ name: 'scratch-app', private: true, type: 'module' }, null, 2),
+  );
   writeFileSync(join(app, 'wrangler.jsonc'), APP_CONFIG);
   writeFileSync(join(app, '.gitignore'), 'node_modules/\n.dev.vars\n');
   mkdirSync(join(app, 'src'));
@@ -41,12 +44,19 @@ export interface CliRun {
 }
 
 /** Runs a CLI (dist/cli.js by default) with no terminal: stdin is /dev/null. */
-export function runCli(args: string[], options: { cwd: string; env?: Record<string, string | undefined>; bin?: string }): Promise<CliRun> {
+export function runCli(
+  args: string[],
+  options: { cwd: string; env?: Record<string, string | undefined>; bin?: string },
+): Promise<CliRun> {
   const started = Date.now();
   const env: Record<string, string | undefined> = { ...process.env, DRL_CONFIG_KEY: undefined, ...options.env };
   for (const key of Object.keys(env)) if (env[key] === undefined) delete env[key];
   return new Promise((done) => {
-    const child = spawn(process.execPath, [options.bin ?? CLI, ...args], { cwd: options.cwd, env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [options.bin ?? CLI, ...args], {
+      cwd: options.cwd,
+      env: env as NodeJS.ProcessEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -76,7 +86,10 @@ export function freePort(): Promise<number> {
  * dies of the same SIGINT, and `script -e` reports 130 whatever the command
  * did.) Detached: stop it with stopGroup.
  */
-export function spawnInTerminal(command: string, options: { cwd: string; env: NodeJS.ProcessEnv; cols: number }): ChildProcess {
+export function spawnInTerminal(
+  command: string,
+  options: { cwd: string; env: NodeJS.ProcessEnv; cols: number },
+): ChildProcess {
   // A pty made without a terminal above it is 0 columns wide: give it a size.
   return spawn('script', ['-q', '-e', '-c', `stty cols ${options.cols} rows 40; exec ${command}`, '/dev/null'], {
     cwd: options.cwd,

@@ -5,10 +5,8 @@
 // anything), and with no terminal and no --yes it fails at once naming --yes.
 import { existsSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-
 import { parse } from 'jsonc-parser';
 import { afterAll, describe, expect, it } from 'vitest';
-
 import { REPO, runCli, scratchApp } from './helpers.ts';
 
 const apps: string[] = [];
@@ -22,7 +20,8 @@ afterAll(() => apps.forEach((dir) => rmSync(dir, { recursive: true, force: true 
 describe('init', () => {
   it('prints the fragment and leaves the config byte for byte when the key is already there', async () => {
     const dir = app('drl-cli-present-');
-    const config = '// mine\n{\n  "name": "scratch-app",\n  "durable_objects": { "bindings": [{ "name": "CACHE", "class_name": "Cache" }] } // ours\n}\n';
+    const config =
+      '// mine\n{\n  "name": "scratch-app",\n  "durable_objects": { "bindings": [{ "name": "CACHE", "class_name": "Cache" }] } // ours\n}\n';
     writeFileSync(join(dir, 'wrangler.jsonc'), config);
     const run = await runCli(['init', '--yes'], { cwd: dir });
     expect(run.code, run.stderr).toBe(0);
@@ -49,7 +48,11 @@ describe('init', () => {
       const again = await runCli(['init', '--yes'], { cwd: dir });
       expect(again.code, again.stderr).toBe(0);
       expect(readFileSync(join(dir, name), 'utf8')).toBe(bound);
-      expect(again.stdout).toMatch(new RegExp(`${name.replace('.', '\\.')} already binds RATE_LIMITER to [a-z-]+-limiter \\(an earlier init\\): nothing to add`));
+      expect(again.stdout).toMatch(
+        new RegExp(
+          `${name.replace('.', '\\.')} already binds RATE_LIMITER to [a-z-]+-limiter \\(an earlier init\\): nothing to add`,
+        ),
+      );
       expect(again.stdout).not.toContain('Merge this by hand');
       expect(again.stdout).not.toMatch(/merge the RATE_LIMITER binding/);
     }
@@ -65,11 +68,14 @@ describe('init', () => {
   });
 
   it('declares a second limit in another unit from --tokens-limit (and --tokens-window, --unit), with the same margin', async () => {
-    const declared = (dir: string) => parse(readFileSync(join(dir, 'durable-rate-limiter', 'wrangler.jsonc'), 'utf8')).vars.DRL_LIMITS['upstream-api'];
+    const declared = (dir: string) =>
+      parse(readFileSync(join(dir, 'durable-rate-limiter', 'wrangler.jsonc'), 'utf8')).vars.DRL_LIMITS['upstream-api'];
     const tokens = app('drl-cli-tokens-');
     const run = await runCli(['init', '--yes', '--tokens-limit', '200000'], { cwd: tokens });
     expect(run.code, run.stderr).toBe(0);
-    expect(run.stdout).toContain("The upstream also allows 200000 tokens per 1 min (--tokens-limit, in the requests' window).");
+    expect(run.stdout).toContain(
+      "The upstream also allows 200000 tokens per 1 min (--tokens-limit, in the requests' window).",
+    );
     expect(run.stdout).toContain('The same 100 ms margin goes on the tokens window');
     expect(run.stdout).not.toContain('has problems');
     expect(declared(tokens)).toEqual({
@@ -79,14 +85,21 @@ describe('init', () => {
     });
 
     const characters = app('drl-cli-characters-');
-    const other = await runCli(['init', '--yes', '--tokens-limit', '5000000', '--tokens-window', '1 d', '--unit', 'characters'], { cwd: characters });
+    const other = await runCli(
+      ['init', '--yes', '--tokens-limit', '5000000', '--tokens-window', '1 d', '--unit', 'characters'],
+      { cwd: characters },
+    );
     expect(other.code, other.stderr).toBe(0);
-    expect(declared(characters).windows).toEqual({ characters: { unit: 'characters', limitPerWindow: 5_000_000, windowInMs: 86_400_100 } });
+    expect(declared(characters).windows).toEqual({
+      characters: { unit: 'characters', limitPerWindow: 5_000_000, windowInMs: 86_400_100 },
+    });
 
     // --yes alone declares no second limit, and says it was asked.
     const plain = app('drl-cli-plain-');
     const none = await runCli(['init', '--yes'], { cwd: plain });
-    expect(none.stdout).toContain('Does the upstream also limit tokens (or another unit, e.g. characters) per window? no (--yes)');
+    expect(none.stdout).toContain(
+      'Does the upstream also limit tokens (or another unit, e.g. characters) per window? no (--yes)',
+    );
     expect(declared(plain).windows).toBeUndefined();
   });
 
@@ -95,7 +108,10 @@ describe('init', () => {
       [['--tokens-limit', '0'], /--tokens-limit must be a whole number of at least 1 \(received "0"\)/],
       [['--tokens-limit', '10', '--tokens-window', 'soon'], /--tokens-window must be a length from 1 ms to 366 days/],
       // The unit's rule is the engine's: its own words.
-      [['--tokens-limit', '10', '--unit', 'two words'], /--unit "two words" cannot name a unit: window name "two words" must start with a letter/],
+      [
+        ['--tokens-limit', '10', '--unit', 'two words'],
+        /--unit "two words" cannot name a unit: window name "two words" must start with a letter/,
+      ],
       [['--unit', 'tokens'], /--unit says which second limit to declare: pass --tokens-limit <n> with it/],
       [['--tokens-window', '1 min'], /--tokens-window says which second limit to declare/],
     ];
@@ -112,7 +128,8 @@ describe('init', () => {
   it('--help names the window flags', async () => {
     const run = await runCli(['--help'], { cwd: REPO });
     expect(run.code).toBe(0);
-    for (const flag of ['--tokens-limit <n>', '--tokens-window <length>', '--unit <name>']) expect(run.stdout).toContain(flag);
+    for (const flag of ['--tokens-limit <n>', '--tokens-window <length>', '--unit <name>'])
+      expect(run.stdout).toContain(flag);
   });
 
   it('never replaces an existing file under --yes, and says it kept it', async () => {
@@ -121,14 +138,19 @@ describe('init', () => {
     const mine = '// my own limiter module\nexport const limiter = 1;\n';
     writeFileSync(join(dir, 'src', 'limiter.ts'), mine);
     const limiterConfig = join(dir, 'durable-rate-limiter', 'wrangler.jsonc');
-    const tuned = readFileSync(limiterConfig, 'utf8').replace('"limitPerWindow": 60,', '"limitPerWindow": 7, // tuned by hand');
+    const tuned = readFileSync(limiterConfig, 'utf8').replace(
+      '"limitPerWindow": 60,',
+      '"limitPerWindow": 7, // tuned by hand',
+    );
     writeFileSync(limiterConfig, tuned);
     const run = await runCli(['init', '--yes'], { cwd: dir });
     expect(run.code, run.stderr).toBe(0);
     expect(readFileSync(join(dir, 'src', 'limiter.ts'), 'utf8')).toBe(mine);
     expect(readFileSync(limiterConfig, 'utf8')).toBe(tuned);
     expect(run.stdout).toContain('Kept durable-rate-limiter/wrangler.jsonc as it is (its declared limits are yours).');
-    expect(run.stdout).toContain('Replace the declared upstream-api in durable-rate-limiter/wrangler.jsonc? no (--yes)');
+    expect(run.stdout).toContain(
+      'Replace the declared upstream-api in durable-rate-limiter/wrangler.jsonc? no (--yes)',
+    );
     expect(run.stdout).toContain('Replace the existing src/limiter.ts? no (--yes)');
     expect(run.stdout).toContain('Kept src/limiter.ts as it is.');
     expect(run.stdout).toContain('durable-rate-limiter/src/index.ts is already as it would be written.');

@@ -5,10 +5,8 @@
 import { type ChildProcess } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-
 import { parse } from 'jsonc-parser';
 import { afterAll, describe, expect, it } from 'vitest';
-
 import { CLI, scratchApp, spawnInTerminal, stopGroup } from './helpers.ts';
 
 const DOWN = '\x1b[B';
@@ -45,7 +43,8 @@ function terminal(command: string, cwd: string) {
     async answer(text: string, keys: string[]): Promise<void> {
       const deadline = Date.now() + 15_000;
       while (screen.indexOf(text, seen) < 0) {
-        if (Date.now() > deadline) throw new Error(`never saw ${JSON.stringify(text)}; the screen ends:\n${screen.slice(-2000)}`);
+        if (Date.now() > deadline)
+          throw new Error(`never saw ${JSON.stringify(text)}; the screen ends:\n${screen.slice(-2000)}`);
         await new Promise((r) => setTimeout(r, 50));
       }
       seen = screen.indexOf(text, seen) + text.length;
@@ -92,9 +91,9 @@ describe('init in a terminal', () => {
     expect(tty.screen).toContain('The same 100 ms margin goes on the tokens window');
 
     expect(parse(readFileSync(join(app, 'limiter', 'wrangler.jsonc'), 'utf8')).name).toBe('scratch-app-limiter');
-    expect(parse(readFileSync(join(app, 'wrangler.jsonc'), 'utf8'), [], { allowTrailingComma: true }).services).toEqual([
-      { binding: 'LIMITER', service: 'scratch-app-limiter', entrypoint: 'LimiterEntrypoint' },
-    ]);
+    expect(parse(readFileSync(join(app, 'wrangler.jsonc'), 'utf8'), [], { allowTrailingComma: true }).services).toEqual(
+      [{ binding: 'LIMITER', service: 'scratch-app-limiter', entrypoint: 'LimiterEntrypoint' }],
+    );
     const module = readFileSync(join(app, 'src', 'limiter.ts'), 'utf8');
     expect(module).toContain('export const LIMITER_NAME = "github-api";');
     expect(module).toContain('env.LIMITER as unknown as LimiterService');
@@ -107,7 +106,9 @@ describe('init in a terminal', () => {
         },
       },
     });
-    expect(parse(readFileSync(join(app, 'limiter', '.durable-rate-limiter.jsonc'), 'utf8')).worker).toBe('scratch-app-limiter');
+    expect(parse(readFileSync(join(app, 'limiter', '.durable-rate-limiter.jsonc'), 'utf8')).worker).toBe(
+      'scratch-app-limiter',
+    );
     expect(readFileSync(join(app, 'limiter', 'src', 'index.ts'), 'utf8')).toContain('handleAdminRequest');
   });
 
@@ -138,7 +139,9 @@ describe('init in a terminal', () => {
     expect(await tty.exited, tty.screen.slice(-1500)).toBe(0);
 
     const config = { bucket: { limitPerWindow: 5, windowInMs: 90_000 }, concurrency: 5 };
-    expect(parse(readFileSync(join(app, 'durable-rate-limiter', 'wrangler.jsonc'), 'utf8')).vars).toEqual({ DRL_LIMITS: { 'upstream-api': config } });
+    expect(parse(readFileSync(join(app, 'durable-rate-limiter', 'wrangler.jsonc'), 'utf8')).vars).toEqual({
+      DRL_LIMITS: { 'upstream-api': config },
+    });
     const index = readFileSync(join(app, 'durable-rate-limiter', 'src', 'index.ts'), 'utf8');
     expect(index).not.toMatch(/import \{ handleAdminRequest/); // named in a comment only, as how to add the routes later
     expect(index).toContain("export { LimiterDO, LimiterEntrypoint } from 'durable-rate-limiter/do';");
@@ -173,6 +176,8 @@ describe('init in a terminal', () => {
     expect(await tty.exited, tty.screen.slice(-1500)).toBe(0);
     expect(tty.screen).not.toContain('ENOENT');
     // The config was declined too: the declaration is shown and left to do.
-    expect(tty.screen).toMatch(/Still to do[\s\S]*add the declaration shown above to durable-rate-limiter\/wrangler\.jsonc/);
+    expect(tty.screen).toMatch(
+      /Still to do[\s\S]*add the declaration shown above to durable-rate-limiter\/wrangler\.jsonc/,
+    );
   });
 });

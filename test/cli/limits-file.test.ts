@@ -2,10 +2,8 @@
 // problem of every entry reported together and naming its entry, and
 // stats --save rewriting it by edits that keep unchanged entries' comments.
 import { resolve } from 'node:path';
-
 import { parse } from 'jsonc-parser';
 import { describe, expect, it } from 'vitest';
-
 import { loadCore } from '../../cli/engine.ts';
 import { checkLimits, SAMPLE_LIMITS, saveLimits, splitProblems } from '../../cli/limits-file.ts';
 
@@ -17,7 +15,13 @@ describe('checking a limits file', () => {
     expect(checked.ok).toBe(true);
     const readApi = parse(SAMPLE_LIMITS).limits['read-api'];
     expect(Object.keys(readApi.bucket).sort()).toEqual(['limitPerWindow', 'penaltyRefillFraction', 'windowInMs']);
-    expect(Object.keys(readApi.retry).sort()).toEqual(['factor', 'maxDelayInMs', 'maxRetries', 'minDelayInMs', 'respectRetryAfter']);
+    expect(Object.keys(readApi.retry).sort()).toEqual([
+      'factor',
+      'maxDelayInMs',
+      'maxRetries',
+      'minDelayInMs',
+      'respectRetryAfter',
+    ]);
     // Several windows: a unit on the primary one, extra windows with and without their own unit.
     const chatApi = parse(SAMPLE_LIMITS).limits['chat-api'];
     expect(chatApi.bucket.unit).toBe('requests');
@@ -49,7 +53,7 @@ describe('checking a limits file', () => {
     expect(registry).toMatch(/^"__drl_registry__": .*reserved/);
   });
 
-  it('reports each problem of an extra window apart, in the engine\'s words, naming the window', () => {
+  it("reports each problem of an extra window apart, in the engine's words, naming the window", () => {
     const text = `{ "limits": {
       "chat-api": {
         "bucket": { "limitPerWindow": 500, "windowInMs": 60000 },
@@ -71,8 +75,11 @@ describe('checking a limits file', () => {
     expect(checked.problems.join('\n')).toMatch(/windows\.tpm\.windowInMs must be/);
   });
 
-  it('splits one entry\'s message into its problems, never inside a quoted value', () => {
-    expect(splitProblems('[drl:invalid-config] a must be 1; b must be 2')).toEqual(['[drl:invalid-config] a must be 1', '[drl:invalid-config] b must be 2']);
+  it("splits one entry's message into its problems, never inside a quoted value", () => {
+    expect(splitProblems('[drl:invalid-config] a must be 1; b must be 2')).toEqual([
+      '[drl:invalid-config] a must be 1',
+      '[drl:invalid-config] b must be 2',
+    ]);
     expect(splitProblems('[drl:invalid-config] unknown key "x; y" in config; c bad')).toEqual([
       '[drl:invalid-config] unknown key "x; y" in config',
       '[drl:invalid-config] c bad',
@@ -89,7 +96,10 @@ describe('checking a limits file', () => {
   });
 
   it('names what is wrong with the shape', () => {
-    expect(checkLimits('[]', core)).toMatchObject({ ok: false, problems: [expect.stringContaining('must hold an object')] });
+    expect(checkLimits('[]', core)).toMatchObject({
+      ok: false,
+      problems: [expect.stringContaining('must hold an object')],
+    });
     expect(checkLimits('{ "limits": {} , "extra": 1 }', core)).toMatchObject({
       ok: false,
       problems: [expect.stringContaining('"extra"'), expect.stringContaining('empty')],
@@ -116,7 +126,9 @@ describe('saving live limits over a file', () => {
     };
     const saved = saveLimits(FILE, live, header);
     expect(saved).toContain('// Our limits: this header stays.');
-    expect(saved).toContain('    // why read-api is 60: the vendor\'s plan\n    "read-api": { "bucket": { "limitPerWindow": 60, "windowInMs": 60000 }, "concurrency": 5 }');
+    expect(saved).toContain(
+      '    // why read-api is 60: the vendor\'s plan\n    "read-api": { "bucket": { "limitPerWindow": 60, "windowInMs": 60000 }, "concurrency": 5 }',
+    );
     expect(parse(saved)).toEqual({ limits: live });
     expect(checkLimits(saved, core).ok).toBe(true);
   });
@@ -157,16 +169,24 @@ describe('saving live limits over a file', () => {
       expect(limits['__proto__']).toEqual(A);
       // A broken "__proto__" entry is reported, not lost.
       const broken = checkLimits(NAMED.replace('"concurrency": 1 },', '"concurrency": 0 },'), core);
-      expect(broken).toMatchObject({ ok: false, problems: [expect.stringMatching(/^"__proto__": \[drl:invalid-config\].*concurrency/)] });
+      expect(broken).toMatchObject({
+        ok: false,
+        problems: [expect.stringMatching(/^"__proto__": \[drl:invalid-config\].*concurrency/)],
+      });
     });
 
     it('removes "constructor" when it is not live, keeps "__proto__" byte for byte, adds "toString"', () => {
       // As /stats answers them: JSON.parse keeps "__proto__" as a key.
-      const live = JSON.parse(JSON.stringify({ placeholder: A }).replace('"placeholder"', '"__proto__"')) as Record<string, typeof A>;
+      const live = JSON.parse(JSON.stringify({ placeholder: A }).replace('"placeholder"', '"__proto__"')) as Record<
+        string,
+        typeof A
+      >;
       live['toString'] = B;
       expect(Object.keys(live)).toEqual(['__proto__', 'toString']);
       const saved = saveLimits(NAMED, live, header);
-      expect(saved).toContain('    // kept as it is\n    "__proto__": { "bucket": { "limitPerWindow": 1, "windowInMs": 1000 }, "concurrency": 1 }');
+      expect(saved).toContain(
+        '    // kept as it is\n    "__proto__": { "bucket": { "limitPerWindow": 1, "windowInMs": 1000 }, "concurrency": 1 }',
+      );
       expect(saved).not.toContain('"constructor"');
       expect(saved).not.toContain('"read-api"');
       const limits = entries(saved);

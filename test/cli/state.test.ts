@@ -4,9 +4,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-
 import { afterAll, describe, expect, it } from 'vitest';
-
 import { CliError } from '../../cli/errors.ts';
 import { findState, readState, STATE_FILE, writeState } from '../../cli/state.ts';
 
@@ -20,7 +18,12 @@ function project(name: string, limiterFolder: string): { app: string; limiter: s
   mkdirSync(join(app, 'src', 'routes', 'deep'), { recursive: true });
   mkdirSync(join(app, 'node_modules', 'x'), { recursive: true });
   mkdirSync(limiter, { recursive: true });
-  writeState(limiter, { worker: `${name}-limiter`, config: 'wrangler.jsonc', limits: 'durable-rate-limiter.limits.jsonc', url: 'http://127.0.0.1:1' });
+  writeState(limiter, {
+    worker: `${name}-limiter`,
+    config: 'wrangler.jsonc',
+    limits: 'durable-rate-limiter.limits.jsonc',
+    url: 'http://127.0.0.1:1',
+  });
   return { app, limiter };
 }
 
@@ -28,7 +31,12 @@ describe('finding the state file', () => {
   const { app, limiter } = project('app', 'durable-rate-limiter');
 
   it('round-trips what it records, with no other field', () => {
-    expect(readState(limiter)).toEqual({ worker: 'app-limiter', config: 'wrangler.jsonc', limits: 'durable-rate-limiter.limits.jsonc', url: 'http://127.0.0.1:1' });
+    expect(readState(limiter)).toEqual({
+      worker: 'app-limiter',
+      config: 'wrangler.jsonc',
+      limits: 'durable-rate-limiter.limits.jsonc',
+      url: 'http://127.0.0.1:1',
+    });
   });
 
   it('is found from a subfolder of the application, from its root and from the limiter folder', () => {

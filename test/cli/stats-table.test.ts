@@ -4,7 +4,6 @@
 // own used, remaining, "full again" and debt, and stats from an object older
 // than windows (no `windows`, no `units`) read as one window.
 import { describe, expect, it } from 'vitest';
-
 import { learnedNotes, statsLine, statsTable } from '../../cli/stats-table.ts';
 import type { AnyLimiterStats } from '../../cli/windows.ts';
 import type { WindowStats } from '../../shim/envelope.ts';
@@ -37,7 +36,9 @@ function stats(over: Partial<AnyLimiterStats> = {}): AnyLimiterStats {
   };
 }
 
-const window = (over: Partial<WindowStats> & Pick<WindowStats, 'name' | 'unit' | 'limit' | 'windowInMs'>): WindowStats => ({
+const window = (
+  over: Partial<WindowStats> & Pick<WindowStats, 'name' | 'unit' | 'limit' | 'windowInMs'>,
+): WindowStats => ({
   used: 0,
   remaining: over.limit,
   resetAt: NOW,
@@ -56,7 +57,17 @@ describe('the stats table', () => {
       ['read-api', '60 per 1 min', '3', '57', 'in 42 s', '1', '0', '5', '-'],
     ]);
     const listed = stats({
-      windows: [window({ name: 'bucket', unit: 'requests', limit: 60, windowInMs: 60_000, used: 3, remaining: 57, resetAt: NOW + 42_000 })],
+      windows: [
+        window({
+          name: 'bucket',
+          unit: 'requests',
+          limit: 60,
+          windowInMs: 60_000,
+          used: 3,
+          remaining: 57,
+          resetAt: NOW + 42_000,
+        }),
+      ],
       units: ['requests'],
     });
     expect(statsTable({ 'read-api': listed })).toBe(older);
@@ -68,9 +79,33 @@ describe('the stats table', () => {
       used: 3,
       remaining: 497,
       windows: [
-        window({ name: 'bucket', unit: 'requests', limit: 500, windowInMs: 60_000, used: 3, remaining: 497, resetAt: NOW + 42_000 }),
-        window({ name: 'tpm', unit: 'tokens', limit: 200_000, windowInMs: 60_000, used: 2400, remaining: 197_600, resetAt: NOW + 41_500 }),
-        window({ name: 'rpd', unit: 'requests', limit: 10_000, windowInMs: 86_400_000, used: 0, remaining: 10_000, resetAt: NOW }),
+        window({
+          name: 'bucket',
+          unit: 'requests',
+          limit: 500,
+          windowInMs: 60_000,
+          used: 3,
+          remaining: 497,
+          resetAt: NOW + 42_000,
+        }),
+        window({
+          name: 'tpm',
+          unit: 'tokens',
+          limit: 200_000,
+          windowInMs: 60_000,
+          used: 2400,
+          remaining: 197_600,
+          resetAt: NOW + 41_500,
+        }),
+        window({
+          name: 'rpd',
+          unit: 'requests',
+          limit: 10_000,
+          windowInMs: 86_400_000,
+          used: 0,
+          remaining: 10_000,
+          resetAt: NOW,
+        }),
       ],
       units: ['requests', 'tokens'],
     });
@@ -95,8 +130,26 @@ describe('the stats table', () => {
       used: 501,
       remaining: 0,
       windows: [
-        window({ name: 'bucket', unit: 'requests', limit: 500, windowInMs: 60_000, used: 501, remaining: 0, resetAt: NOW + 30_000, debt: 1 }),
-        window({ name: 'tpm', unit: 'tokens', limit: 200_000, windowInMs: 60_000, used: 201_200, remaining: 0, resetAt: NOW + 59_000, debt: 1200 }),
+        window({
+          name: 'bucket',
+          unit: 'requests',
+          limit: 500,
+          windowInMs: 60_000,
+          used: 501,
+          remaining: 0,
+          resetAt: NOW + 30_000,
+          debt: 1,
+        }),
+        window({
+          name: 'tpm',
+          unit: 'tokens',
+          limit: 200_000,
+          windowInMs: 60_000,
+          used: 201_200,
+          remaining: 0,
+          resetAt: NOW + 59_000,
+          debt: 1200,
+        }),
       ],
       units: ['requests', 'tokens'],
     });
@@ -127,7 +180,11 @@ describe('the stats table', () => {
     });
     expect(cells(statsTable({ 'read-api': waiting }))[1]![6]).toBe('51 (1 at p1, 50 at p0), next in 3 s');
     // One priority, the default: no breakdown. A window with room: only a slot can free the head.
-    const plain = stats({ queued: 4, queuedByPriority: [{ priority: 0, queued: 4 }], predictedStart: { head: NOW, tail: NOW } });
+    const plain = stats({
+      queued: 4,
+      queuedByPriority: [{ priority: 0, queued: 4 }],
+      predictedStart: { head: NOW, tail: NOW },
+    });
     expect(cells(statsTable({ 'read-api': plain }))[1]![6]).toBe('4, next when a slot frees');
     // An object older than predictions: the count alone.
     expect(cells(statsTable({ 'read-api': stats({ queued: 2 }) }))[1]![6]).toBe('2');
@@ -136,7 +193,15 @@ describe('the stats table', () => {
   it('says plainly when the upstream states a limit other than the configured one, and nothing when it agrees', () => {
     const learned = (limit: number | null) =>
       stats({
-        windows: [window({ name: 'bucket', unit: 'requests', limit: 6000, windowInMs: 3_600_000, learned: { limit, remaining: 10, reset: NOW + 1000, seenAt: NOW } })],
+        windows: [
+          window({
+            name: 'bucket',
+            unit: 'requests',
+            limit: 6000,
+            windowInMs: 3_600_000,
+            learned: { limit, remaining: 10, reset: NOW + 1000, seenAt: NOW },
+          }),
+        ],
         units: ['requests'],
       });
     expect(learnedNotes({ 'gh-api': learned(5000) })).toEqual([
@@ -159,7 +224,15 @@ describe('the stats line', () => {
       forcedUntil: NOW + 12_000,
       windows: [
         window({ name: 'bucket', unit: 'requests', limit: 500, windowInMs: 60_000, used: 500, remaining: 0 }),
-        window({ name: 'tpm', unit: 'tokens', limit: 200_000, windowInMs: 60_000, used: 201_200, remaining: 0, debt: 1200 }),
+        window({
+          name: 'tpm',
+          unit: 'tokens',
+          limit: 200_000,
+          windowInMs: 60_000,
+          used: 201_200,
+          remaining: 0,
+          debt: 1200,
+        }),
       ],
     });
     expect(statsLine({ 'read-api': stats(), 'chat-api': chat }, NOW)).toBe(

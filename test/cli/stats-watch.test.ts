@@ -10,13 +10,11 @@ import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
 import { ENVELOPE_VERSION } from '../../shim/envelope.ts';
-import { CLI, runCli, spawnInTerminal, stopGroup } from './helpers.ts';
 // @ts-expect-error: the harness is plain JavaScript
 import { Stack, bundleWorkers } from '../../verify/local/stack.mjs';
+import { CLI, runCli, spawnInTerminal, stopGroup } from './helpers.ts';
 
 const KEY = `watch-${crypto.randomUUID()}`;
 const BUCKET = 'watch-api';
@@ -29,7 +27,9 @@ let url = '';
 const dirs: string[] = [];
 const children: ChildProcess[] = [];
 
-const limits = (limitPerWindow: number) => ({ [BUCKET]: { bucket: { limitPerWindow, windowInMs: 60_000 }, concurrency: 5 } });
+const limits = (limitPerWindow: number) => ({
+  [BUCKET]: { bucket: { limitPerWindow, windowInMs: 60_000 }, concurrency: 5 },
+});
 
 beforeAll(async () => {
   await bundleWorkers();
@@ -75,16 +75,24 @@ describe('stats --watch', () => {
     child.stderr!.on('data', (c: Buffer) => (raw += c.toString()));
     const exited = new Promise<number>((done) => child.on('close', (code) => done(code ?? -1)));
 
-    await until(() => stripAnsi(raw).includes('60 per 1 min'), () => `never saw the table; the screen ends:\n${stripAnsi(raw).slice(-2000)}`);
+    await until(
+      () => stripAnsi(raw).includes('60 per 1 min'),
+      () => `never saw the table; the screen ends:\n${stripAnsi(raw).slice(-2000)}`,
+    );
     expect(raw).toContain(HIDE_CURSOR);
     const before = raw.length;
     // The bucket changes: the next frame says so, drawn over the last one.
     expect((await stack.configure(limits(90))).ok).toBe(true);
-    await until(() => stripAnsi(raw.slice(before)).includes('90 per 1 min'), () => `never saw the new limit; the screen ends:\n${stripAnsi(raw).slice(-2000)}`);
+    await until(
+      () => stripAnsi(raw.slice(before)).includes('90 per 1 min'),
+      () => `never saw the new limit; the screen ends:\n${stripAnsi(raw).slice(-2000)}`,
+    );
     const redraw = raw.slice(before);
     // Moved up over the last frame (its lines: title, blank, header, one row), cleared, drawn again.
     expect(redraw).toContain('\x1b[4A\r\x1b[J');
-    expect(stripAnsi(raw).match(/Live buckets at \d\d:\d\d:\d\d UTC, every 0\.5 s \(Ctrl-C to stop\)/g)!.length).toBeGreaterThanOrEqual(2);
+    expect(
+      stripAnsi(raw).match(/Live buckets at \d\d:\d\d:\d\d UTC, every 0\.5 s \(Ctrl-C to stop\)/g)!.length,
+    ).toBeGreaterThanOrEqual(2);
     expect(stripAnsi(redraw)).toMatch(/watch-api\s+90 per 1 min\s+0\s+90\s+-\s+0\s+0\s+5\s+-/);
 
     const beforeStop = raw.length;
@@ -99,20 +107,29 @@ describe('stats --watch', () => {
     const hung: ServerResponse[] = [];
     const server = createServer((request, response) => {
       if (request.url === '/__drl') {
-        response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION }));
+        response
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ limiter: 'durable-rate-limiter', envelope: ENVELOPE_VERSION }));
       } else hung.push(response);
     });
     await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening));
     try {
       const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
       const env: NodeJS.ProcessEnv = { ...process.env, TERM: 'xterm-256color', DRL_CONFIG_KEY: KEY };
-      const child = spawnInTerminal(`${process.execPath} ${CLI} stats --watch --interval 0.5 --url ${origin}`, { cwd: scratch(), env, cols: 160 });
+      const child = spawnInTerminal(`${process.execPath} ${CLI} stats --watch --interval 0.5 --url ${origin}`, {
+        cwd: scratch(),
+        env,
+        cols: 160,
+      });
       children.push(child);
       let raw = '';
       child.stdout!.on('data', (c: Buffer) => (raw += c.toString()));
       child.stderr!.on('data', (c: Buffer) => (raw += c.toString()));
       const exited = new Promise<number>((done) => child.on('close', (code) => done(code ?? -1)));
-      await until(() => raw.includes(HIDE_CURSOR) && hung.length > 0, () => `never asked for the stats; the screen ends:\n${stripAnsi(raw).slice(-2000)}`);
+      await until(
+        () => raw.includes(HIDE_CURSOR) && hung.length > 0,
+        () => `never asked for the stats; the screen ends:\n${stripAnsi(raw).slice(-2000)}`,
+      );
       child.stdin!.write('\x03'); // Ctrl-C
       expect(await exited).toBe(0);
       expect(raw.lastIndexOf(SHOW_CURSOR)).toBeGreaterThan(raw.lastIndexOf(HIDE_CURSOR));
@@ -134,12 +151,18 @@ describe('stats --watch', () => {
     child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
     child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
     const exited = new Promise<number>((done) => child.on('close', (code) => done(code ?? -1)));
-    await until(() => stdout.split('\n').filter(Boolean).length >= 3, () => `fewer than 3 lines:\n${stdout}\n${stderr}`);
+    await until(
+      () => stdout.split('\n').filter(Boolean).length >= 3,
+      () => `fewer than 3 lines:\n${stdout}\n${stderr}`,
+    );
     child.kill('SIGINT');
     expect(await exited).toBe(0);
     const lines = stdout.split('\n').filter(Boolean);
     expect(stdout).not.toMatch(/\x1b/); // no escape sequences in a log
-    for (const line of lines) expect(line).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ {2}watch-api: 0\/(60|90) per 1 min, running 0\/5, queued 0, penalty -$/);
+    for (const line of lines)
+      expect(line).toMatch(
+        /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ {2}watch-api: 0\/(60|90) per 1 min, running 0\/5, queued 0, penalty -$/,
+      );
   });
 
   it('prints one JSON document per line with --json', async () => {
@@ -152,10 +175,16 @@ describe('stats --watch', () => {
     let stdout = '';
     child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
     const exited = new Promise<number>((done) => child.on('close', (code) => done(code ?? -1)));
-    await until(() => stdout.split('\n').filter(Boolean).length >= 2, () => `fewer than 2 lines:\n${stdout}`);
+    await until(
+      () => stdout.split('\n').filter(Boolean).length >= 2,
+      () => `fewer than 2 lines:\n${stdout}`,
+    );
     child.kill('SIGINT');
     expect(await exited).toBe(0);
-    const documents = stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line));
+    const documents = stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line));
     for (const d of documents) {
       expect(typeof d.at).toBe('number');
       expect(d.buckets[BUCKET].windows[0]).toMatchObject({ name: 'bucket', used: 0 });
@@ -173,7 +202,10 @@ describe('stats --watch', () => {
     const save = await runCli(['stats', '--watch', '--save', '--url', url], { cwd: scratch(), env });
     expect(save.code).toBe(1);
     expect(save.stderr).toContain('--save writes the limits once: it does not go with --watch.');
-    const wrong = await runCli(['stats', '--watch', '--url', url], { cwd: scratch(), env: { DRL_CONFIG_KEY: 'not-the-key' } });
+    const wrong = await runCli(['stats', '--watch', '--url', url], {
+      cwd: scratch(),
+      env: { DRL_CONFIG_KEY: 'not-the-key' },
+    });
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toMatch(/wrong key/);
   });

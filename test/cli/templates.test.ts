@@ -7,9 +7,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-
 import { afterAll, describe, expect, it } from 'vitest';
-
 import { configureModule, initialConfig, limiterIndex, limiterModule } from '../../cli/templates.ts';
 // @ts-expect-error a plain .mjs script, without declarations
 import { checkSamples } from '../../scripts/check-docs.mjs';

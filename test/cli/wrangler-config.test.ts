@@ -3,7 +3,6 @@
 // a fragment instead of an edit when the key is already there.
 import { parse } from 'jsonc-parser';
 import { describe, expect, it } from 'vitest';
-
 import { planBinding, type BindingPlan, type BindingSpec } from '../../cli/wrangler-config.ts';
 
 const doSpec: BindingSpec = { topology: 'durable-object', binding: 'RATE_LIMITER', worker: 'my-limiter' };
@@ -24,7 +23,10 @@ function withoutInsertions(plan: Extract<BindingPlan, { kind: 'insert' }>): stri
 
 function inserted(text: string, format: 'json' | 'jsonc' | 'toml', spec: BindingSpec) {
   const plan = planBinding(text, format, spec);
-  if (plan.kind !== 'insert') throw new Error(`expected an insertion, got ${plan.kind === 'fragment' ? `a fragment: ${plan.reason}` : plan.kind}`);
+  if (plan.kind !== 'insert')
+    throw new Error(
+      `expected an insertion, got ${plan.kind === 'fragment' ? `a fragment: ${plan.reason}` : plan.kind}`,
+    );
   expect(withoutInsertions(plan)).toBe(text);
   return plan;
 }
@@ -45,7 +47,9 @@ describe('a JSONC config', () => {
     const lines = plan.text.split('\n');
     for (const line of JSONC.split('\n')) expect(lines).toContain(line);
     // The new property goes after the last line, not between a value and its comment.
-    expect(plan.text).toContain('"compatibility_date": "2025-09-01", // trailing comment, trailing comma\n  "durable_objects": {');
+    expect(plan.text).toContain(
+      '"compatibility_date": "2025-09-01", // trailing comment, trailing comma\n  "durable_objects": {',
+    );
     expect(parse(plan.text, [], { allowTrailingComma: true }).durable_objects).toEqual({
       bindings: [{ name: 'RATE_LIMITER', class_name: 'LimiterDO', script_name: 'my-limiter' }],
     });
@@ -55,7 +59,9 @@ describe('a JSONC config', () => {
     const text = '{\n    "name": "app",\n    "main": "src/index.ts" // no comma here\n}\n';
     const plan = inserted(text, 'jsonc', serviceSpec);
     expect(plan.text).toContain('"main": "src/index.ts", // no comma here\n    "services": [');
-    expect(parse(plan.text).services).toEqual([{ binding: 'LIMITER', service: 'my-limiter', entrypoint: 'LimiterEntrypoint' }]);
+    expect(parse(plan.text).services).toEqual([
+      { binding: 'LIMITER', service: 'my-limiter', entrypoint: 'LimiterEntrypoint' },
+    ]);
   });
 
   it('keeps a block comment that ends the last line', () => {
@@ -93,7 +99,8 @@ describe('a JSON config', () => {
 });
 
 describe('a TOML config', () => {
-  const TOML = '# The application Worker\nname = "app" # its name\nmain = "src/index.ts"\n\n[vars]\nMODE = "prod" # stays\n';
+  const TOML =
+    '# The application Worker\nname = "app" # its name\nmain = "src/index.ts"\n\n[vars]\nMODE = "prod" # stays\n';
 
   it('gets a table appended at the end: the original text is a prefix', () => {
     const plan = inserted(TOML, 'toml', doSpec);
@@ -105,7 +112,9 @@ describe('a TOML config', () => {
 
   it('gets a services entry for the service topology, even without a final newline', () => {
     const plan = inserted('name = "app"', 'toml', serviceSpec);
-    expect(plan.text).toBe('name = "app"\n\n[[services]]\nbinding = "LIMITER"\nservice = "my-limiter"\nentrypoint = "LimiterEntrypoint"\n');
+    expect(plan.text).toBe(
+      'name = "app"\n\n[[services]]\nbinding = "LIMITER"\nservice = "my-limiter"\nentrypoint = "LimiterEntrypoint"\n',
+    );
   });
 
   it("does not count an environment's own bindings as the key", () => {
@@ -116,7 +125,8 @@ describe('a TOML config', () => {
 
 describe('a config that already has the key', () => {
   it('is left alone: the plan is a fragment to merge (JSONC)', () => {
-    const text = '{\n  "name": "app",\n  // ours\n  "durable_objects": { "bindings": [{ "name": "OTHER", "class_name": "Other" }] }\n}\n';
+    const text =
+      '{\n  "name": "app",\n  // ours\n  "durable_objects": { "bindings": [{ "name": "OTHER", "class_name": "Other" }] }\n}\n';
     const plan = planBinding(text, 'jsonc', doSpec);
     expect(plan).toMatchObject({ kind: 'fragment', key: 'durable_objects' });
     expect(plan.fragment).toContain('"script_name": "my-limiter"');

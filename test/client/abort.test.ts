@@ -7,13 +7,23 @@
 // scripted namespaces (what the object answers is set by the test); the
 // second runs against the real object.
 import { describe, expect, it } from 'vitest';
-
-import { CallDroppedError, defineLimiter, defineTestBinder, type DropEvent, type LimiterStub, type NamespaceLike } from '../../shim/client/index.ts';
+import {
+  CallDroppedError,
+  defineLimiter,
+  defineTestBinder,
+  type DropEvent,
+  type LimiterStub,
+  type NamespaceLike,
+} from '../../shim/client/index.ts';
 import type { CallReport, ExecuteOptions } from '../../shim/envelope.ts';
 import { createFakeLimiterNamespace } from '../../shim/testing/index.ts';
 import { configured, gate, recordingNamespace, rejection, testEnv, waitFor, watch } from './helpers.ts';
 
-type Execute = (fn: () => Promise<CallReport> | CallReport, options: ExecuteOptions, attempt: number) => Promise<unknown>;
+type Execute = (
+  fn: () => Promise<CallReport> | CallReport,
+  options: ExecuteOptions,
+  attempt: number,
+) => Promise<unknown>;
 
 /** A namespace whose every execute runs `script` (numbered from 1); `executes` counts them. */
 function scripted(script: Execute) {
@@ -104,7 +114,9 @@ describe('signal: what the client does', () => {
       throw new Error('[drl:cancelled] the caller gave up before its call started');
     });
     const events: DropEvent[] = [];
-    expect(await rejection(bound(namespace, events).call(() => 1, { read: (n) => n, signal: controller.signal }))).toBe(reason);
+    expect(await rejection(bound(namespace, events).call(() => 1, { read: (n) => n, signal: controller.signal }))).toBe(
+      reason,
+    );
     expect(answer).toBe(true);
     expect(state.executes).toBe(1);
     expect(events).toEqual([]);
@@ -118,16 +130,25 @@ describe('signal: what the client does', () => {
       answer = await options.whenAborted!();
       throw new Error('[drl:cancelled] withdrawn');
     });
-    expect(await rejection(bound(namespace).call(() => 1, { read: (n) => n, signal: controller.signal }))).toBe('early');
+    expect(await rejection(bound(namespace).call(() => 1, { read: (n) => n, signal: controller.signal }))).toBe(
+      'early',
+    );
     expect(answer).toBe(true);
   });
 
   it('a call the object withdrew without its signal aborting (its connection to the caller broke) ends with that verdict, not retried', async () => {
     const { namespace, state } = scripted((fn, options, attempt) =>
-      attempt === 1 ? Promise.resolve({ ok: false, error: { id: 'cancelled', kind: 'Error', message: '[drl:cancelled] the caller gave up' } }) : runAtOnce(fn, options, attempt),
+      attempt === 1
+        ? Promise.resolve({
+            ok: false,
+            error: { id: 'cancelled', kind: 'Error', message: '[drl:cancelled] the caller gave up' },
+          })
+        : runAtOnce(fn, options, attempt),
     );
     const events: DropEvent[] = [];
-    const error = await rejection(bound(namespace, events).call(() => 'second', { read: (s) => s, signal: new AbortController().signal }));
+    const error = await rejection(
+      bound(namespace, events).call(() => 'second', { read: (s) => s, signal: new AbortController().signal }),
+    );
     expect((error as Error).message).toBe('[drl:cancelled] the caller gave up');
     expect(state.executes).toBe(1);
     expect(events).toEqual([]);
@@ -151,14 +172,18 @@ describe('signal: what the client does', () => {
       throw new Error('Network connection lost.');
     });
     const events: DropEvent[] = [];
-    expect(await rejection(bound(namespace, events).call(() => 1, { read: (n) => n, signal: controller.signal }))).toBe('gone');
+    expect(await rejection(bound(namespace, events).call(() => 1, { read: (n) => n, signal: controller.signal }))).toBe(
+      'gone',
+    );
     expect(state.executes).toBe(1);
     expect(events).toEqual([]);
   });
 
   it('leaves no listener on the signal, across drop retries and their waits, whether the call succeeds or is dropped for good', async () => {
     const through = countedSignal();
-    const { namespace } = scripted((fn, options, attempt) => (attempt <= 3 ? dropped() : runAtOnce(fn, options, attempt)));
+    const { namespace } = scripted((fn, options, attempt) =>
+      attempt <= 3 ? dropped() : runAtOnce(fn, options, attempt),
+    );
     expect(await bound(namespace).call(() => 'fourth', { read: (s) => s, signal: through.signal })).toBe('fourth');
     expect(through.counts.added).toBeGreaterThanOrEqual(4); // one per attempt at least
     expect(through.counts.removed).toBe(through.counts.added);
@@ -166,7 +191,9 @@ describe('signal: what the client does', () => {
     const exhausted = countedSignal();
     const { namespace: always } = scripted(dropped);
     const limiter = defineLimiter({ binder: defineTestBinder(always), name: 'abort', dropRetries: 2 }).for({});
-    expect(await rejection(limiter.call(() => 1, { read: (n) => n, signal: exhausted.signal }))).toBeInstanceOf(CallDroppedError);
+    expect(await rejection(limiter.call(() => 1, { read: (n) => n, signal: exhausted.signal }))).toBeInstanceOf(
+      CallDroppedError,
+    );
     expect(exhausted.counts.added).toBeGreaterThanOrEqual(3);
     expect(exhausted.counts.removed).toBe(exhausted.counts.added);
   });
@@ -179,7 +206,9 @@ describe('signal: against the real object', () => {
     const limiter = defineLimiter({ binder: defineTestBinder(recording.namespace), name }).for({});
     let ran = 0;
     const reason = new Error('request cancelled');
-    expect(await rejection(limiter.call(() => (ran += 1), { read: (n) => n, signal: AbortSignal.abort(reason) }))).toBe(reason);
+    expect(await rejection(limiter.call(() => (ran += 1), { read: (n) => n, signal: AbortSignal.abort(reason) }))).toBe(
+      reason,
+    );
     expect(ran).toBe(0);
     expect(recording.executes).toEqual([]);
     expect((await stub.stats()).used).toBe(0);
@@ -188,15 +217,23 @@ describe('signal: against the real object', () => {
   it('aborting a queued call rejects it with the reason while the slot is still held, frees its place and takes no grant', async () => {
     const { name, stub } = await configured({ concurrency: 1 }, 'abort-queued');
     const events: DropEvent[] = [];
-    const limiter = defineLimiter({ binder: defineTestBinder(testEnv.RATE_LIMITER as unknown as NamespaceLike), name, onDrop: (e) => events.push(e) }).for({});
+    const limiter = defineLimiter({
+      binder: defineTestBinder(testEnv.RATE_LIMITER as unknown as NamespaceLike),
+      name,
+      onDrop: (e) => events.push(e),
+    }).for({});
     const holder = gate();
     const started: string[] = [];
-    const blocker = watch(limiter.call(async () => (started.push('blocker'), await holder.opened, 'blocker'), { read: (s) => s }));
+    const blocker = watch(
+      limiter.call(async () => (started.push('blocker'), await holder.opened, 'blocker'), { read: (s) => s }),
+    );
     await waitFor(() => started.length === 1, 10_000, 'the blocker to start');
 
     const controller = new AbortController();
     const reason = new Error('the user navigated away');
-    const cancelled = watch(limiter.call(() => (started.push('cancelled'), 'cancelled'), { read: (s) => s, signal: controller.signal }));
+    const cancelled = watch(
+      limiter.call(() => (started.push('cancelled'), 'cancelled'), { read: (s) => s, signal: controller.signal }),
+    );
     await waitFor(async () => (await stub.stats()).queued === 1, 10_000, 'the call with a signal to queue');
     const next = watch(limiter.call(() => (started.push('next'), 'next'), { read: (s) => s }));
     await waitFor(async () => (await stub.stats()).queued === 2, 10_000, 'the next call to queue behind it');
@@ -223,7 +260,10 @@ describe('signal: against the real object', () => {
 
   it('an abort while the callback runs leaves the outcome to the callback', async () => {
     const { name } = await configured({}, 'abort-running');
-    const limiter = defineLimiter({ binder: defineTestBinder(testEnv.RATE_LIMITER as unknown as NamespaceLike), name }).for({});
+    const limiter = defineLimiter({
+      binder: defineTestBinder(testEnv.RATE_LIMITER as unknown as NamespaceLike),
+      name,
+    }).for({});
     const controller = new AbortController();
     const value = await limiter.call(
       async () => {
@@ -240,7 +280,10 @@ describe('signal: against the real object', () => {
     // The failure is retryable and the retry waits 5 s: whether the object
     // learns of the abort before or after the report, the call never runs again.
     const { name } = await configured({ retry: { maxRetries: 2, minDelayInMs: 5_000 } }, 'abort-retry');
-    const limiter = defineLimiter({ binder: defineTestBinder(testEnv.RATE_LIMITER as unknown as NamespaceLike), name }).for({});
+    const limiter = defineLimiter({
+      binder: defineTestBinder(testEnv.RATE_LIMITER as unknown as NamespaceLike),
+      name,
+    }).for({});
     const controller = new AbortController();
     let ran = 0;
     const error = await rejection(
@@ -250,7 +293,11 @@ describe('signal: against the real object', () => {
           controller.abort('no more retries');
           return new Response('down', { status: 503 });
         },
-        { read: (res) => res.status, error: () => ({ message: 'upstream down', retryable: true }), signal: controller.signal },
+        {
+          read: (res) => res.status,
+          error: () => ({ message: 'upstream down', retryable: true }),
+          signal: controller.signal,
+        },
       ),
     );
     expect(error).toBe('no more retries');

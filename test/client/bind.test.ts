@@ -4,7 +4,6 @@
 // mistaken for one).
 import { exports } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-
 import { defineBinder, defineLimiter } from '../../shim/client/index.ts';
 import { configured, testEnv } from './helpers.ts';
 
@@ -50,8 +49,12 @@ describe('limiter.for(env)', () => {
   it('refuses a binding that is not namespace-shaped: KV, a var, a service binding', () => {
     const service = (exports as unknown as Record<string, unknown>).LimiterEntrypoint;
     const env = { CACHE: testEnv.CACHE, GREETING: 'hello', LIMITER: service, RATE_LIMITER: testEnv.RATE_LIMITER };
-    expect(bindError('CACHE', env).message).toContain('env.CACHE is not a Durable Object namespace (received an object)');
-    expect(bindError('GREETING', env).message).toContain('env.GREETING is not a Durable Object namespace (received "hello")');
+    expect(bindError('CACHE', env).message).toContain(
+      'env.CACHE is not a Durable Object namespace (received an object)',
+    );
+    expect(bindError('GREETING', env).message).toContain(
+      'env.GREETING is not a Durable Object namespace (received "hello")',
+    );
     // A service binding answers any method name, idFromName included; it is still not a namespace.
     expect(bindError('LIMITER', env).message).toContain('env.LIMITER is not a Durable Object namespace');
     expect(bindError('LIMITER', env).message).toContain('the Durable Object bindings env does hold: RATE_LIMITER.');

@@ -3,7 +3,6 @@
 // object crosses to execute unchanged; its shape is refused at the object's
 // boundary too, before the engine (which checks its units) sees it.
 import { describe, expect, it } from 'vitest';
-
 import { defineBinder, defineLimiter, defineTestBinder, type UnitCosts } from '../../shim/client/index.ts';
 import { createFakeLimiterNamespace } from '../../shim/testing/index.ts';
 import { configured, recordingNamespace, rejection, testEnv, uniqueName } from './helpers.ts';
@@ -59,7 +58,12 @@ describe('cost', () => {
       }),
       name: 'cost-objects',
     }).for({});
-    const costs: (number | UnitCosts)[] = [{ tokens: 4000 }, { requests: 2, tokens: 0 }, Object.freeze({ images: 1 }), 3];
+    const costs: (number | UnitCosts)[] = [
+      { tokens: 4000 },
+      { requests: 2, tokens: 0 },
+      Object.freeze({ images: 1 }),
+      3,
+    ];
     for (const cost of costs) expect(await bound.call(() => 'ok', { read: (s) => s, cost })).toBe('ok');
     expect(seen).toEqual(costs.map((cost) => ({ cost, reportsThrows: true, settles: 'data' })));
     expect(fake.calls.map((c) => c.cost)).toEqual(costs);
@@ -67,21 +71,44 @@ describe('cost', () => {
 
   it('refuses a cost object of the wrong shape before sending anything, naming the key and what it held', async () => {
     const recording = recordingNamespace();
-    const bound = defineLimiter({ binder: defineTestBinder(recording.namespace), name: uniqueName('cost-object-bad') }).for({});
+    const bound = defineLimiter({
+      binder: defineTestBinder(recording.namespace),
+      name: uniqueName('cost-object-bad'),
+    }).for({});
     const prefix = 'call(fn, options): options.cost';
     const refusals: [unknown, typeof TypeError | typeof RangeError, string][] = [
       [{}, RangeError, `${prefix} must name at least one unit (received {})`],
       [{ tokens: -1 }, RangeError, `${prefix}.tokens must be an integer >= 0 (received -1)`],
       [{ tokens: 1.5 }, RangeError, `${prefix}.tokens must be an integer >= 0 (received 1.5)`],
-      [{ tokens: Number.POSITIVE_INFINITY }, RangeError, `${prefix}.tokens must be an integer >= 0 (received Infinity)`],
+      [
+        { tokens: Number.POSITIVE_INFINITY },
+        RangeError,
+        `${prefix}.tokens must be an integer >= 0 (received Infinity)`,
+      ],
       [{ tokens: '5' }, TypeError, `${prefix}.tokens must be a number (received "5")`],
       [{ requests: 1, tokens: undefined }, TypeError, `${prefix}.tokens must be a number (received undefined)`],
-      [{ 'total tokens': 5 }, RangeError, `${prefix} has the key "total tokens", which is not a unit name (a letter, then at most 31 letters, digits, _ or -)`],
+      [
+        { 'total tokens': 5 },
+        RangeError,
+        `${prefix} has the key "total tokens", which is not a unit name (a letter, then at most 31 letters, digits, _ or -)`,
+      ],
       [{ 'to\u200bkens': 5 }, RangeError, `${prefix} has the key "to\\u200bkens", which is not a unit name`],
       [{ _tokens: 5 }, RangeError, `${prefix} has the key "_tokens", which is not a unit name`],
-      [Object.fromEntries(Array.from({ length: 9 }, (_, i) => [`u${i}`, 1])), RangeError, `${prefix} must name at most 8 units, one per window (received 9)`],
-      [new Map([['tokens', 5]]), TypeError, `${prefix} must be a plain object of unit costs such as { tokens: 1200 } (received a Map instance)`],
-      [[5], RangeError, `${prefix} must be an integer >= 1 or an object of unit costs such as { tokens: 1200 } (received an array)`],
+      [
+        Object.fromEntries(Array.from({ length: 9 }, (_, i) => [`u${i}`, 1])),
+        RangeError,
+        `${prefix} must name at most 8 units, one per window (received 9)`,
+      ],
+      [
+        new Map([['tokens', 5]]),
+        TypeError,
+        `${prefix} must be a plain object of unit costs such as { tokens: 1200 } (received a Map instance)`,
+      ],
+      [
+        [5],
+        RangeError,
+        `${prefix} must be an integer >= 1 or an object of unit costs such as { tokens: 1200 } (received an array)`,
+      ],
     ];
     for (const [cost, Kind, message] of refusals) {
       const error = await rejection(bound.call(() => 1, { read: (n) => n, cost: cost as never }));
@@ -98,11 +125,20 @@ describe('cost', () => {
     const refusals: [unknown, string][] = [
       [{ tokens: '5' }, '[drl:invalid-argument] cost.tokens must be a number (received "5")'],
       [{ 'a b': null }, '[drl:invalid-argument] cost["a b"] must be a number (received null)'],
-      [[5], '[drl:invalid-argument] cost must be a number (received an array), or a plain object of unit costs such as { tokens: 1200 }'],
-      [true, '[drl:invalid-argument] cost must be a number (received true), or a plain object of unit costs such as { tokens: 1200 }'],
+      [
+        [5],
+        '[drl:invalid-argument] cost must be a number (received an array), or a plain object of unit costs such as { tokens: 1200 }',
+      ],
+      [
+        true,
+        '[drl:invalid-argument] cost must be a number (received true), or a plain object of unit costs such as { tokens: 1200 }',
+      ],
     ];
     for (const [cost, message] of refusals) {
-      expect(await stub.execute(fn, { cost, settles: 'data' } as never)).toEqual({ ok: false, error: { id: 'invalid-argument', kind: 'TypeError', message } });
+      expect(await stub.execute(fn, { cost, settles: 'data' } as never)).toEqual({
+        ok: false,
+        error: { id: 'invalid-argument', kind: 'TypeError', message },
+      });
     }
     expect(ran).toBe(false);
     expect((await stub.stats()).used).toBe(0);

@@ -2,8 +2,14 @@
 // time: bad definitions fail with an error naming the field, and defining
 // does no I/O (nothing is resolved or called before for(env) and call).
 import { describe, expect, it } from 'vitest';
-
-import { defineBinder, defineLimiter, defineTestBinder, DEFAULT_DROP_RETRIES, ENVELOPE_VERSION, type Binder } from '../../shim/client/index.ts';
+import {
+  defineBinder,
+  defineLimiter,
+  defineTestBinder,
+  DEFAULT_DROP_RETRIES,
+  ENVELOPE_VERSION,
+  type Binder,
+} from '../../shim/client/index.ts';
 import { ENVELOPE_VERSION as DO_ENVELOPE_VERSION } from '../../shim/do/index.ts';
 import { recordingNamespace, testEnv } from './helpers.ts';
 
@@ -76,10 +82,14 @@ describe('definitions', () => {
     expect(definitionError(undefined).message).toContain('the definition must be an object');
     expect(definitionError({ name: 'a' }).message).toContain('binder must come from defineBinder');
     expect(definitionError({ binder: 'RATE_LIMITER', name: 'a' }).message).toContain('(received "RATE_LIMITER")');
-    expect(definitionError({ binder, name: 'a', rateLimit: { retryAfterMs: 5 } }).message).toContain('rateLimit must be a function, null or undefined');
+    expect(definitionError({ binder, name: 'a', rateLimit: { retryAfterMs: 5 } }).message).toContain(
+      'rateLimit must be a function, null or undefined',
+    );
     expect(definitionError({ binder, name: 'a', error: 'nope' }).message).toContain('error must be a function');
     expect(definitionError({ binder, name: 'a', onDrop: true }).message).toContain('onDrop must be a function');
-    expect(definitionError({ binder, name: 'a', usage: { tokens: 1 } }).message).toBe('defineLimiter: usage must be a function, null or undefined (received an object)');
+    expect(definitionError({ binder, name: 'a', usage: { tokens: 1 } }).message).toBe(
+      'defineLimiter: usage must be a function, null or undefined (received an object)',
+    );
     for (const dropRetries of [-1, 1.5, Number.POSITIVE_INFINITY, '3']) {
       const error = definitionError({ binder, name: 'a', dropRetries });
       expect(error).toBeInstanceOf(RangeError);
@@ -90,8 +100,12 @@ describe('definitions', () => {
 
   it('refuses a binder name that is not a string, and a test namespace without idFromName and get', () => {
     expect(() => defineBinder.unchecked('')).toThrow('binding name must be a non-empty string');
-    expect(() => defineBinder(undefined as never)).toThrow('defineBinder(name): the binding name must be a non-empty string (received undefined)');
-    expect(() => defineTestBinder({ get: () => ({}) } as never)).toThrow('namespace must have idFromName(name) and get(id) methods');
+    expect(() => defineBinder(undefined as never)).toThrow(
+      'defineBinder(name): the binding name must be a non-empty string (received undefined)',
+    );
+    expect(() => defineTestBinder({ get: () => ({}) } as never)).toThrow(
+      'namespace must have idFromName(name) and get(id) methods',
+    );
   });
 
   it('a binder exposes the binding name it was made with, and so does the limiter defined on it', () => {
@@ -110,8 +124,16 @@ describe('definitions', () => {
       [() => 1, undefined, 'options must be an object with a read function'],
       [() => 1, {}, 'options.read must be a function (received undefined)'],
       [() => 1, { read: () => 1, rateLimit: 5 }, 'options.rateLimit must be a function, null or undefined'],
-      [() => 1, { read: () => 1, usage: { tokens: 1 } }, 'options.usage must be a function, null or undefined (received an object)'],
-      [() => 1, { read: () => 1, retries: 2 }, 'unknown option "retries" (allowed: read, rateLimit, error, cost, usage, maxWaitMs, priority, signal)'],
+      [
+        () => 1,
+        { read: () => 1, usage: { tokens: 1 } },
+        'options.usage must be a function, null or undefined (received an object)',
+      ],
+      [
+        () => 1,
+        { read: () => 1, retries: 2 },
+        'unknown option "retries" (allowed: read, rateLimit, error, cost, usage, maxWaitMs, priority, signal)',
+      ],
     ];
     for (const [fn, options, message] of refusals) {
       let error: unknown;

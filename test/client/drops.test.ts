@@ -5,11 +5,20 @@
 // reject without invoking the callback; later ones reach the real object.
 import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-
-import { CallDroppedError, DEFAULT_DROP_RETRIES, defineBinder, defineLimiter, defineTestBinder, type DropEvent } from '../../shim/client/index.ts';
+import {
+  CallDroppedError,
+  DEFAULT_DROP_RETRIES,
+  defineBinder,
+  defineLimiter,
+  defineTestBinder,
+  type DropEvent,
+} from '../../shim/client/index.ts';
 import { bucket, configured, recordingNamespace, rejection, testEnv, waitFor } from './helpers.ts';
 
-async function setup(dropFirst: number, definition: { dropRetries?: number; onDrop?: (event: DropEvent) => unknown } = {}) {
+async function setup(
+  dropFirst: number,
+  definition: { dropRetries?: number; onDrop?: (event: DropEvent) => unknown } = {},
+) {
   const { name, stub } = await configured({}, 'drops');
   const recording = recordingNamespace({ dropFirst });
   const events: DropEvent[] = [];
@@ -82,7 +91,10 @@ describe('drop retries', () => {
     const byDefault = await setup(Infinity);
     const error = await rejection(byDefault.bound.call(() => 1, { read: (n) => n }));
     expect((error as CallDroppedError).attempts).toBe(DEFAULT_DROP_RETRIES + 1);
-    expect(byDefault.events.map((e) => e.willRetry)).toEqual([...Array<boolean>(DEFAULT_DROP_RETRIES).fill(true), false]);
+    expect(byDefault.events.map((e) => e.willRetry)).toEqual([
+      ...Array<boolean>(DEFAULT_DROP_RETRIES).fill(true),
+      false,
+    ]);
 
     const never = await setup(Infinity, { dropRetries: 0 });
     const once = await rejection(never.bound.call(() => 1, { read: (n) => n }));
@@ -100,7 +112,9 @@ describe('drop retries', () => {
     expect(await throwing.bound.call(() => 'fine', { read: (s) => s })).toBe('fine');
     expect(throwing.events).toHaveLength(1);
 
-    const rejecting = await setup(Infinity, { dropRetries: 1, onDrop: async () => {
+    const rejecting = await setup(Infinity, {
+      dropRetries: 1,
+      onDrop: async () => {
         throw new Error('async metrics are down');
       },
     });
@@ -124,7 +138,11 @@ describe('drop retries', () => {
     const { name } = await configured({ bucket: { limitPerWindow: 2, windowInMs: 60_000 } }, 'refusal');
     const recording = recordingNamespace();
     const events: DropEvent[] = [];
-    const bound = defineLimiter({ binder: defineTestBinder(recording.namespace), name, onDrop: (e) => events.push(e) }).for({});
+    const bound = defineLimiter({
+      binder: defineTestBinder(recording.namespace),
+      name,
+      onDrop: (e) => events.push(e),
+    }).for({});
     const error = await rejection(bound.call(() => 1, { read: (n) => n, cost: 3 }));
     expect(error.message).toContain('[drl:cost-too-large]');
     expect(error).not.toBeInstanceOf(CallDroppedError);
@@ -137,7 +155,11 @@ describe('drop retries', () => {
     const { name, stub } = await configured({ concurrency: 1, attemptTimeoutMs: 2_000 }, 'evicted');
     const events: DropEvent[] = [];
     // The real path: a binder over env.RATE_LIMITER, no fakes.
-    const bound = defineLimiter({ binder: defineBinder.unchecked('RATE_LIMITER'), name, onDrop: (e) => events.push(e) }).for(testEnv);
+    const bound = defineLimiter({
+      binder: defineBinder.unchecked('RATE_LIMITER'),
+      name,
+      onDrop: (e) => events.push(e),
+    }).for(testEnv);
 
     let holderRan = 0;
     let queuedRan = 0;
@@ -192,9 +214,16 @@ describe('drop retries', () => {
   });
   it('onDrop always receives an Error: a drop that rejected with something else is wrapped, the original as its cause', async () => {
     const { name } = await configured({}, 'drops-non-error');
-    const recording = recordingNamespace({ dropFirst: 2, dropError: (attempt) => (attempt === 1 ? 'socket closed' : { code: 'EPIPE', message: 'pipe broke' }) });
+    const recording = recordingNamespace({
+      dropFirst: 2,
+      dropError: (attempt) => (attempt === 1 ? 'socket closed' : { code: 'EPIPE', message: 'pipe broke' }),
+    });
     const events: DropEvent[] = [];
-    const bound = defineLimiter({ binder: defineTestBinder(recording.namespace), name, onDrop: (e) => events.push(e) }).for({});
+    const bound = defineLimiter({
+      binder: defineTestBinder(recording.namespace),
+      name,
+      onDrop: (e) => events.push(e),
+    }).for({});
     expect(await bound.call(() => 'through', { read: (s) => s })).toBe('through');
     expect(events).toHaveLength(2);
     for (const event of events) expect(event.error).toBeInstanceOf(Error);

@@ -1,9 +1,8 @@
 // Shared by the client's workerd tests.
 import { env } from 'cloudflare:test';
-
+import type { LimiterStub, NamespaceLike } from '../../shim/client/index.ts';
 import type { LimiterDO } from '../../shim/do/index.ts';
 import type { CallReport, ExecuteOptions, LimiterConfig } from '../../shim/envelope.ts';
-import type { LimiterStub, NamespaceLike } from '../../shim/client/index.ts';
 import { rejection, sleep, waitFor } from '../shared/async.ts';
 
 export { rejection, sleep, waitFor };
@@ -70,9 +69,6 @@ export async function configured(
   return { name, stub };
 }
 
-
-
-
 /** One `execute` that reached the namespace. */
 export interface ExecuteRecord {
   /** The stub it was sent through (fresh per attempt, if the client does its job). */
@@ -104,7 +100,11 @@ export interface RecordingNamespace {
  * rejection before the callback was ever invoked.
  */
 export function recordingNamespace(
-  options: { dropFirst?: number; dropError?: (attempt: number) => unknown; real?: DurableObjectNamespace<LimiterDO> } = {},
+  options: {
+    dropFirst?: number;
+    dropError?: (attempt: number) => unknown;
+    real?: DurableObjectNamespace<LimiterDO>;
+  } = {},
 ): RecordingNamespace {
   const real = options.real ?? testEnv.RATE_LIMITER;
   const idFromNameCalls: string[] = [];
@@ -129,7 +129,10 @@ export function recordingNamespace(
           await null; // reject after a microtask, as a transport would
           if (executes.length <= (options.dropFirst ?? 0)) {
             record.outcome = 'dropped';
-            throw options.dropError?.(executes.length) ?? new Error(`Network connection lost. (fake drop ${executes.length})`);
+            throw (
+              options.dropError?.(executes.length) ??
+              new Error(`Network connection lost. (fake drop ${executes.length})`)
+            );
           }
           const recorded = async () => {
             const report = await fn();

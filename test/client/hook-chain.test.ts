@@ -2,7 +2,6 @@
 // site's hook, then the limiter's default, then the HTTP layer, which always
 // applies. Each call goes to the real object through a recording namespace.
 import { describe, expect, it } from 'vitest';
-
 import { CallFailedError, defineLimiter, defineTestBinder, type LimiterDefinition } from '../../shim/client/index.ts';
 import { configured, recordingNamespace, rejection } from './helpers.ts';
 
@@ -11,7 +10,11 @@ type Defaults = Pick<LimiterDefinition<object, unknown>, 'rateLimit' | 'error'>;
 async function setup(defaults: Defaults = {}) {
   const { name, stub } = await configured({}, 'hooks');
   const recording = recordingNamespace();
-  const bound = defineLimiter<object, unknown>({ binder: defineTestBinder(recording.namespace), name, ...defaults }).for({});
+  const bound = defineLimiter<object, unknown>({
+    binder: defineTestBinder(recording.namespace),
+    name,
+    ...defaults,
+  }).for({});
   return { bound, recording, stub };
 }
 
@@ -33,7 +36,14 @@ describe('hook chain', () => {
     );
     expect(error).toBeInstanceOf(CallFailedError);
     expect(recording.reports).toEqual([
-      { value: '{}', status: 429, upstreamStatus: 403, rateLimited: true, retryAfterMs: 25, failure: { message: 'from the call site', retryable: false } },
+      {
+        value: '{}',
+        status: 429,
+        upstreamStatus: 403,
+        rateLimited: true,
+        retryAfterMs: 25,
+        failure: { message: 'from the call site', retryable: false },
+      },
     ]);
   });
 
@@ -78,9 +88,17 @@ describe('hook chain', () => {
       },
     });
     // Not HTTP-limited: with both layers off, a 403 is just the caller's value.
-    expect(await bound.call(() => new Response('forbidden', { status: 403 }), { read: (res) => res.text(), rateLimit: null, error: null })).toBe('forbidden');
+    expect(
+      await bound.call(() => new Response('forbidden', { status: 403 }), {
+        read: (res) => res.text(),
+        rateLimit: null,
+        error: null,
+      }),
+    ).toBe('forbidden');
     // A genuine 429 still counts as a rate limit.
-    const error = await rejection(bound.call(() => tooMany('2'), { read: (res) => res.status, rateLimit: null, error: null }));
+    const error = await rejection(
+      bound.call(() => tooMany('2'), { read: (res) => res.status, rateLimit: null, error: null }),
+    );
     expect((error as CallFailedError).status).toBe(429);
     expect(defaultsAsked).toBe(0);
     expect(recording.reports).toEqual([
@@ -105,7 +123,9 @@ describe('hook chain', () => {
     const { bound, recording, stub } = await setup({ rateLimit: () => ({ retryAfterMs: 200 }) });
     const before = Date.now();
     await rejection(bound.call(() => tooMany('30'), { read: () => null }));
-    expect(recording.reports).toEqual([{ value: null, status: 429, retryAfter: '30', rateLimited: true, retryAfterMs: 200 }]);
+    expect(recording.reports).toEqual([
+      { value: null, status: 429, retryAfter: '30', rateLimited: true, retryAfterMs: 200 },
+    ]);
     const stats = await stub.stats();
     expect(stats.forcedUntil! - before).toBeLessThan(10_000);
   });
@@ -116,10 +136,21 @@ describe('hook chain', () => {
     await rejection(bound.call(() => tooMany('0.01'), { read: () => 1 }));
     await rejection(bound.call(() => ({ status: 429, headers: { 'retry-after': '0.02' } }), { read: () => 2 }));
     await rejection(bound.call(() => ({ status: 429, headers: { 'RETRY-AFTER': 0 } }), { read: () => 3 }));
-    await rejection(bound.call(() => ({ status: 429, headers: new Headers({ 'Retry-After': 'Wed, 21 Oct 2015 07:28:00 GMT' }) }), { read: () => 4 }));
+    await rejection(
+      bound.call(() => ({ status: 429, headers: new Headers({ 'Retry-After': 'Wed, 21 Oct 2015 07:28:00 GMT' }) }), {
+        read: () => 4,
+      }),
+    );
     await rejection(bound.call(() => ({ status: 429, headers: { 'Retry-After': ['0.03', '9'] } }), { read: () => 5 }));
     await rejection(bound.call(() => ({ status: 429 }), { read: () => 6 }));
-    expect(recording.reports.map((r) => r.retryAfter)).toEqual(['0.01', '0.02', '0', 'Wed, 21 Oct 2015 07:28:00 GMT', '0.03', undefined]);
+    expect(recording.reports.map((r) => r.retryAfter)).toEqual([
+      '0.01',
+      '0.02',
+      '0',
+      'Wed, 21 Oct 2015 07:28:00 GMT',
+      '0.03',
+      undefined,
+    ]);
     expect(recording.reports.map((r) => [r.value, r.status])).toEqual([1, 2, 3, 4, 5, 6].map((v) => [v, 429]));
   });
 
@@ -127,9 +158,14 @@ describe('hook chain', () => {
     const { bound, recording } = await setup();
     const headers = { 'Retry-After': '5' };
     expect(await bound.call(() => new Response('ok', { headers }), { read: (res) => res.text() })).toBe('ok');
-    expect(await bound.call(() => new Response('busy', { status: 503, headers }), { read: (res) => res.text() })).toBe('busy');
+    expect(await bound.call(() => new Response('busy', { status: 503, headers }), { read: (res) => res.text() })).toBe(
+      'busy',
+    );
     await rejection(
-      bound.call(() => new Response('quota', { status: 403, headers: { 'Retry-After': '0.01' } }), { read: (res) => res.text(), rateLimit: () => ({}) }),
+      bound.call(() => new Response('quota', { status: 403, headers: { 'Retry-After': '0.01' } }), {
+        read: (res) => res.text(),
+        rateLimit: () => ({}),
+      }),
     );
     expect(recording.reports).toEqual([
       { value: 'ok', status: 200 },

@@ -5,14 +5,16 @@
 // of 0 with a reset, and changes nothing for headers it cannot read or when
 // it does not learn.
 import { describe, expect, it } from 'vitest';
-
 import { defineLimiter, defineTestBinder } from '../../shim/client/index.ts';
 import { configured, recordingNamespace } from './helpers.ts';
 
 const windows = { tpm: { unit: 'tokens', limitPerWindow: 10_000, windowInMs: 60_000 } };
 
 async function setup(learn: boolean) {
-  const { name, stub } = await configured({ windows, ...(learn ? { learn: { headers: 'auto' as const } } : {}) }, 'learn');
+  const { name, stub } = await configured(
+    { windows, ...(learn ? { learn: { headers: 'auto' as const } } : {}) },
+    'learn',
+  );
   const recording = recordingNamespace();
   const bound = defineLimiter<object, unknown>({ binder: defineTestBinder(recording.namespace), name }).for({});
   return { bound, recording, stub };
@@ -46,7 +48,9 @@ describe('learning from rate-limit headers', () => {
 
   it('a remaining of 0 with a reset holds every caller until the reset, before any 429', async () => {
     const { bound, stub } = await setup(true);
-    await bound.call(() => answer({ 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '800ms' }), { read: (res) => res.text() });
+    await bound.call(() => answer({ 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '800ms' }), {
+      read: (res) => res.text(),
+    });
     const held = await stub.stats();
     expect(held.remaining).toBe(0);
     const learned = held.windows.find((w) => w.learned?.reset != null)!.learned!;
@@ -67,16 +71,27 @@ describe('learning from rate-limit headers', () => {
 
   it('headers it cannot read change nothing, and a bucket without learn ignores them all', async () => {
     const learning = await setup(true);
-    await learning.bound.call(() => answer({ 'x-ratelimit-remaining-requests': 'NaN', 'ratelimit-remaining': '-5', 'x-ratelimit-remaining-tokens': '1e3' }), {
-      read: (res) => res.text(),
-    });
+    await learning.bound.call(
+      () =>
+        answer({
+          'x-ratelimit-remaining-requests': 'NaN',
+          'ratelimit-remaining': '-5',
+          'x-ratelimit-remaining-tokens': '1e3',
+        }),
+      {
+        read: (res) => res.text(),
+      },
+    );
     const after = await learning.stub.stats();
     expect(after.used).toBe(1);
     expect(after.penalised).toBe(false);
     expect(after.windows.every((w) => w.learned === null)).toBe(true);
 
     const plain = await setup(false);
-    await plain.bound.call(() => answer({ 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '60s' }), { read: (res) => res.text() });
+    await plain.bound.call(
+      () => answer({ 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '60s' }),
+      { read: (res) => res.text() },
+    );
     expect(await plain.stub.stats()).toMatchObject({ used: 1, penalised: false });
   });
 });

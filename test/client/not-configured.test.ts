@@ -1,8 +1,14 @@
 // Verifies that a bucket nobody configured ends a call at once with
 // NoSuchLimiterError: one attempt, no drop retries, no onDrop, no callback.
 import { describe, expect, it } from 'vitest';
-
-import { CallDroppedError, defineBinder, defineLimiter, defineTestBinder, NoSuchLimiterError, type DropEvent } from '../../shim/client/index.ts';
+import {
+  CallDroppedError,
+  defineBinder,
+  defineLimiter,
+  defineTestBinder,
+  NoSuchLimiterError,
+  type DropEvent,
+} from '../../shim/client/index.ts';
 import { recordingNamespace, rejection, testEnv, uniqueName } from './helpers.ts';
 
 describe('a limiter that was never configured', () => {
@@ -10,7 +16,12 @@ describe('a limiter that was never configured', () => {
     const name = uniqueName('absent');
     const recording = recordingNamespace();
     const events: DropEvent[] = [];
-    const bound = defineLimiter({ binder: defineTestBinder(recording.namespace), name, dropRetries: 5, onDrop: (e) => events.push(e) }).for({});
+    const bound = defineLimiter({
+      binder: defineTestBinder(recording.namespace),
+      name,
+      dropRetries: 5,
+      onDrop: (e) => events.push(e),
+    }).for({});
     let ran = 0;
     const error = await rejection(
       bound.call(
@@ -39,7 +50,11 @@ describe('a limiter that was never configured', () => {
     const name = uniqueName('absent');
     const recording = recordingNamespace({ dropFirst: 1 });
     const events: DropEvent[] = [];
-    const bound = defineLimiter({ binder: defineTestBinder(recording.namespace), name, onDrop: (e) => events.push(e) }).for({});
+    const bound = defineLimiter({
+      binder: defineTestBinder(recording.namespace),
+      name,
+      onDrop: (e) => events.push(e),
+    }).for({});
     const error = await rejection(bound.call(() => 1, { read: (n) => n }));
     expect(error).toBeInstanceOf(NoSuchLimiterError);
     expect(recording.executes.map((e) => e.outcome)).toEqual(['dropped', 'delegated']);

@@ -3,7 +3,6 @@
 // limiter's default) arriving behind many lower ones starts next, never
 // before a started call; within a priority, calls start in arrival order.
 import { describe, expect, it } from 'vitest';
-
 import { defineLimiter, defineTestBinder, type NamespaceLike } from '../../shim/client/index.ts';
 import { configured, gate, testEnv, waitFor, watch } from './helpers.ts';
 
@@ -17,7 +16,9 @@ describe('priority', () => {
     const interactive = defineLimiter({ binder: defineTestBinder(namespace), name, priority: 1 }).for({});
     const started: string[] = [];
     const holder = gate();
-    const blocker = watch(batch.call(async () => (started.push('blocker'), await holder.opened, 'blocker'), { read: (s) => s }));
+    const blocker = watch(
+      batch.call(async () => (started.push('blocker'), await holder.opened, 'blocker'), { read: (s) => s }),
+    );
     await waitFor(() => started.length === 1, 10_000, 'the blocker to start');
 
     const lows: ReturnType<typeof watch<string>>[] = [];
@@ -46,7 +47,9 @@ describe('priority', () => {
     const limiter = defineLimiter({ binder: defineTestBinder(namespace), name, priority: 5 }).for({});
     const started: string[] = [];
     const holder = gate();
-    const blocker = watch(limiter.call(async () => (started.push('blocker'), await holder.opened, 'blocker'), { read: (s) => s }));
+    const blocker = watch(
+      limiter.call(async () => (started.push('blocker'), await holder.opened, 'blocker'), { read: (s) => s }),
+    );
     await waitFor(() => started.length === 1, 10_000, 'the blocker to start');
 
     const queue: [string, number | undefined][] = [
@@ -57,7 +60,14 @@ describe('priority', () => {
     ];
     const calls = [];
     for (const [label, priority] of queue) {
-      calls.push(watch(limiter.call(() => (started.push(label), label), { read: (s) => s, ...(priority === undefined ? {} : { priority }) })));
+      calls.push(
+        watch(
+          limiter.call(() => (started.push(label), label), {
+            read: (s) => s,
+            ...(priority === undefined ? {} : { priority }),
+          }),
+        ),
+      );
       await waitFor(async () => (await stub.stats()).queued === calls.length, 10_000, `${label} to queue`);
     }
     holder.open();

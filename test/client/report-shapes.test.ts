@@ -2,7 +2,6 @@
 // a small CallReport (never the response), execute's options, and the value
 // the caller gets back when the object retried.
 import { describe, expect, it } from 'vitest';
-
 import { defineLimiter, defineTestBinder } from '../../shim/client/index.ts';
 import { configured, recordingNamespace, rejection } from './helpers.ts';
 
@@ -34,7 +33,9 @@ describe('report shapes', () => {
 
   it('a plain error status is the caller value when no hook calls it a failure', async () => {
     const { bound, recording } = await setup();
-    expect(await bound.call(() => new Response('missing', { status: 404 }), { read: (res) => res.text() })).toBe('missing');
+    expect(await bound.call(() => new Response('missing', { status: 404 }), { read: (res) => res.text() })).toBe(
+      'missing',
+    );
     expect(recording.reports).toEqual([{ value: 'missing', status: 404 }]);
   });
 
@@ -43,7 +44,9 @@ describe('report shapes', () => {
     for (const retryAfterMs of [undefined, null, -5, Number.NaN, Number.POSITIVE_INFINITY]) {
       await rejection(bound.call(() => ({ done: true }), { read: () => 'v', rateLimit: () => ({ retryAfterMs }) }));
     }
-    expect(recording.reports).toEqual(Array.from({ length: 5 }, () => ({ value: 'v', status: 429, rateLimited: true })));
+    expect(recording.reports).toEqual(
+      Array.from({ length: 5 }, () => ({ value: 'v', status: 429, rateLimited: true })),
+    );
   });
 
   it('a malformed hook answer is a thrown callback, named by its hook', async () => {
@@ -55,11 +58,16 @@ describe('report shapes', () => {
       }),
     );
     expect(error.message).toContain('the error hook must return { message: string, retryable: boolean }');
-    const signal = await rejection(bound.call(() => new Response('x'), { read: () => 1, rateLimit: () => 'yes' as never }));
+    const signal = await rejection(
+      bound.call(() => new Response('x'), { read: () => 1, rateLimit: () => 'yes' as never }),
+    );
     expect(signal.message).toContain('the rateLimit hook (call site) must return { retryAfterMs? }');
     // The callback reports a throw as data (so the object can tell it from a
     // caller that is gone): the message only, never the result.
-    expect(recording.reports).toEqual([{ thrown: { message: error.message } }, { thrown: { message: signal.message } }]);
+    expect(recording.reports).toEqual([
+      { thrown: { message: error.message } },
+      { thrown: { message: signal.message } },
+    ]);
   });
 
   it('a read that returns what RPC cannot carry (a symbol, a function) fails naming read and the value, never a bare DataCloneError', async () => {

@@ -6,8 +6,6 @@
 // stub without the option still rejects as documented.
 import { exports } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-
-import type { LimiterService } from '../../shim/do/index.ts';
 import {
   AttemptTimeoutError,
   CallFailedError,
@@ -16,6 +14,7 @@ import {
   NoSuchLimiterError,
   type NamespaceLike,
 } from '../../shim/client/index.ts';
+import type { LimiterService } from '../../shim/do/index.ts';
 import { bucket, configured, recordingNamespace, rejection, uniqueName } from './helpers.ts';
 
 async function setup(overrides = {}) {
@@ -37,7 +36,13 @@ describe('settled as data', () => {
     expect(recording.executes.map((e) => e.crossed)).toEqual(['resolved']);
     expect(recording.executes[0]!.answer).toEqual({
       ok: false,
-      error: { id: 'call-failed', kind: 'Error', message: '[drl:call-failed] no such file (status 404)', status: 404, reason: 'no such file' },
+      error: {
+        id: 'call-failed',
+        kind: 'Error',
+        message: '[drl:call-failed] no such file (status 404)',
+        status: 404,
+        reason: 'no such file',
+      },
     });
     expect(error).toBeInstanceOf(CallFailedError);
     expect(error.name).toBe('CallFailedError');
@@ -73,9 +78,12 @@ describe('settled as data', () => {
     }
     const thrown = new QuotaError('quota spent');
     const error = await rejection(
-      bound.call(() => {
-        throw thrown;
-      }, { read: (n) => n }),
+      bound.call(
+        () => {
+          throw thrown;
+        },
+        { read: (n) => n },
+      ),
     );
     expect(recording.executes.map((e) => e.crossed)).toEqual(['resolved']);
     expect(recording.executes[0]!.answer).toEqual({
@@ -91,7 +99,10 @@ describe('settled as data', () => {
       bound.call(() => new Promise<number>((resolve) => setTimeout(() => resolve(1), 400)), { read: (n) => n }),
     );
     expect(recording.executes.map((e) => e.crossed)).toEqual(['resolved']);
-    expect(recording.executes[0]!.answer).toMatchObject({ ok: false, error: { id: 'attempt-timeout', kind: 'Error', timeoutMs: 50 } });
+    expect(recording.executes[0]!.answer).toMatchObject({
+      ok: false,
+      error: { id: 'attempt-timeout', kind: 'Error', timeoutMs: 50 },
+    });
     expect(error).toBeInstanceOf(AttemptTimeoutError);
     expect(error.message).toBe(new AttemptTimeoutError(name, 50).message);
     expect((error as AttemptTimeoutError).timeoutMs).toBe(50);
@@ -102,7 +113,10 @@ describe('settled as data', () => {
     const { stub, recording, bound } = await setup({ bucket: { limitPerWindow: 2, windowInMs: 60_000 } });
     const error = await rejection(bound.call(() => 1, { read: (n) => n, cost: 3 }));
     expect(recording.executes.map((e) => e.crossed)).toEqual(['resolved']);
-    expect(recording.executes[0]!.answer).toMatchObject({ ok: false, error: { id: 'cost-too-large', kind: 'RangeError' } });
+    expect(recording.executes[0]!.answer).toMatchObject({
+      ok: false,
+      error: { id: 'cost-too-large', kind: 'RangeError' },
+    });
     const raw = await rejection(stub.execute(async () => ({ value: 1 }), { cost: 3 }));
     expect(error).toBeInstanceOf(RangeError);
     expect(raw).toBeInstanceOf(RangeError);
@@ -114,7 +128,9 @@ describe('settled as data', () => {
   it('the raw stub without the option still rejects with the marked errors, and resolves with the bare value', async () => {
     const { stub } = await setup();
     expect(await stub.execute(async () => ({ value: 'bare' }))).toBe('bare');
-    const failed = await rejection(stub.execute(async () => ({ status: 404, failure: { message: 'gone', retryable: false } })));
+    const failed = await rejection(
+      stub.execute(async () => ({ status: 404, failure: { message: 'gone', retryable: false } })),
+    );
     expect(failed.message).toContain('[drl:call-failed] gone (status 404)');
     const absent = await rejection(bucket(uniqueName('settled-raw-absent')).execute(async () => ({ value: 1 })));
     expect(absent.message).toContain('[drl:no-such-limiter]');
@@ -123,13 +139,27 @@ describe('settled as data', () => {
   it("the raw stub with settles: 'data' resolves with the envelope; a bad option is settled as data too", async () => {
     const { stub } = await setup();
     expect(await stub.execute(async () => ({ value: 7 }), { settles: 'data' })).toEqual({ ok: true, value: 7 });
-    expect(await stub.execute(async () => ({ status: 500, failure: { message: 'down', retryable: false } }), { settles: 'data' })).toEqual({
+    expect(
+      await stub.execute(async () => ({ status: 500, failure: { message: 'down', retryable: false } }), {
+        settles: 'data',
+      }),
+    ).toEqual({
       ok: false,
-      error: { id: 'call-failed', kind: 'Error', message: '[drl:call-failed] down (status 500)', status: 500, reason: 'down' },
+      error: {
+        id: 'call-failed',
+        kind: 'Error',
+        message: '[drl:call-failed] down (status 500)',
+        status: 500,
+        reason: 'down',
+      },
     });
     expect(await stub.execute(async () => ({ value: 1 }), { settles: 'data', cost: 0 })).toMatchObject({
       ok: false,
-      error: { id: 'invalid-argument', kind: 'RangeError', message: expect.stringContaining('cost must be an integer >= 1') },
+      error: {
+        id: 'invalid-argument',
+        kind: 'RangeError',
+        message: expect.stringContaining('cost must be an integer >= 1'),
+      },
     });
     const bad = await rejection(stub.execute(async () => ({ value: 1 }), { settles: 'yes' } as never));
     expect(bad).toBeInstanceOf(TypeError);
@@ -139,23 +169,42 @@ describe('settled as data', () => {
   it('LimiterEntrypoint passes the envelope through, and settles a bad bucket name as data', async () => {
     const service = (exports as unknown as { LimiterEntrypoint: LimiterService }).LimiterEntrypoint;
     const { name } = await setup();
-    expect(await service.execute(name, async () => ({ value: 'via service' }), { settles: 'data' })).toEqual({ ok: true, value: 'via service' });
+    expect(await service.execute(name, async () => ({ value: 'via service' }), { settles: 'data' })).toEqual({
+      ok: true,
+      value: 'via service',
+    });
     expect(await service.execute('', async () => ({ value: 1 }), { settles: 'data' })).toMatchObject({
       ok: false,
       error: { id: 'invalid-argument', kind: 'RangeError', message: expect.stringContaining('name must not be empty') },
     });
-    const overService: NamespaceLike = { idFromName: (n) => n, get: (n) => ({ execute: (fn, options) => service.execute(n as string, fn, options) }) };
-    const error = await rejection(defineLimiter({ binder: defineTestBinder(overService), name }).for({}).call(() => new Response('x', { status: 404 }), notFound));
+    const overService: NamespaceLike = {
+      idFromName: (n) => n,
+      get: (n) => ({ execute: (fn, options) => service.execute(n as string, fn, options) }),
+    };
+    const error = await rejection(
+      defineLimiter({ binder: defineTestBinder(overService), name })
+        .for({})
+        .call(() => new Response('x', { status: 404 }), notFound),
+    );
     expect(error).toBeInstanceOf(CallFailedError);
     expect((error as CallFailedError).status).toBe(404);
   });
 
   it('an adapter that drops the options is told so, naming the limiter, instead of handing back a wrong value', async () => {
     const { name, stub } = await setup();
-    const careless: NamespaceLike = { idFromName: (n) => n, get: () => ({ execute: (fn) => stub.execute(fn) as never }) };
-    const error = await rejection(defineLimiter({ binder: defineTestBinder(careless), name }).for({}).call(() => 'v', { read: (s) => s }));
+    const careless: NamespaceLike = {
+      idFromName: (n) => n,
+      get: () => ({ execute: (fn) => stub.execute(fn) as never }),
+    };
+    const error = await rejection(
+      defineLimiter({ binder: defineTestBinder(careless), name })
+        .for({})
+        .call(() => 'v', { read: (s) => s }),
+    );
     expect(error).toBeInstanceOf(TypeError);
-    expect(error.message).toContain(`limiter ${JSON.stringify(name)}: execute resolved with "v" instead of { ok, value } or { ok, error }`);
+    expect(error.message).toContain(
+      `limiter ${JSON.stringify(name)}: execute resolved with "v" instead of { ok, value } or { ok, error }`,
+    );
     expect(error.message).toContain('must pass execute its options unchanged');
   });
 });

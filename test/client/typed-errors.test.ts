@@ -3,9 +3,16 @@
 // status, and anything that fails after the callback started is passed on
 // unchanged, never retried by the client.
 import { describe, expect, it } from 'vitest';
-
+import {
+  CallDroppedError,
+  CallFailedError,
+  defineLimiter,
+  defineTestBinder,
+  type DropEvent,
+  type LimiterStub,
+  type NamespaceLike,
+} from '../../shim/client/index.ts';
 import { CallFailedError as DoCallFailedError } from '../../shim/do/index.ts';
-import { CallDroppedError, CallFailedError, defineLimiter, defineTestBinder, type DropEvent, type LimiterStub, type NamespaceLike } from '../../shim/client/index.ts';
 import type { LimiterConfig } from '../../shim/envelope.ts';
 import { configured, recordingNamespace, rejection, testEnv } from './helpers.ts';
 
@@ -13,7 +20,11 @@ async function setup(retry: LimiterConfig['retry'] = { maxRetries: 0 }) {
   const { name, stub } = await configured({ retry }, 'errors');
   const recording = recordingNamespace();
   const events: DropEvent[] = [];
-  const bound = defineLimiter({ binder: defineTestBinder(recording.namespace), name, onDrop: (e) => events.push(e) }).for({});
+  const bound = defineLimiter({
+    binder: defineTestBinder(recording.namespace),
+    name,
+    onDrop: (e) => events.push(e),
+  }).for({});
   return { bound, recording, events, name, stub };
 }
 
@@ -36,7 +47,12 @@ describe('typed errors', () => {
 
   it('a failure that is not HTTP has status 0, and a message with parentheses survives', async () => {
     const { bound } = await setup();
-    const error = await rejection(bound.call(() => ({ ok: false }), { read: (r) => r.ok, error: () => ({ message: 'quota (daily) spent', retryable: false }) }));
+    const error = await rejection(
+      bound.call(() => ({ ok: false }), {
+        read: (r) => r.ok,
+        error: () => ({ message: 'quota (daily) spent', retryable: false }),
+      }),
+    );
     expect(error).toBeInstanceOf(CallFailedError);
     expect((error as CallFailedError).status).toBe(0);
     expect(error.message).toBe('[drl:call-failed] quota (daily) spent (status 0)');
@@ -44,7 +60,11 @@ describe('typed errors', () => {
 
   it('an exhausted 429 is a CallFailedError with status 429, after the object retried it', async () => {
     const { bound, recording } = await setup({ maxRetries: 1, minDelayInMs: 0 });
-    const error = await rejection(bound.call(() => new Response('slow down', { status: 429, headers: { 'Retry-After': '0' } }), { read: (res) => res.text() }));
+    const error = await rejection(
+      bound.call(() => new Response('slow down', { status: 429, headers: { 'Retry-After': '0' } }), {
+        read: (res) => res.text(),
+      }),
+    );
     expect(error).toBeInstanceOf(CallFailedError);
     expect((error as CallFailedError).status).toBe(429);
     expect(recording.executes).toHaveLength(1);
@@ -88,7 +108,10 @@ describe('typed errors', () => {
 
   it("a thrown callback the object retried ends with the work's own exception, class and fields intact", async () => {
     const { name } = await configured({ retry: { maxRetries: 1, minDelayInMs: 0 } }, 'threw-original');
-    const bound = defineLimiter({ binder: defineTestBinder(testEnv.RATE_LIMITER as unknown as NamespaceLike), name }).for({});
+    const bound = defineLimiter({
+      binder: defineTestBinder(testEnv.RATE_LIMITER as unknown as NamespaceLike),
+      name,
+    }).for({});
     class QuotaError extends Error {
       readonly code = 'Q42';
     }
@@ -135,10 +158,13 @@ describe('typed errors', () => {
     // What the work threw is rethrown as thrown.
     const boom = new TypeError('boom');
     const thrown = await rejection(
-      bound.call(() => {
-        ran += 1;
-        throw boom;
-      }, { read: (n) => n }),
+      bound.call(
+        () => {
+          ran += 1;
+          throw boom;
+        },
+        { read: (n) => n },
+      ),
     );
     expect(thrown).toBe(boom);
     expect(ran).toBe(3);

@@ -5,14 +5,16 @@
 // the real object through a recording namespace, which keeps every report.
 // The last cases follow a usage into the real bucket's windows.
 import { describe, expect, it } from 'vitest';
-
 import { defineLimiter, defineTestBinder, type LimiterDefinition } from '../../shim/client/index.ts';
 import { reportingCallback, type HookLayers } from '../../shim/client/report.ts';
 import { configured, recordingNamespace, rejection } from './helpers.ts';
 
 type Defaults = Pick<LimiterDefinition<object, unknown>, 'rateLimit' | 'error' | 'usage'>;
 
-async function setup(defaults: Defaults = {}, retry: { maxRetries?: number; minDelayInMs?: number } = { maxRetries: 0 }) {
+async function setup(
+  defaults: Defaults = {},
+  retry: { maxRetries?: number; minDelayInMs?: number } = { maxRetries: 0 },
+) {
   // Windows for every unit the hooks below report: the object refuses a usage naming a unit none counts.
   const windows = {
     tpm: { unit: 'tokens', limitPerWindow: 1_000_000, windowInMs: 60_000 },
@@ -20,7 +22,11 @@ async function setup(defaults: Defaults = {}, retry: { maxRetries?: number; minD
   };
   const { name, stub } = await configured({ retry, windows }, 'usage');
   const recording = recordingNamespace();
-  const bound = defineLimiter<object, unknown>({ binder: defineTestBinder(recording.namespace), name, ...defaults }).for({});
+  const bound = defineLimiter<object, unknown>({
+    binder: defineTestBinder(recording.namespace),
+    name,
+    ...defaults,
+  }).for({});
   return { bound, recording, stub };
 }
 
@@ -41,7 +47,9 @@ describe('usage hook', () => {
     });
     expect(value).toEqual({ usage: { total_tokens: 1234 } });
     expect(seen).toEqual([[200, { usage: { total_tokens: 1234 } }]]);
-    expect(recording.reports).toEqual([{ value: { usage: { total_tokens: 1234 } }, status: 200, usage: { tokens: 1234 } }]);
+    expect(recording.reports).toEqual([
+      { value: { usage: { total_tokens: 1234 } }, status: 200, usage: { tokens: 1234 } },
+    ]);
   });
 
   it('an async hook is awaited, and its answer may name several units, zero included', async () => {
@@ -90,10 +98,20 @@ describe('usage hook', () => {
       }),
     );
     expect(failed.message).toContain('upstream error');
-    const limited = await rejection(bound.call(() => new Response('slow down', { status: 429 }), { read: (res) => res.text(), usage: () => ({ tokens: 0 }) }));
+    const limited = await rejection(
+      bound.call(() => new Response('slow down', { status: 429 }), {
+        read: (res) => res.text(),
+        usage: () => ({ tokens: 0 }),
+      }),
+    );
     expect(limited.message).toContain('(status 429)');
     expect(recording.reports).toEqual([
-      { value: { usage: { total_tokens: 40 } }, status: 500, failure: { message: 'upstream error', retryable: false }, usage: { tokens: 40 } },
+      {
+        value: { usage: { total_tokens: 40 } },
+        status: 500,
+        failure: { message: 'upstream error', retryable: false },
+        usage: { tokens: 40 },
+      },
       { value: 'slow down', status: 429, usage: { tokens: 0 } },
     ]);
   });
@@ -119,7 +137,10 @@ describe('usage hook', () => {
     );
     expect(workThrew.message).toBe('socket closed');
     expect(asked).toBe(0);
-    expect(recording.reports).toEqual([{ thrown: { message: 'socket closed' } }, { thrown: { message: readThrew.message } }]);
+    expect(recording.reports).toEqual([
+      { thrown: { message: 'socket closed' } },
+      { thrown: { message: readThrew.message } },
+    ]);
   });
 
   it('a hook that throws is a thrown attempt, like a throwing read, rethrown as thrown', async () => {
@@ -140,26 +161,72 @@ describe('usage hook', () => {
 });
 
 describe('usage hook: bad answers', () => {
-  const prefix = (layer: string) => `the usage hook (${layer}) must return { [unit]: integer >= 0 }, or null to keep the reservation`;
+  const prefix = (layer: string) =>
+    `the usage hook (${layer}) must return { [unit]: integer >= 0 }, or null to keep the reservation`;
   const refusals: [string, unknown, typeof TypeError | typeof RangeError, string][] = [
     ['a string', '12', TypeError, `${prefix('call site')} (received "12")`],
     ['a number', 12, TypeError, `${prefix('call site')} (received 12)`],
     ['false', false, TypeError, `${prefix('call site')} (received false)`],
-    ['an array', [12], TypeError, `${prefix('call site')}: usage must be an object of unit costs such as { tokens: 1200 } (received an array)`],
-    ['a Map', new Map([['tokens', 1]]), TypeError, `${prefix('call site')}: usage must be a plain object of unit costs such as { tokens: 1200 } (received a Map instance)`],
-    ['a fraction', { tokens: 1.5 }, RangeError, `${prefix('call site')}: usage.tokens must be an integer >= 0 (received 1.5)`],
-    ['a negative amount', { tokens: -1 }, RangeError, `${prefix('call site')}: usage.tokens must be an integer >= 0 (received -1)`],
-    ['NaN', { tokens: Number.NaN }, RangeError, `${prefix('call site')}: usage.tokens must be an integer >= 0 (received NaN)`],
-    ['an unsafe integer', { tokens: 2 ** 53 }, RangeError, `${prefix('call site')}: usage.tokens must be an integer >= 0 (received 9007199254740992)`],
-    ['a string amount', { tokens: '12' }, TypeError, `${prefix('call site')}: usage.tokens must be a number (received "12")`],
-    ['a null amount', { tokens: null }, TypeError, `${prefix('call site')}: usage.tokens must be a number (received null)`],
+    [
+      'an array',
+      [12],
+      TypeError,
+      `${prefix('call site')}: usage must be an object of unit costs such as { tokens: 1200 } (received an array)`,
+    ],
+    [
+      'a Map',
+      new Map([['tokens', 1]]),
+      TypeError,
+      `${prefix('call site')}: usage must be a plain object of unit costs such as { tokens: 1200 } (received a Map instance)`,
+    ],
+    [
+      'a fraction',
+      { tokens: 1.5 },
+      RangeError,
+      `${prefix('call site')}: usage.tokens must be an integer >= 0 (received 1.5)`,
+    ],
+    [
+      'a negative amount',
+      { tokens: -1 },
+      RangeError,
+      `${prefix('call site')}: usage.tokens must be an integer >= 0 (received -1)`,
+    ],
+    [
+      'NaN',
+      { tokens: Number.NaN },
+      RangeError,
+      `${prefix('call site')}: usage.tokens must be an integer >= 0 (received NaN)`,
+    ],
+    [
+      'an unsafe integer',
+      { tokens: 2 ** 53 },
+      RangeError,
+      `${prefix('call site')}: usage.tokens must be an integer >= 0 (received 9007199254740992)`,
+    ],
+    [
+      'a string amount',
+      { tokens: '12' },
+      TypeError,
+      `${prefix('call site')}: usage.tokens must be a number (received "12")`,
+    ],
+    [
+      'a null amount',
+      { tokens: null },
+      TypeError,
+      `${prefix('call site')}: usage.tokens must be a number (received null)`,
+    ],
     [
       'a key that is not a unit name',
       { 'total tokens': 12 },
       RangeError,
       `${prefix('call site')}: usage has the key "total tokens", which is not a unit name (a letter, then at most 31 letters, digits, _ or -)`,
     ],
-    ['a key starting with a digit', { '1k': 1 }, RangeError, `${prefix('call site')}: usage has the key "1k", which is not a unit name`],
+    [
+      'a key starting with a digit',
+      { '1k': 1 },
+      RangeError,
+      `${prefix('call site')}: usage has the key "1k", which is not a unit name`,
+    ],
     ['a 33-character key', { ['t'.repeat(33)]: 1 }, RangeError, 'which is not a unit name'],
     [
       'nine units',
@@ -196,7 +263,9 @@ describe('usage hook: bad answers', () => {
   it('is not retried: the work ran once, its reservation stands, and the call rejects with the error', async () => {
     const { bound, recording, stub } = await setup({}, { maxRetries: 3, minDelayInMs: 0 });
     let runs = 0;
-    const error = await rejection(bound.call(() => ++runs, { read: (n) => n, cost: { tokens: 70 }, usage: () => ({ tokens: 0.5 }) }));
+    const error = await rejection(
+      bound.call(() => ++runs, { read: (n) => n, cost: { tokens: 70 }, usage: () => ({ tokens: 0.5 }) }),
+    );
     expect(error).toBeInstanceOf(RangeError);
     expect(runs).toBe(1);
     expect(recording.reports).toEqual([{ value: 1 }]);
@@ -234,7 +303,12 @@ describe("usage at the object's boundary", () => {
 describe('usage hook: the hot path', () => {
   /** How many microtask turns the callback takes to hand back its report. */
   async function turns(callSite: HookLayers['callSite'], defaults: HookLayers['defaults'] = {}): Promise<number> {
-    const callback = reportingCallback(() => 1, (n) => n, { callSite, defaults }, { started: false });
+    const callback = reportingCallback(
+      () => 1,
+      (n) => n,
+      { callSite, defaults },
+      { started: false },
+    );
     let done = false;
     void callback().then(() => (done = true));
     let n = 0;
@@ -252,11 +326,15 @@ describe('usage hook: the hot path', () => {
     expect(await turns({ usage: null }, { usage: () => ({ tokens: 1 }) })).toBe(bare);
     expect(await turns({ usage: undefined }, { usage: null })).toBe(bare);
     expect(measured).toBeGreaterThan(bare);
-    const report = await reportingCallback(() => 1, (n) => n, { callSite: {}, defaults: {} }, { started: false })();
+    const report = await reportingCallback(
+      () => 1,
+      (n) => n,
+      { callSite: {}, defaults: {} },
+      { started: false },
+    )();
     expect(report).toEqual({ value: 1 });
     expect('usage' in report).toBe(false);
   });
-
 });
 
 describe('usage in the real bucket', () => {
@@ -275,8 +353,12 @@ describe('usage in the real bucket', () => {
       usage: (_res, body) => ({ tokens: body.usage!.total_tokens }),
     });
     expect(await tokens()).toBe(2_800);
-    const typo = await rejection(bound.call(() => 'x', { read: (s) => s, cost: { tokens: 10 }, usage: () => ({ tokns: 10 }) }));
-    expect(typo.message).toContain('[drl:invalid-argument] usage names unit "tokns", which no window counts (units: requests, images, tokens)');
+    const typo = await rejection(
+      bound.call(() => 'x', { read: (s) => s, cost: { tokens: 10 }, usage: () => ({ tokns: 10 }) }),
+    );
+    expect(typo.message).toContain(
+      '[drl:invalid-argument] usage names unit "tokns", which no window counts (units: requests, images, tokens)',
+    );
     expect(await tokens()).toBe(2_810); // the reservation stands
   });
 });

@@ -6,8 +6,14 @@
 // The fake namespace records the options and honours maxWaitMs against the
 // wait it pretends.
 import { describe, expect, it } from 'vitest';
-
-import { DeadlineError, defineBinder, defineLimiter, defineTestBinder, type LimiterDefinition, type NamespaceLike } from '../../shim/client/index.ts';
+import {
+  DeadlineError,
+  defineBinder,
+  defineLimiter,
+  defineTestBinder,
+  type LimiterDefinition,
+  type NamespaceLike,
+} from '../../shim/client/index.ts';
 import type { ExecuteOptions } from '../../shim/envelope.ts';
 import { createFakeLimiterNamespace } from '../../shim/testing/index.ts';
 import { recordingNamespace, rejection } from './helpers.ts';
@@ -45,24 +51,52 @@ describe('waiting options at the call boundary', () => {
     const recording = recordingNamespace();
     const bound = limiter(recording.namespace);
     const refusals: [Record<string, unknown>, ErrorConstructor, string][] = [
-      [{ maxWaitMs: -1 }, RangeError, 'call(fn, options): options.maxWaitMs must be an integer from 0 to 31622400000 ms (received -1)'],
+      [
+        { maxWaitMs: -1 },
+        RangeError,
+        'call(fn, options): options.maxWaitMs must be an integer from 0 to 31622400000 ms (received -1)',
+      ],
       [{ maxWaitMs: 1.5 }, RangeError, 'options.maxWaitMs must be an integer from 0 to 31622400000 ms (received 1.5)'],
       [{ maxWaitMs: Number.NaN }, RangeError, '(received NaN)'],
       [{ maxWaitMs: 31_622_400_001 }, RangeError, '(received 31622400001)'],
-      [{ maxWaitMs: '2000' }, TypeError, 'options.maxWaitMs must be a number of milliseconds, an integer >= 0 (received "2000")'],
-      [{ priority: 1001 }, RangeError, 'call(fn, options): options.priority must be an integer from -1000 to 1000 (received 1001)'],
+      [
+        { maxWaitMs: '2000' },
+        TypeError,
+        'options.maxWaitMs must be a number of milliseconds, an integer >= 0 (received "2000")',
+      ],
+      [
+        { priority: 1001 },
+        RangeError,
+        'call(fn, options): options.priority must be an integer from -1000 to 1000 (received 1001)',
+      ],
       [{ priority: -1001 }, RangeError, '(received -1001)'],
       [{ priority: 0.5 }, RangeError, '(received 0.5)'],
       [{ priority: Infinity }, RangeError, '(received Infinity)'],
-      [{ priority: 'high' }, TypeError, 'options.priority must be a number, an integer from -1000 to 1000 (received "high")'],
-      [{ priority: null }, TypeError, 'options.priority must be a number, an integer from -1000 to 1000 (received null)'],
-      [{ signal: new AbortController() }, TypeError, 'call(fn, options): options.signal must be an AbortSignal, e.g. request.signal or AbortSignal.timeout(ms) (received an object)'],
+      [
+        { priority: 'high' },
+        TypeError,
+        'options.priority must be a number, an integer from -1000 to 1000 (received "high")',
+      ],
+      [
+        { priority: null },
+        TypeError,
+        'options.priority must be a number, an integer from -1000 to 1000 (received null)',
+      ],
+      [
+        { signal: new AbortController() },
+        TypeError,
+        'call(fn, options): options.signal must be an AbortSignal, e.g. request.signal or AbortSignal.timeout(ms) (received an object)',
+      ],
       [{ signal: null }, TypeError, 'options.signal must be an AbortSignal'],
       [{ signal: true }, TypeError, '(received true)'],
     ];
     for (const [options, Kind, message] of refusals) {
       const error = await rejection(bound.call(() => 1, { read: (n) => n, ...options }));
-      expect({ options, kind: error.constructor.name, message: error.message }).toEqual({ options, kind: Kind.name, message: expect.stringContaining(message) });
+      expect({ options, kind: error.constructor.name, message: error.message }).toEqual({
+        options,
+        kind: Kind.name,
+        message: expect.stringContaining(message),
+      });
     }
     expect(recording.executes).toEqual([]);
   });
@@ -110,15 +144,23 @@ describe('waiting options at the call boundary', () => {
 
   it('defineLimiter refuses malformed defaults, naming the field', () => {
     expect(definitionError({ maxWaitMs: -1 })).toBeInstanceOf(RangeError);
-    expect(definitionError({ maxWaitMs: -1 }).message).toBe('defineLimiter: maxWaitMs must be an integer from 0 to 31622400000 ms (received -1)');
+    expect(definitionError({ maxWaitMs: -1 }).message).toBe(
+      'defineLimiter: maxWaitMs must be an integer from 0 to 31622400000 ms (received -1)',
+    );
     expect(definitionError({ maxWaitMs: null })).toBeInstanceOf(TypeError);
-    expect(definitionError({ maxWaitMs: null }).message).toBe('defineLimiter: maxWaitMs must be a number of milliseconds, an integer >= 0 (received null)');
+    expect(definitionError({ maxWaitMs: null }).message).toBe(
+      'defineLimiter: maxWaitMs must be a number of milliseconds, an integer >= 0 (received null)',
+    );
     expect(definitionError({ priority: 2.5 })).toBeInstanceOf(RangeError);
-    expect(definitionError({ priority: 2.5 }).message).toBe('defineLimiter: priority must be an integer from -1000 to 1000 (received 2.5)');
+    expect(definitionError({ priority: 2.5 }).message).toBe(
+      'defineLimiter: priority must be an integer from -1000 to 1000 (received 2.5)',
+    );
     expect(definitionError({ priority: '1' })).toBeInstanceOf(TypeError);
     expect(definitionError({ priority: '1' }).message).toContain('defineLimiter: priority must be a number');
     expect(definitionError({ maxWait: 5 }).message).toContain('unknown key "maxWait"');
-    expect(() => defineLimiter({ binder: defineBinder.unchecked('RATE_LIMITER'), name: 'ok', maxWaitMs: 0, priority: -1000 })).not.toThrow();
+    expect(() =>
+      defineLimiter({ binder: defineBinder.unchecked('RATE_LIMITER'), name: 'ok', maxWaitMs: 0, priority: -1000 }),
+    ).not.toThrow();
   });
 });
 
@@ -174,20 +216,29 @@ describe('the fake namespace and the waiting options', () => {
       error: {
         id: 'deadline-exceeded',
         kind: 'Error',
-        message: '[drl:deadline-exceeded] the call would wait 20 ms to start, more than its maxWaitMs of 10 ms (retry after 20 ms)',
+        message:
+          '[drl:deadline-exceeded] the call would wait 20 ms to start, more than its maxWaitMs of 10 ms (retry after 20 ms)',
         retryAfterMs: 20,
       },
     });
-    await expect(stub.execute(async () => ({ value: 1 }), { maxWaitMs: 0 })).rejects.toThrow(/^\[drl:deadline-exceeded\] .*\(retry after 20 ms\)$/);
+    await expect(stub.execute(async () => ({ value: 1 }), { maxWaitMs: 0 })).rejects.toThrow(
+      /^\[drl:deadline-exceeded\] .*\(retry after 20 ms\)$/,
+    );
   });
 
   it('refuses malformed waiting options on a raw stub as [drl:invalid-argument], and a malformed waitMs when created', async () => {
     const fake = createFakeLimiterNamespace();
     const stub = fake.namespace.get(fake.namespace.idFromName('raw'));
-    await expect(stub.execute(async () => ({ value: 1 }), { priority: 1.5 })).rejects.toThrow('[drl:invalid-argument] priority must be an integer from -1000 to 1000 (received 1.5)');
-    await expect(stub.execute(async () => ({ value: 1 }), { maxWaitMs: -2 })).rejects.toThrow('[drl:invalid-argument] maxWaitMs must be an integer from 0');
+    await expect(stub.execute(async () => ({ value: 1 }), { priority: 1.5 })).rejects.toThrow(
+      '[drl:invalid-argument] priority must be an integer from -1000 to 1000 (received 1.5)',
+    );
+    await expect(stub.execute(async () => ({ value: 1 }), { maxWaitMs: -2 })).rejects.toThrow(
+      '[drl:invalid-argument] maxWaitMs must be an integer from 0',
+    );
     expect(fake.calls).toEqual([]);
-    expect(() => createFakeLimiterNamespace({ waitMs: -1 })).toThrow('createFakeLimiterNamespace(options): options.waitMs must be an integer >= 0, in ms (received -1)');
+    expect(() => createFakeLimiterNamespace({ waitMs: -1 })).toThrow(
+      'createFakeLimiterNamespace(options): options.waitMs must be an integer >= 0, in ms (received -1)',
+    );
     expect(() => createFakeLimiterNamespace({ waitMs: '5' as never })).toThrow(TypeError);
   });
 });

@@ -1,4 +1,5 @@
-// Verifies concurrency slots: at most `concurrency` held, each from first start to final outcome (through backoff and cancel).
+// Verifies concurrency slots: at most `concurrency` held, each from first start to final outcome (through backoff and
+// cancel).
 #include <catch2/catch.hpp>
 
 #include "drl/engine.h"

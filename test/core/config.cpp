@@ -16,8 +16,7 @@ using drl::ErrorCode;
 using drl::ErrorKind;
 using nlohmann::json;
 
-const char* const kMinimal =
-    R"({"bucket":{"limitPerWindow":60,"windowInMs":60000},"concurrency":5})";
+const char* const kMinimal = R"({"bucket":{"limitPerWindow":60,"windowInMs":60000},"concurrency":5})";
 const std::string kPrefix = "[drl:invalid-config] ";
 
 // kMinimal with one field replaced (or added) at a JSON pointer.
@@ -27,9 +26,7 @@ std::string with(const json& base, const std::string& pointer, const json& value
   return doc.dump();
 }
 
-std::string with(const std::string& pointer, const json& value) {
-  return with(json::parse(kMinimal), pointer, value);
-}
+std::string with(const std::string& pointer, const json& value) { return with(json::parse(kMinimal), pointer, value); }
 
 std::string without(const std::string& pointer) {
   json doc = json::parse(kMinimal);
@@ -125,10 +122,9 @@ TEST_CASE("a partial retry block merges onto the defaults", "[config]") {
 }
 
 TEST_CASE("integral numbers written as floats are accepted", "[config]") {
-  CHECK(success(R"({"bucket":{"limitPerWindow":60.0,"windowInMs":6e4},"concurrency":5e0})")
-            .bucket.limit_per_window == 60);
-  CHECK(success(R"({"bucket":{"limitPerWindow":60,"windowInMs":6e4},"concurrency":5})")
-            .bucket.window_ms == 60000);
+  CHECK(success(R"({"bucket":{"limitPerWindow":60.0,"windowInMs":6e4},"concurrency":5e0})").bucket.limit_per_window ==
+        60);
+  CHECK(success(R"({"bucket":{"limitPerWindow":60,"windowInMs":6e4},"concurrency":5})").bucket.window_ms == 60000);
   CHECK(success(with("/concurrency", 1e6)).concurrency == 1000000);
   CHECK(success(with("/retry/minDelayInMs", -0.0)).retry.min_delay_ms == 0);
 }
@@ -156,8 +152,7 @@ TEST_CASE("integer fields: every violation names path, rule and value", "[config
   };
   for (const IntField& f : fields) {
     INFO("field: " << f.path);
-    const std::string rule =
-        "an integer between " + std::to_string(f.lo) + " and " + std::to_string(f.hi);
+    const std::string rule = "an integer between " + std::to_string(f.lo) + " and " + std::to_string(f.hi);
 
     success(with(base, f.pointer, f.lo));
     success(with(base, f.pointer, f.hi));
@@ -180,8 +175,7 @@ TEST_CASE("integer fields: every violation names path, rule and value", "[config
     auto type = [&](const json& value, const std::string& shown) {
       const drl::Error e = failure(with(base, f.pointer, value));
       CHECK(e.kind == ErrorKind::TypeError);
-      CHECK(e.message ==
-            kPrefix + f.path + " must be a number, " + rule + " (received " + shown + ")");
+      CHECK(e.message == kPrefix + f.path + " must be a number, " + rule + " (received " + shown + ")");
     };
     type("60", R"("60")");
     type(true, "true");
@@ -202,8 +196,7 @@ TEST_CASE("integer fields: every violation names path, rule and value", "[config
 }
 
 TEST_CASE("penaltyRefillFraction is a number in [0, 1]", "[config]") {
-  CHECK(success(with("/bucket/penaltyRefillFraction", 0.25)).bucket.penalty_refill_fraction ==
-        0.25);
+  CHECK(success(with("/bucket/penaltyRefillFraction", 0.25)).bucket.penalty_refill_fraction == 0.25);
   CHECK(success(with("/bucket/penaltyRefillFraction", 1)).bucket.penalty_refill_fraction == 1.0);
   CHECK(success(with("/bucket/penaltyRefillFraction", 0)).bucket.penalty_refill_fraction == 0.0);
 
@@ -296,15 +289,15 @@ TEST_CASE("missing required fields", "[config]") {
   CHECK(e.message == kPrefix + "bucket is required; concurrency is required");
 
   e = failure(R"({"bucket":{},"concurrency":5})");
-  CHECK(e.message ==
-        kPrefix + "bucket.limitPerWindow is required; bucket.windowInMs is required");
+  CHECK(e.message == kPrefix + "bucket.limitPerWindow is required; bucket.windowInMs is required");
 }
 
 TEST_CASE("unknown keys are rejected at every level", "[config]") {
   drl::Error e = failure(with("/foo", 1));
   CHECK(e.kind == ErrorKind::TypeError);
   CHECK(e.message ==
-        kPrefix + R"(unknown key "foo" in config (allowed: bucket, concurrency, attemptTimeoutMs, retry, windows, learn))");
+        kPrefix +
+            R"(unknown key "foo" in config (allowed: bucket, concurrency, attemptTimeoutMs, retry, windows, learn))");
 
   e = failure(with("/bucket/limit", 1));
   CHECK(e.kind == ErrorKind::TypeError);
@@ -328,8 +321,7 @@ TEST_CASE("unknown keys are rejected at every level", "[config]") {
 }
 
 TEST_CASE("every problem is reported together", "[config]") {
-  const std::string doc =
-      R"({"bucket":{"limitPerWindow":0,"windowInMs":"60000"},"concurrency":1.5,"extra":true})";
+  const std::string doc = R"({"bucket":{"limitPerWindow":0,"windowInMs":"60000"},"concurrency":1.5,"extra":true})";
   const auto problems = drl::validate_config(doc);
   REQUIRE(problems.size() == 4);
   // Schema order: unknown keys of a level first, then its fields.
@@ -405,8 +397,7 @@ TEST_CASE("minDelayInMs may not exceed maxDelayInMs once defaults apply", "[conf
                          "retry.maxDelayInMs (30000, the default)");
 
   e = failure(with("/retry", {{"minDelayInMs", 2000}, {"maxDelayInMs", 1000}}));
-  CHECK(e.message ==
-        kPrefix + "retry.minDelayInMs (2000) must be at most retry.maxDelayInMs (1000)");
+  CHECK(e.message == kPrefix + "retry.minDelayInMs (2000) must be at most retry.maxDelayInMs (1000)");
 
   // Equal is fine; and a broken bound reports only its own rule.
   success(with("/retry", {{"minDelayInMs", 1000}, {"maxDelayInMs", 1000}}));
@@ -433,8 +424,7 @@ TEST_CASE("text echoes the document as given, without defaults", "[config]") {
 }
 
 TEST_CASE("duplicate keys: the last one wins, as in JSON.parse", "[config]") {
-  const std::string doc =
-      R"({"bucket":{"limitPerWindow":60,"windowInMs":60000},"concurrency":0,"concurrency":7})";
+  const std::string doc = R"({"bucket":{"limitPerWindow":60,"windowInMs":60000},"concurrency":0,"concurrency":7})";
   CHECK(success(doc).concurrency == 7);
 }
 
@@ -479,8 +469,7 @@ TEST_CASE("apply_config_patch merges deeply", "[config]") {
   CHECK(patched->config.bucket.limit_per_window == 10);
   CHECK(patched->config.bucket.window_ms == 60000);
   CHECK(patched->config.concurrency == 5);
-  CHECK(patched->text ==
-        R"({"bucket":{"limitPerWindow":10,"windowInMs":60000},"concurrency":5})");
+  CHECK(patched->text == R"({"bucket":{"limitPerWindow":10,"windowInMs":60000},"concurrency":5})");
 
   patched = drl::apply_config_patch(kMinimal, R"({"retry":{"maxRetries":7},"concurrency":8})");
   REQUIRE(patched.ok());
@@ -530,8 +519,7 @@ TEST_CASE("apply_config_patch validates the merged document", "[config]") {
   patched = drl::apply_config_patch(kMinimal, R"({"retry":{"maxDelayInMs":100}})");
   REQUIRE_FALSE(patched.ok());
   CHECK(patched.error().message ==
-        kPrefix +
-            "retry.minDelayInMs (500, the default) must be at most retry.maxDelayInMs (100)");
+        kPrefix + "retry.minDelayInMs (500, the default) must be at most retry.maxDelayInMs (100)");
 
   patched = drl::apply_config_patch(kMinimal, R"({"bucket":{"size":3}})");
   REQUIRE_FALSE(patched.ok());
@@ -553,8 +541,7 @@ TEST_CASE("apply_config_patch: the patch must be a JSON object", "[config]") {
     REQUIRE_FALSE(patched.ok());
     CHECK(patched.error().code == ErrorCode::InvalidConfig);
     CHECK(patched.error().kind == ErrorKind::TypeError);
-    CHECK(patched.error().message ==
-          kPrefix + "config patch must be an object (received " + type + ")");
+    CHECK(patched.error().message == kPrefix + "config patch must be an object (received " + type + ")");
   }
 
   auto patched = drl::apply_config_patch(kMinimal, "{");
@@ -578,8 +565,8 @@ TEST_CASE("effective_config_json fills every default", "[config]") {
   // It is a complete config in its own right, meaning the same thing.
   require_same(success(effective), c);
 
-  const drl::Config custom = success(with("/retry", {{"maxRetries", 0}, {"factor", 1.25},
-                                                     {"respectRetryAfter", false}}));
+  const drl::Config custom =
+      success(with("/retry", {{"maxRetries", 0}, {"factor", 1.25}, {"respectRetryAfter", false}}));
   const std::string custom_json = drl::effective_config_json(custom);
   CHECK(custom_json.find(R"("maxRetries":0)") != std::string::npos);
   CHECK(custom_json.find(R"("factor":1.25)") != std::string::npos);
@@ -609,14 +596,14 @@ TEST_CASE("attemptTimeoutMs: an optional integer from 1 ms to 24 h, 120 s when a
     INFO("value " << shown);
     const drl::Error e = failure(with("/attemptTimeoutMs", value));
     CHECK(e.kind == ErrorKind::TypeError);
-    CHECK(e.message == kPrefix + "attemptTimeoutMs must be a number, an integer between 1 and 86400000 (received " +
-                           shown + ")");
+    CHECK(e.message ==
+          kPrefix + "attemptTimeoutMs must be a number, an integer between 1 and 86400000 (received " + shown + ")");
   }
   // It is a top-level field: inside bucket or retry it is an unknown key.
   CHECK(failure(with("/bucket/attemptTimeoutMs", 5000)).message.find(R"(unknown key "attemptTimeoutMs" in bucket)") !=
         std::string::npos);
-  CHECK(failure(with("/retry", {{"attemptTimeoutMs", 5000}})).message.find(
-            R"(unknown key "attemptTimeoutMs" in retry)") != std::string::npos);
+  CHECK(failure(with("/retry", {{"attemptTimeoutMs", 5000}}))
+            .message.find(R"(unknown key "attemptTimeoutMs" in retry)") != std::string::npos);
   // Reported together with the other problems, in schema order.
   const auto problems = drl::validate_config(R"({"bucket":{"limitPerWindow":60,"windowInMs":60000},
                                                  "concurrency":0,"attemptTimeoutMs":0,"retry":{"factor":0}})");
@@ -629,7 +616,8 @@ TEST_CASE("attemptTimeoutMs: an optional integer from 1 ms to 24 h, 120 s when a
 TEST_CASE("attemptTimeoutMs is echoed as given, and only the effective view fills it", "[config][timeout]") {
   auto given = drl::parse_config(with("/attemptTimeoutMs", 5000));
   REQUIRE(given.ok());
-  CHECK(given->text == R"({"attemptTimeoutMs":5000,"bucket":{"limitPerWindow":60,"windowInMs":60000},"concurrency":5})");
+  CHECK(given->text ==
+        R"({"attemptTimeoutMs":5000,"bucket":{"limitPerWindow":60,"windowInMs":60000},"concurrency":5})");
   CHECK(drl::effective_config_json(given->config).find(R"("attemptTimeoutMs":5000)") != std::string::npos);
   CHECK(drl::parse_config(kMinimal)->text.find("attemptTimeoutMs") == std::string::npos);
   CHECK(drl::effective_config_json(success(kMinimal)).find(R"("attemptTimeoutMs":120000)") != std::string::npos);

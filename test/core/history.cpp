@@ -28,14 +28,17 @@ json history(Engine& e, Millis resolution, Millis now) {
   return json::parse(*h);
 }
 
-void remove(std::vector<Ticket>& tickets, Ticket t) { tickets.erase(std::remove(tickets.begin(), tickets.end(), t), tickets.end()); }
+void remove(std::vector<Ticket>& tickets, Ticket t) {
+  tickets.erase(std::remove(tickets.begin(), tickets.end(), t), tickets.end());
+}
 
 Millis start_of(Millis t, Millis resolution) { return t - t % resolution; }
 
 // The nearest-rank percentile of exact samples.
 Millis exact_percentile(std::vector<Millis> waits, double p) {
   std::sort(waits.begin(), waits.end());
-  const size_t rank = std::max<size_t>(1, static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(waits.size()))));
+  const size_t rank =
+      std::max<size_t>(1, static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(waits.size()))));
   return waits[rank - 1];
 }
 
@@ -82,7 +85,8 @@ struct Recorder {
       if (a.kind == ActionKind::Start) {
         running.push_back(a.ticket);
         count(now, [&](Truth& t) { t.units["bucket"] += 1; });
-        if (a.attempt == 1) count(now, [&](Truth& t) {
+        if (a.attempt == 1)
+          count(now, [&](Truth& t) {
             ++t.started;
             t.waits.push_back(now - arrived_at.at(a.ticket));
           });
@@ -413,12 +417,12 @@ TEST_CASE("history rows survive a restore", "[history]") {
   const json coarse = history(e, kCoarse, now + 20);
 
   std::vector<HistoryRow> stored = rows;
-  stored.push_back(HistoryRow{kFine, start_of(now, kFine) - 400 * kFine, R"({"arrived":3})"});  // past retention
-  stored.push_back(HistoryRow{kFine, start_of(now, kFine) + 5 * kFine, R"({"arrived":3})"});    // not yet closed
+  stored.push_back(HistoryRow{kFine, start_of(now, kFine) - 400 * kFine, R"({"arrived":3})"});    // past retention
+  stored.push_back(HistoryRow{kFine, start_of(now, kFine) + 5 * kFine, R"({"arrived":3})"});      // not yet closed
   stored.push_back(HistoryRow{kFine, start_of(now, kFine) - 2 * kFine + 1, R"({"arrived":3})"});  // off the grid
-  stored.push_back(HistoryRow{30'000, start_of(now, kCoarse), R"({"arrived":3})"});  // no such resolution
+  stored.push_back(HistoryRow{30'000, start_of(now, kCoarse), R"({"arrived":3})"});               // no such resolution
   stored.push_back(HistoryRow{kCoarse, start_of(now, kCoarse) - 200 * kCoarse, R"({"arrived":-1})"});  // damaged
-  stored.push_back(HistoryRow{kCoarse, start_of(now, kCoarse) - 201 * kCoarse, "not json"});  // damaged
+  stored.push_back(HistoryRow{kCoarse, start_of(now, kCoarse) - 201 * kCoarse, "not json"});           // damaged
 
   Engine fresh;
   Snapshot snap;

@@ -60,8 +60,7 @@ TEST_CASE("a retry whose cost no longer fits a lowered limit is rejected CostToo
 
 // Issue 2: restore clamped stored amounts to the current (lowered) limit, so
 // raising the limit again admitted more than it in one window.
-TEST_CASE("restore keeps stored amounts above a lowered limit, so raising it again does not over-admit",
-          "[issues.2]") {
+TEST_CASE("restore keeps stored amounts above a lowered limit, so raising it again does not over-admit", "[issues.2]") {
   constexpr Millis kWindow = 1000;
   // 50 units were taken at T0 under a limit of 100, which was then lowered to 10.
   Snapshot snap;
@@ -106,8 +105,7 @@ std::string timed(int64_t concurrency) { return with_timeout(config(100, 10'000,
 // when that ticket's own deadline had passed (the timer not yet fired), the
 // advance timed it out and erased its call, and cancel then read the freed
 // call (a use-after-free, caught by ASan).
-TEST_CASE("a cancel at or after a running attempt's deadline, before the timer fired, is heard first",
-          "[issues.11]") {
+TEST_CASE("a cancel at or after a running attempt's deadline, before the timer fired, is heard first", "[issues.11]") {
   Engine e = configured(timed(1));
   const Ticket a = arrive(e, T0);
   const Ticket b = arrive(e, T0);
@@ -228,7 +226,11 @@ TEST_CASE("a queued call whose default unit a reconfigure changed still keys its
   const Ticket a = arrive(e, T0);
   const Ticket b = arrive(e, T0 + 1);  // queued behind a (concurrency 1)
   drain(e);
-  REQUIRE(e.reconfigure(R"({"bucket":{"unit":"tokens"},"windows":{"rpm":{"unit":"requests","limitPerWindow":10,"windowInMs":1000}}})", T0 + 2).ok());
+  REQUIRE(
+      e.reconfigure(
+           R"({"bucket":{"unit":"tokens"},"windows":{"rpm":{"unit":"requests","limitPerWindow":10,"windowInMs":1000}}})",
+           T0 + 2)
+          .ok());
   drain(e);
   report(e, a, Report{200}, T0 + 3);
   CHECK(actions(e) == std::vector<Action>{resolve(a), start(b)});
@@ -241,8 +243,10 @@ TEST_CASE("a queued call whose default unit a reconfigure changed still keys its
   CHECK(inspect(fresh).active() == 1);
 }
 
-TEST_CASE("a deadline that passed before the host's next event is met first: the call never starts after it, and no newcomer is refused for it",
-          "[issues.15]") {
+TEST_CASE(
+    "a deadline that passed before the host's next event is met first: the call never starts after it, and no newcomer "
+    "is refused for it",
+    "[issues.15]") {
   auto waiting = [](double priority, std::optional<double> max_wait) {
     Waiting w;
     w.priority = priority;

@@ -18,10 +18,9 @@ using json = nlohmann::json;
 namespace {
 
 // 100 requests per minute and 10,000 tokens per minute, learning from the headers.
-const std::string kLearning =
-    R"({"bucket":{"limitPerWindow":100,"windowInMs":60000},)"
-    R"("windows":{"tpm":{"unit":"tokens","limitPerWindow":10000,"windowInMs":60000}},)"
-    R"("concurrency":10,"learn":{"headers":"auto"}})";
+const std::string kLearning = R"({"bucket":{"limitPerWindow":100,"windowInMs":60000},)"
+                              R"("windows":{"tpm":{"unit":"tokens","limitPerWindow":10000,"windowInMs":60000}},)"
+                              R"("concurrency":10,"learn":{"headers":"auto"}})";
 
 Ticket arrive_tokens(Engine& e, double tokens, Millis now) {
   auto t = e.arrive(Amounts{{"tokens", tokens}}, now);
@@ -51,18 +50,21 @@ json window_stats(Engine& e, const std::string& name, Millis now) {
 
 TEST_CASE("learn: the config names the convention and maps dimensions to windows that exist", "[learn]") {
   CHECK(parse_config(kLearning).ok());
-  const auto problems = validate_config(
-      R"({"bucket":{"limitPerWindow":1,"windowInMs":1000},"concurrency":1,)"
-      R"("learn":{"headers":"stripe","map":{"tokens":"tpm","2bad":"bucket"},"extra":1}})");
+  const auto problems =
+      validate_config(R"({"bucket":{"limitPerWindow":1,"windowInMs":1000},"concurrency":1,)"
+                      R"("learn":{"headers":"stripe","map":{"tokens":"tpm","2bad":"bucket"},"extra":1}})");
   std::vector<std::string> messages;
   for (const auto& p : problems) messages.push_back(p.message);
-  CHECK(messages == std::vector<std::string>{
-                        R"(unknown key "extra" in learn (allowed: headers, map))",
-                        R"(learn.headers must be one of auto, github, openai, anthropic, ietf, ietf-draft (received "stripe"))",
-                        R"(dimension "2bad" must start with a letter and hold only letters, digits, '_' or '-', at most 32 characters)",
-                        R"(learn.map.tokens names window "tpm", which this config does not have (windows: bucket))",
-                    });
-  CHECK(validate_config(R"({"bucket":{"limitPerWindow":1,"windowInMs":1000},"concurrency":1,"learn":"auto"})").size() == 1);
+  CHECK(
+      messages ==
+      std::vector<std::string>{
+          R"(unknown key "extra" in learn (allowed: headers, map))",
+          R"(learn.headers must be one of auto, github, openai, anthropic, ietf, ietf-draft (received "stripe"))",
+          R"(dimension "2bad" must start with a letter and hold only letters, digits, '_' or '-', at most 32 characters)",
+          R"(learn.map.tokens names window "tpm", which this config does not have (windows: bucket))",
+      });
+  CHECK(validate_config(R"({"bucket":{"limitPerWindow":1,"windowInMs":1000},"concurrency":1,"learn":"auto"})").size() ==
+        1);
   // The effective config says what is read; without learn, null.
   auto parsed = parse_config(kLearning);
   REQUIRE(parsed.ok());
@@ -79,7 +81,10 @@ TEST_CASE("learn: an OpenAI answer with fewer tokens left than the bucket has ti
   drain(e);
   CHECK(window_stats(e, "tpm", T0)["remaining"] == 9900);
   // Someone else spent the same key: the upstream has 5,000 tokens left, for 30 s.
-  report(e, a, with_headers("x-ratelimit-limit-tokens: 10000\nx-ratelimit-remaining-tokens: 5000\nx-ratelimit-reset-tokens: 30s"), T0 + 10);
+  report(e, a,
+         with_headers(
+             "x-ratelimit-limit-tokens: 10000\nx-ratelimit-remaining-tokens: 5000\nx-ratelimit-reset-tokens: 30s"),
+         T0 + 10);
   drain(e);
   const json tpm = window_stats(e, "tpm", T0 + 10);
   CHECK(tpm["used"] == 5000);
@@ -149,7 +154,10 @@ TEST_CASE("learn: headers change nothing without learn, and nothing when they ca
     Engine e = configured(kLearning);
     const Ticket a = arrive(e, T0);
     drain(e);
-    report(e, a, with_headers("x-ratelimit-remaining-requests: NaN\nx-ratelimit-remaining: -5\nratelimit-remaining: 1e3\ngarbage"), T0 + 10);
+    report(e, a,
+           with_headers(
+               "x-ratelimit-remaining-requests: NaN\nx-ratelimit-remaining: -5\nratelimit-remaining: 1e3\ngarbage"),
+           T0 + 10);
     drain(e);
     CHECK(window_stats(e, "bucket", T0 + 10)["used"] == 1);
     CHECK(window_stats(e, "bucket", T0 + 10)["learned"].is_null());
@@ -159,13 +167,13 @@ TEST_CASE("learn: headers change nothing without learn, and nothing when they ca
 }
 
 TEST_CASE("learn: the map sends a dimension to the window it names", "[learn]") {
-  Engine e = configured(
-      R"({"bucket":{"limitPerWindow":100,"windowInMs":60000},)"
-      R"("windows":{"daily":{"limitPerWindow":1000,"windowInMs":86400000}},)"
-      R"("concurrency":10,"learn":{"headers":"github","map":{"default":"daily"}}})");
+  Engine e = configured(R"({"bucket":{"limitPerWindow":100,"windowInMs":60000},)"
+                        R"("windows":{"daily":{"limitPerWindow":1000,"windowInMs":86400000}},)"
+                        R"("concurrency":10,"learn":{"headers":"github","map":{"default":"daily"}}})");
   const Ticket a = arrive(e, T0);
   drain(e);
-  report(e, a, with_headers("x-ratelimit-limit: 5000\nx-ratelimit-remaining: 400\nx-ratelimit-reset: 1700003600"), T0 + 10);
+  report(e, a, with_headers("x-ratelimit-limit: 5000\nx-ratelimit-remaining: 400\nx-ratelimit-reset: 1700003600"),
+         T0 + 10);
   drain(e);
   CHECK(window_stats(e, "daily", T0 + 10)["used"] == 600);
   CHECK(window_stats(e, "daily", T0 + 10)["learned"]["limit"] == 5000);
@@ -174,10 +182,9 @@ TEST_CASE("learn: the map sends a dimension to the window it names", "[learn]") 
 
 TEST_CASE("learn: a quota goes to the window counting its unit, whichever is the primary", "[learn]") {
   // The primary counts tokens; requests are an extra window.
-  Engine e = configured(
-      R"({"bucket":{"unit":"tokens","limitPerWindow":10000,"windowInMs":60000},)"
-      R"("windows":{"rpm":{"unit":"requests","limitPerWindow":100,"windowInMs":60000}},)"
-      R"("concurrency":10,"learn":{"headers":"openai"}})");
+  Engine e = configured(R"({"bucket":{"unit":"tokens","limitPerWindow":10000,"windowInMs":60000},)"
+                        R"("windows":{"rpm":{"unit":"requests","limitPerWindow":100,"windowInMs":60000}},)"
+                        R"("concurrency":10,"learn":{"headers":"openai"}})");
   const Ticket a = arrive(e, 100, T0);  // 100 tokens, 1 request
   drain(e);
   report(e, a, with_headers("x-ratelimit-remaining-requests: 50\nx-ratelimit-remaining-tokens: 4000"), T0 + 10);

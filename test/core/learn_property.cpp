@@ -71,7 +71,9 @@ uint64_t mix(uint64_t x) {
 struct Rng {
   uint64_t s;
   uint64_t next() { return s = mix(s); }
-  int64_t range(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo + 1)); }
+  int64_t range(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo + 1));
+  }
   bool chance(double p) { return static_cast<double>(next() % 1'000'000) < p * 1'000'000; }
 };
 
@@ -81,15 +83,15 @@ const char* const kConventions[] = {"github", "openai", "ietf-draft", "auto"};
 struct Schedule {
   uint64_t seed = 0;
   int64_t limit = 1, window = 1000, concurrency = 1;
-  int convention = 0;  // index into kConventions
+  int convention = 0;              // index into kConventions
   Format format = Format::GitHub;  // what the upstream sends (auto: any of the four)
   // The upstream's reset: when the oldest counted request leaves its window
   // (the issue's ground truth), or when the newest does (the quota is whole
   // again: OpenAI documents its reset this way).
   bool reset_full = false;
-  bool latency = false;       // 0..5 ms from start to the upstream; else 0
-  bool headers_on_429 = false;  // a 429 also carries the convention's headers (remaining 0)
-  bool no_outside = false;      // one schedule in ten: nobody else spends the quota
+  bool latency = false;          // 0..5 ms from start to the upstream; else 0
+  bool headers_on_429 = false;   // a 429 also carries the convention's headers (remaining 0)
+  bool no_outside = false;       // one schedule in ten: nobody else spends the quota
   std::vector<Millis> arrivals;  // sorted, absolute
   std::vector<Millis> outside;   // the outside consumer's requests, sorted, absolute
 };
@@ -118,9 +120,11 @@ Schedule make_schedule(uint64_t seed) {
   // 10-40% of L per window, at random moments (some in bursts).
   s.no_outside = r.chance(0.1);
   const double share = s.no_outside ? 0.0 : static_cast<double>(r.range(10, 40)) / 100.0;
-  const auto spends = static_cast<int64_t>(std::llround(share * static_cast<double>(s.limit * horizon) / static_cast<double>(s.window)));
+  const auto spends = static_cast<int64_t>(
+      std::llround(share * static_cast<double>(s.limit * horizon) / static_cast<double>(s.window)));
   for (int64_t i = 0; i < spends; ++i) {
-    const Millis at = r.chance(burstiness / 2) ? bursts[r.next() % bursts.size()] + r.range(0, 50) : r.range(0, horizon);
+    const Millis at =
+        r.chance(burstiness / 2) ? bursts[r.next() % bursts.size()] + r.range(0, 50) : r.range(0, horizon);
     s.outside.push_back(kT0 + at);
   }
   std::sort(s.arrivals.begin(), s.arrivals.end());
@@ -160,9 +164,9 @@ std::string headers_text(const Schedule& s, Format f, int64_t remaining, Millis 
   const std::string L = std::to_string(s.limit), R = std::to_string(remaining);
   switch (f) {
     case Format::GitHub:
-      return "x-ratelimit-limit: " + L + "\nx-ratelimit-remaining: " + R + "\nx-ratelimit-reset: " +
-             std::to_string(ceil_div(reset, 1000)) + "\nx-ratelimit-used: " + std::to_string(s.limit - remaining) +
-             "\nx-ratelimit-resource: core";
+      return "x-ratelimit-limit: " + L + "\nx-ratelimit-remaining: " + R +
+             "\nx-ratelimit-reset: " + std::to_string(ceil_div(reset, 1000)) +
+             "\nx-ratelimit-used: " + std::to_string(s.limit - remaining) + "\nx-ratelimit-resource: core";
     case Format::OpenAI:
       return "x-ratelimit-limit-requests: " + L + "\nx-ratelimit-remaining-requests: " + R +
              "\nx-ratelimit-reset-requests: " + duration_text(reset - u, pick) +
@@ -179,11 +183,11 @@ std::string headers_text(const Schedule& s, Format f, int64_t remaining, Millis 
 
 // Why the upstream refused a limiter-admitted call (learning on).
 enum Refusal {
-  kBeforeHeaders,  // the engine had read no header when it started the call
-  kOutsideAfter,   // an outside request accepted after the latest observation read, still in the window
-  kLatencyExpired,  // (latency) an own request the engine's window had let go, still counted upstream
+  kBeforeHeaders,     // the engine had read no header when it started the call
+  kOutsideAfter,      // an outside request accepted after the latest observation read, still in the window
+  kLatencyExpired,    // (latency) an own request the engine's window had let go, still counted upstream
   kLatencyReordered,  // (latency) an own request that reached the upstream after a later call's observation
-  kUnexplained,    // none of these
+  kUnexplained,       // none of these
   kRefusalKinds
 };
 const char* const kRefusalNames[] = {"before any header", "outside request after the latest observation",
@@ -205,8 +209,8 @@ struct Request {
 
 struct RunResult {
   std::string failure;
-  std::vector<Millis> first_start;  // per call
-  std::vector<Millis> all_starts;   // every attempt, in order
+  std::vector<Millis> first_start;   // per call
+  std::vector<Millis> all_starts;    // every attempt, in order
   Millis first_429_report = kNever;  // when the engine processed the first 429
   size_t refused = 0, refused_informed = 0;
   size_t reasons[kRefusalKinds] = {};
@@ -214,7 +218,7 @@ struct RunResult {
   size_t blind_starts = 0;  // starts when the upstream's true remaining less in-flight was 0 (after a header)
   size_t lost = 0;
   size_t observations = 0;
-  Millis completion = 0;  // last settle - first arrival
+  Millis completion = 0;    // last settle - first arrival
   std::string unexplained;  // the first unexplained refusal, for a minimal case
 };
 
@@ -242,7 +246,11 @@ RunResult run(const Schedule& s, bool learn, std::ostream* trace = nullptr) {
   for (size_t i = 0; i < n; ++i) events.push({s.arrivals[i], seq++, 0, i});
   for (size_t j = 0; j < s.outside.size(); ++j) events.push({s.outside[j], seq++, 1, j});
 
-  struct Counted { Millis at; bool outside; size_t request; };
+  struct Counted {
+    Millis at;
+    bool outside;
+    size_t request;
+  };
   std::deque<Counted> upstream;  // accepted requests in the window, oldest first
   std::vector<Request> requests;
   std::map<Ticket, size_t> call_of;
@@ -260,7 +268,8 @@ RunResult run(const Schedule& s, bool learn, std::ostream* trace = nullptr) {
   auto fail = [&](const std::string& what) {
     if (out.failure.empty()) {
       std::ostringstream m;
-      m << "seed " << s.seed << (learn ? " (learning on)" : " (learning off)") << " at +" << now - kT0 << " ms: " << what;
+      m << "seed " << s.seed << (learn ? " (learning on)" : " (learning off)") << " at +" << now - kT0
+        << " ms: " << what;
       out.failure = m.str();
     }
   };
@@ -406,7 +415,9 @@ RunResult run(const Schedule& s, bool learn, std::ostream* trace = nullptr) {
       }
       case 1:
         prune(now);
-        if (trace) *trace << "+" << now - kT0 << " outside " << (static_cast<int64_t>(upstream.size()) < s.limit ? "accepted" : "refused") << "\n";
+        if (trace)
+          *trace << "+" << now - kT0 << " outside "
+                 << (static_cast<int64_t>(upstream.size()) < s.limit ? "accepted" : "refused") << "\n";
         if (static_cast<int64_t>(upstream.size()) < s.limit) {
           upstream.push_back({now, true, 0});
         } else {
@@ -465,8 +476,8 @@ TEST_CASE("learning from headers: trace one schedule", "[.learn-trace]") {
   if (!env) return;
   const Schedule s = make_schedule(std::strtoull(env, nullptr, 10));
   std::ostringstream trace;
-  trace << config_text(s, true) << (s.reset_full ? " reset=full" : " reset=oldest") << " format " << static_cast<int>(s.format)
-        << (s.latency ? " latency" : "") << "\n";
+  trace << config_text(s, true) << (s.reset_full ? " reset=full" : " reset=oldest") << " format "
+        << static_cast<int>(s.format) << (s.latency ? " latency" : "") << "\n";
   const RunResult r = run(s, true, &trace);
   WARN(trace.str() << r.failure);
 }
@@ -502,7 +513,8 @@ TEST_CASE("learning from headers: an upstream that also serves an outside consum
     for (int k = 0; k < kRefusalKinds; ++k) reasons[k] += on.reasons[k];
     unexplained_by_reset[s.reset_full] += on.reasons[kUnexplained];
     if (s.latency) unexplained_with_latency += on.reasons[kUnexplained];
-    if (!on.unexplained.empty() && first_unexplained[s.reset_full].empty()) first_unexplained[s.reset_full] = on.unexplained;
+    if (!on.unexplained.empty() && first_unexplained[s.reset_full].empty())
+      first_unexplained[s.reset_full] = on.unexplained;
     outside_refused_off += off.outside_refused;
     outside_refused_on += on.outside_refused;
     blind_starts += on.blind_starts;
@@ -527,9 +539,8 @@ TEST_CASE("learning from headers: an upstream that also serves an outside consum
       if (on.first_start[k] < off.first_429_report) {
         ++compared;
         if (off.first_start[k] > on.first_start[k]) {
-          FAIL("seed " << seed << ": call " << k << " started at +" << on.first_start[k] - kT0
-                       << " with learning on, +" << off.first_start[k] - kT0
-                       << " with learning off, before the learning-off run's first 429 (+"
+          FAIL("seed " << seed << ": call " << k << " started at +" << on.first_start[k] - kT0 << " with learning on, +"
+                       << off.first_start[k] - kT0 << " with learning off, before the learning-off run's first 429 (+"
                        << (off.first_429_report == kNever ? -1 : off.first_429_report - kT0) << ")");
         }
         later_on += off.first_start[k] < on.first_start[k];
@@ -556,21 +567,23 @@ TEST_CASE("learning from headers: an upstream that also serves an outside consum
   for (int k = kOutsideAfter; k < kRefusalKinds; ++k) figures << reasons[k] << " " << kRefusalNames[k] << "; ";
   figures << "unexplained by reset meaning: oldest " << unexplained_by_reset[0] << " (of " << refused_on_by_reset[0]
           << " refusals), full " << unexplained_by_reset[1] << " (of " << refused_on_by_reset[1] << "), "
-          << unexplained_with_latency << " of them with latency; starts while the upstream had no room left (true remaining"
+          << unexplained_with_latency
+          << " of them with latency; starts while the upstream had no room left (true remaining"
           << " less in flight <= 0, after a header): " << blind_starts << "; outside requests refused: learning off "
           << outside_refused_off << ", on " << outside_refused_on << "; calls lost: " << lost;
   WARN(figures.str());
   std::ostringstream times;
-  times << "completion (last settle - first arrival), mean: learning off " << completion_off / static_cast<double>(count)
-        << " ms, on " << completion_on / static_cast<double>(count) << " ms (on faster in " << on_faster
-        << " schedules, slower in " << on_slower << "); " << compared
+  times << "completion (last settle - first arrival), mean: learning off "
+        << completion_off / static_cast<double>(count) << " ms, on " << completion_on / static_cast<double>(count)
+        << " ms (on faster in " << on_faster << " schedules, slower in " << on_slower << "); " << compared
         << " first starts compared before the learning-off run's first 429: " << later_on
         << " later with learning on, none earlier; after it " << earlier_on_after_429
         << " started earlier with learning on; schedules where learning on led in some prefix of time: first starts "
         << prefix_crossings_first << ", all starts (retries included) " << prefix_crossings_all;
   times << "; " << quiet << " schedules with no outside consumer and no latency: " << quiet_refused
-        << " refusals (must be 0), completion mean: learning off " << quiet_off / static_cast<double>(std::max<size_t>(1, quiet))
-        << " ms, on " << quiet_on / static_cast<double>(std::max<size_t>(1, quiet)) << " ms (seed " << quiet_worst_seed
+        << " refusals (must be 0), completion mean: learning off "
+        << quiet_off / static_cast<double>(std::max<size_t>(1, quiet)) << " ms, on "
+        << quiet_on / static_cast<double>(std::max<size_t>(1, quiet)) << " ms (seed " << quiet_worst_seed
         << " with under 12 calls: on slower by " << quiet_worst << " ms)";
   WARN(times.str());
   if (!first_unexplained[0].empty()) WARN("first unexplained refusal, reset = oldest: " << first_unexplained[0]);
@@ -591,7 +604,9 @@ TEST_CASE("learning from headers: an upstream that also serves an outside consum
 // than off when no one else spends and there is no latency).
 TEST_CASE("learn: a remaining of 0 at full use costs one window, not a second through a penalty's lift", "[learn]") {
   Engine e;
-  REQUIRE(e.configure(R"({"bucket":{"limitPerWindow":1,"windowInMs":1000},"concurrency":1,"learn":{"headers":"openai"}})", kT0).ok());
+  REQUIRE(e.configure(
+               R"({"bucket":{"limitPerWindow":1,"windowInMs":1000},"concurrency":1,"learn":{"headers":"openai"}})", kT0)
+              .ok());
   const Ticket a = *e.arrive(1, kT0);
   e.clear_output();
   Report r;

@@ -1,4 +1,5 @@
-// Verifies penalties (429s and pause): the deadline, its delay sources, no takes before it, and the refill floor at lift.
+// Verifies penalties (429s and pause): the deadline, its delay sources, no takes before it, and the refill floor at
+// lift.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -67,8 +68,7 @@ TEST_CASE("a 429 sets the deadline to now + delay, nothing starts before it", "[
   CHECK(inspect(e).forced_until() == T0 + 5100);
 }
 
-TEST_CASE("the penalty delay: explicit ms, else Retry-After, else backoff, clamped to maxDelayInMs",
-          "[penalty]") {
+TEST_CASE("the penalty delay: explicit ms, else Retry-After, else backoff, clamped to maxDelayInMs", "[penalty]") {
   const json retry = {{"maxRetries", 3}, {"minDelayInMs", 200}, {"maxDelayInMs", 60'000}, {"factor", 3}};
   Engine e = configured(penalty_config(retry));
   const Ticket a = running_call(e, T0);

@@ -52,19 +52,21 @@ TEST_CASE("random schedules keep every invariant", "[property]") {
   figures << count << " schedules: " << total.tickets << " tickets, " << total.starts << " starts, " << total.timeouts
           << " timeouts, " << total.gone << " gone, " << total.late_news << " late reports refused; " << total.crashes
           << " crashes, " << total.crashes_with_running << " with callbacks running (" << total.carried_callbacks
-          << " callbacks carried over); in flight at most " << total.max_in_flight << " (cap <= 5), old callbacks at most "
-          << total.max_old_in_flight << " at once; " << total.full_with_old
+          << " callbacks carried over); in flight at most " << total.max_in_flight
+          << " (cap <= 5), old callbacks at most " << total.max_old_in_flight << " at once; " << total.full_with_old
           << " steps at the cap with old callbacks in flight, " << total.held_back_by_old
           << " with a caller queued behind them; in flight - cap at most " << total.max_in_flight_over_cap
           << " after any step (no lowered cap), held - cap at most " << total.max_over_cap << " before any first start";
   WARN(figures.str());
   std::ostringstream windows;
   windows << total.window_schedules << " schedules with extra windows (" << total.honest_schedules
-          << " whose usage never exceeds the reservation): " << total.unit_arrivals << " arrivals with a cost per unit, "
-          << total.usage_reports << " reports with usage settling " << total.refunds << " refunds (" << total.stale_refunds
+          << " whose usage never exceeds the reservation): " << total.unit_arrivals
+          << " arrivals with a cost per unit, " << total.usage_reports << " reports with usage settling "
+          << total.refunds << " refunds (" << total.stale_refunds
           << " not refunded: grant expired or log replaced) and " << total.charges << " charges; " << total.debt_steps
-          << " steps with a window holding more than its limit (a charge, a lowered limit, a damaged row); " << total.window_changes << " reconfigures adding, removing or re-uniting a window; "
-          << total.overused_windows << " rolling windows of real usage above the limit (at most " << total.max_overuse
+          << " steps with a window holding more than its limit (a charge, a lowered limit, a damaged row); "
+          << total.window_changes << " reconfigures adding, removing or re-uniting a window; " << total.overused_windows
+          << " rolling windows of real usage above the limit (at most " << total.max_overuse
           << " above), real usage - limit - under-estimates at most " << total.max_overuse_beyond_underestimate
           << " (must be <= 0)";
   WARN(windows.str());
@@ -140,7 +142,8 @@ TEST_CASE("random schedules: predictions are exact where nothing but the window 
   figures << count << " exact schedules: " << total.tickets << " tickets, " << total.starts << " starts, "
           << total.exact_starts << " queued calls started exactly when predicted; " << total.deadline_arrivals
           << " arrivals with a maxWaitMs (" << total.try_now_arrivals << " with 0), " << total.refused_at_arrival
-          << " refused at arrival with the predicted wait, " << total.expired_in_queue << " expired in the queue (must be 0)";
+          << " refused at arrival with the predicted wait, " << total.expired_in_queue
+          << " expired in the queue (must be 0)";
   WARN(figures.str());
   CHECK(total.expired_in_queue == 0);
   if (count >= 1000) {

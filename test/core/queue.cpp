@@ -1,4 +1,5 @@
-// Verifies the FIFO queue: arrival validation, strict order, head-of-line blocking, cancel, configure/reconfigure and erase.
+// Verifies the FIFO queue: arrival validation, strict order, head-of-line blocking, cancel, configure/reconfigure and
+// erase.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -80,7 +81,7 @@ TEST_CASE("due retries are served before queued first starts", "[queue]") {
   Engine e = configured(config(1, 100, 2, {{"maxRetries", 2}, {"minDelayInMs", 90}, {"maxDelayInMs", 90}}));
   const Ticket a = arrive(e, T0);
   report(e, a, failed(Failure::Retryable, 503), T0 + 10);  // due at T0 + 100
-  const Ticket b = arrive(e, T0 + 50);                       // a free slot, but no unit until T0 + 100
+  const Ticket b = arrive(e, T0 + 50);                     // a free slot, but no unit until T0 + 100
   e.clear_output();
   CHECK(wake(e) == T0 + 100);
 

@@ -40,8 +40,7 @@ std::string show(const std::string& dimension, const std::optional<int64_t>& lim
                  const std::optional<int64_t>& window, HeaderConvention c) {
   std::ostringstream out;
   out << "{" << drl::header_convention_name(c) << " " << dimension << " limit=" << show(limit)
-      << " remaining=" << show(remaining) << " reset=" << show(reset)
-      << " window=" << show(window) << "}";
+      << " remaining=" << show(remaining) << " reset=" << show(reset) << " window=" << show(window) << "}";
   return out.str();
 }
 
@@ -62,14 +61,13 @@ std::string show(const std::vector<Expected>& all) {
 }
 
 // Exactly these observations, in this order, every field compared.
-void check_parse(const Headers& headers, HeaderConvention convention,
-                 const std::vector<Expected>& expected, int64_t now = kNow) {
+void check_parse(const Headers& headers, HeaderConvention convention, const std::vector<Expected>& expected,
+                 int64_t now = kNow) {
   const std::vector<Observation> got = parse_rate_limit_headers(headers, convention, now);
   CHECK(show(got) == show(expected));
 }
 
-Expected github(std::optional<int64_t> limit, std::optional<int64_t> remaining,
-                std::optional<int64_t> reset) {
+Expected github(std::optional<int64_t> limit, std::optional<int64_t> remaining, std::optional<int64_t> reset) {
   return {"default", limit, remaining, reset, kAbsent, HeaderConvention::GitHub};
 }
 
@@ -78,9 +76,8 @@ Expected github(std::optional<int64_t> limit, std::optional<int64_t> remaining,
 // ---------------------------------------------------------------- names
 
 TEST_CASE("convention names round-trip and nothing else is one", "[ratelimit_headers]") {
-  for (HeaderConvention c :
-       {HeaderConvention::Auto, HeaderConvention::GitHub, HeaderConvention::OpenAI,
-        HeaderConvention::Anthropic, HeaderConvention::Ietf, HeaderConvention::IetfDraft}) {
+  for (HeaderConvention c : {HeaderConvention::Auto, HeaderConvention::GitHub, HeaderConvention::OpenAI,
+                             HeaderConvention::Anthropic, HeaderConvention::Ietf, HeaderConvention::IetfDraft}) {
     CHECK(drl::header_convention(drl::header_convention_name(c)) == c);
   }
   CHECK(drl::header_convention_name(HeaderConvention::IetfDraft) == "ietf-draft");
@@ -92,19 +89,33 @@ TEST_CASE("convention names round-trip and nothing else is one", "[ratelimit_hea
 
 TEST_CASE("is_rate_limit_header: each prefix and name, and near misses", "[ratelimit_headers]") {
   for (const char* name :
-       {"x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "x-ratelimit-used",
-        "x-ratelimit-resource", "x-ratelimit-limit-requests", "x-ratelimit-reset-tokens",
-        "anthropic-ratelimit-requests-limit", "anthropic-ratelimit-output-tokens-reset",
-        "ratelimit", "ratelimit-policy", "ratelimit-limit", "ratelimit-remaining",
-        "ratelimit-reset", "X-RateLimit-Remaining", "RateLimit-Policy"}) {
+       {"x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "x-ratelimit-used", "x-ratelimit-resource",
+        "x-ratelimit-limit-requests", "x-ratelimit-reset-tokens", "anthropic-ratelimit-requests-limit",
+        "anthropic-ratelimit-output-tokens-reset", "ratelimit", "ratelimit-policy", "ratelimit-limit",
+        "ratelimit-remaining", "ratelimit-reset", "X-RateLimit-Remaining", "RateLimit-Policy"}) {
     INFO(name);
     CHECK(is_rate_limit_header(name));
   }
-  for (const char* name :
-       {"", "x-ratelimit", "x-ratelimit-", "x-ratelimitx", "x-ratelimitx-limit", "x-rate-limit-limit",
-        "anthropic-ratelimit", "anthropic-ratelimit-", "anthropic-ratelimitx", "ratelimiter",
-        "ratelimit-", "ratelimit-used", "ratelimit-policies", "ratelimit-limits", "ratelimitx",
-        "retry-after", "content-type", " ratelimit", "ratelimit ", "xx-ratelimit-limit"}) {
+  for (const char* name : {"",
+                           "x-ratelimit",
+                           "x-ratelimit-",
+                           "x-ratelimitx",
+                           "x-ratelimitx-limit",
+                           "x-rate-limit-limit",
+                           "anthropic-ratelimit",
+                           "anthropic-ratelimit-",
+                           "anthropic-ratelimitx",
+                           "ratelimiter",
+                           "ratelimit-",
+                           "ratelimit-used",
+                           "ratelimit-policies",
+                           "ratelimit-limits",
+                           "ratelimitx",
+                           "retry-after",
+                           "content-type",
+                           " ratelimit",
+                           "ratelimit ",
+                           "xx-ratelimit-limit"}) {
     INFO(name);
     CHECK_FALSE(is_rate_limit_header(name));
   }
@@ -121,8 +132,7 @@ TEST_CASE("github: GitHub's own response", "[ratelimit_headers]") {
               HeaderConvention::GitHub, {github(5000, 4999, 1372700873000)});
 }
 
-TEST_CASE("github: the reset tells epoch ms, epoch seconds and delta seconds apart",
-          "[ratelimit_headers]") {
+TEST_CASE("github: the reset tells epoch ms, epoch seconds and delta seconds apart", "[ratelimit_headers]") {
   struct Row {
     const char* value;
     std::optional<int64_t> reset_at_ms;
@@ -157,8 +167,8 @@ TEST_CASE("github: the reset tells epoch ms, epoch seconds and delta seconds apa
            {"30, 30", kAbsent},
            {"", kAbsent},
        }) {
-    check_parse({{"x-ratelimit-remaining", "1"}, {"x-ratelimit-reset", row.value}},
-                HeaderConvention::GitHub, {github(kAbsent, 1, row.reset_at_ms)});
+    check_parse({{"x-ratelimit-remaining", "1"}, {"x-ratelimit-reset", row.value}}, HeaderConvention::GitHub,
+                {github(kAbsent, 1, row.reset_at_ms)});
   }
 }
 
@@ -170,8 +180,8 @@ TEST_CASE("github: a delta reset saturates at the ends of the clock", "[ratelimi
   check_parse(headers, HeaderConvention::GitHub, {github(kAbsent, 1, kMax)}, kMax - 1);
   check_parse(headers, HeaderConvention::GitHub, {github(kAbsent, 1, kMin + 30'000)}, kMin);
   // An epoch does not depend on now at all.
-  check_parse({{"x-ratelimit-remaining", "1"}, {"x-ratelimit-reset", "1372700873"}},
-              HeaderConvention::GitHub, {github(kAbsent, 1, 1372700873000)}, kMin);
+  check_parse({{"x-ratelimit-remaining", "1"}, {"x-ratelimit-reset", "1372700873"}}, HeaderConvention::GitHub,
+              {github(kAbsent, 1, 1372700873000)}, kMin);
 }
 
 TEST_CASE("limits and remainings: digits only, 0..1e15", "[ratelimit_headers]") {
@@ -214,29 +224,28 @@ TEST_CASE("limits and remainings: digits only, 0..1e15", "[ratelimit_headers]") 
            {"\r\n5", kAbsent},
            {"5\n", kAbsent},
            {std::string("5\0", 2), kAbsent},
-           {"\x01" "5", kAbsent},
+           {"\x01"
+            "5",
+            kAbsent},
            {"5\x7f", kAbsent},
-           {"\xd9\xa5", kAbsent},  // ARABIC-INDIC DIGIT FIVE
+           {"\xd9\xa5", kAbsent},      // ARABIC-INDIC DIGIT FIVE
            {"\xef\xbc\x95", kAbsent},  // FULLWIDTH DIGIT FIVE
        }) {
     INFO("value: \"" << row.value << "\"");
     // Beside a valid limit so the observation survives whatever the remaining does.
-    check_parse({{"x-ratelimit-limit", "60"}, {"x-ratelimit-remaining", row.value}},
-                HeaderConvention::GitHub, {github(60, row.count, kAbsent)});
+    check_parse({{"x-ratelimit-limit", "60"}, {"x-ratelimit-remaining", row.value}}, HeaderConvention::GitHub,
+                {github(60, row.count, kAbsent)});
     // Alone it is the observation's only number: absent drops the observation.
     check_parse({{"x-ratelimit-limit", row.value}}, HeaderConvention::GitHub,
-                row.count ? std::vector<Expected>{github(row.count, kAbsent, kAbsent)}
-                          : std::vector<Expected>{});
+                row.count ? std::vector<Expected>{github(row.count, kAbsent, kAbsent)} : std::vector<Expected>{});
   }
 }
 
 TEST_CASE("an observation needs a limit or a remaining", "[ratelimit_headers]") {
   check_parse({{"x-ratelimit-reset", "30"}}, HeaderConvention::GitHub, {});
-  check_parse({{"x-ratelimit-used", "1"}, {"x-ratelimit-resource", "core"}},
-              HeaderConvention::GitHub, {});
+  check_parse({{"x-ratelimit-used", "1"}, {"x-ratelimit-resource", "core"}}, HeaderConvention::GitHub, {});
   check_parse({}, HeaderConvention::Auto, {});
-  check_parse({{"x-ratelimit-remaining", "0"}}, HeaderConvention::GitHub,
-              {github(kAbsent, 0, kAbsent)});
+  check_parse({{"x-ratelimit-remaining", "0"}}, HeaderConvention::GitHub, {github(kAbsent, 0, kAbsent)});
 }
 
 // ---------------------------------------------------------------- openai
@@ -311,23 +320,20 @@ TEST_CASE("openai: durations", "[ratelimit_headers]") {
            {"1s\r", kAbsent},
            {"2024-06-01T12:00:30Z", kAbsent},
        }) {
-    const std::optional<int64_t> reset =
-        row.ms ? std::optional<int64_t>(kNow + *row.ms) : std::nullopt;
+    const std::optional<int64_t> reset = row.ms ? std::optional<int64_t>(kNow + *row.ms) : std::nullopt;
     INFO("reset: \"" << row.value << "\"");
     check_parse({{"x-ratelimit-remaining-tokens", "10"}, {"x-ratelimit-reset-tokens", row.value}},
-                HeaderConvention::OpenAI,
-                {{"tokens", kAbsent, 10, reset, kAbsent, HeaderConvention::OpenAI}});
+                HeaderConvention::OpenAI, {{"tokens", kAbsent, 10, reset, kAbsent, HeaderConvention::OpenAI}});
   }
 }
 
 TEST_CASE("openai: a partial set gives what it states", "[ratelimit_headers]") {
   check_parse({{"x-ratelimit-remaining-tokens", "0"}}, HeaderConvention::OpenAI,
               {{"tokens", kAbsent, 0, kAbsent, kAbsent, HeaderConvention::OpenAI}});
-  check_parse({{"x-ratelimit-reset-requests", "1s"}, {"x-ratelimit-limit-requests", "x"}},
-              HeaderConvention::OpenAI, {});
+  check_parse({{"x-ratelimit-reset-requests", "1s"}, {"x-ratelimit-limit-requests", "x"}}, HeaderConvention::OpenAI,
+              {});
   // GitHub's unsuffixed names are not OpenAI's.
-  check_parse({{"x-ratelimit-limit", "60"}, {"x-ratelimit-remaining", "1"}},
-              HeaderConvention::OpenAI, {});
+  check_parse({{"x-ratelimit-limit", "60"}, {"x-ratelimit-remaining", "1"}}, HeaderConvention::OpenAI, {});
 }
 
 // ---------------------------------------------------------------- anthropic
@@ -350,8 +356,7 @@ TEST_CASE("anthropic: all four dimensions", "[ratelimit_headers]") {
               {{"requests", 50, 49, kNow + 1'000, kAbsent, HeaderConvention::Anthropic},
                {"tokens", 90000, 89000, kNow + 30'000, kAbsent, HeaderConvention::Anthropic},
                {"input-tokens", 80000, 79500, kNow + 30'000, kAbsent, HeaderConvention::Anthropic},
-               {"output-tokens", 16000, 15500, kNow + 30'000, kAbsent,
-                HeaderConvention::Anthropic}});
+               {"output-tokens", 16000, 15500, kNow + 30'000, kAbsent, HeaderConvention::Anthropic}});
 }
 
 TEST_CASE("anthropic: RFC 3339 resets", "[ratelimit_headers]") {
@@ -376,7 +381,7 @@ TEST_CASE("anthropic: RFC 3339 resets", "[ratelimit_headers]") {
            {"2024-06-01 12:00:30Z", k1200_30},
            {" 2024-06-01T12:00:30Z\t", k1200_30},
            {"1970-01-01T00:00:00Z", 0},
-           {"1969-12-31T23:59:59Z", -1'000},  // in the past: kept, the caller decides
+           {"1969-12-31T23:59:59Z", -1'000},             // in the past: kept, the caller decides
            {"2016-12-31T23:59:60Z", 1'483'228'800'000},  // leap second
            {"2024-02-29T00:00:00Z", 1'709'164'800'000},
            {"9999-12-31T23:59:59Z", 253'402'300'799'000},
@@ -409,8 +414,7 @@ TEST_CASE("anthropic: RFC 3339 resets", "[ratelimit_headers]") {
            {"", kAbsent},
        }) {
     INFO("reset: \"" << row.value << "\"");
-    check_parse({{"anthropic-ratelimit-tokens-remaining", "5"},
-                 {"anthropic-ratelimit-tokens-reset", row.value}},
+    check_parse({{"anthropic-ratelimit-tokens-remaining", "5"}, {"anthropic-ratelimit-tokens-reset", row.value}},
                 HeaderConvention::Anthropic,
                 {{"tokens", kAbsent, 5, row.reset_at_ms, kAbsent, HeaderConvention::Anthropic}});
   }
@@ -419,10 +423,8 @@ TEST_CASE("anthropic: RFC 3339 resets", "[ratelimit_headers]") {
 // ---------------------------------------------------------------- ietf
 
 TEST_CASE("ietf: one policy", "[ratelimit_headers]") {
-  check_parse({{"RateLimit-Policy", "\"default\";q=100;w=60"},
-               {"RateLimit", "\"default\";r=50;t=30"}},
-              HeaderConvention::Ietf,
-              {{"default", 100, 50, kNow + 30'000, 60'000, HeaderConvention::Ietf}});
+  check_parse({{"RateLimit-Policy", "\"default\";q=100;w=60"}, {"RateLimit", "\"default\";r=50;t=30"}},
+              HeaderConvention::Ietf, {{"default", 100, 50, kNow + 30'000, 60'000, HeaderConvention::Ietf}});
 }
 
 TEST_CASE("ietf: two policies, the second keeps its name", "[ratelimit_headers]") {
@@ -452,16 +454,15 @@ TEST_CASE("ietf: either field alone", "[ratelimit_headers]") {
   // A policy without q, and no RateLimit: nothing to learn.
   check_parse({{"RateLimit-Policy", "\"default\";w=60"}}, HeaderConvention::Ietf, {});
   // A RateLimit item whose policy is not listed is still a policy.
-  check_parse({{"RateLimit-Policy", "\"default\";q=100;w=60"},
-               {"RateLimit", "\"burst\";r=3;t=1"}},
+  check_parse({{"RateLimit-Policy", "\"default\";q=100;w=60"}, {"RateLimit", "\"burst\";r=3;t=1"}},
               HeaderConvention::Ietf,
               {{"default", 100, kAbsent, kAbsent, 60'000, HeaderConvention::Ietf},
                {"burst", kAbsent, 3, kNow + 1'000, kAbsent, HeaderConvention::Ietf}});
 }
 
 TEST_CASE("ietf: structured-field details", "[ratelimit_headers]") {
-  const auto ietf = [](std::optional<int64_t> limit, std::optional<int64_t> remaining,
-                       std::optional<int64_t> reset, std::optional<int64_t> window) {
+  const auto ietf = [](std::optional<int64_t> limit, std::optional<int64_t> remaining, std::optional<int64_t> reset,
+                       std::optional<int64_t> window) {
     return Expected{"default", limit, remaining, reset, window, HeaderConvention::Ietf};
   };
   struct Row {
@@ -475,40 +476,37 @@ TEST_CASE("ietf: structured-field details", "[ratelimit_headers]") {
            {"\"default\";w=60;qu=\"requests\";q=100;pk=:cHsdsRa894==:",
             "\"default\";t=30;pk=:cHsdsRa894==:;r=50",
             {ietf(100, 50, kNow + 30'000, 60'000)}},
-           {"\"default\"; q=100; w=60", "\"default\"; r=50; t=30",
-            {ietf(100, 50, kNow + 30'000, 60'000)}},
+           {"\"default\"; q=100; w=60", "\"default\"; r=50; t=30", {ietf(100, 50, kNow + 30'000, 60'000)}},
            // A repeated parameter: the last one counts (RFC 8941).
            {"\"default\";q=1;q=100", "\"default\";r=9;r=50", {ietf(100, 50, kAbsent, kAbsent)}},
            // A repeated policy: the first item counts.
-           {"\"default\";q=100, \"default\";q=5", "\"default\";r=50, \"default\";r=0",
+           {"\"default\";q=100, \"default\";q=5",
+            "\"default\";r=50, \"default\";r=0",
             {ietf(100, 50, kAbsent, kAbsent)}},
            // Escapes in a name.
-           {"\"a\\\"b\";q=1, \"x\\\\y\";q=2", "",
+           {"\"a\\\"b\";q=1, \"x\\\\y\";q=2",
+            "",
             {ietf(1, kAbsent, kAbsent, kAbsent),
              Expected{"x\\y", 2, kAbsent, kAbsent, kAbsent, HeaderConvention::Ietf}}},
            // Boundaries: 0, and the largest RFC 8941 integer (15 digits).
            {"\"default\";q=0;w=0", "\"default\";r=0;t=0", {ietf(0, 0, kNow, kAbsent)}},
            {"\"default\";q=999999999999999;w=999999999999999",
             "\"default\";r=999999999999999;t=999999999999999",
-            {ietf(999'999'999'999'999, 999'999'999'999'999, kNow + 999'999'999'999'999'000,
-                  999'999'999'999'999'000)}},
+            {ietf(999'999'999'999'999, 999'999'999'999'999, kNow + 999'999'999'999'999'000, 999'999'999'999'999'000)}},
            // Wrong types and signs leave the field absent, not the rest.
            {"\"default\";q=-1;w=-60", "\"default\";r=-5;t=-30", {}},
-           {"\"default\";q=100;w=60", "\"default\";r=5.5;t=\"30\"",
-            {ietf(100, kAbsent, kAbsent, 60'000)}},
+           {"\"default\";q=100;w=60", "\"default\";r=5.5;t=\"30\"", {ietf(100, kAbsent, kAbsent, 60'000)}},
            {"\"default\";q=?1;w=60.0", "\"default\";r=?0;t=abc", {}},
            {"\"default\";q=100", "\"default\";r", {ietf(100, kAbsent, kAbsent, kAbsent)}},
            // Items that are not names are skipped; an inner list is valid but ignored.
-           {"100;w=60, \"default\";q=100", "(1 2);r=5, \"default\";r=50",
-            {ietf(100, 50, kAbsent, kAbsent)}},
+           {"100;w=60, \"default\";q=100", "(1 2);r=5, \"default\";r=50", {ietf(100, 50, kAbsent, kAbsent)}},
            {"?1;q=3, :AQID:;q=4, 1.5;q=5", "", {}},
            // An empty name can be "default" (first) but a later one is not reported.
            {"\"\";q=1, \"\";q=2", "", {ietf(1, kAbsent, kAbsent, kAbsent)}},
            {"\"default\";q=1, \"\";q=2", "", {ietf(1, kAbsent, kAbsent, kAbsent)}},
        }) {
     INFO("RateLimit-Policy: " << row.policy << "\nRateLimit: " << row.ratelimit);
-    check_parse({{"ratelimit-policy", row.policy}, {"ratelimit", row.ratelimit}},
-                HeaderConvention::Ietf, row.expected);
+    check_parse({{"ratelimit-policy", row.policy}, {"ratelimit", row.ratelimit}}, HeaderConvention::Ietf, row.expected);
   }
 }
 
@@ -528,19 +526,19 @@ TEST_CASE("ietf: a malformed field is ignored whole", "[ratelimit_headers]") {
            "\"default\";r=50 t=30",           // missing separator
            "\"default\"\x01;r=50",            // control character
            "\"def\x01ult\";r=50",
-           "\"d\xc3\xa9\";r=50",              // non-ASCII in a string
+           "\"d\xc3\xa9\";r=50",  // non-ASCII in a string
            "\"default\";r=50;t=30\r",
            "\"default\" \"x\"",
-           "\"a\\x\";r=5",                    // bad escape
-           "(1 2;r=5",                        // unterminated inner list
+           "\"a\\x\";r=5",  // bad escape
+           "(1 2;r=5",      // unterminated inner list
            "?2;r=5",
            ":AQID;r=5",
        }) {
     INFO("RateLimit: " << ratelimit);
     const std::string_view value = ratelimit;
     // "r=NaN" parses (NaN is a token) but is not an Integer: remaining stays absent either way.
-    check_parse({{"RateLimit-Policy", "\"default\";q=100;w=60"}, {"RateLimit", value}},
-                HeaderConvention::Ietf, {kPolicyOnly});
+    check_parse({{"RateLimit-Policy", "\"default\";q=100;w=60"}, {"RateLimit", value}}, HeaderConvention::Ietf,
+                {kPolicyOnly});
   }
 }
 
@@ -549,11 +547,9 @@ TEST_CASE("ietf: at most eight policies", "[ratelimit_headers]") {
   for (int i = 0; i < 12; ++i) {
     policy += (i ? ", \"p" : "\"p") + std::to_string(i) + "\";q=" + std::to_string(i + 1);
   }
-  std::vector<Expected> expected = {{"default", 1, kAbsent, kAbsent, kAbsent,
-                                     HeaderConvention::Ietf}};
+  std::vector<Expected> expected = {{"default", 1, kAbsent, kAbsent, kAbsent, HeaderConvention::Ietf}};
   for (int i = 1; i < 8; ++i) {
-    expected.push_back(
-        {"p" + std::to_string(i), i + 1, kAbsent, kAbsent, kAbsent, HeaderConvention::Ietf});
+    expected.push_back({"p" + std::to_string(i), i + 1, kAbsent, kAbsent, kAbsent, HeaderConvention::Ietf});
   }
   check_parse({{"RateLimit-Policy", policy}}, HeaderConvention::Ietf, expected);
 }
@@ -561,8 +557,8 @@ TEST_CASE("ietf: at most eight policies", "[ratelimit_headers]") {
 // ---------------------------------------------------------------- ietf-draft
 
 TEST_CASE("ietf-draft: limit, remaining, reset", "[ratelimit_headers]") {
-  const auto draft = [](std::optional<int64_t> limit, std::optional<int64_t> remaining,
-                        std::optional<int64_t> reset, std::optional<int64_t> window) {
+  const auto draft = [](std::optional<int64_t> limit, std::optional<int64_t> remaining, std::optional<int64_t> reset,
+                        std::optional<int64_t> window) {
     return Expected{"default", limit, remaining, reset, window, HeaderConvention::IetfDraft};
   };
   check_parse({{"RateLimit-Limit", "100"}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "30"}},
@@ -594,17 +590,16 @@ TEST_CASE("ietf-draft: limit, remaining, reset", "[ratelimit_headers]") {
            {"", kAbsent, kAbsent},
        }) {
     INFO("RateLimit-Limit: " << row.limit);
-    check_parse({{"ratelimit-limit", row.limit}, {"ratelimit-remaining", "7"}},
-                HeaderConvention::IetfDraft,
+    check_parse({{"ratelimit-limit", row.limit}, {"ratelimit-remaining", "7"}}, HeaderConvention::IetfDraft,
                 {draft(row.expected_limit, 7, kAbsent, row.window_ms)});
   }
   // The reset is read like GitHub's: epoch ms, epoch seconds or seconds from now.
-  check_parse({{"ratelimit-remaining", "7"}, {"ratelimit-reset", "1372700873"}},
-              HeaderConvention::IetfDraft, {draft(kAbsent, 7, 1'372'700'873'000, kAbsent)});
-  check_parse({{"ratelimit-remaining", "7"}, {"ratelimit-reset", "-1"}},
-              HeaderConvention::IetfDraft, {draft(kAbsent, 7, kAbsent, kAbsent)});
-  check_parse({{"ratelimit-remaining", "7, 6"}, {"ratelimit-limit", "10"}},
-              HeaderConvention::IetfDraft, {draft(10, kAbsent, kAbsent, kAbsent)});
+  check_parse({{"ratelimit-remaining", "7"}, {"ratelimit-reset", "1372700873"}}, HeaderConvention::IetfDraft,
+              {draft(kAbsent, 7, 1'372'700'873'000, kAbsent)});
+  check_parse({{"ratelimit-remaining", "7"}, {"ratelimit-reset", "-1"}}, HeaderConvention::IetfDraft,
+              {draft(kAbsent, 7, kAbsent, kAbsent)});
+  check_parse({{"ratelimit-remaining", "7, 6"}, {"ratelimit-limit", "10"}}, HeaderConvention::IetfDraft,
+              {draft(10, kAbsent, kAbsent, kAbsent)});
 }
 
 // ---------------------------------------------------------------- auto
@@ -626,34 +621,28 @@ TEST_CASE("auto: the more specific convention wins a dimension", "[ratelimit_hea
                                {"RateLimit-Remaining", "99"},
                                {"RateLimit-Policy", "\"default\";q=10;w=1"},
                                {"RateLimit", "\"default\";r=9;t=1"}};
-  check_parse(all_default, HeaderConvention::Auto,
-              {{"default", 10, 9, kNow + 1'000, 1'000, HeaderConvention::Ietf}});
+  check_parse(all_default, HeaderConvention::Auto, {{"default", 10, 9, kNow + 1'000, 1'000, HeaderConvention::Ietf}});
   check_parse(Headers(all_default.begin(), all_default.begin() + 4), HeaderConvention::Auto,
               {{"default", 100, 99, kAbsent, kAbsent, HeaderConvention::IetfDraft}});
   check_parse(Headers(all_default.begin(), all_default.begin() + 2), HeaderConvention::Auto,
               {github(5000, 4999, kAbsent)});
   // A named IETF policy competes with the vendor dimension of the same name.
-  check_parse({{"RateLimit-Policy", "\"default\";q=10, \"tokens\";q=500"},
-               {"x-ratelimit-remaining-tokens", "1000"}},
+  check_parse({{"RateLimit-Policy", "\"default\";q=10, \"tokens\";q=500"}, {"x-ratelimit-remaining-tokens", "1000"}},
               HeaderConvention::Auto,
               {{"tokens", kAbsent, 1000, kAbsent, kAbsent, HeaderConvention::OpenAI},
                {"default", 10, kAbsent, kAbsent, kAbsent, HeaderConvention::Ietf}});
   // GitHub's "default" and OpenAI's "requests" are different dimensions: both reported.
-  check_parse({{"x-ratelimit-remaining", "1"}, {"x-ratelimit-remaining-requests", "2"}},
-              HeaderConvention::Auto,
-              {{"requests", kAbsent, 2, kAbsent, kAbsent, HeaderConvention::OpenAI},
-               github(kAbsent, 1, kAbsent)});
+  check_parse({{"x-ratelimit-remaining", "1"}, {"x-ratelimit-remaining-requests", "2"}}, HeaderConvention::Auto,
+              {{"requests", kAbsent, 2, kAbsent, kAbsent, HeaderConvention::OpenAI}, github(kAbsent, 1, kAbsent)});
 }
 
-TEST_CASE("auto: an unusable specific observation does not hide a usable one",
-          "[ratelimit_headers]") {
+TEST_CASE("auto: an unusable specific observation does not hide a usable one", "[ratelimit_headers]") {
   check_parse({{"anthropic-ratelimit-requests-remaining", "NaN"},
                {"anthropic-ratelimit-requests-reset", "2024-06-01T12:00:30Z"},
                {"x-ratelimit-remaining-requests", "3"}},
-              HeaderConvention::Auto,
-              {{"requests", kAbsent, 3, kAbsent, kAbsent, HeaderConvention::OpenAI}});
-  check_parse({{"RateLimit", "\"default\";r=-1"}, {"x-ratelimit-remaining", "3"}},
-              HeaderConvention::Auto, {github(kAbsent, 3, kAbsent)});
+              HeaderConvention::Auto, {{"requests", kAbsent, 3, kAbsent, kAbsent, HeaderConvention::OpenAI}});
+  check_parse({{"RateLimit", "\"default\";r=-1"}, {"x-ratelimit-remaining", "3"}}, HeaderConvention::Auto,
+              {github(kAbsent, 3, kAbsent)});
 }
 
 TEST_CASE("a named convention reads only its own headers", "[ratelimit_headers]") {
@@ -663,12 +652,10 @@ TEST_CASE("a named convention reads only its own headers", "[ratelimit_headers]"
                          {"RateLimit", "\"default\";r=4"},
                          {"RateLimit-Remaining", "5"}};
   check_parse(mixed, HeaderConvention::GitHub, {github(kAbsent, 1, kAbsent)});
-  check_parse(mixed, HeaderConvention::OpenAI,
-              {{"tokens", kAbsent, 2, kAbsent, kAbsent, HeaderConvention::OpenAI}});
+  check_parse(mixed, HeaderConvention::OpenAI, {{"tokens", kAbsent, 2, kAbsent, kAbsent, HeaderConvention::OpenAI}});
   check_parse(mixed, HeaderConvention::Anthropic,
               {{"tokens", kAbsent, 3, kAbsent, kAbsent, HeaderConvention::Anthropic}});
-  check_parse(mixed, HeaderConvention::Ietf,
-              {{"default", kAbsent, 4, kAbsent, kAbsent, HeaderConvention::Ietf}});
+  check_parse(mixed, HeaderConvention::Ietf, {{"default", kAbsent, 4, kAbsent, kAbsent, HeaderConvention::Ietf}});
   check_parse(mixed, HeaderConvention::IetfDraft,
               {{"default", kAbsent, 5, kAbsent, kAbsent, HeaderConvention::IetfDraft}});
 }
@@ -676,24 +663,21 @@ TEST_CASE("a named convention reads only its own headers", "[ratelimit_headers]"
 // ---------------------------------------------------------------- hostile input
 
 TEST_CASE("header names: any case, but nothing around them", "[ratelimit_headers]") {
-  check_parse({{"X-RATELIMIT-LIMIT", "60"}, {"X-RateLimit-Remaining", "1"}},
-              HeaderConvention::GitHub, {github(60, 1, kAbsent)});
+  check_parse({{"X-RATELIMIT-LIMIT", "60"}, {"X-RateLimit-Remaining", "1"}}, HeaderConvention::GitHub,
+              {github(60, 1, kAbsent)});
   check_parse({{"ratelimit-POLICY", "\"default\";q=100"}}, HeaderConvention::Ietf,
               {{"default", 100, kAbsent, kAbsent, kAbsent, HeaderConvention::Ietf}});
-  for (const char* name : {" x-ratelimit-remaining", "x-ratelimit-remaining ",
-                           "x-ratelimit-remaining:", "x_ratelimit_remaining",
-                           "x-ratelimit-remaining\r", "x-ratelimit-remainingx"}) {
+  for (const char* name : {" x-ratelimit-remaining", "x-ratelimit-remaining ", "x-ratelimit-remaining:",
+                           "x_ratelimit_remaining", "x-ratelimit-remaining\r", "x-ratelimit-remainingx"}) {
     INFO(name);
     check_parse({{name, "1"}}, HeaderConvention::Auto, {});
   }
 }
 
 TEST_CASE("duplicates: the first occurrence wins, even when unusable", "[ratelimit_headers]") {
-  check_parse({{"x-ratelimit-remaining", "5"}, {"X-RateLimit-Remaining", "3"}},
-              HeaderConvention::GitHub, {github(kAbsent, 5, kAbsent)});
-  check_parse({{"x-ratelimit-remaining", "junk"},
-               {"x-ratelimit-remaining", "3"},
-               {"x-ratelimit-limit", "10"}},
+  check_parse({{"x-ratelimit-remaining", "5"}, {"X-RateLimit-Remaining", "3"}}, HeaderConvention::GitHub,
+              {github(kAbsent, 5, kAbsent)});
+  check_parse({{"x-ratelimit-remaining", "junk"}, {"x-ratelimit-remaining", "3"}, {"x-ratelimit-limit", "10"}},
               HeaderConvention::GitHub, {github(10, kAbsent, kAbsent)});
   // fetch() joins repeated headers into one list: not a number, so ignored.
   check_parse({{"x-ratelimit-remaining", "5, 3"}}, HeaderConvention::GitHub, {});
@@ -703,32 +687,35 @@ TEST_CASE("values: length bound, control characters", "[ratelimit_headers]") {
   // Padded to exactly the bound, and one byte past it.
   const std::string at_bound = std::string(drl::kMaxRateLimitHeaderBytes - 1, ' ') + "5";
   const std::string past_bound = " " + at_bound;
-  check_parse({{"x-ratelimit-remaining", at_bound}}, HeaderConvention::GitHub,
-              {github(kAbsent, 5, kAbsent)});
+  check_parse({{"x-ratelimit-remaining", at_bound}}, HeaderConvention::GitHub, {github(kAbsent, 5, kAbsent)});
   check_parse({{"x-ratelimit-remaining", past_bound}}, HeaderConvention::GitHub, {});
   // A 10 KB value is skipped and does not let a later duplicate through.
   const std::string huge(10 * 1024, '9');
-  check_parse({{"x-ratelimit-remaining", huge},
-               {"x-ratelimit-remaining", "3"},
-               {"x-ratelimit-limit", "10"}},
+  check_parse({{"x-ratelimit-remaining", huge}, {"x-ratelimit-remaining", "3"}, {"x-ratelimit-limit", "10"}},
               HeaderConvention::GitHub, {github(10, kAbsent, kAbsent)});
   std::string long_policy = "\"default\";q=100";
   while (long_policy.size() <= drl::kMaxRateLimitHeaderBytes) long_policy += ", \"x\";q=1";
   check_parse({{"RateLimit-Policy", long_policy}}, HeaderConvention::Ietf, {});
   // Control characters anywhere in a number.
-  for (const char* value : {"\x00" "5", "5\x00", "\x1b" "5", "5\x7f", "\x0b" "5", "5\x0c"}) {
-    check_parse({{"x-ratelimit-remaining", std::string_view(value, 2)}},
-                HeaderConvention::GitHub, {});
+  for (const char* value : {"\x00"
+                            "5",
+                            "5\x00",
+                            "\x1b"
+                            "5",
+                            "5\x7f",
+                            "\x0b"
+                            "5",
+                            "5\x0c"}) {
+    check_parse({{"x-ratelimit-remaining", std::string_view(value, 2)}}, HeaderConvention::GitHub, {});
   }
-  check_parse({{"x-ratelimit-remaining", std::string_view("5\0", 2)}}, HeaderConvention::GitHub,
-              {});
+  check_parse({{"x-ratelimit-remaining", std::string_view("5\0", 2)}}, HeaderConvention::GitHub, {});
 }
 
 TEST_CASE("many comma-separated values", "[ratelimit_headers]") {
   std::string list = "1";
   while (list.size() < 500) list += ",1";
-  check_parse({{"x-ratelimit-remaining", list}, {"x-ratelimit-limit", "10"}},
-              HeaderConvention::GitHub, {github(10, kAbsent, kAbsent)});
+  check_parse({{"x-ratelimit-remaining", list}, {"x-ratelimit-limit", "10"}}, HeaderConvention::GitHub,
+              {github(10, kAbsent, kAbsent)});
   check_parse({{"RateLimit-Limit", list}}, HeaderConvention::IetfDraft,
               {{"default", 1, kAbsent, kAbsent, kAbsent, HeaderConvention::IetfDraft}});
   std::string items = "\"default\";r=1";
@@ -736,8 +723,7 @@ TEST_CASE("many comma-separated values", "[ratelimit_headers]") {
   check_parse({{"RateLimit", items}}, HeaderConvention::Ietf,
               {{"default", kAbsent, 1, kAbsent, kAbsent, HeaderConvention::Ietf}});
   check_parse({{"x-ratelimit-reset-tokens", "1s,1s,1s"}, {"x-ratelimit-remaining-tokens", "1"}},
-              HeaderConvention::OpenAI,
-              {{"tokens", kAbsent, 1, kAbsent, kAbsent, HeaderConvention::OpenAI}});
+              HeaderConvention::OpenAI, {{"tokens", kAbsent, 1, kAbsent, kAbsent, HeaderConvention::OpenAI}});
 }
 
 TEST_CASE("only the first kMaxRateLimitHeaders headers are read", "[ratelimit_headers]") {

@@ -162,7 +162,8 @@ TEST_CASE("a bucket with a window under 10 ms never gets a record", "[reservatio
   }
 }
 
-TEST_CASE("a sequential caller stores about once per dozen calls, and every owed row goes with a new record", "[reservation]") {
+TEST_CASE("a sequential caller stores about once per dozen calls, and every owed row goes with a new record",
+          "[reservation]") {
   Engine e = reserving(config(1000, 10'000, 1));
   testing::Storage storage;
   storage.apply(e);
@@ -194,7 +195,8 @@ TEST_CASE("a step that writes a row owed under the record writes a new record in
   auto check_step = [&]() {
     for (const Action& a : e.actions()) {
       if (a.kind == ActionKind::Start) running.push_back(a.ticket);
-      if (a.kind != ActionKind::Start) running.erase(std::remove(running.begin(), running.end(), a.ticket), running.end());
+      if (a.kind != ActionKind::Start)
+        running.erase(std::remove(running.begin(), running.end(), a.ticket), running.end());
     }
     // A step that stores anything while rows are owed writes them all and a
     // new record with them.
@@ -360,7 +362,8 @@ TEST_CASE("an unreadable record counts a quarter of each limit, dated now", "[re
                                 {"concurrency", 1},
                                 {"windows", {{"minute", {{"limitPerWindow", 10}, {"windowInMs", 60'000}}}}}}
                                .dump();
-  for (const char* damaged : {"junk", "{\"until\":\"x\",\"units\":{}}", "{\"until\":5,\"units\":{\"bucket\":-1}}", "{}"}) {
+  for (const char* damaged :
+       {"junk", "{\"until\":\"x\",\"units\":{}}", "{\"until\":5,\"units\":{\"bucket\":-1}}", "{}"}) {
     Snapshot snap;
     snap.config_text = text;
     snap.reservation_text = damaged;
@@ -427,8 +430,7 @@ TEST_CASE("a reconfigure that removes a window removes it from the record", "[re
 }
 
 TEST_CASE("record sizes: a quarter of the limit at most, no more than is free, for kReserveSpanMs", "[reservation]") {
-  const json doc = {{"bucket", {{"limitPerWindow", 10}, {"windowInMs", 300}}},
-                    {"concurrency", 100}};
+  const json doc = {{"bucket", {{"limitPerWindow", 10}, {"windowInMs", 300}}}, {"concurrency", 100}};
   Engine e = reserving(doc.dump());
   e.clear_output();
   for (Millis i = 0; i < 20; ++i) {

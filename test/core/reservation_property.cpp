@@ -17,10 +17,10 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <map>
-#include <optional>
 #include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -71,7 +71,8 @@ class Run {
     const int64_t limit = pick(3, 40);
     const Millis ms = std::vector<Millis>{50, 200, 1000, 3000}[pick(0, 3)];
     windows_.push_back({"bucket", limit, ms});
-    json doc = {{"bucket", {{"limitPerWindow", limit}, {"windowInMs", ms}}}, {"concurrency", pick(1, 4)},
+    json doc = {{"bucket", {{"limitPerWindow", limit}, {"windowInMs", ms}}},
+                {"concurrency", pick(1, 4)},
                 {"retry", {{"maxRetries", 2}, {"minDelayInMs", 5}, {"maxDelayInMs", 20}}}};
     if (chance(50)) {  // a second window counting the same unit: every take is in both
       const WindowSpec wide{"wide", pick(limit, 3 * limit), std::vector<Millis>{500, 5000}[pick(0, 1)]};
@@ -227,7 +228,8 @@ class Run {
 
 }  // namespace
 
-TEST_CASE("random schedules with crashes: reservations never let a window exceed its limit", "[property][reservation]") {
+TEST_CASE("random schedules with crashes: reservations never let a window exceed its limit",
+          "[property][reservation]") {
   const uint64_t count = schedule_count();
   Totals totals;
   for (uint64_t seed = 1; seed <= count; ++seed) {
@@ -237,10 +239,9 @@ TEST_CASE("random schedules with crashes: reservations never let a window exceed
   }
   std::ostringstream figures;
   figures << count << " schedules: " << totals.starts << " starts (" << totals.unwritten_starts
-          << " in a step that stored nothing), " << totals.storing_steps << " of " << totals.steps
-          << " steps stored; " << totals.crashes << " crashes (" << totals.crashes_owing
-          << " with rows owed); under-admission at most " << totals.max_under_admission << " (bound at most "
-          << totals.max_bound << ")";
+          << " in a step that stored nothing), " << totals.storing_steps << " of " << totals.steps << " steps stored; "
+          << totals.crashes << " crashes (" << totals.crashes_owing << " with rows owed); under-admission at most "
+          << totals.max_under_admission << " (bound at most " << totals.max_bound << ")";
   WARN(figures.str());
   REQUIRE(totals.starts > count * 20);
   if (count >= 1000) {

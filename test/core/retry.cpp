@@ -1,4 +1,5 @@
-// Verifies attempt outcomes: resolve, retry with exponential backoff, final and exhausted rejections, throws, and unknown tickets.
+// Verifies attempt outcomes: resolve, retry with exponential backoff, final and exhausted rejections, throws, and
+// unknown tickets.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -38,8 +39,7 @@ TEST_CASE("a plain report resolves with that attempt's value, whatever the statu
   CHECK(inspect(e).forced_until() == 0);
 }
 
-TEST_CASE("a retryable failure backs off min(minDelay * factor^(k-1), maxDelay) and takes again",
-          "[retry]") {
+TEST_CASE("a retryable failure backs off min(minDelay * factor^(k-1), maxDelay) and takes again", "[retry]") {
   constexpr int64_t kMaxRetries = 5;
   constexpr Millis kMinDelay = 100;
   constexpr Millis kMaxDelay = 1000;
@@ -54,8 +54,7 @@ TEST_CASE("a retryable failure backs off min(minDelay * factor^(k-1), maxDelay) 
     now += 7;
     report(e, a, failed(Failure::Retryable, 503), now);
     CHECK(drain(e).actions.empty());
-    const Millis delay =
-        std::min(static_cast<Millis>(kMinDelay * std::pow(kFactor, k - 1)), kMaxDelay);
+    const Millis delay = std::min(static_cast<Millis>(kMinDelay * std::pow(kFactor, k - 1)), kMaxDelay);
     // Nothing runs during the backoff: the slots record is written on its own
     // after kIdleSlotsWrite, if the retry is not due first.
     CHECK(wake(e) == now + std::min(delay, kIdleSlotsWrite));
@@ -179,7 +178,7 @@ TEST_CASE("a retry waits for the bucket like any take", "[retry]") {
   Engine e = configured(config(2, 1000, 1, {{"maxRetries", 1}, {"minDelayInMs", 100}}));
   const Ticket a = running_call(e, 2, T0);
   report(e, a, failed(Failure::Retryable, 503), T0 + 10);  // due at T0 + 110, bucket full until T0 + 1000
-  CHECK(wake(e) == T0 + 110);  // the retry is due before the quiet bucket's slots record
+  CHECK(wake(e) == T0 + 110);                              // the retry is due before the quiet bucket's slots record
   e.tick(T0 + 110);
   CHECK(actions(e).empty());
   e.tick(T0 + 10 + kIdleSlotsWrite);
@@ -212,8 +211,7 @@ TEST_CASE("cancel: queued rejects now, running when it reports, between attempts
   CHECK(wake(e) == kNoWake);
 }
 
-TEST_CASE("reports, throws and cancels for tickets without a running attempt are UnknownTicket",
-          "[retry]") {
+TEST_CASE("reports, throws and cancels for tickets without a running attempt are UnknownTicket", "[retry]") {
   Engine e = configured(config(100, 1000, 1, {{"maxRetries", 2}, {"minDelayInMs", 100}}));
   const Ticket done = arrive(e, T0);
   report(e, done, ok(), T0);

@@ -43,8 +43,7 @@ TEST_CASE("delay-seconds fractions below a millisecond round up", "[retry_after]
 }
 
 TEST_CASE("huge delay-seconds saturate at the cap", "[retry_after]") {
-  CHECK(parse_retry_after("1234567890123456789012345678901234567890", kNow2024) ==
-        kRetryAfterCapMs);
+  CHECK(parse_retry_after("1234567890123456789012345678901234567890", kNow2024) == kRetryAfterCapMs);
   CHECK(parse_retry_after("99999999999999999999.5", kNow2024) == kRetryAfterCapMs);
   // The cap is 2^50 ms; the whole-second boundary lands exactly on either side.
   const int64_t whole = kRetryAfterCapMs / 1000;  // 1125899906842 s
@@ -57,9 +56,8 @@ TEST_CASE("huge delay-seconds saturate at the cap", "[retry_after]") {
 }
 
 TEST_CASE("malformed delay-seconds are absent", "[retry_after]") {
-  for (const char* text : {"", "   ", "\t", "-1", "+1", "1e3", "0x10", "Infinity", "NaN", ".5",
-                           "5.", "1 2", "1,5", "abc", "1..5", "1.5.2", "5s", " 5 x", "\r\n5",
-                           "5\r\n", "١٢"}) {
+  for (const char* text : {"",    "   ", "\t",  "-1",   "+1",    "1e3", "0x10", "Infinity", "NaN",   ".5", "5.",
+                           "1 2", "1,5", "abc", "1..5", "1.5.2", "5s",  " 5 x", "\r\n5",    "5\r\n", "١٢"}) {
     INFO("header: \"" << text << "\"");
     CHECK(parse_retry_after(text, kNow2024) == std::nullopt);
   }
@@ -115,8 +113,7 @@ TEST_CASE("years before 1970 are valid dates in the past", "[retry_after]") {
 }
 
 TEST_CASE("a far-future date or extreme clock saturates without overflow", "[retry_after]") {
-  CHECK(parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", kNow2024) == 253402300799000 -
-                                                                             kNow2024);
+  CHECK(parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", kNow2024) == 253402300799000 - kNow2024);
   CHECK(parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", INT64_MIN) == kRetryAfterCapMs);
   CHECK(parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", INT64_MAX) == 0);
   CHECK(parse_retry_after("Friday, 31-Dec-99 23:59:59 GMT", INT64_MIN) == kRetryAfterCapMs);
@@ -178,17 +175,17 @@ TEST_CASE("month names and GMT are exact and case-sensitive", "[retry_after]") {
 
 TEST_CASE("the date layout is strict", "[retry_after]") {
   for (const char* text : {
-           "Sun,  06 Nov 1994 08:49:37 GMT",  // double space
-           "Sun, 6 Nov 1994 08:49:37 GMT",    // one-digit day
-           "Sun, 06 Nov 94 08:49:37 GMT",     // two-digit year in IMF
-           "Sun, 06 Nov 1994 8:49:37 GMT",    // one-digit hour
-           "Sun, 06 Nov 1994 08:49 GMT",      // no seconds
-           "Sun, 06 Nov 1994 08:49:37 GMTX",  // trailing junk
-           "Sun,06 Nov 1994 08:49:37 GMT",    // no space after comma
+           "Sun,  06 Nov 1994 08:49:37 GMT",    // double space
+           "Sun, 6 Nov 1994 08:49:37 GMT",      // one-digit day
+           "Sun, 06 Nov 94 08:49:37 GMT",       // two-digit year in IMF
+           "Sun, 06 Nov 1994 8:49:37 GMT",      // one-digit hour
+           "Sun, 06 Nov 1994 08:49 GMT",        // no seconds
+           "Sun, 06 Nov 1994 08:49:37 GMTX",    // trailing junk
+           "Sun,06 Nov 1994 08:49:37 GMT",      // no space after comma
            "Sunday, 06-Nov-1994 08:49:37 GMT",  // four-digit year in RFC 850
-           "Sun Nov 6 08:49:37 1994",         // asctime day not padded
-           "Sun Nov   6 08:49:37 1994",        // asctime day over-padded
-           "Sun Nov  6 08:49:37 94",          // two-digit year in asctime
+           "Sun Nov 6 08:49:37 1994",           // asctime day not padded
+           "Sun Nov   6 08:49:37 1994",         // asctime day over-padded
+           "Sun Nov  6 08:49:37 94",            // two-digit year in asctime
            "Sun, 06 Nov 1994 08:49:37 GMT, Mon, 07 Nov 1994 08:49:37 GMT",
        }) {
     INFO("date: \"" << text << "\"");

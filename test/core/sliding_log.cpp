@@ -1,4 +1,5 @@
-// Verifies the sliding log: liveness, admission, exact waits, coalescing, expiry writes, backward time and the long-window grid.
+// Verifies the sliding log: liveness, admission, exact waits, coalescing, expiry writes, backward time and the
+// long-window grid.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -16,8 +17,7 @@ std::string bucket_only(int64_t limit, int64_t window) { return config(limit, wi
 
 }  // namespace
 
-TEST_CASE("a rested caller spends the whole limit at once, the next waits exactly one window",
-          "[sliding_log]") {
+TEST_CASE("a rested caller spends the whole limit at once, the next waits exactly one window", "[sliding_log]") {
   constexpr int64_t kLimit = 5;
   constexpr Millis kWindow = 1000;
   Engine e = configured(bucket_only(kLimit, kWindow));
@@ -324,8 +324,7 @@ TEST_CASE("a full-rate load on a long window fills the grid to the cap and never
   CHECK(run.storage.rows() == inspect(e).grants());
 }
 
-TEST_CASE("merging forward under a full-rate load stops counting a take after window + one cell",
-          "[sliding_log]") {
+TEST_CASE("merging forward under a full-rate load stops counting a take after window + one cell", "[sliding_log]") {
   // Dating a take at the end of its cell delays its expiry by less than one
   // cell, the grid's safe side. Merging the oldest grant forward must not
   // keep carrying takes that are long out of the window: under a sustained

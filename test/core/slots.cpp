@@ -49,8 +49,7 @@ int64_t restored_slots(Engine& e, Millis now) { return stats(e, now)["restoredSl
 
 // ---- writing the record ------------------------------------------------------
 
-TEST_CASE("a start writes the record with its grant, dating the attempt a cover span after its start",
-          "[slots]") {
+TEST_CASE("a start writes the record with its grant, dating the attempt a cover span after its start", "[slots]") {
   SECTION("the default 120 s timeout: a span of 1 s") {
     Engine e = configured(config(1000, kWindow, 3));
     CHECK(e.slots_text().empty());
@@ -105,8 +104,8 @@ TEST_CASE("a start while more attempts run than the record lists writes it", "[s
   // A fourth running attempt is one more than it lists: written again.
   arrive(e, T0 + 120);
   CHECK(e.writes() == std::vector<Write>{put_grant(T0 + 120, 1), put_slots()});
-  CHECK(e.slots_text() == slot(T0 + kSpan) + "," + slot(T0 + 7 + kSpan) + "," + slot(T0 + 110 + kSpan) + "," +
-                              slot(T0 + 120 + kSpan));
+  CHECK(e.slots_text() ==
+        slot(T0 + kSpan) + "," + slot(T0 + 7 + kSpan) + "," + slot(T0 + 110 + kSpan) + "," + slot(T0 + 120 + kSpan));
 }
 
 TEST_CASE("a start within the cover span of the last record writes only its grant, one after it writes the record",
@@ -173,8 +172,7 @@ TEST_CASE("starts in one step share one record, written after their grants", "[s
   e.clear_output();
   REQUIRE(e.reconfigure(R"({"concurrency":3})", T0 + 5).ok());
   CHECK(started(e.actions()).size() == 2);
-  CHECK(e.writes() ==
-        std::vector<Write>{put_config(), put_grant(T0 + 5, 1), put_grant(T0 + 5, 2), put_slots()});
+  CHECK(e.writes() == std::vector<Write>{put_config(), put_grant(T0 + 5, 1), put_grant(T0 + 5, 2), put_slots()});
   CHECK(e.slots_text() == slot(T0 + kSpan) + "," + slot(T0 + 5 + kSpan, 2));
 }
 
@@ -194,7 +192,7 @@ TEST_CASE("a release writes nothing of its own, the record rides on a later writ
   Step s = drain(e);
   CHECK(s.writes.empty());
   CHECK(s.slot_records == 0);
-  CHECK(e.slots_text() == both);  // still lists a's slot
+  CHECK(e.slots_text() == both);      // still lists a's slot
   CHECK(wake(e) == T0 + 100 + 5000);  // b runs: no idle write is due
 
   SECTION("a start that keeps the count: its grant alone, the record lists as many as are held") {
@@ -202,7 +200,8 @@ TEST_CASE("a release writes nothing of its own, the record rides on a later writ
     CHECK(e.writes() == std::vector<Write>{put_grant(T0 + 300, 1)});
     CHECK(e.slots_text() == both);
   }
-  SECTION("not within a cover span of its last write: a rise and fall of the running count would rewrite it at every dip") {
+  SECTION(
+      "not within a cover span of its last write: a rise and fall of the running count would rewrite it at every dip") {
     pause(e, 50, T0 + 1099);
     CHECK(e.writes() == std::vector<Write>{put_penalty(T0 + 1149, true)});
     CHECK(e.slots_text() == both);
@@ -355,8 +354,7 @@ TEST_CASE("slots_text is the record as last written: by date, ascending, counts 
   CHECK(e.slots_text().empty());
 }
 
-TEST_CASE("a long window's grid dates the record entry from the grant, never earlier than the start",
-          "[slots]") {
+TEST_CASE("a long window's grid dates the record entry from the grant, never earlier than the start", "[slots]") {
   // Windows over kMaxLogEntries ms record takes at the end of their grid cell.
   const int64_t window = 3 * kMaxLogEntries;
   Engine e = configured(with_timeout(config(10, window, 2), kTimeout));
@@ -543,7 +541,7 @@ TEST_CASE("restored slots are dropped from the record with the next write after 
   s = drain(e);
   CHECK(s.writes.empty());
   CHECK(s.slot_records == 0);
-  CHECK(e.slots_text() == record);  // as stored: it still lists the freed slot
+  CHECK(e.slots_text() == record);                    // as stored: it still lists the freed slot
   CHECK(wake(e) == T0 + kTimeout + kIdleSlotsWrite);  // unless a write carries it first
   pause(e, 0, T0 + kTimeout + 1);
   s = drain(e);
@@ -553,8 +551,9 @@ TEST_CASE("restored slots are dropped from the record with the next write after 
   CHECK(wake(e) == kNoWake);  // carried: no idle write left to make
 }
 
-TEST_CASE("a restored slot and a live one started in the same ms: the restored entry as it was, the live one a span later",
-          "[slots][snapshot]") {
+TEST_CASE(
+    "a restored slot and a live one started in the same ms: the restored entry as it was, the live one a span later",
+    "[slots][snapshot]") {
   Engine e = restored(bucket(3), slot(T0 + 100), T0 + 100);
   arrive(e, T0 + 100);
   CHECK(e.writes() == std::vector<Write>{put_grant(T0 + 100, 1), put_slots()});
@@ -610,7 +609,7 @@ TEST_CASE("a damaged slots record is read on the safe side", "[slots][snapshot]"
   constexpr Millis now = T0 + 100;
   struct Case {
     std::string text;
-    std::string restored;  // slots_text() after the restore
+    std::string restored;   // slots_text() after the restore
     bool rewritten = true;  // normalising changed it, so it is written again
   };
   const std::string t0 = std::to_string(T0);
@@ -619,22 +618,22 @@ TEST_CASE("a damaged slots record is read on the safe side", "[slots][snapshot]"
       {"garbage", ""},
       {",,,", ""},
       {":1", ""},
-      {t0, ""},                                   // no count
-      {t0 + ":", ""},                             // empty count
-      {t0 + ":0", ""},                            // nothing running
+      {t0, ""},         // no count
+      {t0 + ":", ""},   // empty count
+      {t0 + ":0", ""},  // nothing running
       {t0 + ":-1", ""},
       {t0 + ":x", ""},
       {t0 + ":nan", ""},
       {t0 + ":inf", ""},
-      {t0 + ":1e400", ""},                        // overflows to infinity
+      {t0 + ":1e400", ""},  // overflows to infinity
       {t0 + ":1:2", ""},
       {"-5:1", ""},
       {"nan:1", ""},
       {"inf:1", ""},
       {"x" + t0 + ":1", ""},
       {t0 + "x:1", ""},
-      {t0 + ":1.9", slot(T0, 1)},                 // a count rounds down
-      {t0 + ".4:1", slot(T0 + 1, 1)},             // a time rounds up (later is safe)
+      {t0 + ":1.9", slot(T0, 1)},      // a count rounds down
+      {t0 + ".4:1", slot(T0 + 1, 1)},  // a time rounds up (later is safe)
       {t0 + ":5000000", slot(T0, kMaxConcurrency)},
       {",," + t0 + ":1,,", slot(T0, 1)},
       {t0 + ":1," + t0 + ":2", slot(T0, 3)},
@@ -720,7 +719,7 @@ TEST_CASE("a queue blocked by restored slots during a penalty starts at the late
   const Ticket x = arrive(e, T0 + 100);
   CHECK(e.actions().empty());
   CHECK(wake(e) == T0 + kTimeout);  // the restored slot's release
-  e.tick(T0 + kTimeout);  // the slot frees; the penalty still holds
+  e.tick(T0 + kTimeout);            // the slot frees; the penalty still holds
   CHECK(actions(e).empty());
   // Nothing runs: the record without that slot is written alone before the lift.
   expect_idle_slots_write(e, T0 + kTimeout + kIdleSlotsWrite);

@@ -1,4 +1,5 @@
-// Verifies restore: stored rows round-trip without a burst, damaged rows are normalised, and repairs are written only when needed.
+// Verifies restore: stored rows round-trip without a burst, damaged rows are normalised, and repairs are written only
+// when needed.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -120,8 +121,7 @@ TEST_CASE("a restored pending penalty holds until its deadline, then lifts with 
   SECTION("deadline passed while the object was away: lifts on restore") {
     Engine e;
     e.restore(snapshot_of(text, {{double(T0), 2}}, double(T0 + 100), true), T0 + 500);
-    CHECK(drain(e).writes ==
-          std::vector<Write>{clear_grants(), put_grant(T0 + 100, 5), put_penalty(T0 + 100, false)});
+    CHECK(drain(e).writes == std::vector<Write>{clear_grants(), put_grant(T0 + 100, 5), put_penalty(T0 + 100, false)});
     CHECK(inspect(e).grants() == Grants{{T0 + 100, 5}});
   }
 }
@@ -234,8 +234,8 @@ TEST_CASE("restore repairs an unreadable or absurd penalty deadline", "[snapshot
 
 TEST_CASE("clean live rows restore with no writes at all", "[snapshot]") {
   Engine e;
-  e.restore(snapshot_of(config(kLimit, kWindow, 10), {{double(T0 + 10), 2}, {double(T0 + 20), 3}},
-                        double(T0 - 50'000), false),
+  e.restore(snapshot_of(config(kLimit, kWindow, 10), {{double(T0 + 10), 2}, {double(T0 + 20), 3}}, double(T0 - 50'000),
+                        false),
             T0 + 500);
   CHECK(writes_of(e).empty());
   CHECK(inspect(e).grants() == Grants{{T0 + 10, 2}, {T0 + 20, 3}});

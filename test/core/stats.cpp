@@ -31,7 +31,11 @@ TEST_CASE("stats echoes the config as given and the effective config separately"
   Engine e = configured(given.dump());
   json s = stats(e, T0);
   CHECK(s["config"] == given);  // no defaults mixed in
-  CHECK(s["effective"] == json({{"bucket", {{"limitPerWindow", kLimit}, {"windowInMs", kWindow}, {"penaltyRefillFraction", 0.5}, {"unit", "requests"}}},
+  CHECK(s["effective"] == json({{"bucket",
+                                 {{"limitPerWindow", kLimit},
+                                  {"windowInMs", kWindow},
+                                  {"penaltyRefillFraction", 0.5},
+                                  {"unit", "requests"}}},
                                 {"concurrency", 2},
                                 {"attemptTimeoutMs", 120'000},
                                 {"retry",
@@ -104,8 +108,7 @@ TEST_CASE("during a penalty nothing remains and the reset is a window after the 
   CHECK(s["grants"] == json::array({pair(fu, kLimit / 2)}));
 }
 
-TEST_CASE("during a penalty resetAt is the later of the newest grant's expiry and deadline + window",
-          "[stats]") {
+TEST_CASE("during a penalty resetAt is the later of the newest grant's expiry and deadline + window", "[stats]") {
   // On a long window's grid a grant is dated at the end of its cell, which
   // can be later than a short penalty's deadline.
   constexpr Millis kDay = 86'400'000;

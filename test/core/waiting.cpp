@@ -47,7 +47,9 @@ void withdraw(Engine& e, Ticket t, Millis now) {
 // failed check prints the times.
 Millis predicted(const Engine& e, Ticket t) { return e.predicted_start(t).value_or(kNoWake); }
 
-Action deadline_exceeded(Ticket t, int64_t status) { return Action{ActionKind::Reject, t, 0, ErrorCode::DeadlineExceeded, status}; }
+Action deadline_exceeded(Ticket t, int64_t status) {
+  return Action{ActionKind::Reject, t, 0, ErrorCode::DeadlineExceeded, status};
+}
 
 // One entry of stats' queuedByPriority (highest priority first).
 json by_priority(int64_t priority, int64_t queued) { return {{"priority", priority}, {"queued", queued}}; }
@@ -101,7 +103,8 @@ TEST_CASE("waiting: the messages name the field, the rule and the value", "[wait
     REQUIRE_FALSE(t.ok());
     return t.error().message;
   };
-  CHECK(message(waiting(1.5)) == "[drl:invalid-argument] priority must be an integer between -1000 and 1000 (received 1.5)");
+  CHECK(message(waiting(1.5)) ==
+        "[drl:invalid-argument] priority must be an integer between -1000 and 1000 (received 1.5)");
   CHECK(message(waiting(-1001)) ==
         "[drl:invalid-argument] priority must be an integer between -1000 and 1000 (received -1001)");
   CHECK(message(waiting(kNaN)).rfind("[drl:invalid-argument] priority must be a finite number (received ", 0) == 0);
@@ -109,9 +112,10 @@ TEST_CASE("waiting: the messages name the field, the rule and the value", "[wait
                                         std::to_string(kMaxDelayMs) + " (received 2.5)");
   CHECK(message(waiting(0, -1.0)) == "[drl:invalid-argument] maxWaitMs must be an integer between 0 and " +
                                          std::to_string(kMaxDelayMs) + " (received -1)");
-  CHECK(message(waiting(0, kInf)).rfind(
-            "[drl:invalid-argument] maxWaitMs must be a finite number, or left out to wait as long as needed (received ",
-            0) == 0);
+  CHECK(message(waiting(0, kInf))
+            .rfind("[drl:invalid-argument] maxWaitMs must be a finite number, or left out to wait as long as needed "
+                   "(received ",
+                   0) == 0);
   // The priority is checked first, and a bad cost before either.
   CHECK(message(waiting(kNaN, -1.0)).find("priority") != std::string::npos);
   auto bad_cost = e.arrive(0, waiting(kNaN, -1.0), T0);
@@ -240,9 +244,9 @@ TEST_CASE("waiting: head-of-line blocking holds within the priority order", "[wa
   constexpr Millis kWindow = 1000;
   Engine e = configured(config(5, kWindow, 10));
   const Ticket first = arrive(e, 3, T0);
-  const Ticket big = arrive_w(e, T0 + 1, 1, std::nullopt, 5);      // 3 + 5 > 5: blocked until T0 + 1000
-  const Ticket small0 = arrive_w(e, T0 + 2, 0, std::nullopt, 1);   // fits, but behind big (lower priority)
-  const Ticket small1 = arrive_w(e, T0 + 3, 1, std::nullopt, 1);   // fits, but behind big (same priority, later)
+  const Ticket big = arrive_w(e, T0 + 1, 1, std::nullopt, 5);     // 3 + 5 > 5: blocked until T0 + 1000
+  const Ticket small0 = arrive_w(e, T0 + 2, 0, std::nullopt, 1);  // fits, but behind big (lower priority)
+  const Ticket small1 = arrive_w(e, T0 + 3, 1, std::nullopt, 1);  // fits, but behind big (same priority, later)
   CHECK(actions(e) == std::vector<Action>{start(first)});
   CHECK(inspect(e).queued() == 3);
   CHECK(inspect(e).used() == 3);
@@ -274,7 +278,8 @@ TEST_CASE("waiting: head-of-line blocking holds within the priority order", "[wa
 
 // ---- maxWaitMs ------------------------------------------------------------------
 
-TEST_CASE("waiting: rejected at arrival when the predicted start is later than now + maxWaitMs", "[waiting][deadline]") {
+TEST_CASE("waiting: rejected at arrival when the predicted start is later than now + maxWaitMs",
+          "[waiting][deadline]") {
   // 2 per second: two takes fill the window until T0 + 1000 and T0 + 1100.
   Engine e = configured(config(2, 1000, 10));
   arrive(e, T0);
@@ -324,7 +329,8 @@ TEST_CASE("waiting: rejected at arrival when the predicted start is later than n
   }
 }
 
-TEST_CASE("waiting: queued with a deadline, rejected at it when a slow callback holds the only slot", "[waiting][deadline]") {
+TEST_CASE("waiting: queued with a deadline, rejected at it when a slow callback holds the only slot",
+          "[waiting][deadline]") {
   Engine e = configured(config(100, 1000, 1));
   const Ticket slow = arrive(e, T0);
   const Ticket b = arrive_w(e, T0 + 10, 0, 500.0);  // the window is free: predicted now, so it queues
@@ -348,7 +354,8 @@ TEST_CASE("waiting: queued with a deadline, rejected at it when a slow callback 
   CHECK_FALSE(e.predicted_start(b).has_value());
 }
 
-TEST_CASE("waiting: rejected at the deadline with the prediction when a penalty came meanwhile", "[waiting][deadline]") {
+TEST_CASE("waiting: rejected at the deadline with the prediction when a penalty came meanwhile",
+          "[waiting][deadline]") {
   // One per second, a refill fraction of 1 (the lift keeps only live grants).
   Engine e = configured(config(1, 1000, 10, {{"maxRetries", 0}, {"maxDelayInMs", 120'000}}, 1.0));
   const Ticket a = arrive(e, T0);
@@ -688,9 +695,8 @@ TEST_CASE("predicted start: live grants at the lift are kept above the floor", "
 
 TEST_CASE("predicted start: several windows and costs: a lower bound", "[waiting][predicted]") {
   constexpr Millis kWindow = 1000;
-  const std::string text =
-      R"({"bucket":{"limitPerWindow":10,"windowInMs":1000},"concurrency":10,)"
-      R"("windows":{"tpm":{"unit":"tokens","limitPerWindow":100,"windowInMs":1000}}})";
+  const std::string text = R"({"bucket":{"limitPerWindow":10,"windowInMs":1000},"concurrency":10,)"
+                           R"("windows":{"tpm":{"unit":"tokens","limitPerWindow":100,"windowInMs":1000}}})";
   Engine e = configured(text);
   auto cost = [](double tokens) { return Amounts{{"tokens", tokens}}; };
   auto first = e.arrive(cost(100), T0);

@@ -12,10 +12,9 @@ using drl::internal::inspect;
 namespace {
 
 // 10 requests per 1 s, plus 1000 tokens per 1 s and 20 requests per 10 s.
-const std::string kTwoUnits =
-    R"({"bucket":{"limitPerWindow":10,"windowInMs":1000},"concurrency":10,)"
-    R"("windows":{"tpm":{"unit":"tokens","limitPerWindow":1000,"windowInMs":1000},)"
-    R"("long":{"limitPerWindow":20,"windowInMs":10000}}})";
+const std::string kTwoUnits = R"({"bucket":{"limitPerWindow":10,"windowInMs":1000},"concurrency":10,)"
+                              R"("windows":{"tpm":{"unit":"tokens","limitPerWindow":1000,"windowInMs":1000},)"
+                              R"("long":{"limitPerWindow":20,"windowInMs":10000}}})";
 
 Amounts amounts(std::initializer_list<std::pair<const char*, double>> list) {
   Amounts out;
@@ -52,11 +51,20 @@ std::map<Millis, int64_t> rows_of(const std::vector<Write>& writes, const Engine
   for (const Write& w : writes) {
     if (e.window_key(w.window) != key) continue;
     switch (w.kind) {
-      case WriteKind::PutGrant: rows[w.at] = w.amount; break;
-      case WriteKind::DeleteGrant: rows.erase(w.at); break;
-      case WriteKind::DeleteGrantsThrough: rows.erase(rows.begin(), rows.upper_bound(w.at)); break;
-      case WriteKind::ClearGrants: rows.clear(); break;
-      default: break;
+      case WriteKind::PutGrant:
+        rows[w.at] = w.amount;
+        break;
+      case WriteKind::DeleteGrant:
+        rows.erase(w.at);
+        break;
+      case WriteKind::DeleteGrantsThrough:
+        rows.erase(rows.begin(), rows.upper_bound(w.at));
+        break;
+      case WriteKind::ClearGrants:
+        rows.clear();
+        break;
+      default:
+        break;
     }
   }
   return rows;
@@ -73,10 +81,10 @@ TEST_CASE("windows: config names window, field, rule and value for every problem
   const std::string base = R"({"bucket":{"limitPerWindow":10,"windowInMs":1000},"concurrency":1,)";
   CHECK(problems(base + R"("windows":[]})") ==
         std::vector<std::string>{"windows must be an object of named windows (received [])"});
-  CHECK(problems(base + R"("windows":{"tpm":{"unit":"tokens","limitPerWindow":0,"windowInMs":1000,"burst":1}}})") ==
-        std::vector<std::string>{
-            R"(unknown key "burst" in windows.tpm (allowed: unit, limitPerWindow, windowInMs))",
-            "windows.tpm.limitPerWindow must be an integer between 1 and 1000000000 (received 0)"});
+  CHECK(
+      problems(base + R"("windows":{"tpm":{"unit":"tokens","limitPerWindow":0,"windowInMs":1000,"burst":1}}})") ==
+      std::vector<std::string>{R"(unknown key "burst" in windows.tpm (allowed: unit, limitPerWindow, windowInMs))",
+                               "windows.tpm.limitPerWindow must be an integer between 1 and 1000000000 (received 0)"});
   CHECK(problems(base + R"("windows":{"tpm":{"unit":"tok ens","limitPerWindow":1}}})") ==
         std::vector<std::string>{
             "windows.tpm.windowInMs is required",
@@ -85,7 +93,8 @@ TEST_CASE("windows: config names window, field, rule and value for every problem
   CHECK(problems(base + R"("windows":{"bucket":{"limitPerWindow":1,"windowInMs":1}}})") ==
         std::vector<std::string>{R"(window name "bucket" is the primary window's: give this window another name)"});
   CHECK(problems(base + R"("windows":{"9lives":{"limitPerWindow":1,"windowInMs":1}}})").at(0) ==
-        "window name \"9lives\" must start with a letter and hold only letters, digits, '_' or '-', at most 32 characters");
+        "window name \"9lives\" must start with a letter and hold only letters, digits, '_' or '-', at most 32 "
+        "characters");
   json eight = json::object();
   for (int i = 0; i < 8; ++i) eight["w" + std::to_string(i)] = {{"limitPerWindow", 1}, {"windowInMs", 1}};
   CHECK(problems(base + R"("windows":)" + eight.dump() + "}") ==
@@ -111,8 +120,15 @@ TEST_CASE("windows: a config with only bucket behaves and stores exactly as befo
   drain(e);
   report(e, a, Report{200}, T0 + 5);
   auto s = json::parse(*e.stats(T0 + 5));
-  CHECK(s["windows"] == json::array({{{"name", "bucket"}, {"unit", "requests"}, {"limit", 2}, {"windowInMs", 1000},
-                                      {"used", 1}, {"remaining", 1}, {"resetAt", T0 + 1000}, {"debt", 0}, {"learned", nullptr}}}));
+  CHECK(s["windows"] == json::array({{{"name", "bucket"},
+                                      {"unit", "requests"},
+                                      {"limit", 2},
+                                      {"windowInMs", 1000},
+                                      {"used", 1},
+                                      {"remaining", 1},
+                                      {"resetAt", T0 + 1000},
+                                      {"debt", 0},
+                                      {"learned", nullptr}}}));
   CHECK(s["units"] == json::array({"requests"}));
 }
 
@@ -121,13 +137,18 @@ TEST_CASE("units: a cost per unit, checked against the windows", "[units]") {
   auto refused = [&](const Amounts& cost) { return e.arrive(cost, T0).error().message; };
   CHECK(refused(amounts({{"tokns", 5}})) ==
         R"([drl:invalid-argument] cost names unit "tokns", which no window counts (units: requests, tokens))");
-  CHECK(refused(amounts({{"tokens", 1.5}})) == "[drl:invalid-argument] cost.tokens must be an integer >= 0 (received 1.5)");
-  CHECK(refused(amounts({{"tokens", -1}})) == "[drl:invalid-argument] cost.tokens must be an integer >= 0 (received -1)");
-  CHECK(refused(amounts({{"requests", 0}})) == "[drl:invalid-argument] cost.requests must be an integer >= 1 (received 0)");
-  CHECK(refused(amounts({{"tokens", 1001}})) ==
-        R"([drl:cost-too-large] cost 1001 tokens exceeds window "tpm"'s limitPerWindow 1000, so it could never be admitted)");
+  CHECK(refused(amounts({{"tokens", 1.5}})) ==
+        "[drl:invalid-argument] cost.tokens must be an integer >= 0 (received 1.5)");
+  CHECK(refused(amounts({{"tokens", -1}})) ==
+        "[drl:invalid-argument] cost.tokens must be an integer >= 0 (received -1)");
+  CHECK(refused(amounts({{"requests", 0}})) ==
+        "[drl:invalid-argument] cost.requests must be an integer >= 1 (received 0)");
+  CHECK(
+      refused(amounts({{"tokens", 1001}})) ==
+      R"([drl:cost-too-large] cost 1001 tokens exceeds window "tpm"'s limitPerWindow 1000, so it could never be admitted)");
   // A plain cost above a smaller window of the default unit.
-  Engine small = configured(R"({"bucket":{"limitPerWindow":10,"windowInMs":1000},"concurrency":1,"windows":{"day":{"limitPerWindow":4,"windowInMs":86400000}}})");
+  Engine small = configured(
+      R"({"bucket":{"limitPerWindow":10,"windowInMs":1000},"concurrency":1,"windows":{"day":{"limitPerWindow":4,"windowInMs":86400000}}})");
   CHECK(small.arrive(5, T0).error().message ==
         R"([drl:cost-too-large] cost 5 exceeds window "day"'s limitPerWindow 4, so it could never be admitted)");
   CHECK(e.writes().empty());  // nothing taken by a refusal
@@ -140,8 +161,10 @@ TEST_CASE("units: a cost per unit, checked against the windows", "[units]") {
   CHECK(rows_of(e.writes(), e, "tpm") == std::map<Millis, int64_t>{{T0, 400}});
   CHECK(rows_of(e.writes(), e, "long") == std::map<Millis, int64_t>{{T0, 6}});
   CHECK(parse_amounts(R"({"tokens":5,"requests":2})", "cost")->size() == 2);
-  CHECK(parse_amounts("[1]", "cost").error().message == "[drl:invalid-argument] cost must be a flat object of units to integers");
-  CHECK(parse_amounts(R"({"tokens":"5"})", "usage").error().message == R"([drl:invalid-argument] usage.tokens must be a number (received "5"))");
+  CHECK(parse_amounts("[1]", "cost").error().message ==
+        "[drl:invalid-argument] cost must be a flat object of units to integers");
+  CHECK(parse_amounts(R"({"tokens":"5"})", "usage").error().message ==
+        R"([drl:invalid-argument] usage.tokens must be a number (received "5"))");
 }
 
 TEST_CASE("windows: a call starts only when it fits in every window, and waits for the latest", "[windows]") {
@@ -223,7 +246,8 @@ TEST_CASE("settle: a refund is written alone once the bucket has been quiet 500 
   CHECK(wake(e) == T0 + 100 + kIdleSlotsWrite);
   e.tick(T0 + 100 + kIdleSlotsWrite);
   bool deleted = false;
-  for (const Write& w : e.writes()) deleted = deleted || (w.kind == WriteKind::DeleteGrant && w.at == T0 && e.window_key(w.window) == "tpm");
+  for (const Write& w : e.writes())
+    deleted = deleted || (w.kind == WriteKind::DeleteGrant && w.at == T0 && e.window_key(w.window) == "tpm");
   CHECK(deleted);  // refunded to zero: the row goes
   CHECK(inspect(e).pending_refunds() == 0);
 }
@@ -245,7 +269,8 @@ TEST_CASE("settle: a refund whose grant has left the window, or was replaced by 
   CHECK(window_stats(e, "tpm", T0 + 1020)["used"] == after_lift);
 }
 
-TEST_CASE("debt: a usage above the reservation is charged now, and the window admits nothing until it drains", "[debt]") {
+TEST_CASE("debt: a usage above the reservation is charged now, and the window admits nothing until it drains",
+          "[debt]") {
   Engine e = configured(kTwoUnits);
   const Ticket a = arrive_units(e, amounts({{"tokens", 100}}), T0);
   drain(e);
@@ -295,7 +320,8 @@ TEST_CASE("settle: each attempt reserves and settles on its own, and no usage ke
   CHECK(inspect(e).running() == 0);
 }
 
-TEST_CASE("windows: restore rebuilds every window from its rows, debt included, and drops rows of removed windows", "[windows]") {
+TEST_CASE("windows: restore rebuilds every window from its rows, debt included, and drops rows of removed windows",
+          "[windows]") {
   Engine e = configured(kTwoUnits);
   std::vector<Write> all;
   const Ticket a = arrive_units(e, amounts({{"tokens", 100}}), T0);
@@ -327,7 +353,8 @@ TEST_CASE("windows: restore rebuilds every window from its rows, debt included, 
   Engine again;
   again.restore(snap, T0 + 200);
   bool cleared = false;
-  for (const Write& w : again.writes()) cleared = cleared || (w.kind == WriteKind::ClearGrants && again.window_key(w.window) == "gone");
+  for (const Write& w : again.writes())
+    cleared = cleared || (w.kind == WriteKind::ClearGrants && again.window_key(w.window) == "gone");
   CHECK(cleared);
 }
 
@@ -343,7 +370,8 @@ TEST_CASE("windows: a reconfigure keeps a window's log by name and unit, and del
   REQUIRE(e.reconfigure(R"({"windows":{"tpm":{"unit":"requests"}}})", T0 + 2).ok());
   CHECK(window_stats(e, "tpm", T0 + 2)["used"] == 0);
   bool cleared = false;
-  for (const Write& w : e.writes()) cleared = cleared || (w.kind == WriteKind::ClearGrants && e.window_key(w.window) == "tpm");
+  for (const Write& w : e.writes())
+    cleared = cleared || (w.kind == WriteKind::ClearGrants && e.window_key(w.window) == "tpm");
   CHECK(cleared);
   drain(e);
   // Removed: its rows are deleted; a queued call costing its unit is no longer held by it.

@@ -1,7 +1,6 @@
 // Verifies the admin routes (POST /configure, GET /stats) as a user reaches them over HTTP: auth, methods, body checks, all-or-nothing apply, and no stack traces.
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-
 import { ENVELOPE_VERSION, handleAdminRequest, MAX_ADMIN_BODY_BYTES, REGISTRY_NAME } from '../../shim/do/index.ts';
 import type { LimiterConfig, LimiterStats } from '../../shim/envelope.ts';
 import { bucket, rejection, tablesOf, testEnv, uniqueName } from './helpers.ts';
@@ -11,8 +10,15 @@ const ORIGIN = 'https://limiter.test';
 const AUTH = { authorization: `Bearer ${KEY}` };
 
 const CONFIG_A: LimiterConfig = { bucket: { limitPerWindow: 5, windowInMs: 60_000 }, concurrency: 2 };
-const CONFIG_B: LimiterConfig = { bucket: { limitPerWindow: 12, windowInMs: 1_000 }, concurrency: 1, retry: { maxRetries: 1 } };
-const CONFIG_C: LimiterConfig = { bucket: { limitPerWindow: 100, windowInMs: 3_600_000, penaltyRefillFraction: 0.25 }, concurrency: 4 };
+const CONFIG_B: LimiterConfig = {
+  bucket: { limitPerWindow: 12, windowInMs: 1_000 },
+  concurrency: 1,
+  retry: { maxRetries: 1 },
+};
+const CONFIG_C: LimiterConfig = {
+  bucket: { limitPerWindow: 100, windowInMs: 3_600_000, penaltyRefillFraction: 0.25 },
+  concurrency: 4,
+};
 
 interface AdminBody {
   ok: boolean;
@@ -31,13 +37,15 @@ async function read(response: Response): Promise<{ status: number; headers: Head
   return { status: response.status, headers: response.headers, body: JSON.parse(text) as AdminBody };
 }
 
-async function admin(path: string, init: RequestInit = {}): Promise<{ status: number; headers: Headers; body: AdminBody }> {
+async function admin(
+  path: string,
+  init: RequestInit = {},
+): Promise<{ status: number; headers: Headers; body: AdminBody }> {
   return read(await SELF.fetch(`${ORIGIN}${path}`, init));
 }
 
 const postConfigure = (body: BodyInit, headers: Record<string, string> = AUTH) =>
   admin('/configure', { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } });
-
 
 /** Asserts the bucket was never created: stats says so, the registry does not list it, nothing is stored. */
 async function expectAbsent(name: string): Promise<void> {
@@ -70,7 +78,9 @@ describe('authorization', () => {
   it('refuses a wrong key with 401 that tells how to set a new key, without echoing the real one', async () => {
     const name = uniqueName('wrongkey');
     for (const wrong of ['nope', `${KEY}x`, KEY.slice(0, -1), KEY.toUpperCase()]) {
-      const { status, body } = await postConfigure(JSON.stringify({ limits: { [name]: CONFIG_A } }), { authorization: `Bearer ${wrong}` });
+      const { status, body } = await postConfigure(JSON.stringify({ limits: { [name]: CONFIG_A } }), {
+        authorization: `Bearer ${wrong}`,
+      });
       expect(status).toBe(401);
       expect(body.ok).toBe(false);
       expect(body.error).toContain('wrong key');
@@ -97,7 +107,10 @@ describe('authorization', () => {
         expect(body.error).toContain('DRL_CONFIG_KEY is not set');
         expect(body.error).toContain('wrangler secret put DRL_CONFIG_KEY');
 
-        const stats = await handleAdminRequest(new Request(`${ORIGIN}/stats`, { headers }), { RATE_LIMITER: ns, ...keyEnv });
+        const stats = await handleAdminRequest(new Request(`${ORIGIN}/stats`, { headers }), {
+          RATE_LIMITER: ns,
+          ...keyEnv,
+        });
         expect((await read(stats!)).status).toBe(401);
       }
     }
@@ -177,7 +190,14 @@ describe('POST /configure: rejected documents', () => {
   });
 
   it('answers limits that is missing or not an object with 400', async () => {
-    for (const document of [{}, { limits: null }, { limits: [] }, { limits: [CONFIG_A] }, { limits: 'x' }, { limits: 3 }]) {
+    for (const document of [
+      {},
+      { limits: null },
+      { limits: [] },
+      { limits: [CONFIG_A] },
+      { limits: 'x' },
+      { limits: 3 },
+    ]) {
       const { status, body } = await postConfigure(JSON.stringify(document));
       expect(status).toBe(400);
       expect(body.error).toContain('limits must be an object');
@@ -241,7 +261,9 @@ describe('POST /configure: rejected documents', () => {
           })
         : exact;
       const response = await read(
-        await SELF.fetch(new Request(`${ORIGIN}/configure`, { method: 'POST', headers: AUTH, body, duplex: 'half' } as RequestInit)),
+        await SELF.fetch(
+          new Request(`${ORIGIN}/configure`, { method: 'POST', headers: AUTH, body, duplex: 'half' } as RequestInit),
+        ),
       );
       expect(response.status).toBe(200);
       expect((await bucket(name).stats()).limit).toBe(5);
@@ -249,12 +271,37 @@ describe('POST /configure: rejected documents', () => {
   });
 
   const badEntries: [string, (valid: [string, string]) => Record<string, unknown>, RegExp, string][] = [
-    ['a bad config', ([a, b]) => ({ [a]: CONFIG_A, 'bad-config': { ...CONFIG_B, concurrency: 0 }, [b]: CONFIG_C }), /concurrency/, 'bad-config'],
+    [
+      'a bad config',
+      ([a, b]) => ({ [a]: CONFIG_A, 'bad-config': { ...CONFIG_B, concurrency: 0 }, [b]: CONFIG_C }),
+      /concurrency/,
+      'bad-config',
+    ],
     ['an empty name', ([a, b]) => ({ [a]: CONFIG_A, '': CONFIG_B, [b]: CONFIG_C }), /must not be empty/, ''],
-    ['the reserved registry name', ([a, b]) => ({ [a]: CONFIG_A, [REGISTRY_NAME]: CONFIG_B, [b]: CONFIG_C }), /reserved/, REGISTRY_NAME],
-    ['a name with a control character', ([a, b]) => ({ [a]: CONFIG_A, 'tab\there': CONFIG_B, [b]: CONFIG_C }), /printable/, 'tab\there'],
-    ['a 300-character name', ([a, b]) => ({ [a]: CONFIG_A, ['n'.repeat(300)]: CONFIG_B, [b]: CONFIG_C }), /at most 256/, 'n'.repeat(300)],
-    ['a config that is not an object', ([a, b]) => ({ [a]: CONFIG_A, 'not-object': 5, [b]: CONFIG_C }), /\[drl:invalid-config\] config must be an object/, 'not-object'],
+    [
+      'the reserved registry name',
+      ([a, b]) => ({ [a]: CONFIG_A, [REGISTRY_NAME]: CONFIG_B, [b]: CONFIG_C }),
+      /reserved/,
+      REGISTRY_NAME,
+    ],
+    [
+      'a name with a control character',
+      ([a, b]) => ({ [a]: CONFIG_A, 'tab\there': CONFIG_B, [b]: CONFIG_C }),
+      /printable/,
+      'tab\there',
+    ],
+    [
+      'a 300-character name',
+      ([a, b]) => ({ [a]: CONFIG_A, ['n'.repeat(300)]: CONFIG_B, [b]: CONFIG_C }),
+      /at most 256/,
+      'n'.repeat(300),
+    ],
+    [
+      'a config that is not an object',
+      ([a, b]) => ({ [a]: CONFIG_A, 'not-object': 5, [b]: CONFIG_C }),
+      /\[drl:invalid-config\] config must be an object/,
+      'not-object',
+    ],
   ];
 
   for (const [what, build, reason, badName] of badEntries) {
@@ -287,7 +334,9 @@ describe('POST /configure: rejected documents', () => {
     expect(body.error).toBe('1 of 2 entries are invalid, so nothing was applied');
     const bad = body.results!.find((r) => r.name === deep)!;
     expect(bad.ok).toBe(false);
-    expect(bad.error).toMatch(/^\[drl:invalid-config\] config is nested too deeply \(more than 32 levels\): retry(\.a){31} is level 33$/);
+    expect(bad.error).toMatch(
+      /^\[drl:invalid-config\] config is nested too deeply \(more than 32 levels\): retry(\.a){31} is level 33$/,
+    );
     await expectAbsent(deep);
     await expectAbsent(good);
   });
@@ -295,11 +344,22 @@ describe('POST /configure: rejected documents', () => {
   it('reports every invalid entry, not just the first', async () => {
     const good = uniqueName('doc-good');
     const { status, body } = await postConfigure(
-      JSON.stringify({ limits: { [good]: CONFIG_A, '': CONFIG_A, 'zero-window': { ...CONFIG_A, bucket: { limitPerWindow: 1, windowInMs: 0 } } } }),
+      JSON.stringify({
+        limits: {
+          [good]: CONFIG_A,
+          '': CONFIG_A,
+          'zero-window': { ...CONFIG_A, bucket: { limitPerWindow: 1, windowInMs: 0 } },
+        },
+      }),
     );
     expect(status).toBe(400);
     expect(body.error).toBe('2 of 3 entries are invalid, so nothing was applied');
-    expect(body.results!.filter((r) => !r.ok).map((r) => r.name).sort()).toEqual(['', 'zero-window']);
+    expect(
+      body
+        .results!.filter((r) => !r.ok)
+        .map((r) => r.name)
+        .sort(),
+    ).toEqual(['', 'zero-window']);
     expect(body.results!.find((r) => r.name === 'zero-window')!.error).toContain('windowInMs');
     await expectAbsent(good);
   });
@@ -380,14 +440,22 @@ describe('POST /configure: applied documents', () => {
 describe('GET /stats', () => {
   it('answers 200 with every configured bucket and its live state', async () => {
     const names = [uniqueName('stats-a'), uniqueName('stats-b')];
-    expect((await postConfigure(JSON.stringify({ limits: { [names[0]!]: CONFIG_A, [names[1]!]: CONFIG_C } }))).status).toBe(200);
+    expect(
+      (await postConfigure(JSON.stringify({ limits: { [names[0]!]: CONFIG_A, [names[1]!]: CONFIG_C } }))).status,
+    ).toBe(200);
     await bucket(names[1]!).execute(async () => ({ value: null }), { cost: 3 });
 
     const { status, body } = await admin('/stats', { headers: AUTH });
     expect(status).toBe(200);
     expect(body.ok).toBe(true);
     expect(body.buckets![names[0]!]).toMatchObject({ name: names[0], config: CONFIG_A, limit: 5, used: 0 });
-    expect(body.buckets![names[1]!]).toMatchObject({ name: names[1], config: CONFIG_C, limit: 100, used: 3, remaining: 97 });
+    expect(body.buckets![names[1]!]).toMatchObject({
+      name: names[1],
+      config: CONFIG_C,
+      limit: 100,
+      used: 3,
+      remaining: 97,
+    });
     // Only registered buckets are answered, never the registry itself.
     const listed = await bucket(REGISTRY_NAME).listNames();
     for (const name of Object.keys(body.buckets!)) expect(listed).toContain(name);
@@ -400,7 +468,9 @@ describe('bucket names that are also property names', () => {
   // "__proto__" must be a key there, never the object's prototype.
   it('round-trips "__proto__", "constructor" and "toString" through POST /configure and GET /stats', async () => {
     const names = ['__proto__', 'constructor', 'toString'];
-    const limits = JSON.parse(`{ ${names.map((name) => `${JSON.stringify(name)}: ${JSON.stringify(CONFIG_A)}`).join(', ')} }`) as Record<string, LimiterConfig>;
+    const limits = JSON.parse(
+      `{ ${names.map((name) => `${JSON.stringify(name)}: ${JSON.stringify(CONFIG_A)}`).join(', ')} }`,
+    ) as Record<string, LimiterConfig>;
     expect(Object.keys(limits)).toEqual(names);
     const configure = await postConfigure(JSON.stringify({ limits }));
     expect(configure.status).toBe(200);

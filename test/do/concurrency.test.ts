@@ -2,7 +2,6 @@
 // callback latency: never more than `concurrency` in flight, and the cap is
 // actually used.
 import { describe, expect, it } from 'vitest';
-
 import { configured, sleep, waitFor } from './helpers.ts';
 
 describe('concurrency', () => {
@@ -43,10 +42,14 @@ describe('concurrency', () => {
           return { value: i };
         }),
       );
-      await waitFor(async () => {
-        const { running, queued } = await stub.stats();
-        return running + queued === i + 1;
-      }, 5000, `caller ${i} to arrive`);
+      await waitFor(
+        async () => {
+          const { running, queued } = await stub.stats();
+          return running + queued === i + 1;
+        },
+        5000,
+        `caller ${i} to arrive`,
+      );
     }
     release();
     await Promise.all(calls);

@@ -2,11 +2,9 @@
 // patches, every invalid field rejected with a reason, and nothing written on
 // rejection.
 import { describe, expect, it } from 'vitest';
-
 import { bucket, configured, rejection, tablesOf, uniqueName } from './helpers.ts';
 
 const VALID = { bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 2 };
-
 
 describe('configure', () => {
   it('stores the config as given and reports it with defaults shown apart', async () => {
@@ -14,22 +12,52 @@ describe('configure', () => {
     const stats = await stub.stats();
     expect(stats.name).toBe(name);
     expect(stats.config).toEqual({ ...VALID, retry: { maxRetries: 1 } });
-    expect(stats.effective.retry).toEqual({ maxRetries: 1, minDelayInMs: 500, maxDelayInMs: 30_000, factor: 2, respectRetryAfter: true });
+    expect(stats.effective.retry).toEqual({
+      maxRetries: 1,
+      minDelayInMs: 500,
+      maxDelayInMs: 30_000,
+      factor: 2,
+      respectRetryAfter: true,
+    });
     expect(stats.effective.bucket.penaltyRefillFraction).toBe(0.5);
     expect(stats).toMatchObject({ limit: 10, windowInMs: 60_000, remaining: 10, used: 0, queued: 0, running: 0 });
   });
 
   const invalid: [string, unknown, RegExp][] = [
     ['a missing bucket', { concurrency: 1 }, /bucket is required/],
-    ['a zero limit', { ...VALID, bucket: { limitPerWindow: 0, windowInMs: 1000 } }, /bucket\.limitPerWindow.*received 0/],
-    ['a fractional window', { ...VALID, bucket: { limitPerWindow: 1, windowInMs: 1.5 } }, /bucket\.windowInMs must be an integer.*received 1\.5/],
-    ['a string limit', { ...VALID, bucket: { limitPerWindow: '60', windowInMs: 1000 } }, /bucket\.limitPerWindow must be a number.*received "60"/],
-    ['a refill fraction above 1', { ...VALID, bucket: { ...VALID.bucket, penaltyRefillFraction: 2 } }, /penaltyRefillFraction.*received 2/],
+    [
+      'a zero limit',
+      { ...VALID, bucket: { limitPerWindow: 0, windowInMs: 1000 } },
+      /bucket\.limitPerWindow.*received 0/,
+    ],
+    [
+      'a fractional window',
+      { ...VALID, bucket: { limitPerWindow: 1, windowInMs: 1.5 } },
+      /bucket\.windowInMs must be an integer.*received 1\.5/,
+    ],
+    [
+      'a string limit',
+      { ...VALID, bucket: { limitPerWindow: '60', windowInMs: 1000 } },
+      /bucket\.limitPerWindow must be a number.*received "60"/,
+    ],
+    [
+      'a refill fraction above 1',
+      { ...VALID, bucket: { ...VALID.bucket, penaltyRefillFraction: 2 } },
+      /penaltyRefillFraction.*received 2/,
+    ],
     ['zero concurrency', { ...VALID, concurrency: 0 }, /concurrency.*received 0/],
     ['negative retries', { ...VALID, retry: { maxRetries: -1 } }, /retry\.maxRetries.*received -1/],
     ['a factor below 1', { ...VALID, retry: { factor: 0.5 } }, /retry\.factor.*received 0\.5/],
-    ['min delay above max delay', { ...VALID, retry: { maxDelayInMs: 100 } }, /retry\.minDelayInMs \(500, the default\) must be at most retry\.maxDelayInMs \(100\)/],
-    ['a non-boolean respectRetryAfter', { ...VALID, retry: { respectRetryAfter: 'yes' } }, /retry\.respectRetryAfter must be a boolean/],
+    [
+      'min delay above max delay',
+      { ...VALID, retry: { maxDelayInMs: 100 } },
+      /retry\.minDelayInMs \(500, the default\) must be at most retry\.maxDelayInMs \(100\)/,
+    ],
+    [
+      'a non-boolean respectRetryAfter',
+      { ...VALID, retry: { respectRetryAfter: 'yes' } },
+      /retry\.respectRetryAfter must be a boolean/,
+    ],
     ['an unknown key', { ...VALID, burst: 5 }, /unknown key "burst"/],
     ['an unknown nested key', { ...VALID, bucket: { ...VALID.bucket, limit: 5 } }, /unknown key "limit" in bucket/],
   ];
@@ -66,7 +94,9 @@ describe('configure', () => {
   it('refuses a name that differs from the one the object was configured with', async () => {
     const { name, stub } = await configured(VALID);
     const error = await rejection(stub.configure(`${name}-other`, VALID));
-    expect(error.message).toMatch(/\[drl:invalid-argument\] configure\(".*-other"\) was sent to an object addressed by another name/);
+    expect(error.message).toMatch(
+      /\[drl:invalid-argument\] configure\(".*-other"\) was sent to an object addressed by another name/,
+    );
     expect((await stub.stats()).name).toBe(name);
   });
 });
@@ -75,7 +105,11 @@ describe('reconfigure', () => {
   it('merges a patch deeply and keeps what it does not mention', async () => {
     const { stub } = await configured({ ...VALID, retry: { maxRetries: 1, minDelayInMs: 100 } });
     const stats = await stub.reconfigure({ bucket: { limitPerWindow: 20 }, retry: { minDelayInMs: 200 } });
-    expect(stats.config).toEqual({ bucket: { limitPerWindow: 20, windowInMs: 60_000 }, concurrency: 2, retry: { maxRetries: 1, minDelayInMs: 200 } });
+    expect(stats.config).toEqual({
+      bucket: { limitPerWindow: 20, windowInMs: 60_000 },
+      concurrency: 2,
+      retry: { maxRetries: 1, minDelayInMs: 200 },
+    });
     expect(stats.limit).toBe(20);
   });
 

@@ -3,7 +3,6 @@
 // routes it polls still need the key.
 import { SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-
 import { DASHBOARD_CSP, DASHBOARD_HTML } from '../../shim/do/dashboard-page.ts';
 
 const ORIGIN = 'https://limiter.test';

@@ -9,7 +9,6 @@
 // running instance is evicted.
 import { runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-
 import { LimiterDO, REGISTRY_NAME } from '../../shim/do/index.ts';
 import type { LimiterConfig, LimiterStats } from '../../shim/envelope.ts';
 import { DECLARED_LIMITS } from './declared-limits.ts';
@@ -34,7 +33,11 @@ async function evict(name: string): Promise<void> {
  * instance is evicted afterwards too, so the next stub call is back on the
  * test Worker's own DRL_LIMITS.
  */
-async function deployed<T>(name: string, limits: unknown, body: (instance: LimiterDO, state: DurableObjectState) => Promise<T>): Promise<T> {
+async function deployed<T>(
+  name: string,
+  limits: unknown,
+  body: (instance: LimiterDO, state: DurableObjectState) => Promise<T>,
+): Promise<T> {
   await evict(name);
   const result = await runInDurableObject(bucket(name), async (_running, state) =>
     body(new LimiterDO(state, { ...testEnv, DRL_LIMITS: limits } as never), state),
@@ -66,7 +69,9 @@ describe('a declared bucket', () => {
     expect(stats.config).toEqual(DECLARED_LIMITS[name]);
     expect(await registry().listNames()).toContain(name);
     // ...and listed by the admin GET /stats once it exists.
-    const response = await SELF.fetch('https://limiter.test/stats', { headers: { authorization: 'Bearer test-admin-key' } });
+    const response = await SELF.fetch('https://limiter.test/stats', {
+      headers: { authorization: 'Bearer test-admin-key' },
+    });
     const body = (await response.json()) as { buckets: Record<string, LimiterStats> };
     expect(body.buckets[name]?.config).toEqual(DECLARED_LIMITS[name]);
   });
@@ -85,14 +90,14 @@ describe('a declared bucket', () => {
     expect(early.queued).toBe(1); // the 4th waits: the limit is spent
     expect(await Promise.all(pending)).toEqual([0, 1, 2, 3]);
     const late = await stub.stats();
-    const admitted = (grants: typeof early.grants) => grants.flatMap(([at, n]) => Array.from({ length: n! }, () => at!));
+    const admitted = (grants: typeof early.grants) =>
+      grants.flatMap(([at, n]) => Array.from({ length: n! }, () => at!));
     // Sorted: which caller reaches the object first is the transport's to decide.
     const first = admitted(early.grants).sort((a, b) => a - b);
     expect(first).toHaveLength(3);
     expect(first[2]! - first[0]!).toBeLessThan(1_500);
     expect(Math.max(...admitted(late.grants)) - first[0]!).toBeGreaterThanOrEqual(1_500);
   });
-
 });
 
 describe('a name neither declared nor configured', () => {
@@ -139,7 +144,10 @@ describe('precedence', () => {
     const reordered = { concurrency: 2, bucket: { windowInMs: 60_000, limitPerWindow: 6 } };
     const same = await deployed(name, { [name]: reordered }, async (instance, state) => {
       await instance.reconfigure({ concurrency: 1 }); // stays: the declaration did not change
-      return { stats: await instance.stats(), fingerprint: state.storage.sql.exec(`SELECT value FROM drl_meta WHERE key = 'declared'`).one().value };
+      return {
+        stats: await instance.stats(),
+        fingerprint: state.storage.sql.exec(`SELECT value FROM drl_meta WHERE key = 'declared'`).one().value,
+      };
     });
     expect(same.stats.config).toEqual({ ...changed, concurrency: 1 });
     expect(same.fingerprint).toBe('{"bucket":{"limitPerWindow":6,"windowInMs":60000},"concurrency":2}');
@@ -211,7 +219,6 @@ describe('an invalid declaration', () => {
     // Another bucket of the same DRL_LIMITS is unaffected.
     expect((await bucket('declared-registers').stats()).config).toEqual(DECLARED_LIMITS['declared-registers']);
   });
-
 });
 
 describe('GET /stats with an invalid declaration', () => {
@@ -219,7 +226,9 @@ describe('GET /stats with an invalid declaration', () => {
   it('lists the bucket under invalid with its error, and every other bucket as usual', async () => {
     const name = 'declared-zero-window';
     await registry().registerName(name); // registered, as a bucket configured before the bad deploy would be
-    const response = await SELF.fetch('https://limiter.test/stats', { headers: { authorization: 'Bearer test-admin-key' } });
+    const response = await SELF.fetch('https://limiter.test/stats', {
+      headers: { authorization: 'Bearer test-admin-key' },
+    });
     expect(response.status).toBe(200);
     const body = (await response.json()) as { buckets: Record<string, LimiterStats>; invalid?: Record<string, string> };
     expect(body.invalid?.[name]).toContain('[drl:invalid-config] DRL_LIMITS declares bucket "declared-zero-window"');
@@ -232,11 +241,19 @@ describe('GET /stats with an invalid declaration', () => {
 describe('DRL_LIMITS as a string (a .dev.vars line or a secret)', () => {
   it('is read as the same JSON document', async () => {
     const name = uniqueName('string-form');
-    const config: LimiterConfig = { bucket: { limitPerWindow: 2, windowInMs: 60_000 }, concurrency: 1, retry: { maxRetries: 0 } };
-    const { stats, tables } = await deployed(name, JSON.stringify({ [name]: config, 'someone-else': OTHER }), async (instance, state) => ({
-      stats: await instance.stats(),
-      tables: drlTables(state),
-    }));
+    const config: LimiterConfig = {
+      bucket: { limitPerWindow: 2, windowInMs: 60_000 },
+      concurrency: 1,
+      retry: { maxRetries: 0 },
+    };
+    const { stats, tables } = await deployed(
+      name,
+      JSON.stringify({ [name]: config, 'someone-else': OTHER }),
+      async (instance, state) => ({
+        stats: await instance.stats(),
+        tables: drlTables(state),
+      }),
+    );
     expect(stats.config).toEqual(config);
     expect(tables).toEqual(['drl_grants', 'drl_meta']);
   });
@@ -250,10 +267,22 @@ describe('DRL_LIMITS as a string (a .dev.vars line or a secret)', () => {
     ['a string that is not JSON', () => '{ limits: nope', /DRL_LIMITS is a string but not valid JSON/],
     ['a string holding an array', () => '[]', /DRL_LIMITS must be an object .* \(received an array\)/],
     ['a string holding a number', () => '7', /\(received 7\)/],
-    ['a deeply nested config', (name) => ({ [name]: { bucket: deep(40), concurrency: 1 } }), /"hostile-[^"]+" with an invalid config: config is nested too deeply/],
-    ['a deeply nested string', (name) => `{"${name}":${'['.repeat(5_000)}${']'.repeat(5_000)}}`, /"hostile-[^"]+" with an invalid config: config must be an object \(received an array\)/],
+    [
+      'a deeply nested config',
+      (name) => ({ [name]: { bucket: deep(40), concurrency: 1 } }),
+      /"hostile-[^"]+" with an invalid config: config is nested too deeply/,
+    ],
+    [
+      'a deeply nested string',
+      (name) => `{"${name}":${'['.repeat(5_000)}${']'.repeat(5_000)}}`,
+      /"hostile-[^"]+" with an invalid config: config must be an object \(received an array\)/,
+    ],
     ['a config that is a string', (name) => ({ [name]: 'fast' }), /config must be an object \(received "fast"\)/],
-    ['an unknown field', (name) => ({ [name]: { ...OTHER, burst: 3 } }), /"hostile-[^"]+" with an invalid config: .*burst/],
+    [
+      'an unknown field',
+      (name) => ({ [name]: { ...OTHER, burst: 3 } }),
+      /"hostile-[^"]+" with an invalid config: .*burst/,
+    ],
   ];
   for (const [what, value, message] of hostile) {
     it(`refuses ${what} with a clear [drl:invalid-config] error and stores nothing`, async () => {
@@ -280,7 +309,10 @@ describe('DRL_LIMITS as a string (a .dev.vars line or a secret)', () => {
   it('an own "__proto__" key inside a config is refused as an unknown key', async () => {
     const name = uniqueName('hostile');
     const text = `{${JSON.stringify(name)}: {"bucket": {"limitPerWindow": 1, "windowInMs": 1000}, "concurrency": 1, "__proto__": {"concurrency": 5}}}`;
-    const { error, tables } = await deployed(name, text, async (instance, state) => ({ error: await rejection(instance.stats()), tables: drlTables(state) }));
+    const { error, tables } = await deployed(name, text, async (instance, state) => ({
+      error: await rejection(instance.stats()),
+      tables: drlTables(state),
+    }));
     expect(error.message).toContain('[drl:invalid-config]');
     expect(error.message).toContain(JSON.stringify(name));
     expect(error.message).toContain('__proto__');
@@ -289,7 +321,9 @@ describe('DRL_LIMITS as a string (a .dev.vars line or a secret)', () => {
 
   it('a "__proto__" key does not declare every name through the prototype', async () => {
     const name = uniqueName('hostile');
-    const error = await deployed(name, `{"__proto__": ${JSON.stringify(OTHER)}}`, (instance) => rejection(instance.stats()));
+    const error = await deployed(name, `{"__proto__": ${JSON.stringify(OTHER)}}`, (instance) =>
+      rejection(instance.stats()),
+    );
     expect(error.message).toContain('[drl:no-such-limiter]');
     expect(({} as Record<string, unknown>).concurrency).toBeUndefined();
   });

@@ -2,7 +2,6 @@
 // liveness fetch, because workerd rejects an entry module exporting a plain
 // value; and that /do exports the public surface.
 import { describe, expect, it } from 'vitest';
-
 import * as doEntry from '../../shim/do/index.ts';
 import * as doWorker from '../../shim/do-worker.ts';
 

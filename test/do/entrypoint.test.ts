@@ -3,7 +3,6 @@
 // Durable Object binding, plus listNames() and ping().
 import { exports, RpcTarget } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-
 import type { LimiterService } from '../../shim/do/index.ts';
 import { ENVELOPE_VERSION } from '../../shim/envelope.ts';
 import { bucket, rejection, uniqueName } from './helpers.ts';
@@ -19,7 +18,9 @@ describe('LimiterEntrypoint', () => {
   it('configures, runs and reports a bucket by name, the same one the object binding sees', async () => {
     const name = uniqueName('service');
     expect((await service.configure(name, CONFIG)).limit).toBe(5);
-    expect(await service.execute(name, async () => ({ value: 'through the entrypoint' }))).toBe('through the entrypoint');
+    expect(await service.execute(name, async () => ({ value: 'through the entrypoint' }))).toBe(
+      'through the entrypoint',
+    );
     expect(await service.execute(name, async () => ({ value: 'costly' }), { cost: 2 })).toBe('costly');
     expect((await service.stats(name)).used).toBe(3);
     expect((await bucket(name).stats()).used).toBe(3);

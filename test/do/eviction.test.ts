@@ -1,7 +1,6 @@
 // Verifies what survives an eviction of the object (log, config, name, penalty), what does not (the memory-only queue), that damaged stored rows are repaired rather than wedging the bucket, and that nothing is stored before configure.
 import { abortAllDurableObjects, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-
 import type { LimiterConfig } from '../../shim/envelope.ts';
 import { bucket, configured, recorder, rejection, sleep, uniqueName } from './helpers.ts';
 
@@ -92,13 +91,20 @@ describe('eviction', () => {
   });
 
   it('(b) queued callers are rejected before their callback ran; the bucket keeps working', async () => {
-    const config: LimiterConfig = { bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 1, attemptTimeoutMs: 3_000 };
+    const config: LimiterConfig = {
+      bucket: { limitPerWindow: 10, windowInMs: 60_000 },
+      concurrency: 1,
+      attemptTimeoutMs: 3_000,
+    };
     const { name, stub } = await configured(config, 'evict-queue');
     // The holder runs until released after the eviction (not for a fixed
     // time, which the steps before the eviction may outlast on a busy machine).
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
-    const holder = { startedAt: [] as number[], fn: async () => (holder.startedAt.push(Date.now()), await gate, { value: 'holder' }) };
+    const holder = {
+      startedAt: [] as number[],
+      fn: async () => (holder.startedAt.push(Date.now()), await gate, { value: 'holder' }),
+    };
     const first = recorder({ value: 'q1' });
     const second = recorder({ value: 'q2' });
     const holding = settle(stub.execute(holder.fn));
@@ -167,7 +173,8 @@ describe('eviction', () => {
     const t0 = await runInDurableObject(stub, (_instance, state) => {
       const base = Date.now() - 500; // recent past: live for the whole test step
       const sql = state.storage.sql;
-      const put = (at: unknown, amount: unknown) => sql.exec(`INSERT INTO drl_grants (at, amount) VALUES (?, ?)`, at, amount);
+      const put = (at: unknown, amount: unknown) =>
+        sql.exec(`INSERT INTO drl_grants (at, amount) VALUES (?, ?)`, at, amount);
       put(base, 2); // legit
       put(base + 10, 'garbage'); // unreadable amount (the column is NOT NULL, so text stands in for NULL): dropped
       put(base + 20, 0); // zero amount: dropped
@@ -221,17 +228,24 @@ describe('eviction', () => {
   });
 
   it('(f) rows that expired under a shorter window do not come back when a longer window is configured, then the object restarts', async () => {
-    const { name, stub } = await configured({ bucket: { limitPerWindow: 10, windowInMs: 300 }, concurrency: 3 }, 'evict-lengthen');
+    const { name, stub } = await configured(
+      { bucket: { limitPerWindow: 10, windowInMs: 300 }, concurrency: 3 },
+      'evict-lengthen',
+    );
     for (let i = 0; i < 3; i++) await stub.execute(async () => ({ value: i }));
     // The grants leave the 300 ms window, and the run of takes ends: its
     // reservation record is cleared (no record in force for the restart
     // below to count as taken) and the reconfigure starts none.
     // Waited for rather than slept: the clear is a timer (up to 4 s after the
     // last take, as reservations follow the caller's pace), late on a busy machine.
-    await until(async () => {
-      const { used, reservation } = await stub.stats();
-      return used === 0 && reservation === null;
-    }, 15_000, 'the grants to leave the window and the record to clear');
+    await until(
+      async () => {
+        const { used, reservation } = await stub.stats();
+        return used === 0 && reservation === null;
+      },
+      15_000,
+      'the grants to leave the window and the record to clear',
+    );
     expect(await stub.stats()).toMatchObject({ used: 0, reservation: null });
     await stub.reconfigure({ bucket: { windowInMs: 60_000 } });
     expect(await stub.stats()).toMatchObject({ used: 0, reservation: null });
@@ -266,7 +280,9 @@ describe('eviction', () => {
       expect(error.message, label).toContain('[drl:no-such-limiter]');
     }
     // An invalid configure is refused before anything is written.
-    const invalid = await rejection(stub.configure(name, { bucket: { limitPerWindow: 0, windowInMs: 1_000 }, concurrency: 1 }));
+    const invalid = await rejection(
+      stub.configure(name, { bucket: { limitPerWindow: 0, windowInMs: 1_000 }, concurrency: 1 }),
+    );
     expect(invalid.message).toMatch(/limitPerWindow/);
     expect(callback.startedAt).toEqual([]);
 

@@ -3,7 +3,6 @@
 // their batch never count: a restore drops them.
 import { abortAllDurableObjects, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-
 import { bucket, configured, sleep } from './helpers.ts';
 
 const rowCount = (name: string) =>

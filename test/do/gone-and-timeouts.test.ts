@@ -4,11 +4,14 @@
 // never reports is settled after attemptTimeoutMs, unretried, and its slot
 // freed; a late report changes nothing.
 import { describe, expect, it } from 'vitest';
-
 import type { LimiterConfig } from '../../shim/envelope.ts';
 import { configured, recorder, rejection, sleep, waitFor } from './helpers.ts';
 
-const ONE_SLOT: LimiterConfig = { bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1, retry: { maxRetries: 3, minDelayInMs: 200 } };
+const ONE_SLOT: LimiterConfig = {
+  bucket: { limitPerWindow: 100, windowInMs: 60_000 },
+  concurrency: 1,
+  retry: { maxRetries: 3, minDelayInMs: 200 },
+};
 
 describe('a caller that is gone', () => {
   it('with reportsThrows, a throw from invoking fn is the caller gone: one grant, no retry, the slot free at once', async () => {

@@ -4,7 +4,6 @@
 // reservation (whose rows are written with a later commit).
 import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-
 import type { LimiterDO } from '../../shim/do/index.ts';
 import type { LimiterConfig } from '../../shim/envelope.ts';
 import { configured } from './helpers.ts';
@@ -25,7 +24,10 @@ describe('group commit', () => {
       const reserved = () => {
         const [record] = sql.exec<{ value: string }>(`SELECT value FROM drl_meta WHERE key = 'reservation'`).toArray();
         if (!record?.value) return 0;
-        return Object.values((JSON.parse(record.value) as { units: Record<string, number> }).units).reduce((a, b) => a + b, 0);
+        return Object.values((JSON.parse(record.value) as { units: Record<string, number> }).units).reduce(
+          (a, b) => a + b,
+          0,
+        );
       };
       const stored = () => rows() + reserved();
       const original = sql.exec;

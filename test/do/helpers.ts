@@ -1,17 +1,18 @@
 // Shared by the object's workerd tests.
 import { env, runInDurableObject } from 'cloudflare:test';
-
-import { rejection, sleep, waitFor } from '../shared/async.ts';
-
-import type { LimiterDO } from '../../shim/do/index.ts';
 import type { LimiterStub } from '../../shim/client/index.ts';
+import type { LimiterDO } from '../../shim/do/index.ts';
 import type { CallReport, LimiterConfig } from '../../shim/envelope.ts';
+import { rejection, sleep, waitFor } from '../shared/async.ts';
 
 export interface TestEnv {
   RATE_LIMITER: DurableObjectNamespace<LimiterDO>;
   DRL_CONFIG_KEY: string;
   OTHER_APP: Service & {
-    run(execute: (fn: () => Promise<CallReport>, options?: unknown) => Promise<unknown>, job: { status?: number; retryAfter?: string; latencyMs?: number; options?: unknown }): Promise<{
+    run(
+      execute: (fn: () => Promise<CallReport>, options?: unknown) => Promise<unknown>,
+      job: { status?: number; retryAfter?: string; latencyMs?: number; options?: unknown },
+    ): Promise<{
       ok: boolean;
       value?: unknown;
       error?: string;
@@ -33,13 +34,15 @@ export function bucket(name: string): DurableObjectStub<LimiterDO> {
   return testEnv.RATE_LIMITER.get(testEnv.RATE_LIMITER.idFromName(name));
 }
 
-export async function configured(config: LimiterConfig, prefix?: string): Promise<{ name: string; stub: DurableObjectStub<LimiterDO> }> {
+export async function configured(
+  config: LimiterConfig,
+  prefix?: string,
+): Promise<{ name: string; stub: DurableObjectStub<LimiterDO> }> {
   const name = uniqueName(prefix);
   const stub = bucket(name);
   await stub.configure(name, config);
   return { name, stub };
 }
-
 
 /**
  * The stub seen through the client's LimiterStub. RPC typing erases
@@ -50,7 +53,10 @@ export async function configured(config: LimiterConfig, prefix?: string): Promis
 export const typed = (stub: LimiterStub): LimiterStub => stub;
 
 /** A callback that records when it ran and returns `report`. */
-export function recorder<T>(report: CallReport<T>, latencyMs = 0): { fn: () => Promise<CallReport<T>>; startedAt: number[] } {
+export function recorder<T>(
+  report: CallReport<T>,
+  latencyMs = 0,
+): { fn: () => Promise<CallReport<T>>; startedAt: number[] } {
   const startedAt: number[] = [];
   return {
     startedAt,

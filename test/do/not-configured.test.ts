@@ -2,14 +2,18 @@
 // the [drl:no-such-limiter] marker and nothing at all is stored.
 import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-
 import { bucket, recorder, rejection, uniqueName } from './helpers.ts';
 
 describe('an unconfigured bucket', () => {
   it('rejects execute, stats, reconfigure and pause with the marker, and never runs the callback', async () => {
     const stub = bucket(uniqueName('absent'));
     const { fn, startedAt } = recorder({ value: 1 });
-    const attempts = [() => stub.execute(fn), () => stub.stats(), () => stub.reconfigure({ concurrency: 2 }), () => stub.pause(100)];
+    const attempts = [
+      () => stub.execute(fn),
+      () => stub.stats(),
+      () => stub.reconfigure({ concurrency: 2 }),
+      () => stub.pause(100),
+    ];
     for (const attempt of attempts) {
       const error = await rejection(attempt() as Promise<unknown>);
       expect(error.message).toContain('[drl:no-such-limiter] ');

@@ -1,7 +1,6 @@
 // Verifies pacing with real timers: a limit of N per window admits N at once
 // and the N+1th only once the first grant has left the window.
 import { describe, expect, it } from 'vitest';
-
 import { configured, recorder, waitFor } from './helpers.ts';
 
 const WINDOW = 600;
@@ -24,7 +23,8 @@ describe('pacing', () => {
     expect(values).toEqual([0, 1, 2, 3]);
     const late = await stub.stats();
 
-    const admitted = (grants: typeof early.grants) => grants.flatMap(([at, n]) => Array.from({ length: n! }, () => at!));
+    const admitted = (grants: typeof early.grants) =>
+      grants.flatMap(([at, n]) => Array.from({ length: n! }, () => at!));
     const first = admitted(early.grants).sort((a, b) => a - b);
     expect(first).toHaveLength(3);
     // A rested bucket spends its limit at once...

@@ -2,7 +2,6 @@
 // pauses this one, Retry-After is honoured in both forms, and the window
 // reopens with only the refill fraction available.
 import { describe, expect, it } from 'vitest';
-
 import { configured, recorder, rejection, sleep, testEnv, waitFor } from './helpers.ts';
 
 describe('penalty', () => {
@@ -13,7 +12,10 @@ describe('penalty', () => {
       retry: { maxRetries: 0 },
     });
     // other-app is a separate Worker: its callback runs in its own isolate.
-    const other = await testEnv.OTHER_APP.run((fn, options) => stub.execute(fn, options as never), { status: 429, retryAfter: '1' });
+    const other = await testEnv.OTHER_APP.run((fn, options) => stub.execute(fn, options as never), {
+      status: 429,
+      retryAfter: '1',
+    });
     expect(other.ok).toBe(false);
     expect(other.error).toContain('[drl:call-failed]');
     expect(other.error).toContain('(status 429)');
@@ -75,7 +77,9 @@ describe('penalty', () => {
     const calls = Array.from({ length: 4 }, (_, i) => recorder({ value: i }));
     const pending = calls.map((c) => stub.execute(c.fn));
     await sleep(500);
-    await waitFor(async () => (await stub.stats()).running === 0 && calls.filter((c) => c.startedAt.length > 0).length >= 2);
+    await waitFor(
+      async () => (await stub.stats()).running === 0 && calls.filter((c) => c.startedAt.length > 0).length >= 2,
+    );
     await sleep(200);
     // Half of 4 at lift: two start, two wait for the window.
     expect(calls.filter((c) => c.startedAt.length > 0)).toHaveLength(2);
@@ -96,7 +100,9 @@ describe('penalty', () => {
     const before = Date.now();
     const value = await stub.execute(async () => {
       attempts += 1;
-      return attempts === 1 ? { status: 200, rateLimited: true, retryAfterMs: 400, value: 'limited' } : { status: 200, value: 'ok' };
+      return attempts === 1
+        ? { status: 200, rateLimited: true, retryAfterMs: 400, value: 'limited' }
+        : { status: 200, value: 'ok' };
     });
     expect(value).toBe('ok');
     expect(attempts).toBe(2);

@@ -1,6 +1,5 @@
 // Verifies that configure/reconfigure while callers are queued keeps them queued and re-evaluates them under the new limits (only a caller whose cost can no longer fit is rejected), and that running callbacks keep their slot when concurrency is lowered.
 import { describe, expect, it } from 'vitest';
-
 import type { LimiterDO } from '../../shim/do/index.ts';
 import type { LimiterConfig } from '../../shim/envelope.ts';
 import { configured, recorder, rejection, sleep } from './helpers.ts';
@@ -15,7 +14,10 @@ async function until(check: () => boolean | Promise<boolean>, ms = 10_000, what 
 }
 
 /** A callback that records when it started and when it finished. */
-function timed<T>(value: T, latencyMs: number): { fn: () => Promise<{ value: T }>; startedAt: number[]; endedAt: number[] } {
+function timed<T>(
+  value: T,
+  latencyMs: number,
+): { fn: () => Promise<{ value: T }>; startedAt: number[]; endedAt: number[] } {
   const startedAt: number[] = [];
   const endedAt: number[] = [];
   return {
@@ -36,7 +38,11 @@ function timed<T>(value: T, latencyMs: number): { fn: () => Promise<{ value: T }
  * stub can reach the object in either order under load (seen in this
  * harness), and these tests are about the queue, not about delivery order.
  */
-async function enqueue<T>(stub: DurableObjectStub<LimiterDO>, queued: number, send: () => Promise<T>): Promise<{ done: Promise<T> }> {
+async function enqueue<T>(
+  stub: DurableObjectStub<LimiterDO>,
+  queued: number,
+  send: () => Promise<T>,
+): Promise<{ done: Promise<T> }> {
   const done = send();
   done.catch(() => {}); // observed by the test later; never an unhandled rejection meanwhile
   await until(async () => (await stub.stats()).queued === queued, 10_000, `${queued} queued caller(s)`);
@@ -48,7 +54,12 @@ async function enqueue<T>(stub: DurableObjectStub<LimiterDO>, queued: number, se
  * a busy machine the steps a test takes meanwhile may outlast any sleep),
  * recording when it started and when it finished.
  */
-function held<T>(value: T): { fn: () => Promise<{ value: T }>; startedAt: number[]; endedAt: number[]; release: () => void } {
+function held<T>(value: T): {
+  fn: () => Promise<{ value: T }>;
+  startedAt: number[];
+  endedAt: number[];
+  release: () => void;
+} {
   const startedAt: number[] = [];
   const endedAt: number[] = [];
   let release!: () => void;
@@ -71,7 +82,10 @@ const MINUTE = 60_000;
 
 describe('reconfigure with a queue', () => {
   it('(a) raising the limit starts a caller queued on the window at once', async () => {
-    const { stub } = await configured({ bucket: { limitPerWindow: 1, windowInMs: MINUTE }, concurrency: 5 }, 'rq-limit');
+    const { stub } = await configured(
+      { bucket: { limitPerWindow: 1, windowInMs: MINUTE }, concurrency: 5 },
+      'rq-limit',
+    );
     const first = recorder({ value: 'first' });
     const second = recorder({ value: 'second' });
     expect(await stub.execute(first.fn)).toBe('first');
@@ -94,7 +108,10 @@ describe('reconfigure with a queue', () => {
   });
 
   it('(b) raising concurrency starts queued callers while the slow holder still runs', async () => {
-    const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: MINUTE }, concurrency: 1 }, 'rq-conc');
+    const { stub } = await configured(
+      { bucket: { limitPerWindow: 100, windowInMs: MINUTE }, concurrency: 1 },
+      'rq-conc',
+    );
     const holder = held('holder');
     const q1 = timed('q1', 0);
     const q2 = timed('q2', 0);
@@ -118,7 +135,10 @@ describe('reconfigure with a queue', () => {
   });
 
   it('(c) a full configure with the same name keeps the queue and re-evaluates it (no rejection)', async () => {
-    const { name, stub } = await configured({ bucket: { limitPerWindow: 1, windowInMs: MINUTE }, concurrency: 1 }, 'rq-configure');
+    const { name, stub } = await configured(
+      { bucket: { limitPerWindow: 1, windowInMs: MINUTE }, concurrency: 1 },
+      'rq-configure',
+    );
     const holder = held('holder');
     const q1 = recorder({ value: 'q1' });
     const q2 = recorder({ value: 'q2' });
@@ -178,7 +198,10 @@ describe('reconfigure with a queue', () => {
   });
 
   it('(e) lowering concurrency keeps running callbacks in their slot; newcomers wait for running < new cap', async () => {
-    const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: MINUTE }, concurrency: 3 }, 'rq-lower');
+    const { stub } = await configured(
+      { bucket: { limitPerWindow: 100, windowInMs: MINUTE }, concurrency: 3 },
+      'rq-lower',
+    );
     const holders = [held('h0'), held('h1'), held('h2')];
     const pending = holders.map((h) => stub.execute(h.fn));
     await until(() => holders.every((h) => h.startedAt.length === 1), 10_000, 'three running holders');

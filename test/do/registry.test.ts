@@ -1,7 +1,6 @@
 // Verifies the registry: configured names are listed once, failed creations leave no name and no bucket, ghosts are pruned by GET /stats, and only the registry serves its methods.
 import { runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-
 import { ENVELOPE_VERSION, REGISTRY_NAME } from '../../shim/do/index.ts';
 import type { LimiterConfig } from '../../shim/envelope.ts';
 import { bucket, configured, rejection, tablesOf, testEnv, uniqueName } from './helpers.ts';
@@ -11,9 +10,13 @@ const CONFIG: LimiterConfig = { bucket: { limitPerWindow: 4, windowInMs: 10_000 
 /** The registry instance, addressed directly (configure refuses its name). */
 const registry = () => testEnv.RATE_LIMITER.get(testEnv.RATE_LIMITER.idFromName(REGISTRY_NAME));
 
-
-async function adminStats(): Promise<{ status: number; body: { ok: boolean; buckets?: Record<string, unknown>; pruned?: string[] } }> {
-  const response = await SELF.fetch('https://limiter.test/stats', { headers: { authorization: 'Bearer test-admin-key' } });
+async function adminStats(): Promise<{
+  status: number;
+  body: { ok: boolean; buckets?: Record<string, unknown>; pruned?: string[] };
+}> {
+  const response = await SELF.fetch('https://limiter.test/stats', {
+    headers: { authorization: 'Bearer test-admin-key' },
+  });
   return { status: response.status, body: await response.json() };
 }
 

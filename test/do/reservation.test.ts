@@ -8,12 +8,12 @@
 // most the reservations in force at the restarts.
 import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-
 import type { LimiterConfig } from '../../shim/envelope.ts';
 import { bucket, configured, recorder, rejection, sleep, testEnv, uniqueName, waitFor } from './helpers.ts';
 import type { CountingLimiterDO } from './worker.ts';
 
-const counting = (testEnv as unknown as { COUNTING_LIMITER: DurableObjectNamespace<CountingLimiterDO> }).COUNTING_LIMITER;
+const counting = (testEnv as unknown as { COUNTING_LIMITER: DurableObjectNamespace<CountingLimiterDO> })
+  .COUNTING_LIMITER;
 
 function settle<T>(promise: Promise<T>): Promise<{ ok: true; value: T } | { ok: false; error: Error }> {
   return promise.then(
@@ -40,9 +40,11 @@ describe('covering reservations', () => {
     }
     const after = await stub.writeCounts();
     const commits = after.commits - before.commits;
-    console.log(`reservation: ${N} sequential calls, ${commits} commits, ${after.statements - before.statements} statements`);
+    console.log(
+      `reservation: ${N} sequential calls, ${commits} commits, ${after.statements - before.statements} statements`,
+    );
     expect(commits).toBeLessThanOrEqual(N / 10);
-    const stats = (await stub.stats());
+    const stats = await stub.stats();
     expect(stats.used).toBe(N);
     // The record in force bounds what a crash now could over-count: at most a quarter of the limit.
     expect(stats.reservation).not.toBeNull();
@@ -69,18 +71,23 @@ describe('covering reservations', () => {
   });
 
   it('a bucket that goes quiet stores its rows exactly and clears the record', async () => {
-    const { name, stub } = await configured({ bucket: { limitPerWindow: 1_000, windowInMs: 60_000 }, concurrency: 1 }, 'reserve-idle');
+    const { name, stub } = await configured(
+      { bucket: { limitPerWindow: 1_000, windowInMs: 60_000 }, concurrency: 1 },
+      'reserve-idle',
+    );
     for (let i = 0; i < 20; i++) await stub.execute(async () => ({ value: i }));
     const owed = await runInDurableObject(bucket(name), (_instance, state) => storedUnits(state));
     expect(owed).toBeLessThan(20); // some takes' rows wait for the next record
     // The idle write (kIdleSlotsWriteMs, 500 ms after the last take) clears
     // the record: waited for, since a timer fires late on a busy machine.
     await waitFor(async () => (await stub.stats()).reservation === null, 10_000, 'the idle write to clear the record');
-    const stats = (await stub.stats());
+    const stats = await stub.stats();
     expect(stats.used).toBe(20);
     const stored = await runInDurableObject(bucket(name), (_instance, state) => ({
       units: storedUnits(state),
-      record: state.storage.sql.exec<{ value: string }>(`SELECT value FROM drl_meta WHERE key = 'reservation'`).toArray()[0]?.value,
+      record: state.storage.sql
+        .exec<{ value: string }>(`SELECT value FROM drl_meta WHERE key = 'reservation'`)
+        .toArray()[0]?.value,
     }));
     expect(stored.units).toBe(20);
     expect(stored.record).toBe('');
@@ -100,7 +107,7 @@ describe('covering reservations', () => {
     let owedAtRestart = 0;
     for (let attempt = 0; attempt < 60; attempt++) {
       if (attempt === 8 || attempt === 19 || attempt === 33) {
-        const stats = (await stub.stats());
+        const stats = await stub.stats();
         bounds += stats.reservation?.units.bucket ?? 0;
         const error = await rejection(
           runInDurableObject(stub, (_instance, state) => {

@@ -3,7 +3,6 @@
 // reject with the status, an exhausted 429 rejects rather than resolving, and
 // a plain error status without a failure is the caller's value.
 import { describe, expect, it } from 'vitest';
-
 import { configured, rejection } from './helpers.ts';
 
 const BUCKET = { limitPerWindow: 1000, windowInMs: 60_000 };
@@ -37,7 +36,11 @@ describe('retries and outcomes', () => {
   });
 
   it('gives up after maxRetries with the last status, backing off more each time', async () => {
-    const { stub } = await configured({ bucket: BUCKET, concurrency: 2, retry: { maxRetries: 2, minDelayInMs: 60, factor: 3 } });
+    const { stub } = await configured({
+      bucket: BUCKET,
+      concurrency: 2,
+      retry: { maxRetries: 2, minDelayInMs: 60, factor: 3 },
+    });
     const starts: number[] = [];
     const error = await rejection(
       stub.execute(async () => {
@@ -85,10 +88,15 @@ describe('retries and outcomes', () => {
   it('takes from the bucket on every attempt', async () => {
     const { stub } = await configured({ bucket: BUCKET, concurrency: 2, retry: { maxRetries: 2, minDelayInMs: 0 } });
     let calls = 0;
-    await stub.execute(async () => {
-      calls += 1;
-      return calls < 3 ? { status: 503, failure: { message: 'again', retryable: true } } : { status: 200, value: 'done' };
-    }, { cost: 2 });
+    await stub.execute(
+      async () => {
+        calls += 1;
+        return calls < 3
+          ? { status: 503, failure: { message: 'again', retryable: true } }
+          : { status: 200, value: 'done' };
+      },
+      { cost: 2 },
+    );
     expect((await stub.stats()).used).toBe(6);
   });
 });

@@ -4,7 +4,6 @@
 // second under a steady load, not per take), the reservation record and its share of the batched expiry deletes.
 import { abortAllDurableObjects, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-
 import type { LimiterDO } from '../../shim/do/index.ts';
 import type { LimiterConfig } from '../../shim/envelope.ts';
 import { bucket, configured } from './helpers.ts';
@@ -113,7 +112,9 @@ async function measure(logRows: number): Promise<Measurement> {
     expect(values).toEqual(Array.from({ length: TAKES }, (_, i) => i));
     const after = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM drl_grants`).one().n;
     // Every pre-filled row is still there as it was stored.
-    const prefilled = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM drl_grants WHERE at <= ? AND amount = 1`, newest).one().n;
+    const prefilled = sql
+      .exec<{ n: number }>(`SELECT count(*) AS n FROM drl_grants WHERE at <= ? AND amount = 1`, newest)
+      .one().n;
     return { statements, rowsWritten, kinds, storedAfter: after, prefilled };
   });
 
@@ -200,7 +201,10 @@ describe('rows written per take', () => {
     // statements at 100,000 against 7 in 5 at 10.
     for (const { kinds } of [small, large]) {
       expect(kinds.length).toBeGreaterThan(0);
-      expect(kinds.filter((kind) => !/^INSERT INTO drl_(grants|meta)$/.test(kind)), `${kinds}`).toEqual([]);
+      expect(
+        kinds.filter((kind) => !/^INSERT INTO drl_(grants|meta)$/.test(kind)),
+        `${kinds}`,
+      ).toEqual([]);
     }
   });
 });

@@ -2,12 +2,15 @@
 import { runInDurableObject } from 'cloudflare:test';
 import { RpcTarget } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-
 import { REGISTRY_NAME } from '../../shim/do/index.ts';
 import type { CallReport, LimiterConfig } from '../../shim/envelope.ts';
 import { bucket, configured, recorder, rejection, tablesOf, uniqueName } from './helpers.ts';
 
-const CONFIG: LimiterConfig = { bucket: { limitPerWindow: 7, windowInMs: 60_000 }, concurrency: 2, retry: { maxRetries: 3, minDelayInMs: 10 } };
+const CONFIG: LimiterConfig = {
+  bucket: { limitPerWindow: 7, windowInMs: 60_000 },
+  concurrency: 2,
+  retry: { maxRetries: 3, minDelayInMs: 10 },
+};
 
 type ErrorClass = typeof TypeError | typeof RangeError | typeof Error;
 
@@ -19,10 +22,10 @@ function expectError(error: Error, Kind: ErrorClass, marker: string, detail: Reg
   expect(error.message).toMatch(detail);
 }
 
-
 async function grantRows(name: string): Promise<number> {
-  return runInDurableObject(bucket(name), async (_instance, state) =>
-    state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM drl_grants`).one().n,
+  return runInDurableObject(
+    bucket(name),
+    async (_instance, state) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM drl_grants`).one().n,
   );
 }
 
@@ -36,17 +39,57 @@ function nested(levels: number, leaf: unknown = 1, arrays = false): unknown {
 describe('execute', () => {
   type Fn = () => Promise<CallReport<string>>;
   const cases: [string, (stub: ReturnType<typeof bucket>, fn: Fn) => Promise<unknown>, ErrorClass, RegExp][] = [
-    ['a string instead of a function', (s) => s.execute('not a function' as never), TypeError, /fn must be a function \(received "not a function"\)/],
-    ['a number instead of a function', (s) => s.execute(42 as never), TypeError, /fn must be a function \(received 42\)/],
-    ['options that are a string', (s, fn) => s.execute(fn, 'x' as never), TypeError, /options must be an object \(received "x"\)/],
-    ['options that are an array', (s, fn) => s.execute(fn, [1] as never), TypeError, /options must be an object \(received an array\)/],
-    ['a string cost', (s, fn) => s.execute(fn, { cost: '2' } as never), TypeError, /cost must be a number \(received "2"\)/],
-    ['a fractional cost', (s, fn) => s.execute(fn, { cost: 1.5 }), RangeError, /cost must be an integer >= 1 \(received 1\.5\)/],
+    [
+      'a string instead of a function',
+      (s) => s.execute('not a function' as never),
+      TypeError,
+      /fn must be a function \(received "not a function"\)/,
+    ],
+    [
+      'a number instead of a function',
+      (s) => s.execute(42 as never),
+      TypeError,
+      /fn must be a function \(received 42\)/,
+    ],
+    [
+      'options that are a string',
+      (s, fn) => s.execute(fn, 'x' as never),
+      TypeError,
+      /options must be an object \(received "x"\)/,
+    ],
+    [
+      'options that are an array',
+      (s, fn) => s.execute(fn, [1] as never),
+      TypeError,
+      /options must be an object \(received an array\)/,
+    ],
+    [
+      'a string cost',
+      (s, fn) => s.execute(fn, { cost: '2' } as never),
+      TypeError,
+      /cost must be a number \(received "2"\)/,
+    ],
+    [
+      'a fractional cost',
+      (s, fn) => s.execute(fn, { cost: 1.5 }),
+      RangeError,
+      /cost must be an integer >= 1 \(received 1\.5\)/,
+    ],
     ['a zero cost', (s, fn) => s.execute(fn, { cost: 0 }), RangeError, /cost must be an integer >= 1 \(received 0/],
-    ['a negative cost', (s, fn) => s.execute(fn, { cost: -3 }), RangeError, /cost must be an integer >= 1 \(received -3/],
+    [
+      'a negative cost',
+      (s, fn) => s.execute(fn, { cost: -3 }),
+      RangeError,
+      /cost must be an integer >= 1 \(received -3/,
+    ],
     ['a NaN cost', (s, fn) => s.execute(fn, { cost: NaN }), TypeError, /cost must be a finite number/],
     ['an infinite cost', (s, fn) => s.execute(fn, { cost: Infinity }), TypeError, /cost must be a finite number/],
-    ['an unknown option', (s, fn) => s.execute(fn, { bogus: 1 } as never), TypeError, /unknown key "bogus" \(allowed: cost, reportsThrows, settles, priority, maxWaitMs, whenAborted\)/],
+    [
+      'an unknown option',
+      (s, fn) => s.execute(fn, { bogus: 1 } as never),
+      TypeError,
+      /unknown key "bogus" \(allowed: cost, reportsThrows, settles, priority, maxWaitMs, whenAborted\)/,
+    ],
   ];
 
   for (const [what, call, Kind, detail] of cases) {
@@ -89,7 +132,12 @@ describe('execute', () => {
       }
     }
     const error = await rejection(stub.execute(new Target() as never));
-    expectError(error, TypeError, '[drl:invalid-argument]', /execute\(fn\): fn must be a function, but what was sent cannot be called/);
+    expectError(
+      error,
+      TypeError,
+      '[drl:invalid-argument]',
+      /execute\(fn\): fn must be a function, but what was sent cannot be called/,
+    );
     expect(await stub.stats()).toMatchObject({ used: 1, liveGrants: 1, active: 0, running: 0, queued: 0 });
     expect(await grantRows(name)).toBe(1);
     // The slot is released and the bucket keeps working.
@@ -122,40 +170,184 @@ describe('execute', () => {
 
 describe('configure', () => {
   const cases: [string, (name: string) => [unknown, unknown], ErrorClass, string, RegExp][] = [
-    ['a number as the name', () => [123, CONFIG], TypeError, '[drl:invalid-argument]', /name must be a string \(received 123\)/],
+    [
+      'a number as the name',
+      () => [123, CONFIG],
+      TypeError,
+      '[drl:invalid-argument]',
+      /name must be a string \(received 123\)/,
+    ],
     ['an empty name', () => ['', CONFIG], RangeError, '[drl:invalid-argument]', /name must not be empty/],
-    ['a 300-character name', () => ['n'.repeat(300), CONFIG], RangeError, '[drl:invalid-argument]', /at most 256 characters \(received 300\)/],
-    ['a name with a control character', (n) => [`${n}\u0001`, CONFIG], RangeError, '[drl:invalid-argument]', /must be printable/],
+    [
+      'a 300-character name',
+      () => ['n'.repeat(300), CONFIG],
+      RangeError,
+      '[drl:invalid-argument]',
+      /at most 256 characters \(received 300\)/,
+    ],
+    [
+      'a name with a control character',
+      (n) => [`${n}\u0001`, CONFIG],
+      RangeError,
+      '[drl:invalid-argument]',
+      /must be printable/,
+    ],
     ['a name with a newline', (n) => [`${n}\n`, CONFIG], RangeError, '[drl:invalid-argument]', /must be printable/],
-    ['the registry name', () => [REGISTRY_NAME, CONFIG], RangeError, '[drl:invalid-argument]', /reserved for the registry/],
+    [
+      'the registry name',
+      () => [REGISTRY_NAME, CONFIG],
+      RangeError,
+      '[drl:invalid-argument]',
+      /reserved for the registry/,
+    ],
     // A lone surrogate would be stored as U+FFFD: the registry would list a name leading to another object.
-    ['a lone surrogate as the name', () => ['\ud800', CONFIG], RangeError, '[drl:invalid-argument]', /must be well-formed UTF-16: it has a lone surrogate U\+D800 at index 0/],
-    ['a name ending in a lone surrogate', () => ['a\ud800', CONFIG], RangeError, '[drl:invalid-argument]', /well-formed UTF-16: it has a lone surrogate U\+D800 at index 1/],
-    ['a zero-width space as the name', () => ['\u200b', CONFIG], RangeError, '[drl:invalid-argument]', /must be printable: it has U\+200B \(an invisible format character\) at index 0/],
-    ['a name with a right-to-left override', () => ['a\u202eb', CONFIG], RangeError, '[drl:invalid-argument]', /must be printable: it has U\+202E \(an invisible format character\) at index 1/],
-    ['a name with a line separator', () => ['a\u2028b', CONFIG], RangeError, '[drl:invalid-argument]', /must be printable: it has U\+2028 \(a line separator\)/],
-    ['a lone space as the name', () => [' ', CONFIG], RangeError, '[drl:invalid-argument]', /must not start or end with a space: it has U\+0020 at index 0/],
-    ['a name with a leading space', () => [' a', CONFIG], RangeError, '[drl:invalid-argument]', /must not start or end with a space: it has U\+0020 at index 0/],
-    ['a name with a trailing space', () => ['a ', CONFIG], RangeError, '[drl:invalid-argument]', /must not start or end with a space: it has U\+0020 at index 1/],
-    ['a name starting with a no-break space', () => ['\u00a0a', CONFIG], RangeError, '[drl:invalid-argument]', /must be printable: it has U\+00A0 \(a space other than U\+0020\) at index 0/],
-    ['a null config', (n) => [n, null], TypeError, '[drl:invalid-config]', /config must be an object \(received null\)/],
-    ['an array config', (n) => [n, []], TypeError, '[drl:invalid-config]', /config must be an object \(received an array\)/],
+    [
+      'a lone surrogate as the name',
+      () => ['\ud800', CONFIG],
+      RangeError,
+      '[drl:invalid-argument]',
+      /must be well-formed UTF-16: it has a lone surrogate U\+D800 at index 0/,
+    ],
+    [
+      'a name ending in a lone surrogate',
+      () => ['a\ud800', CONFIG],
+      RangeError,
+      '[drl:invalid-argument]',
+      /well-formed UTF-16: it has a lone surrogate U\+D800 at index 1/,
+    ],
+    [
+      'a zero-width space as the name',
+      () => ['\u200b', CONFIG],
+      RangeError,
+      '[drl:invalid-argument]',
+      /must be printable: it has U\+200B \(an invisible format character\) at index 0/,
+    ],
+    [
+      'a name with a right-to-left override',
+      () => ['a\u202eb', CONFIG],
+      RangeError,
+      '[drl:invalid-argument]',
+      /must be printable: it has U\+202E \(an invisible format character\) at index 1/,
+    ],
+    [
+      'a name with a line separator',
+      () => ['a\u2028b', CONFIG],
+      RangeError,
+      '[drl:invalid-argument]',
+      /must be printable: it has U\+2028 \(a line separator\)/,
+    ],
+    [
+      'a lone space as the name',
+      () => [' ', CONFIG],
+      RangeError,
+      '[drl:invalid-argument]',
+      /must not start or end with a space: it has U\+0020 at index 0/,
+    ],
+    [
+      'a name with a leading space',
+      () => [' a', CONFIG],
+      RangeError,
+      '[drl:invalid-argument]',
+      /must not start or end with a space: it has U\+0020 at index 0/,
+    ],
+    [
+      'a name with a trailing space',
+      () => ['a ', CONFIG],
+      RangeError,
+      '[drl:invalid-argument]',
+      /must not start or end with a space: it has U\+0020 at index 1/,
+    ],
+    [
+      'a name starting with a no-break space',
+      () => ['\u00a0a', CONFIG],
+      RangeError,
+      '[drl:invalid-argument]',
+      /must be printable: it has U\+00A0 \(a space other than U\+0020\) at index 0/,
+    ],
+    [
+      'a null config',
+      (n) => [n, null],
+      TypeError,
+      '[drl:invalid-config]',
+      /config must be an object \(received null\)/,
+    ],
+    [
+      'an array config',
+      (n) => [n, []],
+      TypeError,
+      '[drl:invalid-config]',
+      /config must be an object \(received an array\)/,
+    ],
     ['a string config', (n) => [n, '{"concurrency":1}'], TypeError, '[drl:invalid-config]', /config must be an object/],
-    ['a NaN concurrency', (n) => [n, { ...CONFIG, concurrency: NaN }], TypeError, '[drl:invalid-config]', /concurrency must be a finite number \(received NaN\)/],
-    ['an infinite window', (n) => [n, { ...CONFIG, bucket: { limitPerWindow: 1, windowInMs: Infinity } }], TypeError, '[drl:invalid-config]', /bucket\.windowInMs must be a finite number/],
-    ['a function in the config', (n) => [n, { ...CONFIG, retry: { factor: () => 2 } }], TypeError, '[drl:invalid-config]', /retry\.factor must be JSON data \(received a function\)/],
-    ['a Date in the config', (n) => [n, { ...CONFIG, bucket: { limitPerWindow: 1, windowInMs: new Date(60_000) } }], TypeError, '[drl:invalid-config]', /bucket\.windowInMs must be a plain object/],
-    ['an out-of-range limit', (n) => [n, { ...CONFIG, bucket: { limitPerWindow: 0, windowInMs: 1000 } }], RangeError, '[drl:invalid-config]', /bucket\.limitPerWindow.*received 0/],
+    [
+      'a NaN concurrency',
+      (n) => [n, { ...CONFIG, concurrency: NaN }],
+      TypeError,
+      '[drl:invalid-config]',
+      /concurrency must be a finite number \(received NaN\)/,
+    ],
+    [
+      'an infinite window',
+      (n) => [n, { ...CONFIG, bucket: { limitPerWindow: 1, windowInMs: Infinity } }],
+      TypeError,
+      '[drl:invalid-config]',
+      /bucket\.windowInMs must be a finite number/,
+    ],
+    [
+      'a function in the config',
+      (n) => [n, { ...CONFIG, retry: { factor: () => 2 } }],
+      TypeError,
+      '[drl:invalid-config]',
+      /retry\.factor must be JSON data \(received a function\)/,
+    ],
+    [
+      'a Date in the config',
+      (n) => [n, { ...CONFIG, bucket: { limitPerWindow: 1, windowInMs: new Date(60_000) } }],
+      TypeError,
+      '[drl:invalid-config]',
+      /bucket\.windowInMs must be a plain object/,
+    ],
+    [
+      'an out-of-range limit',
+      (n) => [n, { ...CONFIG, bucket: { limitPerWindow: 0, windowInMs: 1000 } }],
+      RangeError,
+      '[drl:invalid-config]',
+      /bucket\.limitPerWindow.*received 0/,
+    ],
     // Walked, serialised or parsed recursively, a deep document overflowed the stack, unmarked. About
     // 2,000 levels is the deepest workerd's RPC serialiser carries (deeper fails in the caller).
-    ['a config nested 2,000 levels deep', (n) => [n, { ...CONFIG, retry: nested(2000) }], TypeError, '[drl:invalid-config]', /config is nested too deeply \(more than 32 levels\): retry(\.a){31} is level 33/],
-    ['a config nested 33 levels deep', (n) => [n, { ...CONFIG, retry: nested(32) }], TypeError, '[drl:invalid-config]', /config is nested too deeply \(more than 32 levels\): retry(\.a){31} is level 33/],
-    ['arrays nested 2,000 levels deep', (n) => [n, { ...CONFIG, retry: nested(2000, 1, true) }], TypeError, '[drl:invalid-config]', /config is nested too deeply \(more than 32 levels\): retry(\[0\]){31} is level 33/],
-    ['a config that contains itself', (n) => {
-      const cyclic: Record<string, unknown> = { ...CONFIG };
-      cyclic.retry = cyclic;
-      return [n, cyclic];
-    }, TypeError, '[drl:invalid-config]', /config is nested too deeply \(more than 32 levels\): (retry\.){31}bucket is level 33/],
+    [
+      'a config nested 2,000 levels deep',
+      (n) => [n, { ...CONFIG, retry: nested(2000) }],
+      TypeError,
+      '[drl:invalid-config]',
+      /config is nested too deeply \(more than 32 levels\): retry(\.a){31} is level 33/,
+    ],
+    [
+      'a config nested 33 levels deep',
+      (n) => [n, { ...CONFIG, retry: nested(32) }],
+      TypeError,
+      '[drl:invalid-config]',
+      /config is nested too deeply \(more than 32 levels\): retry(\.a){31} is level 33/,
+    ],
+    [
+      'arrays nested 2,000 levels deep',
+      (n) => [n, { ...CONFIG, retry: nested(2000, 1, true) }],
+      TypeError,
+      '[drl:invalid-config]',
+      /config is nested too deeply \(more than 32 levels\): retry(\[0\]){31} is level 33/,
+    ],
+    [
+      'a config that contains itself',
+      (n) => {
+        const cyclic: Record<string, unknown> = { ...CONFIG };
+        cyclic.retry = cyclic;
+        return [n, cyclic];
+      },
+      TypeError,
+      '[drl:invalid-config]',
+      /config is nested too deeply \(more than 32 levels\): (retry\.){31}bucket is level 33/,
+    ],
   ];
 
   for (const [what, args, Kind, marker, detail] of cases) {
@@ -197,7 +389,13 @@ describe('configure', () => {
     const { name, stub } = await configured(CONFIG, 'conf-live');
     await stub.execute(async () => ({ value: 1 }), { cost: 2 });
     const before = await stub.stats();
-    for (const bad of [null, [], { ...CONFIG, concurrency: NaN }, { ...CONFIG, retry: { factor: () => 2 } }, { ...CONFIG, concurrency: 0 }]) {
+    for (const bad of [
+      null,
+      [],
+      { ...CONFIG, concurrency: NaN },
+      { ...CONFIG, retry: { factor: () => 2 } },
+      { ...CONFIG, concurrency: 0 },
+    ]) {
       await rejection(stub.configure(name, bad as never));
     }
     const after = await stub.stats();
@@ -225,7 +423,12 @@ describe('reconfigure', () => {
     const { stub } = await configured(CONFIG, 'reconf-deep');
     for (const patch of [{ retry: nested(2000) }, { bucket: nested(32) }]) {
       const error = await rejection(stub.reconfigure(patch as never));
-      expectError(error, TypeError, '[drl:invalid-config]', /patch is nested too deeply \(more than 32 levels\): (retry|bucket)(\.a){31} is level 33/);
+      expectError(
+        error,
+        TypeError,
+        '[drl:invalid-config]',
+        /patch is nested too deeply \(more than 32 levels\): (retry|bucket)(\.a){31} is level 33/,
+      );
     }
     expect((await stub.stats()).config).toEqual(CONFIG);
   });
@@ -274,7 +477,11 @@ describe('a callback returning a malformed report', () => {
   const cases: [string, unknown, RegExp][] = [
     ['a non-numeric status', { status: 'x' }, /CallReport\.status must be an integer HTTP status \(received "x"\)/],
     ['a number', 5, /must return a CallReport object \(received 5\)/],
-    ['a string failure', { failure: 'boom' }, /CallReport\.failure must be \{ message: string, retryable: boolean \} \(received "boom"\)/],
+    [
+      'a string failure',
+      { failure: 'boom' },
+      /CallReport\.failure must be \{ message: string, retryable: boolean \} \(received "boom"\)/,
+    ],
     ['a failure without retryable', { status: 500, failure: { message: 'boom' } }, /CallReport\.failure/],
     ['a numeric retryAfter', { status: 429, retryAfter: 5 }, /CallReport\.retryAfter must be a string \(received 5\)/],
     ['nothing', undefined, /must return a CallReport object/],

@@ -6,7 +6,6 @@
 // as a full disk would.
 import { runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-
 import type { LimiterConfig } from '../../shim/envelope.ts';
 import { bucket, configured, recorder, rejection, tablesOf, testEnv, uniqueName } from './helpers.ts';
 
@@ -41,7 +40,12 @@ async function breakStorage(name: string, pattern: RegExp, times = 1): Promise<(
 async function stored(name: string): Promise<{ config?: string; penalty?: string; grants: number }> {
   return runInDurableObject(bucket(name), async (_instance, state) => {
     const sql = state.storage.sql;
-    const meta = Object.fromEntries(sql.exec<{ key: string; value: string }>(`SELECT key, value FROM drl_meta`).toArray().map((r) => [r.key, r.value]));
+    const meta = Object.fromEntries(
+      sql
+        .exec<{ key: string; value: string }>(`SELECT key, value FROM drl_meta`)
+        .toArray()
+        .map((r) => [r.key, r.value]),
+    );
     const grants = sql.exec<{ n: number }>(`SELECT coalesce(sum(amount), 0) AS n FROM drl_grants`).one().n;
     return { config: meta.config, penalty: meta.penalty, grants };
   });
@@ -57,7 +61,12 @@ describe('storage failures', () => {
     expect(error.message).toContain('SQLITE_FULL');
     expect(first.startedAt).toEqual([]);
     const stats = await stub.stats();
-    expect({ used: stats.used, active: stats.active, running: stats.running, queued: stats.queued }).toEqual({ used: 0, active: 0, running: 0, queued: 0 });
+    expect({ used: stats.used, active: stats.active, running: stats.running, queued: stats.queued }).toEqual({
+      used: 0,
+      active: 0,
+      running: 0,
+      queued: 0,
+    });
     expect((await stored(name)).grants).toBe(0);
     await heal();
     // The only slot is free: the next caller starts at once.
@@ -76,10 +85,15 @@ describe('storage failures', () => {
     // The running call finishes; its report starts the next, whose grant write fails.
     const outcomes = await Promise.allSettled([running, ...parked]);
     expect(outcomes.map((o) => o.status)).toContain('rejected');
-    for (const o of outcomes) if (o.status === 'rejected') expect(String(o.reason?.message)).toContain('[drl:storage-failed]');
+    for (const o of outcomes)
+      if (o.status === 'rejected') expect(String(o.reason?.message)).toContain('[drl:storage-failed]');
     await heal();
     const stats = await stub.stats();
-    expect({ active: stats.active, running: stats.running, queued: stats.queued }).toEqual({ active: 0, running: 0, queued: 0 });
+    expect({ active: stats.active, running: stats.running, queued: stats.queued }).toEqual({
+      active: 0,
+      running: 0,
+      queued: 0,
+    });
     expect(stats.used).toBe((await stored(name)).grants);
     expect(await stub.execute(recorder({ value: 'after' }).fn)).toBe('after');
   });
@@ -133,7 +147,11 @@ describe('storage failures', () => {
       body: JSON.stringify({ limits }),
     });
     expect(res.status).toBe(500);
-    const body = (await res.json()) as { ok: boolean; error: string; results: { name: string; ok: boolean; applied: boolean; error?: string }[] };
+    const body = (await res.json()) as {
+      ok: boolean;
+      error: string;
+      results: { name: string; ok: boolean; applied: boolean; error?: string }[];
+    };
     expect(body.ok).toBe(false);
     expect(body.results.map((r) => [r.name, r.applied])).toEqual([
       [a, true],

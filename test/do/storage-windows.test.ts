@@ -3,22 +3,27 @@
 // deletes, a repeated row keeps its last amount, and an erase takes them along.
 import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-
-import type { EngineWrite, GrantColumns } from '../../shim/engine/loader.ts';
 import { LimiterStorage } from '../../shim/do/storage.ts';
+import type { EngineWrite, GrantColumns } from '../../shim/engine/loader.ts';
 import { bucket, uniqueName } from './helpers.ts';
 
-async function applied(batches: EngineWrite[][]): Promise<{ rows: [string, number, number][]; read: [string, [number, number][]][] | undefined }> {
+async function applied(
+  batches: EngineWrite[][],
+): Promise<{ rows: [string, number, number][]; read: [string, [number, number][]][] | undefined }> {
   return runInDurableObject(bucket(uniqueName('storage-windows')), async (_instance, state) => {
     const storage = new LimiterStorage(state.storage);
     storage.ensure();
     for (const batch of batches) storage.apply(batch);
-    const tables = state.storage.sql.exec<{ name: string }>(`SELECT name FROM sqlite_master WHERE name = 'drl_window_grants'`).toArray();
+    const tables = state.storage.sql
+      .exec<{ name: string }>(`SELECT name FROM sqlite_master WHERE name = 'drl_window_grants'`)
+      .toArray();
     const rows =
       tables.length === 0
         ? []
         : state.storage.sql
-            .exec<{ win: string; at: number; amount: number }>(`SELECT win, at, amount FROM drl_window_grants ORDER BY win, at`)
+            .exec<{ win: string; at: number; amount: number }>(
+              `SELECT win, at, amount FROM drl_window_grants ORDER BY win, at`,
+            )
             .toArray()
             .map((r) => [String(r.win), Number(r.at), Number(r.amount)] as [string, number, number]);
     // Storage reads each window's rows as two columns; the test compares them as (at, amount) pairs.
@@ -49,7 +54,13 @@ describe('extra windows in storage', () => {
     ]);
     expect(read).toEqual([
       ['long', [[10, 1]]],
-      ['tpm', [[10, 40], [20, 7]]],
+      [
+        'tpm',
+        [
+          [10, 40],
+          [20, 7],
+        ],
+      ],
     ]);
   });
 
@@ -99,12 +110,16 @@ describe('extra windows in storage', () => {
       };
       const storage = new LimiterStorage(
         new Proxy(state.storage, {
-          get: (target, key) => (key === 'sql' ? counting : ((value) => (typeof value === 'function' ? value.bind(target) : value))(Reflect.get(target, key))),
+          get: (target, key) =>
+            key === 'sql'
+              ? counting
+              : ((value) => (typeof value === 'function' ? value.bind(target) : value))(Reflect.get(target, key)),
         }),
       );
       storage.ensure();
       const puts: EngineWrite[] = [];
-      for (let at = 1; at <= 120; at++) puts.push({ kind: 'putGrant', at, amount: 1 }, { kind: 'putGrant', at, amount: 2, window: 'tpm' });
+      for (let at = 1; at <= 120; at++)
+        puts.push({ kind: 'putGrant', at, amount: 1 }, { kind: 'putGrant', at, amount: 2, window: 'tpm' });
       storage.apply(puts);
       deletes.length = 0;
       storage.apply([
@@ -117,8 +132,14 @@ describe('extra windows in storage', () => {
         { kind: 'putGrant', at: 101, amount: 3 },
         { kind: 'deleteGrant', at: 102 },
       ]);
-      const primary = sql.exec<{ at: number; amount: number }>(`SELECT at, amount FROM drl_grants ORDER BY at`).toArray().map((r) => [Number(r.at), Number(r.amount)]);
-      const tpm = sql.exec<{ at: number; amount: number }>(`SELECT at, amount FROM drl_window_grants WHERE win = 'tpm' ORDER BY at`).toArray().map((r) => [Number(r.at), Number(r.amount)]);
+      const primary = sql
+        .exec<{ at: number; amount: number }>(`SELECT at, amount FROM drl_grants ORDER BY at`)
+        .toArray()
+        .map((r) => [Number(r.at), Number(r.amount)]);
+      const tpm = sql
+        .exec<{ at: number; amount: number }>(`SELECT at, amount FROM drl_window_grants WHERE win = 'tpm' ORDER BY at`)
+        .toArray()
+        .map((r) => [Number(r.at), Number(r.amount)]);
       return { deletes, primary, tpm };
     });
     // 101 primary deletes in a row: two statements (90 rows each at most); the two of tpm: one; the last alone: one.
@@ -129,11 +150,18 @@ describe('extra windows in storage', () => {
       'DELETE FROM drl_grants WHERE at IN (…)',
     ]);
     expect(result.primary).toEqual([[101, 3], ...Array.from({ length: 18 }, (_, i) => [i + 103, 1])]);
-    expect(result.tpm).toEqual(Array.from({ length: 120 }, (_, i) => [i + 1, i + 1 === 5 ? 7 : 2]).filter(([at]) => at !== 6));
+    expect(result.tpm).toEqual(
+      Array.from({ length: 120 }, (_, i) => [i + 1, i + 1 === 5 ? 7 : 2]).filter(([at]) => at !== 6),
+    );
   });
 
   it('a batch of many upserts spans several statements', async () => {
-    const batch: EngineWrite[] = Array.from({ length: 75 }, (_, i) => ({ kind: 'putGrant', at: i, amount: i + 1, window: 'tpm' }));
+    const batch: EngineWrite[] = Array.from({ length: 75 }, (_, i) => ({
+      kind: 'putGrant',
+      at: i,
+      amount: i + 1,
+      window: 'tpm',
+    }));
     const { rows } = await applied([batch]);
     expect(rows).toHaveLength(75);
     expect(rows.reduce((sum, [, , amount]) => sum + amount, 0)).toBe((75 * 76) / 2);

@@ -1,6 +1,5 @@
 import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
 import { defineConfig } from 'vitest/config';
-
 import { DECLARED_LIMITS } from './declared-limits.ts';
 
 // A second application in its own isolate. The test hands it a function that

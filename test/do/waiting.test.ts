@@ -2,7 +2,6 @@
 // the deadline), start-now-or-fail, withdrawal through whenAborted (an
 // AbortSignal cannot cross RPC), priorities, and the predicted start in stats.
 import { describe, expect, it } from 'vitest';
-
 import type { LimiterStats } from '../../shim/envelope.ts';
 import { configured, rejection, sleep, typed, waitFor } from './helpers.ts';
 
@@ -14,7 +13,12 @@ function gate(): { wait: Promise<void>; open: () => void } {
 }
 
 /** A whenAborted the test controls: resolves true on abort(), false on done(). */
-function abortable(): { whenAborted: () => Promise<boolean>; abort: () => void; done: () => void; asked: () => number } {
+function abortable(): {
+  whenAborted: () => Promise<boolean>;
+  abort: () => void;
+  done: () => void;
+  asked: () => number;
+} {
   let settle!: (aborted: boolean) => void;
   const answer = new Promise<boolean>((resolve) => (settle = resolve));
   let asked = 0;
@@ -123,15 +127,24 @@ describe('maxWaitMs', () => {
   it('refuses a bad priority, maxWaitMs or whenAborted before anything is queued or stored, naming it', async () => {
     const { stub } = await configured({ bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 1 });
     const cases: [unknown, RegExp][] = [
-      [{ priority: 1.5 }, /^\[drl:invalid-argument\] priority must be an integer between -1000 and 1000 \(received 1\.5\)/],
+      [
+        { priority: 1.5 },
+        /^\[drl:invalid-argument\] priority must be an integer between -1000 and 1000 \(received 1\.5\)/,
+      ],
       [{ priority: 1001 }, /priority must be an integer between -1000 and 1000 \(received 1001\)/],
-      [{ priority: 'high' }, /^\[drl:invalid-argument\] priority must be an integer from -1000 to 1000 \(received "high"\)/],
+      [
+        { priority: 'high' },
+        /^\[drl:invalid-argument\] priority must be an integer from -1000 to 1000 \(received "high"\)/,
+      ],
       [{ priority: Number.NaN }, /priority must be a finite number \(received NaN\)/],
       [{ maxWaitMs: -1 }, /maxWaitMs must be an integer between 0 and \d+ \(received -1\)/],
       [{ maxWaitMs: 2.5 }, /maxWaitMs must be an integer between 0 and \d+ \(received 2\.5\)/],
       [{ maxWaitMs: Number.POSITIVE_INFINITY }, /maxWaitMs must be a finite number, or left out/],
       // NaN is how the ABI says "no maxWaitMs": a caller must say that by leaving it out.
-      [{ maxWaitMs: Number.NaN }, /^\[drl:invalid-argument\] maxWaitMs must be an integer >= 0, or left out .*received NaN\)/],
+      [
+        { maxWaitMs: Number.NaN },
+        /^\[drl:invalid-argument\] maxWaitMs must be an integer >= 0, or left out .*received NaN\)/,
+      ],
       [{ maxWaitMs: '100' }, /maxWaitMs must be an integer >= 0, or left out .*received "100"\)/],
       [{ whenAborted: 'soon' }, /whenAborted must be a function .*received "soon"\)/],
     ];
@@ -152,7 +165,11 @@ describe('maxWaitMs', () => {
 
 describe('withdrawing (whenAborted)', () => {
   it('an aborted queued call leaves at once, takes no grant, and the next caller starts no later than it would have', async () => {
-    const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1, attemptTimeoutMs: 30_000 });
+    const { stub } = await configured({
+      bucket: { limitPerWindow: 100, windowInMs: 60_000 },
+      concurrency: 1,
+      attemptTimeoutMs: 30_000,
+    });
     const hold = gate();
     const blocker = stub.execute(async () => {
       await hold.wait;
@@ -194,7 +211,7 @@ describe('withdrawing (whenAborted)', () => {
     expect(await stub.stats()).toMatchObject({ used: 2, queued: 0 });
   });
 
-  it('an abort while the callback runs changes nothing: the outcome is the callback\'s', async () => {
+  it("an abort while the callback runs changes nothing: the outcome is the callback's", async () => {
     const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1 });
     const watch = abortable();
     const running = gate();
@@ -246,7 +263,7 @@ describe('withdrawing (whenAborted)', () => {
     expect(Date.now() - before).toBeLessThan(30_000);
   });
 
-  it('a whenAborted that fails (the caller\'s connection broke) withdraws the queued call', async () => {
+  it("a whenAborted that fails (the caller's connection broke) withdraws the queued call", async () => {
     const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1 });
     const hold = gate();
     const blocker = stub.execute(async () => {

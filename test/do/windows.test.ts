@@ -3,7 +3,6 @@
 // charge, a debt), what storage holds per window and what a restart restores.
 import { abortAllDurableObjects, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-
 import type { CallReport, LimiterConfig, WindowStats } from '../../shim/envelope.ts';
 import { bucket, configured, recorder, rejection, waitFor } from './helpers.ts';
 
@@ -33,8 +32,10 @@ const tokensConfig = (tokens: number, windowInMs = 60_000): LimiterConfig => ({
   concurrency: 10,
 });
 
-const reporting = (usage: Record<string, number> | undefined, value: unknown = 'ok') => async (): Promise<CallReport> =>
-  usage === undefined ? { value } : { value, usage };
+const reporting =
+  (usage: Record<string, number> | undefined, value: unknown = 'ok') =>
+  async (): Promise<CallReport> =>
+    usage === undefined ? { value } : { value, usage };
 
 describe('several windows', () => {
   it('5 per 2 s and 3 per 200 ms: the 4th and 5th wait for the short window, the 6th and 7th for the long one', async () => {
@@ -138,10 +139,15 @@ describe('several windows', () => {
   it('a restart drops damaged rows of an extra window and keeps the readable ones, in each window apart', async () => {
     const { name, stub } = await configured(tokensConfig(10_000), 'window-damage');
     await stub.execute(reporting({ tokens: 100 }), { cost: { tokens: 100 } }); // creates the windows' table
-    await waitFor(async () => (await runInDurableObject(stub, (_i, state) => windowRows(state))).length === 1, 5_000, 'the tokens row to be stored');
+    await waitFor(
+      async () => (await runInDurableObject(stub, (_i, state) => windowRows(state))).length === 1,
+      5_000,
+      'the tokens row to be stored',
+    );
     await runInDurableObject(stub, (_instance, state) => {
       const base = Date.now() - 200;
-      const put = (win: string, at: unknown, amount: unknown) => state.storage.sql.exec(`INSERT INTO drl_window_grants (win, at, amount) VALUES (?, ?, ?)`, win, at, amount);
+      const put = (win: string, at: unknown, amount: unknown) =>
+        state.storage.sql.exec(`INSERT INTO drl_window_grants (win, at, amount) VALUES (?, ?, ?)`, win, at, amount);
       put('tpm', base + 1, 'garbage'); // an unreadable amount: dropped
       put('tpm', 'not-a-time', 50); // an unreadable time: dropped
       put('tpm', base + 3, new Uint8Array([1]).buffer); // a blob: dropped, and the read goes on
@@ -160,14 +166,20 @@ describe('several windows', () => {
     const { stub } = await configured(tokensConfig(1_000), 'typo');
     const typo = recorder({ value: 'never' });
     const refused = await rejection(stub.execute(typo.fn, { cost: { tokns: 5 } }));
-    expect(refused.message).toBe('[drl:invalid-argument] cost names unit "tokns", which no window counts (units: requests, tokens)');
+    expect(refused.message).toBe(
+      '[drl:invalid-argument] cost names unit "tokns", which no window counts (units: requests, tokens)',
+    );
     expect(typo.startedAt).toEqual([]);
 
     const tooBig = await rejection(stub.execute(typo.fn, { cost: { tokens: 1_001 } }));
-    expect(tooBig.message).toBe(`[drl:cost-too-large] cost 1001 tokens exceeds window "tpm"'s limitPerWindow 1000, so it could never be admitted`);
+    expect(tooBig.message).toBe(
+      `[drl:cost-too-large] cost 1001 tokens exceeds window "tpm"'s limitPerWindow 1000, so it could never be admitted`,
+    );
 
     const failed = await rejection(stub.execute(reporting({ tokns: 5 }), { cost: { tokens: 50 } }));
-    expect(failed.message).toContain('[drl:call-failed] [drl:invalid-argument] usage names unit "tokns", which no window counts (units: requests, tokens)');
+    expect(failed.message).toContain(
+      '[drl:call-failed] [drl:invalid-argument] usage names unit "tokns", which no window counts (units: requests, tokens)',
+    );
     const stats = await stub.stats();
     expect(windowOf(stats, 'tpm').used).toBe(50);
     expect(stats.active).toBe(0); // the slot came back
@@ -175,7 +187,13 @@ describe('several windows', () => {
     // A rate limit the same report carried still pauses the bucket.
     await stub.reconfigure({ retry: { maxRetries: 0 } });
     const limited = await rejection(
-      stub.execute(async () => ({ value: 1, status: 200, rateLimited: true, retryAfterMs: 5_000, usage: { tokns: 1 } })),
+      stub.execute(async () => ({
+        value: 1,
+        status: 200,
+        rateLimited: true,
+        retryAfterMs: 5_000,
+        usage: { tokns: 1 },
+      })),
     );
     expect(limited.message).toContain('[drl:call-failed]');
     expect((await stub.stats()).penalised).toBe(true);
@@ -184,7 +202,10 @@ describe('several windows', () => {
   it('stores extra windows apart: a single-window bucket never creates their table; removing a window deletes its rows', async () => {
     const plain = await configured({ bucket: { limitPerWindow: 5, windowInMs: 60_000 }, concurrency: 1 }, 'plain');
     await plain.stub.execute(reporting(undefined));
-    expect(await runInDurableObject(bucket(plain.name), async (_i, state) => tableNames(state))).toEqual(['drl_grants', 'drl_meta']);
+    expect(await runInDurableObject(bucket(plain.name), async (_i, state) => tableNames(state))).toEqual([
+      'drl_grants',
+      'drl_meta',
+    ]);
 
     const { name, stub } = await configured(tokensConfig(1_000), 'remove');
     await stub.execute(reporting(undefined), { cost: { tokens: 10 } });
@@ -197,10 +218,14 @@ describe('several windows', () => {
   it('rejects bad windows before anything is stored, naming window, field and rule', async () => {
     const { stub } = await configured(tokensConfig(1_000), 'bad');
     const error = await rejection(
-      stub.reconfigure({ windows: { bucket: { limitPerWindow: 1, windowInMs: 1 }, 'tpm': { limitPerWindow: 0 } } } as never),
+      stub.reconfigure({
+        windows: { bucket: { limitPerWindow: 1, windowInMs: 1 }, tpm: { limitPerWindow: 0 } },
+      } as never),
     );
     expect(error.message).toContain(`window name "bucket" is the primary window's`);
-    expect(error.message).toContain('windows.tpm.limitPerWindow must be an integer between 1 and 1000000000 (received 0)');
+    expect(error.message).toContain(
+      'windows.tpm.limitPerWindow must be an integer between 1 and 1000000000 (received 0)',
+    );
     expect((await stub.stats()).config).toEqual(tokensConfig(1_000));
   });
 });

@@ -28,7 +28,10 @@ export class CountingLimiterDO extends LimiterDO {
     const counts: WriteCounts = { statements: 0, commits: 0 };
     countWrites(ctx.storage, counts); // before LimiterDO's constructor reads storage
     // Its own namespace is the one its names are addressed in.
-    super(ctx, { ...env, RATE_LIMITER: (env as unknown as { COUNTING_LIMITER: LimiterEnv['RATE_LIMITER'] }).COUNTING_LIMITER });
+    super(ctx, {
+      ...env,
+      RATE_LIMITER: (env as unknown as { COUNTING_LIMITER: LimiterEnv['RATE_LIMITER'] }).COUNTING_LIMITER,
+    });
     this.#counts = counts;
   }
 

@@ -19,9 +19,8 @@
 namespace {
 
 constexpr std::string_view kPrefix = "[drl:invalid-config] ";
-constexpr std::string_view kBase =
-    R"({"bucket":{"limitPerWindow":60,"windowInMs":60000},"concurrency":5,)"
-    R"("retry":{"maxRetries":2}})";
+constexpr std::string_view kBase = R"({"bucket":{"limitPerWindow":60,"windowInMs":60000},"concurrency":5,)"
+                                   R"("retry":{"maxRetries":2}})";
 constexpr std::string_view kBaseWindows =
     R"({"bucket":{"limitPerWindow":500,"windowInMs":60000,"unit":"requests"},"concurrency":5,)"
     R"("windows":{"tpm":{"unit":"tokens","limitPerWindow":200000,"windowInMs":60000},)"
@@ -76,11 +75,9 @@ bool same_windows(const std::vector<drl::WindowConfig>& a, const std::vector<drl
 }
 
 bool same(const drl::Config& a, const drl::Config& b) {
-  return a.bucket.limit_per_window == b.bucket.limit_per_window &&
-         a.bucket.window_ms == b.bucket.window_ms &&
-         a.bucket.penalty_refill_fraction == b.bucket.penalty_refill_fraction &&
-         a.concurrency == b.concurrency && a.retry.max_retries == b.retry.max_retries &&
-         a.retry.min_delay_ms == b.retry.min_delay_ms &&
+  return a.bucket.limit_per_window == b.bucket.limit_per_window && a.bucket.window_ms == b.bucket.window_ms &&
+         a.bucket.penalty_refill_fraction == b.bucket.penalty_refill_fraction && a.concurrency == b.concurrency &&
+         a.retry.max_retries == b.retry.max_retries && a.retry.min_delay_ms == b.retry.min_delay_ms &&
          a.retry.max_delay_ms == b.retry.max_delay_ms && a.retry.factor == b.retry.factor &&
          a.retry.respect_retry_after == b.retry.respect_retry_after && a.bucket.unit == b.bucket.unit &&
          same_windows(a.windows, b.windows);

@@ -54,9 +54,9 @@ constexpr std::string_view kKnownNames[] = {
     "X-RateLimit-Remaining-Tokens",
 };
 
-constexpr HeaderConvention kConventions[] = {
-    HeaderConvention::Auto,      HeaderConvention::GitHub, HeaderConvention::OpenAI,
-    HeaderConvention::Anthropic, HeaderConvention::Ietf,   HeaderConvention::IetfDraft};
+constexpr HeaderConvention kConventions[] = {HeaderConvention::Auto,   HeaderConvention::GitHub,
+                                             HeaderConvention::OpenAI, HeaderConvention::Anthropic,
+                                             HeaderConvention::Ietf,   HeaderConvention::IetfDraft};
 
 void check(bool ok) {
   if (!ok) __builtin_trap();
@@ -64,8 +64,7 @@ void check(bool ok) {
 
 bool same(const Observation& a, const Observation& b) {
   return a.dimension == b.dimension && a.limit == b.limit && a.remaining == b.remaining &&
-         a.reset_at_ms == b.reset_at_ms && a.window_ms == b.window_ms &&
-         a.convention == b.convention;
+         a.reset_at_ms == b.reset_at_ms && a.window_ms == b.window_ms && a.convention == b.convention;
 }
 
 bool same(const std::vector<Observation>& a, const std::vector<Observation>& b) {
@@ -109,8 +108,7 @@ void check_observations(const std::vector<Observation>& seen, HeaderConvention c
         break;
     }
     // Only the IETF fields state a window.
-    check(!o.window_ms || o.convention == HeaderConvention::Ietf ||
-          o.convention == HeaderConvention::IetfDraft);
+    check(!o.window_ms || o.convention == HeaderConvention::Ietf || o.convention == HeaderConvention::IetfDraft);
     // One per dimension (so one per (convention, dimension)), also under Auto.
     for (std::size_t j = 0; j < i; ++j) check(seen[j].dimension != o.dimension);
   }
@@ -167,10 +165,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // Headers past the bound are never read.
   if (headers.size() > drl::kMaxRateLimitHeaders) {
-    const std::vector<HeaderField> head(headers.begin(),
-                                        headers.begin() + drl::kMaxRateLimitHeaders);
-    check(same(drl::parse_rate_limit_headers(head, HeaderConvention::Auto, now_ms),
-               by_convention[0]));
+    const std::vector<HeaderField> head(headers.begin(), headers.begin() + drl::kMaxRateLimitHeaders);
+    check(same(drl::parse_rate_limit_headers(head, HeaderConvention::Auto, now_ms), by_convention[0]));
   }
 
   // Names compare case-insensitively: upper-casing them changes nothing.
@@ -183,8 +179,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     upper_names.push_back(std::move(name));
     h.name = upper_names.back();
   }
-  check(same(drl::parse_rate_limit_headers(upper, HeaderConvention::Auto, now_ms),
-             by_convention[0]));
+  check(same(drl::parse_rate_limit_headers(upper, HeaderConvention::Auto, now_ms), by_convention[0]));
 
   // The client forwards only what is_rate_limit_header accepts; that must be
   // everything the parser reads (compared within the bound, where order is kept).
@@ -193,8 +188,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const HeaderField& h : headers) {
       if (drl::is_rate_limit_header(h.name)) forwarded.push_back(h);
     }
-    check(same(drl::parse_rate_limit_headers(forwarded, HeaderConvention::Auto, now_ms),
-               by_convention[0]));
+    check(same(drl::parse_rate_limit_headers(forwarded, HeaderConvention::Auto, now_ms), by_convention[0]));
   }
 
   return 0;

@@ -5,9 +5,8 @@
 import { execFileSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-
-import { ERROR_IDS } from '../../shim/error-ids.ts';
 import { ACTION_KINDS, WRITE_KINDS, WRITE_RECORD_BASE } from '../../shim/engine/output-kinds.ts';
+import { ERROR_IDS } from '../../shim/error-ids.ts';
 import { configJson, costProblem, MAX_CONFIG_DEPTH } from '../../shim/rules.ts';
 import { loadCore } from './wasm.ts';
 
@@ -45,8 +44,25 @@ describe('the shared cost rule', () => {
   it('accepts exactly the costs the engine does not refuse as invalid', () => {
     const core = loadCore();
     const engine = core.createEngine();
-    engine.configure(JSON.stringify({ bucket: { limitPerWindow: 1_000_000_000, windowInMs: 1000 }, concurrency: 1_000_000 }), 0);
-    for (const cost of [1, 2, 1000, 1_000_000_000, 0, -1, 1.5, 0.999, Number.NaN, Infinity, -Infinity, 2 ** 53, 1e300]) {
+    engine.configure(
+      JSON.stringify({ bucket: { limitPerWindow: 1_000_000_000, windowInMs: 1000 }, concurrency: 1_000_000 }),
+      0,
+    );
+    for (const cost of [
+      1,
+      2,
+      1000,
+      1_000_000_000,
+      0,
+      -1,
+      1.5,
+      0.999,
+      Number.NaN,
+      Infinity,
+      -Infinity,
+      2 ** 53,
+      1e300,
+    ]) {
       let engineCode: string | undefined;
       try {
         engine.arrive(cost, 0);
@@ -56,7 +72,11 @@ describe('the shared cost rule', () => {
       const problem = costProblem(cost, 'cost');
       if (problem === null) expect({ cost, engineCode }).toEqual({ cost, engineCode: undefined });
       // Refused here: the engine refuses it too (as invalid, or as never fitting any limit).
-      else expect({ cost, refused: engineCode === 'invalid-argument' || engineCode === 'cost-too-large' }).toEqual({ cost, refused: true });
+      else
+        expect({ cost, refused: engineCode === 'invalid-argument' || engineCode === 'cost-too-large' }).toEqual({
+          cost,
+          refused: true,
+        });
     }
   });
 });
@@ -83,7 +103,9 @@ describe('the shared nesting limit', () => {
     const deepest = nested(MAX_CONFIG_DEPTH);
     expect(engineRefusal(configJson(deepest, 'config'))).not.toContain('nested too deeply');
     const deeper = nested(MAX_CONFIG_DEPTH + 1);
-    expect(() => configJson(deeper, 'config')).toThrow(`[drl:invalid-config] config is nested too deeply (more than ${MAX_CONFIG_DEPTH} levels)`);
+    expect(() => configJson(deeper, 'config')).toThrow(
+      `[drl:invalid-config] config is nested too deeply (more than ${MAX_CONFIG_DEPTH} levels)`,
+    );
     expect(engineRefusal(JSON.stringify(deeper))).toContain(`nested too deeply (more than ${MAX_CONFIG_DEPTH} levels)`);
   });
 });

@@ -8,12 +8,26 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { resolve } from 'node:path';
-
 import { describe, expect, it } from 'vitest';
-
+import {
+  chartFigure,
+  chartSummary,
+  chartTable,
+  historyCharts,
+  lineChart,
+  niceMax,
+  sparkline,
+} from '../../shim/do/dashboard/charts.ts';
+import {
+  bucketRows,
+  denseIntervals,
+  readHistory,
+  snapshotTime,
+  startText,
+  type HistoryAnswer,
+  type HistoryInterval,
+} from '../../shim/do/dashboard/view.ts';
 import { DASHBOARD_CSP, DASHBOARD_HTML } from '../../shim/do/dashboard-page.ts';
-import { chartFigure, chartSummary, chartTable, historyCharts, lineChart, niceMax, sparkline } from '../../shim/do/dashboard/charts.ts';
-import { bucketRows, denseIntervals, readHistory, snapshotTime, startText, type HistoryAnswer, type HistoryInterval } from '../../shim/do/dashboard/view.ts';
 import type { LimiterStats } from '../../shim/envelope.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -24,7 +38,13 @@ function stats(over: Partial<LimiterStats> = {}): LimiterStats {
   return {
     name: 'x',
     config,
-    effective: { ...config, attemptTimeoutMs: 120_000, retry: {}, windows: {}, learn: null } as unknown as LimiterStats['effective'],
+    effective: {
+      ...config,
+      attemptTimeoutMs: 120_000,
+      retry: {},
+      windows: {},
+      learn: null,
+    } as unknown as LimiterStats['effective'],
     now: NOW,
     limit: 60,
     windowInMs: 60_000,
@@ -41,7 +61,18 @@ function stats(over: Partial<LimiterStats> = {}): LimiterStats {
     liveGrants: 3,
     grants: [],
     grantsTruncated: false,
-    windows: [{ name: 'bucket', unit: 'requests', limit: 60, windowInMs: 60_000, used: 3, remaining: 57, resetAt: NOW + 42_000, debt: 0 }],
+    windows: [
+      {
+        name: 'bucket',
+        unit: 'requests',
+        limit: 60,
+        windowInMs: 60_000,
+        used: 3,
+        remaining: 57,
+        resetAt: NOW + 42_000,
+        debt: 0,
+      },
+    ],
     units: ['requests'],
     predictedStart: { head: null, tail: null },
     queuedByPriority: [],
@@ -72,11 +103,35 @@ const HISTORY: HistoryAnswer = {
   name: 'gh-api',
   resolutionMs: 10_000,
   intervals: [
-    interval(T0 - 40_000, { arrived: 12, started: 10, completed: 9, units: { bucket: 10, tpm: 2400 }, queued: 2, running: 1, wait: { p50: 5, p95: 40, max: 61 } }),
+    interval(T0 - 40_000, {
+      arrived: 12,
+      started: 10,
+      completed: 9,
+      units: { bucket: 10, tpm: 2400 },
+      queued: 2,
+      running: 1,
+      wait: { p50: 5, p95: 40, max: 61 },
+    }),
     // T0 - 30_000 and T0 - 20_000 were empty: not stored.
-    interval(T0 - 10_000, { arrived: 3, started: 5, completed: 6, failed: 1, rateLimited: 2, dropped: 1, deadline: 1, units: { bucket: 5 }, wait: { p50: 900, p95: 1800, max: 2100 } }),
+    interval(T0 - 10_000, {
+      arrived: 3,
+      started: 5,
+      completed: 6,
+      failed: 1,
+      rateLimited: 2,
+      dropped: 1,
+      deadline: 1,
+      units: { bucket: 5 },
+      wait: { p50: 900, p95: 1800, max: 2100 },
+    }),
   ],
-  current: interval(T0, { arrived: 1, started: 1, units: { bucket: 1, tpm: 300 }, running: 1, wait: { p50: 0, p95: 0, max: 0 } }),
+  current: interval(T0, {
+    arrived: 1,
+    started: 1,
+    units: { bucket: 1, tpm: 300 },
+    running: 1,
+    wait: { p50: 0, p95: 0, max: 0 },
+  }),
 };
 
 describe("the overview's numbers", () => {
@@ -85,22 +140,90 @@ describe("the overview's numbers", () => {
       'b-api': stats({
         running: 5,
         queued: 51,
-        queuedByPriority: [{ priority: 1, queued: 1 }, { priority: 0, queued: 50 }],
+        queuedByPriority: [
+          { priority: 1, queued: 1 },
+          { priority: 0, queued: 50 },
+        ],
         predictedStart: { head: NOW + 2_500, tail: NOW + 61_000 },
         windows: [
-          { name: 'bucket', unit: 'requests', limit: 500, windowInMs: 60_000, used: 500, remaining: 0, resetAt: NOW + 1_000, debt: 0 },
-          { name: 'tpm', unit: 'tokens', limit: 200_000, windowInMs: 60_000, used: 201_000, remaining: 0, resetAt: NOW + 59_001, debt: 1_000 },
+          {
+            name: 'bucket',
+            unit: 'requests',
+            limit: 500,
+            windowInMs: 60_000,
+            used: 500,
+            remaining: 0,
+            resetAt: NOW + 1_000,
+            debt: 0,
+          },
+          {
+            name: 'tpm',
+            unit: 'tokens',
+            limit: 200_000,
+            windowInMs: 60_000,
+            used: 201_000,
+            remaining: 0,
+            resetAt: NOW + 59_001,
+            debt: 1_000,
+          },
         ],
       }),
-      'a-api': stats({ running: 0, used: 0, windows: [{ name: 'bucket', unit: 'requests', limit: 60, windowInMs: 60_000, used: 0, remaining: 60, resetAt: NOW, debt: 0 }] }),
+      'a-api': stats({
+        running: 0,
+        used: 0,
+        windows: [
+          {
+            name: 'bucket',
+            unit: 'requests',
+            limit: 60,
+            windowInMs: 60_000,
+            used: 0,
+            remaining: 60,
+            resetAt: NOW,
+            debt: 0,
+          },
+        ],
+      }),
     });
     expect(rows.map((r) => r.name)).toEqual(['a-api', 'b-api']);
-    expect(rows[0]).toMatchObject({ state: 'idle', running: 0, concurrency: 5, queued: 0, nextStart: null, penaltyUntil: null });
+    expect(rows[0]).toMatchObject({
+      state: 'idle',
+      running: 0,
+      concurrency: 5,
+      queued: 0,
+      nextStart: null,
+      penaltyUntil: null,
+    });
     expect(rows[0]!.windows[0]!.fullAgain).toBe('-');
-    expect(rows[1]).toMatchObject({ state: 'waiting', running: 5, queued: 51, byPriority: '1 at p1, 50 at p0', nextStart: NOW + 2_500, lastStart: NOW + 61_000 });
+    expect(rows[1]).toMatchObject({
+      state: 'waiting',
+      running: 5,
+      queued: 51,
+      byPriority: '1 at p1, 50 at p0',
+      nextStart: NOW + 2_500,
+      lastStart: NOW + 61_000,
+    });
     expect(rows[1]!.windows).toEqual([
-      { name: 'bucket', unit: 'requests', used: 500, limit: 500, remaining: 0, debt: 0, windowInMs: 60_000, fullAgain: 'in 1 s' },
-      { name: 'tpm', unit: 'tokens', used: 201_000, limit: 200_000, remaining: 0, debt: 1_000, windowInMs: 60_000, fullAgain: 'in 60 s' },
+      {
+        name: 'bucket',
+        unit: 'requests',
+        used: 500,
+        limit: 500,
+        remaining: 0,
+        debt: 0,
+        windowInMs: 60_000,
+        fullAgain: 'in 1 s',
+      },
+      {
+        name: 'tpm',
+        unit: 'tokens',
+        used: 201_000,
+        limit: 200_000,
+        remaining: 0,
+        debt: 1_000,
+        windowInMs: 60_000,
+        fullAgain: 'in 60 s',
+      },
     ]);
     expect(startText(NOW + 2_500, NOW)).toBe('in 3 s');
     expect(startText(NOW, NOW)).toBe('when a slot frees');
@@ -110,7 +233,10 @@ describe("the overview's numbers", () => {
     const [penalised] = bucketRows({ p: stats({ penalised: true, forcedUntil: NOW + 12_000, queued: 3 }) });
     expect(penalised).toMatchObject({ state: 'penalty', penaltyUntil: NOW + 12_000, now: NOW });
     // A penalty that has ended (forcedUntil is kept) is no penalty.
-    expect(bucketRows({ p: stats({ penalised: true, forcedUntil: NOW - 1 }) })[0]).toMatchObject({ state: 'ok', penaltyUntil: null });
+    expect(bucketRows({ p: stats({ penalised: true, forcedUntil: NOW - 1 }) })[0]).toMatchObject({
+      state: 'ok',
+      penaltyUntil: null,
+    });
     expect(bucketRows({ p: stats({ running: 5 }) })[0]!.state).toBe('at capacity');
     expect(bucketRows({ p: stats() })[0]!.state).toBe('ok');
   });
@@ -119,7 +245,18 @@ describe("the overview's numbers", () => {
     const old = stats({ used: 7, remaining: 53, resetAt: NOW + 5_000 }) as Partial<LimiterStats>;
     delete old.windows;
     const [row] = bucketRows({ old: old as LimiterStats });
-    expect(row!.windows).toEqual([{ name: 'bucket', unit: 'requests', used: 7, limit: 60, remaining: 53, debt: 0, windowInMs: 60_000, fullAgain: 'in 5 s' }]);
+    expect(row!.windows).toEqual([
+      {
+        name: 'bucket',
+        unit: 'requests',
+        used: 7,
+        limit: 60,
+        remaining: 53,
+        debt: 0,
+        windowInMs: 60_000,
+        fullAgain: 'in 5 s',
+      },
+    ]);
     expect(snapshotTime({ a: stats(), b: stats({ now: NOW + 7 }) })).toBe(NOW + 7);
     expect(snapshotTime({})).toBeNull();
   });
@@ -130,7 +267,9 @@ describe('the history', () => {
     expect(readHistory(HISTORY)).toBe(HISTORY);
     expect(readHistory('limiter ok')).toBe('the history is not a JSON object');
     expect(readHistory({ ...HISTORY, intervals: undefined })).toBe('the history has no intervals list');
-    expect(readHistory({ ...HISTORY, current: { ...HISTORY.current, queued: '2' } })).toBe("the history does not have the documented shape: an interval's queued is not a number");
+    expect(readHistory({ ...HISTORY, current: { ...HISTORY.current, queued: '2' } })).toBe(
+      "the history does not have the documented shape: an interval's queued is not a number",
+    );
     expect(readHistory({ ...HISTORY, current: { ...HISTORY.current, wait: { p50: 1 } } })).toBe(
       "the history does not have the documented shape: an interval's wait is neither null nor { p50, p95, max }",
     );
@@ -189,14 +328,18 @@ describe('the history', () => {
     );
     const table = chartTable(wait, 2);
     expect(table).toContain('<summary>The numbers: Wait before the first start, last 2 intervals</summary>');
-    expect([...table.matchAll(/<tr><th scope="row">[^<]+<\/th>((?:<td>[^<]*<\/td>)+)<\/tr>/g)].map((m) => m[1])).toEqual([
-      '<td>900</td><td>1800</td><td>2100</td>',
-      '<td>0</td><td>0</td><td>0</td>',
-    ]);
+    expect(
+      [...table.matchAll(/<tr><th scope="row">[^<]+<\/th>((?:<td>[^<]*<\/td>)+)<\/tr>/g)].map((m) => m[1]),
+    ).toEqual(['<td>900</td><td>1800</td><td>2100</td>', '<td>0</td><td>0</td><td>0</td>']);
   });
 
   it('writes a window name as text, never as markup', () => {
-    const svg = lineChart({ title: 'Units', unit: 'units', times: [T0], series: [{ label: '<img src=x>', values: [1] }] });
+    const svg = lineChart({
+      title: 'Units',
+      unit: 'units',
+      times: [T0],
+      series: [{ label: '<img src=x>', values: [1] }],
+    });
     expect(svg).toContain('&#60;img src=x&#62;');
     expect(svg).not.toContain('<img');
   });
@@ -205,8 +348,15 @@ describe('the history', () => {
     const svg = sparkline(HISTORY, T0 - 590_000);
     expect(svg).toMatch(/^<svg class="spark" [^>]*role="img"><title>/);
     // One point per 10 s interval of the 10 minutes, the unstored ones as zeros: one stroke per line, no gaps.
-    const paths = [...svg.matchAll(/<path class="line (s\d)" d="([^"]*)"/g)].map((m) => [m[1], m[2]!.match(/M/g)!.length, m[2]!.match(/[ML]/g)!.length]);
-    expect(paths).toEqual([['s0', 1, 60], ['s1', 1, 60]]);
+    const paths = [...svg.matchAll(/<path class="line (s\d)" d="([^"]*)"/g)].map((m) => [
+      m[1],
+      m[2]!.match(/M/g)!.length,
+      m[2]!.match(/[ML]/g)!.length,
+    ]);
+    expect(paths).toEqual([
+      ['s0', 1, 60],
+      ['s1', 1, 60],
+    ]);
     expect(svg).toContain('stroke-dasharray="6 3"'); // queued dashed, apart from admitted without colour
     const admitted = denseIntervals(HISTORY, T0 - 590_000).map((i) => i.started);
     const queued = denseIntervals(HISTORY, T0 - 590_000).map((i) => i.queued);
@@ -221,7 +371,10 @@ describe('the history', () => {
   });
 
   it("writes a chart's title and unit in its caption as text, never as markup", () => {
-    const figure = chartFigure({ title: '<b>Calls</b>', unit: 'a & b', times: [T0], series: [{ label: 'started', values: [1] }] }, 12);
+    const figure = chartFigure(
+      { title: '<b>Calls</b>', unit: 'a & b', times: [T0], series: [{ label: 'started', values: [1] }] },
+      12,
+    );
     expect(figure).toMatch(/^<figure><svg /);
     expect(figure).toContain('<figcaption>&#60;b&#62;Calls&#60;/b&#62; (a &#38; b)</figcaption>');
     expect(figure).not.toContain('<b>');

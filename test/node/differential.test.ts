@@ -7,7 +7,6 @@
 // window's rows.
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-
 import { loadCore, REPLAY_PATH } from './wasm.ts';
 
 interface TraceEvent {
@@ -81,7 +80,17 @@ describe('core.wasm agrees with the native engine', () => {
             usageLen = str((header ?? '') + usage) - Math.max(headerLen, 0);
           }
           const ms = ev.ms === null ? NaN : (ev.ms as number);
-          rc = x.drl_report(h, ev.t as number, ev.status as number, ev.flags as number, ms, headerLen, usageLen, -1, ev.now);
+          rc = x.drl_report(
+            h,
+            ev.t as number,
+            ev.status as number,
+            ev.flags as number,
+            ms,
+            headerLen,
+            usageLen,
+            -1,
+            ev.now,
+          );
           break;
         }
         case 'threw':

@@ -2,7 +2,6 @@
 // errors carrying their [drl:...] marker, decoded writes and actions, and a
 // restore from stored rows.
 import { describe, expect, it } from 'vitest';
-
 import { compileCore, loadCore } from './wasm.ts';
 
 const CONFIG = JSON.stringify({ bucket: { limitPerWindow: 2, windowInMs: 1000 }, concurrency: 1 });
@@ -104,10 +103,22 @@ describe('core.wasm loader', () => {
 
   it('restores the same log from two columns as from pairs, a value that is not a number dropping its row', () => {
     const fromPairs = loadCore().createEngine();
-    fromPairs.restore({ config: CONFIG, grants: [[T0 - 30, 1], [T0 - 10, 2]] }, T0);
+    fromPairs.restore(
+      {
+        config: CONFIG,
+        grants: [
+          [T0 - 30, 1],
+          [T0 - 10, 2],
+        ],
+      },
+      T0,
+    );
     const fromColumns = loadCore().createEngine();
     // As storage reads them: a damaged value is null; a bigint is a number too.
-    fromColumns.restore({ config: CONFIG, grants: { at: [T0 - 30, T0 - 20, null, BigInt(T0 - 10)], amount: [1, null, 5, 2] } }, T0);
+    fromColumns.restore(
+      { config: CONFIG, grants: { at: [T0 - 30, T0 - 20, null, BigInt(T0 - 10)], amount: [1, null, 5, 2] } },
+      T0,
+    );
     expect(fromColumns.stats(T0)).toEqual(fromPairs.stats(T0));
     expect(fromColumns.stats(T0)).toMatchObject({ used: 3, liveGrants: 2 });
     // The two damaged rows were dropped, so the stored log is rewritten without them.
@@ -121,12 +132,21 @@ describe('core.wasm loader', () => {
   it('numbered amounts: a unit number that is not a small whole number is no unit, never a cast out of range', () => {
     const core = loadCore();
     const engine = core.createEngine();
-    engine.configure(JSON.stringify({ bucket: { limitPerWindow: 10, windowInMs: 1000 }, windows: { tpm: { unit: 'tokens', limitPerWindow: 100, windowInMs: 1000 } }, concurrency: 5 }), 1000);
+    engine.configure(
+      JSON.stringify({
+        bucket: { limitPerWindow: 10, windowInMs: 1000 },
+        windows: { tpm: { unit: 'tokens', limitPerWindow: 100, windowInMs: 1000 } },
+        concurrency: 5,
+      }),
+      1000,
+    );
     engine.drain();
     for (const unit of [1e300, -1, 1.5, Number.NaN]) {
       core.f64(2).set([unit, 5]);
       const rc = core.exports.drl_arrive_numbered(engine.handle, 1, 0, NaN, 1000);
-      expect(() => core.check(rc)).toThrow('[drl:invalid-argument] cost names unit "", which no window counts (units: requests, tokens)');
+      expect(() => core.check(rc)).toThrow(
+        '[drl:invalid-argument] cost names unit "", which no window counts (units: requests, tokens)',
+      );
     }
     // The loader's own path: numbers from the engine, by name.
     expect(engine.arrive({ tokens: 5 }, 1000)).toBeGreaterThan(0);

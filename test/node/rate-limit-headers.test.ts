@@ -3,18 +3,39 @@
 // engine's drl::is_rate_limit_header, through core.wasm, over real names and
 // near misses.
 import { describe, expect, it } from 'vitest';
-
 import { isRateLimitHeader } from '../../shim/client/http.ts';
 import { loadCore } from './wasm.ts';
 
 const NAMES = [
-  'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'x-ratelimit-used', 'x-ratelimit-resource',
-  'x-ratelimit-limit-requests', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens',
-  'anthropic-ratelimit-requests-limit', 'anthropic-ratelimit-input-tokens-remaining', 'anthropic-ratelimit-output-tokens-reset',
-  'ratelimit', 'ratelimit-policy', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset',
+  'x-ratelimit-limit',
+  'x-ratelimit-remaining',
+  'x-ratelimit-reset',
+  'x-ratelimit-used',
+  'x-ratelimit-resource',
+  'x-ratelimit-limit-requests',
+  'x-ratelimit-remaining-tokens',
+  'x-ratelimit-reset-tokens',
+  'anthropic-ratelimit-requests-limit',
+  'anthropic-ratelimit-input-tokens-remaining',
+  'anthropic-ratelimit-output-tokens-reset',
+  'ratelimit',
+  'ratelimit-policy',
+  'ratelimit-limit',
+  'ratelimit-remaining',
+  'ratelimit-reset',
   // Near misses: neither side may read them.
-  'x-ratelimit', 'x-ratelimit-', 'x-ratelimitx', 'ratelimiter', 'ratelimit-', 'ratelimit-other', 'anthropic-ratelimit',
-  'anthropic-ratelimit-', 'retry-after', 'x-rate-limit-remaining', 'content-type', '',
+  'x-ratelimit',
+  'x-ratelimit-',
+  'x-ratelimitx',
+  'ratelimiter',
+  'ratelimit-',
+  'ratelimit-other',
+  'anthropic-ratelimit',
+  'anthropic-ratelimit-',
+  'retry-after',
+  'x-rate-limit-remaining',
+  'content-type',
+  '',
 ];
 
 describe('rate-limit headers: the client forwards what the engine reads', () => {

@@ -18,7 +18,9 @@ function importGraph(entry: string): string[] {
     seen.add(rel);
     if (!file.endsWith('.js')) return;
     // Comments out first: JSDoc examples show imports too.
-    const source = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+    const source = readFileSync(file, 'utf8')
+      .replace(/\/\*[\s\S]*?\*\//g, '')
+      .replace(/^\s*\/\/.*$/gm, '');
     for (const match of source.matchAll(/(?:import|export)\s[^'"]*?from\s+['"](\.{1,2}\/[^'"]+)['"]/g)) {
       visit(resolve(dirname(file), match[1]!));
     }
@@ -92,10 +94,26 @@ describe('miniflareLimiterWorker({ limits })', () => {
     ['null', null, /limits must be an object/],
     ['an object with a prototype', { __proto__: { a: config } }, /limits must be a plain object/],
     ['a class instance', new Map([['a', config]]), /limits must be a plain object/],
-    ['a config that is not an object', { 'example-api': 5 }, /limits\["example-api"\]: config must be an object \(received 5\)/],
-    ['a config that is an array', { 'example-api': [] }, /limits\["example-api"\]: config must be an object \(received an array\)/],
-    ['a config with a function', { 'example-api': { ...config, concurrency: () => 1 } }, /limits\["example-api"\]: concurrency must be JSON data \(received a function\)/],
-    ['a non-finite number', { 'example-api': { ...config, concurrency: Infinity } }, /limits\["example-api"\]: concurrency must be a finite number/],
+    [
+      'a config that is not an object',
+      { 'example-api': 5 },
+      /limits\["example-api"\]: config must be an object \(received 5\)/,
+    ],
+    [
+      'a config that is an array',
+      { 'example-api': [] },
+      /limits\["example-api"\]: config must be an object \(received an array\)/,
+    ],
+    [
+      'a config with a function',
+      { 'example-api': { ...config, concurrency: () => 1 } },
+      /limits\["example-api"\]: concurrency must be JSON data \(received a function\)/,
+    ],
+    [
+      'a non-finite number',
+      { 'example-api': { ...config, concurrency: Infinity } },
+      /limits\["example-api"\]: concurrency must be a finite number/,
+    ],
     ['an empty bucket name', { '': config }, /limits\[""\]: bucket name must not be empty/],
     ['the reserved name', { __drl_registry__: config }, /is reserved for the registry/],
   ])('rejects %s with a TypeError or RangeError naming the bucket', (_what, limits, message) => {
@@ -110,9 +128,9 @@ describe('miniflareLimiterWorker({ limits })', () => {
   it('rejects nesting deeper than any config before anything recurses on it', () => {
     let deep: unknown = 1;
     for (let i = 0; i < 10_000; i++) deep = { a: deep };
-    expect(() => testing.miniflareLimiterWorker({ name: 'x', limits: { 'example-api': { bucket: deep, concurrency: 1 } } })).toThrow(
-      /limits\["example-api"\]: config is nested too deeply/,
-    );
+    expect(() =>
+      testing.miniflareLimiterWorker({ name: 'x', limits: { 'example-api': { bucket: deep, concurrency: 1 } } }),
+    ).toThrow(/limits\["example-api"\]: config is nested too deeply/);
   });
 });
 
@@ -120,19 +138,25 @@ describe('limiterStub', () => {
   it('returns the stub of the named bucket from the namespace', () => {
     const seen: string[] = [];
     const stub = { configure: () => 'configured' };
-    const namespace = { idFromName: (name: string) => (seen.push(name), { name }), get: (id: { name: string }) => (id.name === 'b' ? stub : null) };
+    const namespace = {
+      idFromName: (name: string) => (seen.push(name), { name }),
+      get: (id: { name: string }) => (id.name === 'b' ? stub : null),
+    };
     expect(testing.limiterStub(namespace, 'b')).toBe(stub);
     expect(seen).toEqual(['b']);
   });
 
   it('rejects a missing namespace or name', () => {
     expect(() => testing.limiterStub(undefined, 'b')).toThrow(/namespace must be the Durable Object namespace binding/);
-    expect(() => testing.limiterStub({ idFromName: () => 1, get: () => 1 }, '')).toThrow(/name must be the bucket name/);
+    expect(() => testing.limiterStub({ idFromName: () => 1, get: () => 1 }, '')).toThrow(
+      /name must be the bucket name/,
+    );
   });
 });
 
 describe('createFakeLimiterNamespace', () => {
-  const run = (fake: any, name: string, report: unknown) => fake.namespace.get(fake.namespace.idFromName(name)).execute(async () => report);
+  const run = (fake: any, name: string, report: unknown) =>
+    fake.namespace.get(fake.namespace.idFromName(name)).execute(async () => report);
 
   it('resolves with value and logs { name, cost, report } in order', async () => {
     const fake = testing.createFakeLimiterNamespace();
@@ -156,7 +180,10 @@ describe('createFakeLimiterNamespace', () => {
     const reply = (tokens: number) => new Response('done', { headers: { 'x-tokens': String(tokens) } });
     await bound.call(() => reply(1234), { read: (res: Response) => res.text(), cost: { tokens: 4000 } });
     await bound.call(() => reply(5), { read: (res: Response) => res.text(), cost: 2, usage: null });
-    await bound.call(() => reply(9), { read: (res: Response) => res.text(), usage: () => ({ requests: 1, tokens: 9 }) });
+    await bound.call(() => reply(9), {
+      read: (res: Response) => res.text(),
+      usage: () => ({ requests: 1, tokens: 9 }),
+    });
     expect(fake.calls.map((c: { cost: unknown; report: { usage?: unknown } }) => [c.cost, c.report.usage])).toEqual([
       [{ tokens: 4000 }, { tokens: 1234 }],
       [2, undefined],
@@ -170,30 +197,54 @@ describe('createFakeLimiterNamespace', () => {
     const stub = fake.namespace.get(fake.namespace.idFromName('a'));
     const fn = async () => ((ran = true), { value: 1 });
     await expect(stub.execute(fn, { cost: 0 })).rejects.toThrow('[drl:invalid-argument] cost must be an integer >= 1');
-    await expect(stub.execute(fn, { cost: {} })).rejects.toThrow('[drl:invalid-argument] cost must name at least one unit (received {})');
-    await expect(stub.execute(fn, { cost: { tokens: -1 } })).rejects.toThrow('[drl:invalid-argument] cost.tokens must be an integer >= 0 (received -1)');
-    await expect(stub.execute(fn, { cost: { 'a b': 1 } })).rejects.toThrow('[drl:invalid-argument] cost has the key "a b", which is not a unit name');
+    await expect(stub.execute(fn, { cost: {} })).rejects.toThrow(
+      '[drl:invalid-argument] cost must name at least one unit (received {})',
+    );
+    await expect(stub.execute(fn, { cost: { tokens: -1 } })).rejects.toThrow(
+      '[drl:invalid-argument] cost.tokens must be an integer >= 0 (received -1)',
+    );
+    await expect(stub.execute(fn, { cost: { 'a b': 1 } })).rejects.toThrow(
+      '[drl:invalid-argument] cost has the key "a b", which is not a unit name',
+    );
     expect(ran).toBe(false);
     expect(fake.calls).toEqual([]);
   });
 
   it('rejects a failure (retryable or not) and a 429 as the object finally would', async () => {
     const fake = testing.createFakeLimiterNamespace();
-    await expect(run(fake, 'a', { status: 503, failure: { message: 'down', retryable: true } })).rejects.toThrow('[drl:call-failed] down (status 503)');
+    await expect(run(fake, 'a', { status: 503, failure: { message: 'down', retryable: true } })).rejects.toThrow(
+      '[drl:call-failed] down (status 503)',
+    );
     await expect(run(fake, 'a', { status: 429, value: 'body' })).rejects.toThrow('(status 429)');
     await expect(run(fake, 'a', { status: 403, rateLimited: true })).rejects.toThrow('(status 403)');
     expect(fake.calls).toHaveLength(3);
   });
 
-  it("settles as data when asked, as the object does: { ok, value } or { ok: false, error }", async () => {
+  it('settles as data when asked, as the object does: { ok, value } or { ok: false, error }', async () => {
     const fake = testing.createFakeLimiterNamespace({ configured: ['a'] });
     const stub = (name: string) => fake.namespace.get(fake.namespace.idFromName(name));
-    await expect(stub('a').execute(async () => ({ value: 1 }), { settles: 'data' })).resolves.toEqual({ ok: true, value: 1 });
-    await expect(stub('a').execute(async () => ({ status: 404, failure: { message: 'gone', retryable: false } }), { settles: 'data' })).resolves.toEqual({
-      ok: false,
-      error: { id: 'call-failed', kind: 'Error', message: '[drl:call-failed] gone (status 404)', status: 404, reason: 'gone' },
+    await expect(stub('a').execute(async () => ({ value: 1 }), { settles: 'data' })).resolves.toEqual({
+      ok: true,
+      value: 1,
     });
-    await expect(stub('typo').execute(async () => ({ value: 1 }), { settles: 'data' })).resolves.toMatchObject({ ok: false, error: { id: 'no-such-limiter' } });
+    await expect(
+      stub('a').execute(async () => ({ status: 404, failure: { message: 'gone', retryable: false } }), {
+        settles: 'data',
+      }),
+    ).resolves.toEqual({
+      ok: false,
+      error: {
+        id: 'call-failed',
+        kind: 'Error',
+        message: '[drl:call-failed] gone (status 404)',
+        status: 404,
+        reason: 'gone',
+      },
+    });
+    await expect(stub('typo').execute(async () => ({ value: 1 }), { settles: 'data' })).resolves.toMatchObject({
+      ok: false,
+      error: { id: 'no-such-limiter' },
+    });
   });
 
   it("records a rateLimit hook's attempt as a 429 with its delay, the upstream's status kept as upstreamStatus", async () => {
@@ -205,7 +256,10 @@ describe('createFakeLimiterNamespace', () => {
       rateLimit: (res: Response) => (res.status === 403 ? { retryAfterMs: 60_000 } : null),
     });
     // The fake is terminal: a rate limit whose retries are spent rejects, as the object finally does.
-    const error = await limited.for({}).call(() => new Response('{}', { status: 403 }), { read: (res: Response) => res.text() }).catch((e: unknown) => e);
+    const error = await limited
+      .for({})
+      .call(() => new Response('{}', { status: 403 }), { read: (res: Response) => res.text() })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(client.CallFailedError);
     expect(error.status).toBe(429);
     const [{ name, report }] = quota.calls;

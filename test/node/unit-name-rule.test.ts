@@ -4,7 +4,6 @@
 // window names and units): a name the client lets through is never refused
 // by the engine as a name, and one the client refuses the engine refuses too.
 import { describe, expect, it } from 'vitest';
-
 import { UNIT_NAME } from '../../shim/rules.ts';
 import { loadCore } from './wasm.ts';
 
@@ -29,7 +28,11 @@ const CANDIDATES = [
 ];
 
 function engineAccepts(unit: string): boolean {
-  const config = { bucket: { limitPerWindow: 10, windowInMs: 1000 }, concurrency: 1, windows: { extra: { unit, limitPerWindow: 10, windowInMs: 60_000 } } };
+  const config = {
+    bucket: { limitPerWindow: 10, windowInMs: 1000 },
+    concurrency: 1,
+    windows: { extra: { unit, limitPerWindow: 10, windowInMs: 60_000 } },
+  };
   try {
     loadCore().validateConfig(JSON.stringify(config));
     return true;

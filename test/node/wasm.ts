@@ -1,7 +1,6 @@
 // Locates the built artifacts the Node tests exercise.
 import { readFileSync, existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-
 import { instantiateCore, type Core } from '../../shim/engine/loader.ts';
 
 const root = resolve(import.meta.dirname, '../..');

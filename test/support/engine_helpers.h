@@ -25,8 +25,12 @@ struct StringMaker<drl::Action> {
   static std::string convert(const drl::Action& a) {
     std::ostringstream out;
     switch (a.kind) {
-      case drl::ActionKind::Start: out << "Start{" << a.ticket << ", attempt " << a.attempt << "}"; break;
-      case drl::ActionKind::Resolve: out << "Resolve{" << a.ticket << ", attempt " << a.attempt << "}"; break;
+      case drl::ActionKind::Start:
+        out << "Start{" << a.ticket << ", attempt " << a.attempt << "}";
+        break;
+      case drl::ActionKind::Resolve:
+        out << "Resolve{" << a.ticket << ", attempt " << a.attempt << "}";
+        break;
       case drl::ActionKind::Reject:
         out << "Reject{" << a.ticket << ", " << drl::error_code_id(a.code) << ", status " << a.status << "}";
         break;
@@ -38,9 +42,9 @@ struct StringMaker<drl::Action> {
 template <>
 struct StringMaker<drl::Write> {
   static std::string convert(const drl::Write& w) {
-    static const char* const names[] = {"?",          "PutGrant",  "DeleteGrantsThrough", "DeleteGrant",
-                                        "ClearGrants", "PutPenalty", "PutConfig",           "EraseAll",
-                                        "PutSlots",   "PutReservation"};
+    static const char* const names[] = {"?",           "PutGrant",      "DeleteGrantsThrough", "DeleteGrant",
+                                        "ClearGrants", "PutPenalty",    "PutConfig",           "EraseAll",
+                                        "PutSlots",    "PutReservation"};
     const int k = static_cast<int>(w.kind);
     std::ostringstream out;
     out << (k >= 1 && k <= 9 ? names[k] : "?") << "{" << w.at << ", ";

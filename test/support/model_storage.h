@@ -33,8 +33,9 @@ struct Storage {
   std::optional<std::string> reservation_text;
 
   void apply(const Engine& e) {
-    apply(e.writes(), e.config_text(), e.slots_text(), [&e](int window) { return e.window_key(window); },
-          e.reservation_text());
+    apply(
+        e.writes(), e.config_text(), e.slots_text(), [&e](int window) { return e.window_key(window); },
+        e.reservation_text());
   }
 
   // `window_name` names a grant write's window (Engine::window_key); without
@@ -49,21 +50,33 @@ struct Storage {
         return windows[window_name ? window_name(w.window) : "#" + std::to_string(w.window)];
       };
       switch (w.kind) {
-        case WriteKind::PutGrant: rows()[w.at] = w.amount; break;
+        case WriteKind::PutGrant:
+          rows()[w.at] = w.amount;
+          break;
         case WriteKind::DeleteGrantsThrough: {
           auto& r = rows();
           r.erase(r.begin(), r.upper_bound(w.at));
           break;
         }
-        case WriteKind::DeleteGrant: rows().erase(w.at); break;
-        case WriteKind::ClearGrants: rows().clear(); break;
+        case WriteKind::DeleteGrant:
+          rows().erase(w.at);
+          break;
+        case WriteKind::ClearGrants:
+          rows().clear();
+          break;
         case WriteKind::PutPenalty:
           forced_until = w.at;
           lift_pending = w.lift_pending;
           break;
-        case WriteKind::PutConfig: config_text = current_config; break;
-        case WriteKind::PutSlots: slots_text = current_slots; break;
-        case WriteKind::PutReservation: reservation_text = current_reservation; break;
+        case WriteKind::PutConfig:
+          config_text = current_config;
+          break;
+        case WriteKind::PutSlots:
+          slots_text = current_slots;
+          break;
+        case WriteKind::PutReservation:
+          reservation_text = current_reservation;
+          break;
         case WriteKind::EraseAll:
           config_text.reset();
           slots_text.reset();
@@ -75,7 +88,8 @@ struct Storage {
           break;
       }
       if (w.window != 0) {
-        for (auto it = windows.begin(); it != windows.end();) it = it->second.empty() ? windows.erase(it) : std::next(it);
+        for (auto it = windows.begin(); it != windows.end();)
+          it = it->second.empty() ? windows.erase(it) : std::next(it);
       }
     }
   }

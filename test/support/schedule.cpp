@@ -40,8 +40,7 @@ struct Rng {
 // "Sun, 06 Nov 1994 08:49:37 GMT" for an epoch time in ms (seconds rounded up).
 std::string imf_fixdate(int64_t ms) {
   static const char* days[] = {"Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"};
-  static const char* months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                 "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  static const char* months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
   int64_t secs = (ms + 999) / 1000;
   int64_t z = secs / 86400;
   const int64_t sod = secs % 86400;
@@ -57,10 +56,9 @@ std::string imf_fixdate(int64_t ms) {
   const int64_t m = mp < 10 ? mp + 3 : mp - 9;
   if (m <= 2) ++y;
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%s, %02lld %s %04lld %02lld:%02lld:%02lld GMT", wd,
-                static_cast<long long>(d), months[m - 1], static_cast<long long>(y),
-                static_cast<long long>(sod / 3600), static_cast<long long>(sod / 60 % 60),
-                static_cast<long long>(sod % 60));
+  std::snprintf(buf, sizeof buf, "%s, %02lld %s %04lld %02lld:%02lld:%02lld GMT", wd, static_cast<long long>(d),
+                months[m - 1], static_cast<long long>(y), static_cast<long long>(sod / 3600),
+                static_cast<long long>(sod / 60 % 60), static_cast<long long>(sod % 60));
   return buf;
 }
 
@@ -85,18 +83,18 @@ struct HostCall {
     return it == cost.end() ? 0 : it->second;
   }
   uint32_t attempts = 0;
-  int64_t allowed = 0;     // attempts allowed when the last retry was decided
-  Millis started = 0;      // Running: when the attempt started (the engine's time)
-  Millis timeout = 0;      // Running: the attemptTimeoutMs it started under
+  int64_t allowed = 0;           // attempts allowed when the last retry was decided
+  Millis started = 0;            // Running: when the attempt started (the engine's time)
+  Millis timeout = 0;            // Running: the attemptTimeoutMs it started under
   std::vector<ModelTake> takes;  // Running or just ended: the attempt's reservations
   size_t attempt_record = 0;     // its index in Runner::attempts_
 
   // Waiting with intent (issue 15).
   int64_t priority = 0;
-  std::optional<int64_t> max_wait;  // maxWaitMs as admitted
-  std::optional<Millis> deadline;   // the engine's time at arrival + maxWaitMs
-  bool arriving = false;            // in its arrival step
-  bool withdrawn = false;           // withdrawn while running: never retried
+  std::optional<int64_t> max_wait;        // maxWaitMs as admitted
+  std::optional<Millis> deadline;         // the engine's time at arrival + maxWaitMs
+  bool arriving = false;                  // in its arrival step
+  bool withdrawn = false;                 // withdrawn while running: never retried
   std::optional<ErrorCode> settled_code;  // how a rejection settled it
   std::optional<Millis> predicted;        // its prediction after the step before
   std::optional<Millis> first_predicted;  // its prediction after its arrival step
@@ -212,10 +210,10 @@ class Runner {
   uint64_t freeing_epoch_ = 0;
   bool step_freeing_ = false;
   bool penalty_extended_ = false;
-  Ticket arriving_ticket_ = 0;             // the ticket the arrival being run got
+  Ticket arriving_ticket_ = 0;  // the ticket the arrival being run got
   int64_t arriving_priority_ = 0;
   std::optional<int64_t> arriving_max_wait_;
-  std::optional<Millis> arriving_model_;   // exact family: the test's prediction for it
+  std::optional<Millis> arriving_model_;                    // exact family: the test's prediction for it
   size_t extra_held_ = std::numeric_limits<size_t>::max();  // engine's slots beyond the host's calls (restored ones)
 
   Engine engine_;
@@ -229,24 +227,24 @@ class Runner {
   std::vector<std::pair<Millis, int64_t>> takes_;  // every real take, all generations
   Millis horizon_ = std::numeric_limits<Millis>::min();
   Millis last_fu_ = 0;
-  std::vector<OldCallback> old_;     // callbacks from before a crash, still running upstream
-  std::vector<Ticket> ended_;        // timed out or gone: any news of them is late
-  std::optional<Ticket> gone_;       // the ticket of the gone event being run
-  size_t held_allowance_ = 0;        // slots held above a cap a reconfigure lowered
+  std::vector<OldCallback> old_;  // callbacks from before a crash, still running upstream
+  std::vector<Ticket> ended_;     // timed out or gone: any news of them is late
+  std::optional<Ticket> gone_;    // the ticket of the gone event being run
+  size_t held_allowance_ = 0;     // slots held above a cap a reconfigure lowered
   bool step_wrote_slots_ = false;
   bool slots_alone_ = false;  // this step wrote the slots record and nothing else, while attempts run
 
   // Several windows (even seeds): the test's own account of every window.
   bool multi_ = false;
-  bool honest_ = false;                 // no usage above the reservation in this schedule
-  std::vector<std::string> units_;      // the units this schedule draws from
-  std::vector<ModelWindow> model_;      // [0] the primary; empty until configured
-  double model_fraction_ = 0.5;         // penaltyRefillFraction of the config the model holds
+  bool honest_ = false;             // no usage above the reservation in this schedule
+  std::vector<std::string> units_;  // the units this schedule draws from
+  std::vector<ModelWindow> model_;  // [0] the primary; empty until configured
+  double model_fraction_ = 0.5;     // penaltyRefillFraction of the config the model holds
   uint64_t next_id_ = 1;
   std::vector<AttemptRecord> attempts_;  // every attempt that started, all generations
   std::vector<Checkpoint> checkpoints_;
-  std::map<std::string, Millis> horizon_at_;    // per window: takes at or before are forgotten
-  std::map<std::string, size_t> horizon_from_;  // per window: attempts before this index are not its own
+  std::map<std::string, Millis> horizon_at_;      // per window: takes at or before are forgotten
+  std::map<std::string, size_t> horizon_from_;    // per window: attempts before this index are not its own
   std::map<std::string, int64_t> arriving_cost_;  // the cost of the arrival being run
   std::optional<std::pair<Ticket, std::map<std::string, int64_t>>> settling_;  // the report's usage being run
 
@@ -318,9 +316,12 @@ class Runner {
   json random_config(bool complete) {
     json c = json::object();
     const bool long_window = rng_.chance(5);
-    json bucket = {{"limitPerWindow", rng_.chance(10) ? rng_.range(20, 200) : rng_.range(1, 12)},
-                   {"windowInMs", long_window ? rng_.range(kMaxLogEntries + 1, 3 * kMaxLogEntries) : rng_.range(1, 3000)}};
-    if (rng_.chance(60)) bucket["penaltyRefillFraction"] = rng_.chance(20) ? static_cast<double>(rng_.range(0, 1)) : static_cast<double>(rng_.range(0, 100)) / 100.0;
+    json bucket = {
+        {"limitPerWindow", rng_.chance(10) ? rng_.range(20, 200) : rng_.range(1, 12)},
+        {"windowInMs", long_window ? rng_.range(kMaxLogEntries + 1, 3 * kMaxLogEntries) : rng_.range(1, 3000)}};
+    if (rng_.chance(60))
+      bucket["penaltyRefillFraction"] =
+          rng_.chance(20) ? static_cast<double>(rng_.range(0, 1)) : static_cast<double>(rng_.range(0, 100)) / 100.0;
     if (complete || rng_.chance(50)) c["bucket"] = bucket;
     if (complete || rng_.chance(50)) c["concurrency"] = rng_.range(1, 5);
     if (complete ? rng_.chance(60) : rng_.chance(20)) {
@@ -342,8 +343,9 @@ class Runner {
   json random_window() {
     const std::string unit = pick(units_);
     const bool requests = unit == kDefaultUnit;
-    json w = {{"limitPerWindow", requests ? rng_.range(1, 12) : rng_.range(5, 200)},
-              {"windowInMs", rng_.chance(5) ? rng_.range(kMaxLogEntries + 1, 3 * kMaxLogEntries) : rng_.range(1, 4000)}};
+    json w = {
+        {"limitPerWindow", requests ? rng_.range(1, 12) : rng_.range(5, 200)},
+        {"windowInMs", rng_.chance(5) ? rng_.range(kMaxLogEntries + 1, 3 * kMaxLogEntries) : rng_.range(1, 4000)}};
     if (!requests || rng_.chance(50)) w["unit"] = unit;  // no unit: the default unit
     return w;
   }
@@ -361,12 +363,18 @@ class Runner {
     } else if (rng_.chance(50)) {
       json windows = json::object();
       const int64_t roll = rng_.range(1, 100);
-      if (roll <= 30) windows[name()] = random_window();
-      else if (roll <= 55) windows[name()] = nullptr;
-      else if (roll <= 75) windows[name()] = {{"limitPerWindow", rng_.range(1, 200)}};
-      else if (roll <= 85) windows[name()] = {{"windowInMs", rng_.range(1, 4000)}};
-      else if (roll <= 95) windows[name()] = {{"unit", pick(units_)}};
-      else windows[rng_.chance(50) ? "bucket" : "9lives"] = random_window();  // refused: the config is invalid
+      if (roll <= 30)
+        windows[name()] = random_window();
+      else if (roll <= 55)
+        windows[name()] = nullptr;
+      else if (roll <= 75)
+        windows[name()] = {{"limitPerWindow", rng_.range(1, 200)}};
+      else if (roll <= 85)
+        windows[name()] = {{"windowInMs", rng_.range(1, 4000)}};
+      else if (roll <= 95)
+        windows[name()] = {{"unit", pick(units_)}};
+      else
+        windows[rng_.chance(50) ? "bucket" : "9lives"] = random_window();  // refused: the config is invalid
       c["windows"] = windows;
     }
     if (!complete && rng_.chance(4)) {
@@ -420,7 +428,8 @@ class Runner {
       const Millis at = clock_;
       calls_[t].state = HostState::Between;
       calls_[t].allowed = cfg().retry.max_retries + 1;
-      event({{"e", "threw"}, {"t", t}, {"now", at}}, [&](std::string& m) { return status_of(engine_.threw(t, at), m); });
+      event({{"e", "threw"}, {"t", t}, {"now", at}},
+            [&](std::string& m) { return status_of(engine_.threw(t, at), m); });
       check_not_retrying(t);
     } else if (roll <= 61 && !running.empty()) {
       gone(pick(running));
@@ -429,7 +438,8 @@ class Runner {
       if (live.empty()) return;
       const Ticket t = pick(live);
       const Millis at = clock_;
-      event({{"e", "cancel"}, {"t", t}, {"now", at}}, [&](std::string& m) { return status_of(engine_.cancel(t, at), m); });
+      event({{"e", "cancel"}, {"t", t}, {"now", at}},
+            [&](std::string& m) { return status_of(engine_.cancel(t, at), m); });
     } else if (roll <= 83) {
       advance_clock();
     } else if (roll <= 86) {
@@ -437,7 +447,8 @@ class Runner {
     } else if (roll <= 88) {
       const double ms = rng_.chance(10) ? -5.0 : static_cast<double>(rng_.range(0, 2000));
       const Millis at = clock_;
-      event({{"e", "pause"}, {"now", at}, {"ms", ms}}, [&](std::string& m) { return status_of(engine_.pause(ms, at), m); });
+      event({{"e", "pause"}, {"now", at}, {"ms", ms}},
+            [&](std::string& m) { return status_of(engine_.pause(ms, at), m); });
     } else if (roll <= 91) {
       run_stats();
     } else if (roll <= 94) {
@@ -481,8 +492,10 @@ class Runner {
     if (!engine_.configured()) return out;
     auto add = [&](const std::string& unit, int64_t limit) {
       auto it = out.find(unit);
-      if (it == out.end()) out.emplace(unit, limit);
-      else it->second = std::min(it->second, limit);
+      if (it == out.end())
+        out.emplace(unit, limit);
+      else
+        it->second = std::min(it->second, limit);
     };
     add(cfg().bucket.unit, cfg().bucket.limit_per_window);
     for (const WindowConfig& w : cfg().windows) add(w.unit, w.limit_per_window);
@@ -516,23 +529,31 @@ class Runner {
     const int64_t window = engine_.configured() ? cfg().bucket.window_ms : 1000;
     if (!exact_) {
       const int64_t roll = rng_.range(1, 100);
-      if (roll <= 25) w.priority = static_cast<double>(rng_.range(-2, 2));
-      else if (roll <= 28) w.priority = rng_.chance(50) ? 1000.0 : -1000.0;
+      if (roll <= 25)
+        w.priority = static_cast<double>(rng_.range(-2, 2));
+      else if (roll <= 28)
+        w.priority = rng_.chance(50) ? 1000.0 : -1000.0;
     }
     // In the exact family a deadline binds only where concurrency never does:
     // a call that could start at its deadline once the callbacks ahead of it
     // reported (at their start, but in later steps) is rightly rejected.
     if (exact_ && cfg().concurrency < cfg().bucket.limit_per_window) return w;
     const int64_t roll = rng_.range(1, 100);
-    if (roll <= 10) w.max_wait = 0.0;
-    else if (roll <= 30) w.max_wait = static_cast<double>(rng_.range(0, std::min<int64_t>(2 * window, 10'000)));
+    if (roll <= 10)
+      w.max_wait = 0.0;
+    else if (roll <= 30)
+      w.max_wait = static_cast<double>(rng_.range(0, std::min<int64_t>(2 * window, 10'000)));
     if (!exact_ && rng_.chance(2)) {
       w.valid = false;
       const int64_t bad = rng_.range(1, 4);
-      if (bad == 1) w.priority = 1.5;
-      else if (bad == 2) w.priority = -1001;
-      else if (bad == 3) w.max_wait = -1.0;
-      else w.max_wait = 0.5;
+      if (bad == 1)
+        w.priority = 1.5;
+      else if (bad == 2)
+        w.priority = -1001;
+      else if (bad == 3)
+        w.max_wait = -1.0;
+      else
+        w.max_wait = 0.5;
     }
     return w;
   }
@@ -548,9 +569,9 @@ class Runner {
 
   void end_arrival(const Intent& intent, Ticket got) {
     arriving_ticket_ = 0;
-    if (!intent.valid && got != 0) fail("an arrival with priority " + std::to_string(intent.priority) + " and maxWaitMs " +
-                                       (intent.max_wait ? std::to_string(*intent.max_wait) : std::string("none")) +
-                                       " was admitted");
+    if (!intent.valid && got != 0)
+      fail("an arrival with priority " + std::to_string(intent.priority) + " and maxWaitMs " +
+           (intent.max_wait ? std::to_string(*intent.max_wait) : std::string("none")) + " was admitted");
     if (got == 0) return;
     result_.priority_arrivals += intent.priority != 0;
     result_.deadline_arrivals += intent.max_wait.has_value();
@@ -600,7 +621,8 @@ class Runner {
     if (!result_.ok) return;
     const std::string what = "withdraw of ticket " + std::to_string(t);
     if (before == HostState::Settled) {
-      if (rc != -static_cast<double>(ErrorCode::UnknownTicket)) fail(what + " (settled or unknown) returned " + std::to_string(rc));
+      if (rc != -static_cast<double>(ErrorCode::UnknownTicket))
+        fail(what + " (settled or unknown) returned " + std::to_string(rc));
       return;
     }
     if (rc != 0) {
@@ -619,12 +641,15 @@ class Runner {
       return;
     }
     if (c.state != HostState::Settled || c.settled_code != ErrorCode::Cancelled) {
-      fail(what + (before == HostState::Waiting ? ", queued," : ", between attempts,") + " did not reject it Cancelled");
+      fail(what + (before == HostState::Waiting ? ", queued," : ", between attempts,") +
+           " did not reject it Cancelled");
     }
     // (Its grants: the test's log of every window is storage's after every step.)
     if (before == HostState::Waiting && c.attempts > 0) fail(what + ", queued, started it");
-    if (before == HostState::Waiting) ++result_.withdrawn_queued;
-    else ++result_.withdrawn_between;
+    if (before == HostState::Waiting)
+      ++result_.withdrawn_queued;
+    else
+      ++result_.withdrawn_between;
   }
 
   // A withdrawn call's attempt ended: never a retry (Cancelled instead).
@@ -667,15 +692,16 @@ class Runner {
       if (c.first_predicted && c.first_epoch == freeing_epoch_) {
         checked = true;
         if (now < *c.first_predicted) {
-          fail("ticket " + std::to_string(t) + " started at " + std::to_string(now) + ", before its prediction at arrival " +
-               std::to_string(*c.first_predicted));
+          fail("ticket " + std::to_string(t) + " started at " + std::to_string(now) +
+               ", before its prediction at arrival " + std::to_string(*c.first_predicted));
         }
       }
       result_.predictions_checked += checked;
     }
     if (exact_ && !c.arriving) {
       if (!c.first_predicted || now != *c.first_predicted) {
-        fail("exact family: ticket " + std::to_string(t) + " started at " + std::to_string(now) + ", predicted at arrival " +
+        fail("exact family: ticket " + std::to_string(t) + " started at " + std::to_string(now) +
+             ", predicted at arrival " +
              (c.first_predicted ? std::to_string(*c.first_predicted) : std::string("never")));
       } else {
         ++result_.exact_starts;
@@ -702,13 +728,14 @@ class Runner {
              std::to_string(*c.max_wait));
       }
       if (exact_ && c.model_predicted && a.status != *c.model_predicted - now) {
-        fail("exact family: " + who + " refused with a wait of " + std::to_string(a.status) + " ms, the test predicts " +
-             std::to_string(*c.model_predicted - now));
+        fail("exact family: " + who + " refused with a wait of " + std::to_string(a.status) +
+             " ms, the test predicts " + std::to_string(*c.model_predicted - now));
       }
       ++result_.refused_at_arrival;
     } else {
       if (!c.deadline || now < *c.deadline) {
-        fail(who + " rejected at " + std::to_string(now) + ", before its deadline " + std::to_string(c.deadline.value_or(-1)));
+        fail(who + " rejected at " + std::to_string(now) + ", before its deadline " +
+             std::to_string(c.deadline.value_or(-1)));
       }
       if (exact_) fail("exact family: queued " + who + " missed its deadline");
       ++result_.expired_in_queue;
@@ -756,7 +783,8 @@ class Runner {
       }
     }
     if (waiting != inspect(engine_).queued()) {
-      fail("the engine queues " + std::to_string(inspect(engine_).queued()) + " calls, the host " + std::to_string(waiting));
+      fail("the engine queues " + std::to_string(inspect(engine_).queued()) + " calls, the host " +
+           std::to_string(waiting));
     }
     if (first_deadline && engine_.next_wake().value_or(std::numeric_limits<Millis>::max()) > *first_deadline) {
       fail("next_wake is later than a queued call's deadline");
@@ -783,7 +811,8 @@ class Runner {
     for (const auto& [t, c] : calls_) {
       if (c.state == HostState::Waiting) queue.emplace_back(t, &c);
     }
-    std::sort(queue.begin(), queue.end(), [](const auto& a, const auto& b) { return ahead(*a.second, a.first, *b.second, b.first); });
+    std::sort(queue.begin(), queue.end(),
+              [](const auto& a, const auto& b) { return ahead(*a.second, a.first, *b.second, b.first); });
     json by_priority = json::array();
     for (const auto& [t, c] : queue) {
       if (!by_priority.empty() && by_priority.back()["priority"] == c->priority) {
@@ -801,7 +830,8 @@ class Runner {
       fail("stats' queuedByPriority " + doc.at("queuedByPriority").dump() + ", the host's queue " + by_priority.dump());
     }
     if (doc.at("predictedStart") != predicted) {
-      fail("stats' predictedStart " + doc.at("predictedStart").dump() + ", the queue's head and tail " + predicted.dump());
+      fail("stats' predictedStart " + doc.at("predictedStart").dump() + ", the queue's head and tail " +
+           predicted.dump());
     }
   }
 
@@ -845,8 +875,9 @@ class Runner {
       const Ticket t = running.front();
       calls_[t].state = HostState::Between;
       const Millis at = inspect(engine_).now();
-      event({{"e", "report"}, {"t", t}, {"now", at}, {"status", 200}, {"flags", 0}, {"ms", nullptr}, {"header", nullptr}},
-            [&](std::string& m) { return status_of(engine_.report(t, Report{200}, at), m); });
+      event(
+          {{"e", "report"}, {"t", t}, {"now", at}, {"status", 200}, {"flags", 0}, {"ms", nullptr}, {"header", nullptr}},
+          [&](std::string& m) { return status_of(engine_.report(t, Report{200}, at), m); });
     }
   }
 
@@ -891,7 +922,8 @@ class Runner {
     if (!out.empty() && result_.ok) check_stats_waiting(out);
     if (trace_ && !out.empty()) trace_->back()["out"] = out;
     // The history at both resolutions, for the differential test (it reads only the history).
-    if (trace_ && !out.empty()) trace_->back()["history"] = {*engine_.history_json(10'000, at), *engine_.history_json(60'000, at)};
+    if (trace_ && !out.empty())
+      trace_->back()["history"] = {*engine_.history_json(10'000, at), *engine_.history_json(60'000, at)};
   }
 
   // A cost per unit ({"tokens": 120}), now and then a wrong one: a unit no
@@ -905,11 +937,14 @@ class Runner {
       auto it = counted.find(unit);
       const int64_t limit = it == counted.end() ? 10 : it->second;
       const int64_t lo = unit == default_unit ? 1 : 0;
-      cost[unit] = unit == default_unit ? rng_.range(1, std::min<int64_t>(limit, 4)) : rng_.range(lo, std::max<int64_t>(lo, limit / 3));
+      cost[unit] = unit == default_unit ? rng_.range(1, std::min<int64_t>(limit, 4))
+                                        : rng_.range(lo, std::max<int64_t>(lo, limit / 3));
     }
     const int64_t roll = rng_.range(1, 100);
-    if (roll <= 3) cost["bogus"] = 1;
-    else if (roll <= 5) cost[pick(units_)] = rng_.chance(50) ? -1.0 : 2.5;
+    if (roll <= 3)
+      cost["bogus"] = 1;
+    else if (roll <= 5)
+      cost[pick(units_)] = rng_.chance(50) ? -1.0 : 2.5;
     else if (roll <= 8 && !counted.empty()) {
       auto it = counted.begin();
       std::advance(it, rng_.range(0, static_cast<int64_t>(counted.size()) - 1));
@@ -954,15 +989,22 @@ class Runner {
     const int64_t roll = rng_.range(1, 100);
     const int64_t limit = engine_.configured() ? cfg().bucket.limit_per_window : 1;
     if (exact_) {
-      if (roll <= 2) cost = 0;  // refused: changes nothing
-      else if (roll <= 4) cost = 1.5;
-    } else if (roll <= 3) cost = 0;
-    else if (roll <= 5) cost = 1.5;
-    else if (roll <= 8) cost = static_cast<double>(limit + 1);
-    else if (roll <= 30) cost = static_cast<double>(rng_.range(1, std::min<int64_t>(limit, 4)));
+      if (roll <= 2)
+        cost = 0;  // refused: changes nothing
+      else if (roll <= 4)
+        cost = 1.5;
+    } else if (roll <= 3)
+      cost = 0;
+    else if (roll <= 5)
+      cost = 1.5;
+    else if (roll <= 8)
+      cost = static_cast<double>(limit + 1);
+    else if (roll <= 30)
+      cost = static_cast<double>(rng_.range(1, std::min<int64_t>(limit, 4)));
     const Millis at = clock_;
     Ticket got = 0;
-    arriving_cost_ = {{engine_.configured() ? cfg().bucket.unit : std::string(kDefaultUnit), static_cast<int64_t>(cost)}};
+    arriving_cost_ = {
+        {engine_.configured() ? cfg().bucket.unit : std::string(kDefaultUnit), static_cast<int64_t>(cost)}};
     const Intent intent = random_intent();
     json ev = {{"e", "arrive"}, {"now", at}, {"cost", cost}};
     intent.trace(ev);
@@ -1067,7 +1109,8 @@ class Runner {
     settling_.reset();
     if (!refused) check_not_retrying(t);
     if (refused != (rc != 0) || (refused && rc != -static_cast<double>(ErrorCode::InvalidArgument))) {
-      fail("report of ticket " + std::to_string(t) + " returned " + std::to_string(rc) + (refused ? ", its usage refused" : ""));
+      fail("report of ticket " + std::to_string(t) + " returned " + std::to_string(rc) +
+           (refused ? ", its usage refused" : ""));
     }
   }
 
@@ -1079,11 +1122,14 @@ class Runner {
     for (const auto& [unit, limit] : counted_units()) {
       if (!rng_.chance(65)) continue;
       const int64_t reserved = c.cost_in(unit);
-      usage[unit] = honest_ || rng_.chance(50) ? rng_.range(0, reserved) : reserved + rng_.range(1, std::max<int64_t>(2, limit / 2));
+      usage[unit] = honest_ || rng_.chance(50) ? rng_.range(0, reserved)
+                                               : reserved + rng_.range(1, std::max<int64_t>(2, limit / 2));
     }
     const int64_t roll = rng_.range(1, 100);
-    if (roll <= 2) usage["bogus"] = 3;
-    else if (roll <= 4) usage[pick(units_)] = rng_.chance(50) ? -2.0 : 0.5;
+    if (roll <= 2)
+      usage["bogus"] = 3;
+    else if (roll <= 4)
+      usage[pick(units_)] = rng_.chance(50) ? -2.0 : 0.5;
     return usage;
   }
 
@@ -1131,11 +1177,14 @@ class Runner {
     double rc = 0;
     event(ev, [&](std::string& m) {
       rc = call(m);
-      if (!engine_.writes().empty() || !engine_.actions().empty()) fail("late news of ticket " + std::to_string(t) + " produced output");
+      if (!engine_.writes().empty() || !engine_.actions().empty())
+        fail("late news of ticket " + std::to_string(t) + " produced output");
       return rc;
     });
-    if (rc != -static_cast<double>(ErrorCode::UnknownTicket)) fail("late news of ticket " + std::to_string(t) + " was not UnknownTicket");
-    if (inspect(engine_).forced_until() != fu || inspect(engine_).active() != active) fail("late news changed the engine");
+    if (rc != -static_cast<double>(ErrorCode::UnknownTicket))
+      fail("late news of ticket " + std::to_string(t) + " was not UnknownTicket");
+    if (inspect(engine_).forced_until() != fu || inspect(engine_).active() != active)
+      fail("late news changed the engine");
     ++result_.late_news;
   }
 
@@ -1183,7 +1232,9 @@ class Runner {
           rows.emplace_back(static_cast<double>(inspect(engine_).now()), 0);
           std::swap(rows.front(), rows.back());
         }
-        if (rng_.chance(30)) snap.windows.emplace_back("ghost", std::vector<std::pair<double, double>>{{static_cast<double>(inspect(engine_).now()), 3}});
+        if (rng_.chance(30))
+          snap.windows.emplace_back(
+              "ghost", std::vector<std::pair<double, double>>{{static_cast<double>(inspect(engine_).now()), 3}});
       }
     }
     const Millis at = std::max(clock_, inspect(engine_).now());  // wall clocks move on across restarts
@@ -1221,7 +1272,13 @@ class Runner {
         const Ticket t = running.front();
         calls_[t].state = HostState::Between;
         const Millis at = clock_;
-        event({{"e", "report"}, {"t", t}, {"now", at}, {"status", 200}, {"flags", 0}, {"ms", nullptr}, {"header", nullptr}},
+        event({{"e", "report"},
+               {"t", t},
+               {"now", at},
+               {"status", 200},
+               {"flags", 0},
+               {"ms", nullptr},
+               {"header", nullptr}},
               [&](std::string& m) { return status_of(engine_.report(t, Report{200}, at), m); });
         continue;
       }
@@ -1283,8 +1340,9 @@ class Runner {
   static int64_t refill_floor(int64_t limit, double fraction) {
     const double spent = static_cast<double>(limit) * (1.0 - fraction);
     const double nearest = std::round(spent);
-    const int64_t floor = std::fabs(spent - nearest) < 1e-9 * std::max(1.0, spent) ? static_cast<int64_t>(nearest)
-                                                                                   : static_cast<int64_t>(std::ceil(spent));
+    const int64_t floor = std::fabs(spent - nearest) < 1e-9 * std::max(1.0, spent)
+                              ? static_cast<int64_t>(nearest)
+                              : static_cast<int64_t>(std::ceil(spent));
     return std::clamp<int64_t>(floor, 0, limit);
   }
 
@@ -1337,8 +1395,8 @@ class Runner {
           // usage in the new unit start here.
           if (w.unit != unit) horizon_from_[name] = attempts_.size();
           // Takes the old window had expired are gone (a longer window does not bring them back).
-          horizon_at_[name] = std::max(horizon_at_.count(name) ? horizon_at_[name] : std::numeric_limits<Millis>::min(),
-                                       now - w.ms);
+          horizon_at_[name] =
+              std::max(horizon_at_.count(name) ? horizon_at_[name] : std::numeric_limits<Millis>::min(), now - w.ms);
           return w;
         }
       }
@@ -1466,7 +1524,8 @@ class Runner {
              std::to_string(reserved) + " " + w.unit + " > limit " + std::to_string(w.limit) + " in window \"" +
              (w.name.empty() ? std::string(kPrimaryWindow) : w.name) + "\"");
       }
-      if (reserved > 0) c.takes.push_back(ModelTake{w.name, w.incarnation, w.epoch, model_take(w, reserved, now), reserved});
+      if (reserved > 0)
+        c.takes.push_back(ModelTake{w.name, w.incarnation, w.epoch, model_take(w, reserved, now), reserved});
       Checkpoint cp;
       cp.window = w.name;
       cp.unit = w.unit;
@@ -1488,7 +1547,9 @@ class Runner {
     static const std::map<Millis, int64_t> none;
     for (const ModelWindow& w : model_) {
       auto it = storage_.windows.find(w.name);
-      const std::map<Millis, int64_t>& stored = w.name.empty() ? storage_.grants : it == storage_.windows.end() ? none : it->second;
+      const std::map<Millis, int64_t>& stored = w.name.empty()                 ? storage_.grants
+                                                : it == storage_.windows.end() ? none
+                                                                               : it->second;
       const std::map<Millis, int64_t>& mine = w.log;
       // Refunds waiting for their rows (see the engine's flush_refunds) leave
       // storage above the test's log, never below it.
@@ -1521,7 +1582,8 @@ class Runner {
     const json doc = json::parse(out);
     const json& windows = doc.at("windows");
     if (windows.size() != model_.size()) {
-      fail("stats lists " + std::to_string(windows.size()) + " windows, the config has " + std::to_string(model_.size()));
+      fail("stats lists " + std::to_string(windows.size()) + " windows, the config has " +
+           std::to_string(model_.size()));
       return;
     }
     for (size_t i = 0; i < model_.size(); ++i) {
@@ -1659,7 +1721,8 @@ class Runner {
                     penalty_extended_;
     for (const Action& a : engine_.actions()) {
       auto q = calls_.find(a.ticket);
-      if (a.kind == ActionKind::Reject && q != calls_.end() && q->second.state == HostState::Waiting && !q->second.arriving) {
+      if (a.kind == ActionKind::Reject && q != calls_.end() && q->second.state == HostState::Waiting &&
+          !q->second.arriving) {
         step_freeing_ = true;
       }
     }
@@ -1682,7 +1745,8 @@ class Runner {
           if (a.attempt != c.attempts + 1) fail("attempt numbers skipped");
           if (c.attempts > 0 && c.state != HostState::Between) fail("retry started while not between attempts");
           // A retry decided under one config keeps its word after a reconfigure.
-          if (a.attempt > 1 && static_cast<int64_t>(a.attempt) > c.allowed) fail("more attempts than maxRetries allows");
+          if (a.attempt > 1 && static_cast<int64_t>(a.attempt) > c.allowed)
+            fail("more attempts than maxRetries allows");
           if (a.attempt > 1 && c.withdrawn) fail("withdrawn ticket " + std::to_string(a.ticket) + " retried");
           if (a.attempt == 1) {
             check_first_start(a.ticket, c, now);
@@ -1707,7 +1771,8 @@ class Runner {
             const Millis from = std::max(now - cfg().bucket.window_ms, horizon_);
             for (const auto& [at, amount] : takes_) in_window += at > from ? amount : 0;
             if (in_window > cfg().bucket.limit_per_window) {
-              fail("rolling window holds " + std::to_string(in_window) + " > limit " + std::to_string(cfg().bucket.limit_per_window));
+              fail("rolling window holds " + std::to_string(in_window) + " > limit " +
+                   std::to_string(cfg().bucket.limit_per_window));
             }
           }
           break;
@@ -1737,10 +1802,12 @@ class Runner {
           if (c.arriving && a.code != ErrorCode::DeadlineExceeded) {
             fail("a newcomer rejected with " + std::string(error_code_id(a.code)));
           }
-          if (a.code == ErrorCode::Cancelled && c.state == HostState::Waiting && kind != "withdraw" && kind != "cancel") {
+          if (a.code == ErrorCode::Cancelled && c.state == HostState::Waiting && kind != "withdraw" &&
+              kind != "cancel") {
             fail("queued ticket " + std::to_string(a.ticket) + " Cancelled by a " + kind);
           }
-          if (a.code == ErrorCode::Cancelled && c.withdrawn && (kind == "report" || kind == "threw")) ++result_.cancelled_retries;
+          if (a.code == ErrorCode::Cancelled && c.withdrawn && (kind == "report" || kind == "threw"))
+            ++result_.cancelled_retries;
           c.settled_code = a.code;
           if (c.state == HostState::Running || c.state == HostState::Between) --active;
           c.state = HostState::Settled;
@@ -1756,7 +1823,8 @@ class Runner {
     if (inspect(engine_).forced_until() < last_fu_) fail("penalty deadline moved earlier");
     last_fu_ = inspect(engine_).forced_until();
     if (inspect(engine_).pending_refunds() == 0) {
-      if (storage_.rows() != inspect(engine_).grants()) fail("storage does not mirror the engine's log after applying its writes");
+      if (storage_.rows() != inspect(engine_).grants())
+        fail("storage does not mirror the engine's log after applying its writes");
     } else {
       // Refunded rows not yet rewritten may only over-count.
       std::map<Millis, int64_t> held(storage_.grants.begin(), storage_.grants.end());
@@ -1764,7 +1832,8 @@ class Runner {
         if (held[at] < amount) fail("storage holds less than the engine's log while refunds wait to be written");
       }
     }
-    if (storage_.forced_until != inspect(engine_).forced_until()) fail("stored penalty deadline differs from the engine's");
+    if (storage_.forced_until != inspect(engine_).forced_until())
+      fail("stored penalty deadline differs from the engine's");
     if (inspect(engine_).log_entries() > static_cast<size_t>(kMaxLogEntries)) fail("log exceeds its entry cap");
     if (!engine_.configured()) return;
     const Millis now = inspect(engine_).now();

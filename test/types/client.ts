@@ -1,7 +1,6 @@
 // Verifies /client's types against an Env like the one `wrangler types`
 // generates (env.d.ts): binding names are checked, env is required, and the
 // value type flows from `read` to the caller. Checked by tsc, never run.
-import type { LimiterDO, SettledCall, SettledError } from '../../shim/do/index.ts';
 import {
   defineBinder,
   defineLimiter,
@@ -19,6 +18,7 @@ import {
   type UnitCosts,
   type UsageHook,
 } from '../../shim/client/index.ts';
+import type { LimiterDO, SettledCall, SettledError } from '../../shim/do/index.ts';
 
 declare const env: Env;
 declare function expectType<T>(value: T): void;
@@ -71,7 +71,9 @@ async function calls(): Promise<void> {
   });
   expectType<{ id: string }>(file);
   // @ts-expect-error the value is { id: string }, not a number
-  const wrong: number = await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.json<{ id: string }>() });
+  const wrong: number = await bound.call(() => fetch('https://api.example.com'), {
+    read: (res) => res.json<{ id: string }>(),
+  });
 
   // Not HTTP: the result type is whatever fn returns.
   const total = await bound.call(async () => [1, 2, 3], { read: (xs) => xs.reduce((a, b) => a + b, 0) });
@@ -79,8 +81,11 @@ async function calls(): Promise<void> {
 
   // @ts-expect-error read is required
   await bound.call(() => fetch('https://api.example.com'), {});
-  // @ts-expect-error a hook answer must be { message, retryable }
-  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, error: () => ({ message: 'x' }) });
+  await bound.call(() => fetch('https://api.example.com'), {
+    read: (res) => res.status,
+    // @ts-expect-error a hook answer must be { message, retryable }
+    error: () => ({ message: 'x' }),
+  });
   // @ts-expect-error the work must be a function, not a request already in flight
   await bound.call(fetch('https://api.example.com'), { read: (res: Response) => res.status });
 }
@@ -204,10 +209,16 @@ async function units(): Promise<void> {
 
   // @ts-expect-error a usage hook returns an object of unit amounts, not a string
   await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.text(), usage: (res, text) => text });
-  // @ts-expect-error nor a bare number
-  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, usage: (res, status) => status });
-  // @ts-expect-error an amount is a number, not a string
-  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, usage: () => ({ tokens: '12' }) });
+  await bound.call(() => fetch('https://api.example.com'), {
+    read: (res) => res.status,
+    // @ts-expect-error nor a bare number
+    usage: (res, status) => status,
+  });
+  await bound.call(() => fetch('https://api.example.com'), {
+    read: (res) => res.status,
+    // @ts-expect-error an amount is a number, not a string
+    usage: () => ({ tokens: '12' }),
+  });
   // @ts-expect-error a cost object's values are numbers
   await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, cost: { tokens: '4000' } });
   // @ts-expect-error a cost is a number or an object of unit amounts, not a string
@@ -236,7 +247,11 @@ defineLimiter({ binder, name: 'narrow-usage', usage: usageHook });
 // The report carries usage, and execute takes a cost object.
 const settledReport: CallReport = { value: 1, usage: { tokens: 1234 } };
 async function costObjects(stub: LimiterStub): Promise<void> {
-  expectType<number>(await stub.execute(async (): Promise<CallReport<number>> => ({ value: 1, usage: { tokens: 3 } }), { cost: { tokens: 4000 } }));
+  expectType<number>(
+    await stub.execute(async (): Promise<CallReport<number>> => ({ value: 1, usage: { tokens: 3 } }), {
+      cost: { tokens: 4000 },
+    }),
+  );
   // @ts-expect-error a report's usage amounts are numbers
   await stub.execute(async () => ({ value: 1, usage: { tokens: 'many' } }));
 }
@@ -244,10 +259,19 @@ async function costObjects(stub: LimiterStub): Promise<void> {
 // ---- waiting with intent: maxWaitMs, priority, signal --------------------------
 
 async function waiting(request: Request): Promise<void> {
-  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, maxWaitMs: 2000, priority: 1, signal: request.signal });
+  await bound.call(() => fetch('https://api.example.com'), {
+    read: (res) => res.status,
+    maxWaitMs: 2000,
+    priority: 1,
+    signal: request.signal,
+  });
   // null removes the limiter's default maxWaitMs; 0 is "start now or fail".
   await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, maxWaitMs: null });
-  await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, maxWaitMs: 0, signal: AbortSignal.timeout(5000) });
+  await bound.call(() => fetch('https://api.example.com'), {
+    read: (res) => res.status,
+    maxWaitMs: 0,
+    signal: AbortSignal.timeout(5000),
+  });
   const controller = new AbortController();
   await bound.call(() => fetch('https://api.example.com'), { read: (res) => res.status, signal: controller.signal });
 
@@ -274,6 +298,27 @@ expectType<string>(deadline.limiter);
 expectType<number>(deadline.retryAfterMs);
 expectType<Error>(deadline);
 // A deadline verdict travels as data with its retryAfterMs.
-const deadlineVerdict: SettledError = { id: 'deadline-exceeded', kind: 'Error', message: '[drl:deadline-exceeded] (retry after 5 ms)', retryAfterMs: 5 };
+const deadlineVerdict: SettledError = {
+  id: 'deadline-exceeded',
+  kind: 'Error',
+  message: '[drl:deadline-exceeded] (retry after 5 ms)',
+  retryAfterMs: 5,
+};
 
-void [calls, withDefaults, erased, fromTyped, fromRaw, kept, overService, settles, limitedReport, units, withUsage, settledReport, costObjects, waiting, deadlineVerdict];
+void [
+  calls,
+  withDefaults,
+  erased,
+  fromTyped,
+  fromRaw,
+  kept,
+  overService,
+  settles,
+  limitedReport,
+  units,
+  withUsage,
+  settledReport,
+  costObjects,
+  waiting,
+  deadlineVerdict,
+];

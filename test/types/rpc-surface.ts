@@ -3,10 +3,16 @@
 // answer exactly what the types promise. A method added to one class or one
 // surface but not the other fails here. Checked by tsc, never run.
 import type { DurableObject, WorkerEntrypoint } from 'cloudflare:workers';
-
-import type { FakeLimiterStub } from '../../shim/testing/index.ts';
 import type { LimiterStub } from '../../shim/client/index.ts';
-import type { CallReport, LimiterDO, LimiterEntrypoint, LimiterRpc, LimiterService, SettledCall } from '../../shim/do/index.ts';
+import type {
+  CallReport,
+  LimiterDO,
+  LimiterEntrypoint,
+  LimiterRpc,
+  LimiterService,
+  SettledCall,
+} from '../../shim/do/index.ts';
+import type { FakeLimiterStub } from '../../shim/testing/index.ts';
 
 declare function expectType<T>(value: T): void;
 type Equal<A, B> = (<X>() => X extends A ? 1 : 2) extends <X>() => X extends B ? 1 : 2 ? true : false;
@@ -27,7 +33,10 @@ assertTrue<Equal<keyof LimiterService, keyof LimiterRpc>>();
 /** For each method of LimiterRpc: does LimiterService's take the name first (or the same arguments, for SameOnBoth) and answer the same? */
 type Counterparts = {
   [K in keyof LimiterRpc]: LimiterRpc[K] extends Method
-    ? Equal<Params<LimiterService[K]>, K extends SameOnBoth ? Params<LimiterRpc[K]> : [name: string, ...Params<LimiterRpc[K]>]> extends true
+    ? Equal<
+        Params<LimiterService[K]>,
+        K extends SameOnBoth ? Params<LimiterRpc[K]> : [name: string, ...Params<LimiterRpc[K]>]
+      > extends true
       ? Equal<Returns<LimiterService[K]>, Returns<LimiterRpc[K]>>
       : false
     : false;
@@ -60,7 +69,10 @@ expectType<LimiterService>({} as LimiterEntrypoint);
 
 // ... and adds no RPC method the surface lacks: the entrypoint none, the
 // object only the registry's own calls between objects.
-type OwnMethods<C, Base> = { [K in Exclude<keyof C, keyof Base>]: C[K] extends Method ? K : never }[Exclude<keyof C, keyof Base>];
+type OwnMethods<C, Base> = { [K in Exclude<keyof C, keyof Base>]: C[K] extends Method ? K : never }[Exclude<
+  keyof C,
+  keyof Base
+>];
 type RegistryCalls = 'registerName' | 'unregisterName';
 assertTrue<Equal<OwnMethods<LimiterEntrypoint, WorkerEntrypoint>, keyof LimiterService>>();
 assertTrue<Equal<OwnMethods<LimiterDO, DurableObject>, keyof LimiterRpc | RegistryCalls>>();

@@ -76,16 +76,54 @@ const via = argv.includes('--via=direct') ? 'direct' : 'service';
 const SIZE = full
   ? {
       gone: { parked: 30, concurrency: 2, workMs: 3000, liveWorkMs: 500, liveBoundMs: 150_000 },
-      kills: { callers: 3, calls: 60, concurrency: 4, latency: '800-1200', limit: 20, window: 1000, margin: 100, kills: killsFlag ?? 8, deadlineMs: 240_000 },
+      kills: {
+        callers: 3,
+        calls: 60,
+        concurrency: 4,
+        latency: '800-1200',
+        limit: 20,
+        window: 1000,
+        margin: 100,
+        kills: killsFlag ?? 8,
+        deadlineMs: 240_000,
+      },
       hung: { timeoutMs: 2000, boundMs: 20_000 },
-      idle: { callers: 3, calls: 80, concurrency: 5, latency: '50-250', limit: 20, window: 2000, margin: 100, deadlineMs: 120_000 },
+      idle: {
+        callers: 3,
+        calls: 80,
+        concurrency: 5,
+        latency: '50-250',
+        limit: 20,
+        window: 2000,
+        margin: 100,
+        deadlineMs: 120_000,
+      },
       watchdogMs: 12 * 60_000,
     }
   : {
       gone: { parked: 12, concurrency: 2, workMs: 3000, liveWorkMs: 500, liveBoundMs: 35_000 },
-      kills: { callers: 2, calls: 25, concurrency: 4, latency: '800-1200', limit: 20, window: 1000, margin: 100, kills: killsFlag ?? 3, deadlineMs: 75_000 },
+      kills: {
+        callers: 2,
+        calls: 25,
+        concurrency: 4,
+        latency: '800-1200',
+        limit: 20,
+        window: 1000,
+        margin: 100,
+        kills: killsFlag ?? 3,
+        deadlineMs: 75_000,
+      },
       hung: { timeoutMs: 2000, boundMs: 10_000 },
-      idle: { callers: 2, calls: 30, concurrency: 3, latency: '50-150', limit: 10, window: 1000, margin: 100, deadlineMs: 45_000 },
+      idle: {
+        callers: 2,
+        calls: 30,
+        concurrency: 3,
+        latency: '50-150',
+        limit: 10,
+        window: 1000,
+        margin: 100,
+        deadlineMs: 45_000,
+      },
       watchdogMs: 4 * 60_000,
     };
 
@@ -144,7 +182,9 @@ function request(promise) {
 /** Waits for a promise at most `ms`; resolves { timedOut: true } after. */
 function within(promise, ms) {
   let timer;
-  return Promise.race([promise, new Promise((r) => (timer = setTimeout(() => r({ timedOut: true }), ms)))]).finally(() => clearTimeout(timer));
+  return Promise.race([promise, new Promise((r) => (timer = setTimeout(() => r({ timedOut: true }), ms)))]).finally(
+    () => clearTimeout(timer),
+  );
 }
 
 /** Polls `probe()` (every `everyMs`) until it returns a truthy value or `ms` pass; returns that value or null. */
@@ -169,7 +209,11 @@ const visits = async (probe) => {
   return res.json();
 };
 const faultCalls = (runtime, worker, query) =>
-  stack.get(runtime, worker, `/fault-calls?${new URLSearchParams({ via, ...Object.fromEntries(Object.entries(query).map(([k, v]) => [k, String(v)])) })}`);
+  stack.get(
+    runtime,
+    worker,
+    `/fault-calls?${new URLSearchParams({ via, ...Object.fromEntries(Object.entries(query).map(([k, v]) => [k, String(v)])) })}`,
+  );
 
 // ---- 1. a consumer killed with calls parked -----------------------------------
 
@@ -182,18 +226,27 @@ async function consumerKilled(s) {
 
   // The doomed consumer parks its calls: `concurrency` run (each ~workMs at the upstream), the rest wait.
   const parked = size.parked;
-  const doomedCalls = request(faultCalls(DOOMED, GONE_CONSUMER, { probe, bucket, calls: parked, work: 'sleep', ms: size.workMs, tag: 'gone' }));
+  const doomedCalls = request(
+    faultCalls(DOOMED, GONE_CONSUMER, { probe, bucket, calls: parked, work: 'sleep', ms: size.workMs, tag: 'gone' }),
+  );
   const running = await until(async () => {
     const st = await bucketStats(bucket);
     return st && st.running === size.concurrency && st.queued === parked - size.concurrency && st;
   }, 15_000);
-  if (!running) throw new Error(`the doomed consumer's calls never showed ${size.concurrency} running + ${parked - size.concurrency} parked: ${JSON.stringify(await bucketStats(bucket).catch(() => null))}`);
+  if (!running)
+    throw new Error(
+      `the doomed consumer's calls never showed ${size.concurrency} running + ${parked - size.concurrency} parked: ${JSON.stringify(await bucketStats(bucket).catch(() => null))}`,
+    );
   const pid = stack.pid(DOOMED);
   const goneMs = await stack.kill(DOOMED);
   const killedAt = Date.now();
-  log(`[${ts()}] SIGKILLed the doomed consumer's workerd (pid ${pid}, gone in ${goneMs} ms) with ${running.running} running, ${running.queued} parked`);
+  log(
+    `[${ts()}] SIGKILLed the doomed consumer's workerd (pid ${pid}, gone in ${goneMs} ms) with ${running.running} running, ${running.queued} parked`,
+  );
   const doomedAnswer = await within(doomedCalls, 2000);
-  s.figure(`the doomed consumer's request: ${doomedAnswer.timedOut ? 'no answer' : doomedAnswer.error ? `failed (${doomedAnswer.error.slice(0, 80)})` : 'ANSWERED (it should have died)'}`);
+  s.figure(
+    `the doomed consumer's request: ${doomedAnswer.timedOut ? 'no answer' : doomedAnswer.error ? `failed (${doomedAnswer.error.slice(0, 80)})` : 'ANSWERED (it should have died)'}`,
+  );
 
   // A live caller in another runtime, right after.
   const liveAsked = Date.now();
@@ -205,7 +258,10 @@ async function consumerKilled(s) {
       else await sleep(250);
     }
   })();
-  const live = await within(request(faultCalls(APP, C0, { probe, bucket, calls: 1, work: 'sleep', ms: size.liveWorkMs, tag: 'live' })), size.liveBoundMs);
+  const live = await within(
+    request(faultCalls(APP, C0, { probe, bucket, calls: 1, work: 'sleep', ms: size.liveWorkMs, tag: 'live' })),
+    size.liveBoundMs,
+  );
   await watch;
   const record = live.records?.[0];
   let liveStart = record?.attempts?.[0]?.[0];
@@ -219,13 +275,20 @@ async function consumerKilled(s) {
     liveWaitMs !== null && liveWaitMs < bound,
     `the live caller's callback started ${liveWaitMs === null ? `not within ${size.liveBoundMs} ms` : `${liveWaitMs} ms`} after its call (allowed < ${bound} ms: one callback + ${LIVE_START_SLACK_MS} ms)`,
   );
-  s.guarantee(record?.outcome === 'ok', `the live call resolved: ${record ? record.outcome + (record.error ? ` (${record.error})` : '') : live.timedOut ? `no answer within ${size.liveBoundMs} ms` : live.error}`);
+  s.guarantee(
+    record?.outcome === 'ok',
+    `the live call resolved: ${record ? record.outcome + (record.error ? ` (${record.error})` : '') : live.timedOut ? `no answer within ${size.liveBoundMs} ms` : live.error}`,
+  );
 
   // Grants: once the bucket is idle, `used` is every grant taken (the window outlives the run).
-  const idle = await until(async () => {
-    const st = await bucketStats(bucket);
-    return st && st.active === 0 && st.queued === 0 && st;
-  }, 10_000, 250);
+  const idle = await until(
+    async () => {
+      const st = await bucketStats(bucket);
+      return st && st.active === 0 && st.queued === 0 && st;
+    },
+    10_000,
+    250,
+  );
   const final = idle ?? (await bucketStats(bucket).catch(() => null));
   const liveGrants = record ? record.attempts.length : 1;
   const goneGrants = final ? final.used - liveGrants : null;
@@ -233,10 +296,17 @@ async function consumerKilled(s) {
     goneGrants !== null && goneGrants <= parked,
     `grants taken by the ${parked} gone callers: ${goneGrants ?? '?'} (${goneGrants === null ? '?' : (goneGrants / parked).toFixed(2)} per gone caller; allowed <= 1 each, ${parked} in all)`,
   );
-  s.guarantee(idle !== null, `the bucket let go of every gone caller: ${final ? `active ${final.active}, running ${final.running}, queued ${final.queued}` : 'no stats'}${idle ? '' : ' 10 s after the live call'}`);
+  s.guarantee(
+    idle !== null,
+    `the bucket let go of every gone caller: ${final ? `active ${final.active}, running ${final.running}, queued ${final.queued}` : 'no stats'}${idle ? '' : ' 10 s after the live call'}`,
+  );
   const ledger = await visits(probe).catch(() => []);
-  s.figure(`upstream requests from the gone callers: ${ledger.filter((v) => v.call.startsWith('gone-')).length} (the ${size.concurrency} running at the kill reach it; nothing after)`);
-  s.figure(`the bucket's queue first seen empty ${drainedAt === null ? 'never' : `${drainedAt - killedAt} ms after the kill`}; live call made ${liveAsked - killedAt} ms after the kill`);
+  s.figure(
+    `upstream requests from the gone callers: ${ledger.filter((v) => v.call.startsWith('gone-')).length} (the ${size.concurrency} running at the kill reach it; nothing after)`,
+  );
+  s.figure(
+    `the bucket's queue first seen empty ${drainedAt === null ? 'never' : `${drainedAt - killedAt} ms after the kill`}; live call made ${liveAsked - killedAt} ms after the kill`,
+  );
   s.figure(`final stats: used ${final?.used ?? '?'}, active ${final?.active ?? '?'}, queued ${final?.queued ?? '?'}`);
 }
 
@@ -251,28 +321,53 @@ async function watchedCallersKilled(s) {
   const calls = 10;
   const configured = await stack.configure({ [bucket]: { bucket: window, concurrency: 5 } });
   if (!configured.ok) throw new Error(`configure ${bucket} failed: ${JSON.stringify(configured.body)}`);
-  const doomedCalls = request(faultCalls(DOOMED_WATCHED, WATCHED_CONSUMER, { probe, bucket, calls, work: 'sleep', ms: 10, tag: 'watched', signal: 1 }));
+  const doomedCalls = request(
+    faultCalls(DOOMED_WATCHED, WATCHED_CONSUMER, {
+      probe,
+      bucket,
+      calls,
+      work: 'sleep',
+      ms: 10,
+      tag: 'watched',
+      signal: 1,
+    }),
+  );
   const parked = await until(async () => {
     const st = await bucketStats(bucket);
     return st && st.used === 2 && st.running === 0 && st.queued === calls - 2 && st;
   }, 15_000);
-  if (!parked) throw new Error(`the watched calls never showed 2 served + ${calls - 2} parked: ${JSON.stringify(await bucketStats(bucket).catch(() => null))}`);
+  if (!parked)
+    throw new Error(
+      `the watched calls never showed 2 served + ${calls - 2} parked: ${JSON.stringify(await bucketStats(bucket).catch(() => null))}`,
+    );
   const pid = stack.pid(DOOMED_WATCHED);
   const goneMs = await stack.kill(DOOMED_WATCHED);
   const killedAt = Date.now();
-  log(`[${ts()}] SIGKILLed the watched consumer's workerd (pid ${pid}, gone in ${goneMs} ms) with ${parked.queued} calls parked behind a full window`);
-  const emptied = await until(async () => {
-    const st = await bucketStats(bucket);
-    return st && st.queued === 0 && st;
-  }, 20_000, 100);
+  log(
+    `[${ts()}] SIGKILLed the watched consumer's workerd (pid ${pid}, gone in ${goneMs} ms) with ${parked.queued} calls parked behind a full window`,
+  );
+  const emptied = await until(
+    async () => {
+      const st = await bucketStats(bucket);
+      return st && st.queued === 0 && st;
+    },
+    20_000,
+    100,
+  );
   const emptiedMs = emptied ? Date.now() - killedAt : null;
   s.guarantee(
     emptied !== null && emptiedMs < 10_000,
     `the gone callers left the queue ${emptiedMs === null ? 'not within 20 s' : `${emptiedMs} ms after the kill`} (allowed < 10,000 ms; the window frees only ${Math.round((parked.resetAt - killedAt) / 1000)} s after it)`,
   );
   const final = await bucketStats(bucket).catch(() => null);
-  s.guarantee(final !== null && final.used === 2, `grants taken by the ${calls - 2} gone callers: ${final ? final.used - 2 : '?'} (allowed 0: withdrawn before their turn)`);
-  s.guarantee(final !== null && final.active === 0 && final.running === 0, `nothing held: active ${final?.active ?? '?'}, running ${final?.running ?? '?'}`);
+  s.guarantee(
+    final !== null && final.used === 2,
+    `grants taken by the ${calls - 2} gone callers: ${final ? final.used - 2 : '?'} (allowed 0: withdrawn before their turn)`,
+  );
+  s.guarantee(
+    final !== null && final.active === 0 && final.running === 0,
+    `nothing held: active ${final?.active ?? '?'}, running ${final?.running ?? '?'}`,
+  );
   await within(doomedCalls, 1000);
 }
 
@@ -305,20 +400,49 @@ async function limiterKilled(s) {
   // this long (the default 120 s would stall every parked caller as long).
   const query = stampedeQuery(size, attemptTimeoutFlag ?? 3_000);
   const consumers = [C0, C1, consumerName(2)].slice(0, size.callers);
-  const run = await runStampede(stack, { app: APP, consumers, query, kills: size.kills, deadlineMs: size.deadlineMs, log: (l) => log(`  ${l}`) });
+  const run = await runStampede(stack, {
+    app: APP,
+    consumers,
+    query,
+    kills: size.kills,
+    deadlineMs: size.deadlineMs,
+    log: (l) => log(`  ${l}`),
+  });
   const { summary: r, plan } = run;
   s.guarantee(run.kills.length === size.kills, `kills with callbacks running: ${run.kills.length} of ${size.kills}`);
-  s.guarantee(r.upstream.peakInFlight <= plan.concurrency, `peak in flight at the upstream ${r.upstream.peakInFlight} / cap ${plan.concurrency} (callbacks at once in the callers: ${r.callerPeakConcurrency})`);
-  s.guarantee(r.lost.length === 0 && r.recorded === r.planned, `lost ${r.lost.length} of ${r.planned} (${r.recorded} recorded)${r.lost.length ? `: ${r.lost.slice(0, 5).join(', ')}` : ''}`);
-  s.guarantee(r.doubleExecutions.length === 0, `executed twice ${r.doubleExecutions.length}${r.doubleExecutions.length ? `: ${r.doubleExecutions.slice(0, 5).join(', ')}` : ''}`);
-  s.guarantee(r.inFlightServed === 0, `failed in flight although the upstream served the work: ${r.inFlightServed} (of ${r.failedInFlight} failed in flight)`);
+  s.guarantee(
+    r.upstream.peakInFlight <= plan.concurrency,
+    `peak in flight at the upstream ${r.upstream.peakInFlight} / cap ${plan.concurrency} (callbacks at once in the callers: ${r.callerPeakConcurrency})`,
+  );
+  s.guarantee(
+    r.lost.length === 0 && r.recorded === r.planned,
+    `lost ${r.lost.length} of ${r.planned} (${r.recorded} recorded)${r.lost.length ? `: ${r.lost.slice(0, 5).join(', ')}` : ''}`,
+  );
+  s.guarantee(
+    r.doubleExecutions.length === 0,
+    `executed twice ${r.doubleExecutions.length}${r.doubleExecutions.length ? `: ${r.doubleExecutions.slice(0, 5).join(', ')}` : ''}`,
+  );
+  s.guarantee(
+    r.inFlightServed === 0,
+    `failed in flight although the upstream served the work: ${r.inFlightServed} (of ${r.failedInFlight} failed in flight)`,
+  );
   s.guarantee(r.callDropped === 0, `CallDroppedError: ${r.callDropped}`);
-  s.guarantee(r.upstream.peakWindow <= plan.limit && r.upstream.quotaRefusals === 0, `peak in any rolling window ${r.upstream.peakWindow} / limit ${plan.limit}; ${r.upstream.quotaRefusals} quota refusals`);
-  s.guarantee(run.shareErrors === 0, `every caller's share finished: ${run.timedOut ? `NO, still running after ${size.deadlineMs / 1000} s` : `${run.results.length - run.shareErrors} of ${run.results.length}`}`);
+  s.guarantee(
+    r.upstream.peakWindow <= plan.limit && r.upstream.quotaRefusals === 0,
+    `peak in any rolling window ${r.upstream.peakWindow} / limit ${plan.limit}; ${r.upstream.quotaRefusals} quota refusals`,
+  );
+  s.guarantee(
+    run.shareErrors === 0,
+    `every caller's share finished: ${run.timedOut ? `NO, still running after ${size.deadlineMs / 1000} s` : `${run.results.length - run.shareErrors} of ${run.results.length}`}`,
+  );
   for (const [k, kill] of run.kills.entries()) {
-    s.figure(`kill ${k + 1}: ${kill.running} running, ${kill.queued} parked; back after ${kill.downMs} ms; ${kill.inFlightAtReturn ?? '?'} requests still in flight at the upstream when it came back`);
+    s.figure(
+      `kill ${k + 1}: ${kill.running} running, ${kill.queued} parked; back after ${kill.downMs} ms; ${kill.inFlightAtReturn ?? '?'} requests still in flight at the upstream when it came back`,
+    );
   }
-  s.figure(`calls completed ${r.completed} / ${r.planned}; drops ${r.drops.events} on ${r.drops.calls} calls, most on one call ${r.drops.maxPerCall}; run took ${(r.durationMs / 1000).toFixed(1)} s`);
+  s.figure(
+    `calls completed ${r.completed} / ${r.planned}; drops ${r.drops.events} on ${r.drops.calls} calls, most on one call ${r.drops.maxPerCall}; run took ${(r.durationMs / 1000).toFixed(1)} s`,
+  );
   if (r.errors.length) s.figure(`failure messages: ${r.errors.join(' | ').slice(0, 300)}`);
 }
 
@@ -330,12 +454,16 @@ async function hungCallback(s) {
   const probe = `faults-hung-${runId}`;
   const config = { bucket: LONG_WINDOW, concurrency: 1, attemptTimeoutMs: size.timeoutMs };
   const configured = await stack.configure({ [bucket]: config });
-  s.guarantee(configured.ok, `the bucket accepts attemptTimeoutMs: ${configured.ok ? 'configured' : `REFUSED (${configured.status}): ${(configured.body.results?.[0]?.error ?? configured.body.error ?? '').slice(0, 200)}`}`);
+  s.guarantee(
+    configured.ok,
+    `the bucket accepts attemptTimeoutMs: ${configured.ok ? 'configured' : `REFUSED (${configured.status}): ${(configured.body.results?.[0]?.error ?? configured.body.error ?? '').slice(0, 200)}`}`,
+  );
   if (!configured.ok) {
     // Measure what happens today without the field: the figures say how long the bucket stays blocked.
     const { attemptTimeoutMs: _, ...without } = config;
     const again = await stack.configure({ [bucket]: without });
-    if (!again.ok) throw new Error(`configure ${bucket} without attemptTimeoutMs failed too: ${JSON.stringify(again.body)}`);
+    if (!again.ok)
+      throw new Error(`configure ${bucket} without attemptTimeoutMs failed too: ${JSON.stringify(again.body)}`);
     s.figure('configured without attemptTimeoutMs to measure the current behaviour');
   }
 
@@ -344,7 +472,10 @@ async function hungCallback(s) {
   if (!arrival) throw new Error('the hung call never reached the upstream');
   const second = request(faultCalls(APP, C1, { probe, bucket, calls: 1, work: 'sleep', ms: 200, tag: 'second' }));
   const deadline = arrival.at + size.boundMs;
-  const [h, sec] = await Promise.all([within(hung, Math.max(0, deadline - Date.now())), within(second, Math.max(0, deadline - Date.now()) + 1000)]);
+  const [h, sec] = await Promise.all([
+    within(hung, Math.max(0, deadline - Date.now())),
+    within(second, Math.max(0, deadline - Date.now()) + 1000),
+  ]);
   const hr = h.records?.[0];
   const sr = sec.records?.[0];
   const ledger = await visits(probe).catch(() => []);
@@ -373,9 +504,14 @@ async function hungCallback(s) {
     gap !== null && gap >= size.timeoutMs - TIMEOUT_EARLY_MS && gap <= maxElapsed,
     `the second call started ${gap === null ? `not within ${size.boundMs} ms` : `${gap} ms`} after the hung call's start (allowed ${size.timeoutMs - TIMEOUT_EARLY_MS}-${maxElapsed} ms: after the timeout, concurrency 1)`,
   );
-  s.guarantee(sr?.outcome === 'ok', `the second call resolved: ${sr ? sr.outcome + (sr.error ? ` (${sr.error.slice(0, 120)})` : '') : sec.timedOut ? 'no answer within the bound' : sec.error}`);
+  s.guarantee(
+    sr?.outcome === 'ok',
+    `the second call resolved: ${sr ? sr.outcome + (sr.error ? ` (${sr.error.slice(0, 120)})` : '') : sec.timedOut ? 'no answer within the bound' : sec.error}`,
+  );
   const st = await bucketStats(bucket).catch(() => null);
-  s.figure(`bucket after: active ${st?.active ?? '?'}, running ${st?.running ?? '?'}, queued ${st?.queued ?? '?'}, used ${st?.used ?? '?'}`);
+  s.figure(
+    `bucket after: active ${st?.active ?? '?'}, running ${st?.running ?? '?'}, queued ${st?.queued ?? '?'}, used ${st?.used ?? '?'}`,
+  );
 }
 
 // ---- 4. restart while idle (run.mjs --faults) ----------------------------------------
@@ -386,11 +522,23 @@ async function idleRestart(s) {
   // just after callbacks finished holds their slots at most this long.
   const query = stampedeQuery(size, 2_000);
   const consumers = [C0, C1, consumerName(2)].slice(0, size.callers);
-  const run = await runStampede(stack, { app: APP, consumers, query, faults: true, deadlineMs: size.deadlineMs, log: (l) => log(`  ${l}`) });
+  const run = await runStampede(stack, {
+    app: APP,
+    consumers,
+    query,
+    faults: true,
+    deadlineMs: size.deadlineMs,
+    log: (l) => log(`  ${l}`),
+  });
   for (const c of run.summary.checks) s.guarantee(c.ok, `${c.name}: ${c.detail}`);
-  s.guarantee(run.shareErrors === 0, `every caller's share finished: ${run.timedOut ? 'NO' : `${run.results.length - run.shareErrors} of ${run.results.length}`}`);
+  s.guarantee(
+    run.shareErrors === 0,
+    `every caller's share finished: ${run.timedOut ? 'NO' : `${run.results.length - run.shareErrors} of ${run.results.length}`}`,
+  );
   const r = run.summary;
-  s.figure(`calls completed ${r.completed} / ${r.planned}; drops ${r.drops.events} on ${r.drops.calls} calls, most on one call ${r.drops.maxPerCall}; ${r.events.map((e) => e.what).join('; ')}`);
+  s.figure(
+    `calls completed ${r.completed} / ${r.planned}; drops ${r.drops.events} on ${r.drops.calls} calls, most on one call ${r.drops.maxPerCall}; ${r.events.map((e) => e.what).join('; ')}`,
+  );
 }
 
 // ---- the run ---------------------------------------------------------------------------
@@ -407,7 +555,9 @@ const results = [];
 const watchdog = setTimeout(() => {
   log(`faults: the suite ran past its ${SIZE.watchdogMs / 1000} s watchdog: stopping`);
   for (const r of results) r.print();
-  log(`faults: ${results.filter((r) => r.ok).length} passed, ${SCENARIOS.filter(([n]) => only.has(n)).length - results.filter((r) => r.ok).length} failed`);
+  log(
+    `faults: ${results.filter((r) => r.ok).length} passed, ${SCENARIOS.filter(([n]) => only.has(n)).length - results.filter((r) => r.ok).length} failed`,
+  );
   (stack?.dispose() ?? Promise.resolve()).finally(() => process.exit(1));
 }, SIZE.watchdogMs);
 for (const signal of ['SIGINT', 'SIGTERM']) {
@@ -421,7 +571,9 @@ try {
   await bundleWorkers();
   stack = await Stack.create({ probeKey: crypto.randomUUID(), adminKey: crypto.randomUUID() });
   const callers = Math.max(SIZE.kills.callers, SIZE.idle.callers);
-  log(`faults (${full ? 'full' : 'ci'} size, via ${via}): starting the limiter, the application (upstream + ${callers} consumers) and the doomed consumer on local workerd`);
+  log(
+    `faults (${full ? 'full' : 'ci'} size, via ${via}): starting the limiter, the application (upstream + ${callers} consumers) and the doomed consumer on local workerd`,
+  );
   await stack.startLimiter();
   const appConsumers = Array.from({ length: callers }, (_, k) => consumerName(k));
   await stack.startApplication(APP, { consumers: appConsumers, upstream: true, probeHome: C0 });

@@ -145,27 +145,48 @@ function ensureTools() {
   const current = Object.entries(TOOLS).every(([name, version]) => versionOf(TOOLS_DIR, name) === version);
   if (!current) {
     const t0 = Date.now();
-    writeFileSync(join(TOOLS_DIR, 'package.json'), JSON.stringify({ private: true, type: 'module', devDependencies: TOOLS }, null, 2));
-    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--no-package-lock'], { cwd: TOOLS_DIR, stdio: ['ignore', 'ignore', 'inherit'] });
+    writeFileSync(
+      join(TOOLS_DIR, 'package.json'),
+      JSON.stringify({ private: true, type: 'module', devDependencies: TOOLS }, null, 2),
+    );
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--no-package-lock'], {
+      cwd: TOOLS_DIR,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
     console.log(`onedev: installed the dev tools in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
   }
-  console.log(`onedev: node ${process.version}, ${Object.keys(TOOLS).map((n) => `${n} ${versionOf(TOOLS_DIR, n)}`).join(', ')}`);
+  console.log(
+    `onedev: node ${process.version}, ${Object.keys(TOOLS)
+      .map((n) => `${n} ${versionOf(TOOLS_DIR, n)}`)
+      .join(', ')}`,
+  );
 }
 
 /** The throwaway project: the fixture, the tarball installed beside it, the dev-only key. */
 function makeProject() {
-  for (const old of readdirSync(TOOLS_DIR).filter((n) => n.startsWith('run-'))) rmSync(join(TOOLS_DIR, old), { recursive: true, force: true });
+  for (const old of readdirSync(TOOLS_DIR).filter((n) => n.startsWith('run-')))
+    rmSync(join(TOOLS_DIR, old), { recursive: true, force: true });
   const dir = mkdtempSync(join(TOOLS_DIR, 'run-'));
   cpSync(FIXTURE, dir, { recursive: true });
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'onedev', private: true, type: 'module' }, null, 2));
   if (!tarball) {
-    execFileSync('npm', ['pack', '--ignore-scripts', '--silent', '--pack-destination', dir], { cwd: REPO, stdio: ['ignore', 'ignore', 'inherit'] });
-    tarball = join(dir, readdirSync(dir).find((n) => n.endsWith('.tgz')));
+    execFileSync('npm', ['pack', '--ignore-scripts', '--silent', '--pack-destination', dir], {
+      cwd: REPO,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    tarball = join(
+      dir,
+      readdirSync(dir).find((n) => n.endsWith('.tgz')),
+    );
   }
-  execFileSync('npm', ['install', '--no-save', '--no-package-lock', '--ignore-scripts', '--no-audit', '--no-fund', '--offline', tarball], {
-    cwd: dir,
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  execFileSync(
+    'npm',
+    ['install', '--no-save', '--no-package-lock', '--ignore-scripts', '--no-audit', '--no-fund', '--offline', tarball],
+    {
+      cwd: dir,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
   // Dev only: the key that mounts the admin routes on the app's port.
   writeFileSync(join(dir, 'app', '.dev.vars'), `DRL_CONFIG_KEY=${KEY}\n`);
   return dir;
@@ -224,12 +245,32 @@ async function checkMode(mode, dir) {
       ? await startDev(
           mode,
           join(TOOLS_DIR, 'node_modules/.bin/wrangler'),
-          ['dev', '-c', 'app/wrangler.jsonc', '-c', 'limiter/wrangler.jsonc', '--port', String(port), '--ip', '127.0.0.1',
-            '--inspector-port', String(await freePort()), '--persist-to', join(dir, `.state-${mode}`), '--show-interactive-dev-session=false'],
+          [
+            'dev',
+            '-c',
+            'app/wrangler.jsonc',
+            '-c',
+            'limiter/wrangler.jsonc',
+            '--port',
+            String(port),
+            '--ip',
+            '127.0.0.1',
+            '--inspector-port',
+            String(await freePort()),
+            '--persist-to',
+            join(dir, `.state-${mode}`),
+            '--show-interactive-dev-session=false',
+          ],
           dir,
           port,
         )
-      : await startDev(mode, join(TOOLS_DIR, 'node_modules/.bin/vite'), ['dev', '--port', String(port), '--strictPort', '--host', '127.0.0.1'], dir, port);
+      : await startDev(
+          mode,
+          join(TOOLS_DIR, 'node_modules/.bin/vite'),
+          ['dev', '--port', String(port), '--strictPort', '--host', '127.0.0.1'],
+          dir,
+          port,
+        );
   try {
     const calls = [];
     for (let i = 0; i <= LIMIT; i++) calls.push(await call(origin));
@@ -239,13 +280,15 @@ async function checkMode(mode, dir) {
     check(
       `${mode} paced: the first ${LIMIT} calls return at once, with no configure step`,
       first.every((c) => c.status === 200 && c.end - c.start < AT_ONCE_MS),
-      first.map(shown).join(', ') + (first.some((c) => c.status !== 200) ? ` (${first.find((c) => c.status !== 200).body.split('\n')[0]})` : ''),
+      first.map(shown).join(', ') +
+        (first.some((c) => c.status !== 200) ? ` (${first.find((c) => c.status !== 200).body.split('\n')[0]})` : ''),
     );
     const sinceFirst = last.end - calls[0].start;
     check(
       `${mode} window: call ${LIMIT + 1} waits for the ${WINDOW_MS} ms window`,
       last.status === 200 && sinceFirst >= WINDOW_MS - SLACK_MS && sinceFirst < WINDOW_MS + 5_000,
-      `${shown(last)}, ends ${sinceFirst} ms after the first call began` + (last.status !== 200 ? ` (${last.body.split('\n')[0]})` : ''),
+      `${shown(last)}, ends ${sinceFirst} ms after the first call began` +
+        (last.status !== 200 ? ` (${last.body.split('\n')[0]})` : ''),
     );
     const service = await call(origin, '/service');
     check(
@@ -265,7 +308,9 @@ async function checkMode(mode, dir) {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       stats = JSON.parse(out).buckets?.[BUCKET];
-      detail = stats ? `limit ${stats.limit} per ${stats.windowInMs} ms, used ${stats.used}` : `no ${BUCKET} in ${out.slice(0, 200)}`;
+      detail = stats
+        ? `limit ${stats.limit} per ${stats.windowInMs} ms, used ${stats.used}`
+        : `no ${BUCKET} in ${out.slice(0, 200)}`;
     } catch (error) {
       detail = `${error.stderr ?? error.message}`.trim().split('\n').slice(-3).join(' | ');
     }

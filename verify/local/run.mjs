@@ -59,12 +59,12 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-
 import { Stack, bundleWorkers, consumerName, uncaughtLines } from './stack.mjs';
+import { runStampede } from './stampede.mjs';
 
 // What workerd logs for an RPC whose peer runtime was restarted or killed.
-const TRANSPORT_BROKEN = /stack = Error: (Network connection lost\.|Worker "[^"]+" not found\. Make sure it is running locally\.)/;
-import { runStampede } from './stampede.mjs';
+const TRANSPORT_BROKEN =
+  /stack = Error: (Network connection lost\.|Worker "[^"]+" not found\. Make sure it is running locally\.)/;
 
 const argv = process.argv.slice(2);
 let kills = 0;
@@ -92,14 +92,20 @@ for (const arg of argv) {
     kills = Number(killsFlag[1]);
     continue;
   }
-  if (!['--ci', '--load', '--faults', '--mixed', '--outside', '--via=direct', '--via=service', '--help'].includes(arg)) {
-    console.error(`verify: unknown flag ${arg} (flags: --ci --load --faults --mixed --outside --headers=openai|github|ietf --kills=N (N <= 20) --attempt-timeout=MS --tokens=upper|low|off --via=direct)`);
+  if (
+    !['--ci', '--load', '--faults', '--mixed', '--outside', '--via=direct', '--via=service', '--help'].includes(arg)
+  ) {
+    console.error(
+      `verify: unknown flag ${arg} (flags: --ci --load --faults --mixed --outside --headers=openai|github|ietf --kills=N (N <= 20) --attempt-timeout=MS --tokens=upper|low|off --via=direct)`,
+    );
     process.exit(2);
   }
 }
 const args = new Set(argv);
 if (args.has('--help')) {
-  console.log('npm run verify:local -- [--ci] [--load] [--faults] [--mixed] [--outside [--headers=openai|github|ietf]] [--kills=N] [--attempt-timeout=MS] [--tokens=upper|low|off] [--via=direct]');
+  console.log(
+    'npm run verify:local -- [--ci] [--load] [--faults] [--mixed] [--outside [--headers=openai|github|ietf]] [--kills=N] [--attempt-timeout=MS] [--tokens=upper|low|off] [--via=direct]',
+  );
   process.exit(0);
 }
 const ci = args.has('--ci');
@@ -124,13 +130,63 @@ const tokens = tokensMode ?? (ci && !outside ? 'upper' : 'off');
 const OUTSIDE = 0.3;
 const size = outside
   ? ci
-    ? { consumers: 2, calls: 90, outstanding: 90, limit: 20, window: 1_000, margin: 100, concurrency: 6, latency: '50-150', inject429: 0 }
-    : { consumers: 3, calls: 60, outstanding: 60, limit: 20, window: 2_000, margin: 100, concurrency: 5, latency: '50-250', inject429: 0 }
+    ? {
+        consumers: 2,
+        calls: 90,
+        outstanding: 90,
+        limit: 20,
+        window: 1_000,
+        margin: 100,
+        concurrency: 6,
+        latency: '50-150',
+        inject429: 0,
+      }
+    : {
+        consumers: 3,
+        calls: 60,
+        outstanding: 60,
+        limit: 20,
+        window: 2_000,
+        margin: 100,
+        concurrency: 5,
+        latency: '50-250',
+        inject429: 0,
+      }
   : load
-  ? { consumers: 4, calls: 2_500, outstanding: 250, limit: 500, window: 1_000, margin: 250, concurrency: 64, latency: '20-80', inject429: 0.002 }
-  : ci
-    ? { consumers: 2, calls: 30, outstanding: 30, limit: 10, window: 1_000, margin: 100, concurrency: 3, latency: '50-150', inject429: 0 }
-    : { consumers: 3, calls: 80, outstanding: 80, limit: 20, window: 2_000, margin: 100, concurrency: 5, latency: '50-250', inject429: 0 };
+    ? {
+        consumers: 4,
+        calls: 2_500,
+        outstanding: 250,
+        limit: 500,
+        window: 1_000,
+        margin: 250,
+        concurrency: 64,
+        latency: '20-80',
+        inject429: 0.002,
+      }
+    : ci
+      ? {
+          consumers: 2,
+          calls: 30,
+          outstanding: 30,
+          limit: 10,
+          window: 1_000,
+          margin: 100,
+          concurrency: 3,
+          latency: '50-150',
+          inject429: 0,
+        }
+      : {
+          consumers: 3,
+          calls: 80,
+          outstanding: 80,
+          limit: 20,
+          window: 2_000,
+          margin: 100,
+          concurrency: 5,
+          latency: '50-250',
+          inject429: 0,
+        };
 // The tokens quota per size: each call uses 100-1000 tokens (uniform, from
 // a seed and the call id); the upstream allows `limit` tokens per window,
 // about 90% of what the requests limit's worth of average calls uses, so the
@@ -154,16 +210,30 @@ const tokenSize = load
 const interactive = load ? 200 : ci ? 12 : 30;
 const interactiveBurst = load ? 1_000 : ci ? 12 : 30;
 const batchCalls = size.consumers * size.calls;
-const meanTokens = tokenSize.range.split('-').map(Number).reduce((a, b) => a + b) / 2;
-const drainMs = Math.max(
-  Math.ceil(batchCalls / size.limit),
-  tokens === 'off' ? 0 : Math.ceil((batchCalls * meanTokens) / tokenSize.limit),
-) * (size.window + size.margin);
+const meanTokens =
+  tokenSize.range
+    .split('-')
+    .map(Number)
+    .reduce((a, b) => a + b) / 2;
+const drainMs =
+  Math.max(
+    Math.ceil(batchCalls / size.limit),
+    tokens === 'off' ? 0 : Math.ceil((batchCalls * meanTokens) / tokenSize.limit),
+  ) *
+  (size.window + size.margin);
 const interactiveEvery = Math.max(50, Math.round((0.6 * drainMs) / interactive));
 // --ci keeps the runtimes' logs (DRL_VERIFY_LOG, or a scratch file) and
 // asserts that no normal outcome was logged as an uncaught exception.
-if (ci && !process.env.DRL_VERIFY_LOG) process.env.DRL_VERIFY_LOG = join(mkdtempSync(join(tmpdir(), 'drl-verify-log-')), 'workerd.log');
-const mode = [load ? 'load' : ci ? 'ci' : 'default', outside ? `outside (${headersStyle} headers)` : '', mixed ? 'mixed' : '', faults ? 'faults' : '', kills ? `kills=${kills}` : '', tokens === 'off' ? '' : `tokens=${tokens}`]
+if (ci && !process.env.DRL_VERIFY_LOG)
+  process.env.DRL_VERIFY_LOG = join(mkdtempSync(join(tmpdir(), 'drl-verify-log-')), 'workerd.log');
+const mode = [
+  load ? 'load' : ci ? 'ci' : 'default',
+  outside ? `outside (${headersStyle} headers)` : '',
+  mixed ? 'mixed' : '',
+  faults ? 'faults' : '',
+  kills ? `kills=${kills}` : '',
+  tokens === 'off' ? '' : `tokens=${tokens}`,
+]
   .filter(Boolean)
   .join('+');
 
@@ -184,7 +254,9 @@ async function outsideRuns(stack, consumers, queryFor) {
   const runs = [];
   for (const learn of ['off', 'auto']) {
     console.log('');
-    console.log(`== learning ${learn === 'off' ? 'off' : `on (learn: { headers: '${learn}' })`}, outside consumer ${Math.round(OUTSIDE * 100)}%`);
+    console.log(
+      `== learning ${learn === 'off' ? 'off' : `on (learn: { headers: '${learn}' })`}, outside consumer ${Math.round(OUTSIDE * 100)}%`,
+    );
     const run = await runStampede(stack, {
       app: 'application',
       consumers,
@@ -201,18 +273,27 @@ async function outsideRuns(stack, consumers, queryFor) {
   }
   const [off, on] = runs.map((r) => r.s);
   const col = (f) => `${String(f(off)).padEnd(22)}${f(on)}`;
-  const drop = off.upstream.quotaRefusals > 0 ? (100 * (off.upstream.quotaRefusals - on.upstream.quotaRefusals)) / off.upstream.quotaRefusals : NaN;
+  const drop =
+    off.upstream.quotaRefusals > 0
+      ? (100 * (off.upstream.quotaRefusals - on.upstream.quotaRefusals)) / off.upstream.quotaRefusals
+      : NaN;
   const secs = (x) => `${(x.durationMs / 1000).toFixed(1)} s`;
   console.log('');
-  console.log(`outside consumer: ${Math.round(OUTSIDE * 100)}% of the upstream's quota (${off.plan.limit} per ${off.plan.windowMs} ms) spent directly; ${headersStyle} rate-limit headers`);
+  console.log(
+    `outside consumer: ${Math.round(OUTSIDE * 100)}% of the upstream's quota (${off.plan.limit} per ${off.plan.windowMs} ms) spent directly; ${headersStyle} rate-limit headers`,
+  );
   console.log(`                                        learning off          learning on (auto)`);
   console.log(`  upstream 429s to limiter-admitted calls ${col((x) => x.upstream.quotaRefusals)}`);
   console.log(`  stampede completion time                ${col(secs)}`);
   console.log(`  calls completed                         ${col((x) => `${x.completed} / ${x.planned}`)}`);
   console.log(`  lost                                    ${col((x) => x.lost.length)}`);
-  console.log(`  outside requests during the run         ${col((x) => `${x.outside?.sent ?? 0} (${x.outside?.refused ?? 0} refused)`)}`);
+  console.log(
+    `  outside requests during the run         ${col((x) => `${x.outside?.sent ?? 0} (${x.outside?.refused ?? 0} refused)`)}`,
+  );
   console.log(`  limiter calls served by the upstream    ${col((x) => x.upstream.served)}`);
-  console.log(`  429 drop with learning on: ${Number.isNaN(drop) ? 'n/a (no 429s with learning off)' : `${drop.toFixed(1)}%`} (target: at least 90%)`);
+  console.log(
+    `  429 drop with learning on: ${Number.isNaN(drop) ? 'n/a (no 429s with learning off)' : `${drop.toFixed(1)}%`} (target: at least 90%)`,
+  );
   const checks = runs.flatMap(({ learn, s }) => s.checks.map((c) => ({ ...c, name: `learning ${learn}: ${c.name}` })));
   let shareErrors = runs.reduce((n, r) => n + r.run.shareErrors, 0);
   if (ci) {
@@ -221,11 +302,22 @@ async function outsideRuns(stack, consumers, queryFor) {
       console.log(`  ${ok ? 'PASS' : 'FAIL'}  ${name}: ${detail}`);
     };
     for (const { learn, s } of runs) {
-      push(s.completed === s.planned && s.lost.length === 0, `learning ${learn}: every call completes, none lost`, `${s.completed} / ${s.planned} completed, ${s.lost.length} lost`);
+      push(
+        s.completed === s.planned && s.lost.length === 0,
+        `learning ${learn}: every call completes, none lost`,
+        `${s.completed} / ${s.planned} completed, ${s.lost.length} lost`,
+      );
     }
-    push(off.upstream.quotaRefusals >= 20, 'learning off meets enough 429s to compare', `${off.upstream.quotaRefusals} (at least 20 wanted)`);
-    push(on.upstream.quotaRefusals <= 0.1 * off.upstream.quotaRefusals, "learning on: the upstream's 429s at most 10% of learning off's",
-      `${on.upstream.quotaRefusals} vs ${off.upstream.quotaRefusals} (drop ${Number.isNaN(drop) ? 'n/a' : `${drop.toFixed(1)}%`})`);
+    push(
+      off.upstream.quotaRefusals >= 20,
+      'learning off meets enough 429s to compare',
+      `${off.upstream.quotaRefusals} (at least 20 wanted)`,
+    );
+    push(
+      on.upstream.quotaRefusals <= 0.1 * off.upstream.quotaRefusals,
+      "learning on: the upstream's 429s at most 10% of learning off's",
+      `${on.upstream.quotaRefusals} vs ${off.upstream.quotaRefusals} (drop ${Number.isNaN(drop) ? 'n/a' : `${drop.toFixed(1)}%`})`,
+    );
   }
   return { checks, shareErrors };
 }
@@ -240,7 +332,9 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
 try {
   await bundleWorkers();
   stack = await Stack.create({ probeKey: crypto.randomUUID(), adminKey: crypto.randomUUID() });
-  console.log(`verify (${mode}, via ${via}): starting the limiter and ${size.consumers} consumers + the upstream on local workerd`);
+  console.log(
+    `verify (${mode}, via ${via}): starting the limiter and ${size.consumers} consumers + the upstream on local workerd`,
+  );
   await stack.startLimiter();
   const consumers = Array.from({ length: size.consumers }, (_, k) => consumerName(k));
   await stack.startApplication('application', { consumers, upstream: true, probeHome: consumers[0] });
@@ -253,71 +347,93 @@ try {
     if (/FAIL|NOT ok|DISAGREE/.test(text)) throw new Error(`probe ${probe} failed`);
   }
 
-  const queryFor = (extra = {}) => new URLSearchParams({
-    drive: 'external',
-    format: 'json',
-    via,
-    instances: String(size.consumers),
-    calls: String(size.calls),
-    outstanding: String(size.outstanding),
-    limit: String(size.limit),
-    window: String(size.window),
-    margin: String(size.margin),
-    concurrency: String(size.concurrency),
-    latency: size.latency,
-    inject429: String(size.inject429),
-    delay: '2',
-    ...(mixed ? { interactive: String(interactive), interactiveEvery: String(interactiveEvery), interactiveBurst: String(interactiveBurst), interactivePriority: '1', interactiveMaxWait: '2000', interactiveTolerance: '250' } : {}),
-    ...(tokens === 'off'
-      ? {}
-      : {
-          tokens,
-          tokenRange: tokenSize.range,
-          tokenLimit: String(tokenSize.limit),
-          ...(tokens === 'low' ? { tokenEstimate: String(tokenSize.low), retries: String(tokenSize.lowRetries) } : {}),
-        }),
-    // With kills, size attemptTimeoutMs as a user would, above the slowest
-    // callback: a restart holds the slots of running callbacks that long.
-    ...(attemptTimeout === undefined && kills === 0 && !faults ? {} : { attemptTimeout: String(attemptTimeout ?? 2_000) }),
-    // A restart leaves the limiter unreachable for a moment (the runtime
-    // starting again, the consumers' runtime learning its new address): the
-    // client's default 10 drop retries are spaced to span at least 13 s,
-    // longer than several restarts take here; the report shows how many were used.
-    ...extra,
-  });
+  const queryFor = (extra = {}) =>
+    new URLSearchParams({
+      drive: 'external',
+      format: 'json',
+      via,
+      instances: String(size.consumers),
+      calls: String(size.calls),
+      outstanding: String(size.outstanding),
+      limit: String(size.limit),
+      window: String(size.window),
+      margin: String(size.margin),
+      concurrency: String(size.concurrency),
+      latency: size.latency,
+      inject429: String(size.inject429),
+      delay: '2',
+      ...(mixed
+        ? {
+            interactive: String(interactive),
+            interactiveEvery: String(interactiveEvery),
+            interactiveBurst: String(interactiveBurst),
+            interactivePriority: '1',
+            interactiveMaxWait: '2000',
+            interactiveTolerance: '250',
+          }
+        : {}),
+      ...(tokens === 'off'
+        ? {}
+        : {
+            tokens,
+            tokenRange: tokenSize.range,
+            tokenLimit: String(tokenSize.limit),
+            ...(tokens === 'low'
+              ? { tokenEstimate: String(tokenSize.low), retries: String(tokenSize.lowRetries) }
+              : {}),
+          }),
+      // With kills, size attemptTimeoutMs as a user would, above the slowest
+      // callback: a restart holds the slots of running callbacks that long.
+      ...(attemptTimeout === undefined && kills === 0 && !faults
+        ? {}
+        : { attemptTimeout: String(attemptTimeout ?? 2_000) }),
+      // A restart leaves the limiter unreachable for a moment (the runtime
+      // starting again, the consumers' runtime learning its new address): the
+      // client's default 10 drop retries are spaced to span at least 13 s,
+      // longer than several restarts take here; the report shows how many were used.
+      ...extra,
+    });
   let checks;
   let shareErrors;
   if (outside) ({ checks, shareErrors } = await outsideRuns(stack, consumers, queryFor));
   else {
-  const query = queryFor();
-  const run = await runStampede(stack, {
-    app: 'application',
-    consumers,
-    query,
-    faults,
-    kills,
-    expect: !faults && !kills && !load ? ['saturation'] : [],
-    // Far beyond any run's length: the loop must end by itself.
-    deadlineMs: load ? 30 * 60_000 : 10 * 60_000,
-  });
-  const { summary } = run;
-  if (process.env.DRL_VERIFY_DUMP) (await import('node:fs')).writeFileSync(process.env.DRL_VERIFY_DUMP, await stack.get('application', consumers[0], `/dump/${run.plan.probeId}`));
-  console.log('');
-  console.log(summary.text);
-  console.log('');
-  if (kills) {
-    console.log(`kills                      ${run.kills.length} of ${kills} (SIGKILL of the limiter's workerd by PID while callbacks ran, restarted on the same storage)`);
-    for (const [k, kill] of run.kills.entries()) {
-      console.log(
-        `  kill ${k + 1}: ${kill.running} running, ${kill.queued} parked; back after ${kill.downMs} ms; ${kill.inFlightAtReturn ?? '?'} requests still in flight at the upstream when it came back`,
+    const query = queryFor();
+    const run = await runStampede(stack, {
+      app: 'application',
+      consumers,
+      query,
+      faults,
+      kills,
+      expect: !faults && !kills && !load ? ['saturation'] : [],
+      // Far beyond any run's length: the loop must end by itself.
+      deadlineMs: load ? 30 * 60_000 : 10 * 60_000,
+    });
+    const { summary } = run;
+    if (process.env.DRL_VERIFY_DUMP)
+      (await import('node:fs')).writeFileSync(
+        process.env.DRL_VERIFY_DUMP,
+        await stack.get('application', consumers[0], `/dump/${run.plan.probeId}`),
       );
-    }
-    console.log(`  peak in flight at the upstream ${summary.upstream.peakInFlight} / cap ${summary.plan.concurrency}; lost ${summary.lost.length}; executed twice ${summary.doubleExecutions.length}; ` +
-      `CallDroppedError ${summary.callDropped}; failed in flight though served ${summary.inFlightServed}`);
     console.log('');
-  }
-  checks = summary.checks;
-  shareErrors = run.shareErrors;
+    console.log(summary.text);
+    console.log('');
+    if (kills) {
+      console.log(
+        `kills                      ${run.kills.length} of ${kills} (SIGKILL of the limiter's workerd by PID while callbacks ran, restarted on the same storage)`,
+      );
+      for (const [k, kill] of run.kills.entries()) {
+        console.log(
+          `  kill ${k + 1}: ${kill.running} running, ${kill.queued} parked; back after ${kill.downMs} ms; ${kill.inFlightAtReturn ?? '?'} requests still in flight at the upstream when it came back`,
+        );
+      }
+      console.log(
+        `  peak in flight at the upstream ${summary.upstream.peakInFlight} / cap ${summary.plan.concurrency}; lost ${summary.lost.length}; executed twice ${summary.doubleExecutions.length}; ` +
+          `CallDroppedError ${summary.callDropped}; failed in flight though served ${summary.inFlightServed}`,
+      );
+      console.log('');
+    }
+    checks = summary.checks;
+    shareErrors = run.shareErrors;
   }
   if (ci) {
     // The probes ran a final failure, a not-configured bucket and a throwing
@@ -327,13 +443,17 @@ try {
     // applications (the calls themselves are settled: see the checks above);
     // anything else, our own [drl:...] errors among it, still fails.
     const injected = faults || kills > 0;
-    const uncaught = uncaughtLines(process.env.DRL_VERIFY_LOG).filter((line) => !(injected && TRANSPORT_BROKEN.test(line)));
+    const uncaught = uncaughtLines(process.env.DRL_VERIFY_LOG).filter(
+      (line) => !(injected && TRANSPORT_BROKEN.test(line)),
+    );
     checks.push({
       ok: uncaught.length === 0,
       name: 'no uncaught exception logged',
       detail: `${uncaught.length} in ${process.env.DRL_VERIFY_LOG}: ${uncaught.slice(0, 3).join(' | ')}`,
     });
-    console.log(`  ${uncaught.length === 0 ? 'PASS' : 'FAIL'}  no uncaught exception logged by any runtime (${uncaught.length}; log: ${process.env.DRL_VERIFY_LOG})`);
+    console.log(
+      `  ${uncaught.length === 0 ? 'PASS' : 'FAIL'}  no uncaught exception logged by any runtime (${uncaught.length}; log: ${process.env.DRL_VERIFY_LOG})`,
+    );
     const passed = checks.filter((c) => c.ok).length;
     const failed = checks.length - passed + shareErrors;
     for (const c of checks.filter((c) => !c.ok)) console.log(`verify: FAILED ${c.name}: ${c.detail}`);

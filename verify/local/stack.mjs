@@ -6,7 +6,16 @@
 //
 // Used by run.mjs (the stampede; --faults, --kills=N) and faults.mjs (the
 // fault suite).
-import { appendFileSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  appendFileSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -38,14 +47,19 @@ const logFile = () => process.env.DRL_VERIFY_LOG; // read when a runtime starts:
 
 /** The uncaught-exception reports in a DRL_VERIFY_LOG file. */
 export function uncaughtLines(file) {
-  return readFileSync(file, 'utf8').split('\n').filter((line) => line.includes('source = Uncaught'));
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line.includes('source = Uncaught'));
 }
 const WORKERD_DETAIL = /^workerd\/\S+: (info|debug):/;
 
 /** miniflare's handleRuntimeStdio for `runtime`: keep each line in `file`, echo what is not runtime detail. */
 function keepOutput(runtime, file) {
   return (stdout, stderr) => {
-    for (const [stream, echo] of [[stdout, process.stdout], [stderr, process.stderr]]) {
+    for (const [stream, echo] of [
+      [stdout, process.stdout],
+      [stderr, process.stderr],
+    ]) {
       createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => {
         appendFileSync(file, `[${runtime}] ${line}\n`);
         if (!WORKERD_DETAIL.test(line) || line.includes('uncaught exception')) echo.write(`${line}\n`);
@@ -117,7 +131,9 @@ function procInfo(pid) {
 export async function sigkill(pid) {
   const info = procInfo(pid);
   if (!info || info.ppid !== process.pid || info.comm !== 'workerd') {
-    throw new Error(`PID ${pid} is not a workerd runtime started by this process (${info ? `${info.comm}, parent ${info.ppid}` : 'gone'}): not killed`);
+    throw new Error(
+      `PID ${pid} is not a workerd runtime started by this process (${info ? `${info.comm}, parent ${info.ppid}` : 'gone'}): not killed`,
+    );
   }
   const start = Date.now();
   process.kill(pid, 'SIGKILL');
@@ -165,11 +181,14 @@ export class Stack {
     const before = new Set(workerdChildren());
     const file = logFile();
     if (file) appendFileSync(file, `[${name}] (runtime starting)\n`); // the file exists even when nothing is logged
-    const mf = new this.#Miniflare(file ? { ...options, verbose: true, handleRuntimeStdio: keepOutput(name, file) } : options);
+    const mf = new this.#Miniflare(
+      file ? { ...options, verbose: true, handleRuntimeStdio: keepOutput(name, file) } : options,
+    );
     this.#runtimes.set(name, { mf, pid: undefined });
     await mf.ready;
     const fresh = workerdChildren().filter((pid) => !before.has(pid));
-    if (fresh.length !== 1) throw new Error(`runtime ${name}: expected one new workerd child, found ${fresh.length} (${fresh.join(', ')})`);
+    if (fresh.length !== 1)
+      throw new Error(`runtime ${name}: expected one new workerd child, found ${fresh.length} (${fresh.join(', ')})`);
     this.#runtimes.get(name).pid = fresh[0];
     return this.#runtimes.get(name);
   }
@@ -219,7 +238,12 @@ export class Stack {
         RATE_LIMITER: { className: 'LimiterDO', scriptName: LIMITER },
         ...(probeHome === null
           ? {}
-          : { PROBE: worker === probeHome ? { className: 'ProbeDO', useSQLite: true } : { className: 'ProbeDO', scriptName: probeHome } }),
+          : {
+              PROBE:
+                worker === probeHome
+                  ? { className: 'ProbeDO', useSQLite: true }
+                  : { className: 'ProbeDO', scriptName: probeHome },
+            }),
       },
       serviceBindings: {
         LIMITER: { name: LIMITER, entrypoint: 'LimiterEntrypoint' },
@@ -289,7 +313,9 @@ export class Stack {
 
   /** Every bucket's stats from the limiter's admin route (GET /stats). */
   async limiterStats() {
-    const res = await this.runtime('limiter').mf.dispatchFetch('http://limiter/stats', { headers: { authorization: `Bearer ${this.adminKey}` } });
+    const res = await this.runtime('limiter').mf.dispatchFetch('http://limiter/stats', {
+      headers: { authorization: `Bearer ${this.adminKey}` },
+    });
     const body = await res.json();
     if (!res.ok) throw new Error(`GET /stats answered ${res.status}: ${body.error}`);
     return body.buckets ?? {};

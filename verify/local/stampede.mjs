@@ -21,11 +21,16 @@ const KILL_GAP_MS = 1000;
  * @param {{ app: string, consumers: string[], query: URLSearchParams, faults?: boolean, kills?: number,
  *           expect?: string[], deadlineMs: number, log?: (line: string) => void }} run
  */
-export async function runStampede(stack, { app, consumers, query, faults = false, kills = 0, expect = [], deadlineMs, log = console.log }) {
+export async function runStampede(
+  stack,
+  { app, consumers, query, faults = false, kills = 0, expect = [], deadlineMs, log = console.log },
+) {
   const get = (worker, path) => stack.get(app, worker, path);
   const home = consumers[0];
   const event = (at, what) =>
-    get(home, `/event?probe=${plan.probeId}&at=${at}&what=${encodeURIComponent(what)}`).catch((e) => log(`event not noted: ${e.message}`));
+    get(home, `/event?probe=${plan.probeId}&at=${at}&what=${encodeURIComponent(what)}`).catch((e) =>
+      log(`event not noted: ${e.message}`),
+    );
 
   const plan = JSON.parse(await get(home, `/start?${query}`));
   const planned = plan.callers * plan.callsPerCaller;
@@ -54,10 +59,14 @@ export async function runStampede(stack, { app, consumers, query, faults = false
 
   // When the kills fall: random moments in the middle of the expected run.
   const meanLatency = (plan.faults.latencyMinMs + plan.faults.latencyMaxMs) / 2;
-  const expectedMs = Math.max((planned * meanLatency) / plan.concurrency, Math.floor(planned / plan.limit) * (plan.windowMs + plan.marginMs));
-  const killAt = Array.from({ length: kills }, () => plan.startAt + expectedMs * (KILL_SPAN[0] + Math.random() * (KILL_SPAN[1] - KILL_SPAN[0]))).sort(
-    (a, b) => a - b,
+  const expectedMs = Math.max(
+    (planned * meanLatency) / plan.concurrency,
+    Math.floor(planned / plan.limit) * (plan.windowMs + plan.marginMs),
   );
+  const killAt = Array.from(
+    { length: kills },
+    () => plan.startAt + expectedMs * (KILL_SPAN[0] + Math.random() * (KILL_SPAN[1] - KILL_SPAN[0])),
+  ).sort((a, b) => a - b);
   const killed = [];
   let notBefore = 0;
 
@@ -100,7 +109,9 @@ export async function runStampede(stack, { app, consumers, query, faults = false
         const r = await stack.restartLimiter({ kill: false });
         await event(r.down, `restart: limiter runtime stopped with ${stats.queued} parked, ${stats.running} running`);
         await event(r.up, `restart: limiter runtime back after ${r.downMs} ms`);
-        log(`[${ts()}] restarted the limiter's runtime (${r.downMs} ms, storage kept): ${stats.queued} callers were parked, ${stats.running} running`);
+        log(
+          `[${ts()}] restarted the limiter's runtime (${r.downMs} ms, storage kept): ${stats.queued} callers were parked, ${stats.running} running`,
+        );
         restarted = true;
         continue;
       }
@@ -114,11 +125,24 @@ export async function runStampede(stack, { app, consumers, query, faults = false
       try {
         inFlightAtReturn = JSON.parse(await get(home, `/progress/${plan.probeId}`)).upstream.inFlight;
       } catch {}
-      const kill = { at: r.down, running: stats.running, queued: stats.queued, pid, downMs: r.downMs, inFlightAtReturn };
+      const kill = {
+        at: r.down,
+        running: stats.running,
+        queued: stats.queued,
+        pid,
+        downMs: r.downMs,
+        inFlightAtReturn,
+      };
       killed.push(kill);
       notBefore = Date.now() + KILL_GAP_MS;
-      await event(r.down, `kill ${k + 1}/${kills}: limiter workerd (pid ${pid}) SIGKILLed with ${stats.running} running, ${stats.queued} parked`);
-      await event(r.up, `restart after kill ${k + 1}: limiter back after ${r.downMs} ms (pid ${r.pid}); ${inFlightAtReturn ?? '?'} requests still in flight at the upstream`);
+      await event(
+        r.down,
+        `kill ${k + 1}/${kills}: limiter workerd (pid ${pid}) SIGKILLed with ${stats.running} running, ${stats.queued} parked`,
+      );
+      await event(
+        r.up,
+        `restart after kill ${k + 1}: limiter back after ${r.downMs} ms (pid ${r.pid}); ${inFlightAtReturn ?? '?'} requests still in flight at the upstream`,
+      );
       log(
         `[${ts()}] kill ${k + 1}/${kills}: SIGKILLed the limiter's workerd (pid ${pid}) with ${stats.running} running, ${stats.queued} parked; ` +
           `back after ${r.downMs} ms on the same storage (pid ${r.pid}); ${inFlightAtReturn ?? '?'} requests in flight at the upstream then`,
@@ -127,8 +151,14 @@ export async function runStampede(stack, { app, consumers, query, faults = false
   }
   const timedOut = !sharesDone;
   // The outside consumer stops with the stampede (its requests after the run's end are not reported anyway).
-  if (plan.outside) await get(home, `/outside-stop?probe=${plan.probeId}`).catch((e) => log(`outside consumer not stopped: ${e.message}`));
-  if (timedOut) log(`stampede: the shares had not all finished after ${Math.round(deadlineMs / 1000)} s; reporting what was recorded`);
+  if (plan.outside)
+    await get(home, `/outside-stop?probe=${plan.probeId}`).catch((e) =>
+      log(`outside consumer not stopped: ${e.message}`),
+    );
+  if (timedOut)
+    log(
+      `stampede: the shares had not all finished after ${Math.round(deadlineMs / 1000)} s; reporting what was recorded`,
+    );
   const results = timedOut ? [] : await Promise.all(shares);
   for (const r of results) if (r.error) log(`consumer ${r.caller}: ${r.error}`);
   if (faults && !restarted) log('stampede: the run ended before a restart point was reached');

@@ -180,7 +180,11 @@ export function limiterConfig(plan: RunPlan) {
     bucket: { limitPerWindow: plan.limit, windowInMs: plan.windowMs + plan.marginMs },
     ...(plan.tokens === undefined
       ? {}
-      : { windows: { tpm: { unit: 'tokens', limitPerWindow: plan.tokens.limit, windowInMs: plan.windowMs + plan.marginMs } } }),
+      : {
+          windows: {
+            tpm: { unit: 'tokens', limitPerWindow: plan.tokens.limit, windowInMs: plan.windowMs + plan.marginMs },
+          },
+        }),
     concurrency: plan.concurrency,
     ...(plan.maxRetries === undefined ? {} : { retry: { maxRetries: plan.maxRetries } }),
     ...(plan.attemptTimeoutMs === undefined ? {} : { attemptTimeoutMs: plan.attemptTimeoutMs }),

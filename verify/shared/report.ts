@@ -6,7 +6,6 @@
  * Worker renders it for /report/:id, and the local run through the same code.
  */
 import { DEFAULT_DROP_RETRIES } from '../../dist/client/index.js';
-
 import { interactiveCount, interactiveId, type InteractivePlan, type RunPlan, type TokenQuota } from './plan.ts';
 
 /** One call as its caller saw it. */
@@ -216,7 +215,8 @@ export interface InteractiveSummary {
 }
 
 /** A record refused with DeadlineError: it never ran, by design (not a lost call). */
-const refusedByDeadline = (r: CallRecord) => r.outcome === 'failed' && r.attempts.length === 0 && r.retryAfterMs !== undefined;
+const refusedByDeadline = (r: CallRecord) =>
+  r.outcome === 'failed' && r.attempts.length === 0 && r.retryAfterMs !== undefined;
 
 function interactiveSummary(plan: RunPlan, mixed: InteractivePlan, records: CallRecord[]): InteractiveSummary {
   const mine = records.filter((r) => r.class === 'interactive');
@@ -227,11 +227,18 @@ function interactiveSummary(plan: RunPlan, mixed: InteractivePlan, records: Call
   const steadyIds = new Set(Array.from({ length: mixed.calls }, (_, k) => interactiveId(k)));
   const part = (steady: boolean) => {
     const rs = mine.filter((r) => steadyIds.has(r.id) === steady);
-    return { wait: waits(rs.filter((r) => r.attempts.length > 0).map(wait)), refused: rs.filter(refusedByDeadline).length };
+    return {
+      wait: waits(rs.filter((r) => r.attempts.length > 0).map(wait)),
+      refused: rs.filter(refusedByDeadline).length,
+    };
   };
   const otherwise = [
-    ...Array.from({ length: interactiveCount(mixed) }, (_, k) => interactiveId(k)).filter((id) => !ids.has(id)).map((id) => `${id}: no record`),
-    ...mine.filter((r) => r.outcome === 'failed' && !refusedByDeadline(r)).map((r) => `${r.id}: ${r.error ?? '(no message)'}`),
+    ...Array.from({ length: interactiveCount(mixed) }, (_, k) => interactiveId(k))
+      .filter((id) => !ids.has(id))
+      .map((id) => `${id}: no record`),
+    ...mine
+      .filter((r) => r.outcome === 'failed' && !refusedByDeadline(r))
+      .map((r) => `${r.id}: ${r.error ?? '(no message)'}`),
   ];
   return {
     plan: mixed,
@@ -239,7 +246,8 @@ function interactiveSummary(plan: RunPlan, mixed: InteractivePlan, records: Call
     started: started.length,
     completed: started.filter((r) => r.outcome === 'ok').length,
     metDeadline: started.filter((r) => wait(r) <= mixed.maxWaitMs).length,
-    withinTolerance: started.filter((r) => wait(r) > mixed.maxWaitMs && wait(r) <= mixed.maxWaitMs + mixed.toleranceMs).length,
+    withinTolerance: started.filter((r) => wait(r) > mixed.maxWaitMs && wait(r) <= mixed.maxWaitMs + mixed.toleranceMs)
+      .length,
     late: started.filter((r) => wait(r) > mixed.maxWaitMs + mixed.toleranceMs).map((r) => `${r.id} (${wait(r)} ms)`),
     refused: refused.length,
     retryAfterMs: refused.map((r) => r.retryAfterMs!),
@@ -296,7 +304,15 @@ export interface Summary {
   /** Calls that ended with CallDroppedError (dropped on every attempt). */
   callDropped: number;
   lost: string[];
-  drops: { events: number; calls: number; recovered: number; maxPerCall: number; firstAt: number; lastAt: number; messages: string[] };
+  drops: {
+    events: number;
+    calls: number;
+    recovered: number;
+    maxPerCall: number;
+    firstAt: number;
+    lastAt: number;
+    messages: string[];
+  };
   park: { longestMs: number; p95Ms: number; medianMs: number };
   upstream: {
     arrivals: number;
@@ -405,12 +421,18 @@ export function summarise(
     .map((r) => r.attempts[0]![0] - r.queuedAt)
     .sort((a, b) => a - b);
 
-  const windowPeak = peakInWindow(arrivals.map((a) => a.at), plan.windowMs);
+  const windowPeak = peakInWindow(
+    arrivals.map((a) => a.at),
+    plan.windowMs,
+  );
   const upstreamInFlight = peakOverlap(arrivals.map((a) => [a.at, a.done]));
   const attempts = records.flatMap((r) => r.attempts);
   // Measured with the upstream's window too: starts one limiter window apart
   // can land a millisecond closer in the callers, as they do at the upstream.
-  const callerWindow = peakInWindow(attempts.map(([start]) => start), plan.windowMs);
+  const callerWindow = peakInWindow(
+    attempts.map(([start]) => start),
+    plan.windowMs,
+  );
   const callerConcurrency = peakOverlap(attempts);
 
   // Admission (callback start) to arrival at the upstream, matched per call and attempt order.
@@ -432,37 +454,58 @@ export function summarise(
   const quotaRefusals = arrivals.filter((a) => a.kind === 'quota').length;
   const checks: Check[] = [];
   const check = (name: string, pass: boolean, detail: string) => checks.push({ name, ok: pass, detail });
-  check('no call lost', lost.length === 0 && records.length === planned && parked.length === 0,
-    `${planned} planned, ${records.length} recorded, ${parked.length} failed while parked, ${lost.length} lost${lost.length ? ` (${lost.slice(0, 5).join(', ')})` : ''}`);
-  check('no call executed twice', doubleExecutions.length === 0,
-    `${doubleExecutions.length} calls served more than once by the upstream${doubleExecutions.length ? ` (${doubleExecutions.slice(0, 5).join(', ')})` : ''}`);
+  check(
+    'no call lost',
+    lost.length === 0 && records.length === planned && parked.length === 0,
+    `${planned} planned, ${records.length} recorded, ${parked.length} failed while parked, ${lost.length} lost${lost.length ? ` (${lost.slice(0, 5).join(', ')})` : ''}`,
+  );
+  check(
+    'no call executed twice',
+    doubleExecutions.length === 0,
+    `${doubleExecutions.length} calls served more than once by the upstream${doubleExecutions.length ? ` (${doubleExecutions.slice(0, 5).join(', ')})` : ''}`,
+  );
   if (plan.outside) {
     // Someone else spends the same quota, so the limiter's own calls can be
     // refused with nothing wrong in the limiter: the check is that it never
     // admits more than its limit per window; the refusals are the figure
     // reported (and compared, learning off against on, by the local run).
-    check('the limiter admits at most its limit per window', windowPeak.peak <= plan.limit,
-      `peak ${windowPeak.peak} of the limiter's calls in any ${plan.windowMs} ms at the upstream (limit ${plan.limit}); ${quotaRefusals} quota refusals beside an outside consumer`);
+    check(
+      'the limiter admits at most its limit per window',
+      windowPeak.peak <= plan.limit,
+      `peak ${windowPeak.peak} of the limiter's calls in any ${plan.windowMs} ms at the upstream (limit ${plan.limit}); ${quotaRefusals} quota refusals beside an outside consumer`,
+    );
   } else {
-    check('no rolling window above the limit', windowPeak.peak <= plan.limit && quotaRefusals === 0,
-      `peak ${windowPeak.peak} in any ${plan.windowMs} ms at the upstream (limit ${plan.limit}); ${quotaRefusals} quota refusals`);
+    check(
+      'no rolling window above the limit',
+      windowPeak.peak <= plan.limit && quotaRefusals === 0,
+      `peak ${windowPeak.peak} in any ${plan.windowMs} ms at the upstream (limit ${plan.limit}); ${quotaRefusals} quota refusals`,
+    );
   }
-  check('concurrency within the cap', upstreamInFlight <= plan.concurrency && callerConcurrency <= plan.concurrency,
-    `peak ${upstreamInFlight} in flight at the upstream, ${callerConcurrency} callbacks at once (cap ${plan.concurrency})`);
+  check(
+    'concurrency within the cap',
+    upstreamInFlight <= plan.concurrency && callerConcurrency <= plan.concurrency,
+    `peak ${upstreamInFlight} in flight at the upstream, ${callerConcurrency} callbacks at once (cap ${plan.concurrency})`,
+  );
   const tokens = plan.tokens ? tokenSummary(plan.tokens, arrivals, plan.windowMs) : undefined;
   if (tokens) {
     const t = tokens.quota;
     const at = (ms: number) => `t+${((ms - startedAt) / 1000).toFixed(2)}s`;
     if (t.mode === 'upper') {
-      check('no rolling window above the tokens limit', tokens.peak <= t.limit && tokens.refusals === 0 && tokens.underCalls === 0,
+      check(
+        'no rolling window above the tokens limit',
+        tokens.peak <= t.limit && tokens.refusals === 0 && tokens.underCalls === 0,
         `peak ${tokens.peak} tokens in any ${plan.windowMs} ms at the upstream (limit ${t.limit}); ${tokens.refusals} tokens-quota refusals; ` +
-          `${tokens.underCalls} attempts used more than the ${t.estimate} reserved`);
+          `${tokens.underCalls} attempts used more than the ${t.estimate} reserved`,
+      );
     } else {
-      check('tokens overshoot within the bound', tokens.worstSlack <= 0 && tokens.underCalls > 0,
+      check(
+        'tokens overshoot within the bound',
+        tokens.worstSlack <= 0 && tokens.underCalls > 0,
         `peak ${tokens.peak} tokens in any ${plan.windowMs} ms (limit ${t.limit}, overshoot ${tokens.overshoot}, ` +
           `under-estimates in that window ${tokens.peakUnder}); in every window real - limit <= under-estimates: ` +
           `largest real - limit - under-estimates ${tokens.worstSlack} (window ending ${at(tokens.worstAt)}); ` +
-          `${tokens.underCalls} attempts used more than the ${t.estimate} reserved`);
+          `${tokens.underCalls} attempts used more than the ${t.estimate} reserved`,
+      );
     }
   }
   let outside: OutsideSummary | undefined;
@@ -483,17 +526,28 @@ export function summarise(
   const interactive = plan.interactive ? interactiveSummary(plan, plan.interactive, records) : undefined;
   if (interactive) {
     const m = interactive.plan;
-    check('interactive calls start by their deadline', interactive.late.length === 0,
+    check(
+      'interactive calls start by their deadline',
+      interactive.late.length === 0,
       `${interactive.started} started: ${interactive.metDeadline} within maxWaitMs ${m.maxWaitMs}, ${interactive.withinTolerance} within the ${m.toleranceMs} ms tolerance beyond it, ` +
-        `${interactive.late.length} later${interactive.late.length ? ` (${interactive.late.slice(0, 5).join(', ')})` : ''}; wait max ${interactive.wait.max} ms`);
+        `${interactive.late.length} later${interactive.late.length ? ` (${interactive.late.slice(0, 5).join(', ')})` : ''}; wait max ${interactive.wait.max} ms`,
+    );
     const sent = interactiveCount(m);
-    check('every interactive call started or was refused with DeadlineError', interactive.otherwise.length === 0 &&
-        interactive.recorded === sent && interactive.started + interactive.refused === sent && interactive.completed === interactive.started &&
+    check(
+      'every interactive call started or was refused with DeadlineError',
+      interactive.otherwise.length === 0 &&
+        interactive.recorded === sent &&
+        interactive.started + interactive.refused === sent &&
+        interactive.completed === interactive.started &&
         interactive.retryAfterMs.every((n) => Number.isFinite(n) && n >= 0),
       `${sent} sent, ${interactive.recorded} recorded: ${interactive.started} started (${interactive.completed} ok), ${interactive.refused} refused with DeadlineError, ` +
-        `${interactive.otherwise.length} otherwise${interactive.otherwise.length ? ` (${interactive.otherwise.slice(0, 3).join(' | ')})` : ''}`);
-    check('priority: the interactive p50 wait is below the batch p50 wait', interactive.wait.count > 0 && interactive.wait.p50 < interactive.batchWait.p50,
-      `interactive p50 ${interactive.wait.p50} ms (${interactive.wait.count} started), batch p50 ${interactive.batchWait.p50} ms (${interactive.batchWait.count} started)`);
+        `${interactive.otherwise.length} otherwise${interactive.otherwise.length ? ` (${interactive.otherwise.slice(0, 3).join(' | ')})` : ''}`,
+    );
+    check(
+      'priority: the interactive p50 wait is below the batch p50 wait',
+      interactive.wait.count > 0 && interactive.wait.p50 < interactive.batchWait.p50,
+      `interactive p50 ${interactive.wait.p50} ms (${interactive.wait.count} started), batch p50 ${interactive.batchWait.p50} ms (${interactive.batchWait.count} started)`,
+    );
   }
   if (options.expectSaturation) {
     // With a tokens quota the two windows take turns binding, so the
@@ -503,26 +557,51 @@ export function summarise(
     // check is not vacuous; low estimates must have overshot the limit
     // somewhere, so that the bound was exercised.
     const t = tokens?.quota;
-    const full = !t ? windowPeak.peak === plan.limit : t.mode === 'upper' ? tokens!.peak >= t.limit - t.estimate : tokens!.overshoot > 0;
-    check('the stampede saturates the bucket', full && upstreamInFlight === plan.concurrency,
+    const full = !t
+      ? windowPeak.peak === plan.limit
+      : t.mode === 'upper'
+        ? tokens!.peak >= t.limit - t.estimate
+        : tokens!.overshoot > 0;
+    check(
+      'the stampede saturates the bucket',
+      full && upstreamInFlight === plan.concurrency,
       `peak window ${windowPeak.peak} (limit ${plan.limit}), peak in flight ${upstreamInFlight} (cap ${plan.concurrency})` +
-        (t ? `, peak tokens ${tokens!.peak} (limit ${t.limit}; ${t.mode === 'upper' ? `at least ${t.limit - t.estimate}` : 'above the limit'} wanted)` : ''));
+        (t
+          ? `, peak tokens ${tokens!.peak} (limit ${t.limit}; ${t.mode === 'upper' ? `at least ${t.limit - t.estimate}` : 'above the limit'} wanted)`
+          : ''),
+    );
   }
   const inFlightServed = inFlight.filter((r) => (executions.get(r.id) ?? 0) > 0);
   const callDropped = failed.filter((r) => r.error?.startsWith('CallDroppedError')).length;
   if (options.expectKills !== undefined) {
     const kills = events.filter((e) => e.what.startsWith(KILL_EVENT));
-    check('the limiter was killed with callbacks running', kills.length >= options.expectKills,
-      `${kills.length} of ${options.expectKills} kills happened`);
-    check('no call failed in flight though the upstream served it', inFlightServed.length === 0,
-      `${inFlight.length} failed in flight, ${inFlightServed.length} of them served by the upstream${inFlightServed.length ? ` (${inFlightServed.slice(0, 5).map((r) => r.id).join(', ')})` : ''}`);
+    check(
+      'the limiter was killed with callbacks running',
+      kills.length >= options.expectKills,
+      `${kills.length} of ${options.expectKills} kills happened`,
+    );
+    check(
+      'no call failed in flight though the upstream served it',
+      inFlightServed.length === 0,
+      `${inFlight.length} failed in flight, ${inFlightServed.length} of them served by the upstream${
+        inFlightServed.length
+          ? ` (${inFlightServed
+              .slice(0, 5)
+              .map((r) => r.id)
+              .join(', ')})`
+          : ''
+      }`,
+    );
     check('no CallDroppedError', callDropped === 0, `${callDropped} calls ended with CallDroppedError`);
   }
   if (options.expectDrops) {
     const restarted = events.some((e) => e.what.startsWith('restart'));
     const unrecovered = dropped.filter((r) => r.outcome !== 'ok' && r.attempts.length === 0).length;
-    check('every drop recovered', restarted && dropped.length > 0 && unrecovered === 0,
-      `${restarted ? 'restarted' : 'NO restart'}; ${dropped.length} calls dropped, ${dropped.length - unrecovered} recovered`);
+    check(
+      'every drop recovered',
+      restarted && dropped.length > 0 && unrecovered === 0,
+      `${restarted ? 'restarted' : 'NO restart'}; ${dropped.length} calls dropped, ${dropped.length - unrecovered} recovered`,
+    );
   }
 
   const errors = [...new Set(failed.map((r) => r.error ?? '(no message)'))].slice(0, 5);
@@ -576,7 +655,13 @@ export function summarise(
 }
 
 /** One line per slice of the run: upstream traffic, refusals, drops, and what the harness did. */
-function timeline(start: number, end: number, records: CallRecord[], arrivals: Arrival[], events: RunEvent[]): string[] {
+function timeline(
+  start: number,
+  end: number,
+  records: CallRecord[],
+  arrivals: Arrival[],
+  events: RunEvent[],
+): string[] {
   const span = Math.max(1, end - start);
   const step = Math.max(1000, Math.ceil(span / 30 / 1000) * 1000); // at most ~30 lines
   const rows = Math.ceil((span + 1) / step);
@@ -593,9 +678,14 @@ function timeline(start: number, end: number, records: CallRecord[], arrivals: A
   const peak = Math.max(1, ...served);
   const lines = [`  (one line per ${step / 1000} s; # = upstream requests served)`];
   for (let k = 0; k < rows; k++) {
-    const marks = events.filter((e) => slot(e.at) === k).map((e) => `  <- ${e.what}`).join('');
+    const marks = events
+      .filter((e) => slot(e.at) === k)
+      .map((e) => `  <- ${e.what}`)
+      .join('');
     const bar = '#'.repeat(Math.round((served[k]! / peak) * 30)).padEnd(30);
-    const extra = [refused[k] ? `${refused[k]} refused` : '', dropped[k] ? `${dropped[k]} drops` : ''].filter(Boolean).join(', ');
+    const extra = [refused[k] ? `${refused[k]} refused` : '', dropped[k] ? `${dropped[k]} drops` : '']
+      .filter(Boolean)
+      .join(', ');
     lines.push(
       `  t+${String(Math.round((k * step) / 1000)).padStart(4)}s ${bar} ${String(served[k]).padStart(5)} served ${String(completed[k]).padStart(5)} done${extra ? `, ${extra}` : ''}${marks}`,
     );
@@ -625,7 +715,9 @@ export function interactiveLines(s: Summary): string[] {
     `  met their deadline       ${i.metDeadline} / ${interactiveCount(m)}   (started within ${m.maxWaitMs} ms; ${i.withinTolerance} more within +${m.toleranceMs} ms, ${i.late.length} later)`,
     `  refused (DeadlineError)  ${i.refused}${i.refused ? `   retryAfterMs ${retry.length > 8 ? `min ${retry[0]}, median ${quantile(retry, 0.5)}, max ${retry.at(-1)}` : retry.join(', ')}` : ''}`,
     ...(i.refused
-      ? [`    told                   ${atOnce.length} at once${told(atOnce)}; ${i.refused - atOnce.length} at their deadline${told(i.refusedAfterMs.filter((n) => n >= m.maxWaitMs / 2))}   (after queued)`]
+      ? [
+          `    told                   ${atOnce.length} at once${told(atOnce)}; ${i.refused - atOnce.length} at their deadline${told(i.refusedAfterMs.filter((n) => n >= m.maxWaitMs / 2))}   (after queued)`,
+        ]
       : []),
     `  failed otherwise         ${i.otherwise.length}${i.otherwise.length ? `   ${i.otherwise.slice(0, 3).join(' | ')}` : ''}   (${i.completed} of ${i.started} started completed ok)`,
     `batch (priority 0) wait    ${w(i.batchWait)}   (${i.batchWait.count} started)`,
@@ -662,16 +754,32 @@ export function renderReport(s: Summary): string {
     f.refusalLatency ? 'refusals answered after the same latency' : '',
   ].filter(Boolean);
   const stats = s.finalStats as Record<string, unknown> | null;
-  const statsLine = stats && typeof stats === 'object'
-    ? ['used', 'remaining', 'active', 'running', 'queued', 'penalised', 'forcedUntil', 'liveGrants', 'queuedByPriority', 'predictedStart']
-        .filter((k) => k in stats).map((k) => `${k}=${JSON.stringify(stats[k])}`).join(' ')
-    : String(stats);
+  const statsLine =
+    stats && typeof stats === 'object'
+      ? [
+          'used',
+          'remaining',
+          'active',
+          'running',
+          'queued',
+          'penalised',
+          'forcedUntil',
+          'liveGrants',
+          'queuedByPriority',
+          'predictedStart',
+        ]
+          .filter((k) => k in stats)
+          .map((k) => `${k}=${JSON.stringify(stats[k])}`)
+          .join(' ')
+      : String(stats);
   const lines = [
     `durable-rate-limiter verification report: probe ${p.probeId}`,
     `  bucket ${p.bucket} via ${p.via === 'direct' ? 'the cross-script Durable Object binding' : 'the LimiterEntrypoint service binding'}`,
     `  ${p.callers} callers x ${p.callsPerCaller} calls (${p.outstanding} outstanding per caller), stampede at ${new Date(p.startAt).toISOString()}`,
     ...(p.outside
-      ? [`  an outside consumer spends ${Math.round(p.outside.fraction * 100)}% of the upstream's quota directly (one request every ${p.outside.everyMs} ms); the upstream sends ${p.headers ?? 'openai'} rate-limit headers; bucket learn ${p.learn ? `{ headers: '${p.learn}' }` : 'off'}`]
+      ? [
+          `  an outside consumer spends ${Math.round(p.outside.fraction * 100)}% of the upstream's quota directly (one request every ${p.outside.everyMs} ms); the upstream sends ${p.headers ?? 'openai'} rate-limit headers; bucket learn ${p.learn ? `{ headers: '${p.learn}' }` : 'off'}`,
+        ]
       : []),
     `  upstream quota ${p.limit} per ${p.windowMs} ms; limiter ${p.limit} per ${p.windowMs + p.marginMs} ms (+${p.marginMs} ms margin), concurrency ${p.concurrency}`,
     ...(p.tokens
@@ -683,7 +791,11 @@ export function renderReport(s: Summary): string {
     `  upstream: ${faults.join(', ')}; client dropRetries ${p.dropRetries ?? 'default (5)'}${p.attemptTimeoutMs === undefined ? '' : `; limiter attemptTimeoutMs ${p.attemptTimeoutMs}`}`,
     '',
     `calls completed            ${s.completed} / ${s.planned}   (${s.recorded} recorded, run took ${(s.durationMs / 1000).toFixed(1)} s)`,
-    ...(s.interactive ? [`refused by their deadline  ${s.interactive.refused}   (interactive calls refused with DeadlineError: they could not start within maxWaitMs; not failures)`] : []),
+    ...(s.interactive
+      ? [
+          `refused by their deadline  ${s.interactive.refused}   (interactive calls refused with DeadlineError: they could not start within maxWaitMs; not failures)`,
+        ]
+      : []),
     `failed while parked        ${s.failedParked}`,
     `failed in flight           ${s.failedInFlight}${s.failedInFlight ? `   (${s.inFlightExecutedOnce} of them served once by the upstream: the caller was told, never retried for it)` : ''}`,
     `lost                       ${s.lost.length}`,

@@ -11,7 +11,8 @@
 //   assert(parsed->config.retry.min_delay_ms == 500);  // a partial retry merges onto the defaults
 //   // The document as given, compact, without defaults: what to store and echo in stats.
 //   const std::string stored = parsed->text;
-//   assert(stored == R"({"bucket":{"limitPerWindow":60,"windowInMs":60000},"concurrency":5,"retry":{"maxRetries":2}})");
+//   assert(stored ==
+//   R"({"bucket":{"limitPerWindow":60,"windowInMs":60000},"concurrency":5,"retry":{"maxRetries":2}})");
 //
 //   drl::Expected<drl::ParsedConfig> patched = drl::apply_config_patch(stored, R"({"concurrency": 8})");
 //   assert(patched->config.concurrency == 8);
@@ -136,8 +137,7 @@ Expected<ParsedConfig> parse_config(std::string_view json_text);
 // Merges `patch_text` deeply onto `stored_text` (RFC 7396 merge patch: objects
 // merge key by key, `null` removes a key, anything else replaces), then
 // validates the result as a complete config.
-Expected<ParsedConfig> apply_config_patch(std::string_view stored_text,
-                                          std::string_view patch_text);
+Expected<ParsedConfig> apply_config_patch(std::string_view stored_text, std::string_view patch_text);
 
 // The same config with every default filled in, as compact JSON.
 std::string effective_config_json(const Config& config);

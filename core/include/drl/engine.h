@@ -223,7 +223,7 @@ int64_t grid_step_ms(int64_t window_ms, int64_t max_entries = kMaxLogEntries);
 namespace internal {
 struct State;
 class EngineInspector;  // the test peer: core/src/engine_inspector.h
-}
+}  // namespace internal
 
 class Engine {
  public:
@@ -247,8 +247,7 @@ class Engine {
   // The same in three steps, so a host can stream a large log in chunks
   // without holding a second copy: begin, rows (interleaved at, amount
   // pairs, any number of calls), end.
-  void restore_begin(std::optional<std::string_view> config_text, double forced_until, bool lift_pending,
-                     Millis now);
+  void restore_begin(std::optional<std::string_view> config_text, double forced_until, bool lift_pending, Millis now);
   void restore_rows(const double* rows, size_t count);
   // The same for the extra window `name`; rows of a window the config no
   // longer has are deleted (a ClearGrants write at restore_end).

@@ -66,12 +66,12 @@ struct HeaderField {
 };
 
 struct Observation {
-  std::string dimension;             // "requests", "tokens", "input-tokens", "output-tokens",
-                                     // "default", or a further IETF policy's name
-  std::optional<int64_t> limit;      // the upstream's limit for that dimension, 0..1e15
-  std::optional<int64_t> remaining;  // what it still allows until reset, 0..1e15
-  std::optional<int64_t> reset_at_ms;  // absolute ms since the epoch (may be in the past)
-  std::optional<int64_t> window_ms;    // the policy's window when stated (IETF w=)
+  std::string dimension;                                 // "requests", "tokens", "input-tokens", "output-tokens",
+                                                         // "default", or a further IETF policy's name
+  std::optional<int64_t> limit;                          // the upstream's limit for that dimension, 0..1e15
+  std::optional<int64_t> remaining;                      // what it still allows until reset, 0..1e15
+  std::optional<int64_t> reset_at_ms;                    // absolute ms since the epoch (may be in the past)
+  std::optional<int64_t> window_ms;                      // the policy's window when stated (IETF w=)
   HeaderConvention convention = HeaderConvention::Auto;  // which convention it came from
 };
 
@@ -80,8 +80,8 @@ struct Observation {
 // remaining is dropped. Never throws; bounded work: reads only the first
 // kMaxRateLimitHeaders entries, and a value longer than kMaxRateLimitHeaderBytes counts
 // as unparsable. Order: by convention (Auto's precedence), then as listed above.
-std::vector<Observation> parse_rate_limit_headers(const std::vector<HeaderField>& headers,
-                                                  HeaderConvention convention, int64_t now_ms);
+std::vector<Observation> parse_rate_limit_headers(const std::vector<HeaderField>& headers, HeaderConvention convention,
+                                                  int64_t now_ms);
 
 // Whether the client should forward a header: x-ratelimit-*, anthropic-ratelimit-*,
 // ratelimit, ratelimit-policy, ratelimit-limit, ratelimit-remaining, ratelimit-reset.

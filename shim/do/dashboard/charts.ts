@@ -55,7 +55,8 @@ export function chartSummary(spec: ChartSpec): string {
     const top = peak(s.values);
     return `${s.label}: latest ${last ?? 'none'}, peak ${top ?? 'none'}`;
   });
-  const span = spec.times.length > 0 ? ` from ${clock(spec.times[0]!)} to ${clock(spec.times[spec.times.length - 1]!)}` : '';
+  const span =
+    spec.times.length > 0 ? ` from ${clock(spec.times[0]!)} to ${clock(spec.times[spec.times.length - 1]!)}` : '';
   return `${spec.title} (${spec.unit})${span}. ${parts.join('; ')}.`;
 }
 
@@ -87,14 +88,18 @@ export function lineChart(spec: ChartSpec): string {
   const r = (v: number) => Math.round(v * 10) / 10;
 
   const parts: string[] = [];
-  parts.push(`<svg class="chart" viewBox="0 0 ${WIDTH} ${HEIGHT}" role="img"><title>${escape(chartSummary(spec))}</title>`);
+  parts.push(
+    `<svg class="chart" viewBox="0 0 ${WIDTH} ${HEIGHT}" role="img"><title>${escape(chartSummary(spec))}</title>`,
+  );
   for (const v of [0, yMax / 2, yMax]) {
     parts.push(`<line class="grid" x1="${LEFT}" x2="${WIDTH - RIGHT}" y1="${r(y(v))}" y2="${r(y(v))}"/>`);
     parts.push(`<text class="axis" x="${LEFT - 4}" y="${r(y(v)) + 4}" text-anchor="end">${escape(String(v))}</text>`);
   }
   if (n > 0) {
     parts.push(`<text class="axis" x="${LEFT}" y="${HEIGHT - 4}">${escape(clock(spec.times[0]!).slice(0, 5))}</text>`);
-    parts.push(`<text class="axis" x="${WIDTH - RIGHT}" y="${HEIGHT - 4}" text-anchor="end">${escape(clock(spec.times[n - 1]!).slice(0, 8))}</text>`);
+    parts.push(
+      `<text class="axis" x="${WIDTH - RIGHT}" y="${HEIGHT - 4}" text-anchor="end">${escape(clock(spec.times[n - 1]!).slice(0, 8))}</text>`,
+    );
   }
   spec.series.forEach((s, k) => {
     const d = pathData(s.values, x, y);
@@ -116,7 +121,10 @@ export function chartTable(spec: ChartSpec, rows: number): string {
   const head = `<tr><th scope="col">Interval (UTC)</th>${spec.series.map((s) => `<th scope="col">${escape(s.label)}</th>`).join('')}</tr>`;
   const body = spec.times
     .slice(from)
-    .map((t, i) => `<tr><th scope="row">${escape(clock(t).slice(0, 8))}</th>${spec.series.map((s) => `<td>${s.values[from + i] ?? '-'}</td>`).join('')}</tr>`)
+    .map(
+      (t, i) =>
+        `<tr><th scope="row">${escape(clock(t).slice(0, 8))}</th>${spec.series.map((s) => `<td>${s.values[from + i] ?? '-'}</td>`).join('')}</tr>`,
+    )
     .join('');
   return `<details><summary>The numbers: ${escape(spec.title)}, last ${Math.min(rows, spec.times.length)} intervals</summary><table><thead>${head}</thead><tbody>${body}</tbody></table></details>`;
 }
@@ -216,7 +224,10 @@ export function sparkline(history: HistoryAnswer, from: number): string {
   const minutes = Math.round((n * history.resolutionMs) / 60_000);
   const title = `Last ${minutes} min, per ${history.resolutionMs / 1000} s: ${series.map((s) => `${s.label}: latest ${s.values[n - 1] ?? 0}, peak ${peak(s.values) ?? 0}`).join('; ')}.`;
   const lines = series
-    .map((s, k) => `<path class="line s${k}" d="${pathData(s.values, x, y)}"${DASHES[k] ? ` stroke-dasharray="${DASHES[k]}"` : ''}/>`)
+    .map(
+      (s, k) =>
+        `<path class="line s${k}" d="${pathData(s.values, x, y)}"${DASHES[k] ? ` stroke-dasharray="${DASHES[k]}"` : ''}/>`,
+    )
     .join('');
   return `<svg class="spark" viewBox="0 0 ${SPARK_W} ${SPARK_H}" width="${SPARK_W}" height="${SPARK_H}" role="img"><title>${escape(title)}</title>${lines}</svg>`;
 }

@@ -7,13 +7,28 @@
  * come from view.ts and the charts from charts.ts.
  */
 import { chartFigure, historyCharts, sparkline } from './charts.ts';
-import { bucketRows, clock, count, duration, readHistory, secondsLeft, snapshotTime, startText, type BucketView, type HistoryAnswer, type StatsAnswer } from './view.ts';
+import {
+  bucketRows,
+  clock,
+  count,
+  duration,
+  readHistory,
+  secondsLeft,
+  snapshotTime,
+  startText,
+  type BucketView,
+  type HistoryAnswer,
+  type StatsAnswer,
+} from './view.ts';
 
 const KEY_ITEM = 'durable-rate-limiter:key';
 const POLL_MS = 2000;
 // History changes once per 10 s interval at the finest: asking more often shows nothing new.
 const HISTORY_POLL_MS = 10_000;
-const RESOLUTIONS = { '10s': { label: '10 s intervals, last hour', spanMs: 3_600_000 }, '1m': { label: '1 min intervals, last day', spanMs: 86_400_000 } } as const;
+const RESOLUTIONS = {
+  '10s': { label: '10 s intervals, last hour', spanMs: 3_600_000 },
+  '1m': { label: '1 min intervals, last day', spanMs: 86_400_000 },
+} as const;
 type Resolution = keyof typeof RESOLUTIONS;
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -33,7 +48,9 @@ let timer: ReturnType<typeof setTimeout> | undefined;
 let inFlight: AbortController | undefined;
 /** The answer on screen, and when it arrived (to count the penalty down between polls). */
 let shown: { answer: StatsAnswer; at: number; receivedAt: number } | undefined;
-let history: { bucket: string; resolution: Resolution; result: HistoryAnswer | { problem: string }; fetchedAt: number } | undefined;
+let history:
+  | { bucket: string; resolution: Resolution; result: HistoryAnswer | { problem: string }; fetchedAt: number }
+  | undefined;
 let resolution: Resolution = '10s';
 /** The overview's sparklines: each bucket's 10 s history, read at most once per interval. */
 const sparks = new Map<string, { result: HistoryAnswer | { problem: string }; fetchedAt: number }>();
@@ -154,7 +171,10 @@ async function poll(): Promise<void> {
     const body = (await response.json().catch(() => null)) as (StatsAnswer & { error?: string }) | null;
     if (controller.signal.aborted) return; // paused meanwhile: what is on screen stays what the status says
     if (!response.ok || body === null || typeof body.buckets !== 'object') {
-      throw new Error(body?.error ?? `GET /stats answered ${response.status} without stats: is this a durable-rate-limiter Worker with the admin routes?`);
+      throw new Error(
+        body?.error ??
+          `GET /stats answered ${response.status} without stats: is this a durable-rate-limiter Worker with the admin routes?`,
+      );
     }
     shown = { answer: body, at: snapshotTime(body.buckets) ?? Date.now(), receivedAt: Date.now() };
     showAlert('');
@@ -163,7 +183,9 @@ async function poll(): Promise<void> {
     await pollHistory(controller.signal);
   } catch (error) {
     if (controller.signal.aborted) return;
-    showAlert(`Cannot read the stats: ${(error as Error).message}.${shown ? ` The numbers below are from ${clock(shown.at)}.` : ''}`);
+    showAlert(
+      `Cannot read the stats: ${(error as Error).message}.${shown ? ` The numbers below are from ${clock(shown.at)}.` : ''}`,
+    );
   } finally {
     if (inFlight === controller) inFlight = undefined;
     if (key !== null && !paused && !controller.signal.aborted) timer = setTimeout(() => void poll(), POLL_MS);
@@ -171,7 +193,11 @@ async function poll(): Promise<void> {
 }
 
 /** One bucket's history from GET /history, or what is wrong with it in words; null when the key was refused or the read aborted. */
-async function fetchHistory(bucket: string, res: Resolution, signal: AbortSignal): Promise<HistoryAnswer | { problem: string } | null> {
+async function fetchHistory(
+  bucket: string,
+  res: Resolution,
+  signal: AbortSignal,
+): Promise<HistoryAnswer | { problem: string } | null> {
   try {
     const response = await get(`/history?bucket=${encodeURIComponent(bucket)}&resolution=${res}`, signal);
     if (response === null) return null;
@@ -180,9 +206,15 @@ async function fetchHistory(bucket: string, res: Resolution, signal: AbortSignal
     if (signal.aborted) return null;
     if (response.status === 404 || (response.ok && !json)) {
       // No such route: a limiter from before the history (its Worker answers the path itself).
-      return { problem: 'history not available from this limiter (GET /history is not served: update durable-rate-limiter in the limiter Worker)' };
+      return {
+        problem:
+          'history not available from this limiter (GET /history is not served: update durable-rate-limiter in the limiter Worker)',
+      };
     }
-    if (!response.ok) return { problem: `GET /history answered ${response.status}: ${(body as { error?: string } | null)?.error ?? 'no reason given'}` };
+    if (!response.ok)
+      return {
+        problem: `GET /history answered ${response.status}: ${(body as { error?: string } | null)?.error ?? 'no reason given'}`,
+      };
     const read = readHistory(body);
     return typeof read === 'string' ? { problem: read } : read;
   } catch (error) {
@@ -195,7 +227,11 @@ async function fetchHistory(bucket: string, res: Resolution, signal: AbortSignal
 async function pollHistory(signal: AbortSignal, force = false): Promise<void> {
   const bucket = bucketRoute();
   if (bucket === null) return pollSparks(signal);
-  const fresh = history && history.bucket === bucket && history.resolution === resolution && Date.now() - history.fetchedAt < HISTORY_POLL_MS;
+  const fresh =
+    history &&
+    history.bucket === bucket &&
+    history.resolution === resolution &&
+    Date.now() - history.fetchedAt < HISTORY_POLL_MS;
   if (fresh && !force) return;
   const result = await fetchHistory(bucket, resolution, signal);
   if (result === null || signal.aborted) return;
@@ -274,12 +310,23 @@ function sparkCell(bucket: string, index: number): HTMLElement {
 }
 
 function bucketTable(rows: BucketView[], linked: boolean): HTMLElement {
-  const columns = ['Bucket', 'State', 'Windows: used / limit', 'Running', 'Queued', 'Next start', 'Penalty', ...(linked ? ['Last 10 min'] : [])];
+  const columns = [
+    'Bucket',
+    'State',
+    'Windows: used / limit',
+    'Running',
+    'Queued',
+    'Next start',
+    'Penalty',
+    ...(linked ? ['Last 10 min'] : []),
+  ];
   const head = h('tr', {}, ...columns.map((t) => h('th', { scope: 'col' }, t)));
   const body = h('tbody');
   rows.forEach((b, index) => {
     const several = b.windows.length > 1;
-    const name = linked ? h('a', { href: `#/bucket/${encodeURIComponent(b.name)}`, 'data-focus': `bucket:${b.name}` }, b.name) : b.name;
+    const name = linked
+      ? h('a', { href: `#/bucket/${encodeURIComponent(b.name)}`, 'data-focus': `bucket:${b.name}` }, b.name)
+      : b.name;
     body.append(
       h(
         'tr',
@@ -287,15 +334,31 @@ function bucketTable(rows: BucketView[], linked: boolean): HTMLElement {
         h('th', { scope: 'row' }, name),
         h('td', { 'data-field': 'state' }, STATE_TEXT[b.state]),
         h('td', {}, h('ul', { class: 'windows' }, ...b.windows.map((w) => windowItem(w, several)))),
-        h('td', {}, h('span', { 'data-field': 'running' }, count(b.running)), ' of ', h('span', { 'data-field': 'concurrency' }, count(b.concurrency))),
+        h(
+          'td',
+          {},
+          h('span', { 'data-field': 'running' }, count(b.running)),
+          ' of ',
+          h('span', { 'data-field': 'concurrency' }, count(b.concurrency)),
+        ),
         h('td', {}, h('span', { 'data-field': 'queued' }, count(b.queued)), b.byPriority ? ` (${b.byPriority})` : ''),
-        h('td', { 'data-field': 'next-start' }, b.nextStart === null ? '-' : `first ${startText(b.nextStart, b.now)}, last ${startText(b.lastStart, b.now)}`),
+        h(
+          'td',
+          { 'data-field': 'next-start' },
+          b.nextStart === null ? '-' : `first ${startText(b.nextStart, b.now)}, last ${startText(b.lastStart, b.now)}`,
+        ),
         h('td', { 'data-field': 'penalty' }, b.penaltyUntil === null ? 'none' : countdown(b.penaltyUntil)),
         linked ? sparkCell(b.name, index) : null,
       ),
     );
   });
-  return h('table', { class: 'buckets' }, h('caption', {}, linked ? 'Every bucket (select a name for its config and history)' : 'Live state'), h('thead', {}, head), body);
+  return h(
+    'table',
+    { class: 'buckets' },
+    h('caption', {}, linked ? 'Every bucket (select a name for its config and history)' : 'Live state'),
+    h('thead', {}, head),
+    body,
+  );
 }
 
 /** Redraws keeping the keyboard focus (and open <details>) where they were. */
@@ -315,13 +378,27 @@ function draw(): void {
     const rows = bucketRows(answer.buckets);
     if (bucket === null) {
       const parts: Node[] = [h('h2', {}, 'Buckets')];
-      parts.push(rows.length === 0 ? h('p', {}, 'No bucket is configured yet: run npx durable-rate-limiter configure, or call a declared bucket once.') : bucketTable(rows, true));
+      parts.push(
+        rows.length === 0
+          ? h(
+              'p',
+              {},
+              'No bucket is configured yet: run npx durable-rate-limiter configure, or call a declared bucket once.',
+            )
+          : bucketTable(rows, true),
+      );
       // Why sparklines are missing, once per reason rather than in every row (an older limiter gives every bucket the same one).
-      const problems = new Set([...sparks.values()].flatMap(({ result }) => ('problem' in result ? [result.problem] : [])));
-      for (const problem of problems) parts.push(h('p', { class: 'note', 'data-field': 'spark-problem' }, `Last 10 min: ${problem}.`));
+      const problems = new Set(
+        [...sparks.values()].flatMap(({ result }) => ('problem' in result ? [result.problem] : [])),
+      );
+      for (const problem of problems)
+        parts.push(h('p', { class: 'note', 'data-field': 'spark-problem' }, `Last 10 min: ${problem}.`));
       const invalid = Object.entries(answer.invalid ?? {});
       if (invalid.length > 0) {
-        parts.push(h('h2', {}, 'Buckets with an invalid declaration'), h('ul', {}, ...invalid.map(([name, error]) => h('li', {}, h('strong', {}, name), `: ${error}`))));
+        parts.push(
+          h('h2', {}, 'Buckets with an invalid declaration'),
+          h('ul', {}, ...invalid.map(([name, error]) => h('li', {}, h('strong', {}, name), `: ${error}`))),
+        );
       }
       view.replaceChildren(...parts);
       return;
@@ -329,13 +406,21 @@ function draw(): void {
     const row = rows.find((r) => r.name === bucket);
     const back = h('p', {}, h('a', { href: '#/', 'data-focus': 'back' }, '← All buckets'));
     if (!row) {
-      view.replaceChildren(back, h('h2', {}, bucket), h('p', {}, `No bucket named ${JSON.stringify(bucket)} in the stats.`));
+      view.replaceChildren(
+        back,
+        h('h2', {}, bucket),
+        h('p', {}, `No bucket named ${JSON.stringify(bucket)} in the stats.`),
+      );
       return;
     }
     let section = view.querySelector<HTMLElement>(`section[data-page="${CSS.escape(bucket)}"]`);
     if (!section) section = bucketPage(bucket);
     section.querySelector('.live')!.replaceChildren(bucketTable([row], false));
-    section.querySelector('.config')!.textContent = JSON.stringify(answer.buckets[bucket]!.effective ?? answer.buckets[bucket]!.config, null, 2);
+    section.querySelector('.config')!.textContent = JSON.stringify(
+      answer.buckets[bucket]!.effective ?? answer.buckets[bucket]!.config,
+      null,
+      2,
+    );
     if (!view.contains(section)) view.replaceChildren(back, section);
   });
   drawHistory();
@@ -343,7 +428,11 @@ function draw(): void {
 
 /** A bucket page's fixed parts: built once per visit, so the resolution control keeps its focus. */
 function bucketPage(bucket: string): HTMLElement {
-  const select = h('select', { id: 'resolution' }, ...Object.entries(RESOLUTIONS).map(([value, r]) => h('option', { value }, r.label))) as HTMLSelectElement;
+  const select = h(
+    'select',
+    { id: 'resolution' },
+    ...Object.entries(RESOLUTIONS).map(([value, r]) => h('option', { value }, r.label)),
+  ) as HTMLSelectElement;
   select.value = resolution;
   select.addEventListener('change', () => {
     resolution = select.value as Resolution;
@@ -368,7 +457,9 @@ function drawHistory(): void {
   if (!box || bucket === null || !history || history.bucket !== bucket) return;
   const { result } = history;
   if ('problem' in result) {
-    box.replaceChildren(h('p', { class: 'note' }, result.problem.charAt(0).toUpperCase() + result.problem.slice(1) + '.'));
+    box.replaceChildren(
+      h('p', { class: 'note' }, result.problem.charAt(0).toUpperCase() + result.problem.slice(1) + '.'),
+    );
     return;
   }
   const open = new Set([...box.querySelectorAll('details[open] summary')].map((s) => s.textContent));
@@ -377,12 +468,14 @@ function drawHistory(): void {
     .filter((c) => c.series.length > 0)
     .map((c) => chartFigure(c, 12))
     .join('');
-  for (const summary of box.querySelectorAll('details summary')) if (open.has(summary.textContent)) summary.parentElement!.setAttribute('open', '');
+  for (const summary of box.querySelectorAll('details summary'))
+    if (open.has(summary.textContent)) summary.parentElement!.setAttribute('open', '');
 }
 
 // The penalty counts down between polls, from the limiter's clock.
 setInterval(() => {
-  for (const element of view.querySelectorAll<HTMLElement>('[data-until]')) element.textContent = leftText(Number(element.dataset.until));
+  for (const element of view.querySelectorAll<HTMLElement>('[data-until]'))
+    element.textContent = leftText(Number(element.dataset.until));
 }, 1000);
 
 window.addEventListener('hashchange', () => {

@@ -62,7 +62,18 @@ export const secondsLeft = (until: number, now: number): number => Math.max(0, M
 function windowsOf(stats: LimiterStats): WindowStats[] {
   if (Array.isArray(stats.windows) && stats.windows.length > 0) return stats.windows;
   const { limit, windowInMs, used, remaining, resetAt } = stats;
-  return [{ name: 'bucket', unit: stats.config?.bucket?.unit ?? 'requests', limit, windowInMs, used, remaining, resetAt, debt: Math.max(0, used - limit) }];
+  return [
+    {
+      name: 'bucket',
+      unit: stats.config?.bucket?.unit ?? 'requests',
+      limit,
+      windowInMs,
+      used,
+      remaining,
+      resetAt,
+      debt: Math.max(0, used - limit),
+    },
+  ];
 }
 
 /** The state word for a bucket, most pressing first. */
@@ -138,7 +149,18 @@ export interface HistoryAnswer extends LimiterHistory {
   ok: true;
 }
 
-const COUNTS = ['at', 'arrived', 'started', 'completed', 'failed', 'rateLimited', 'dropped', 'deadline', 'queued', 'running'] as const;
+const COUNTS = [
+  'at',
+  'arrived',
+  'started',
+  'completed',
+  'failed',
+  'rateLimited',
+  'dropped',
+  'deadline',
+  'queued',
+  'running',
+] as const;
 
 /** Why a value is not an interval of the documented shape, or null when it is. */
 function intervalProblem(value: unknown): string | null {
@@ -146,9 +168,11 @@ function intervalProblem(value: unknown): string | null {
   const interval = value as Record<string, unknown>;
   for (const key of COUNTS) if (typeof interval[key] !== 'number') return `an interval's ${key} is not a number`;
   const units = interval.units;
-  if (units === null || typeof units !== 'object' || Object.values(units).some((n) => typeof n !== 'number')) return "an interval's units is not an object of numbers";
+  if (units === null || typeof units !== 'object' || Object.values(units).some((n) => typeof n !== 'number'))
+    return "an interval's units is not an object of numbers";
   const wait = interval.wait as Record<string, unknown> | null;
-  if (wait !== null && (typeof wait !== 'object' || ['p50', 'p95', 'max'].some((k) => typeof wait[k] !== 'number'))) return "an interval's wait is neither null nor { p50, p95, max }";
+  if (wait !== null && (typeof wait !== 'object' || ['p50', 'p95', 'max'].some((k) => typeof wait[k] !== 'number')))
+    return "an interval's wait is neither null nor { p50, p95, max }";
   return null;
 }
 
@@ -187,7 +211,22 @@ export function denseIntervals(history: HistoryAnswer, from: number): HistoryInt
   byAt.set(history.current.at, history.current);
   const dense: HistoryInterval[] = [];
   for (let at = start; at <= history.current.at; at += step) {
-    dense.push(byAt.get(at) ?? { at, arrived: 0, started: 0, completed: 0, failed: 0, rateLimited: 0, dropped: 0, deadline: 0, units: {}, queued: 0, running: 0, wait: null });
+    dense.push(
+      byAt.get(at) ?? {
+        at,
+        arrived: 0,
+        started: 0,
+        completed: 0,
+        failed: 0,
+        rateLimited: 0,
+        dropped: 0,
+        deadline: 0,
+        units: {},
+        queued: 0,
+        running: 0,
+        wait: null,
+      },
+    );
   }
   return dense;
 }

@@ -6,7 +6,6 @@ import { CallFailedError, NoSuchLimiterError, defineBinder, defineLimiter } from
 import { ENVELOPE_VERSION } from 'durable-rate-limiter/do';
 import { limiterStub } from 'durable-rate-limiter/testing';
 import { describe, expect, it } from 'vitest';
-
 import { api, typo } from '../src/limiter';
 
 // env.RATE_LIMITER is a plain DurableObjectNamespace (as `wrangler types`
@@ -63,7 +62,10 @@ describe('declared limits (miniflareLimiterWorker({ limits }))', () => {
     expect((await stub.stats()).config.concurrency).toBe(1);
     const stats = await stub.reconfigure({ concurrency: 3 });
     expect(stats.config).toEqual({ bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 3 });
-    const replaced = await stub.configure('reconfigured-api', { bucket: { limitPerWindow: 20, windowInMs: 1_000 }, concurrency: 2 });
+    const replaced = await stub.configure('reconfigured-api', {
+      bucket: { limitPerWindow: 20, windowInMs: 1_000 },
+      concurrency: 2,
+    });
     expect(replaced.limit).toBe(20);
   });
 });
@@ -75,7 +77,9 @@ describe('service binding to LimiterEntrypoint', () => {
 
   it('runs a call and reports the same bucket by name', async () => {
     const before = (await env.LIMITER.stats('example-api')).used;
-    expect(await env.LIMITER.execute('example-api', async () => ({ value: 'via the entrypoint' }))).toBe('via the entrypoint');
+    expect(await env.LIMITER.execute('example-api', async () => ({ value: 'via the entrypoint' }))).toBe(
+      'via the entrypoint',
+    );
     expect((await env.LIMITER.stats('example-api')).used).toBe(before + 1);
     expect(await env.LIMITER.listNames()).toContain('example-api');
   });

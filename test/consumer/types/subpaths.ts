@@ -1,11 +1,17 @@
 // Every subpath resolves, with types, under this tsconfig's moduleResolution
 // (bundler and nodenext through "exports", classic node through typesVersions).
+import {
+  CallDroppedError,
+  DEFAULT_DROP_RETRIES,
+  defineLimiter,
+  defineTestBinder,
+  NoSuchLimiterError,
+} from 'durable-rate-limiter/client';
+import type { CallReport } from 'durable-rate-limiter/client';
 import type { LimiterConfig, LimiterService, LimiterStats } from 'durable-rate-limiter/do';
 import { ENVELOPE_VERSION, LimiterDO } from 'durable-rate-limiter/do';
 import { LimiterEntrypoint } from 'durable-rate-limiter/do-worker';
 import { createFakeLimiterNamespace, miniflareLimiterWorker } from 'durable-rate-limiter/testing';
-import { CallDroppedError, DEFAULT_DROP_RETRIES, defineLimiter, defineTestBinder, NoSuchLimiterError } from 'durable-rate-limiter/client';
-import type { CallReport } from 'durable-rate-limiter/client';
 
 export const version: number = ENVELOPE_VERSION;
 export const classes = [LimiterDO, LimiterEntrypoint] as const;

@@ -33,7 +33,11 @@ export async function faultCalls(env: Env, request: FaultCallsRequest): Promise<
   return Promise.all(
     Array.from({ length: request.calls }, (_, k) => {
       const id = `${request.tag}-${k}`;
-      const query = new URLSearchParams({ probe: request.probe, call: id, ...(request.work === 'sleep' ? { ms: String(request.ms) } : {}) });
+      const query = new URLSearchParams({
+        probe: request.probe,
+        call: id,
+        ...(request.work === 'sleep' ? { ms: String(request.ms) } : {}),
+      });
       return recordedCall(env, {
         id,
         caller: 0,

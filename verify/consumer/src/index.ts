@@ -26,23 +26,32 @@ import {
   type TokenQuota,
   type UpstreamHeaders,
 } from '../../shared/plan.ts';
-import { renderReport, summarise, type Arrival, type CallRecord, type OutsideArrival, type RunEvent } from '../../shared/report.ts';
+import {
+  renderReport,
+  summarise,
+  type Arrival,
+  type CallRecord,
+  type OutsideArrival,
+  type RunEvent,
+} from '../../shared/report.ts';
 import { refusal } from './auth.ts';
-import { limiterAdmin, parseVia } from './limiter-client.ts';
 import { faultCalls } from './faults.ts';
+import { limiterAdmin, parseVia } from './limiter-client.ts';
 import { capProbe, clientPath, closureCheck, ping } from './probes.ts';
 import { runShare } from './stampede.ts';
 
 export { ProbeDO } from './probe-do.ts';
 export { StampedeWorkflow } from './workflow.ts';
 
-const text = (body: string, status = 200) => new Response(`${body}\n`, { status, headers: { 'content-type': 'text/plain; charset=utf-8' } });
+const text = (body: string, status = 200) =>
+  new Response(`${body}\n`, { status, headers: { 'content-type': 'text/plain; charset=utf-8' } });
 
 function numberParam(url: URL, name: string, fallback: number, min = 0, max = 1e9): number {
   const raw = url.searchParams.get(name);
   if (raw === null || raw === '') return fallback;
   const value = Number(raw);
-  if (!Number.isFinite(value) || value < min || value > max) throw new RangeError(`?${name}= must be a number in [${min}, ${max}] (received ${JSON.stringify(raw)})`);
+  if (!Number.isFinite(value) || value < min || value > max)
+    throw new RangeError(`?${name}= must be a number in [${min}, ${max}] (received ${JSON.stringify(raw)})`);
   return value;
 }
 
@@ -64,15 +73,24 @@ function tokensFrom(url: URL, limit: number): TokenQuota | undefined {
   if (mode === null || mode === '' || mode === 'off') return undefined;
   if (mode !== 'upper' && mode !== 'low') throw new RangeError('?tokens= is upper, low or off');
   const [minTokens, maxTokens] = (url.searchParams.get('tokenRange') ?? '100-1000').split('-').map(Number);
-  if (!Number.isInteger(minTokens) || !Number.isInteger(maxTokens) || minTokens! < 0 || maxTokens! < minTokens! || maxTokens! > 1e9) {
+  if (
+    !Number.isInteger(minTokens) ||
+    !Number.isInteger(maxTokens) ||
+    minTokens! < 0 ||
+    maxTokens! < minTokens! ||
+    maxTokens! > 1e9
+  ) {
     throw new RangeError('?tokenRange= must be MIN-MAX in whole tokens, e.g. 100-1000');
   }
   const middle = Math.round((minTokens! + maxTokens!) / 2);
   const estimate = intParam(url, 'tokenEstimate', mode === 'upper' ? maxTokens! : middle, 0, 1e9);
-  if (mode === 'upper' && estimate < maxTokens!) throw new RangeError(`?tokens=upper needs tokenEstimate >= ${maxTokens} (the most a call uses)`);
-  if (mode === 'low' && estimate >= maxTokens!) throw new RangeError(`?tokens=low needs tokenEstimate < ${maxTokens} (some calls must use more)`);
+  if (mode === 'upper' && estimate < maxTokens!)
+    throw new RangeError(`?tokens=upper needs tokenEstimate >= ${maxTokens} (the most a call uses)`);
+  if (mode === 'low' && estimate >= maxTokens!)
+    throw new RangeError(`?tokens=low needs tokenEstimate < ${maxTokens} (some calls must use more)`);
   const tokenLimit = intParam(url, 'tokenLimit', Math.round((limit * middle * 4) / 5), 1, 1e12);
-  if (estimate > tokenLimit) throw new RangeError(`?tokenEstimate= (${estimate}) must be at most tokenLimit (${tokenLimit})`);
+  if (estimate > tokenLimit)
+    throw new RangeError(`?tokenEstimate= (${estimate}) must be at most tokenLimit (${tokenLimit})`);
   return {
     mode,
     limit: tokenLimit,
@@ -112,9 +130,11 @@ function interactiveFrom(url: URL): InteractivePlan | undefined {
  */
 function learningFrom(url: URL, limit: number, windowMs: number): Pick<RunPlan, 'headers' | 'outside' | 'learn'> {
   const headers = url.searchParams.get('headers') ?? 'openai';
-  if (!['openai', 'github', 'ietf', 'none'].includes(headers)) throw new RangeError('?headers= is openai, github, ietf or none');
+  if (!['openai', 'github', 'ietf', 'none'].includes(headers))
+    throw new RangeError('?headers= is openai, github, ietf or none');
   const learn = url.searchParams.get('learn') ?? 'off';
-  if (learn !== 'off' && !(LEARN_HEADERS as readonly string[]).includes(learn)) throw new RangeError(`?learn= is off or one of ${LEARN_HEADERS.join(', ')}`);
+  if (learn !== 'off' && !(LEARN_HEADERS as readonly string[]).includes(learn))
+    throw new RangeError(`?learn= is off or one of ${LEARN_HEADERS.join(', ')}`);
   const outside = numberParam(url, 'outside', 0, 0, 0.95);
   return {
     ...(headers === 'openai' ? {} : { headers: headers as UpstreamHeaders }),
@@ -125,7 +145,11 @@ function learningFrom(url: URL, limit: number, windowMs: number): Pick<RunPlan, 
 
 /** A run's plan from /start's query. Defaults: the seed's load run (10 x 10 calls at 10/min, stampede in 60 s). */
 export function planFrom(url: URL, probeId: string): RunPlan {
-  const [latencyMin, latencyMax] = (url.searchParams.get('latency') ?? `${NO_FAULTS.latencyMinMs}-${NO_FAULTS.latencyMaxMs}`).split('-').map(Number);
+  const [latencyMin, latencyMax] = (
+    url.searchParams.get('latency') ?? `${NO_FAULTS.latencyMinMs}-${NO_FAULTS.latencyMaxMs}`
+  )
+    .split('-')
+    .map(Number);
   if (!Number.isFinite(latencyMin) || !Number.isFinite(latencyMax) || latencyMin! < 0 || latencyMax! < latencyMin!) {
     throw new RangeError('?latency= must be MIN-MAX in ms, e.g. 50-250');
   }
@@ -146,7 +170,9 @@ export function planFrom(url: URL, probeId: string): RunPlan {
     marginMs: intParam(url, 'margin', 1_000, 0, 3_600_000),
     concurrency: intParam(url, 'concurrency', 5, 1, 100_000),
     ...(url.searchParams.has('dropRetries') ? { dropRetries: intParam(url, 'dropRetries', 5, 0, 100) } : {}),
-    ...(url.searchParams.has('attemptTimeout') ? { attemptTimeoutMs: intParam(url, 'attemptTimeout', 0, 1, 3_600_000) } : {}),
+    ...(url.searchParams.has('attemptTimeout')
+      ? { attemptTimeoutMs: intParam(url, 'attemptTimeout', 0, 1, 3_600_000) }
+      : {}),
     ...(url.searchParams.has('retries') ? { maxRetries: intParam(url, 'retries', 3, 0, 100) } : {}),
     ...(tokens ? { tokens } : {}),
     ...(interactive ? { interactive } : {}),
@@ -178,7 +204,8 @@ async function start(env: Env, url: URL): Promise<Response> {
   const plan = planFrom(url, probeId);
   const drive = url.searchParams.get('drive') ?? 'workflows';
   if (drive !== 'workflows' && drive !== 'external') throw new RangeError('?drive= is workflows or external');
-  if (drive === 'workflows' && !env.STAMPEDE) throw new Error('this Worker has no STAMPEDE Workflow binding: use drive=external and run the shares yourself');
+  if (drive === 'workflows' && !env.STAMPEDE)
+    throw new Error('this Worker has no STAMPEDE Workflow binding: use drive=external and run the shares yourself');
   await limiterAdmin(env, plan.via).configure(plan.bucket, limiterConfig(plan));
   await upstream(env, '/configure', probeId, {
     method: 'POST',
@@ -189,13 +216,20 @@ async function start(env: Env, url: URL): Promise<Response> {
       tokens: plan.tokens,
       headers: plan.headers,
       // The outside consumer runs from one window before the stampede until stopped (10 minutes at most).
-      outside: plan.outside && { everyMs: plan.outside.everyMs, startAt: plan.startAt - plan.outside.fromMs, untilAt: plan.startAt + 10 * 60_000 },
+      outside: plan.outside && {
+        everyMs: plan.outside.everyMs,
+        startAt: plan.startAt - plan.outside.fromMs,
+        untilAt: plan.startAt + 10 * 60_000,
+      },
     }),
   });
   await probeOf(env, probeId).setPlan(plan);
   if (drive === 'workflows') {
     await env.STAMPEDE!.createBatch(
-      Array.from({ length: plan.callers }, (_, caller) => ({ id: `${probeId}-${caller}`, params: { probeId, caller } })),
+      Array.from({ length: plan.callers }, (_, caller) => ({
+        id: `${probeId}-${caller}`,
+        params: { probeId, caller },
+      })),
     );
   }
   if (url.searchParams.get('format') === 'json') return Response.json(plan);
@@ -206,13 +240,19 @@ async function start(env: Env, url: URL): Promise<Response> {
       `  ${plan.callers} ${drive === 'workflows' ? 'Workflow instances' : 'callers'} x ${plan.callsPerCaller} calls stampede ${plan.bucket} at ${new Date(plan.startAt).toISOString()}`,
       `  limit ${plan.limit} per ${plan.windowMs} ms (+${plan.marginMs} ms margin), concurrency ${plan.concurrency}, via ${plan.via}`,
       ...(plan.interactive
-        ? [`  and ${plan.interactive.calls} interactive calls (priority ${plan.interactive.priority}, maxWaitMs ${plan.interactive.maxWaitMs}), one every ${plan.interactive.everyMs} ms from caller ${plan.interactive.caller}, and a burst of ${plan.interactive.burst}; batch calls at priority 0`]
+        ? [
+            `  and ${plan.interactive.calls} interactive calls (priority ${plan.interactive.priority}, maxWaitMs ${plan.interactive.maxWaitMs}), one every ${plan.interactive.everyMs} ms from caller ${plan.interactive.caller}, and a burst of ${plan.interactive.burst}; batch calls at priority 0`,
+          ]
         : []),
       ...(plan.outside
-        ? [`  and an outside consumer spending ${Math.round(plan.outside.fraction * 100)}% of the upstream's quota directly (one request every ${plan.outside.everyMs} ms); learning ${plan.learn ?? 'off'}`]
+        ? [
+            `  and an outside consumer spending ${Math.round(plan.outside.fraction * 100)}% of the upstream's quota directly (one request every ${plan.outside.everyMs} ms); learning ${plan.learn ?? 'off'}`,
+          ]
         : []),
       ...(plan.tokens
-        ? [`  and ${plan.tokens.limit} tokens per ${plan.windowMs} ms; each call uses ${plan.tokens.minTokens}-${plan.tokens.maxTokens} and reserves ${plan.tokens.estimate} (${plan.tokens.mode})`]
+        ? [
+            `  and ${plan.tokens.limit} tokens per ${plan.windowMs} ms; each call uses ${plan.tokens.minTokens}-${plan.tokens.maxTokens} and reserves ${plan.tokens.estimate} (${plan.tokens.mode})`,
+          ]
         : []),
       `  drains in about ${drain >= 120_000 ? `${Math.round(drain / 60_000)} min` : `${Math.round(drain / 1000)} s`} after the stampede; then: curl "$VERIFY_URL/report/${probeId}?key=$PROBE_KEY"`,
     ].join('\n'),
@@ -230,7 +270,9 @@ async function report(env: Env, url: URL, probeId: string): Promise<Response> {
     upstream<Arrival[]>(env, '/ledger', probeId),
     plan.outside ? upstream<OutsideArrival[]>(env, '/outside-ledger', probeId) : Promise.resolve([]),
   ]);
-  const finalStats = await limiterAdmin(env, plan.via).stats(plan.bucket).catch((error: Error) => `stats failed: ${error.message}`);
+  const finalStats = await limiterAdmin(env, plan.via)
+    .stats(plan.bucket)
+    .catch((error: Error) => `stats failed: ${error.message}`);
   const expect = (url.searchParams.get('expect') ?? '').split(',');
   // expect=kills:N: the run SIGKILLed the limiter N times with callbacks running.
   const kills = expect.find((e) => e.startsWith('kills:'));
@@ -251,8 +293,15 @@ async function progress(env: Env, probeId: string): Promise<Response> {
   const probe = probeOf(env, probeId);
   const plan = await probe.plan();
   if (!plan) return text(`no probe ${probeId}`, 404);
-  const [up, records] = await Promise.all([upstream<Record<string, number>>(env, '/progress', probeId), probe.records()]);
-  return Response.json({ planned: plan.callers * plan.callsPerCaller + interactiveCount(plan.interactive), recorded: records.length, upstream: up });
+  const [up, records] = await Promise.all([
+    upstream<Record<string, number>>(env, '/progress', probeId),
+    probe.records(),
+  ]);
+  return Response.json({
+    planned: plan.callers * plan.callsPerCaller + interactiveCount(plan.interactive),
+    recorded: records.length,
+    upstream: up,
+  });
 }
 
 async function route(request: Request, env: Env): Promise<Response> {
@@ -277,7 +326,11 @@ async function route(request: Request, env: Env): Promise<Response> {
       const caller = intParam(url, 'caller', 0, 0, plan.callers - 1);
       const records = await runShare(env, plan, caller);
       await probeOf(env, probeId).addRecords(records);
-      return Response.json({ caller, calls: records.length, failed: records.filter((r) => r.outcome === 'failed').length });
+      return Response.json({
+        caller,
+        calls: records.length,
+        failed: records.filter((r) => r.outcome === 'failed').length,
+      });
     }
     case '/fault-calls': {
       const work = url.searchParams.get('work') ?? 'sleep';
@@ -301,7 +354,10 @@ async function route(request: Request, env: Env): Promise<Response> {
     case '/outside-stop':
       return Response.json(await upstream(env, '/outside-stop', url.searchParams.get('probe') ?? ''));
     case '/event': {
-      const event: RunEvent = { at: intParam(url, 'at', Date.now(), 0, 1e15), what: url.searchParams.get('what') ?? 'event' };
+      const event: RunEvent = {
+        at: intParam(url, 'at', Date.now(), 0, 1e15),
+        what: url.searchParams.get('what') ?? 'event',
+      };
       await probeOf(env, url.searchParams.get('probe') ?? '').addEvent(event);
       return text('noted');
     }
@@ -309,12 +365,22 @@ async function route(request: Request, env: Env): Promise<Response> {
   const dump = /^\/dump\/([\w-]+)$/.exec(path);
   if (dump) {
     const probe = probeOf(env, dump[1]!);
-    const outside = (await probe.plan())?.outside ? await upstream<OutsideArrival[]>(env, '/outside-ledger', dump[1]!) : [];
-    return Response.json({ records: await probe.records(), arrivals: await upstream<Arrival[]>(env, '/ledger', dump[1]!), events: await probe.events(), outside });
+    const outside = (await probe.plan())?.outside
+      ? await upstream<OutsideArrival[]>(env, '/outside-ledger', dump[1]!)
+      : [];
+    return Response.json({
+      records: await probe.records(),
+      arrivals: await upstream<Arrival[]>(env, '/ledger', dump[1]!),
+      events: await probe.events(),
+      outside,
+    });
   }
   const match = /^\/(report|progress)\/([\w-]+)$/.exec(path);
   if (match) return match[1] === 'report' ? report(env, url, match[2]!) : progress(env, match[2]!);
-  return text('routes: /ping /closure-check /client-path /cap-probe /start /report/:id /progress/:id /fault-calls (each with ?key=, optionally &via=direct)', 404);
+  return text(
+    'routes: /ping /closure-check /client-path /cap-probe /start /report/:id /progress/:id /fault-calls (each with ?key=, optionally &via=direct)',
+    404,
+  );
 }
 
 export default {

@@ -24,11 +24,13 @@ export function binderFor(env: Env, via: Via): Binder<Env> {
 
 /** The same choice for the object's own methods (configure, stats, ping). */
 export function limiterAdmin(env: Env, via: Via) {
-  if (via === 'service') return {
-    configure: (name: string, config: Parameters<LimiterService['configure']>[1]) => env.LIMITER.configure(name, config),
-    stats: (name: string) => env.LIMITER.stats(name),
-    ping: () => env.LIMITER.ping(),
-  };
+  if (via === 'service')
+    return {
+      configure: (name: string, config: Parameters<LimiterService['configure']>[1]) =>
+        env.LIMITER.configure(name, config),
+      stats: (name: string) => env.LIMITER.stats(name),
+      ping: () => env.LIMITER.ping(),
+    };
   const stub = (name: string) => env.RATE_LIMITER.get(env.RATE_LIMITER.idFromName(name));
   return {
     configure: (name: string, config: Parameters<LimiterService['configure']>[1]) => stub(name).configure(name, config),

@@ -4,7 +4,6 @@
  * their share ends; /report/:id reads them back.
  */
 import { DurableObject } from 'cloudflare:workers';
-
 import type { RunPlan } from '../../shared/plan.ts';
 import type { CallRecord, RunEvent } from '../../shared/report.ts';
 
@@ -27,7 +26,8 @@ export class ProbeDO extends DurableObject<Env> {
   }
 
   addRecords(records: CallRecord[]): number {
-    for (const r of records) this.ctx.storage.sql.exec(`INSERT OR REPLACE INTO records (id, json) VALUES (?, ?)`, r.id, JSON.stringify(r));
+    for (const r of records)
+      this.ctx.storage.sql.exec(`INSERT OR REPLACE INTO records (id, json) VALUES (?, ?)`, r.id, JSON.stringify(r));
     return records.length;
   }
 

@@ -30,7 +30,10 @@ async function timed<T>(body: () => Promise<T>): Promise<[T, number]> {
 }
 
 export async function ensureProbeBucket(env: Env, v: Via): Promise<void> {
-  await limiterAdmin(env, v).configure(PROBE_BUCKET, { bucket: { limitPerWindow: 1000, windowInMs: 1000 }, concurrency: 16 });
+  await limiterAdmin(env, v).configure(PROBE_BUCKET, {
+    bucket: { limitPerWindow: 1000, windowInMs: 1000 },
+    concurrency: 16,
+  });
 }
 
 /** Both halves answer and speak the same envelope version; the first and second ping times. */
@@ -58,7 +61,10 @@ export async function closureCheck(env: Env, v: Via): Promise<string> {
   const [value, elapsed] = await timed(() =>
     v === 'service'
       ? env.LIMITER.execute(PROBE_BUCKET, fn)
-      : env.RATE_LIMITER.get(env.RATE_LIMITER.idFromName(PROBE_BUCKET)).execute(fn) as Promise<{ isolate: string; nonce: string }>,
+      : (env.RATE_LIMITER.get(env.RATE_LIMITER.idFromName(PROBE_BUCKET)).execute(fn) as Promise<{
+          isolate: string;
+          nonce: string;
+        }>),
   );
   const ok = ranHere && value.isolate === thisIsolate() && value.nonce === nonce;
   return [
@@ -78,9 +84,13 @@ export async function clientPath(env: Env, v: Via): Promise<string> {
     const start = Date.now();
     try {
       const result = await body();
-      lines.push(`  ${result === true ? 'PASS' : 'FAIL'}  ${name}${result === true ? '' : `: ${result}`} (${Date.now() - start} ms)`);
+      lines.push(
+        `  ${result === true ? 'PASS' : 'FAIL'}  ${name}${result === true ? '' : `: ${result}`} (${Date.now() - start} ms)`,
+      );
     } catch (error) {
-      lines.push(`  FAIL  ${name}: threw ${(error as Error)?.name}: ${(error as Error)?.message} (${Date.now() - start} ms)`);
+      lines.push(
+        `  FAIL  ${name}: threw ${(error as Error)?.name}: ${(error as Error)?.message} (${Date.now() - start} ms)`,
+      );
     }
   };
 
@@ -96,7 +106,10 @@ export async function clientPath(env: Env, v: Via): Promise<string> {
       });
       return 'resolved';
     } catch (error) {
-      return (error instanceof CallFailedError && error.status === 418) || `threw ${(error as Error)?.name}: ${(error as Error)?.message}`;
+      return (
+        (error instanceof CallFailedError && error.status === 418) ||
+        `threw ${(error as Error)?.name}: ${(error as Error)?.message}`
+      );
     }
   });
   await check('a rateLimit hook on a 200 body pauses the bucket and retries', async () => {
@@ -107,7 +120,7 @@ export async function clientPath(env: Env, v: Via): Promise<string> {
     });
     return (attempts === 2 && value.quota === false) || `attempts ${attempts}, value ${JSON.stringify(value)}`;
   });
-  await check('a plain 404 without hooks is the caller\'s value', async () => {
+  await check("a plain 404 without hooks is the caller's value", async () => {
     const status = await api.call(() => new Response('missing', { status: 404 }), { read: (res) => res.status });
     return status === 404 || `got ${status}`;
   });
@@ -118,7 +131,10 @@ export async function clientPath(env: Env, v: Via): Promise<string> {
       await typo.call(() => new Response('x'), { read: (res) => res.text() });
       return 'resolved';
     } catch (error) {
-      return (error instanceof NoSuchLimiterError && error.limiter === NEVER_CONFIGURED && drops === 0) || `threw ${(error as Error)?.name}, ${drops} drops`;
+      return (
+        (error instanceof NoSuchLimiterError && error.limiter === NEVER_CONFIGURED && drops === 0) ||
+        `threw ${(error as Error)?.name}, ${drops} drops`
+      );
     }
   });
   await check("the work's own exception reaches the caller as it was thrown, after the bucket's retries", async () => {
@@ -134,7 +150,10 @@ export async function clientPath(env: Env, v: Via): Promise<string> {
       );
       return 'resolved';
     } catch (error) {
-      return (error instanceof UpstreamDown && runs >= 1) || `threw ${(error as Error)?.name}: ${(error as Error)?.message} after ${runs} runs`;
+      return (
+        (error instanceof UpstreamDown && runs >= 1) ||
+        `threw ${(error as Error)?.name}: ${(error as Error)?.message} after ${runs} runs`
+      );
     }
   });
   await check('the envelope versions agree', async () => {
@@ -162,6 +181,8 @@ export async function capProbe(env: Env, v: Via, max: number): Promise<string> {
   }
   return [
     `cap-probe via ${via(v)}: ${done} / ${max} sequential calls in one request (${Date.now() - start} ms)`,
-    failure ? `  stopped by: ${failure}` : `  none refused: ${max} is where the probe stopped, not where anything broke`,
+    failure
+      ? `  stopped by: ${failure}`
+      : `  none refused: ${max} is where the probe stopped, not where anything broke`,
   ].join('\n');
 }

@@ -77,7 +77,9 @@ export async function recordedCall(env: Env, spec: RecordedCallSpec): Promise<Ca
         read: async (res): Promise<UpstreamAnswer> => {
           const body = (await res.json().catch(() => null)) as { usage?: { total_tokens?: unknown } } | null;
           const used = body?.usage?.total_tokens;
-          return typeof used === 'number' ? { status: res.status, usage: { total_tokens: used } } : { status: res.status };
+          return typeof used === 'number'
+            ? { status: res.status, usage: { total_tokens: used } }
+            : { status: res.status };
         },
         ...(spec.priority === undefined ? {} : { priority: spec.priority }),
         ...(spec.maxWaitMs === undefined ? {} : { maxWaitMs: spec.maxWaitMs }),
@@ -90,7 +92,8 @@ export async function recordedCall(env: Env, spec: RecordedCallSpec): Promise<Ca
           ? {}
           : {
               cost: { tokens: spec.tokens },
-              usage: (_res: Response, body: UpstreamAnswer) => (body.usage ? { tokens: body.usage.total_tokens } : null),
+              usage: (_res: Response, body: UpstreamAnswer) =>
+                body.usage ? { tokens: body.usage.total_tokens } : null,
             }),
       },
     );

@@ -5,7 +5,6 @@
  * isolates, so the load on the bucket is genuinely concurrent.
  */
 import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from 'cloudflare:workers';
-
 import { runShare } from './stampede.ts';
 
 export interface StampedeParams {

@@ -40,9 +40,8 @@
  * Reached only through a service binding (`workers_dev` is off when deployed).
  */
 import { DurableObject } from 'cloudflare:workers';
-
-import type { Arrival, OutsideArrival } from '../../shared/report.ts';
 import { callTokens, type TokenQuota, type UpstreamFaults, type UpstreamHeaders } from '../../shared/plan.ts';
+import type { Arrival, OutsideArrival } from '../../shared/report.ts';
 
 export interface UpstreamEnv {
   QUOTA: DurableObjectNamespace<QuotaDO>;
@@ -94,7 +93,10 @@ export function rateLimitHeaders(
       };
     case 'ietf': {
       const w = Math.ceil(windowMs / 1000);
-      return { 'ratelimit-policy': `"default";q=${requests.limit};w=${w}`, ratelimit: `"default";r=${requests.remaining};t=${w}` };
+      return {
+        'ratelimit-policy': `"default";q=${requests.limit};w=${w}`,
+        ratelimit: `"default";r=${requests.remaining};t=${w}`,
+      };
     }
     case 'openai':
       return {
@@ -157,15 +159,21 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
       `CREATE TABLE IF NOT EXISTS visits (seq INTEGER PRIMARY KEY AUTOINCREMENT, call TEXT NOT NULL, at INTEGER NOT NULL, done INTEGER, kind TEXT NOT NULL)`,
     );
     ctx.storage.sql.exec(`CREATE TABLE IF NOT EXISTS outside (at INTEGER NOT NULL, status INTEGER NOT NULL)`);
-    ctx.storage.sql.exec(`CREATE TABLE IF NOT EXISTS settings (id INTEGER PRIMARY KEY CHECK (id = 1), json TEXT NOT NULL)`);
+    ctx.storage.sql.exec(
+      `CREATE TABLE IF NOT EXISTS settings (id INTEGER PRIMARY KEY CHECK (id = 1), json TEXT NOT NULL)`,
+    );
     const row = ctx.storage.sql.exec<{ json: string }>(`SELECT json FROM settings WHERE id = 1`).toArray()[0];
     if (row) this.#settings = JSON.parse(row.json) as QuotaSettings;
-    for (const { kind, n } of ctx.storage.sql.exec<{ kind: string; n: number }>(`SELECT kind, COUNT(*) AS n FROM arrivals GROUP BY kind`)) {
+    for (const { kind, n } of ctx.storage.sql.exec<{ kind: string; n: number }>(
+      `SELECT kind, COUNT(*) AS n FROM arrivals GROUP BY kind`,
+    )) {
       this.#counts.arrivals += n;
       if (kind === 'served') this.#counts.served += n;
       else this.#counts.refused += n;
     }
-    for (const { status, n } of ctx.storage.sql.exec<{ status: number; n: number }>(`SELECT status, COUNT(*) AS n FROM outside GROUP BY status`)) {
+    for (const { status, n } of ctx.storage.sql.exec<{ status: number; n: number }>(
+      `SELECT status, COUNT(*) AS n FROM outside GROUP BY status`,
+    )) {
       this.#outside.sent += n;
       if (status === 200) this.#outside.served += n;
       else this.#outside.refused += n;
@@ -182,7 +190,11 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
   /** Ends the outside consumer now (the run is over). */
   stopOutside(): OutsideProgress {
     const settings = this.#settings;
-    if (settings?.outside) this.configure({ ...settings, outside: { ...settings.outside, untilAt: Math.min(settings.outside.untilAt, Date.now()) } });
+    if (settings?.outside)
+      this.configure({
+        ...settings,
+        outside: { ...settings.outside, untilAt: Math.min(settings.outside.untilAt, Date.now()) },
+      });
     if (this.#outsideTimer !== undefined) clearTimeout(this.#outsideTimer);
     return { ...this.#outside };
   }
@@ -205,7 +217,10 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
     this.#outsideTimer = undefined;
     if (!settings || !o) return;
     const now = Date.now();
-    while (o.startAt + this.#outside.sent * o.everyMs <= now && o.startAt + this.#outside.sent * o.everyMs < o.untilAt) {
+    while (
+      o.startAt + this.#outside.sent * o.everyMs <= now &&
+      o.startAt + this.#outside.sent * o.everyMs < o.untilAt
+    ) {
       this.#expire(now, settings.windowMs);
       this.#recent.push(now); // counted like any request, refused or not
       const status = this.#recent.length > settings.limit ? 429 : 200;
@@ -231,7 +246,8 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
     // Its tokens likewise count against the tokens quota, refused or not.
     const tokens = settings.tokens ? callTokens(settings.tokens, call) : null;
     if (tokens !== null) {
-      while (this.#recentTokens.length > 0 && this.#recentTokens[0]![0] <= at - settings.windowMs) this.#tokensInWindow -= this.#recentTokens.shift()![1];
+      while (this.#recentTokens.length > 0 && this.#recentTokens[0]![0] <= at - settings.windowMs)
+        this.#tokensInWindow -= this.#recentTokens.shift()![1];
       this.#recentTokens.push([at, tokens]);
       this.#tokensInWindow += tokens;
     }
@@ -244,7 +260,9 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
       at,
       settings.windowMs,
       { limit: settings.limit, remaining: Math.max(0, settings.limit - this.#recent.length) },
-      settings.tokens ? { limit: settings.tokens.limit, remaining: Math.max(0, settings.tokens.limit - this.#tokensInWindow) } : undefined,
+      settings.tokens
+        ? { limit: settings.tokens.limit, remaining: Math.max(0, settings.tokens.limit - this.#tokensInWindow) }
+        : undefined,
     );
     if (this.#recent.length > settings.limit) {
       kind = 'quota';
@@ -277,7 +295,15 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
     this.#inFlight--;
     if (kind === 'served') this.#counts.served++;
     else this.#counts.refused++;
-    this.ctx.storage.sql.exec(`INSERT INTO arrivals (call, at, done, status, kind, tokens) VALUES (?, ?, ?, ?, ?, ?)`, call, at, done, status, kind, tokens);
+    this.ctx.storage.sql.exec(
+      `INSERT INTO arrivals (call, at, done, status, kind, tokens) VALUES (?, ?, ?, ?, ?, ?)`,
+      call,
+      at,
+      done,
+      status,
+      kind,
+      tokens,
+    );
     // A served answer says what the call used, as an LLM API's body does.
     const usage = tokens !== null && kind === 'served' ? { usage: { total_tokens: tokens } } : {};
     return Response.json({ call, at, kind, ...usage }, { status, headers });
@@ -290,7 +316,12 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
   async visit(call: string, kind: Visit['kind'], ms: number): Promise<Response> {
     const at = Date.now();
     const seq = this.ctx.storage.sql
-      .exec<{ seq: number }>(`INSERT INTO visits (call, at, done, kind) VALUES (?, ?, NULL, ?) RETURNING seq`, call, at, kind)
+      .exec<{ seq: number }>(
+        `INSERT INTO visits (call, at, done, kind) VALUES (?, ?, NULL, ?) RETURNING seq`,
+        call,
+        at,
+        kind,
+      )
       .one().seq;
     this.#inFlight++;
     try {
@@ -305,7 +336,9 @@ export class QuotaDO extends DurableObject<UpstreamEnv> {
 
   visits(): Visit[] {
     return this.ctx.storage.sql
-      .exec<{ call: string; at: number; done: number | null; kind: Visit['kind'] }>(`SELECT call, at, done, kind FROM visits ORDER BY seq`)
+      .exec<{ call: string; at: number; done: number | null; kind: Visit['kind'] }>(
+        `SELECT call, at, done, kind FROM visits ORDER BY seq`,
+      )
       .toArray()
       .map((row) => ({ ...row }));
   }
@@ -342,7 +375,8 @@ export default {
         return quota.work(url.searchParams.get('call') ?? '(none)');
       case '/sleep': {
         const ms = Number(url.searchParams.get('ms') ?? '0');
-        if (!Number.isInteger(ms) || ms < 0 || ms > MAX_SLEEP_MS) return new Response(`upstream: ?ms= must be an integer in [0, ${MAX_SLEEP_MS}]`, { status: 400 });
+        if (!Number.isInteger(ms) || ms < 0 || ms > MAX_SLEEP_MS)
+          return new Response(`upstream: ?ms= must be an integer in [0, ${MAX_SLEEP_MS}]`, { status: 400 });
         return quota.visit(url.searchParams.get('call') ?? '(none)', 'sleep', ms);
       }
       case '/hang':

@@ -1,38 +1,12 @@
 /**
- * A bucket's windows as the CLI reads and writes them: the primary window
- * (`bucket`) and any extra ones (`windows`, e.g. tokens per minute beside
- * requests per minute). Stats from an object older than windows carry none:
- * the bucket is then read as its one primary window, from the top-level
- * fields that always describe it.
+ * A bucket's windows as the CLI says them. Reading them from stats (any
+ * limiter's: an older one lists no windows) is shim/windows.ts's, which the
+ * dashboard shares; re-exported here for the CLI's modules.
  */
-import type { LimiterStats, WindowStats } from '../shim/envelope.ts';
+import type { WindowStats } from '../shim/envelope.ts';
 import { duration } from '../shim/format.ts';
 
-/** The unit a window counts when its config names none. */
-export const DEFAULT_UNIT = 'requests';
-
-/** Fields an older limiter's stats do not have (windows, deadlines and priorities, covering reservations came later). */
-type LaterStatsFields = 'windows' | 'units' | 'predictedStart' | 'queuedByPriority' | 'reservation';
-
-/** Stats as any limiter answers them: an object older than windows lists no `windows` and no `units`. */
-export type AnyLimiterStats = Omit<LimiterStats, LaterStatsFields> & Partial<Pick<LimiterStats, LaterStatsFields>>;
-
-/** The name stats gives the primary window. */
-const PRIMARY_WINDOW = 'bucket';
-
-/**
- * Every window of a bucket, primary first: the object's own list, or for an
- * older object the primary window read from the top-level fields.
- *
- * @example
- * for (const w of windowsOf(stats)) console.log(`${w.name}: ${w.used}/${w.limit} ${w.unit}`);
- */
-export function windowsOf(stats: AnyLimiterStats): WindowStats[] {
-  if (Array.isArray(stats.windows) && stats.windows.length > 0) return stats.windows;
-  const unit = stats.config?.bucket?.unit ?? DEFAULT_UNIT;
-  const { limit, windowInMs, used, remaining, resetAt } = stats;
-  return [{ name: PRIMARY_WINDOW, unit, limit, windowInMs, used, remaining, resetAt, debt: Math.max(0, used - limit) }];
-}
+export { DEFAULT_UNIT, windowsOf, type AnyLimiterStats } from '../shim/windows.ts';
 
 /**
  * A window's limit as said to a person. The unit is named only when the

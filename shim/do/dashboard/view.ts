@@ -8,7 +8,8 @@
  * const rows = bucketRows(answer.buckets);
  * rows[0].windows[0].used; // 3, as stats said
  */
-import type { LimiterHistory, LimiterHistoryInterval, LimiterStats, WindowStats } from '../../envelope.ts';
+import type { LimiterHistory, LimiterHistoryInterval, LimiterStats } from '../../envelope.ts';
+import { windowsOf } from '../../windows.ts';
 
 /** A GET /stats answer as the page reads it (every field the route sends). */
 export interface StatsAnswer {
@@ -57,24 +58,6 @@ export { count, duration } from '../../format.ts';
 
 /** Whole seconds until `until` from `now`, rounded up (a countdown never shows 0 while time is left). */
 export const secondsLeft = (until: number, now: number): number => Math.max(0, Math.ceil((until - now) / 1000));
-
-/** The windows of a bucket, primary first; an object older than windows lists none: read its top-level fields. */
-function windowsOf(stats: LimiterStats): WindowStats[] {
-  if (Array.isArray(stats.windows) && stats.windows.length > 0) return stats.windows;
-  const { limit, windowInMs, used, remaining, resetAt } = stats;
-  return [
-    {
-      name: 'bucket',
-      unit: stats.config?.bucket?.unit ?? 'requests',
-      limit,
-      windowInMs,
-      used,
-      remaining,
-      resetAt,
-      debt: Math.max(0, used - limit),
-    },
-  ];
-}
 
 /** The state word for a bucket, most pressing first. */
 function stateOf(stats: LimiterStats, concurrency: number): BucketView['state'] {

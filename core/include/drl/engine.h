@@ -214,7 +214,7 @@ inline constexpr int64_t kReserveFractionDenominator = 4;  // a record holds at 
 inline constexpr int64_t kMaxLogEntries = 131'072;
 // The same cap for each extra window (Config::windows), so a bucket with
 // three windows at full rate stays under 4 MB: their grids are 4x coarser
-// (a per-day window dates takes on a 2.7 s grid instead of 0.7 s).
+// (a per-day window dates takes on a 2,637 ms grid instead of 660 ms).
 inline constexpr int64_t kMaxExtraLogEntries = 32'768;
 
 // The grid step for a window: 1 ms (exact) up to max_entries ms.

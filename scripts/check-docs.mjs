@@ -54,6 +54,7 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import GithubSlugger, { slug as githubSlug } from 'github-slugger';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -281,18 +282,15 @@ function headingText(raw) {
     .trim();
 }
 
-/** GitHub's anchor for a heading's text (before duplicates are numbered). */
+/** GitHub's anchor for a heading's text (before duplicates are numbered): github-slugger's, on the rendered text. */
 export function slug(text) {
-  return headingText(text)
-    .toLowerCase()
-    .replace(/[^\p{L}\p{M}\p{N}\p{Pc}\- ]/gu, '')
-    .replace(/ /g, '-');
+  return githubSlug(headingText(text));
 }
 
 /** Every anchor a markdown text defines: its headings' slugs (repeats numbered) and explicit `<a id|name>`. */
 export function anchors(text) {
   const found = new Set();
-  const seen = new Map();
+  const slugger = new GithubSlugger(); // numbers repeats (-1, -2) as GitHub does
   const lines = proseLines(text);
   for (const [i, line] of lines.entries()) {
     let heading = /^ {0,3}(#{1,6})\s+(.*)$/.exec(line)?.[2];
@@ -307,10 +305,7 @@ export function anchors(text) {
       heading = line.trim();
     }
     if (heading !== undefined) {
-      const base = slug(heading);
-      const count = seen.get(base) ?? 0;
-      seen.set(base, count + 1);
-      found.add(count === 0 ? base : `${base}-${count}`);
+      found.add(slugger.slug(headingText(heading)));
     }
     for (const m of line.matchAll(/<a\s+(?:[^>]*\s)?(?:id|name)=["']([^"']+)["']/gi)) found.add(m[1]);
   }

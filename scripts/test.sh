@@ -13,22 +13,23 @@
 # The stages, in order: the engine's Catch2 suite (engine: release with g++;
 # asan: under ASan+UBSan with clang), the libFuzzer targets for a bounded time
 # (fuzz), the object's and the client's suites inside workerd (workerd,
-# client), the typechecks of every TypeScript project (types), the docs'
-# code samples typechecked and their links checked (docs), eslint, prettier
-# and clang-format (lint), the CLI's tests (cli), the dashboard page in
-# chromium against the local stack under a stampede (browser), the consumer
-# topology from the packed tarball (consumer), the local verification run at
-# CI size (verify: plain with a tokens quota and upper-bound estimates, with
-# low estimates, restarted when idle, killed three times with callbacks in
-# flight, mixed priorities, an outside spender), the fault suite (faults),
-# local dev in one process (onedev: wrangler dev and the vite plugin), the
-# packed tarball on Node 22 with the pinned current toolchain (toolchain22),
-# and the Node suite: wasm loader, native-vs-wasm differential, /testing
-# (node).
+# client), the previous release's limiter Worker and client against this
+# build's in workerd (compat), the typechecks of every TypeScript project
+# (types), the docs' code samples typechecked and their links checked (docs),
+# eslint, prettier and clang-format (lint), the CLI's tests (cli), the
+# dashboard page in chromium against the local stack under a stampede
+# (browser), the consumer topology from the packed tarball (consumer), the
+# local verification run at CI size (verify: plain with a tokens quota and
+# upper-bound estimates, with low estimates, restarted when idle, killed three
+# times with callbacks in flight, mixed priorities, an outside spender), the
+# fault suite (faults), local dev in one process (onedev: wrangler dev and the
+# vite plugin), the packed tarball on Node 22 with the pinned current
+# toolchain (toolchain22), and the Node suite: wasm loader, native-vs-wasm
+# differential, /testing (node).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-ALL_STAGES=(engine asan fuzz workerd client types docs lint cli browser consumer verify faults onedev toolchain22 node)
+ALL_STAGES=(engine asan fuzz workerd client compat types docs lint cli browser consumer verify faults onedev toolchain22 node)
 QUICK_STAGES=(engine node workerd client lint)
 selected=("${ALL_STAGES[@]}")
 case "${1:-}" in
@@ -178,10 +179,18 @@ stage_client() {
   run_vitest vitest-client.json test/client/vitest.config.ts
 }
 
+stage_compat() {
+  stage "compatibility with the previous release in workerd (test/compat: its limiter Worker and client against this build's)"
+  # The committed fixture (test/compat/fixtures, rebuilt only by hand with
+  # scripts/build-compat-fixture.sh) against dist/, built above, in both
+  # upgrade orders; about 10 s.
+  run_vitest vitest-compat.json test/compat/vitest.config.ts
+}
+
 stage_types() {
   stage "typechecks: shim/, the type tests, the test files"
   local project
-  for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json test/do/tsconfig.json test/node/tsconfig.json cli/tsconfig.json shim/do/dashboard/tsconfig.json test/browser/tsconfig.json; do
+  for project in tsconfig.json test/types/tsconfig.json test/client/tsconfig.json test/do/tsconfig.json test/node/tsconfig.json test/compat/tsconfig.json cli/tsconfig.json shim/do/dashboard/tsconfig.json test/browser/tsconfig.json; do
     count_check "tsc -p $project" node_modules/.bin/tsc -p "$project" --noEmit
   done
 }

@@ -88,6 +88,10 @@ struct Call {
   Millis wait_until = -1;  // Queued: when it gives up waiting for its first start; -1: never
   Millis arrived_at = 0;   // for its wait in the history
   bool withdrawn = false;  // the caller gave up while its callback ran: not retried
+  // Waiting::max_retries, fixed at arrival; -1: the bucket's retry.maxRetries
+  // when each retry is decided. (Beside `withdrawn`, in its padding: a queued
+  // call costs no more memory for it.)
+  int32_t max_retries = -1;
   // Queued: each counted unit's total pushed onto its level before it (Level::pushed),
   // so the demand ahead of it is known in O(1) (see State::predict).
   std::array<std::pair<int, int64_t>, kMaxWindows> before{};
@@ -895,7 +899,11 @@ struct State {
     return static_cast<Millis>(std::ceil(capped));
   }
 
-  bool attempts_remain(const Call& c) const { return static_cast<int64_t>(c.attempt) <= config().retry.max_retries; }
+  // The call's own maxRetries when it set one, else the bucket's as it is now.
+  int64_t max_retries_of(const Call& c) const {
+    return c.max_retries >= 0 ? static_cast<int64_t>(c.max_retries) : config().retry.max_retries;
+  }
+  bool attempts_remain(const Call& c) const { return static_cast<int64_t>(c.attempt) <= max_retries_of(c); }
 
   void release(Ticket t) {
     calls.erase(t);
@@ -1328,6 +1336,20 @@ struct State {
                                number_text(m) + ")");
       }
     }
+    if (w.max_retries) {
+      const double r = *w.max_retries;
+      if (!std::isfinite(r)) {
+        return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
+                           "maxRetries must be a finite number, or left out to use the bucket's retry.maxRetries "
+                           "(received " +
+                               number_text(r) + ")");
+      }
+      if (r < 0 || r != std::floor(r) || r > static_cast<double>(kMaxRetries)) {
+        return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                           "maxRetries must be an integer between 0 and " + std::to_string(kMaxRetries) +
+                               " (received " + number_text(r) + ")");
+      }
+    }
     return std::nullopt;
   }
 
@@ -1339,6 +1361,7 @@ struct State {
     c.arrived_at = now;
     history.arrived();
     c.priority = static_cast<int32_t>(waiting.priority);
+    if (waiting.max_retries) c.max_retries = static_cast<int32_t>(*waiting.max_retries);
     note_before(c);
     if (waiting.max_wait_ms) {
       c.wait_until = now + static_cast<Millis>(*waiting.max_wait_ms);

@@ -180,20 +180,23 @@ DRL_EXPORT(drl_erase) int drl_erase(int h, double now) {
   return 0;
 }
 
-// How the caller waits: its priority, and its maxWaitMs (NaN: no limit).
-static drl::Waiting waiting(double priority, double max_wait_ms) {
+// How the caller waits: its priority, its maxWaitMs (NaN: no limit) and its
+// maxRetries (NaN: the bucket's retry.maxRetries).
+static drl::Waiting waiting(double priority, double max_wait_ms, double max_retries) {
   drl::Waiting w;
   w.priority = priority;
   if (!std::isnan(max_wait_ms)) w.max_wait_ms = max_wait_ms;
+  if (!std::isnan(max_retries)) w.max_retries = max_retries;
   return w;
 }
 
 // A ticket (> 0), or -code. A ticket may already be settled by the step's
 // actions (a maxWaitMs the predicted start exceeds).
-DRL_EXPORT(drl_arrive) double drl_arrive(int h, double cost, double priority, double max_wait_ms, double now) {
+DRL_EXPORT(drl_arrive)
+double drl_arrive(int h, double cost, double priority, double max_wait_ms, double max_retries, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
-  auto t = e->arrive(cost, waiting(priority, max_wait_ms), to_ms(now));
+  auto t = e->arrive(cost, waiting(priority, max_wait_ms, max_retries), to_ms(now));
   return t.ok() ? static_cast<double>(*t) : fail(t.error());
 }
 
@@ -222,22 +225,22 @@ DRL_EXPORT(drl_unit_number) int drl_unit_number(int h, int len) {
 
 // A cost per unit by number: `count` (number, amount) pairs in the f64 buffer.
 DRL_EXPORT(drl_arrive_numbered)
-double drl_arrive_numbered(int h, int count, double priority, double max_wait_ms, double now) {
+double drl_arrive_numbered(int h, int count, double priority, double max_wait_ms, double max_retries, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
-  auto t = e->arrive(numbered(*e, count), waiting(priority, max_wait_ms), to_ms(now));
+  auto t = e->arrive(numbered(*e, count), waiting(priority, max_wait_ms, max_retries), to_ms(now));
   return t.ok() ? static_cast<double>(*t) : fail(t.error());
 }
 
 // A cost per unit: a JSON object ({"tokens":1200}) in the scratch buffer.
 // A ticket (> 0), or -code.
 DRL_EXPORT(drl_arrive_units)
-double drl_arrive_units(int h, int len, double priority, double max_wait_ms, double now) {
+double drl_arrive_units(int h, int len, double priority, double max_wait_ms, double max_retries, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
   auto cost = drl::parse_amounts(scratch(len), "cost");
   if (!cost.ok()) return fail(cost.error());
-  auto t = e->arrive(*cost, waiting(priority, max_wait_ms), to_ms(now));
+  auto t = e->arrive(*cost, waiting(priority, max_wait_ms, max_retries), to_ms(now));
   return t.ok() ? static_cast<double>(*t) : fail(t.error());
 }
 

@@ -68,12 +68,19 @@ export interface EngineReport {
 /** A call's cost: a number of the default unit, or an amount per unit. */
 export type EngineCost = number | Readonly<Record<string, number>>;
 
-/** How a caller waits (see drl::Waiting): checked by the engine. */
+/** How a caller waits, and how often it may be retried (see drl::Waiting): checked by the engine. */
 export interface EngineWaiting {
   /** Higher first; an integer -1000..1000 (default 0). */
   priority?: number;
   /** The longest wait for the first start, ms; undefined: no limit. */
   maxWaitMs?: number;
+  /**
+   * Retries after the first attempt for this call, an integer 0..100 replacing
+   * the bucket's retry.maxRetries (0: never retried); undefined: the bucket's,
+   * read when each retry is decided. Fixed at arrival: a reconfigure does not
+   * change it.
+   */
+  maxRetries?: number;
 }
 
 /**
@@ -150,9 +157,23 @@ interface CoreExports {
   drl_slots_text(h: number): number;
   drl_running_slots_text(h: number): number;
   drl_erase(h: number, now: number): number;
-  drl_arrive(h: number, cost: number, priority: number, maxWaitMs: number, now: number): number;
-  drl_arrive_units(h: number, len: number, priority: number, maxWaitMs: number, now: number): number;
-  drl_arrive_numbered(h: number, count: number, priority: number, maxWaitMs: number, now: number): number;
+  drl_arrive(h: number, cost: number, priority: number, maxWaitMs: number, maxRetries: number, now: number): number;
+  drl_arrive_units(
+    h: number,
+    len: number,
+    priority: number,
+    maxWaitMs: number,
+    maxRetries: number,
+    now: number,
+  ): number;
+  drl_arrive_numbered(
+    h: number,
+    count: number,
+    priority: number,
+    maxWaitMs: number,
+    maxRetries: number,
+    now: number,
+  ): number;
   drl_withdraw(h: number, ticket: number, now: number): number;
   drl_is_rate_limit_header(len: number): number;
   drl_predicted(h: number, ticket: number): number;
@@ -384,20 +405,25 @@ export class Engine {
   }
 
   /**
-   * Returns the caller's ticket; throws for a bad cost, priority or maxWaitMs,
-   * or an unconfigured bucket. The ticket may already be settled by this
-   * step's actions (a maxWaitMs the predicted start exceeds).
+   * Returns the caller's ticket; throws for a bad cost, priority, maxWaitMs or
+   * maxRetries, or an unconfigured bucket. The ticket may already be settled
+   * by this step's actions (a maxWaitMs the predicted start exceeds).
    */
   arrive(cost: EngineCost, now: number, waiting?: EngineWaiting): number {
     const x = this.#core.exports;
     const priority = waiting?.priority ?? 0;
     const maxWaitMs = waiting?.maxWaitMs ?? NaN;
-    if (typeof cost === 'number') return this.#core.check(x.drl_arrive(this.#h, cost, priority, maxWaitMs, now));
+    const maxRetries = waiting?.maxRetries ?? NaN;
+    if (typeof cost === 'number') {
+      return this.#core.check(x.drl_arrive(this.#h, cost, priority, maxWaitMs, maxRetries, now));
+    }
     const count = this.#putNumbered(cost);
-    if (count >= 0) return this.#core.check(x.drl_arrive_numbered(this.#h, count, priority, maxWaitMs, now));
+    if (count >= 0) {
+      return this.#core.check(x.drl_arrive_numbered(this.#h, count, priority, maxWaitMs, maxRetries, now));
+    }
     // A unit the engine never heard of, or a value that is not a number: its message.
     const len = this.#core.putString(JSON.stringify(cost));
-    return this.#core.check(x.drl_arrive_units(this.#h, len, priority, maxWaitMs, now));
+    return this.#core.check(x.drl_arrive_units(this.#h, len, priority, maxWaitMs, maxRetries, now));
   }
 
   /** The caller gave up: see Engine::withdraw. Throws [drl:unknown-ticket] for a settled call. */

@@ -22,8 +22,11 @@
 // retires them); a call refused or withdrawn while queued never started and
 // took no grant and no slot; DeadlineExceeded comes only at arrival (with a
 // predicted wait beyond maxWaitMs) or at or after the deadline, never for a
-// call that started; a withdrawn call is never retried. A second family
-// checks the predictions are exact where the header says they are.
+// call that started; a withdrawn call is never retried. Some arrivals set
+// their own maxRetries: no call makes more attempts than its own (else the
+// bucket's, when the retry was decided) allows, and a throw is rejected only
+// once they are spent. A second family checks the predictions are exact
+// where the header says they are.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <sstream>
@@ -104,7 +107,9 @@ TEST_CASE("random schedules keep every invariant", "[property]") {
           << " queued, " << total.withdrawn_between << " between attempts, " << total.withdrawn_running << " running ("
           << total.cancelled_retries << " retries turned Cancelled); " << total.predictions_checked
           << " first starts checked against a prediction; " << total.late_starts
-          << " first starts after the call's deadline (the host's next event came after it)";
+          << " first starts after the call's deadline (the host's next event came after it); "
+          << total.own_retries_arrivals << " arrivals with their own maxRetries, " << total.own_retries_binding
+          << " exhausted throws where it differed from the bucket's";
   WARN(waiting.str());
   CHECK(total.late_starts == 0);
   if (count >= 1000) {
@@ -118,6 +123,8 @@ TEST_CASE("random schedules keep every invariant", "[property]") {
     CHECK(total.withdrawn_running > count / 10);
     CHECK(total.cancelled_retries > count / 100);
     CHECK(total.predictions_checked > count);
+    CHECK(total.own_retries_arrivals > count / 2);
+    CHECK(total.own_retries_binding > count / 200);
   }
 }
 

@@ -1,9 +1,11 @@
-// Verifies attempt outcomes: resolve, retry with exponential backoff, final and exhausted rejections, throws, and
-// unknown tickets.
+// Verifies attempt outcomes: resolve, retry with exponential backoff, final and exhausted rejections, throws,
+// unknown tickets, and a call's own maxRetries in place of the bucket's (reconfigures included).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <vector>
 
 #include "drl/engine.h"
 #include "engine_helpers.h"
@@ -23,6 +25,56 @@ Ticket running_call(Engine& e, double cost, Millis now) {
   return t;
 }
 Ticket running_call(Engine& e, Millis now) { return running_call(e, 1, now); }
+
+// A call's own maxRetries (Waiting::max_retries; nullopt: the bucket's).
+Waiting retrying(std::optional<double> max_retries) {
+  Waiting w;
+  w.max_retries = max_retries;
+  return w;
+}
+
+// Starts one call with its own maxRetries and returns its ticket, output cleared.
+Ticket running_retrying(Engine& e, std::optional<double> max_retries, Millis now) {
+  auto t = e.arrive(1, retrying(max_retries), now);
+  if (!t.ok()) FAIL("arrive failed: " << t.error().message);
+  REQUIRE(actions(e) == std::vector<Action>{start(*t)});
+  return *t;
+}
+
+// How a call that failed every attempt went: its attempts and, for each
+// retry, the delay from the failure before it to its start.
+struct Exhausted {
+  uint32_t attempts = 0;
+  std::vector<Millis> delays;
+};
+
+// Fails the running attempt of `t` (retryable, 503) 1 ms after `now`, then
+// each retry as soon as it starts (ticking at every wake), until the call is
+// rejected; `now` ends at that rejection.
+Exhausted fail_until_settled(Engine& e, Ticket t, Millis& now) {
+  Exhausted out;
+  for (uint32_t attempt = 1; attempt <= 200; ++attempt) {
+    now += 1;
+    report(e, t, failed(Failure::Retryable, 503), now);
+    const auto settled = actions(e);
+    if (!settled.empty()) {
+      CHECK(settled == std::vector<Action>{reject(t, ErrorCode::CallFailed, 503)});
+      out.attempts = attempt;
+      return out;
+    }
+    const Millis failed_at = now;
+    std::vector<Action> started;
+    while (started.empty() && wake(e) != kNoWake) {
+      now = wake(e);
+      e.tick(now);
+      started = actions(e);
+    }
+    REQUIRE(started == std::vector<Action>{start(t, attempt + 1)});
+    out.delays.push_back(now - failed_at);
+  }
+  FAIL("ticket " << t << " was still retrying after 200 attempts");
+  return out;
+}
 
 }  // namespace
 
@@ -251,4 +303,100 @@ TEST_CASE("reports, throws and cancels for tickets without a running attempt are
   CHECK(inspect(e).queued() == 1);
   CHECK(inspect(e).active() == 1);
   CHECK(inspect(e).running() == 0);
+}
+
+// ---- a call's own maxRetries (Waiting::max_retries) ---------------------------
+
+TEST_CASE("a call's maxRetries 0 settles it after one failed attempt, whatever the bucket allows", "[retry][waiting]") {
+  Engine e = configured(retry_config({{"maxRetries", 3}, {"maxDelayInMs", 60'000}}));
+  const Ticket a = running_retrying(e, 0.0, T0);
+  SECTION("a retryable failure rejects with its status") {
+    report(e, a, failed(Failure::Retryable, 503), T0 + 1);
+    CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallFailed, 503)});
+  }
+  SECTION("a throw rejects CallbackThrew") {
+    threw(e, a, T0 + 1);
+    CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallbackThrew)});
+  }
+  SECTION("a 429 rejects the call with status 429, and still pauses the bucket") {
+    report(e, a, too_many(2000), T0 + 1);
+    CHECK(actions(e) == std::vector<Action>{reject(a, ErrorCode::CallFailed, 429)});
+    CHECK(inspect(e).forced_until() == T0 + 2001);
+  }
+  CHECK(inspect(e).active() == 0);
+  // The next call, which sets none, still has the bucket's three retries.
+  Millis now = T0 + 3000;
+  const Ticket b = running_retrying(e, std::nullopt, now);
+  CHECK(fail_until_settled(e, b, now).attempts == 4);
+}
+
+TEST_CASE("a call's maxRetries 5 on a bucket allowing 1 gets 5 retries, backing off as the bucket says",
+          "[retry][waiting]") {
+  Engine e =
+      configured(retry_config({{"maxRetries", 1}, {"minDelayInMs", 100}, {"maxDelayInMs", 1000}, {"factor", 2}}));
+  Millis now = T0;
+  const Ticket a = running_retrying(e, 5.0, now);
+  const Exhausted run = fail_until_settled(e, a, now);
+  CHECK(run.attempts == 6);
+  // min(minDelay * factor^(k-1), maxDelay) for retry k: the bucket's backoff.
+  CHECK(run.delays == std::vector<Millis>{100, 200, 400, 800, 1000});
+  CHECK(inspect(e).active() == 0);
+}
+
+TEST_CASE("a call that sets no maxRetries gets the bucket's", "[retry][waiting]") {
+  Engine e = configured(retry_config({{"maxRetries", 2}, {"minDelayInMs", 100}}));
+  Millis now = T0;
+  SECTION("Waiting left as it is") {
+    const Ticket a = running_retrying(e, std::nullopt, now);
+    CHECK(fail_until_settled(e, a, now).attempts == 3);
+  }
+  SECTION("with a priority and a maxWaitMs") {
+    Waiting w;
+    w.priority = 5;
+    w.max_wait_ms = 1000;
+    auto a = e.arrive(1, w, now);
+    REQUIRE(a.ok());
+    REQUIRE(actions(e) == std::vector<Action>{start(*a)});
+    CHECK(fail_until_settled(e, *a, now).attempts == 3);
+  }
+  SECTION("the plain arrive") {
+    const Ticket a = running_call(e, now);
+    CHECK(fail_until_settled(e, a, now).attempts == 3);
+  }
+}
+
+TEST_CASE("reconfiguring the bucket's maxRetries changes only the calls that set none", "[retry][waiting]") {
+  Engine e = configured(config(1000, 1'000'000, 2, {{"maxRetries", 1}, {"minDelayInMs", 100}}));
+  Millis now = T0;
+  const Ticket own = running_retrying(e, 1.0, now);              // sets the bucket's value as its own
+  const Ticket bucket = running_retrying(e, std::nullopt, now);  // reads the bucket's at each decision
+  SECTION("lowered to 0") {
+    REQUIRE(e.reconfigure(R"({"retry":{"maxRetries":0}})", now + 1).ok());
+    e.clear_output();
+    Millis t = now + 1;
+    CHECK(fail_until_settled(e, bucket, t).attempts == 1);
+    CHECK(fail_until_settled(e, own, t).attempts == 2);
+  }
+  SECTION("raised to 4") {
+    REQUIRE(e.reconfigure(R"({"retry":{"maxRetries":4}})", now + 1).ok());
+    e.clear_output();
+    Millis t = now + 1;
+    CHECK(fail_until_settled(e, own, t).attempts == 2);
+    CHECK(fail_until_settled(e, bucket, t).attempts == 5);
+  }
+  SECTION("lowered while both are backing off") {
+    report(e, own, failed(Failure::Retryable, 503), now + 1);
+    report(e, bucket, failed(Failure::Retryable, 503), now + 1);
+    REQUIRE(e.reconfigure(R"({"retry":{"maxRetries":0}})", now + 2).ok());
+    e.clear_output();
+    // The retries decided before it keep their word: both start again ...
+    e.tick(now + 101);
+    CHECK(actions(e) == std::vector<Action>{start(own, 2), start(bucket, 2)});
+    // ... and neither has another: own's 1 is spent, the bucket's is now 0.
+    report(e, own, failed(Failure::Retryable, 503), now + 102);
+    report(e, bucket, failed(Failure::Retryable, 503), now + 102);
+    CHECK(actions(e) ==
+          std::vector<Action>{reject(own, ErrorCode::CallFailed, 503), reject(bucket, ErrorCode::CallFailed, 503)});
+  }
+  CHECK(inspect(e).active() == 0);
 }

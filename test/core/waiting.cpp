@@ -160,6 +160,71 @@ TEST_CASE("waiting: maxWaitMs must be an integer in [0, kMaxDelayMs]", "[waiting
   }
 }
 
+TEST_CASE("waiting: maxRetries must be an integer in [0, kMaxRetries]", "[waiting][validation]") {
+  Engine e = configured(config(10, 1000, 10));
+  auto retrying = [](double max_retries) {
+    Waiting w;
+    w.max_retries = max_retries;
+    return w;
+  };
+  SECTION("accepted at both ends and in between") {
+    for (double r : {0.0, 1.0, 5.0, static_cast<double>(kMaxRetries)}) {
+      CAPTURE(r);
+      auto t = e.arrive(1, retrying(r), T0);
+      CHECK(t.ok());
+    }
+  }
+  SECTION("a finite non-integer or out of range: InvalidArgument, RangeError, naming the rule and the value") {
+    const auto [bad, text] = GENERATE(table<double, std::string>({{-1.0, "-1"},
+                                                                  {1.5, "1.5"},
+                                                                  {-0.5, "-0.5"},
+                                                                  {static_cast<double>(kMaxRetries) + 1, "101"},
+                                                                  {1e300, "1e+300"}}));
+    CAPTURE(bad);
+    auto t = e.arrive(1, retrying(bad), T0);
+    REQUIRE_FALSE(t.ok());
+    CHECK(t.error().code == ErrorCode::InvalidArgument);
+    CHECK(t.error().kind == ErrorKind::RangeError);
+    CHECK(t.error().message == "[drl:invalid-argument] maxRetries must be an integer between 0 and " +
+                                   std::to_string(kMaxRetries) + " (received " + text + ")");
+  }
+  SECTION("not finite (NaN is a value here: only the ABI reads it as absent): InvalidArgument, TypeError") {
+    const auto [bad, text] =
+        GENERATE_COPY(table<double, std::string>({{kNaN, "NaN"}, {kInf, "Infinity"}, {kMinusInf, "-Infinity"}}));
+    CAPTURE(bad);
+    auto t = e.arrive(1, retrying(bad), T0);
+    REQUIRE_FALSE(t.ok());
+    CHECK(t.error().code == ErrorCode::InvalidArgument);
+    CHECK(t.error().kind == ErrorKind::TypeError);
+    CHECK(t.error().message ==
+          "[drl:invalid-argument] maxRetries must be a finite number, or left out to use the bucket's "
+          "retry.maxRetries (received " +
+              text + ")");
+  }
+  SECTION("a refused arrival takes nothing and emits nothing, by either arrive") {
+    const double bad = GENERATE(-1.0, 1.5, kNaN, static_cast<double>(kMaxRetries) + 1);
+    CAPTURE(bad);
+    auto plain = e.arrive(1, retrying(bad), T0);
+    auto per_unit = e.arrive(Amounts{{"requests", 2}}, retrying(bad), T0);
+    REQUIRE_FALSE(plain.ok());
+    REQUIRE_FALSE(per_unit.ok());
+    CHECK(per_unit.error().code == ErrorCode::InvalidArgument);
+    CHECK(per_unit.error().message == plain.error().message);
+    CHECK(e.actions().empty());
+    CHECK(e.writes().empty());
+    CHECK(inspect(e).used() == 0);
+    CHECK(inspect(e).active() == 0);
+    CHECK(inspect(e).queued() == 0);
+  }
+  SECTION("checked after the priority and maxWaitMs") {
+    Waiting w = retrying(-1);
+    w.max_wait_ms = -1.0;
+    auto t = e.arrive(1, w, T0);
+    REQUIRE_FALSE(t.ok());
+    CHECK(t.error().message.find("maxWaitMs") != std::string::npos);
+  }
+}
+
 TEST_CASE("waiting: a cost per unit is checked with its waiting too", "[waiting][validation]") {
   Engine e = configured(config(10, 1000, 10));
   auto bad = e.arrive(Amounts{{"requests", 1}}, waiting(2.5), T0);

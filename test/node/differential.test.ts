@@ -55,13 +55,15 @@ describe('core.wasm agrees with the native engine', () => {
         case 'arrive':
           // A cost per unit travels as its JSON text, exactly as the native run parsed it.
           {
-            // How the caller waits, when the schedule said (absent: priority 0, no maxWaitMs).
+            // How the caller waits, when the schedule said (absent: priority 0, no maxWaitMs,
+            // the bucket's maxRetries).
             const priority = typeof ev.priority === 'number' ? ev.priority : 0;
             const maxWait = typeof ev.maxWait === 'number' ? ev.maxWait : NaN;
+            const maxRetries = typeof ev.maxRetries === 'number' ? ev.maxRetries : NaN;
             rc =
               typeof ev.units === 'string'
-                ? x.drl_arrive_units(h, str(ev.units), priority, maxWait, ev.now)
-                : x.drl_arrive(h, ev.cost as number, priority, maxWait, ev.now);
+                ? x.drl_arrive_units(h, str(ev.units), priority, maxWait, maxRetries, ev.now)
+                : x.drl_arrive(h, ev.cost as number, priority, maxWait, maxRetries, ev.now);
           }
           break;
         case 'withdraw':

@@ -1,6 +1,6 @@
 // Verifies the JS loader over core.wasm: the module's import contract, typed
-// errors carrying their [drl:...] marker, decoded writes and actions, and a
-// restore from stored rows.
+// errors carrying their [drl:...] marker, decoded writes and actions, a
+// restore from stored rows, and a call's own maxRetries.
 import { describe, expect, it } from 'vitest';
 import { compileCore, loadCore } from './wasm.ts';
 
@@ -129,6 +129,61 @@ describe('core.wasm loader', () => {
     ]);
   });
 
+  it("maxRetries: a call's own replaces the bucket's retry.maxRetries; undefined or NaN leaves the bucket's", () => {
+    const engine = loadCore().createEngine();
+    const config = { bucket: { limitPerWindow: 100, windowInMs: 1000 }, concurrency: 4 };
+    engine.configure(JSON.stringify({ ...config, retry: { maxRetries: 2, minDelayInMs: 100 } }), T0);
+    const never = engine.arrive(1, T0, { maxRetries: 0 });
+    const once = engine.arrive({ requests: 1 }, T0, { priority: 1, maxWaitMs: 1000, maxRetries: 1 });
+    const bucket = engine.arrive(1, T0, {});
+    const nan = engine.arrive(1, T0, { maxRetries: Number.NaN });
+    const all = [never, once, bucket, nan];
+    expect(engine.drain().actions).toEqual(all.map((ticket) => ({ kind: 'start', ticket, attempt: 1 })));
+    const fail = (tickets: number[], now: number) => {
+      for (const ticket of tickets) engine.report(ticket, { status: 503, failure: 'retryable' }, now);
+      return engine.drain().actions;
+    };
+    const rejected = (ticket: number) => ({ kind: 'reject', ticket, code: 'call-failed', status: 503 });
+    // Attempt 1 fails: maxRetries 0 settles at once, the others back off (the bucket's 100 ms).
+    expect(fail(all, T0 + 1)).toEqual([rejected(never)]);
+    engine.tick(T0 + 101);
+    const retried = [once, bucket, nan];
+    expect(engine.drain().actions).toEqual(retried.map((ticket) => ({ kind: 'start', ticket, attempt: 2 })));
+    // A reconfigure changes only the calls that set no maxRetries of their own.
+    // once's 1 is spent; the bucket's, raised to 5, gives the other two another.
+    engine.reconfigure(JSON.stringify({ retry: { maxRetries: 5 } }), T0 + 102);
+    engine.drain();
+    expect(fail(retried, T0 + 103)).toEqual([rejected(once)]);
+  });
+
+  it('maxRetries: a value that is not an integer from 0 to 100 is refused, naming it, and nothing is taken', () => {
+    const engine = loadCore().createEngine();
+    engine.configure(CONFIG, T0);
+    engine.drain();
+    for (const [maxRetries, kind, rule] of [
+      [-1, RangeError, 'an integer between 0 and 100 (received -1)'],
+      [1.5, RangeError, 'an integer between 0 and 100 (received 1.5)'],
+      [101, RangeError, 'an integer between 0 and 100 (received 101)'],
+      [Infinity, TypeError, "a finite number, or left out to use the bucket's retry.maxRetries (received Infinity)"],
+    ] as const) {
+      for (const cost of [1, { requests: 1 }]) {
+        try {
+          engine.arrive(cost, T0, { maxRetries });
+          expect.unreachable();
+        } catch (error) {
+          expect(error).toBeInstanceOf(kind);
+          expect((error as { code: string }).code).toBe('invalid-argument');
+          expect((error as Error).message).toBe(`[drl:invalid-argument] maxRetries must be ${rule}`);
+        }
+      }
+    }
+    expect(engine.drain()).toEqual({ writes: [], actions: [] });
+    expect(engine.stats(T0)).toMatchObject({ used: 0, queued: 0 });
+    // The edges are accepted.
+    expect(engine.arrive(1, T0, { maxRetries: 0 })).toBeGreaterThan(0);
+    expect(engine.arrive(1, T0, { maxRetries: 100 })).toBeGreaterThan(0);
+  });
+
   it('numbered amounts: a unit number that is not a small whole number is no unit, never a cast out of range', () => {
     const core = loadCore();
     const engine = core.createEngine();
@@ -143,7 +198,7 @@ describe('core.wasm loader', () => {
     engine.drain();
     for (const unit of [1e300, -1, 1.5, Number.NaN]) {
       core.f64(2).set([unit, 5]);
-      const rc = core.exports.drl_arrive_numbered(engine.handle, 1, 0, NaN, 1000);
+      const rc = core.exports.drl_arrive_numbered(engine.handle, 1, 0, NaN, NaN, 1000);
       expect(() => core.check(rc)).toThrow(
         '[drl:invalid-argument] cost names unit "", which no window counts (units: requests, tokens)',
       );

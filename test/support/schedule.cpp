@@ -92,6 +92,7 @@ struct HostCall {
   // Waiting with intent (issue 15).
   int64_t priority = 0;
   std::optional<int64_t> max_wait;        // maxWaitMs as admitted
+  std::optional<int64_t> max_retries;     // its own maxRetries as admitted; none: the bucket's
   std::optional<Millis> deadline;         // the engine's time at arrival + maxWaitMs
   bool arriving = false;                  // in its arrival step
   bool withdrawn = false;                 // withdrawn while running: never retried
@@ -213,6 +214,7 @@ class Runner {
   Ticket arriving_ticket_ = 0;  // the ticket the arrival being run got
   int64_t arriving_priority_ = 0;
   std::optional<int64_t> arriving_max_wait_;
+  std::optional<int64_t> arriving_max_retries_;
   std::optional<Millis> arriving_model_;                    // exact family: the test's prediction for it
   size_t extra_held_ = std::numeric_limits<size_t>::max();  // engine's slots beyond the host's calls (restored ones)
 
@@ -427,7 +429,7 @@ class Runner {
       const Ticket t = pick(running);
       const Millis at = clock_;
       calls_[t].state = HostState::Between;
-      calls_[t].allowed = cfg().retry.max_retries + 1;
+      calls_[t].allowed = allowed_now(calls_[t]);
       event({{"e", "threw"}, {"t", t}, {"now", at}},
             [&](std::string& m) { return status_of(engine_.threw(t, at), m); });
       check_not_retrying(t);
@@ -504,25 +506,35 @@ class Runner {
 
   // ---- waiting with intent (issue 15) --------------------------------------
 
-  // How an arrival waits: a priority (mostly 0) and a maxWaitMs (mostly
-  // none, 0 now and then), rarely a value the engine must refuse. The exact
-  // family keeps priority 0.
+  // How an arrival waits: a priority (mostly 0), a maxWaitMs (mostly none,
+  // 0 now and then) and its own maxRetries (mostly none, 0 included), rarely
+  // a value the engine must refuse. The exact family keeps priority 0 and the
+  // bucket's maxRetries.
   struct Intent {
     double priority = 0;
     std::optional<double> max_wait;
+    std::optional<double> max_retries;
     bool valid = true;
     Waiting waiting() const {
       Waiting w;
       w.priority = priority;
       w.max_wait_ms = max_wait;
+      w.max_retries = max_retries;
       return w;
     }
-    // The trace carries both on every arrival: "maxWait" null for none.
+    // The trace carries them on every arrival: "maxWait" and "maxRetries" null for none.
     void trace(json& ev) const {
       ev["priority"] = priority;
       ev["maxWait"] = max_wait ? json(*max_wait) : json(nullptr);
+      ev["maxRetries"] = max_retries ? json(*max_retries) : json(nullptr);
     }
   };
+
+  // The attempts a call may make as a retry is decided now: its own
+  // maxRetries, else the bucket's as configured now, plus the first.
+  int64_t allowed_now(const HostCall& c) const {
+    return (c.max_retries ? *c.max_retries : cfg().retry.max_retries) + 1;
+  }
 
   Intent random_intent() {
     Intent w;
@@ -543,17 +555,22 @@ class Runner {
       w.max_wait = 0.0;
     else if (roll <= 30)
       w.max_wait = static_cast<double>(rng_.range(0, std::min<int64_t>(2 * window, 10'000)));
+    if (!exact_ && rng_.chance(15)) w.max_retries = static_cast<double>(rng_.range(0, 4));
     if (!exact_ && rng_.chance(2)) {
       w.valid = false;
-      const int64_t bad = rng_.range(1, 4);
+      const int64_t bad = rng_.range(1, 6);
       if (bad == 1)
         w.priority = 1.5;
       else if (bad == 2)
         w.priority = -1001;
       else if (bad == 3)
         w.max_wait = -1.0;
-      else
+      else if (bad == 4)
         w.max_wait = 0.5;
+      else if (bad == 5)
+        w.max_retries = rng_.chance(50) ? -1.0 : 1.5;
+      else
+        w.max_retries = static_cast<double>(kMaxRetries + 1);
     }
     return w;
   }
@@ -563,6 +580,8 @@ class Runner {
     arriving_priority_ = static_cast<int64_t>(intent.priority);
     arriving_max_wait_.reset();
     if (intent.max_wait) arriving_max_wait_ = static_cast<int64_t>(*intent.max_wait);
+    arriving_max_retries_.reset();
+    if (intent.max_retries) arriving_max_retries_ = static_cast<int64_t>(*intent.max_retries);
     arriving_model_.reset();
     if (exact_ && engine_.configured()) arriving_model_ = exact_model_prediction(std::max(at, inspect(engine_).now()));
   }
@@ -570,10 +589,12 @@ class Runner {
   void end_arrival(const Intent& intent, Ticket got) {
     arriving_ticket_ = 0;
     if (!intent.valid && got != 0)
-      fail("an arrival with priority " + std::to_string(intent.priority) + " and maxWaitMs " +
-           (intent.max_wait ? std::to_string(*intent.max_wait) : std::string("none")) + " was admitted");
+      fail("an arrival with priority " + std::to_string(intent.priority) + ", maxWaitMs " +
+           (intent.max_wait ? std::to_string(*intent.max_wait) : std::string("none")) + " and maxRetries " +
+           (intent.max_retries ? std::to_string(*intent.max_retries) : std::string("none")) + " was admitted");
     if (got == 0) return;
     result_.priority_arrivals += intent.priority != 0;
+    result_.own_retries_arrivals += intent.max_retries.has_value();
     result_.deadline_arrivals += intent.max_wait.has_value();
     result_.try_now_arrivals += intent.max_wait && *intent.max_wait == 0;
   }
@@ -975,6 +996,7 @@ class Runner {
     if (got != 0 && calls_.count(got) == 0) {
       HostCall c;
       c.cost = admitted;
+      c.max_retries = arriving_max_retries_;
       calls_.emplace(got, c);
       ++result_.tickets;
     }
@@ -1020,6 +1042,7 @@ class Runner {
     if (got != 0 && calls_.count(got) == 0) {
       HostCall c;
       c.cost = arriving_cost_;
+      c.max_retries = arriving_max_retries_;
       calls_.emplace(got, c);
       ++result_.tickets;
     }
@@ -1094,7 +1117,7 @@ class Runner {
     }
     if (!refused) {
       calls_[t].state = HostState::Between;
-      calls_[t].allowed = cfg().retry.max_retries + 1;
+      calls_[t].allowed = allowed_now(calls_[t]);
     }
     const Millis at = clock_;
     double rc = 0;
@@ -1709,6 +1732,7 @@ class Runner {
       c.priority = arriving_priority_;
       c.max_wait = arriving_max_wait_;
       if (c.max_wait) c.deadline = now + *c.max_wait;
+      c.max_retries = arriving_max_retries_;
       c.arriving = true;
       c.model_predicted = arriving_model_;
       calls_.emplace(arriving_ticket_, c);
@@ -1798,6 +1822,13 @@ class Runner {
             ended_.push_back(a.ticket);
           } else if (a.code == ErrorCode::DeadlineExceeded) {
             check_deadline_reject(a, c, now);
+          } else if (a.code == ErrorCode::CallbackThrew) {
+            // Only an exhausted throw: its own maxRetries, else the bucket's, spent.
+            if (static_cast<int64_t>(c.attempts) < c.allowed) {
+              fail("ticket " + std::to_string(a.ticket) + " rejected for a throw at attempt " +
+                   std::to_string(c.attempts) + " of the " + std::to_string(c.allowed) + " allowed");
+            }
+            if (c.max_retries && *c.max_retries != cfg().retry.max_retries) ++result_.own_retries_binding;
           }
           if (c.arriving && a.code != ErrorCode::DeadlineExceeded) {
             fail("a newcomer rejected with " + std::string(error_code_id(a.code)));

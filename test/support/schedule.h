@@ -80,6 +80,10 @@ struct ScheduleResult {
   size_t exact_starts = 0;         // exact family: queued calls that started exactly when predicted
   size_t late_starts = 0;          // first starts after the call's deadline (see property.cpp)
 
+  // A call's own maxRetries (Waiting::max_retries).
+  size_t own_retries_arrivals = 0;  // arrivals admitted with their own maxRetries
+  size_t own_retries_binding = 0;   // exhausted throws of calls whose own maxRetries differs from the bucket's
+
   // Adds another schedule's figures: counts summed, maxima kept (ok and
   // failure are the caller's: the property test stops at the first failure).
   void add(const ScheduleResult& r) {
@@ -116,7 +120,9 @@ struct ScheduleResult {
                                {&overtakes, r.overtakes},
                                {&predictions_checked, r.predictions_checked},
                                {&exact_starts, r.exact_starts},
-                               {&late_starts, r.late_starts}}) {
+                               {&late_starts, r.late_starts},
+                               {&own_retries_arrivals, r.own_retries_arrivals},
+                               {&own_retries_binding, r.own_retries_binding}}) {
       *total += part;
     }
     max_in_flight = std::max(max_in_flight, r.max_in_flight);

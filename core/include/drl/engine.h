@@ -110,8 +110,8 @@ using Amounts = std::vector<Amount>;
 // in errors ("cost", "usage"). Values are checked later, against the config.
 Expected<Amounts> parse_amounts(std::string_view json_text, std::string_view what);
 
-// How a caller is willing to wait (arrive's options). Values arrive from JS
-// as doubles and are checked by arrive().
+// How a caller is willing to wait, and how often it may be retried (arrive's
+// options). Values arrive from JS as doubles and are checked by arrive().
 struct Waiting {
   // Higher starts first; FIFO within a priority. An integer in
   // [-kMaxPriority, kMaxPriority]. A newcomer goes ahead of lower-priority
@@ -123,6 +123,14 @@ struct Waiting {
   // (DeadlineExceeded, nothing taken); otherwise, if it has not started by
   // then, it is rejected at that moment. 0 means "start now or fail".
   std::optional<double> max_wait_ms = std::nullopt;
+  // Retries after the first attempt for this call, replacing the bucket's
+  // retry.maxRetries (an integer 0..kMaxRetries, the same bound config uses);
+  // nullopt: the bucket's value, read when the decision is made. Fixed at
+  // arrival: a later reconfigure changes only calls that did not set it. It
+  // bounds every retry of the call (after a retryable failure, a 429 or a
+  // throw); the backoff between attempts is still the bucket's. 0 means "one
+  // attempt, never retried", for work that must not run twice (a POST).
+  std::optional<double> max_retries = std::nullopt;
 };
 inline constexpr int64_t kMaxPriority = 1000;
 
@@ -267,7 +275,9 @@ class Engine {
   void erase(Millis now);
 
   // A caller arrives wanting `cost` of the default unit (an integer >= 1, at
-  // most every limit counting that unit).
+  // most every limit counting that unit). A Waiting that breaks one of its
+  // rules (priority, maxWaitMs, maxRetries) is an InvalidArgument error naming
+  // the field, the rule and the value received: nothing is queued or taken.
   Expected<Ticket> arrive(double cost, Millis now);
   Expected<Ticket> arrive(double cost, const Waiting& waiting, Millis now);
   // The same with a cost per unit: the default unit is 1 unless given (an

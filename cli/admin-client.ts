@@ -5,6 +5,7 @@
 import {
   ADMIN_IDENTITY_PATH,
   ENVELOPE_VERSION,
+  OLDEST_ENVELOPE_VERSION,
   type AdminIdentity,
   type ConfigureResult,
   type LimiterStats,
@@ -114,11 +115,15 @@ function unreachable(target: AdminTarget, error: unknown): CliError {
   );
 }
 
-/** Whether a limiter's envelope differs from this CLI's: for a warning, never a refusal (the admin routes' shape is older than the envelope). */
+/**
+ * Whether a limiter's wire version is outside this CLI's compatibility
+ * window: for a warning, never a refusal (the admin routes' shape is older
+ * than the wire protocol). The previous and the next wire version are fine.
+ */
 export function envelopeSkew(identity: AdminIdentity): string | undefined {
-  return identity.envelope === ENVELOPE_VERSION
-    ? undefined
-    : `The limiter speaks envelope ${identity.envelope} and this CLI ${ENVELOPE_VERSION}: deploy the limiter from the same durable-rate-limiter version as your applications.`;
+  const { envelope } = identity;
+  if (envelope >= OLDEST_ENVELOPE_VERSION && envelope <= ENVELOPE_VERSION + 1) return undefined;
+  return `The limiter speaks wire version ${envelope} and this CLI ${ENVELOPE_VERSION} (a release talks to the one before and the one after it): deploy the limiter and your applications from releases at most one wire version apart.`;
 }
 
 async function request(target: AdminTarget, route: '/configure' | '/stats', body?: string): Promise<Answer> {

@@ -1,19 +1,50 @@
 /**
  * The wire contracts: between the limiter Worker (`/do`) and its consumers
  * (`/client`), and between its admin routes and the CLI. Every side is built
- * from this one file, so they cannot drift. Bump ENVELOPE_VERSION when the shape of anything here changes.
+ * from this one file, so they cannot drift. A change to the shape of
+ * anything here is a new ENVELOPE_VERSION, an entry in OPTION_SINCE for a
+ * new option, and a line in docs/architecture.md's version history.
  */
 import type { ErrorId } from './error-ids.ts';
 
 /**
- * The version of the RPC envelope. A consumer compares it with `ping()` to
- * catch a limiter Worker deployed from a different release.
+ * The wire version this release speaks: the shape of execute's options, its
+ * answers and the CallReport. A release talks to the one before and the one
+ * after it (see docs/architecture.md, "The wire protocol"): a client learns
+ * the limiter Worker's version from its answers, and a call that needs an
+ * option the other side does not know fails alone, with UnsupportedOptionError.
  *
  * @example
  * const { envelopeVersion } = await env.LIMITER.ping();
- * if (envelopeVersion !== ENVELOPE_VERSION) console.warn('limiter version skew');
+ * if (envelopeVersion < ENVELOPE_VERSION) console.warn('the limiter Worker is from an older release');
  */
-export const ENVELOPE_VERSION = 4;
+export const ENVELOPE_VERSION = 5;
+
+/** The oldest wire version this release still serves and calls. */
+export const OLDEST_ENVELOPE_VERSION = 4;
+
+/** The release that first spoke each wire version (for messages and docs). */
+export const WIRE_RELEASES: Readonly<Record<number, string>> = { 4: '0.1.0', 5: '0.2.0' };
+
+/**
+ * The key that marks an answer of execute as the object's envelope rather
+ * than a value; it holds the wire version the answer is written in. On the
+ * wire-5 form (see ExecuteOptions.wire) a success is the value itself, so a
+ * value that is an object with this key at its top level travels wrapped.
+ */
+export const WIRE_BRAND = 'drl:wire';
+
+/** The wire version that introduced each execute option (4: every one 0.1.0 knew). */
+export const OPTION_SINCE: Readonly<Record<keyof ExecuteOptions, number>> = {
+  cost: 4,
+  reportsThrows: 4,
+  settles: 4,
+  priority: 4,
+  maxWaitMs: 4,
+  whenAborted: 4,
+  wire: 5,
+  maxRetries: 5,
+};
 
 /**
  * The reserved instance name of the registry that lists every configured
@@ -220,6 +251,24 @@ export interface ExecuteOptions {
    * `bound.call` builds it from `options.signal`.
    */
   whenAborted?: () => Promise<boolean>;
+  /**
+   * Retries after the first attempt for this call, in place of the bucket's
+   * `retry.maxRetries` (an integer from 0 to 100; the bucket's when absent).
+   * 0 for work that must never run twice, such as a POST that creates
+   * something. Since wire version 5: an older limiter Worker refuses it.
+   */
+  maxRetries?: number;
+  /**
+   * The wire version the caller reads answers in (an integer >= 5; the
+   * object answers in the newest form it knows up to it). With it, execute
+   * settles as data in the wire-5 form: a success resolves with the value
+   * itself, and anything else with a SettledCall that carries `drl:wire`
+   * (WIRE_BRAND), as does a value that is itself an object with that key.
+   * Send `settles: 'data'` beside it, so that a limiter Worker older than
+   * version 5 refuses it as data (an unknown option) instead of a rejection.
+   * `bound.call` sends both.
+   */
+  wire?: number;
 }
 
 /**
@@ -230,7 +279,11 @@ export interface ExecuteOptions {
  * type Plain = ExecuteResult<number, { cost: 2 }>; // number
  * type AsData = ExecuteResult<number, { settles: 'data' }>; // SettledCall<number>
  */
-export type ExecuteResult<T, O extends ExecuteOptions | undefined> = O extends { settles: 'data' } ? SettledCall<T> : T;
+export type ExecuteResult<T, O extends ExecuteOptions | undefined> = O extends { wire: number }
+  ? T | SettledCall<T>
+  : O extends { settles: 'data' }
+    ? SettledCall<T>
+    : T;
 
 /**
  * What `execute` resolves with when asked for `settles: 'data'`.
@@ -239,7 +292,10 @@ export type ExecuteResult<T, O extends ExecuteOptions | undefined> = O extends {
  * const settled = await stub.execute(fn, { settles: 'data' });
  * if (!settled.ok && settled.error.id === 'call-failed') console.warn(settled.error.status);
  */
-export type SettledCall<T = unknown> = { ok: true; value: T } | { ok: false; error: SettledError };
+export type SettledCall<T = unknown> = ({ ok: true; value: T } | { ok: false; error: SettledError }) & {
+  /** The wire version the object wrote this in (WIRE_BRAND); absent from a 0.1.0 limiter Worker. */
+  readonly 'drl:wire'?: number;
+};
 
 /**
  * An error the object settled a call with, as data: what the rejection
@@ -264,6 +320,8 @@ export interface SettledError {
   timeoutMs?: number;
   /** deadline-exceeded: the predicted wait, in ms, when the call was refused (a lower bound). */
   retryAfterMs?: number;
+  /** invalid-argument for an option this limiter does not know: its name, so a newer client can say which release supports it. */
+  option?: string;
 }
 
 /** A bucket's live state. */

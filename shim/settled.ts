@@ -8,7 +8,7 @@
  * marker (a bug, a trap), a storage failure and the drop ids the client
  * retries.
  */
-import type { SettledCall, SettledError } from './envelope.ts';
+import { ENVELOPE_VERSION, WIRE_BRAND, type SettledCall, type SettledError } from './envelope.ts';
 import { ERROR_IDS } from './error-ids.ts';
 import { CallFailedError } from './errors.ts';
 
@@ -40,19 +40,51 @@ export function settledError(error: unknown): SettledError | undefined {
   if (typeof timeoutMs === 'number') settled.timeoutMs = timeoutMs;
   const retryAfterMs = (error as { retryAfterMs?: unknown }).retryAfterMs;
   if (typeof retryAfterMs === 'number') settled.retryAfterMs = retryAfterMs;
+  const option = (error as { option?: unknown }).option;
+  if (typeof option === 'string') settled.option = option;
   return settled;
 }
 
 /**
- * The failed SettledCall for `error`, when it is one of the object's
- * verdicts; a fault is thrown again, so it stays a rejection. What every
- * `execute` asked to settle as data does with an error (the object, the
+ * How execute answers, read from its options before they are checked (so a
+ * refusal of the options themselves follows it too):
+ * - `raw`: the value, or a rejection (no `settles`, no `wire`);
+ * - `data` (`settles: 'data'`, wire 4): a SettledCall for every outcome;
+ * - `wire` (`wire` set, version 5): the value itself for a success, a
+ *   SettledCall for everything else.
+ * Every SettledCall carries WIRE_BRAND with this release's version, which a
+ * wire-4 client ignores and a newer one learns the limiter's version from.
+ */
+export type AnswerForm = 'raw' | 'data' | 'wire';
+
+export function answerForm(options: unknown): AnswerForm {
+  if (typeof options !== 'object' || options === null) return 'raw';
+  const { settles, wire } = options as { settles?: unknown; wire?: unknown };
+  if (wire !== undefined) return 'wire';
+  return settles === 'data' ? 'data' : 'raw';
+}
+
+/** A success in `form`: on the wire form, the value itself unless it could be read as an envelope. */
+export function answerValue<T>(value: T, form: AnswerForm): T | SettledCall<T> {
+  if (form === 'raw' || (form === 'wire' && !carriesBrand(value))) return value;
+  return { [WIRE_BRAND]: ENVELOPE_VERSION, ok: true, value };
+}
+
+/**
+ * A failure in `form`: the object's verdicts as a SettledCall, except on the
+ * raw form; a fault is thrown again, so it stays a rejection (and visible in
+ * the logs). What every execute does with an error (the object, the
  * entrypoint, the test fake).
  */
-export function failedAsData(error: unknown): Extract<SettledCall, { ok: false }> {
-  const settled = settledError(error);
+export function answerFailure(error: unknown, form: AnswerForm): Extract<SettledCall, { ok: false }> {
+  const settled = form === 'raw' ? undefined : settledError(error);
   if (settled === undefined) throw error;
-  return { ok: false, error: settled };
+  return { [WIRE_BRAND]: ENVELOPE_VERSION, ok: false, error: settled };
+}
+
+/** Whether `value` is an object with WIRE_BRAND at its top level (so a reader would take it for an envelope). */
+export function carriesBrand(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && Object.hasOwn(value, WIRE_BRAND);
 }
 
 function kindOf(error: Error): SettledError['kind'] {

@@ -3,6 +3,7 @@
  * A binder is inert until `resolve(env)` runs (from `limiter.for(env)`), which
  * is where a missing or wrong binding is reported, naming what env did hold.
  */
+import type { CallReport, ExecuteOptions } from '../envelope.ts';
 import type { LimiterRpc } from '../rpc-surface.ts';
 import { describe } from '../rules.ts';
 
@@ -12,15 +13,27 @@ import { describe } from '../rules.ts';
  * them over RPC (its `execute` returns `never`, which type-checks against
  * anything); the client asserts the real stub to this type once, inside
  * the binder, so call sites keep their types. An adapter must pass
- * `options` through unchanged and return what the object answers:
- * `bound.call` asks for `settles: 'data'` and reads the SettledCall it gets
- * back.
+ * `options` through unchanged and return what the object answers.
  *
  * @example
  * // An adapter over a service binding to LimiterEntrypoint:
  * const stub: LimiterStub = { execute: (fn, options) => env.LIMITER.execute(name, fn, options) };
  */
 export type LimiterStub = Pick<LimiterRpc, 'execute'>;
+
+/**
+ * What `NamespaceLike.get` returns: anything with an `execute` the client
+ * can hand its callback and options to. A real stub is one (LimiterStub), an
+ * adapter over a service binding is one, and so is a plain test double whose
+ * `execute` runs the callback and returns what it resolved to (see
+ * docs/testing.md). The client reads whatever it answers (shim/client/wire.ts).
+ *
+ * @example
+ * const double: StubLike = { execute: async (fn) => fn() };
+ */
+export interface StubLike {
+  execute(fn: () => Promise<CallReport>, options?: ExecuteOptions): unknown;
+}
 
 /**
  * What a binder resolves to: something that turns an instance name into a
@@ -36,7 +49,7 @@ export type LimiterStub = Pick<LimiterRpc, 'execute'>;
  */
 export interface NamespaceLike {
   idFromName(name: string): unknown;
-  get(id: unknown): LimiterStub;
+  get(id: unknown): StubLike;
 }
 
 /**

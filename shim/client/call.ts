@@ -6,16 +6,24 @@
  * call's AbortSignal ends it as `fetch` does, with `signal.reason`, while it
  * waits (see abortRelay) and during the wait before a drop retry.
  */
-import type { ExecuteOptions, SettledCall, SettledError, UnitCosts } from '../envelope.ts';
+import {
+  ENVELOPE_VERSION,
+  OPTION_SINCE,
+  type CallReport,
+  type ExecuteOptions,
+  type SettledError,
+  type UnitCosts,
+} from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { messageOf } from '../errors.ts';
 import { costProblem, describe, raise } from '../rules.ts';
-import type { NamespaceLike } from './binder.ts';
+import type { NamespaceLike, StubLike } from './binder.ts';
 import { dropBackoffMs, dropError, reportDrop, sleep, type DropHook } from './drops.ts';
-import { CallDroppedError, errorFromSettled, settle } from './errors.ts';
+import { CallDroppedError, errorFromSettled, settle, settleFromReport, UnsupportedOptionError } from './errors.ts';
 import type { ErrorHook, HookSlot, RateLimitHook, UsageHook } from './hooks.ts';
 import { reportingCallback, type AttemptTrace, type HookLayers } from './report.ts';
-import { abortRelay, maxWaitProblem, priorityProblem } from './waiting.ts';
+import { abortRelay, maxRetriesProblem, maxWaitProblem, priorityProblem } from './waiting.ts';
+import { optionBeyond, optionsFor, readAnswer, wireOf, type Reading } from './wire.ts';
 
 /**
  * Options of one call. `read` is required and runs on every result, error
@@ -88,6 +96,14 @@ export interface CallOptions<T = Response, V = unknown> {
    */
   priority?: number;
   /**
+   * Retries the object may make after a retryable failure or a 429, in
+   * place of the bucket's `retry.maxRetries`: an integer from 0 to 100. `0`
+   * for work that must never run twice (a POST that creates something).
+   * Needs a limiter Worker of wire version 5 (0.2.0) or later: against an
+   * older one the call rejects with UnsupportedOptionError and is not sent.
+   */
+  maxRetries?: number;
+  /**
    * Gives up the call, as `fetch` does: if it aborts while the call waits
    * (queued, or between the object's retries), the object removes it at once
    * (nothing is taken for an attempt that has not started, a slot held
@@ -118,7 +134,17 @@ export interface CallContext {
   waiting: WaitingDefaults;
 }
 
-const CALL_OPTION_KEYS = new Set(['read', 'rateLimit', 'error', 'cost', 'usage', 'maxWaitMs', 'priority', 'signal']);
+const CALL_OPTION_KEYS = new Set([
+  'read',
+  'rateLimit',
+  'error',
+  'cost',
+  'usage',
+  'maxWaitMs',
+  'priority',
+  'maxRetries',
+  'signal',
+]);
 
 function checkHookSlot(value: unknown, what: string): void {
   if (value !== undefined && value !== null && typeof value !== 'function') {
@@ -152,7 +178,10 @@ function checkCall(work: unknown, options: unknown, waiting: WaitingDefaults): E
       `call(fn, options): unknown option ${JSON.stringify(unknown[0])} (allowed: ${[...CALL_OPTION_KEYS].join(', ')})`,
     );
   }
-  const { read, rateLimit, error, cost, usage, maxWaitMs, priority, signal } = options as Record<string, unknown>;
+  const { read, rateLimit, error, cost, usage, maxWaitMs, priority, maxRetries, signal } = options as Record<
+    string,
+    unknown
+  >;
   if (typeof read !== 'function')
     throw new TypeError(`call(fn, options): options.read must be a function (received ${describe(read)})`);
   checkHookSlot(rateLimit, 'call(fn, options): options.rateLimit');
@@ -162,6 +191,7 @@ function checkCall(work: unknown, options: unknown, waiting: WaitingDefaults): E
   if (maxWaitMs !== undefined && maxWaitMs !== null)
     raise(maxWaitProblem(maxWaitMs, 'options.maxWaitMs'), 'call(fn, options): ');
   if (priority !== undefined) raise(priorityProblem(priority, 'options.priority'), 'call(fn, options): ');
+  if (maxRetries !== undefined) raise(maxRetriesProblem(maxRetries, 'options.maxRetries'), 'call(fn, options): ');
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw new TypeError(
       `call(fn, options): options.signal must be an AbortSignal, e.g. request.signal or AbortSignal.timeout(ms) (received ${describe(signal)})`,
@@ -170,19 +200,20 @@ function checkCall(work: unknown, options: unknown, waiting: WaitingDefaults): E
   // The call site's choice, else the limiter's default; a call-site null removes the default.
   const wait = maxWaitMs === null ? undefined : ((maxWaitMs as number | undefined) ?? waiting.maxWaitMs);
   const rank = (priority as number | undefined) ?? waiting.priority;
-  // Only what is set is sent: an object older than these options refuses them
-  // loudly, and a call that does not use them must still reach it.
-  const sent: ExecuteOptions = { ...DATA_OPTIONS };
+  // Only what is set is sent: a limiter Worker of an older wire version
+  // refuses what it does not know (wire.ts), and a call that does not use it
+  // must still reach it.
+  // `wire` first: a wire-4 object names the first unknown key it meets.
+  // The callback reports the work's throws as data, so an exception from
+  // invoking it tells the object its caller is gone; the object answers with
+  // its verdicts as data, so normal outcomes are never logged as uncaught.
+  const sent: ExecuteOptions = { wire: ENVELOPE_VERSION, settles: 'data', reportsThrows: true };
   if (cost !== undefined) sent.cost = cost as number | UnitCosts;
   if (rank !== undefined) sent.priority = rank;
   if (wait !== undefined) sent.maxWaitMs = wait;
+  if (maxRetries !== undefined) sent.maxRetries = maxRetries as number;
   return sent;
 }
-
-// The callback reports the work's throws as data, so an exception from
-// invoking it tells the object its caller is gone; the object answers with
-// its verdicts as data too, so normal outcomes are never logged as uncaught.
-const DATA_OPTIONS = { reportsThrows: true, settles: 'data' } as const satisfies ExecuteOptions;
 
 /** Runs `work` under the bucket; resolves with the final attempt's value. */
 export async function runCall<T, V>(
@@ -218,16 +249,16 @@ export async function runCall<T, V>(
       attempt === 1 || executeOptions.maxWaitMs === undefined
         ? undefined
         : Math.max(0, executeOptions.maxWaitMs - (Date.now() - calledAt));
-    let answer: unknown;
+    let sent = waitLeft === undefined ? executeOptions : { ...executeOptions, maxWaitMs: waitLeft };
+    if (relay) sent = { ...sent, whenAborted: relay.whenAborted };
+    let reading: Reading | undefined;
     let error: unknown;
-    let rejected = false;
     try {
-      const sent = waitLeft === undefined ? executeOptions : { ...executeOptions, maxWaitMs: waitLeft };
-      answer = await stub.execute(callback, relay ? { ...sent, whenAborted: relay.whenAborted } : sent);
+      reading = await exchange(context, stub, callback, sent, trace);
     } catch (transport) {
       // A fault: the object (or the connection to it) broke, or it kept an
       // error as a rejection on purpose (see shim/settled.ts).
-      rejected = true;
+      if (transport instanceof UnsupportedOptionError) throw transport;
       error = transport;
     } finally {
       relay?.end();
@@ -236,15 +267,18 @@ export async function runCall<T, V>(
     // that must not pass quietly (the value, if any, is dropped with it).
     if (trace.usageError !== undefined) throw trace.usageError;
     let verdict: SettledError | undefined;
-    if (!rejected) {
-      if (!isSettled(answer)) {
-        throw new TypeError(
-          `limiter ${JSON.stringify(name)}: execute resolved with ${describe(answer)} instead of { ok, value } or { ok, error }: ` +
-            'a namespace adapter must pass execute its options unchanged and return what the object answers',
-        );
-      }
-      if (answer.ok) return answer.value as V;
-      verdict = answer.error;
+    if (reading?.kind === 'value') return reading.value as V;
+    if (reading?.kind === 'report') {
+      // A plain test double ran the callback and handed its report back: the
+      // outcome is the one the object reaches for a final attempt.
+      const outcome = settleFromReport(trace.report!, trace.thrown);
+      if (outcome.kind === 'throw') throw outcome.error;
+      return (outcome as { value: V }).value;
+    }
+    if (reading?.kind === 'settled') {
+      const { settled } = reading;
+      if (settled.ok) return settled.value as V;
+      verdict = settled.error;
       error = errorFromSettled(verdict);
     }
     // The object withdrew the call because this caller gave up: its answer
@@ -264,7 +298,29 @@ export async function runCall<T, V>(
   }
 }
 
-/** Whether execute answered with a SettledCall (what `settles: 'data'` asks for). */
-function isSettled(value: unknown): value is SettledCall {
-  return value !== null && typeof value === 'object' && typeof (value as { ok?: unknown }).ok === 'boolean';
+/**
+ * Sends one attempt in the newest form the namespace is known to read, and
+ * reads the answer. At most twice: a limiter Worker older than the form sent
+ * refuses it before taking anything or invoking the callback, and the same
+ * attempt goes again in its form. A call with an option that form lacks is
+ * not sent at all (UnsupportedOptionError).
+ */
+async function exchange(
+  context: CallContext,
+  stub: StubLike,
+  callback: () => Promise<CallReport>,
+  sent: ExecuteOptions,
+  trace: AttemptTrace,
+): Promise<Reading> {
+  const { name, namespace } = context;
+  for (;;) {
+    const wire = wireOf(namespace);
+    const beyond = optionBeyond(sent, wire);
+    if (beyond !== undefined) {
+      throw new UnsupportedOptionError(name, beyond, OPTION_SINCE[beyond as keyof ExecuteOptions], wire);
+    }
+    const answer = await stub.execute(callback, optionsFor(sent, wire));
+    const reading = readAnswer(answer, wire, trace, namespace);
+    if (reading.kind !== 'older') return reading;
+  }
 }

@@ -4,7 +4,7 @@
  * object's errors are recognised by the `[drl:...]` marker in it and turned
  * back into classes with their fields, which `instanceof` then finds.
  */
-import type { CallReport, SettledError } from '../envelope.ts';
+import { WIRE_RELEASES, type CallReport, type SettledError } from '../envelope.ts';
 import { ERROR_IDS, MARKERS, type ErrorId } from '../error-ids.ts';
 import { CallFailedError, messageOf } from '../errors.ts';
 import type { AttemptTrace } from './report.ts';
@@ -91,6 +91,45 @@ export class AttemptTimeoutError extends Error {
     );
     this.limiter = limiter;
     this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * The call used an option the limiter Worker's release does not know: it
+ * speaks an older wire version (it was deployed from an older release, or
+ * rolled back to one). Only this call fails, before anything is taken and
+ * before `fn` runs; calls without the option are served as usual. Deploy the
+ * limiter Worker from this release (or newer), or leave the option out.
+ *
+ * @example
+ * try {
+ *   await api.for(env).call(() => fetch(url, { method: 'POST' }), { read: (res) => res.json(), maxRetries: 0 });
+ * } catch (error) {
+ *   if (error instanceof UnsupportedOptionError) console.error(`deploy the limiter Worker: it speaks wire ${error.limiterWire}`);
+ *   throw error;
+ * }
+ */
+export class UnsupportedOptionError extends Error {
+  override readonly name = 'UnsupportedOptionError';
+  /** The instance name the call addressed. */
+  readonly limiter: string;
+  /** The call option the limiter does not know, e.g. `'maxRetries'`. */
+  readonly option: string;
+  /** The wire version that introduced it. */
+  readonly requiredWire: number;
+  /** The wire version the limiter Worker speaks. */
+  readonly limiterWire: number;
+  constructor(limiter: string, option: string, requiredWire: number, limiterWire: number) {
+    const release = (wire: number) => (WIRE_RELEASES[wire] ? ` (durable-rate-limiter ${WIRE_RELEASES[wire]})` : '');
+    super(
+      `limiter ${JSON.stringify(limiter)}: option ${option} needs a limiter Worker speaking wire version ${requiredWire}${release(requiredWire)} or later, ` +
+        `but this one speaks wire version ${limiterWire}${release(limiterWire)}: deploy the limiter Worker from this release, or leave ${option} out ` +
+        '(calls without it are served meanwhile; this one was not sent, so nothing was taken)',
+    );
+    this.limiter = limiter;
+    this.option = option;
+    this.requiredWire = requiredWire;
+    this.limiterWire = limiterWire;
   }
 }
 

@@ -6,10 +6,26 @@ export {
   type DoBindings,
   type LimiterStub,
   type NamespaceLike,
+  type StubLike,
 } from './binder.ts';
 export { defineLimiter, type BoundLimiter, type Limiter, type LimiterDefinition } from './limiter.ts';
 export type { CallOptions } from './call.ts';
 export type { ErrorHook, FailureDescription, HookSlot, RateLimitHook, RateLimitSignal, UsageHook } from './hooks.ts';
 export { DEFAULT_DROP_RETRIES, type DropEvent, type DropHook } from './drops.ts';
-export { AttemptTimeoutError, CallDroppedError, CallFailedError, DeadlineError, NoSuchLimiterError } from './errors.ts';
-export { ENVELOPE_VERSION, type CallReport, type SettledCall, type SettledError, type UnitCosts } from '../envelope.ts';
+export {
+  AttemptTimeoutError,
+  CallDroppedError,
+  CallFailedError,
+  DeadlineError,
+  NoSuchLimiterError,
+  UnsupportedOptionError,
+} from './errors.ts';
+export {
+  ENVELOPE_VERSION,
+  OLDEST_ENVELOPE_VERSION,
+  WIRE_BRAND,
+  type CallReport,
+  type SettledCall,
+  type SettledError,
+  type UnitCosts,
+} from '../envelope.ts';

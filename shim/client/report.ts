@@ -109,6 +109,8 @@ export interface AttemptTrace<V = unknown> {
   started: boolean;
   /** The latest invocation: awaited for its report when the object dies under it. */
   running?: Promise<CallReport<V>>;
+  /** The latest invocation's report, the object itself (a plain test double may hand it back as its answer). */
+  report?: CallReport<V>;
   /** What the latest invocation threw, as thrown. */
   thrown?: unknown;
   /** The first malformed usage answer of any invocation: `call` rejects with it once the object settles. */
@@ -129,15 +131,17 @@ export function reportingCallback<T, V>(
   trace: AttemptTrace<V>,
 ): () => Promise<CallReport<V>> {
   const attempt = async (): Promise<CallReport<V>> => {
+    let report: CallReport<V>;
     try {
       const result = await work();
-      return await buildReport(result, carried(await read(result)), hooks, (error) => {
+      report = await buildReport(result, carried(await read(result)), hooks, (error) => {
         trace.usageError ??= error;
       });
     } catch (error) {
       trace.thrown = error;
-      return { thrown: { message: messageOf(error) } };
+      report = { thrown: { message: messageOf(error) } };
     }
+    return (trace.report = report);
   };
   return () => {
     trace.started = true;

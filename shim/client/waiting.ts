@@ -1,5 +1,5 @@
 /**
- * Waiting with intent: the rules for a call's `priority` and `maxWaitMs`
+ * Waiting with intent: the rules for a call's `priority`, `maxWaitMs` and `maxRetries`
  * (checked by the client before anything is sent, and by the test fake), and
  * how a call's AbortSignal reaches the object, which it cannot cross to.
  */
@@ -51,6 +51,29 @@ export function maxWaitProblem(value: unknown, what: string): Problem | null {
   }
   if (!Number.isInteger(value) || value < 0 || value > MAX_WAIT_MS) {
     return { kind: RangeError, message: `${what} must be an integer from 0 to ${MAX_WAIT_MS} ms (received ${value})` };
+  }
+  return null;
+}
+
+/** The most retries a call may ask for: the engine's kMaxRetries, the bound of the bucket's retry.maxRetries. */
+export const MAX_RETRIES = 100;
+
+/**
+ * The maxRetries rule: an integer from 0 (never retried) to MAX_RETRIES.
+ *
+ * @example
+ * maxRetriesProblem(0, 'options.maxRetries'); // null
+ * maxRetriesProblem(1.5, 'options.maxRetries'); // RangeError: 'options.maxRetries must be an integer from 0 to 100 (received 1.5)'
+ */
+export function maxRetriesProblem(value: unknown, what: string): Problem | null {
+  if (typeof value !== 'number') {
+    return {
+      kind: TypeError,
+      message: `${what} must be a number, an integer from 0 to ${MAX_RETRIES} (received ${describe(value)})`,
+    };
+  }
+  if (!Number.isInteger(value) || value < 0 || value > MAX_RETRIES) {
+    return { kind: RangeError, message: `${what} must be an integer from 0 to ${MAX_RETRIES} (received ${value})` };
   }
   return null;
 }

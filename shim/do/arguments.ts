@@ -2,7 +2,7 @@
  * Checks RPC arguments at the boundary, before anything is stored: every
  * error names the argument, the rule and what was received.
  */
-import { type CallReport } from '../envelope.ts';
+import { ENVELOPE_VERSION, OPTION_SINCE, type CallReport } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { describe, instanceOf, keyPath, nameProblem, raise } from '../rules.ts';
 
@@ -24,48 +24,54 @@ export interface ExecuteArguments {
   /** Checked for type here; integrality and range are the engine's rules. */
   priority?: number;
   maxWaitMs?: number;
+  maxRetries?: number;
   whenAborted?: () => Promise<boolean>;
 }
 
-/**
- * Whether execute was asked to settle as data (`settles: 'data'`). Read
- * before the options are checked, so a refusal of the options themselves
- * travels as data too.
- */
-export function settlesAsData(options: unknown): boolean {
-  return typeof options === 'object' && options !== null && (options as { settles?: unknown }).settles === 'data';
-}
+/** The options execute knows, in the order its messages list them. */
+const EXECUTE_OPTIONS: readonly string[] = Object.keys(OPTION_SINCE);
 
 /**
  * The `options` of execute: absent, or an object with an optional cost (a
  * number, or a plain object of numbers), an optional reportsThrows flag, an
- * optional `settles: 'data'`, an optional priority and maxWaitMs (numbers)
- * and an optional whenAborted function.
+ * optional `settles: 'data'`, an optional wire version, optional priority,
+ * maxWaitMs and maxRetries (numbers) and an optional whenAborted function.
+ * An option this release does not know is refused with its name in the
+ * error's `option` field: a newer client reads it to say which release
+ * supports it.
  */
 export function executeOptions(options: unknown): ExecuteArguments {
   if (options === undefined || options === null) return { cost: 1, reportsThrows: false };
   if (typeof options !== 'object' || Array.isArray(options)) {
     throw invalid(TypeError, `execute options must be an object (received ${describe(options)})`);
   }
-  const { cost, reportsThrows, settles, priority, maxWaitMs, whenAborted, ...rest } = options as Record<
+  for (const key in options) {
+    if (!Object.hasOwn(OPTION_SINCE, key)) {
+      const error = invalid(
+        TypeError,
+        `execute options has unknown key ${JSON.stringify(key)} (allowed: ${EXECUTE_OPTIONS.join(', ')}): a client newer than this limiter Worker (wire version ${ENVELOPE_VERSION}) sent it`,
+      );
+      throw Object.assign(error, { option: key });
+    }
+  }
+  const { cost, reportsThrows, settles, priority, maxWaitMs, maxRetries, whenAborted, wire } = options as Record<
     string,
     unknown
   >;
-  const unknown = Object.keys(rest);
-  if (unknown.length > 0) {
-    throw invalid(
-      TypeError,
-      `execute options has unknown key ${JSON.stringify(unknown[0])} (allowed: cost, reportsThrows, settles, priority, maxWaitMs, whenAborted)`,
-    );
-  }
   if (priority !== undefined && typeof priority !== 'number') {
     throw invalid(TypeError, `priority must be an integer from -1000 to 1000 (received ${describe(priority)})`);
   }
-  // NaN too: the engine's ABI reads NaN as "no maxWaitMs", which a caller must say by leaving it out.
+  // NaN too: the engine's ABI reads NaN as "absent", which a caller must say by leaving it out.
   if (maxWaitMs !== undefined && (typeof maxWaitMs !== 'number' || Number.isNaN(maxWaitMs))) {
     throw invalid(
       TypeError,
       `maxWaitMs must be an integer >= 0, or left out to wait as long as needed (received ${describe(maxWaitMs)})`,
+    );
+  }
+  if (maxRetries !== undefined && (typeof maxRetries !== 'number' || Number.isNaN(maxRetries))) {
+    throw invalid(
+      TypeError,
+      `maxRetries must be an integer from 0 to 100, or left out for the bucket's retry.maxRetries (received ${describe(maxRetries)})`,
     );
   }
   if (whenAborted !== undefined && typeof whenAborted !== 'function') {
@@ -79,6 +85,12 @@ export function executeOptions(options: unknown): ExecuteArguments {
   }
   if (settles !== undefined && settles !== 'data')
     throw invalid(TypeError, `settles must be 'data' or left out (received ${describe(settles)})`);
+  if (wire !== undefined && !(Number.isSafeInteger(wire) && (wire as number) >= ENVELOPE_VERSION)) {
+    throw invalid(
+      typeof wire === 'number' ? RangeError : TypeError,
+      `wire must be an integer >= ${ENVELOPE_VERSION}, the wire version the caller reads answers in (received ${describe(wire)})`,
+    );
+  }
   // Only the shape here: units, integrality and bounds are the engine's rules, with its messages.
   if (cost !== undefined && typeof cost !== 'number') checkCostObject(cost);
   return {
@@ -86,6 +98,7 @@ export function executeOptions(options: unknown): ExecuteArguments {
     reportsThrows: reportsThrows === true,
     priority: priority as number | undefined,
     maxWaitMs: maxWaitMs as number | undefined,
+    maxRetries: maxRetries as number | undefined,
     whenAborted: whenAborted as ExecuteArguments['whenAborted'],
   };
 }

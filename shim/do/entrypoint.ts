@@ -17,8 +17,8 @@ import {
   type LimiterStats,
 } from '../envelope.ts';
 import type { LimiterService } from '../rpc-surface.ts';
-import { failedAsData } from '../settled.ts';
-import { checkName, settlesAsData } from './arguments.ts';
+import { answerFailure, answerForm } from '../settled.ts';
+import { checkName } from './arguments.ts';
 import { limiterNamespace, registryStub, type LimiterDO, type LimiterEnv } from './limiter-do.ts';
 import { later } from './rpc.ts';
 
@@ -28,7 +28,7 @@ export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements L
     return ns.get(ns.idFromName(checkName(name)));
   }
 
-  /** LimiterDO's execute on the bucket `name`; with `settles: 'data'` a bad name is settled as data too. */
+  /** LimiterDO's execute on the bucket `name`; with `settles: 'data'` or `wire`, a bad name is settled as data too. */
   execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(
     name: string,
     fn: () => Promise<CallReport<T>> | CallReport<T>,
@@ -39,8 +39,7 @@ export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements L
       try {
         stub = this.#bucket(name);
       } catch (error) {
-        if (!settlesAsData(options)) throw error;
-        return failedAsData(error) as ExecuteResult<T, O>;
+        return answerFailure(error, answerForm(options)) as ExecuteResult<T, O>;
       }
       return (await stub.execute(fn as () => Promise<CallReport>, options)) as ExecuteResult<T, O>;
     });

@@ -6,6 +6,8 @@ export { handleAdminRequest, MAX_ADMIN_BODY_BYTES } from './admin.ts';
 export { LimiterNotConfiguredError, CallFailedError } from '../errors.ts';
 export {
   ENVELOPE_VERSION,
+  OLDEST_ENVELOPE_VERSION,
+  WIRE_BRAND,
   REGISTRY_NAME,
   type CallReport,
   type ConfigureResult,

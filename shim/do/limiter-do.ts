@@ -27,15 +27,8 @@ import {
 import { MARKERS } from '../error-ids.ts';
 import type { LimiterRpc } from '../rpc-surface.ts';
 import { configJson, describe } from '../rules.ts';
-import { failedAsData } from '../settled.ts';
-import {
-  checkCallback,
-  checkName,
-  checkPauseMs,
-  executeOptions,
-  historyResolutionMs,
-  settlesAsData,
-} from './arguments.ts';
+import { answerFailure, answerForm, answerValue } from '../settled.ts';
+import { checkCallback, checkName, checkPauseMs, executeOptions, historyResolutionMs } from './arguments.ts';
 import { readDeclaration, type Declaration } from './declared.ts';
 import { EngineHost } from './host.ts';
 import { notTheRegistry, RegistryTable } from './registry.ts';
@@ -121,25 +114,24 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
    * slot, no active penalty, in order of priority, then arrival; or refuses
    * it with [drl:deadline-exceeded] when it cannot start within maxWaitMs. `fn` runs in the
    * caller's isolate and returns a CallReport; the call resolves with the
-   * final attempt's `value`. With `settles: 'data'` it resolves with a
-   * SettledCall instead, and the object's verdicts travel in it (settled.ts).
+   * final attempt's `value`. With `settles: 'data'` or `wire` the object's
+   * verdicts travel as data instead of rejections (settled.ts).
    */
   execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(
     fn: () => Promise<CallReport<T>> | CallReport<T>,
     options?: O,
   ): Promise<ExecuteResult<T, O>> {
     return later(async () => {
-      const asData = settlesAsData(options);
+      const form = answerForm(options);
       try {
         if (!this.#declarationDone) await this.#declarationReady();
         checkCallback(fn);
-        const { cost, reportsThrows, priority, maxWaitMs, whenAborted } = executeOptions(options);
-        const ticket = this.#host.run(() => this.#engine.arrive(cost, Date.now(), { priority, maxWaitMs }));
+        const { cost, reportsThrows, priority, maxWaitMs, maxRetries, whenAborted } = executeOptions(options);
+        const ticket = this.#host.run(() => this.#engine.arrive(cost, Date.now(), { priority, maxWaitMs, maxRetries }));
         const value = await this.#host.admit(ticket, fn, reportsThrows, whenAborted);
-        return (asData ? { ok: true, value } : value) as ExecuteResult<T, O>;
+        return answerValue(value, form) as ExecuteResult<T, O>;
       } catch (error) {
-        if (!asData) throw error;
-        return failedAsData(error) as ExecuteResult<T, O>;
+        return answerFailure(error, form) as ExecuteResult<T, O>;
       }
     });
   }

@@ -6,13 +6,13 @@
  * no retries remain. A wait it can pretend (`waitMs`) is there for
  * `maxWaitMs` alone: nothing is ever delayed.
  */
-import { maxWaitProblem, priorityProblem } from '../client/waiting.ts';
+import { maxRetriesProblem, maxWaitProblem, priorityProblem } from '../client/waiting.ts';
 import type { CallReport, ExecuteOptions, ExecuteResult, UnitCosts } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
 import type { LimiterRpc } from '../rpc-surface.ts';
 import { costProblem, describe, raise } from '../rules.ts';
-import { failedAsData } from '../settled.ts';
+import { answerFailure, answerForm, answerValue } from '../settled.ts';
 
 /**
  * One call the fake ran: which bucket, what it asked to take, how it asked to
@@ -32,6 +32,8 @@ export interface CapturedCall {
   priority?: number;
   /** The maxWaitMs sent (the call's, else its limiter's default); undefined when none was. */
   maxWaitMs?: number;
+  /** The maxRetries sent; undefined when none was. The fake never retries, so it only records it. */
+  maxRetries?: number;
   report: CallReport;
 }
 
@@ -95,16 +97,16 @@ export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): Fa
   const calls: CapturedCall[] = [];
   const exists = (name: string) => options.configured === undefined || options.configured.includes(name);
   const stub = (name: string): FakeLimiterStub => ({
-    // Settles as the object does: as data when asked (`settles: 'data'`, as bound.call asks), else by rejecting.
+    // Answers as the object does, in the form the options ask for (settled.ts): as bound.call asks, verdicts as data.
     async execute<T, O extends ExecuteOptions = ExecuteOptions>(
       fn: () => Promise<CallReport<T>> | CallReport<T>,
       executeOptions?: O,
     ): Promise<ExecuteResult<T, O>> {
-      if (executeOptions?.settles !== 'data') return (await terminal(name, fn, executeOptions)) as ExecuteResult<T, O>;
+      const form = answerForm(executeOptions);
       try {
-        return { ok: true, value: await terminal(name, fn, executeOptions) } as ExecuteResult<T, O>;
+        return answerValue(await terminal(name, fn, executeOptions), form) as ExecuteResult<T, O>;
       } catch (error) {
-        return failedAsData(error) as ExecuteResult<T, O>;
+        return answerFailure(error, form) as ExecuteResult<T, O>;
       }
     },
   });
@@ -121,12 +123,15 @@ export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): Fa
     const maxWaitMs = executeOptions?.maxWaitMs;
     if (priority !== undefined) raise(priorityProblem(priority, 'priority'), `${MARKERS.invalidArgument} `);
     if (maxWaitMs !== undefined) raise(maxWaitProblem(maxWaitMs, 'maxWaitMs'), `${MARKERS.invalidArgument} `);
+    const maxRetries = executeOptions?.maxRetries;
+    if (maxRetries !== undefined) raise(maxRetriesProblem(maxRetries, 'maxRetries'), `${MARKERS.invalidArgument} `);
     if (!exists(name)) throw new LimiterNotConfiguredError();
     if (maxWaitMs !== undefined && maxWaitMs < waitMs) throw deadlineExceeded(maxWaitMs, waitMs);
     const report = await fn();
     const call: CapturedCall = { name, cost, report };
     if (priority !== undefined) call.priority = priority;
     if (maxWaitMs !== undefined) call.maxWaitMs = maxWaitMs;
+    if (maxRetries !== undefined) call.maxRetries = maxRetries;
     calls.push(call);
     if (report.thrown) throw new Error(`${MARKERS.callbackThrew} ${report.thrown.message}`);
     if (report.failure) throw new CallFailedError(report.failure.message, report.status ?? 0);

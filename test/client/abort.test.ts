@@ -140,6 +140,7 @@ describe('signal: what the client does', () => {
     const { namespace, state } = scripted((fn, options, attempt) =>
       attempt === 1
         ? Promise.resolve({
+            'drl:wire': 5,
             ok: false,
             error: { id: 'cancelled', kind: 'Error', message: '[drl:cancelled] the caller gave up' },
           })

@@ -65,7 +65,7 @@ describe('cost', () => {
       3,
     ];
     for (const cost of costs) expect(await bound.call(() => 'ok', { read: (s) => s, cost })).toBe('ok');
-    expect(seen).toEqual(costs.map((cost) => ({ cost, reportsThrows: true, settles: 'data' })));
+    expect(seen).toEqual(costs.map((cost) => ({ wire: 5, cost, reportsThrows: true, settles: 'data' })));
     expect(fake.calls.map((c) => c.cost)).toEqual(costs);
   });
 
@@ -136,6 +136,7 @@ describe('cost', () => {
     ];
     for (const [cost, message] of refusals) {
       expect(await stub.execute(fn, { cost, settles: 'data' } as never)).toEqual({
+        'drl:wire': 5,
         ok: false,
         error: { id: 'invalid-argument', kind: 'TypeError', message },
       });

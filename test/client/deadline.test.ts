@@ -29,6 +29,7 @@ function answering(answer: () => Promise<unknown>) {
 describe('DeadlineError: how the client rebuilds it', () => {
   it('from a verdict settled as data, with its retryAfterMs; not a drop', async () => {
     const { namespace, state } = answering(async () => ({
+      'drl:wire': 5,
       ok: false,
       error: {
         id: 'deadline-exceeded',

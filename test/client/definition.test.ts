@@ -132,7 +132,7 @@ describe('definitions', () => {
       [
         () => 1,
         { read: () => 1, retries: 2 },
-        'unknown option "retries" (allowed: read, rateLimit, error, cost, usage, maxWaitMs, priority, signal)',
+        'unknown option "retries" (allowed: read, rateLimit, error, cost, usage, maxWaitMs, priority, maxRetries, signal)',
       ],
     ];
     for (const [fn, options, message] of refusals) {

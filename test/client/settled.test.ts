@@ -35,6 +35,7 @@ describe('settled as data', () => {
     const error = await rejection(bound.call(() => new Response('no such file', { status: 404 }), notFound));
     expect(recording.executes.map((e) => e.crossed)).toEqual(['resolved']);
     expect(recording.executes[0]!.answer).toEqual({
+      'drl:wire': 5,
       ok: false,
       error: {
         id: 'call-failed',
@@ -51,10 +52,10 @@ describe('settled as data', () => {
     expect((error as CallFailedError).reason).toBe('no such file');
   });
 
-  it('a success crosses as { ok: true, value }, and the caller gets the value', async () => {
+  it('a success crosses as the value itself (wire 5), and the caller gets it', async () => {
     const { recording, bound } = await setup();
     expect(await bound.call(() => Response.json({ id: 3 }), { read: (res) => res.json() })).toEqual({ id: 3 });
-    expect(recording.executes[0]!.answer).toEqual({ ok: true, value: { id: 3 } });
+    expect(recording.executes[0]!.answer).toEqual({ id: 3 });
   });
 
   it('a bucket that is not configured crosses as data and is rebuilt as NoSuchLimiterError', async () => {
@@ -87,6 +88,7 @@ describe('settled as data', () => {
     );
     expect(recording.executes.map((e) => e.crossed)).toEqual(['resolved']);
     expect(recording.executes[0]!.answer).toEqual({
+      'drl:wire': 5,
       ok: false,
       error: { id: 'callback-threw', kind: 'Error', message: '[drl:callback-threw] quota spent' },
     });
@@ -138,12 +140,17 @@ describe('settled as data', () => {
 
   it("the raw stub with settles: 'data' resolves with the envelope; a bad option is settled as data too", async () => {
     const { stub } = await setup();
-    expect(await stub.execute(async () => ({ value: 7 }), { settles: 'data' })).toEqual({ ok: true, value: 7 });
+    expect(await stub.execute(async () => ({ value: 7 }), { settles: 'data' })).toEqual({
+      'drl:wire': 5,
+      ok: true,
+      value: 7,
+    });
     expect(
       await stub.execute(async () => ({ status: 500, failure: { message: 'down', retryable: false } }), {
         settles: 'data',
       }),
     ).toEqual({
+      'drl:wire': 5,
       ok: false,
       error: {
         id: 'call-failed',
@@ -170,6 +177,7 @@ describe('settled as data', () => {
     const service = (exports as unknown as { LimiterEntrypoint: LimiterService }).LimiterEntrypoint;
     const { name } = await setup();
     expect(await service.execute(name, async () => ({ value: 'via service' }), { settles: 'data' })).toEqual({
+      'drl:wire': 5,
       ok: true,
       value: 'via service',
     });
@@ -190,21 +198,16 @@ describe('settled as data', () => {
     expect((error as CallFailedError).status).toBe(404);
   });
 
-  it('an adapter that drops the options is told so, naming the limiter, instead of handing back a wrong value', async () => {
+  it('an adapter that drops the options still works: values come back bare, verdicts as rejections with their marker', async () => {
     const { name, stub } = await setup();
     const careless: NamespaceLike = {
       idFromName: (n) => n,
-      get: () => ({ execute: (fn) => stub.execute(fn) as never }),
+      get: () => ({ execute: (fn) => stub.execute(fn) }),
     };
-    const error = await rejection(
-      defineLimiter({ binder: defineTestBinder(careless), name })
-        .for({})
-        .call(() => 'v', { read: (s) => s }),
-    );
-    expect(error).toBeInstanceOf(TypeError);
-    expect(error.message).toContain(
-      `limiter ${JSON.stringify(name)}: execute resolved with "v" instead of { ok, value } or { ok, error }`,
-    );
-    expect(error.message).toContain('must pass execute its options unchanged');
+    const bound = defineLimiter({ binder: defineTestBinder(careless), name }).for({});
+    expect(await bound.call(() => 'v', { read: (s) => s })).toBe('v');
+    const error = await rejection(bound.call(() => new Response('no such file', { status: 404 }), notFound));
+    expect(error).toBeInstanceOf(CallFailedError);
+    expect((error as CallFailedError).status).toBe(404);
   });
 });

@@ -295,7 +295,11 @@ describe("usage at the object's boundary", () => {
     }
     // Absent or null, a usage is no usage.
     for (const report of [{ value: 1, usage: null }, { value: 1 }]) {
-      expect(await stub.execute(async () => report, { settles: 'data' })).toEqual({ ok: true, value: 1 });
+      expect(await stub.execute(async () => report, { settles: 'data' })).toEqual({
+        'drl:wire': 5,
+        ok: true,
+        value: 1,
+      });
     }
   });
 });

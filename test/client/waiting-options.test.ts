@@ -121,10 +121,11 @@ describe('waiting options at the call boundary', () => {
     await bound.call(() => 1, { read: (n) => n });
     await bound.call(() => 1, { read: (n) => n, priority: 0, maxWaitMs: 0 });
     await bound.call(() => 1, { read: (n) => n, signal: new AbortController().signal, cost: 2 });
-    // Exactly the options an older object already knows, for a call that uses none of the new ones.
-    expect(sent[0]).toStrictEqual({ reportsThrows: true, settles: 'data' });
-    expect(sent[1]).toStrictEqual({ reportsThrows: true, settles: 'data', priority: 0, maxWaitMs: 0 });
-    expect(Object.keys(sent[2]!).sort()).toEqual(['cost', 'reportsThrows', 'settles', 'whenAborted']);
+    // The wire version first (a wire-4 object names the first key it does not know), then only what is set.
+    expect(sent[0]).toStrictEqual({ wire: 5, reportsThrows: true, settles: 'data' });
+    expect(Object.keys(sent[0]!)[0]).toBe('wire');
+    expect(sent[1]).toStrictEqual({ wire: 5, reportsThrows: true, settles: 'data', priority: 0, maxWaitMs: 0 });
+    expect(Object.keys(sent[2]!).sort()).toEqual(['cost', 'reportsThrows', 'settles', 'whenAborted', 'wire']);
     expect(typeof sent[2]!.whenAborted).toBe('function');
   });
 
@@ -212,6 +213,7 @@ describe('the fake namespace and the waiting options', () => {
     const fake = createFakeLimiterNamespace({ waitMs: 20 });
     const stub = fake.namespace.get(fake.namespace.idFromName('raw'));
     await expect(stub.execute(async () => ({ value: 1 }), { maxWaitMs: 10, settles: 'data' })).resolves.toEqual({
+      'drl:wire': 5,
       ok: false,
       error: {
         id: 'deadline-exceeded',

@@ -27,10 +27,12 @@ describe('/do', () => {
       'LimiterEntrypoint',
       'LimiterNotConfiguredError',
       'MAX_ADMIN_BODY_BYTES',
+      'OLDEST_ENVELOPE_VERSION',
       'REGISTRY_NAME',
+      'WIRE_BRAND',
       'handleAdminRequest',
     ]);
-    expect(doEntry.ENVELOPE_VERSION).toBe(4);
+    expect(doEntry.ENVELOPE_VERSION).toBe(5);
     const error = new doEntry.CallFailedError('gone', 410);
     expect(error.status).toBe(410);
     expect(error.message).toBe('[drl:call-failed] gone (status 410)');

@@ -211,7 +211,7 @@ describe('ping', () => {
     for (const target of [stub, bucket(uniqueName('ping-fresh')), registry()]) {
       expect(await target.ping()).toEqual({ ok: true, envelopeVersion: ENVELOPE_VERSION });
     }
-    expect(ENVELOPE_VERSION).toBe(4);
+    expect(ENVELOPE_VERSION).toBe(5);
   });
 
   it('stores nothing on an unconfigured object', async () => {

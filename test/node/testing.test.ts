@@ -224,6 +224,7 @@ describe('createFakeLimiterNamespace', () => {
     const fake = testing.createFakeLimiterNamespace({ configured: ['a'] });
     const stub = (name: string) => fake.namespace.get(fake.namespace.idFromName(name));
     await expect(stub('a').execute(async () => ({ value: 1 }), { settles: 'data' })).resolves.toEqual({
+      'drl:wire': 5,
       ok: true,
       value: 1,
     });
@@ -232,6 +233,7 @@ describe('createFakeLimiterNamespace', () => {
         settles: 'data',
       }),
     ).resolves.toEqual({
+      'drl:wire': 5,
       ok: false,
       error: {
         id: 'call-failed',

@@ -153,6 +153,15 @@ const adapter: NamespaceLike = {
 const overService = defineLimiter({ binder: defineTestBinder(adapter), name: 'example-api' });
 overService.for({});
 
+// A plain double in its smallest natural shapes needs no cast: one that runs
+// the callback and returns what it resolved to, and one that answers a value.
+defineTestBinder({ idFromName: (name) => name, get: () => ({ execute: async (fn) => fn() }) });
+defineTestBinder({ idFromName: (name) => name, get: () => ({ execute: (fn) => fn() }) });
+const canned: NamespaceLike = { idFromName: (name) => name, get: () => ({ execute: async () => 42 }) };
+defineTestBinder(canned);
+// @ts-expect-error a stub must have an execute
+defineTestBinder({ idFromName: (name: string) => name, get: () => ({ run: async () => 42 }) });
+
 // ---- settled as data, and the fields of part 2 ------------------------------
 
 // execute's result follows its options: the value, or a SettledCall with settles: 'data'.

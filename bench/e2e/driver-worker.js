@@ -16,6 +16,15 @@ const reportUsage = () => ({ value: 1, status: 200, usage: { tokens: 90 } });
 const usage = () => ({ tokens: 90 });
 const noopUpstream = () => ({ status: 200, headers: {} });
 const readStatus = (res) => res.status;
+// The same callback work on both paths with a real Response (what an
+// upstream fetch gives): built, its status read. The raw path reports it by
+// hand; the client's HTTP layer reads it (and scans its headers).
+const RESPONSE_HEADERS = { 'content-type': 'application/json', 'x-request-id': 'bench', 'cache-control': 'no-store' };
+const responseUpstream = () => new Response(null, { status: 200, headers: RESPONSE_HEADERS });
+const reportResponse = () => {
+  const res = responseUpstream();
+  return { value: res.status, status: res.status };
+};
 
 function stubOf(env, ns, name) {
   const namespace = env[ns];
@@ -27,9 +36,11 @@ function caller(env, job) {
   if (job.mode === 'client') {
     const bound = defineLimiter({ binder: defineBinder(job.ns), name: job.name }).for(env);
     if (job.units) return () => bound.call(noopUpstream, { read: readStatus, cost: UNIT_COST, usage });
+    if (job.response) return () => bound.call(responseUpstream, { read: readStatus });
     return () => bound.call(noopUpstream, { read: readStatus });
   }
   if (job.units) return () => stubOf(env, job.ns, job.name).execute(reportUsage, { cost: UNIT_COST });
+  if (job.response) return () => stubOf(env, job.ns, job.name).execute(reportResponse);
   return () => stubOf(env, job.ns, job.name).execute(report);
 }
 

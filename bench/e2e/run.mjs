@@ -8,13 +8,14 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Miniflare } from 'miniflare';
-import { instantiateCore } from '../../dist/engine/loader.js';
 import { benchLimiterWorker, driverScript, median, postJob } from './common.mjs';
 
 const here = import.meta.dirname;
 const root = resolve(here, '../..');
-const dist = join(root, 'dist');
+// --dist=<dir>: measure another build (e.g. a previous release's, for before/after figures).
+const dist = resolve(process.argv.find((a) => a.startsWith('--dist='))?.slice('--dist='.length) ?? join(root, 'dist'));
 const QUICK = process.argv.includes('--quick');
 const SLICE_MS = QUICK ? 150 : 400; // one target's share of a round
 const ROUNDS = QUICK ? 2 : 3; // figures are medians over rounds
@@ -36,6 +37,8 @@ const configFor = (log) => ({
 // The same small bucket with three windows in two units (limits that never
 // bind): every call takes in all three and settles a token usage.
 const THREE_WINDOWS = { label: '3 windows', bucket: 'bench-3-windows' };
+// The small bucket, the callback building a real Response (see driver-worker.js).
+const RESPONSE_WORK = { label: 'Response' };
 const threeWindowConfig = {
   ...configFor(LOGS[0]),
   windows: {
@@ -56,7 +59,7 @@ for (const file of ['do/limiter-do.ts', 'do/storage.ts', 'engine/loader.ts']) {
 
 // ---- the workers -------------------------------------------------------------
 
-const driver = await driverScript();
+const driver = await driverScript(dist);
 const limiters = [
   await benchLimiterWorker(dist, 'limiter', 'BenchLimiterDO'),
   await benchLimiterWorker(dist, 'limiter-counting', 'CountingLimiterDO'),
@@ -175,6 +178,17 @@ function targets() {
       mode: 'client',
       log: log.label,
       api: 'limiter.call',
+    });
+  }
+  // The small bucket again, the callback building a real Response on both paths.
+  for (const mode of ['raw', 'client']) {
+    list.push({
+      key: `${mode}@Response`,
+      ns: 'LIMITER',
+      name: LOGS[0].bucket,
+      mode,
+      response: true,
+      api: mode === 'raw' ? 'stub.execute' : 'limiter.call',
     });
   }
   const w = THREE_WINDOWS;
@@ -303,7 +317,7 @@ function printThroughput(title, results) {
     `${'api'.padEnd(13)}${pad('grants', 8)}${pad('C', 4)}${pad('calls/s', 9)}${pad('mean ms', 9)}${pad('p50', 5)}${pad('p99', 5)}` +
       `${pad('vs bare', 9)}${pad('vs floor', 10)}  | bare calls/s mean  | floor calls/s mean`,
   );
-  for (const log of [...LOGS, THREE_WINDOWS]) {
+  for (const log of [...LOGS, RESPONSE_WORK, THREE_WINDOWS]) {
     for (const api of ['raw', 'client']) {
       for (const c of CONCURRENCY) {
         const r = results[c];
@@ -355,6 +369,7 @@ console.log(
   `rounds: ${ROUNDS} x ${SLICE_MS} ms per target, alternating bare / floor / limiter; medians shown. Latency p50/p99 in whole ms (workerd's clock); mean from Little's law.`,
 );
 const started = Date.now();
+const { instantiateCore } = await import(pathToFileURL(join(dist, 'engine/loader.js')).href);
 const engineUs = engineOnly(0, 10);
 const engineUs100k = engineOnly(100_000, WINDOW_LONG_MS);
 try {
@@ -437,6 +452,19 @@ try {
         );
       }
       console.log(`  cold start at 100,000 grants: ${fmt(cold[1].firstMs)} ms (target < 50 ms)`);
+      console.log(
+        `\nThe client's cost (${location.label}): limiter.call calls/s / stub.execute calls/s, the same callback work (target >= 0.85x)`,
+      );
+      console.log(`${'work'.padEnd(34)}${CONCURRENCY.map((c) => pad(`C=${c}`, 8)).join('')}`);
+      for (const [label, key] of [
+        ['plain object, 10 grants', '10'],
+        ['plain object, 100,000 grants', '100,000'],
+        ['a real Response, 10 grants', 'Response'],
+        ['3 windows, usage reported', '3 windows'],
+      ]) {
+        const ratios = CONCURRENCY.map((c) => pad(`${fmt(at(c, `client@${key}`) / at(c, `raw@${key}`), 2)}x`, 8));
+        console.log(`${label.padEnd(34)}${ratios.join('')}`);
+      }
     } finally {
       await mf.dispose();
     }

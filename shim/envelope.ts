@@ -380,6 +380,16 @@ export interface LimiterStats {
    * taken: the most it could under-admit.
    */
   reservation: { until: number; units: Record<string, number> } | null;
+  /**
+   * How long callbacks took to leave the object after the bucket started
+   * them, over the last 256 starts (see docs/guarantees.md, "Counted when
+   * the work leaves"): a callback leaves once the commit storing its grant
+   * is durable, and its take counts from then. `allowance` is how far ahead
+   * of its start a take is dated now (the largest recent lag, at most
+   * 1000 ms); a later release moves the take. Percentiles are null before
+   * the first release.
+   */
+  releaseLag: { samples: number; p50: number | null; p99: number | null; max: number | null; allowance: number };
 }
 
 /** One window in LimiterStats. */

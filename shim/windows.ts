@@ -14,8 +14,8 @@ import type { LimiterStats, WindowStats } from './envelope.ts';
 /** The unit a window counts when its config names none. */
 export const DEFAULT_UNIT = 'requests';
 
-/** Fields an older limiter's stats do not have (windows, deadlines and priorities, covering reservations came later). */
-type LaterStatsFields = 'windows' | 'units' | 'predictedStart' | 'queuedByPriority' | 'reservation';
+/** Fields an older limiter's stats do not have (windows, deadlines and priorities, covering reservations, release lags came later). */
+type LaterStatsFields = 'windows' | 'units' | 'predictedStart' | 'queuedByPriority' | 'reservation' | 'releaseLag';
 
 /** Stats as any limiter answers them: an object older than windows lists no `windows` and no `units`. */
 export type AnyLimiterStats = Omit<LimiterStats, LaterStatsFields> & Partial<Pick<LimiterStats, LaterStatsFields>>;

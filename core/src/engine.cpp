@@ -30,6 +30,10 @@ constexpr Millis kMinReserveWindowMs = 10;
 // spell): short beside the seconds an idle object lives before eviction.
 constexpr Millis kIdleSlotsWriteMs = 500;
 
+// The release mark when every start has been released: beyond any row's
+// date (the largest integer a JS number holds exactly).
+constexpr Millis kEveryRowReleased = 9'007'199'254'740'991;
+
 // How much longer than its start + timeout the slots record may hold a live
 // attempt's slot after a restart. The record lists each running attempt as
 // if it had started this much later, so it still covers the attempts that
@@ -166,6 +170,21 @@ struct Restoring {
   std::optional<std::string> reservation_text;  // the reservation record as stored (restore_reservation)
   std::array<bool, kMaxWindows> changed{};      // some row of that window had to be dropped or adjusted
   std::vector<int> stale_keys;                  // windows with stored rows the config no longer has
+  std::optional<Millis> released_before;        // the release mark as stored (restore_released)
+};
+
+// A started attempt whose callback the host has not yet reported as gone
+// out (Engine::released): what it took, so the release can move its takes
+// to when the callback really left.
+struct Unreleased {
+  uint64_t seq = 0;  // its number among the starts (State::starts_emitted)
+  Ticket ticket = 0;
+  uint32_t attempt = 0;
+  Millis decided = 0;   // when the engine started it
+  Millis first_at = 0;  // the earliest date among its takes (now, when it took nothing)
+  std::array<Take, kMaxWindows> takes{};
+  uint8_t n_takes = 0;
+  uint8_t shadowed = 0;  // bit i: takes[i] is a charge of its own, not the attempt's take
 };
 
 struct State {
@@ -222,6 +241,7 @@ struct State {
   // quiet writes them kIdleSlotsWriteMs later.
   std::vector<std::pair<int, Millis>> refunds;
   std::optional<Millis> refunds_due;
+  bool moved_unwritten = false;  // refunds hold a take moved to its release (see take_deferred)
 
   // Covering reservations (Engine::set_reservations). `reservation` is the
   // record as last written (or restored): until `until`, takes of up to
@@ -263,6 +283,26 @@ struct State {
 
   std::optional<Restoring> restoring;  // between restore_begin and restore_end
 
+  // ---- grants dated when their callbacks leave (Engine::released) ----------
+  // Starts not yet released, oldest first (the host invokes callbacks in
+  // the order they started, so they are released in that order too).
+  bool dating = false;  // Engine::set_release_dating
+  std::deque<Unreleased> unreleased;
+  uint64_t starts_emitted = 0;  // kept across restores: the host's marks stay valid
+  // The last kReleaseLagSamples release lags (ms), a ring; `lag_count` filled.
+  std::array<int64_t, kReleaseLagSamples> lags{};
+  size_t lag_count = 0;
+  size_t lag_next = 0;
+  Millis allowance = 0;    // how far ahead of its decision a take is dated: the largest lag sampled
+  Millis newest_take = 0;  // the latest date a callback's take was given
+  // The release mark as last written (PutReleased), and the latest date of
+  // any grant row written: a mark that moved past a row written at or after
+  // the stored one is worth writing (once quiet, kIdleSlotsWriteMs later).
+  std::optional<Millis> released_stored;
+  Millis newest_row = 0;
+  Millis last_start_at = 0;
+  std::optional<Millis> released_due;
+
   History history;  // what happened, per interval (history.h)
 
   // Grants: drop unreadable rows, round toward the safe side, cap amounts at
@@ -279,8 +319,14 @@ struct State {
     SlidingLog& log = windows[w].log;
     double at = std::ceil(at_raw);
     double amount = std::min(std::ceil(amount_raw), static_cast<double>(kMaxLimitPerWindow));
-    const Millis latest_legit = restoring->latest_base + grid_step_ms(windows[w].ms, windows[w].cap);
+    // With release dating, a take may be dated up to the allowance ahead of its start.
+    const Millis latest_legit = restoring->latest_base + grid_step_ms(windows[w].ms, windows[w].cap) +
+                                (dating || restoring->released_before ? kMaxReleaseAllowanceMs : 0);
     if (at > static_cast<double>(latest_legit)) at = static_cast<double>(std::max(now, forced_until));
+    // A row the release mark does not cover may hold a take whose callback
+    // left at any moment before the restart: dated at the restart.
+    if (restoring->released_before && at >= static_cast<double>(*restoring->released_before))
+      at = std::max(at, static_cast<double>(now));
     changed = changed || at != at_raw || amount != amount_raw;
     log.push_back(internal::Grant{static_cast<Millis>(at), static_cast<int64_t>(amount)});
     // Rows arrive in time order from storage: keep memory bounded while
@@ -298,6 +344,7 @@ struct State {
   const SlidingLog& log() const { return windows[0].log; }
 
   void write(WriteKind kind, Millis at = 0, int64_t amount = 0, int window_key = 0) {
+    if (kind == WriteKind::PutGrant) newest_row = std::max(newest_row, at);
     Write w{kind, at, amount};
     w.window = window_key;
     writes.push_back(w);
@@ -371,6 +418,7 @@ struct State {
     if (!cfg) return;
     free_restored_slots();
     if (lift_pending && now >= forced_until) lift();
+    hold_unreleased();
     for (Window& w : windows) {
       if (auto through = w.log.prune(w.ms, now)) write(WriteKind::DeleteGrantsThrough, *through, 0, w.key);
     }
@@ -475,6 +523,12 @@ struct State {
       if (have < need) return false;
     }
     return true;
+  }
+
+  // Whether this step deletes expired rows.
+  bool expiring() const {
+    return std::any_of(writes.begin(), writes.end(),
+                       [](const Write& w) { return w.kind == WriteKind::DeleteGrantsThrough; });
   }
 
   bool stores_anyway() const {
@@ -598,6 +652,221 @@ struct State {
     if (changed) slots_dirty = true;
   }
 
+  // ---- grants dated when their callbacks leave (Engine::released) ----------
+  //
+  // The engine decides a start at `now`, but its callback leaves the object
+  // only when the commit before it is durable. A window must count the take
+  // from when the work left, so each take is dated `allowance` ahead (the
+  // largest recent lag: most releases land before it, and nothing is
+  // rewritten for them), and a release that comes later still moves its
+  // takes to the release (grant rows written now; the old rows shrink with
+  // the next step that stores). A later date only holds units longer: the
+  // safe side.
+  //
+  // For a restart, the release mark: every row dated before it is dated no
+  // earlier than its callback left. It rides on steps that store anyway; a
+  // bucket gone quiet with rows past the stored mark writes it alone once,
+  // kIdleSlotsWriteMs later, so an eviction after a quiet spell restores
+  // every row as dated.
+
+  void note_unreleased(Ticket t, const Call& c) {
+    if (!dating) return;
+    last_start_at = now;
+    Unreleased u;
+    u.seq = ++starts_emitted;
+    u.ticket = t;
+    u.attempt = c.attempt;
+    u.decided = now;
+    u.first_at = now + allowance;
+    for (uint8_t i = 0; i < c.n_takes; ++i) {
+      if (c.takes[i].reserved <= 0) continue;
+      u.takes[u.n_takes++] = c.takes[i];
+      u.first_at = std::min(u.first_at, c.takes[i].at);
+    }
+    unreleased.push_back(u);
+  }
+
+  // Rows dated before this are dated no earlier than their callbacks left:
+  // every row, when every start has been released (a row written for a
+  // later start comes with a new mark, in the same step).
+  // (The oldest start's takes are not always the earliest dated: a take held
+  // back from expiring moves later while younger ones stay.)
+  Millis release_mark() const {
+    Millis mark = kEveryRowReleased;
+    for (const Unreleased& u : unreleased) mark = std::min(mark, u.first_at);
+    return mark;
+  }
+
+  // A report proves the attempt's callback left, by `at` at the latest: if
+  // the host has not said so yet, it is released now (with every start
+  // before it, which left before it did), before its usage is settled.
+  void release_reported(Ticket t, Millis at) {
+    if (unreleased.empty()) return;
+    const Call* c = running_call(t);
+    if (c == nullptr) return;
+    for (const Unreleased& u : unreleased) {
+      if (u.ticket != t || u.attempt != c->attempt) continue;
+      advance(at);
+      release_through(u.seq);
+      return;
+    }
+  }
+
+  void release_through(uint64_t through) {
+    bool sampled = false;
+    while (!unreleased.empty() && unreleased.front().seq <= through) {
+      Unreleased u = unreleased.front();
+      unreleased.pop_front();
+      lags[lag_next] = std::max<int64_t>(0, now - u.decided);
+      lag_next = (lag_next + 1) % kReleaseLagSamples;
+      lag_count = std::min(lag_count + 1, kReleaseLagSamples);
+      sampled = true;
+      move_takes(u, now, /*defer=*/true);
+    }
+    if (!sampled) return;
+    int64_t largest = 0;
+    for (size_t i = 0; i < lag_count; ++i) largest = std::max(largest, lags[i]);
+    allowance = std::min<int64_t>(largest, kMaxReleaseAllowanceMs);
+  }
+
+  // Moves the takes of unreleased start `u` dated before `to` to `to`
+  // (`to` >= now): at its release, or while it still waits for one, before
+  // a take would leave its window (see hold_unreleased). While its attempt
+  // runs, the attempt's own take moves (its grant shrinks where it was
+  // dated, and its usage will refund it where it now is); otherwise (an
+  // attempt already over, a log replaced since) the whole take is charged
+  // again at `to`, and this record owns that charge from then on: more
+  // counted, never less.
+  // `defer`: the moved rows are written with the next step that stores (a
+  // release, whose old rows are still live); else now (a take held back from
+  // expiring, whose old row is being deleted as expired in this very step).
+  void move_takes(Unreleased& u, Millis to, bool defer) {
+    if (!cfg) return;
+    auto it = calls.find(u.ticket);
+    Call* c = it != calls.end() && it->second.attempt == u.attempt && it->second.phase == Phase::Running ? &it->second
+                                                                                                         : nullptr;
+    Millis first = to;
+    for (uint8_t i = 0; i < u.n_takes; ++i) {
+      Take& was = u.takes[i];
+      Window* w = window_by_key(was.key);
+      if (w == nullptr || w->incarnation != was.incarnation) continue;
+      if (was.at >= to) {
+        first = std::min(first, was.at);
+        continue;
+      }
+      Take* take = nullptr;
+      const bool shadow = (u.shadowed >> i) & 1U;
+      if (c != nullptr && !shadow && w->epoch == was.epoch) {
+        for (uint8_t k = 0; k < c->n_takes; ++k) {
+          if (c->takes[k].key == was.key && c->takes[k].at == was.at) take = &c->takes[k];
+        }
+      }
+      if ((take != nullptr || (shadow && w->epoch == was.epoch)) && w->log.shrink(was.at, was.reserved)) {
+        refunds.emplace_back(w->key, was.at);  // lowered with the next step that stores
+      } else {
+        take = nullptr;  // charged again; the attempt keeps its own take
+      }
+      const internal::Grant g = defer ? take_deferred(*w, was.reserved, to) : grant(*w, was.reserved, std::nullopt, to);
+      if (take != nullptr) {
+        take->at = g.at;
+        u.shadowed &= static_cast<uint8_t>(~(1U << i));
+      } else {
+        u.shadowed |= static_cast<uint8_t>(1U << i);
+      }
+      was.at = g.at;
+      was.epoch = w->epoch;
+      first = std::min(first, g.at);
+      newest_take = std::max(newest_take, g.at);
+    }
+    u.first_at = first;
+  }
+
+  // Takes `amount` in `w` dated `dated` (>= now), its row written with the
+  // next step that stores, with the rows it was moved from (refunds): until
+  // then storage holds the take at its earlier date, which the release mark
+  // still covers (the mark moves past it only in a step that writes both).
+  internal::Grant take_deferred(Window& w, int64_t amount, Millis dated) {
+    const internal::Grant g = w.log.take(amount, w.ms, std::max(now, dated), w.cap);
+    refunds.emplace_back(w.key, g.at);
+    moved_unwritten = true;
+    while (static_cast<int64_t>(w.log.size()) > w.cap) {
+      auto [deleted, merged] = w.log.merge_oldest();
+      write(WriteKind::DeleteGrant, deleted, 0, w.key);
+      write(WriteKind::PutGrant, merged.at, merged.amount, w.key);
+    }
+    return g;
+  }
+
+  // A start whose callback has not left yet must not leave its windows: a
+  // take about to expire (its date + window reached) moves to now, and so
+  // stays counted until its release dates it for good. Runs before expiry.
+  void hold_unreleased() {
+    if (unreleased.empty() || !cfg) return;
+    Millis shortest = windows[0].ms;
+    for (const Window& w : windows) shortest = std::min(shortest, w.ms);
+    for (Unreleased& u : unreleased) {
+      if (u.first_at + shortest > now) continue;
+      bool due = false;
+      for (uint8_t i = 0; i < u.n_takes && !due; ++i) {
+        const Window* w = window_by_key(u.takes[i].key);
+        due = w != nullptr && u.takes[i].at + w->ms <= now;
+      }
+      if (due) move_takes(u, now, /*defer=*/false);
+    }
+  }
+
+  Window* window_by_key(int key) {
+    for (Window& w : windows) {
+      if (w.key == key) return &w;
+    }
+    return nullptr;
+  }
+
+  // At the end of a step: the release mark rides on a step that stores
+  // anyway; when it has moved past rows stored at or after the mark in
+  // storage, it is written alone once the bucket has been quiet a while.
+  void record_released() {
+    if (!cfg || !dating) {
+      released_due.reset();
+      return;
+    }
+    const Millis mark = release_mark();
+    if (released_stored == mark) {
+      released_due.reset();
+      return;
+    }
+    const bool behind = !released_stored || newest_row >= *released_stored;
+    // Quiet: no start for as long as a reservation would stay in force (a
+    // sequential caller's pace keeps putting it off; its renewals carry it).
+    const Millis quiet = last_start_at + std::max(kIdleSlotsWriteMs, idle_ms());
+    if (stores_anyway() || (behind && now >= quiet)) {
+      if (!refunds.empty()) flush_refunds();  // the moved rows the mark now vouches for
+      write(WriteKind::PutReleased, mark);
+      released_stored = mark;
+      released_due.reset();
+    } else if (!behind) {
+      released_due.reset();
+    } else {
+      released_due = quiet;
+    }
+  }
+
+  // Release lags for stats: percentiles of the samples, the allowance in force.
+  nlohmann::json release_lag_json() const {
+    std::vector<int64_t> sorted(lags.begin(), lags.begin() + static_cast<std::ptrdiff_t>(lag_count));
+    std::sort(sorted.begin(), sorted.end());
+    auto pick = [&](double q) -> nlohmann::json {
+      if (sorted.empty()) return nullptr;
+      const size_t i = std::min(sorted.size() - 1, static_cast<size_t>(q * static_cast<double>(sorted.size())));
+      return sorted[i];
+    };
+    return {{"samples", sorted.size()},
+            {"p50", pick(0.5)},
+            {"p99", pick(0.99)},
+            {"max", sorted.empty() ? nlohmann::json(nullptr) : nlohmann::json(sorted.back())},
+            {"allowance", allowance}};
+  }
+
   // ---- covering reservations (Engine::set_reservations) ---------------------
 
   // The most a record holds in a window of `limit`: ceil(limit / kReserveFractionDenominator).
@@ -626,8 +895,8 @@ struct State {
   }
 
   // Takes `amount` in `w` now, its row left for a later step (see write_reservation).
-  internal::Grant take_unwritten(Window& w, int64_t amount) {
-    const internal::Grant g = w.log.take(amount, w.ms, now, w.cap);
+  internal::Grant take_unwritten(Window& w, int64_t amount, Millis dated) {
+    const internal::Grant g = w.log.take(amount, w.ms, dated, w.cap);
     dirty.emplace(w.key, g.at);
     unwritten[w.key] += amount;
     return g;
@@ -772,15 +1041,15 @@ struct State {
   }
 
   // A stored record, read for a restore: units per window (by key) and the
-  // date they are counted at: its end, or now if that is earlier. Every
-  // take it covered was made before the crash, so no later than now (the
-  // clock restore_row trusts too), and a grant dated in the future would
-  // date every take after it as late (a log never dates a take before its
-  // newest grant), holding real takes longer than they were taken for. A
-  // window the record does not name reserved nothing; units are capped at
-  // the window's limit. A record that cannot be read at all counts every
-  // window as the most any record can hold (a kReserveFractionDenominator-th
-  // of its limit), now: it may have covered takes we can no longer size.
+  // date they are counted at: now. A take it covered was decided before its
+  // end, but its callback left once the commit before it was durable, which
+  // may have been as late as the crash, so no later than now (the clock
+  // restore_row trusts too); a grant dated in the future would date every
+  // take after it as late (a log never dates a take before its newest
+  // grant), holding real takes longer than they were taken for. A window the record does not name reserved nothing;
+  // units are capped at the window's limit. A record that cannot be read at all counts every window as the most any
+  // record can hold (a kReserveFractionDenominator-th of its limit), now: it may have covered takes we can no longer
+  // size.
   Reservation restored_reservation(std::string_view text) const {
     Reservation r;
     const auto doc = nlohmann::json::parse(text.data(), text.data() + text.size(), nullptr, /*allow_exceptions=*/false);
@@ -799,7 +1068,9 @@ struct State {
       for (const Window& w : windows) r.units.emplace_back(w.key, reserve_cap(w.limit));
       return r;
     }
-    r.until = std::min(static_cast<Millis>(std::ceil(std::min(until, 1e15))), now);
+    // Dated now, whatever its end: a take it covered was made before its
+    // end, but its callback may have left later, up to the crash.
+    r.until = now;
     for (const Window& w : windows) {
       auto it = doc["units"].find(w.name);
       if (it == doc["units"].end()) continue;
@@ -817,6 +1088,7 @@ struct State {
   void flush_refunds() {
     rewrite_rows(refunds, /*expired_stay=*/false);
     refunds.clear();
+    moved_unwritten = false;
     refunds_due.reset();
   }
 
@@ -827,7 +1099,9 @@ struct State {
     if (!cfg) {
       refunds.clear();
       refunds_due.reset();
-    } else if (stores_anyway() || (refunds_due && now >= *refunds_due)) {
+    } else if (stores_anyway() || (moved_unwritten && expiring()) || (refunds_due && now >= *refunds_due)) {
+      // (A row moved to its release must be written before its old row can
+      // be deleted as expired.)
       flush_refunds();
     } else if (!refunds_due) {
       refunds_due = now + kIdleSlotsWriteMs;
@@ -1140,6 +1414,8 @@ struct State {
     record_slots();
     record_refunds();
     record_reservation();
+    record_released();
+    if (released_due && (!wake || *released_due < *wake)) wake = released_due;
     if (slots_write_due && (!wake || *slots_write_due < *wake)) wake = slots_write_due;
     if (refunds_due && (!wake || *refunds_due < *wake)) wake = refunds_due;
     if (reservation && reservation_due && (!wake || *reservation_due < *wake)) wake = reservation_due;
@@ -1192,12 +1468,16 @@ struct State {
         break;
       }
       const bool covered = covered_by_reservation(c);
+      // Dated when its callback will have left, as far as the recent lags tell.
+      const Millis dated = dating ? now + allowance : now;
       c.n_takes = 0;
       for (Window& w : windows) {
         Take& take = c.takes[c.n_takes++];
         take = Take{w.key, w.epoch, 0, c.cost_in(w.unit), w.incarnation};
         if (take.reserved > 0) {
-          take.at = (covered ? take_unwritten(w, take.reserved) : grant(w, take.reserved)).at;
+          take.at =
+              (covered ? take_unwritten(w, take.reserved, dated) : grant(w, take.reserved, std::nullopt, dated)).at;
+          newest_take = std::max(newest_take, take.at);
           noted_take(w, take.reserved);
           history.charge(w.key, take.reserved);
         }
@@ -1216,6 +1496,7 @@ struct State {
       // reconfigure changed the default unit under a queued call: then now).
       slot_started(t, c, c.takes[0].reserved > 0 ? c.takes[0].at : now);
       act(ActionKind::Start, t, c.attempt);
+      note_unreleased(t, c);
       if (c.attempt == 1) history.started(now - c.arrived_at);
     }
   }
@@ -1253,8 +1534,12 @@ struct State {
 
   // Takes `amount` in window `w` now (on its grid), or dated `at` (<= now),
   // keeping its log bounded.
-  internal::Grant grant(Window& w, int64_t amount, std::optional<Millis> at = std::nullopt) {
-    const internal::Grant g = at ? w.log.take_at(amount, *at) : w.log.take(amount, w.ms, now, w.cap);
+  // `dated`: when the take counts from, if later than now (a callback's take
+  // is dated ahead by the release allowance).
+  internal::Grant grant(Window& w, int64_t amount, std::optional<Millis> at = std::nullopt,
+                        std::optional<Millis> dated = std::nullopt) {
+    const internal::Grant g =
+        at ? w.log.take_at(amount, *at) : w.log.take(amount, w.ms, std::max(now, dated.value_or(now)), w.cap);
     write(WriteKind::PutGrant, g.at, g.amount, w.key);
     while (static_cast<int64_t>(w.log.size()) > w.cap) {
       auto [deleted, merged] = w.log.merge_oldest();
@@ -1649,6 +1934,7 @@ Status Engine::reconfigure(std::string_view patch_json, Millis now) {
 void Engine::restore(const Snapshot& snap, Millis now) {
   restore_begin(snap.config_text ? std::optional<std::string_view>(*snap.config_text) : std::nullopt, snap.forced_until,
                 snap.lift_pending, now);
+  if (snap.released_before) restore_released(*snap.released_before);
   for (const auto& [at, amount] : snap.grants) s_->restore_row(0, at, amount);
   for (const auto& [name, rows] : snap.windows) {
     for (const auto& [at, amount] : rows) {
@@ -1666,11 +1952,24 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
   const Millis latest = std::max(s_->now, now);
   internal::History history = std::move(s_->history);  // a rebuild keeps it; storage may lack some
   const bool reserving = s_->reserving;
+  // A rebuild keeps counting starts (the host's marks stay valid) and the lags seen.
+  const bool dating = s_->dating;
+  const uint64_t starts_emitted = s_->starts_emitted;
+  const auto lags = s_->lags;
+  const size_t lag_count = s_->lag_count;
+  const size_t lag_next = s_->lag_next;
+  const Millis allowance = s_->allowance;
   *s_ = internal::State{};
   s_->history = std::move(history);
   s_->history.mark_unsaved();
   s_->now = latest;
   s_->reserving = reserving;
+  s_->dating = dating;
+  s_->starts_emitted = starts_emitted;
+  s_->lags = lags;
+  s_->lag_count = lag_count;
+  s_->lag_next = lag_next;
+  s_->allowance = allowance;
   s_->restoring.emplace();
   if (!config_text) return;
   auto parsed = parse_config(*config_text);
@@ -1725,6 +2024,15 @@ void Engine::restore_reservation(std::string_view text) {
   if (s_->restoring) s_->restoring->reservation_text = std::string(text);
 }
 
+void Engine::restore_released(double released_before) {
+  if (!s_->restoring) return;
+  // Damage (not a number) reads as a mark before every row: all dated at the restore.
+  const double mark = std::isfinite(released_before) ? std::ceil(released_before) : 0.0;
+  s_->restoring->released_before =
+      static_cast<Millis>(std::clamp(mark, 0.0, static_cast<double>(internal::kEveryRowReleased)));
+  s_->released_stored = s_->restoring->released_before;
+}
+
 void Engine::restore_end() {
   if (!s_->restoring) return;
   const internal::Restoring restoring = std::move(*s_->restoring);
@@ -1772,6 +2080,11 @@ void Engine::restore_end() {
   } else if (reserved) {
     s_->write(WriteKind::PutReservation);  // none now: the rows above hold it
   }
+  // Every restored row is dated no earlier than its callback left (the mark
+  // re-dated those it did not cover): the next mark covers them all.
+  for (const internal::Window& window : s_->windows) {
+    if (!window.log.empty()) s_->newest_take = std::max(s_->newest_take, window.log.newest().at);
+  }
   s_->advance(s_->now);
   s_->serve();
 }
@@ -1817,6 +2130,8 @@ void Engine::erase(Millis now) {
   s_->forced_until = 0;
   s_->lift_pending = false;
   s_->write(WriteKind::EraseAll);
+  s_->released_stored.reset();  // EraseAll takes the mark along
+  s_->released_due.reset();
   // EraseAll deletes the slots record, but callbacks still running keep their
   // slots (in a bucket configured again too): the next step with a config
   // finds them uncovered and writes them.
@@ -1868,6 +2183,7 @@ Status Engine::report(Ticket t, const Report& r, Millis now) {
   if (r.usage && s_->cfg && s_->running_call(t)) {
     if (auto problem = s_->usage_problem(*r.usage)) return *problem;
   }
+  s_->release_reported(t, now);
   Call* c = s_->end_attempt(t, now);
   if (!c) return s_->unknown_ticket(t, "report");
   // Settled first, at the report's time, so a refund frees room for the calls served below.
@@ -1913,6 +2229,7 @@ Status Engine::report(Ticket t, const Report& r, Millis now) {
 }
 
 Status Engine::threw(Ticket t, Millis now) {
+  s_->release_reported(t, now);
   Call* c = s_->end_attempt(t, now);
   if (!c) return s_->unknown_ticket(t, "throw");
   if (!s_->settle_if_abandoned(t, *c)) {  // the bucket exists (see report)
@@ -1994,6 +2311,14 @@ Status Engine::gone(Ticket t, Millis now) {
 
 void Engine::tick(Millis now) {
   s_->advance(now);
+  s_->serve();
+}
+
+uint64_t Engine::starts_emitted() const { return s_->starts_emitted; }
+
+void Engine::released(uint64_t through, Millis now) {
+  s_->advance(now);
+  s_->release_through(through);
   s_->serve();
 }
 
@@ -2122,6 +2447,7 @@ Expected<std::string> Engine::stats(Millis now) {
       {"predictedStart", std::move(predicted)},
       {"queuedByPriority", std::move(by_priority)},
       {"reservation", reservation_json(s)},
+      {"releaseLag", s.release_lag_json()},
   };
   return out.dump();
 }
@@ -2177,6 +2503,15 @@ void Engine::set_reservations(bool on) {
   s_->reserving = on;
 }
 bool Engine::reservations() const { return s_->reserving; }
+void Engine::set_release_dating(bool on) {
+  s_->dating = on;
+  if (!on) {
+    s_->unreleased.clear();
+    s_->allowance = 0;
+    s_->released_due.reset();
+  }
+}
+bool Engine::release_dating() const { return s_->dating; }
 std::string Engine::running_slots_text() const { return s_->running_slots_text(); }
 const Config* Engine::config() const { return s_->cfg ? &s_->cfg->config : nullptr; }
 const std::string& Engine::window_key(int window) const {

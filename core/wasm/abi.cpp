@@ -158,6 +158,22 @@ DRL_EXPORT(drl_restore_reservation) int drl_restore_reservation(int h, int len) 
   return 0;
 }
 
+// The release mark as stored, before any row: see Engine::restore_released.
+DRL_EXPORT(drl_restore_released) int drl_restore_released(int h, double released_before) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  e->restore_released(released_before);
+  return 0;
+}
+
+// Release dating on (1) or off (0): see Engine::set_release_dating.
+DRL_EXPORT(drl_set_release_dating) int drl_set_release_dating(int h, int on) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  e->set_release_dating(on != 0);
+  return 0;
+}
+
 // Covering reservations on (1) or off (0): see Engine::set_reservations.
 DRL_EXPORT(drl_set_reservations) int drl_set_reservations(int h, int on) {
   auto* e = engine(h);
@@ -319,6 +335,22 @@ DRL_EXPORT(drl_tick) int drl_tick(int h, double now) {
   if (!e) return kBadHandle;
   e->tick(to_ms(now));
   return 0;
+}
+
+// Every start emitted up to `through` has left by `now`: see Engine::released.
+DRL_EXPORT(drl_released) int drl_released(int h, double through, double now) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  if (!(through >= 0)) return 0;
+  e->released(static_cast<uint64_t>(std::min(through, 9e15)), to_ms(now));
+  return 0;
+}
+
+// How many starts the engine has emitted (a mark for drl_released); -1 for a bad handle.
+DRL_EXPORT(drl_starts_emitted) double drl_starts_emitted(int h) {
+  auto* e = engine(h);
+  if (!e) return -1;
+  return static_cast<double>(e->starts_emitted());
 }
 
 DRL_EXPORT(drl_pause) int drl_pause(int h, double ms, double now) {

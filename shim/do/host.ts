@@ -20,6 +20,8 @@ const SAFE_ALONE: ReadonlySet<EngineWrite['kind']> = new Set([
   'putSlots',
   'deleteGrantsThrough',
   'putPenalty',
+  // LimiterStorage writes it after every grant row of its batch.
+  'putReleased',
 ]);
 
 // setTimeout's limit; longer waits are chained through intermediate wakes.
@@ -53,6 +55,11 @@ export class EngineHost {
   #committing = false;
   #held: { writes: EngineWrite[]; actions: EngineAction[] } | undefined;
   #exportHistory: (() => ((closed: EngineHistoryRow[]) => void) | undefined) | undefined;
+  // Release dating (see #noteReleases): the engine's start count last handed
+  // on, and how many write batches were applied / are known durable.
+  #releaseMark = 0;
+  #writesApplied = 0;
+  #writesDurable = 0;
 
   constructor(engine: Engine, storage: LimiterStorage, durable: DurableObjectStorage) {
     this.#engine = engine;
@@ -62,6 +69,9 @@ export class EngineHost {
     // before it are durable, so a reservation record is durable before any
     // callback its takes start runs: a take that fits one needs no commit.
     engine.setReservations(true);
+    // The same gate delays each callback until the commit before it lands:
+    // its take counts from then (see #noteReleases).
+    engine.setReleaseDating(true);
   }
 
   /**
@@ -71,6 +81,7 @@ export class EngineHost {
    */
   restore(): StoredBucket | undefined {
     const stored = this.#storage.read();
+    this.#writesApplied++; // a restore may delete expired rows: count it as a write
     if (stored) {
       this.#engine.restore(stored, Date.now());
       this.#engine.restoreHistory(this.#storage.readHistory(), Date.now());
@@ -237,6 +248,7 @@ export class EngineHost {
     }
     this.#arm();
     this.#exportClosed();
+    this.#noteReleases();
     // Alone, a call has nobody to share a commit with: no watching.
     if (wrote && !this.#committing && this.#calls.size > 1) this.#watchCommit();
   }
@@ -253,6 +265,7 @@ export class EngineHost {
    */
   #apply(writes: readonly EngineWrite[], extra?: () => void): boolean {
     if (writes.length === 0 && !extra) return false;
+    this.#writesApplied++;
     // Closed history intervals ride on a write that stores something anyway
     // (expiries alone are batched by storage, so they do not count).
     const stores = writes.some((w) => w.kind !== 'deleteGrantsThrough');
@@ -316,6 +329,37 @@ export class EngineHost {
     }
     this.#arm();
     return error;
+  }
+
+  /**
+   * Tells the engine when the callbacks it started have left the object.
+   * An invocation leaves once every write made before it is durable (the
+   * output gate), which is when a window must start counting its take:
+   * with nothing unconfirmed, at once; otherwise when storage confirms the
+   * writes so far. Starts held behind a commit in flight are not yet
+   * invoked: they are the newest the engine emitted, and wait for a later
+   * mark.
+   */
+  #noteReleases(): void {
+    let held = 0;
+    for (const action of this.#held?.actions ?? []) if (action.kind === 'start') held++;
+    const mark = this.#engine.startsEmitted() - held;
+    if (mark <= this.#releaseMark) return;
+    this.#releaseMark = mark;
+    const applied = this.#writesApplied;
+    if (applied === this.#writesDurable) {
+      this.#engine.released(mark, Date.now());
+      this.flushSoon();
+      return;
+    }
+    this.#durable.sync().then(
+      () => {
+        this.#writesDurable = Math.max(this.#writesDurable, applied);
+        this.#engine.released(mark, Date.now());
+        this.flushSoon();
+      },
+      () => {}, // storage broke: the object is reset, and its callbacks with it
+    );
   }
 
   /** Marks a commit in flight until storage reports it landed, then applies what was held. */

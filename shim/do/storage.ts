@@ -104,6 +104,8 @@ export class LimiterStorage {
       else if (row.key === 'name') bucket.name = String(row.value);
       else if (row.key === 'slots') bucket.slots = String(row.value);
       else if (row.key === 'reservation') bucket.reservation = String(row.value);
+      else if (row.key === 'released')
+        bucket.released = Number(row.value); // damage reads as NaN: every row dated at the restore
       else if (row.key === 'penalty') {
         // Damage reads as "no penalty"; the engine normalises the rest.
         const [until, pending] = String(row.value).split(':');
@@ -206,6 +208,9 @@ export class LimiterStorage {
     // one extra window's. Written before the next write of any other kind.
     let deletes: { win: string | undefined; ats: number[] } | undefined;
     let configWritten = false;
+    // The release mark goes last, after every grant row of the batch: a
+    // batch that fails part way leaves no mark claiming rows it did not write.
+    let released: number | undefined;
     let rows = 0;
     for (let i = 0; i < writes.length; i++) {
       const w = writes[i]!;
@@ -274,8 +279,12 @@ export class LimiterStorage {
           // The same: each is the whole record ('' when none is in force).
           if (i === lastReservation) rows += this.#putMeta('reservation', w.text);
           break;
+        case 'putReleased':
+          released = w.at;
+          break;
         case 'eraseAll':
           windowPuts = undefined; // their table goes too
+          released = undefined; // and the mark
           this.eraseAll();
           break;
       }
@@ -283,6 +292,7 @@ export class LimiterStorage {
     if (deletes) rows += this.#deleteGrants(deletes.win, deletes.ats);
     if (primaryPuts) rows += this.#putGrants(primaryPuts);
     if (windowPuts) rows += this.#putWindowGrants(windowPuts);
+    if (released !== undefined) rows += this.#putMeta('released', String(released));
     // A full batch of expiries is deleted with a batch that writes anyway
     // (after its rows: every row a step writes is live, so none of them is
     // at or before an expiry).

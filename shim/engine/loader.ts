@@ -45,6 +45,7 @@ export type EngineWrite =
   | { kind: 'putConfig'; text: string }
   | { kind: 'putSlots'; text: string }
   | { kind: 'putReservation'; text: string }
+  | { kind: 'putReleased'; at: number }
   | { kind: 'eraseAll' };
 
 export type EngineAction =
@@ -109,6 +110,8 @@ export interface EngineSnapshot {
   windows?: ReadonlyArray<readonly [name: string, grants: GrantRows]>;
   /** The reservation record as stored ('' or absent: none): counted in full as taken. */
   reservation?: string;
+  /** The release mark as stored (putReleased): rows dated at or after it are dated at the restore. */
+  released?: number;
 }
 
 /** One closed interval of a bucket's history as stored (see drl::HistoryRow): `data` is its JSON. */
@@ -151,7 +154,11 @@ interface CoreExports {
   drl_window_key(h: number, window: number): number;
   drl_restore_slots(h: number, len: number): number;
   drl_restore_reservation(h: number, len: number): number;
+  drl_restore_released(h: number, releasedBefore: number): number;
+  drl_released(h: number, through: number, now: number): number;
+  drl_starts_emitted(h: number): number;
   drl_set_reservations(h: number, on: number): number;
+  drl_set_release_dating(h: number, on: number): number;
   drl_reservation_text(h: number): number;
   drl_restore_end(h: number): number;
   drl_slots_text(h: number): number;
@@ -339,6 +346,7 @@ export class Engine {
     this.#windowKeys = [''];
     this.#unitNumbers.clear();
     x.drl_restore_begin(this.#h, configLen, snapshot.forcedUntil ?? 0, snapshot.liftPending ? 1 : 0, now);
+    if (snapshot.released !== undefined) x.drl_restore_released(this.#h, snapshot.released);
     this.#restoreRows(snapshot.grants ?? [], (count) => x.drl_restore_rows(this.#h, count));
     for (const [name, grants] of snapshot.windows ?? []) {
       // The name goes in the scratch buffer, the rows in the f64 one: each chunk names it again.
@@ -482,6 +490,16 @@ export class Engine {
     this.#core.exports.drl_tick(this.#h, now);
   }
 
+  /** How many starts the engine has emitted: the mark to hand released() once they have left. */
+  startsEmitted(): number {
+    return this.#core.exports.drl_starts_emitted(this.#h);
+  }
+
+  /** Every start up to `through` (a startsEmitted() value) has left the object by `now`. */
+  released(through: number, now: number): void {
+    this.#core.exports.drl_released(this.#h, through, now);
+  }
+
   pause(ms: number, now: number): void {
     this.#core.check(this.#core.exports.drl_pause(this.#h, ms, now));
   }
@@ -509,6 +527,16 @@ export class Engine {
    */
   setReservations(on: boolean): void {
     this.#core.check(this.#core.exports.drl_set_reservations(this.#h, on ? 1 : 0));
+  }
+
+  /**
+   * Release dating on or off (off for a new engine; see
+   * drl::Engine::set_release_dating): on, takes count from when their
+   * callbacks left (released()), and the release mark is stored. For a host
+   * behind an output gate.
+   */
+  setReleaseDating(on: boolean): void {
+    this.#core.check(this.#core.exports.drl_set_release_dating(this.#h, on ? 1 : 0));
   }
 
   /** The reservation record, for putReservation ('' when none). */
@@ -623,6 +651,9 @@ export class Engine {
           }
           case 'putPenalty':
             writes.push({ kind: name, forcedUntil: at, liftPending: amount !== 0 });
+            break;
+          case 'putReleased':
+            writes.push({ kind: name, at });
             break;
           case 'putSlots':
           case 'putReservation':

@@ -5,7 +5,7 @@
 export const ACTION_KINDS = ['', 'start', 'resolve', 'reject'] as const;
 
 /** Write kinds by number; a write's record kind is WRITE_RECORD_BASE plus it (index 0 is unused). */
-export const WRITE_KINDS = ['', 'putGrant', 'deleteGrantsThrough', 'deleteGrant', 'clearGrants', 'putPenalty', 'putConfig', 'eraseAll', 'putSlots', 'putReservation'] as const;
+export const WRITE_KINDS = ['', 'putGrant', 'deleteGrantsThrough', 'deleteGrant', 'clearGrants', 'putPenalty', 'putConfig', 'eraseAll', 'putSlots', 'putReservation', 'putReleased'] as const;
 
 /** The record kind of write 0 (see core/src/records.h). */
 export const WRITE_RECORD_BASE = 10;

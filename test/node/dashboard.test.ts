@@ -54,6 +54,7 @@ function stats(over: Partial<LimiterStats> = {}): LimiterStats {
     penalised: false,
     forcedUntil: null,
     reservation: null,
+    releaseLag: { samples: 0, p50: null, p99: null, max: null, allowance: 0 },
     active: 1,
     running: 1,
     restoredSlots: 0,

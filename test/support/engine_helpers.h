@@ -42,12 +42,12 @@ struct StringMaker<drl::Action> {
 template <>
 struct StringMaker<drl::Write> {
   static std::string convert(const drl::Write& w) {
-    static const char* const names[] = {"?",           "PutGrant",      "DeleteGrantsThrough", "DeleteGrant",
-                                        "ClearGrants", "PutPenalty",    "PutConfig",           "EraseAll",
-                                        "PutSlots",    "PutReservation"};
+    static const char* const names[] = {"?",           "PutGrant",       "DeleteGrantsThrough", "DeleteGrant",
+                                        "ClearGrants", "PutPenalty",     "PutConfig",           "EraseAll",
+                                        "PutSlots",    "PutReservation", "PutReleased"};
     const int k = static_cast<int>(w.kind);
     std::ostringstream out;
-    out << (k >= 1 && k <= 9 ? names[k] : "?") << "{" << w.at << ", ";
+    out << (k >= 1 && k <= 10 ? names[k] : "?") << "{" << w.at << ", ";
     if (w.kind == drl::WriteKind::PutPenalty) {
       out << (w.lift_pending ? "lift pending" : "lifted");
     } else {
@@ -137,12 +137,14 @@ inline std::string slot(Millis at, int64_t count = 1) { return std::to_string(at
 inline Millis wake(const Engine& e) { return e.next_wake().value_or(kNoWake); }
 
 // One step's output, taken from the engine (which is then cleared). The
-// slots record (PutSlots) is counted apart from the other writes: it rides
-// along with them, and test/core/slots.cpp checks it on its own.
+// slots record (PutSlots) and the release mark (PutReleased) are counted
+// apart from the other writes: they ride along with them, and
+// test/core/slots.cpp and release.cpp check them on their own.
 struct Step {
   std::vector<Write> writes;
   std::vector<Action> actions;
   size_t slot_records = 0;
+  size_t release_marks = 0;
 };
 
 inline Step drain(Engine& e) {
@@ -150,6 +152,8 @@ inline Step drain(Engine& e) {
   for (const Write& w : e.writes()) {
     if (w.kind == WriteKind::PutSlots) {
       ++s.slot_records;
+    } else if (w.kind == WriteKind::PutReleased) {
+      ++s.release_marks;
     } else {
       s.writes.push_back(w);
     }
@@ -169,11 +173,11 @@ inline void expect_idle_slots_write(Engine& e, Millis at) {
   CHECK(s.slot_records == 1);
 }
 
-// The engine's pending writes without the slots record (see Step).
+// The engine's pending writes without the slots record and the release mark (see Step).
 inline std::vector<Write> writes_of(const Engine& e) {
   std::vector<Write> out;
   for (const Write& w : e.writes()) {
-    if (w.kind != WriteKind::PutSlots) out.push_back(w);
+    if (w.kind != WriteKind::PutSlots && w.kind != WriteKind::PutReleased) out.push_back(w);
   }
   return out;
 }

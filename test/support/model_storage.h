@@ -31,6 +31,8 @@ struct Storage {
   // The reservation record (PutReservation stores reservation_text() as it
   // stands when the step's writes are applied; "" is none).
   std::optional<std::string> reservation_text;
+  // The release mark (PutReleased), absent until the first one.
+  std::optional<Millis> released_before;
 
   void apply(const Engine& e) {
     apply(
@@ -77,8 +79,12 @@ struct Storage {
         case WriteKind::PutReservation:
           reservation_text = current_reservation;
           break;
+        case WriteKind::PutReleased:
+          released_before = w.at;
+          break;
         case WriteKind::EraseAll:
           config_text.reset();
+          released_before.reset();
           slots_text.reset();
           reservation_text.reset();
           grants.clear();
@@ -110,6 +116,7 @@ struct Storage {
     s.lift_pending = lift_pending;
     s.slots_text = slots_text;
     s.reservation_text = reservation_text;
+    if (released_before) s.released_before = static_cast<double>(*released_before);
     for (const auto& [at, amount] : grants) s.grants.emplace_back(static_cast<double>(at), static_cast<double>(amount));
     for (const auto& [name, rows] : windows) {
       std::vector<std::pair<double, double>> out;

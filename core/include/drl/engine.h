@@ -177,6 +177,10 @@ struct Snapshot {
   std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>> windows;
   // The reservation record (reservation_text() as last stored), if any.
   std::optional<std::string> reservation_text;
+  // The release mark as last stored (PutReleased), if any: rows dated at or
+  // after it are dated at the restore. Absent (storage written before the
+  // mark existed): every row is taken as dated.
+  std::optional<double> released_before;
 };
 
 // One closed interval of a bucket's history, as stored: its resolution
@@ -193,8 +197,7 @@ struct HistoryRow {
 // before it), it also stores a record of up to R_w more units per window for
 // takes in the next D ms; until then a take that fits it is admitted with
 // no write of its own (its row goes with the next step that stores), and a
-// restore counts the record as taken in full, dated at its end or at the
-// restore, whichever is earlier. The record is renewed ahead of need (half
+// restore counts the record as taken in full, dated at the restore. The record is renewed ahead of need (half
 // its units or half its span used), in the step after the take that found
 // it due (next_wake() is then that take's time: the host runs it at once,
 // after starting the take's callback), and cleared after twice the run's pace
@@ -214,6 +217,20 @@ inline constexpr int64_t kMaxReserveSpanMs = 30'000;
 // record, so a lone call leaves nothing for a crash to count.
 inline constexpr int64_t kReserveRunGapMs = 2000;
 inline constexpr int64_t kReserveFractionDenominator = 4;  // a record holds at most a quarter of a limit
+
+// Grants counted from when their callbacks leave (Engine::released). The
+// output gate holds a callback's invocation until the commit storing its
+// grant is durable, so the work leaves some time after the engine decided
+// it: the release lag. A take is dated ahead of its decision by the
+// allowance (the largest lag of the last kReleaseLagSamples releases, at
+// most kMaxReleaseAllowanceMs); a release that comes later than a take's
+// date moves the take to the release. So a window counts each take from no
+// earlier than the moment its callback left. For a restart the host stores
+// a mark (PutReleased): rows dated before it are dated no earlier than their
+// callbacks left; a restore dates every later row at the restore, since its
+// callback may have left at any moment before the crash.
+inline constexpr int64_t kMaxReleaseAllowanceMs = 1000;
+inline constexpr size_t kReleaseLagSamples = 256;
 
 // At most this many log entries are kept. For windows up to this many ms
 // every distinct take time is its own entry (exact); longer windows record
@@ -263,12 +280,14 @@ class Engine {
   // The slots record, if one was stored: between begin and end.
   void restore_slots(std::string_view slots_text);
   // The reservation record, if one was stored: between begin and end. Its
-  // units count as one grant per window dated at its end, or now if that is
-  // earlier (every take it covered was made before the restart); restore_end
+  // units count as one grant per window dated now (a take it covered may
+  // have left at any moment before the restart: see kMaxReleaseAllowanceMs); restore_end
   // writes those rows and clears the record (PutReservation with none). An
   // unreadable record counts every window as the most a record can hold (a
   // quarter of its limit), dated now.
   void restore_reservation(std::string_view reservation_text);
+  // The release mark as stored (Snapshot::released_before), before any row.
+  void restore_released(double released_before);
   void restore_end();
   // Forgets the bucket: everyone waiting is rejected with NoSuchLimiter and
   // an EraseAll write is emitted. Running callbacks settle as NoSuchLimiter.
@@ -314,6 +333,15 @@ class Engine {
   Status gone(Ticket ticket, Millis now);
   // The host's timer fired.
   void tick(Millis now);
+  // How many Start actions this engine has emitted, restores included: the
+  // host notes it after invoking a step's callbacks, and hands it back to
+  // released() once the commit before them is durable.
+  uint64_t starts_emitted() const;
+  // Every Start emitted up to `through` (a starts_emitted() value) has left
+  // the object by `now`: their lags are sampled, and a take dated earlier
+  // than `now` is moved to `now` (see kMaxReleaseAllowanceMs). A `through`
+  // already released changes nothing.
+  void released(uint64_t through, Millis now);
   // Pauses the bucket for `ms` (an integer 0..kMaxDelayMs): a penalty.
   Status pause(double ms, Millis now);
   // Live state as JSON: config (as given), effective config, remaining,
@@ -368,6 +396,16 @@ class Engine {
   // off writes the rows still owed and clears the record. Kept by restore.
   void set_reservations(bool on);
   bool reservations() const;
+  // Turns release dating on or off (off for a new engine: a take counts from
+  // its start, which is when its callback leaves for a host that invokes it
+  // at once). A host whose storage holds outgoing messages until the writes
+  // before them are durable (a Durable Object's output gate) turns it on and
+  // reports each release (released()): takes are then dated ahead by the
+  // allowance and moved to their release when later, and the release mark is
+  // stored (see kMaxReleaseAllowanceMs). A stored mark is honoured by a
+  // restore either way. Kept by restore.
+  void set_release_dating(bool on);
+  bool release_dating() const;
   // The reservation record, for PutReservation, as last written:
   // {"until":ms,"units":{"<window name>":n,...}}, or "" when none.
   std::string reservation_text() const;

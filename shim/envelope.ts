@@ -206,11 +206,14 @@ export interface ExecuteOptions {
   cost?: number | UnitCosts;
   /**
    * Say `true` when `fn` never throws: it returns the work's exceptions as
-   * `CallReport.thrown`. Then an exception from invoking `fn` can only mean
-   * the caller is gone (its isolate died, its connection broke): the object
-   * releases the slot at once and never retries it. Without it (default
-   * false) an exception from `fn` is the work's: retried with backoff, so a
-   * vanished caller costs its retries. `bound.call` always sets it.
+   * `CallReport.thrown`. Then any exception from invoking `fn` means the
+   * caller is gone. Without it (default false) the object tells them apart
+   * itself: an exception `fn` threw (workerd marks it `remote: true` as it
+   * crosses RPC) is the work's, retried with backoff; one without that mark
+   * is a broken connection to the caller. Either way a caller that is gone
+   * (its isolate died, its connection broke) costs the one attempt that
+   * found it gone: its slot comes back at once and it is never retried.
+   * `bound.call` always sets it.
    */
   reportsThrows?: boolean;
   /**

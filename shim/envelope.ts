@@ -251,7 +251,9 @@ export interface ExecuteOptions {
    * broke), a call that has not started, or waits between attempts, is
    * withdrawn at once ([drl:cancelled], nothing taken); a running callback is
    * left to finish, and its outcome stands unless it would be retried.
-   * `bound.call` builds it from `options.signal`.
+   * `bound.call` sends one with every call, from `options.signal` when it
+   * has one: without a signal it resolves `false` when the attempt ends, so
+   * only the caller's connection breaking withdraws the call.
    */
   whenAborted?: () => Promise<boolean>;
   /**

@@ -206,11 +206,14 @@ export interface ExecuteOptions {
   cost?: number | UnitCosts;
   /**
    * Say `true` when `fn` never throws: it returns the work's exceptions as
-   * `CallReport.thrown`. Then an exception from invoking `fn` can only mean
-   * the caller is gone (its isolate died, its connection broke): the object
-   * releases the slot at once and never retries it. Without it (default
-   * false) an exception from `fn` is the work's: retried with backoff, so a
-   * vanished caller costs its retries. `bound.call` always sets it.
+   * `CallReport.thrown`. Then any exception from invoking `fn` means the
+   * caller is gone. Without it (default false) the object tells them apart
+   * itself: an exception `fn` threw (workerd marks it `remote: true` as it
+   * crosses RPC) is the work's, retried with backoff; one without that mark
+   * is a broken connection to the caller. Either way a caller that is gone
+   * (its isolate died, its connection broke) costs the one attempt that
+   * found it gone: its slot comes back at once and it is never retried.
+   * `bound.call` always sets it.
    */
   reportsThrows?: boolean;
   /**
@@ -248,7 +251,9 @@ export interface ExecuteOptions {
    * broke), a call that has not started, or waits between attempts, is
    * withdrawn at once ([drl:cancelled], nothing taken); a running callback is
    * left to finish, and its outcome stands unless it would be retried.
-   * `bound.call` builds it from `options.signal`.
+   * `bound.call` sends one with every call, from `options.signal` when it
+   * has one: without a signal it resolves `false` when the attempt ends, so
+   * only the caller's connection breaking withdraws the call.
    */
   whenAborted?: () => Promise<boolean>;
   /**

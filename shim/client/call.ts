@@ -112,8 +112,9 @@ export interface CallOptions<T = Response, V = unknown> {
    * call rejects at once and sends nothing. Once `fn` runs, the object is
    * not involved: the outcome is the callback's (pass the same signal to
    * `fetch` to stop the work), except that a retry it would have made
-   * becomes a rejection with `signal.reason`. Costs one small RPC from the
-   * object per queued attempt.
+   * becomes a rejection with `signal.reason`. Costs nothing extra: the
+   * object watches every queued call for its caller going away (one small
+   * RPC from the object per queued attempt), signal or not.
    */
   signal?: AbortSignal;
 }
@@ -237,11 +238,11 @@ export async function runCall<T, V>(
     // A fresh stub every attempt: a stub whose connection broke fails again at once.
     const stub = namespace.get(namespace.idFromName(name));
     // One relay per attempt, ended when its execute returns: no listener
-    // outlives it. Only with a signal, so a call that uses none of the new
-    // options sends exactly what an older limiter Worker accepts. (The object
-    // asks it only while the call waits; a broken connection then withdraws
-    // the call at once, instead of when its callback would be invoked.)
-    const relay = signal ? abortRelay(signal) : undefined;
+    // outlives it. Sent with every call, signal or not (every wire version
+    // this release talks to knows it): the object asks it only while the
+    // call waits, and a broken connection then withdraws the call at once,
+    // costing nothing, instead of when its callback would be invoked.
+    const relay = abortRelay(signal);
     // The first attempt sends maxWaitMs as given: the object's clock starts
     // the wait when the call arrives. A drop retry waits only what is left
     // of it since the call began (0: start now or fail).
@@ -249,8 +250,8 @@ export async function runCall<T, V>(
       attempt === 1 || executeOptions.maxWaitMs === undefined
         ? undefined
         : Math.max(0, executeOptions.maxWaitMs - (Date.now() - calledAt));
-    let sent = waitLeft === undefined ? executeOptions : { ...executeOptions, maxWaitMs: waitLeft };
-    if (relay) sent = { ...sent, whenAborted: relay.whenAborted };
+    const sent: ExecuteOptions = { ...executeOptions, whenAborted: relay.whenAborted };
+    if (waitLeft !== undefined) sent.maxWaitMs = waitLeft;
     let reading: Reading | undefined;
     let error: unknown;
     try {
@@ -261,7 +262,7 @@ export async function runCall<T, V>(
       if (transport instanceof UnsupportedOptionError) throw transport;
       error = transport;
     } finally {
-      relay?.end();
+      relay.end();
     }
     // A usage hook answered something malformed: a bug in the caller's code
     // that must not pass quietly (the value, if any, is dropped with it).

@@ -1,7 +1,7 @@
 /**
  * Waiting with intent: the rules for a call's `priority`, `maxWaitMs` and `maxRetries`
  * (checked by the client before anything is sent, and by the test fake), and
- * how a call's AbortSignal reaches the object, which it cannot cross to.
+ * how a call's AbortSignal, and the caller's going away, reach the object.
  */
 import { describe, type Problem } from '../rules.ts';
 
@@ -79,11 +79,14 @@ export function maxRetriesProblem(value: unknown, what: string): Problem | null 
 }
 
 /**
- * One attempt's link from the caller's AbortSignal to the object: the object
- * invokes `whenAborted` (over RPC) once the call is queued, and the answer
- * settles `true` when the signal aborts, or `false` once the attempt's
+ * One attempt's link from the caller to the object: the object invokes
+ * `whenAborted` (over RPC) once the call is queued, and the answer settles
+ * `true` when the signal (if any) aborts, or `false` once the attempt's
  * execute has returned (`end`). An abort before the object asks is already
- * in the answer, so there is no race with the start.
+ * in the answer, so there is no race with the start. Without a signal it
+ * only ever answers `false`, at the end: until then the pending answer is
+ * the object's way to learn that the caller is gone, because it rejects
+ * when the connection to the caller's isolate breaks.
  */
 export interface AbortRelay {
   /** Passed to execute as ExecuteOptions.whenAborted. */
@@ -93,31 +96,31 @@ export interface AbortRelay {
 }
 
 /**
- * A relay for one attempt. Its listener lives from here to `end()`, so a call
- * retried after drops never holds more than one. The object also learns from
- * it that the caller is gone (invoking it fails when the caller's connection
- * breaks) while the call waits.
+ * A relay for one attempt, with or without a signal. Its listener lives from
+ * here to `end()`, so a call retried after drops never holds more than one.
+ * The object also learns from it that the caller is gone (its pending answer
+ * rejects when the caller's connection breaks) while the call waits.
  *
  * @example
- * const relay = abortRelay(signal);
+ * const relay = abortRelay(options.signal); // the signal may be undefined
  * try {
  *   await stub.execute(callback, { ...options, whenAborted: relay.whenAborted });
  * } finally {
  *   relay.end();
  * }
  */
-export function abortRelay(signal: AbortSignal): AbortRelay {
+export function abortRelay(signal: AbortSignal | undefined): AbortRelay {
   let answer!: (aborted: boolean) => void;
   const aborted = new Promise<boolean>((resolve) => {
     answer = resolve;
   });
   const onAbort = () => answer(true);
-  if (signal.aborted) answer(true);
-  else signal.addEventListener('abort', onAbort, { once: true });
+  if (signal?.aborted) answer(true);
+  else signal?.addEventListener('abort', onAbort, { once: true });
   return {
     whenAborted: () => aborted,
     end() {
-      signal.removeEventListener('abort', onAbort);
+      signal?.removeEventListener('abort', onAbort);
       answer(false); // a no-op once it answered true
     },
   };

@@ -6,6 +6,7 @@
  * need them are held and go out together when it lands (group commit).
  * Every decision is the engine's; nothing here paces, retries or queues.
  */
+import { RpcStub } from 'cloudflare:workers';
 import type { Engine, EngineAction, EngineHistoryRow, EngineReport, EngineWrite } from '../engine/loader.ts';
 import { MARKERS } from '../error-ids.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
@@ -30,7 +31,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 /** A caller waiting on its call: the callback to invoke and how to settle. */
 interface PendingCall {
   fn: () => unknown;
-  /** The callback returns its own throws as report.thrown, so a throw from invoking it means the caller is gone. */
+  /** The callback returns its own throws as report.thrown, so any throw from invoking it means the caller is gone. */
   reportsThrows: boolean;
   resolve(value: unknown): void;
   reject(error: unknown): void;
@@ -420,9 +421,9 @@ export class EngineHost {
           `${MARKERS.invalidArgument} execute(fn): fn must be a function, but what was sent cannot be called (an RpcTarget passes as a function until invoked)`,
         );
         this.#engine.report(ticket, { status: 0, failure: 'final' }, Date.now());
-      } else if (call.reportsThrows) {
-        // Only the transport throws here: the caller is gone. Its slot goes
-        // back at once and nothing is retried for it.
+      } else if (call.reportsThrows || !thrownByCallback(call.fn, error)) {
+        // The transport failed, not the work: the caller is gone. Its slot
+        // goes back at once and nothing is retried for it.
         this.#engine.gone(ticket, Date.now());
       } else {
         call.thrown = error;
@@ -507,6 +508,24 @@ export class EngineHost {
  */
 function notCallable(error: unknown): boolean {
   return error instanceof TypeError && error.message.includes('"(this)" is not a function');
+}
+
+/**
+ * Whether invoking `fn` failed because the callback itself threw, rather
+ * than because the connection to the caller's isolate broke. workerd marks
+ * an exception that crossed RPC from the code that threw it with
+ * `remote: true`, whatever was thrown (a string or a plain object arrives
+ * as an Error so marked); a broken connection fails the invocation here,
+ * with no such mark ("Network connection lost." when the caller's process
+ * died, "The execution context which hosts this callback is no longer
+ * running." when its isolate ended the request). test/do/gone-and-timeouts.test.ts
+ * checks both sides, verify/local/faults.mjs (scenarios 6 and 7) the killed
+ * process. A function that did not come over RPC (the object's own code
+ * calling execute) has no connection to lose: all it throws is its own.
+ */
+function thrownByCallback(fn: () => unknown, error: unknown): boolean {
+  if (!(fn instanceof RpcStub)) return true;
+  return typeof error === 'object' && error !== null && (error as { remote?: unknown }).remote === true;
 }
 
 /** Runs an engine call whose [drl:unknown-ticket] means "already settled": nothing to undo. */

@@ -3,9 +3,11 @@
 // fn never runs. Aborted while queued: the object withdraws the call, which
 // takes nothing and frees its place. Aborted during the client's wait before
 // a drop retry: no further attempt. Aborted while the callback runs: the
-// callback's outcome stands. The first part drives the client through
-// scripted namespaces (what the object answers is set by the test); the
-// second runs against the real object.
+// callback's outcome stands. Without a signal the relay goes along anyway,
+// so a caller gone while queued leaves the queue at once. The first part
+// drives the client through scripted namespaces (what the object answers is
+// set by the test); the second runs against the real object.
+import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import {
   CallDroppedError,
@@ -100,6 +102,17 @@ describe('signal: what the client does', () => {
     expect(answers).toHaveLength(1);
     expect(await answers[0]).toBe(false);
     controller.abort(); // later aborts reach no one: the relay is gone
+  });
+
+  it('without a signal, whenAborted is still sent, and answers false once the attempt has ended', async () => {
+    const answers: Promise<boolean>[] = [];
+    const { namespace } = scripted((fn, options) => {
+      answers.push(options.whenAborted!());
+      return runAtOnce(fn, options, 1);
+    });
+    expect(await bound(namespace).call(() => 'done', { read: (s) => s })).toBe('done');
+    expect(answers).toHaveLength(1);
+    expect(await answers[0]).toBe(false);
   });
 
   it('whenAborted answers true when the signal aborts while the object holds the call, and its withdrawal rejects with the reason, not as a drop', async () => {
@@ -213,6 +226,35 @@ describe('signal: against the real object', () => {
     expect(ran).toBe(0);
     expect(recording.executes).toEqual([]);
     expect((await stub.stats()).used).toBe(0);
+  });
+
+  it('a caller gone while queued, without a signal, leaves the queue at once and takes no grant', async () => {
+    const { name, stub } = await configured({ concurrency: 1 }, 'gone-queued');
+    const limiter = defineLimiter({
+      binder: defineTestBinder(testEnv.RATE_LIMITER as unknown as NamespaceLike),
+      name,
+    }).for({});
+    const holder = gate();
+    const started: string[] = [];
+    const blocker = watch(
+      limiter.call(async () => (started.push('blocker'), await holder.opened, 'blocker'), { read: (s) => s }),
+    );
+    await waitFor(() => started.length === 1, 10_000, 'the blocker to start');
+    const caller = testEnv.PARKED_CLIENT.get(testEnv.PARKED_CLIENT.idFromName(name));
+    await caller.park(name, 3);
+    await waitFor(async () => (await stub.stats()).queued === 3, 10_000, "the parked caller's calls to queue");
+
+    // The caller ends: its pending whenAborted answers reject in the object.
+    await runInDurableObject(caller, (_instance, state) => state.abort('ended by the test')).catch(() => undefined);
+    // The queue empties while the blocker still holds the only slot (the
+    // gate opens only after this): no turn came, only the relay told.
+    await waitFor(async () => (await stub.stats()).queued === 0, 10_000, 'the gone calls to leave the queue');
+    expect((await stub.stats()).used).toBe(1); // the blocker's grant alone
+
+    holder.open();
+    expect(await blocker.outcome).toEqual({ ok: true, value: 'blocker' });
+    const final = await stub.stats();
+    expect({ used: final.used, active: final.active, queued: final.queued }).toEqual({ used: 1, active: 0, queued: 0 });
   });
 
   it('aborting a queued call rejects it with the reason while the slot is still held, frees its place and takes no grant', async () => {

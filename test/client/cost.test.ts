@@ -65,7 +65,9 @@ describe('cost', () => {
       3,
     ];
     for (const cost of costs) expect(await bound.call(() => 'ok', { read: (s) => s, cost })).toBe('ok');
-    expect(seen).toEqual(costs.map((cost) => ({ wire: 5, cost, reportsThrows: true, settles: 'data' })));
+    expect(seen).toEqual(
+      costs.map((cost) => ({ wire: 5, cost, reportsThrows: true, settles: 'data', whenAborted: expect.any(Function) })),
+    );
     expect(fake.calls.map((c) => c.cost)).toEqual(costs);
   });
 

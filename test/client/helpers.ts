@@ -4,6 +4,7 @@ import type { LimiterStub, NamespaceLike } from '../../shim/client/index.ts';
 import type { LimiterDO } from '../../shim/do/index.ts';
 import type { CallReport, ExecuteOptions, LimiterConfig } from '../../shim/envelope.ts';
 import { rejection, sleep, waitFor } from '../shared/async.ts';
+import type { ParkedClientDO } from './worker.ts';
 
 export { rejection, sleep, waitFor };
 
@@ -36,6 +37,7 @@ export function watch<T>(promise: Promise<T>): { readonly done: boolean; outcome
 
 export interface TestEnv {
   RATE_LIMITER: DurableObjectNamespace<LimiterDO>;
+  PARKED_CLIENT: DurableObjectNamespace<ParkedClientDO>;
   CACHE: KVNamespace;
   GREETING: string;
 }

@@ -100,7 +100,9 @@ describe('plain test doubles', () => {
       }),
     });
     expect(await limiter.call(() => 'ok', { read: (s) => s, cost: 2, priority: 1 })).toBe('ok');
-    expect(seen).toEqual([{ wire: 5, settles: 'data', reportsThrows: true, cost: 2, priority: 1 }]);
+    expect(seen).toEqual([
+      { wire: 5, settles: 'data', reportsThrows: true, cost: 2, priority: 1, whenAborted: expect.any(Function) },
+    ]);
   });
 
   it("a double's failure and 429 become what the object settles a final attempt with", async () => {

@@ -2,7 +2,7 @@
 // priority and signal are checked before anything is sent (the error names
 // the option and what it held), the limiter's defaults fill in what a call
 // leaves out (a call-site null removes the maxWaitMs default), only what is
-// set is sent, and whenAborted goes along exactly when a signal is given.
+// set is sent, and whenAborted goes along with every call, signal or not.
 // The fake namespace records the options and honours maxWaitMs against the
 // wait it pretends.
 import { describe, expect, it } from 'vitest';
@@ -115,16 +115,23 @@ describe('waiting options at the call boundary', () => {
     ]);
   });
 
-  it('sends priority and maxWaitMs only when set, and whenAborted only with a signal', async () => {
+  it('sends priority and maxWaitMs only when set, and whenAborted with every call, signal or not', async () => {
     const { sent, namespace } = capturing();
     const bound = limiter(namespace);
     await bound.call(() => 1, { read: (n) => n });
     await bound.call(() => 1, { read: (n) => n, priority: 0, maxWaitMs: 0 });
     await bound.call(() => 1, { read: (n) => n, signal: new AbortController().signal, cost: 2 });
     // The wire version first (a wire-4 object names the first key it does not know), then only what is set.
-    expect(sent[0]).toStrictEqual({ wire: 5, reportsThrows: true, settles: 'data' });
+    expect(sent[0]).toStrictEqual({ wire: 5, reportsThrows: true, settles: 'data', whenAborted: expect.any(Function) });
     expect(Object.keys(sent[0]!)[0]).toBe('wire');
-    expect(sent[1]).toStrictEqual({ wire: 5, reportsThrows: true, settles: 'data', priority: 0, maxWaitMs: 0 });
+    expect(sent[1]).toStrictEqual({
+      wire: 5,
+      reportsThrows: true,
+      settles: 'data',
+      priority: 0,
+      maxWaitMs: 0,
+      whenAborted: expect.any(Function),
+    });
     expect(Object.keys(sent[2]!).sort()).toEqual(['cost', 'reportsThrows', 'settles', 'whenAborted', 'wire']);
     expect(typeof sent[2]!.whenAborted).toBe('function');
   });

@@ -55,11 +55,11 @@ describe('the client against a wire-4 limiter Worker', () => {
     expect(await peer.limiter.call(() => 'first', { read: (s) => s, priority: 2 })).toBe('first');
     expect(peer.invoked).toBe(1);
     expect(peer.sent).toEqual([
-      { wire: 5, settles: 'data', reportsThrows: true, priority: 2 },
-      { settles: 'data', reportsThrows: true, priority: 2 },
+      { wire: 5, settles: 'data', reportsThrows: true, priority: 2, whenAborted: expect.any(Function) },
+      { settles: 'data', reportsThrows: true, priority: 2, whenAborted: expect.any(Function) },
     ]);
     expect(await peer.limiter.call(() => 'second', { read: (s) => s })).toBe('second');
-    expect(peer.sent.slice(2)).toEqual([{ settles: 'data', reportsThrows: true }]);
+    expect(peer.sent.slice(2)).toEqual([{ settles: 'data', reportsThrows: true, whenAborted: expect.any(Function) }]);
   });
 
   it('fails a call that uses a wire-5 option alone, naming it and both versions, and sends nothing', async () => {

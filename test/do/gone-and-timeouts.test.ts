@@ -1,11 +1,17 @@
 // Verifies the object's answers to callbacks that cannot be heard from: a
-// caller that is gone (invoking its callback fails in transport) costs the
-// one attempt that found it gone and frees its slot at once; an attempt that
+// caller that is gone (invoking its callback fails in transport), whatever
+// options it sent, costs the one attempt that found it gone and frees its
+// slot at once, while a callback's own throw is still retried; an attempt that
 // never reports is settled after attemptTimeoutMs, unretried, and its slot
 // freed; a late report changes nothing.
+import { runInDurableObject } from 'cloudflare:test';
+import { exports } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
+import type { LimiterService } from '../../shim/do/index.ts';
 import type { LimiterConfig } from '../../shim/envelope.ts';
-import { configured, recorder, rejection, sleep, waitFor } from './helpers.ts';
+import { configured, recorder, rejection, sleep, testEnv, uniqueName, waitFor } from './helpers.ts';
+
+const service = (exports as unknown as { LimiterEntrypoint: LimiterService }).LimiterEntrypoint;
 
 const ONE_SLOT: LimiterConfig = {
   bucket: { limitPerWindow: 100, windowInMs: 60_000 },
@@ -33,18 +39,91 @@ describe('a caller that is gone', () => {
     expect(stats.active).toBe(0);
   });
 
-  it('without reportsThrows, what fn throws is the work: retried with backoff as before', async () => {
-    const { stub } = await configured(ONE_SLOT, 'threw');
-    let invoked = 0;
-    const error = await rejection(
-      stub.execute(async () => {
-        invoked += 1;
-        throw new Error('socket hang up');
-      }),
+  it('without reportsThrows, a caller whose isolate is gone costs one grant, is never retried, and frees its slot at once', async () => {
+    const { name, stub } = await configured(ONE_SLOT, 'gone-raw');
+    // The slot is held, so the parked caller's three calls wait in the queue.
+    let release!: () => void;
+    const holder = stub.execute(() => new Promise((resolve) => (release = () => resolve({ value: 'held' }))));
+    await waitFor(async () => (await stub.stats()).running === 1, 10_000, 'the holder to start');
+    const caller = testEnv.PARKED_CALLER.get(testEnv.PARKED_CALLER.idFromName(uniqueName('parked')));
+    await caller.park(name, 3);
+    await waitFor(async () => (await stub.stats()).queued === 3, 10_000, 'the parked calls to queue');
+    // The caller ends: its callbacks can no longer be invoked (without the
+    // remote mark of an error the callback threw itself).
+    await runInDurableObject(caller, (_instance, state) => state.abort('ended by the test')).catch(() => undefined);
+    release();
+    expect(await holder).toBe('held');
+    await waitFor(
+      async () => {
+        const stats = await stub.stats();
+        return stats.queued === 0 && stats.active === 0;
+      },
+      10_000,
+      'the gone calls to leave',
     );
-    expect(error.message).toContain('socket hang up');
-    expect(invoked).toBe(4);
-    expect((await stub.stats()).used).toBe(4);
+    // The holder's grant and one per gone call, the attempt that found it
+    // gone: no retries (with ONE_SLOT's 3 retries, 4 each, and their backoff).
+    expect((await stub.stats()).used).toBe(1 + 3);
+    expect(await stub.execute(recorder({ value: 'next' }).fn)).toBe('next');
+  });
+
+  // What a callback throws crosses RPC marked as the callback's own, so the
+  // object tells it from a broken connection: retried as the work's failure.
+  // [what, the value thrown, the message the call rejects with]
+  const THROWS: Array<[string, unknown, string]> = [
+    ['an Error', new Error('socket hang up'), 'socket hang up'],
+    ['a TypeError', new TypeError('socket hang up'), 'socket hang up'],
+    ['a string', 'socket hang up', 'socket hang up'],
+    ['what reads like a broken connection', new Error('Network connection lost.'), 'Network connection lost.'],
+  ];
+  const RETRY_TWICE: LimiterConfig = { ...ONE_SLOT, retry: { maxRetries: 2, minDelayInMs: 10 } };
+
+  for (const [what, thrown, message] of THROWS) {
+    it(`without reportsThrows, a callback that throws ${what} fails as the work: retried as configured`, async () => {
+      const { name, stub } = await configured(RETRY_TWICE, 'threw');
+      let invoked = 0;
+      const fn = async () => {
+        invoked += 1;
+        throw thrown;
+      };
+      const direct = await rejection(stub.execute(fn));
+      expect(direct.message).toBe(message);
+      expect(invoked).toBe(3);
+      // The same through LimiterEntrypoint, which hands the object the callback it was given.
+      const entered = await rejection(service.execute(name, fn));
+      expect(entered.message).toBe(direct.message);
+      expect(invoked).toBe(6);
+      const stats = await stub.stats();
+      expect(stats.used).toBe(6);
+      expect(stats.active).toBe(0);
+    });
+  }
+
+  it("without reportsThrows, a throw from another application's isolate is its work's failure: retried", async () => {
+    const { stub } = await configured(RETRY_TWICE, 'threw-other');
+    const other = await testEnv.OTHER_APP.run((fn, options) => stub.execute(fn, options as never), {
+      throws: 'quota exceeded',
+    });
+    expect(other.ok).toBe(false);
+    expect(other.error).toContain('quota exceeded');
+    expect(other.startedAt).toHaveLength(3);
+    expect((await stub.stats()).used).toBe(3);
+  });
+
+  it("a function of the object's own isolate (not sent over RPC) has no connection to lose: its throws are retried", async () => {
+    const { stub } = await configured(RETRY_TWICE, 'threw-local');
+    const invoked = await runInDurableObject(stub, async (instance) => {
+      let calls = 0;
+      await rejection(
+        instance.execute(async () => {
+          calls += 1;
+          throw new Error('local failure');
+        }),
+      );
+      return calls;
+    });
+    expect(invoked).toBe(3);
+    expect((await stub.stats()).used).toBe(3);
   });
 
   it('a reported throw (CallReport.thrown) is retried like a throw, and settles with [drl:callback-threw] and its message', async () => {

@@ -4,14 +4,16 @@ import type { LimiterStub } from '../../shim/client/index.ts';
 import type { LimiterDO } from '../../shim/do/index.ts';
 import type { CallReport, LimiterConfig } from '../../shim/envelope.ts';
 import { rejection, sleep, waitFor } from '../shared/async.ts';
+import type { ParkedCallerDO } from './worker.ts';
 
 export interface TestEnv {
   RATE_LIMITER: DurableObjectNamespace<LimiterDO>;
+  PARKED_CALLER: DurableObjectNamespace<ParkedCallerDO>;
   DRL_CONFIG_KEY: string;
   OTHER_APP: Service & {
     run(
       execute: (fn: () => Promise<CallReport>, options?: unknown) => Promise<unknown>,
-      job: { status?: number; retryAfter?: string; latencyMs?: number; options?: unknown },
+      job: { status?: number; retryAfter?: string; latencyMs?: number; throws?: string; options?: unknown },
     ): Promise<{
       ok: boolean;
       value?: unknown;

@@ -16,6 +16,7 @@ const OTHER_APP = `
         const value = await execute(async () => {
           startedAt.push(Date.now());
           if (job.latencyMs) await new Promise((r) => setTimeout(r, job.latencyMs));
+          if (job.throws) throw new Error(job.throws);
           return { value: 'from other-app', status: job.status ?? 200, retryAfter: job.retryAfter };
         }, job.options);
         return { ok: true, value, startedAt };

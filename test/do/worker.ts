@@ -1,5 +1,6 @@
 // The limiter Worker the workerd tests run against: what a user's limiter
 // Worker looks like, built from the sources.
+import { DurableObject } from 'cloudflare:workers';
 import { handleAdminRequest, LimiterDO, type LimiterEnv } from '../../shim/do/index.ts';
 
 export { LimiterDO, LimiterEntrypoint } from '../../shim/do/index.ts';
@@ -62,6 +63,24 @@ function countWrites(storage: DurableObjectStorage, counts: WriteCounts): void {
   };
   Object.defineProperty(storage, 'sql', { value: counting });
   if ((storage.sql as unknown) !== counting) throw new Error('test: could not wrap storage.sql');
+}
+
+/**
+ * Another application's Durable Object whose calls wait in a bucket on the
+ * raw path (`stub.execute(fn)`, no options) while the test ends it with
+ * `state.abort()`: its callbacks then cannot be invoked, as when a caller's
+ * isolate dies (gone-and-timeouts.test.ts).
+ */
+export class ParkedCallerDO extends DurableObject<{ RATE_LIMITER: DurableObjectNamespace<LimiterDO> }> {
+  /** Sends `calls` calls to the bucket `name` and returns without waiting for them. */
+  park(name: string, calls: number): void {
+    const bucket = this.env.RATE_LIMITER.get(this.env.RATE_LIMITER.idFromName(name));
+    for (let k = 0; k < calls; k++) {
+      // RPC typing erases execute's generics (see helpers.ts, typed).
+      const call = bucket.execute(async () => ({ value: k })) as unknown as Promise<unknown>;
+      this.ctx.waitUntil(call.catch(() => undefined));
+    }
+  }
 }
 
 export default {

@@ -348,6 +348,7 @@ async function route(request: Request, env: Env): Promise<Response> {
         via,
         ...(url.searchParams.has('dropRetries') ? { dropRetries: intParam(url, 'dropRetries', 5, 0, 100) } : {}),
         ...(url.searchParams.get('signal') === '1' ? { signal: true } : {}),
+        ...(url.searchParams.get('raw') === '1' ? { raw: true } : {}),
       });
       return Response.json({ records });
     }

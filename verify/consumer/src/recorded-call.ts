@@ -106,3 +106,43 @@ export async function recordedCall(env: Env, spec: RecordedCallSpec): Promise<Ca
   record.endedAt = Date.now();
   return record;
 }
+
+/**
+ * One call through the raw method, as a caller that does not use the client
+ * writes it: `execute(fn)` with no options, `fn` returning a CallReport.
+ * Recorded like recordedCall (no drops: nothing retries a raw call).
+ */
+export async function rawCall(
+  env: Env,
+  spec: { id: string; bucket: string; via: Via; url: string },
+): Promise<CallRecord> {
+  const record: CallRecord = {
+    id: spec.id,
+    caller: 0,
+    queuedAt: Date.now(),
+    attempts: [],
+    drops: 0,
+    endedAt: 0,
+    outcome: 'ok',
+  };
+  const fn = async () => {
+    const attempt: [number, number] = [Date.now(), 0];
+    record.attempts.push(attempt);
+    try {
+      const res = await env.UPSTREAM.fetch(spec.url);
+      await res.body?.cancel();
+      return { value: res.status, status: res.status };
+    } finally {
+      attempt[1] = Date.now();
+    }
+  };
+  try {
+    if (spec.via === 'direct') await env.RATE_LIMITER.get(env.RATE_LIMITER.idFromName(spec.bucket)).execute(fn);
+    else await env.LIMITER.execute(spec.bucket, fn);
+  } catch (error) {
+    record.outcome = 'failed';
+    record.error = `${(error as Error)?.name ?? 'Error'}: ${String((error as Error)?.message ?? error).slice(0, 300)}`;
+  }
+  record.endedAt = Date.now();
+  return record;
+}

@@ -285,7 +285,7 @@ export async function runCall<T, V>(
     // to the abort, not a drop. (Withdrawn otherwise, it is a drop as before.)
     if (signal?.aborted && (verdict ? verdict.id === 'cancelled' : messageOf(error).includes(MARKERS.cancelled)))
       throw signal.reason;
-    const outcome = await settle(error, trace, name, verdict);
+    const outcome = await settle(error, trace, name, verdict, (finished) => tellFinished(context, finished));
     if (outcome.kind === 'throw') throw outcome.error;
     if (outcome.kind === 'resolve') return outcome.value as V;
     // Dropped after the caller gave up: there is no one to retry it for.
@@ -299,6 +299,29 @@ export async function runCall<T, V>(
 }
 
 /**
+ * Tells the bucket that the attempt's callback finished after the object
+ * died under it, so the restarted object frees the slot its restored record
+ * holds for it instead of holding it until the attempt's timeout (see
+ * LimiterDO.finished). Best effort and once: on a fresh stub (the call's own
+ * broke), never awaited, so the call settles without waiting for it; an
+ * older object, or a stub without `finished` (a test double, an adapter
+ * that does not pass it on), fails quietly.
+ */
+function tellFinished(context: CallContext, trace: AttemptTrace): void {
+  const slot = trace.start?.slot;
+  if (slot === undefined || trace.startedAt === undefined || trace.endedAt === undefined) return;
+  const ranMs = Math.max(0, trace.endedAt - trace.startedAt);
+  try {
+    const { namespace, name } = context;
+    const stub = namespace.get(namespace.idFromName(name));
+    if (typeof stub.finished !== 'function') return;
+    Promise.resolve(stub.finished(slot, ranMs)).catch(() => {});
+  } catch {
+    // Nothing to tell it with: the slot goes at its timeout, as before.
+  }
+}
+
+/**
  * Sends one attempt in the newest form the namespace is known to read, and
  * reads the answer. At most twice: a limiter Worker older than the form sent
  * refuses it before taking anything or invoking the callback, and the same
@@ -308,7 +331,7 @@ export async function runCall<T, V>(
 async function exchange(
   context: CallContext,
   stub: StubLike,
-  callback: () => Promise<CallReport>,
+  callback: (start?: unknown) => Promise<CallReport>,
   sent: ExecuteOptions,
   trace: AttemptTrace,
 ): Promise<Reading> {

@@ -315,10 +315,26 @@ function tellFinished(context: CallContext, trace: AttemptTrace): void {
     const { namespace, name } = context;
     const stub = namespace.get(namespace.idFromName(name));
     if (typeof stub.finished !== 'function') return;
-    Promise.resolve(stub.finished(slot, ranMs)).catch(() => {});
+    keepAlive(Promise.resolve(stub.finished(slot, ranMs)).catch(() => {}));
   } catch {
     // Nothing to tell it with: the slot goes at its timeout, as before.
   }
+}
+
+// Named through a variable, so no bundler resolves it: outside workerd (a
+// plain double in Node) the import fails, and nothing needs it there.
+const WORKERS_MODULE = 'cloudflare:workers';
+
+/**
+ * Keeps the caller's request alive until `sent` settles, with the runtime's
+ * waitUntil: the call has settled by then, and a handler that answers at
+ * once would otherwise end the request, and the message with it.
+ */
+function keepAlive(sent: Promise<unknown>): void {
+  import(/* @vite-ignore */ WORKERS_MODULE).then(
+    (workers: { waitUntil?: (promise: Promise<unknown>) => void }) => workers.waitUntil?.(sent),
+    () => {},
+  );
 }
 
 /**

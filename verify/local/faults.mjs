@@ -556,7 +556,8 @@ async function finishedDuringRestart(s) {
   const N = 3;
   const timeoutMs = 120_000;
   const shortMs = 10_000; // above the restart (a few seconds here), so they end once it is back
-  const longMs = 20_000;
+  const longMs = 14_000; // ends while the new calls still run, so only its own slot can let the last one start
+  const newMs = 5_000;
   const startBoundMs = 2000; // "at once": a call starts within this of the slot's callback ending
   const bucket = `faults-finished-${runId}`;
   const probe = `faults-finished-${runId}`;
@@ -584,9 +585,17 @@ async function finishedDuringRestart(s) {
     `the restarted bucket holds the ${N} slots of the callbacks in flight: restoredSlots ${after?.restoredSlots ?? '?'}`,
   );
   // N new calls at once: N-1 may start when the short callbacks end, the last only when the long one does.
-  const fresh = request(faultCalls(APP, C0, { probe, bucket, calls: N, work: 'sleep', ms: 300, tag: 'new' }));
+  const fresh = request(faultCalls(APP, C0, { probe, bucket, calls: N, work: 'sleep', ms: newMs, tag: 'new' }));
   const bound = longMs + 30_000;
-  const [sh, lo, fr] = await Promise.all([within(short, bound), within(long, bound), within(fresh, bound)]);
+  const held = { afterShort: '?', afterLong: '?' };
+  const [sh, lo, fr] = await Promise.all([
+    within(short, bound).then(async (a) => ((held.afterShort = (await bucketStats(bucket))?.restoredSlots), a)),
+    within(long, bound).then(async (a) => ((held.afterLong = (await bucketStats(bucket))?.restoredSlots), a)),
+    within(fresh, bound),
+  ]);
+  s.figure(
+    `restored slots held: ${held.afterShort} once the short calls settled, ${held.afterLong} once the long one did`,
+  );
 
   const ledger = await visits(probe).catch(() => []);
   const ends = (prefix) => ledger.filter((v) => v.call.startsWith(prefix)).map((v) => v.done);

@@ -194,6 +194,34 @@ export interface CallReport<T = unknown> {
   rateLimitHeaders?: string | null;
 }
 
+/**
+ * The bucket's default attemptTimeoutMs (the engine's, core/src/config.cpp):
+ * what the client waits for a callback after the object died under it, when
+ * it did not learn the attempt's own timeout.
+ */
+export const DEFAULT_ATTEMPT_TIMEOUT_MS = 120_000;
+
+/**
+ * What the object hands a callback that reports its own throws
+ * (`reportsThrows: true`, as `bound.call`'s does) when it starts an attempt:
+ * enough for the caller to settle on its own if the object dies while the
+ * callback runs. A raw `execute(fn)` without `reportsThrows` gets no
+ * argument. Since wire version 5 (0.2.0); an older object passes none.
+ *
+ * @example
+ * const start: AttemptStart = { slot: '7.1.1767225600000.1767225600000.9f2c3a1b4d5e6f70', timeoutMs: 120000 };
+ */
+export interface AttemptStart {
+  /**
+   * The identity of the attempt's slot, opaque: what `finished(slot, ranMs)`
+   * takes, if the object dies before the callback reports and the callback
+   * then finishes, so the restarted object frees the slot at once.
+   */
+  slot: string;
+  /** The attemptTimeoutMs the attempt runs under: how long to wait for it at most. */
+  timeoutMs: number;
+}
+
 /** Options for one `execute`. */
 export interface ExecuteOptions {
   /**
@@ -213,7 +241,9 @@ export interface ExecuteOptions {
    * is a broken connection to the caller. Either way a caller that is gone
    * (its isolate died, its connection broke) costs the one attempt that
    * found it gone: its slot comes back at once and it is never retried.
-   * `bound.call` always sets it.
+   * `bound.call` always sets it. Such a
+   * callback is invoked with one argument, its AttemptStart (wire 5 and
+   * later); without it, with none.
    */
   reportsThrows?: boolean;
   /**

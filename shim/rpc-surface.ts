@@ -12,6 +12,7 @@
  * await (env.LIMITER as LimiterService).stats('github-api');
  */
 import type {
+  AttemptStart,
   CallReport,
   ExecuteOptions,
   ExecuteResult,
@@ -36,7 +37,7 @@ export interface Executes<Lead extends unknown[] = []> {
    * SettledCall instead.
    */
   execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(
-    ...args: [...Lead, fn: () => Promise<CallReport<T>> | CallReport<T>, options?: O]
+    ...args: [...Lead, fn: (start?: AttemptStart) => Promise<CallReport<T>> | CallReport<T>, options?: O]
   ): Promise<ExecuteResult<T, O>>;
 }
 
@@ -50,6 +51,14 @@ export interface BucketMethods {
   pause(ms: number): Promise<LimiterStats>;
   /** The bucket's history: '10s' (the default, the last hour) or '1m' (the last day). */
   history(resolution?: HistoryResolution): Promise<LimiterHistory>;
+  /**
+   * An attempt's callback finished after the object died under it: `slot` is
+   * the identity its AttemptStart carried, `ranMs` how long it ran. The
+   * restarted object frees the slot its restored record holds for it, when
+   * no attempt still running can need it, and resolves whether it did.
+   * `bound.call` sends it, once, best effort. Since wire version 5 (0.2.0).
+   */
+  finished(slot: string, ranMs: number): Promise<boolean>;
 }
 
 /** The methods both surfaces answer alike: configure names its bucket on either. */

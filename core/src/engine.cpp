@@ -15,6 +15,7 @@
 #include "engine_inspector.h"
 #include "history.h"
 #include "sliding_log.h"
+#include "slot_identity.h"
 
 namespace drl {
 namespace internal {
@@ -230,6 +231,20 @@ struct State {
   bool slots_grew = false;                   // a start (or an erase) since the record was last checked
   bool slots_dirty = false;                  // the record lists slots that have since been released
   std::optional<Millis> slots_write_due;     // idle: when a dirty record is written on its own
+
+  // Slots of callbacks that finished during an outage (Engine::finished).
+  // `slot_key` signs this engine's identities and leads the record it
+  // writes; `writer` is the restored record's: only its identities free a
+  // restored slot, each at most once (`finished_attempts`).
+  struct RecordWriter {
+    SlotKey key;
+    Millis written_at = 0;     // when it wrote the record
+    Millis latest_entry = -1;  // the record's latest entry, as stored (before any clamp)
+  };
+  std::optional<SlotKey> slot_key;
+  std::optional<RecordWriter> writer;
+  std::set<std::pair<Ticket, uint32_t>> finished_attempts;
+  bool record_due = false;  // finished() freed a restored slot: the record is rewritten in this step
 
   std::vector<Write> writes;
   std::vector<Action> actions;
@@ -558,6 +573,7 @@ struct State {
     writes.push_back(Write{WriteKind::PutSlots});
     recorded_at = now;
     slots_dirty = false;
+    record_due = false;
     slots_write_due.reset();
   }
 
@@ -581,7 +597,7 @@ struct State {
         return;
       }
     }
-    if (rides()) {
+    if (record_due || rides()) {
       write_record();
       return;
     }
@@ -603,7 +619,52 @@ struct State {
     return out;
   }
 
-  std::string slots_text() const { return record_text(recorded); }
+  // With a slot key, the record is led by its writer's entry,
+  // "~<key>@<written at>": the key that signs the identities of the attempts
+  // it covers, and when. (A record of an older release has none; a release
+  // that does not know the entry skips it, as any entry without a colon.)
+  std::string slots_text() const {
+    std::string body = record_text(recorded);
+    if (!slot_key) return body;
+    std::string head = "~" + slot_key_text(*slot_key) + "@" + std::to_string(recorded_at);
+    return body.empty() ? head : head + "," + body;
+  }
+
+  // The writer's entry of a restored record, if it is one: "~<key>@<at>".
+  bool restore_writer(std::string_view entry) {
+    if (entry.empty() || entry[0] != '~') return false;
+    const size_t sep = entry.find('@');
+    if (sep == std::string_view::npos) return true;  // damaged: no writer, nothing freed early
+    const auto key = parse_slot_key(entry.substr(1, sep - 1));
+    const std::string at_text(entry.substr(sep + 1));
+    char* stop = nullptr;
+    const double at = std::strtod(at_text.c_str(), &stop);
+    if (!key || at_text.empty() || *stop != '\0' || !std::isfinite(at) || at < 0) return true;
+    writer = RecordWriter{*key, static_cast<Millis>(at), -1};
+    return true;
+  }
+
+  // Frees a restored slot for an attempt that finished while the object was
+  // down, when that is safe (the conditions and why: Engine::finished).
+  bool release_finished(const SlotIdentity& id, double ran_ms) {
+    if (!cfg || !writer || restored_slots.empty()) return false;
+    if (slot_tag(writer->key, id) != id.tag) return false;
+    const std::pair<Ticket, uint32_t> attempt{id.ticket, static_cast<uint32_t>(id.attempt)};
+    if (finished_attempts.count(attempt)) return false;
+    if (id.key_at + timeout() <= now) return false;  // timed out: its slot went by time
+    const double ended = static_cast<double>(id.started) + ran_ms;
+    if (ended <= static_cast<double>(writer->written_at) || ended <= static_cast<double>(writer->latest_entry)) {
+      return false;
+    }
+    auto entry = restored_slots.lower_bound(id.key_at);
+    if (entry == restored_slots.end()) return false;
+    finished_attempts.insert(attempt);
+    if (--entry->second == 0) restored_slots.erase(entry);
+    --restored_held;
+    --active;
+    record_due = true;  // a second restart must not hold it again
+    return true;
+  }
 
   std::string running_slots_text() const {
     std::map<Millis, int64_t> held = restored_slots;
@@ -616,13 +677,16 @@ struct State {
   // to now (its slot is then held a full timeout from now: later is safe).
   void restore_slots(std::string_view text) {
     if (!cfg) return;
-    bool changed = false;  // the stored record says anything but what is now held
+    writer.reset();
+    double latest_stored = -1;  // the latest entry as stored, before a clamp to now
+    bool changed = false;       // the stored record says anything but what is now held
     size_t i = 0;
     while (i < text.size()) {
       size_t end = text.find(',', i);
       if (end == std::string_view::npos) end = text.size();
       const std::string_view entry = text.substr(i, end - i);
       i = end + 1;
+      if (restore_writer(entry)) continue;
       const size_t colon = entry.find(':');
       const bool was_changed = changed;
       changed = true;  // until this entry is restored exactly as written (below)
@@ -637,6 +701,7 @@ struct State {
       // Clamped before the conversion: a time beyond int64 is damage, not a cast to overflow.
       const Millis at = static_cast<Millis>(std::min(std::ceil(at_raw), static_cast<double>(now)));
       const int64_t n = static_cast<int64_t>(std::min(std::floor(n_raw), static_cast<double>(kMaxConcurrency)));
+      latest_stored = std::max(latest_stored, std::ceil(at_raw));
       if (at + timeout() <= now) continue;  // can no longer be running
       // Out of order, or a second entry for a start already held: rewritten in order.
       const bool merged = !restored_slots.empty() && restored_slots.rbegin()->first >= at;
@@ -650,6 +715,8 @@ struct State {
     // Rewritten only if normalising changed something (an entry dropped,
     // clamped, rounded or merged); a record restored exactly is left alone.
     if (changed) slots_dirty = true;
+    // A writer's entry counts only with the entries it led.
+    if (writer) writer->latest_entry = static_cast<Millis>(std::min(latest_stored, 9e15));
   }
 
   // ---- grants dated when their callbacks leave (Engine::released) ----------
@@ -1959,7 +2026,9 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
   const size_t lag_count = s_->lag_count;
   const size_t lag_next = s_->lag_next;
   const Millis allowance = s_->allowance;
+  const std::optional<internal::SlotKey> slot_key = s_->slot_key;
   *s_ = internal::State{};
+  s_->slot_key = slot_key;  // this engine's identities stay its own
   s_->history = std::move(history);
   s_->history.mark_unsaved();
   s_->now = latest;
@@ -2513,6 +2582,38 @@ void Engine::set_release_dating(bool on) {
 }
 bool Engine::release_dating() const { return s_->dating; }
 std::string Engine::running_slots_text() const { return s_->running_slots_text(); }
+
+void Engine::set_slot_key(uint64_t k0, uint64_t k1) { s_->slot_key = internal::SlotKey{k0, k1}; }
+
+std::optional<Engine::AttemptSlot> Engine::attempt_slot(Ticket t) const {
+  auto it = s_->calls.find(t);
+  if (!s_->slot_key || it == s_->calls.end() || it->second.phase != Phase::Running) return std::nullopt;
+  const internal::Call& c = it->second;
+  internal::SlotIdentity id{t, c.attempt, c.started_at, c.deadline - c.timeout, 0};
+  id.tag = internal::slot_tag(*s_->slot_key, id);
+  return AttemptSlot{internal::slot_identity_text(id), c.timeout};
+}
+
+Expected<bool> Engine::finished(std::string_view slot, double ran_ms, Millis now) {
+  const auto id = internal::parse_slot_identity(slot);
+  if (!id) {
+    const std::string shown(slot.substr(0, 80));
+    return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
+                       "finished(slot): slot must be the identity the object handed the callback when it started it, "
+                       "\"ticket.attempt.key.start.tag\" (received \"" +
+                           shown + (slot.size() > 80 ? "...\")" : "\")"));
+  }
+  if (!std::isfinite(ran_ms) || ran_ms < 0) {
+    return Error::make(
+        ErrorCode::InvalidArgument, ErrorKind::RangeError,
+        "finished(slot, ranMs): ranMs must be a finite number >= 0, how long the callback ran (received " +
+            internal::number_text(ran_ms) + ")");
+  }
+  s_->advance(now);
+  const bool released = s_->release_finished(*id, ran_ms);
+  s_->serve();
+  return released;
+}
 const Config* Engine::config() const { return s_->cfg ? &s_->cfg->config : nullptr; }
 const std::string& Engine::window_key(int window) const {
   return window >= 0 && static_cast<size_t>(window) < s_->keys.size() ? s_->keys[static_cast<size_t>(window)]

@@ -330,6 +330,46 @@ DRL_EXPORT(drl_gone) int drl_gone(int h, double ticket, double now) {
   return e ? status(e->gone(static_cast<drl::Ticket>(ticket), to_ms(now))) : kBadHandle;
 }
 
+// The engine's slot key from four 32-bit words of the host's randomness
+// (Engine::set_slot_key), high word first.
+DRL_EXPORT(drl_set_slot_key) int drl_set_slot_key(int h, double w0, double w1, double w2, double w3) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  auto word = [](double w) {
+    return static_cast<uint64_t>(std::isfinite(w) && w > 0 ? std::fmod(w, 4294967296.0) : 0);
+  };
+  e->set_slot_key((word(w0) << 32) | word(w1), (word(w2) << 32) | word(w3));
+  return 0;
+}
+
+// The running attempt's slot identity into the out buffer (Engine::attempt_slot);
+// returns its length, 0 when there is none.
+DRL_EXPORT(drl_attempt_slot) int drl_attempt_slot(int h, double ticket) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  auto slot = e->attempt_slot(static_cast<drl::Ticket>(ticket));
+  g_out = slot ? slot->slot : std::string();
+  return static_cast<int>(g_out.size());
+}
+
+// The attemptTimeoutMs the running attempt runs under, NaN when it is not running.
+DRL_EXPORT(drl_attempt_timeout) double drl_attempt_timeout(int h, double ticket) {
+  auto* e = engine(h);
+  auto slot = e ? e->attempt_slot(static_cast<drl::Ticket>(ticket)) : std::nullopt;
+  return slot ? static_cast<double>(slot->timeout_ms) : std::nan("");
+}
+
+// A caller's attempt finished during an outage (Engine::finished): the slot
+// identity in the scratch buffer. Returns 1 when a slot was freed, 0 when
+// not, or -code.
+DRL_EXPORT(drl_finished) int drl_finished(int h, int len, double ran_ms, double now) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  auto released = e->finished(scratch(len), ran_ms, to_ms(now));
+  if (!released.ok()) return fail(released.error());
+  return *released ? 1 : 0;
+}
+
 DRL_EXPORT(drl_tick) int drl_tick(int h, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;

@@ -33,6 +33,14 @@ export type LimiterStub = Pick<LimiterRpc, 'execute'>;
  */
 export interface StubLike {
   execute(fn: () => Promise<CallReport>, options?: ExecuteOptions): unknown;
+  /**
+   * The object's `finished(slot, ranMs)` (LimiterRpc's): the client calls it,
+   * best effort, when a callback finished after the object died under it,
+   * so the restarted object frees its slot at once. Optional: without it
+   * the slot is held until the attempt's timeout. An adapter over a service
+   * binding passes it on as `(slot, ranMs) => env.LIMITER.finished(name, slot, ranMs)`.
+   */
+  finished?(slot: string, ranMs: number): unknown;
 }
 
 /**

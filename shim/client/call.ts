@@ -286,7 +286,7 @@ export async function runCall<T, V>(
     // to the abort, not a drop. (Withdrawn otherwise, it is a drop as before.)
     if (signal?.aborted && (verdict ? verdict.id === 'cancelled' : messageOf(error).includes(MARKERS.cancelled)))
       throw signal.reason;
-    const outcome = await settle(error, trace, name, verdict);
+    const outcome = await settle(error, trace, name, verdict, (finished) => tellFinished(context, finished));
     if (outcome.kind === 'throw') throw outcome.error;
     if (outcome.kind === 'resolve') return outcome.value as V;
     // Dropped after the caller gave up: there is no one to retry it for.
@@ -300,6 +300,45 @@ export async function runCall<T, V>(
 }
 
 /**
+ * Tells the bucket that the attempt's callback finished after the object
+ * died under it, so the restarted object frees the slot its restored record
+ * holds for it instead of holding it until the attempt's timeout (see
+ * LimiterDO.finished). Best effort and once: on a fresh stub (the call's own
+ * broke), never awaited, so the call settles without waiting for it; an
+ * older object, or a stub without `finished` (a test double, an adapter
+ * that does not pass it on), fails quietly.
+ */
+function tellFinished(context: CallContext, trace: AttemptTrace): void {
+  const slot = trace.start?.slot;
+  if (slot === undefined || trace.startedAt === undefined || trace.endedAt === undefined) return;
+  const ranMs = Math.max(0, trace.endedAt - trace.startedAt);
+  try {
+    const { namespace, name } = context;
+    const stub = namespace.get(namespace.idFromName(name));
+    if (typeof stub.finished !== 'function') return;
+    keepAlive(Promise.resolve(stub.finished(slot, ranMs)).catch(() => {}));
+  } catch {
+    // Nothing to tell it with: the slot goes at its timeout, as before.
+  }
+}
+
+// Named through a variable, so no bundler resolves it: outside workerd (a
+// plain double in Node) the import fails, and nothing needs it there.
+const WORKERS_MODULE = 'cloudflare:workers';
+
+/**
+ * Keeps the caller's request alive until `sent` settles, with the runtime's
+ * waitUntil: the call has settled by then, and a handler that answers at
+ * once would otherwise end the request, and the message with it.
+ */
+function keepAlive(sent: Promise<unknown>): void {
+  import(/* @vite-ignore */ WORKERS_MODULE).then(
+    (workers: { waitUntil?: (promise: Promise<unknown>) => void }) => workers.waitUntil?.(sent),
+    () => {},
+  );
+}
+
+/**
  * Sends one attempt in the newest form the namespace is known to read, and
  * reads the answer. At most twice: a limiter Worker older than the form sent
  * refuses it before taking anything or invoking the callback, and the same
@@ -309,7 +348,7 @@ export async function runCall<T, V>(
 async function exchange(
   context: CallContext,
   stub: StubLike,
-  callback: () => Promise<CallReport>,
+  callback: (start?: unknown) => Promise<CallReport>,
   sent: ExecuteOptions,
   trace: AttemptTrace,
 ): Promise<Reading> {

@@ -4,7 +4,7 @@
  * object's errors are recognised by the `[drl:...]` marker in it and turned
  * back into classes with their fields, which `instanceof` then finds.
  */
-import { WIRE_RELEASES, type CallReport, type SettledError } from '../envelope.ts';
+import { DEFAULT_ATTEMPT_TIMEOUT_MS, WIRE_RELEASES, type CallReport, type SettledError } from '../envelope.ts';
 import { ERROR_IDS, MARKERS, type ErrorId } from '../error-ids.ts';
 import { CallFailedError, messageOf } from '../errors.ts';
 import type { AttemptTrace } from './report.ts';
@@ -71,6 +71,13 @@ export class CallDroppedError extends Error {
  * `attemptTimeoutMs`. The object settled the call without a retry (the work
  * may have reached the upstream) and released its slot, so a hung callback
  * cannot block the bucket; what the work does after this is not counted.
+ * If the object died while the callback ran (its runtime restarted, an
+ * eviction or a reset mid-call), the client waits for the callback itself,
+ * and gives up the same way once the attempt's timeout has passed since it
+ * started (the bucket's, as the object handed it to the callback, else
+ * 120000 ms): the call rejects with this error and the work is left
+ * running, since nothing here can stop it (pass a `signal` to `fetch` for
+ * that).
  *
  * @example
  * catch (error) {
@@ -218,13 +225,17 @@ export function errorFromSettled(settled: SettledError): Error {
  * is a drop (safe to retry); after, the work may have reached the upstream,
  * so it is never run again and the call settles from what the callback
  * reported here (its value, its failure, its exception), waiting for it if
- * it is still running.
+ * it is still running: at most the attempt's timeout from its start (the
+ * one its AttemptStart carried, else DEFAULT_ATTEMPT_TIMEOUT_MS), then it
+ * is an AttemptTimeoutError. `onFinished` hears of a callback that finished
+ * after such a failure (the caller then tells the restarted object).
  */
 export async function settle(
   error: unknown,
   trace: AttemptTrace,
   limiter: string,
   verdict?: SettledError,
+  onFinished?: (trace: AttemptTrace) => void,
 ): Promise<Settlement> {
   const message = messageOf(error);
   const is = (id: ErrorId, marker: string) => (verdict ? verdict.id === id : message.includes(marker));
@@ -249,9 +260,38 @@ export async function settle(
   if (verdict ? REFUSAL_IDS.has(verdict.id) : REFUSALS.some((marker) => message.includes(marker)))
     return { kind: 'throw', error };
   if (!trace.started) return { kind: 'drop' };
-  const report = await trace.running;
+  const timeoutMs = trace.start?.timeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;
+  const report = await reportWithin(trace, timeoutMs);
+  if (report === TIMED_OUT)
+    return { kind: 'throw', error: new AttemptTimeoutError(limiter, timeoutMs, { cause: error }) };
   if (report === undefined) return { kind: 'throw', error };
+  onFinished?.(trace);
   return settleFromReport(report, trace.thrown);
+}
+
+const TIMED_OUT = Symbol('timed out');
+
+/**
+ * The latest invocation's report, or TIMED_OUT once `timeoutMs` has passed
+ * since it began: the object died under it, so nothing else bounds the wait
+ * (the object's own attempt timeout died with it). The work is left running.
+ */
+async function reportWithin(
+  trace: AttemptTrace,
+  timeoutMs: number,
+): Promise<CallReport | typeof TIMED_OUT | undefined> {
+  const running = trace.running;
+  if (running === undefined) return undefined;
+  const left = Math.max(0, (trace.startedAt ?? Date.now()) + timeoutMs - Date.now());
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<typeof TIMED_OUT>((resolve) => {
+    timer = setTimeout(() => resolve(TIMED_OUT), left);
+  });
+  try {
+    return await Promise.race([running, timeout]);
+  } finally {
+    if (timer !== undefined) clearTimeout(timer);
+  }
 }
 
 /** The outcome the object would have reached for a final attempt with this report. */

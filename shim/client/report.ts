@@ -5,7 +5,7 @@
  * which is what separates a drop (never ran: safe to retry) from a failure
  * after the work began (never retried).
  */
-import type { CallReport, UnitCosts } from '../envelope.ts';
+import type { AttemptStart, CallReport, UnitCosts } from '../envelope.ts';
 import { messageOf } from '../errors.ts';
 import {
   checkedFailure,
@@ -115,6 +115,12 @@ export interface AttemptTrace<V = unknown> {
   thrown?: unknown;
   /** The first malformed usage answer of any invocation: `call` rejects with it once the object settles. */
   usageError?: unknown;
+  /** When the latest invocation began, by this isolate's clock. */
+  startedAt?: number;
+  /** When the latest invocation returned its report, by this isolate's clock. */
+  endedAt?: number;
+  /** What the object handed the latest invocation (a wire-5 object, to a callback that reports its throws). */
+  start?: AttemptStart;
 }
 
 /**
@@ -129,7 +135,7 @@ export function reportingCallback<T, V>(
   read: (result: T) => V | PromiseLike<V>,
   hooks: HookLayers,
   trace: AttemptTrace<V>,
-): () => Promise<CallReport<V>> {
+): (start?: unknown) => Promise<CallReport<V>> {
   const attempt = async (): Promise<CallReport<V>> => {
     let report: CallReport<V>;
     try {
@@ -141,13 +147,25 @@ export function reportingCallback<T, V>(
       trace.thrown = error;
       report = { thrown: { message: messageOf(error) } };
     }
+    trace.endedAt = Date.now();
     return (trace.report = report);
   };
-  return () => {
+  return (start?: unknown) => {
     trace.started = true;
     trace.thrown = undefined;
+    trace.startedAt = Date.now();
+    trace.endedAt = undefined;
+    trace.start = attemptStart(start);
     return (trace.running = attempt());
   };
+}
+
+/** The object's AttemptStart, if `value` is one (an older object passes nothing). */
+function attemptStart(value: unknown): AttemptStart | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { slot, timeoutMs } = value as Record<string, unknown>;
+  if (typeof slot !== 'string' || typeof timeoutMs !== 'number' || !(timeoutMs > 0)) return undefined;
+  return { slot, timeoutMs };
 }
 
 /**

@@ -157,6 +157,23 @@ export function checkPauseMs(ms: unknown): number {
   return ms;
 }
 
+// Longer than any identity the engine writes (five numbers of at most 16
+// digits and four dots): a longer text is refused before it reaches the engine.
+const MAX_SLOT_LENGTH = 100;
+
+/** finished()'s arguments: the slot's types here; its shape and ranMs's range are the engine's checks. */
+export function checkFinished(slot: unknown, ranMs: unknown): { slot: string; ranMs: number } {
+  if (typeof slot !== 'string' || slot.length > MAX_SLOT_LENGTH) {
+    throw invalid(
+      TypeError,
+      `finished(slot, ranMs): slot must be the string the callback's AttemptStart carried (received ${describe(slot)})`,
+    );
+  }
+  if (typeof ranMs !== 'number')
+    throw invalid(TypeError, `finished(slot, ranMs): ranMs must be a number (received ${describe(ranMs)})`);
+  return { slot, ranMs };
+}
+
 /** A callback's report, checked field by field; `error` names the first bad one. */
 export type ParsedReport = { ok: true; report: CallReport } | { ok: false; error: string };
 

@@ -6,6 +6,7 @@
 import { WorkerEntrypoint } from 'cloudflare:workers';
 import {
   ENVELOPE_VERSION,
+  type AttemptStart,
   type CallReport,
   type ExecuteOptions,
   type ExecuteResult,
@@ -31,7 +32,7 @@ export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements L
   /** LimiterDO's execute on the bucket `name`; with `settles: 'data'` or `wire`, a bad name is settled as data too. */
   execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(
     name: string,
-    fn: () => Promise<CallReport<T>> | CallReport<T>,
+    fn: (start?: AttemptStart) => Promise<CallReport<T>> | CallReport<T>,
     options?: O,
   ): Promise<ExecuteResult<T, O>> {
     return later(async () => {
@@ -41,7 +42,7 @@ export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements L
       } catch (error) {
         return answerFailure(error, answerForm(options)) as ExecuteResult<T, O>;
       }
-      return (await stub.execute(fn as () => Promise<CallReport>, options)) as ExecuteResult<T, O>;
+      return (await stub.execute(fn as (start?: AttemptStart) => Promise<CallReport>, options)) as ExecuteResult<T, O>;
     });
   }
 
@@ -73,6 +74,13 @@ export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements L
   history(name: string, resolution?: HistoryResolution): Promise<LimiterHistory> {
     return later(async () => {
       return this.#bucket(name).history(resolution) as Promise<LimiterHistory>;
+    });
+  }
+
+  /** LimiterDO's finished on the bucket `name`: the slot of an attempt that finished after the object died under it. */
+  finished(name: string, slot: string, ranMs: number): Promise<boolean> {
+    return later(async () => {
+      return this.#bucket(name).finished(slot, ranMs) as Promise<boolean>;
     });
   }
 

@@ -8,6 +8,7 @@
  */
 import { RpcStub } from 'cloudflare:workers';
 import type { Engine, EngineAction, EngineHistoryRow, EngineReport, EngineWrite } from '../engine/loader.ts';
+import type { AttemptStart } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
 import { parseReport } from './arguments.ts';
@@ -30,7 +31,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** A caller waiting on its call: the callback to invoke and how to settle. */
 interface PendingCall {
-  fn: () => unknown;
+  fn: (start?: AttemptStart) => unknown;
   /** The callback returns its own throws as report.thrown, so any throw from invoking it means the caller is gone. */
   reportsThrows: boolean;
   resolve(value: unknown): void;
@@ -73,6 +74,10 @@ export class EngineHost {
     // The same gate delays each callback until the commit before it lands:
     // its take counts from then (see #noteReleases).
     engine.setReleaseDating(true);
+    // This engine's secret for the slot identities it hands callbacks: only
+    // the record it writes holds it, so a restarted object can tell its
+    // predecessor's identities from stale or made-up ones (see finished).
+    engine.setSlotKey(crypto.getRandomValues(new Uint32Array(4)));
   }
 
   /**
@@ -135,7 +140,7 @@ export class EngineHost {
    */
   admit(
     ticket: number,
-    fn: () => unknown,
+    fn: (start?: AttemptStart) => unknown,
     reportsThrows: boolean,
     whenAborted?: () => Promise<boolean>,
   ): Promise<unknown> {
@@ -410,10 +415,24 @@ export class EngineHost {
     }
   }
 
+  /**
+   * A caller says its attempt finished while this object's predecessor was
+   * down (see LimiterDO.finished): the engine frees the slot its restored
+   * record holds for it, if that is safe, and says whether it did.
+   */
+  finished(slot: string, ranMs: number): boolean {
+    const released = this.run(() => this.#engine.finished(slot, ranMs, Date.now()));
+    this.flush(); // the rewritten record, and a start the freed slot allows
+    return released;
+  }
+
   async #attempt(ticket: number, call: PendingCall): Promise<void> {
     let result: unknown;
     try {
-      result = await call.fn();
+      // Only a callback that reports its own throws (the client's) is
+      // handed its start: its slot's identity and the attempt's timeout. A
+      // raw execute(fn) is invoked with no argument, as documented.
+      result = await (call.reportsThrows ? call.fn(this.#engine.attemptSlot(ticket)) : call.fn());
     } catch (error) {
       if (notCallable(error)) {
         // The caller's mistake, not a failed attempt: final, never retried.

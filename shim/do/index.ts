@@ -9,6 +9,7 @@ export {
   OLDEST_ENVELOPE_VERSION,
   WIRE_BRAND,
   REGISTRY_NAME,
+  type AttemptStart,
   type CallReport,
   type ConfigureResult,
   type ExecuteOptions,

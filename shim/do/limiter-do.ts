@@ -13,6 +13,7 @@ import { createCore } from '../engine/module.ts';
 import {
   ENVELOPE_VERSION,
   REGISTRY_NAME,
+  type AttemptStart,
   type CallReport,
   type ExecuteOptions,
   type ExecuteResult,
@@ -28,7 +29,14 @@ import { MARKERS } from '../error-ids.ts';
 import type { LimiterRpc } from '../rpc-surface.ts';
 import { configJson, describe } from '../rules.ts';
 import { answerFailure, answerForm, answerValue } from '../settled.ts';
-import { checkCallback, checkName, checkPauseMs, executeOptions, historyResolutionMs } from './arguments.ts';
+import {
+  checkCallback,
+  checkFinished,
+  checkName,
+  checkPauseMs,
+  executeOptions,
+  historyResolutionMs,
+} from './arguments.ts';
 import { readDeclaration, type Declaration } from './declared.ts';
 import { EngineHost } from './host.ts';
 import { notTheRegistry, RegistryTable } from './registry.ts';
@@ -118,7 +126,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
    * verdicts travel as data instead of rejections (settled.ts).
    */
   execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(
-    fn: () => Promise<CallReport<T>> | CallReport<T>,
+    fn: (start?: AttemptStart) => Promise<CallReport<T>> | CallReport<T>,
     options?: O,
   ): Promise<ExecuteResult<T, O>> {
     return later(async () => {
@@ -235,6 +243,24 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       this.#host.run(() => this.#engine.pause(ms, Date.now()));
       this.#host.flush();
       return this.stats();
+    });
+  }
+
+  /**
+   * An attempt's callback finished after the object died under it (its
+   * workerd killed, an eviction or a reset mid-call): `slot` is the
+   * identity the callback was handed, `ranMs` how long it ran. Frees the
+   * slot the restored record holds for it, when no attempt still running
+   * can need it (see Engine::finished in core/include/drl/engine.h), and
+   * resolves whether it did: false for an object that did not restart (a
+   * live slot goes with its attempt's report), a stale or made-up slot, or
+   * one said before. One write when it frees a slot.
+   */
+  finished(slot: string, ranMs: number): Promise<boolean> {
+    return later(async () => {
+      if (!this.#declarationDone) await this.#declarationReady();
+      const checked = checkFinished(slot, ranMs);
+      return this.#host.finished(checked.slot, checked.ranMs);
     });
   }
 

@@ -199,6 +199,10 @@ interface CoreExports {
   drl_threw(h: number, ticket: number, now: number): number;
   drl_cancel(h: number, ticket: number, now: number): number;
   drl_gone(h: number, ticket: number, now: number): number;
+  drl_set_slot_key(h: number, w0: number, w1: number, w2: number, w3: number): number;
+  drl_attempt_slot(h: number, ticket: number): number;
+  drl_attempt_timeout(h: number, ticket: number): number;
+  drl_finished(h: number, len: number, ranMs: number, now: number): number;
   drl_tick(h: number, now: number): number;
   drl_pause(h: number, ms: number, now: number): number;
   drl_stats(h: number, now: number): number;
@@ -484,6 +488,35 @@ export class Engine {
 
   cancel(ticket: number, now: number): void {
     this.#core.check(this.#core.exports.drl_cancel(this.#h, ticket, now));
+  }
+
+  /**
+   * This engine's secret for its slot identities: four random 32-bit words
+   * (see drl::Engine::set_slot_key). Once, before restore.
+   */
+  setSlotKey(words: ArrayLike<number>): void {
+    this.#core.check(this.#core.exports.drl_set_slot_key(this.#h, words[0]!, words[1]!, words[2]!, words[3]!));
+  }
+
+  /**
+   * What the running attempt of `ticket` hands its callback: its slot's
+   * identity and the attemptTimeoutMs it runs under; undefined if it is not
+   * running or no slot key was set.
+   */
+  attemptSlot(ticket: number): { slot: string; timeoutMs: number } | undefined {
+    const x = this.#core.exports;
+    if (x.drl_attempt_slot(this.#h, ticket) <= 0) return undefined;
+    return { slot: this.#core.outString(), timeoutMs: x.drl_attempt_timeout(this.#h, ticket) };
+  }
+
+  /**
+   * A caller's attempt finished while the object was down (see
+   * drl::Engine::finished): frees one restored slot when that is safe, and
+   * says whether it did. Throws [drl:invalid-argument] for a malformed slot.
+   */
+  finished(slot: string, ranMs: number, now: number): boolean {
+    const len = this.#core.putString(slot);
+    return this.#core.check(this.#core.exports.drl_finished(this.#h, len, ranMs, now)) === 1;
   }
 
   tick(now: number): void {

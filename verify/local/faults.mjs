@@ -35,6 +35,12 @@
 //      never retried) and a live caller starts within 2 s.
 //   8. scenario 5 without a signal: the client sends its liveness relay
 //      anyway, so the gone callers leave the queue at once and take nothing.
+//   9. callbacks finished during a restart: N callbacks in flight under a
+//      long attemptTimeoutMs, the limiter SIGKILLed and restarted on the same
+//      storage; the callbacks that end after it is back tell it so
+//      (finished()), and new calls start within 2 s of them instead of after
+//      the timeout, while the one still running keeps its slot (never more
+//      than N in flight at the upstream).
 //
 // Flags:
 //   --ci          the small asserted run (the default size); ends with "faults: N passed, N failed"
@@ -47,14 +53,14 @@
 import { Stack, bundleWorkers, consumerName, sleep, ts } from './stack.mjs';
 import { runStampede } from './stampede.mjs';
 
-const FLAGS = '--ci --full --only=1,2,3,4,5,6,7,8 --kills=N --attempt-timeout=MS --via=direct';
-let only = new Set([1, 2, 3, 4, 5, 6, 7, 8]);
+const FLAGS = '--ci --full --only=1,2,3,4,5,6,7,8,9 --kills=N --attempt-timeout=MS --via=direct';
+let only = new Set([1, 2, 3, 4, 5, 6, 7, 8, 9]);
 let killsFlag;
 let attemptTimeoutFlag;
 const argv = process.argv.slice(2);
 for (const arg of argv) {
   if (['--ci', '--full', '--via=direct', '--via=service', '--help'].includes(arg)) continue;
-  const onlyFlag = /^--only=([1-8](,[1-8])*)$/.exec(arg);
+  const onlyFlag = /^--only=([1-9](,[1-9])*)$/.exec(arg);
   if (onlyFlag) {
     only = new Set(onlyFlag[1].split(',').map(Number));
     continue;
@@ -576,6 +582,105 @@ async function idleRestart(s) {
   );
 }
 
+// ---- 9. callbacks that finish while the limiter restarts ---------------------------
+
+async function finishedDuringRestart(s) {
+  // concurrency N; N-1 short callbacks that end after the restart, one long
+  // one still running when the new calls come; a timeout far beyond the run,
+  // so only the callers' finished() can free a slot early.
+  const N = 3;
+  const timeoutMs = 120_000;
+  const shortMs = 10_000; // above the restart (a few seconds here), so they end once it is back
+  const longMs = 14_000; // ends while the new calls still run, so only its own slot can let the last one start
+  const newMs = 5_000;
+  const startBoundMs = 2000; // "at once": a call starts within this of the slot's callback ending
+  const bucket = `faults-finished-${runId}`;
+  const probe = `faults-finished-${runId}`;
+  const configured = await stack.configure({
+    [bucket]: { bucket: LONG_WINDOW, concurrency: N, attemptTimeoutMs: timeoutMs },
+  });
+  if (!configured.ok) throw new Error(`configure ${bucket} failed: ${JSON.stringify(configured.body)}`);
+
+  // One burst, so the slots record dates every entry within a couple of seconds of its start.
+  const long = request(faultCalls(APP, C1, { probe, bucket, calls: 1, work: 'sleep', ms: longMs, tag: 'long' }));
+  const short = request(faultCalls(APP, C0, { probe, bucket, calls: N - 1, work: 'sleep', ms: shortMs, tag: 'short' }));
+  const running = await until(async () => {
+    const st = await bucketStats(bucket);
+    return st && st.running === N && st;
+  }, 15_000);
+  if (!running)
+    throw new Error(
+      `the ${N} callbacks never showed running: ${JSON.stringify(await bucketStats(bucket).catch(() => null))}`,
+    );
+  const r = await stack.restartLimiter({ kill: true });
+  log(`[${ts()}] SIGKILLed the limiter (pid ${r.oldPid}) with ${N} callbacks running; back after ${r.downMs} ms`);
+  const after = await bucketStats(bucket).catch(() => null);
+  s.guarantee(
+    after?.restoredSlots === N,
+    `the restarted bucket holds the ${N} slots of the callbacks in flight: restoredSlots ${after?.restoredSlots ?? '?'}`,
+  );
+  // N new calls at once: N-1 may start when the short callbacks end, the last only when the long one does.
+  const fresh = request(faultCalls(APP, C0, { probe, bucket, calls: N, work: 'sleep', ms: newMs, tag: 'new' }));
+  const bound = longMs + 30_000;
+  const held = { afterShort: '?', afterLong: '?' };
+  const [sh, lo, fr] = await Promise.all([
+    within(short, bound).then(async (a) => ((held.afterShort = (await bucketStats(bucket))?.restoredSlots), a)),
+    within(long, bound).then(async (a) => ((held.afterLong = (await bucketStats(bucket))?.restoredSlots), a)),
+    within(fresh, bound),
+  ]);
+  s.figure(
+    `restored slots held: ${held.afterShort} once the short calls settled, ${held.afterLong} once the long one did`,
+  );
+
+  const ledger = await visits(probe).catch(() => []);
+  const ends = (prefix) => ledger.filter((v) => v.call.startsWith(prefix)).map((v) => v.done);
+  const shortEnds = ends('short-');
+  const longEnd = ends('long-')[0];
+  const starts = ledger
+    .filter((v) => v.call.startsWith('new-'))
+    .map((v) => v.at)
+    .sort((a, b) => a - b);
+  const outcomes = (answer) =>
+    answer.records?.map((c) => c.outcome + (c.error ? ` (${c.error.slice(0, 100)})` : '')).join(', ') ??
+    (answer.timedOut ? 'no answer' : answer.error);
+  s.guarantee(
+    sh.records?.every((c) => c.outcome === 'ok') && lo.records?.[0]?.outcome === 'ok',
+    `the callbacks in flight settled from their own reports: short ${outcomes(sh)}; long ${outcomes(lo)}`,
+  );
+  s.guarantee(
+    shortEnds.length === N - 1 && shortEnds.every((end) => end > r.up),
+    `the short callbacks ended after the limiter was back (${shortEnds.map((end) => (end ? `${end - r.up} ms` : 'never')).join(', ')} after it)`,
+  );
+  const lastShort = Math.max(...shortEnds.filter(Boolean));
+  const early = starts.slice(0, N - 1).map((at) => at - lastShort);
+  s.guarantee(
+    starts.length === N && early.every((gap) => gap < startBoundMs),
+    `${N - 1} new calls started ${early.map((gap) => `${gap} ms`).join(', ')} after the short callbacks ended (allowed < ${startBoundMs} ms; the timeout would have held their slots ${Math.round((running.now + timeoutMs - lastShort) / 1000)} s longer)`,
+  );
+  const last = starts[N - 1];
+  s.guarantee(
+    last !== undefined && longEnd !== undefined && longEnd !== null && last >= longEnd && last - longEnd < startBoundMs,
+    `the last new call started ${last === undefined || !longEnd ? 'never' : `${last - longEnd} ms`} after the long callback ended (allowed 0-${startBoundMs} ms: its slot was kept while it ran)`,
+  );
+  const edges = ledger.flatMap((v) => [
+    [v.at, 1],
+    [v.done ?? Infinity, -1],
+  ]);
+  edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let inFlight = 0;
+  let peak = 0;
+  for (const [, d] of edges) peak = Math.max(peak, (inFlight += d));
+  s.guarantee(peak <= N, `peak in flight at the upstream ${peak} / cap ${N}`);
+  s.guarantee(
+    fr.records?.every((c) => c.outcome === 'ok'),
+    `the new calls resolved: ${outcomes(fr)}`,
+  );
+  const final = await bucketStats(bucket).catch(() => null);
+  s.figure(
+    `bucket after: active ${final?.active ?? '?'}, restoredSlots ${final?.restoredSlots ?? '?'}, queued ${final?.queued ?? '?'}`,
+  );
+}
+
 // ---- the run ---------------------------------------------------------------------------
 
 const SCENARIOS = [
@@ -587,6 +692,7 @@ const SCENARIOS = [
   [3, '3. hung callback (attemptTimeoutMs)', hungCallback],
   [2, '2. limiter killed with callbacks in flight', limiterKilled],
   [4, '4. limiter restarted while idle', idleRestart],
+  [9, '9. callbacks finished during a restart', finishedDuringRestart],
 ];
 
 const results = [];

@@ -331,6 +331,46 @@ class Engine {
   // callback reports its own exceptions). Settles it as CallerGone, never
   // retried, and its slot is free at once; the grant it took stays.
   Status gone(Ticket ticket, Millis now);
+  // ---- slots of callbacks that finished during an outage -------------------
+  // The host's secret for this engine's slot identities: 128 random bits,
+  // drawn once per engine (crypto.getRandomValues in the object), kept by
+  // restore. Without one the engine hands out no identities, its record
+  // names no writer, and finished() frees nothing this engine covered.
+  void set_slot_key(uint64_t k0, uint64_t k1);
+  // What the running attempt of `ticket` hands its callback: the identity of
+  // its slot ("ticket.attempt.key.start.tag": the attempt, the start the
+  // slots record covers it from, when it started, and a keyed hash of the
+  // four) and the attemptTimeoutMs it runs under. nullopt if it is not
+  // running or no slot key was set.
+  struct AttemptSlot {
+    std::string slot;
+    Millis timeout_ms = 0;
+  };
+  std::optional<AttemptSlot> attempt_slot(Ticket ticket) const;
+  // A caller says its attempt finished while the object was down: `slot` is
+  // the identity its callback was handed, `ran_ms` how long the callback ran
+  // by the caller's clock (from its invocation until it returned its
+  // report). Frees one slot of the restored record, and answers true, only
+  // when all of these hold (else false, and nothing changes):
+  // - the identity was handed out by the engine that wrote the restored
+  //   record (its tag checks under that record's slot key): never one of
+  //   this engine's, whose live slot goes only with the attempt's report,
+  //   nor an older engine's, nor an altered or made-up one;
+  // - it was not said before: an attempt frees at most one slot;
+  // - the attempt has not timed out (its key + attemptTimeoutMs > now):
+  //   then its slot already went by time;
+  // - it ended (start + ran_ms) after the record was written and after the
+  //   record's latest entry, as stored. The writer may have seen the report
+  //   and died before its answer left, and a start the record covered may
+  //   have taken the slot after it; a start after every entry's date is
+  //   covered by none, so it would have rewritten the record;
+  // - the restored record holds a slot dated at or after the attempt's key:
+  //   the earliest such slot goes (an attempt still running that it covered
+  //   is covered by the one the finished attempt held).
+  // So every attempt still running keeps a slot. The record is rewritten in
+  // the same step (PutSlots), so a second restart does not hold the slot
+  // again. A malformed identity or ran_ms is an InvalidArgument error.
+  Expected<bool> finished(std::string_view slot, double ran_ms, Millis now);
   // The host's timer fired.
   void tick(Millis now);
   // How many Start actions this engine has emitted, restores included: the
@@ -383,10 +423,10 @@ class Engine {
   const std::string& config_text() const;
   // The slots record, for PutSlots, as last written or restored:
   // "at:count,...", each entry a slot a restart holds until at + the attempt
-  // timeout. It covers every attempt that may be running (restored ones as
-  // they were, live ones dated up to a second after their start), so it is
-  // rewritten only when a start is not covered, or when nothing has run
-  // for a while and it still lists released slots. Empty when none.
+  // timeout, led by "~<slot key>@<written at>" once set_slot_key was called. It covers every attempt that may be
+  // running (restored ones as they were, live ones dated up to a second after their start), so it is rewritten only
+  // when a start is not covered, or when nothing has run for a while and it still lists released slots. Empty when
+  // none.
   std::string slots_text() const;
   // Turns covering reservations on or off (off for a new engine: every take
   // then writes its grant in the step that starts it). A host whose storage

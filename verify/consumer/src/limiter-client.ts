@@ -14,7 +14,10 @@ export type Via = 'service' | 'direct';
 export function serviceBinder(service: LimiterService): Binder<object> {
   return defineTestBinder({
     idFromName: (name) => name,
-    get: (name) => ({ execute: (fn, options) => service.execute(name as string, fn, options) }),
+    get: (name) => ({
+      execute: (fn, options) => service.execute(name as string, fn, options),
+      finished: (slot, ranMs) => service.finished(name as string, slot, ranMs),
+    }),
   });
 }
 

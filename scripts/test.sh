@@ -22,14 +22,16 @@
 # local verification run at CI size (verify: plain with a tokens quota and
 # upper-bound estimates, with low estimates, restarted when idle, killed three
 # times with callbacks in flight, mixed priorities, an outside spender), the
-# fault suite (faults), local dev in one process (onedev: wrangler dev and the
+# fault suite (faults), the window's exactness at margin 0 (exactness: a
+# sequential caller with the limiter SIGKILLed, a stampede on a busy
+# machine, run.mjs --mixed repeated), local dev in one process (onedev: wrangler dev and the
 # vite plugin), the packed tarball on Node 22 with the pinned current
 # toolchain (toolchain22), and the Node suite: wasm loader, native-vs-wasm
 # differential, /testing (node).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-ALL_STAGES=(engine asan fuzz workerd client compat types docs lint cli browser consumer verify faults onedev toolchain22 node)
+ALL_STAGES=(engine asan fuzz workerd client compat types docs lint cli browser consumer verify faults exactness onedev toolchain22 node)
 QUICK_STAGES=(engine node workerd client lint)
 selected=("${ALL_STAGES[@]}")
 case "${1:-}" in
@@ -254,6 +256,16 @@ stage_faults() {
   # "faults: N passed, N failed".
   timeout 400 node verify/local/faults.mjs --ci 2>&1 | tee build/faults.log | grep -E '^(faults|  (PASS|FAIL))'
   count_log build/faults.log faults
+}
+
+stage_exactness() {
+  stage "exactness (CI size): margin 0, limiter SIGKILLed under a sequential caller, a stampede beside CPU burners, --mixed"
+  # verify/local/exactness.mjs: no rolling window at the upstream over the
+  # limit beyond the harness's own measured jitter; each check is one named
+  # result, and it ends with "exactness: N passed, N failed". About 3
+  # minutes; its own watchdog stops it at 280 s.
+  timeout 300 node verify/local/exactness.mjs --ci 2>&1 | tee build/exactness.log | grep -E '^(exactness|  (PASS|FAIL))'
+  count_log build/exactness.log exactness
 }
 
 stage_onedev() {

@@ -247,6 +247,7 @@ export class Stack {
       },
       serviceBindings: {
         LIMITER: { name: LIMITER, entrypoint: 'LimiterEntrypoint' },
+        CLOCK: { name: LIMITER, entrypoint: 'ClockEntrypoint' },
         UPSTREAM: UPSTREAM,
       },
     });

@@ -3,6 +3,7 @@
 // service binding to LimiterEntrypoint is typed as the package's
 // LimiterService, as the package README says.
 import type { LimiterDO, LimiterService } from '../../../dist/do/index.js';
+import type { ClockEntrypoint } from '../../limiter/src/index.ts';
 import type { ProbeDO } from './probe-do.ts';
 import type { StampedeParams } from './workflow.ts';
 
@@ -13,6 +14,8 @@ declare global {
       RATE_LIMITER: DurableObjectNamespace<LimiterDO>;
       /** Service binding to the limiter Worker's LimiterEntrypoint (the default path). */
       LIMITER: LimiterService;
+      /** The limiter runtime's ClockEntrypoint (the exactness check's delays; bound in the local run only). */
+      CLOCK?: Service<typeof ClockEntrypoint>;
       /** The fake upstream Worker. */
       UPSTREAM: Fetcher;
       /** One ProbeDO per run: the plan and every caller's records. */

@@ -13,6 +13,7 @@
  *   /event?probe=&what=         marks an event on the run's timeline (the local run's restarts)
  *   /outside-stop?probe=        ends the run's outside consumer (the local run, when its shares are done)
  *   /fault-calls?probe=&bucket=&calls=&work=sleep|hang&ms=&tag=   N calls at once (the fault suite; see faults.ts)
+ *   /clock?probe=&call=         one clock sample: the harness's own delay (the exactness check; see clock.ts)
  */
 import {
   LEARN_HEADERS,
@@ -35,6 +36,7 @@ import {
   type RunEvent,
 } from '../../shared/report.ts';
 import { refusal } from './auth.ts';
+import { clockProbe } from './clock.ts';
 import { faultCalls } from './faults.ts';
 import { limiterAdmin, parseVia } from './limiter-client.ts';
 import { capProbe, clientPath, closureCheck, ping } from './probes.ts';
@@ -351,6 +353,11 @@ async function route(request: Request, env: Env): Promise<Response> {
         ...(url.searchParams.get('raw') === '1' ? { raw: true } : {}),
       });
       return Response.json({ records });
+    }
+    case '/clock': {
+      const probe = url.searchParams.get('probe');
+      if (!probe) throw new RangeError('?probe= is required');
+      return Response.json(await clockProbe(env, probe, url.searchParams.get('call') ?? 'clock'));
     }
     case '/outside-stop':
       return Response.json(await upstream(env, '/outside-stop', url.searchParams.get('probe') ?? ''));

@@ -303,40 +303,36 @@ export async function runCall<T, V>(
  * Tells the bucket that the attempt's callback finished after the object
  * died under it, so the restarted object frees the slot its restored record
  * holds for it instead of holding it until the attempt's timeout (see
- * LimiterDO.finished). Best effort and once: on a fresh stub (the call's own
- * broke), never awaited, so the call settles without waiting for it; an
- * older object, or a stub without `finished` (a test double, an adapter
- * that does not pass it on), fails quietly.
+ * LimiterDO.finished). Best effort and once, on a fresh stub (the call's own
+ * broke). The call waits for it, at most FINISHED_WAIT_MS: a request that
+ * answers as soon as its call settles would end, and the message with it
+ * (only after an outage, so the wait is rare). An older object, or a stub
+ * without `finished` (a test double, an adapter that does not pass it on),
+ * fails quietly.
  */
-function tellFinished(context: CallContext, trace: AttemptTrace): void {
+async function tellFinished(context: CallContext, trace: AttemptTrace): Promise<void> {
   const slot = trace.start?.slot;
   if (slot === undefined || trace.startedAt === undefined || trace.endedAt === undefined) return;
   const ranMs = Math.max(0, trace.endedAt - trace.startedAt);
+  let sent: Promise<unknown>;
   try {
     const { namespace, name } = context;
     const stub = namespace.get(namespace.idFromName(name));
     if (typeof stub.finished !== 'function') return;
-    keepAlive(Promise.resolve(stub.finished(slot, ranMs)).catch(() => {}));
+    sent = Promise.resolve(stub.finished(slot, ranMs)).catch(() => {});
   } catch {
-    // Nothing to tell it with: the slot goes at its timeout, as before.
+    return; // nothing to tell it with: the slot goes at its timeout, as before
   }
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const waited = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, FINISHED_WAIT_MS);
+  });
+  await Promise.race([sent, waited]);
+  if (timer !== undefined) clearTimeout(timer);
 }
 
-// Named through a variable, so no bundler resolves it: outside workerd (a
-// plain double in Node) the import fails, and nothing needs it there.
-const WORKERS_MODULE = 'cloudflare:workers';
-
-/**
- * Keeps the caller's request alive until `sent` settles, with the runtime's
- * waitUntil: the call has settled by then, and a handler that answers at
- * once would otherwise end the request, and the message with it.
- */
-function keepAlive(sent: Promise<unknown>): void {
-  import(/* @vite-ignore */ WORKERS_MODULE).then(
-    (workers: { waitUntil?: (promise: Promise<unknown>) => void }) => workers.waitUntil?.(sent),
-    () => {},
-  );
-}
+/** The longest a call waits for its `finished` message to be delivered. */
+const FINISHED_WAIT_MS = 2000;
 
 /**
  * Sends one attempt in the newest form the namespace is known to read, and

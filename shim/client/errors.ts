@@ -228,14 +228,15 @@ export function errorFromSettled(settled: SettledError): Error {
  * it is still running: at most the attempt's timeout from its start (the
  * one its AttemptStart carried, else DEFAULT_ATTEMPT_TIMEOUT_MS), then it
  * is an AttemptTimeoutError. `onFinished` hears of a callback that finished
- * after such a failure (the caller then tells the restarted object).
+ * after such a failure (the caller then tells the restarted object, and the
+ * call settles once that message is out, or after at most 2 s).
  */
 export async function settle(
   error: unknown,
   trace: AttemptTrace,
   limiter: string,
   verdict?: SettledError,
-  onFinished?: (trace: AttemptTrace) => void,
+  onFinished?: (trace: AttemptTrace) => Promise<void>,
 ): Promise<Settlement> {
   const message = messageOf(error);
   const is = (id: ErrorId, marker: string) => (verdict ? verdict.id === id : message.includes(marker));
@@ -265,7 +266,7 @@ export async function settle(
   if (report === TIMED_OUT)
     return { kind: 'throw', error: new AttemptTimeoutError(limiter, timeoutMs, { cause: error }) };
   if (report === undefined) return { kind: 'throw', error };
-  onFinished?.(trace);
+  await onFinished?.(trace);
   return settleFromReport(report, trace.thrown);
 }
 

@@ -981,6 +981,9 @@ struct State {
     last_gap = in_run ? now - *last_take_at : 0;
     last_take_at = now;
     reservation_due = now + idle_ms();
+    // Rows owed (refunds, takes moved to their release) wait for the next
+    // step that stores while the caller keeps its pace, as the record does.
+    if (refunds_due) refunds_due = std::max(*refunds_due, now + idle_ms());
   }
 
   // How long without a take before the record in force is cleared: twice
@@ -1171,7 +1174,7 @@ struct State {
       // be deleted as expired.)
       flush_refunds();
     } else if (!refunds_due) {
-      refunds_due = now + kIdleSlotsWriteMs;
+      refunds_due = now + (reserving ? idle_ms() : kIdleSlotsWriteMs);
     }
   }
 

@@ -144,7 +144,10 @@ export type LimiterConfigPatch = {
  * An amount per unit: `{ tokens: 1200 }`, or `{ requests: 2, tokens: 1200 }`.
  * Keys are unit names (a letter, then at most 31 letters, digits, `_` or
  * `-`), values integers >= 0; the units are the ones the bucket's windows
- * count (`bucket.unit`, default "requests", and each window's `unit`).
+ * count (`bucket.unit`, default "requests", and each window's `unit`). As a
+ * cost it names 1 to 8 units (`{}` is refused: it names none), and the
+ * default unit is charged 1 unless it is named (`{ requests: 0, tokens: 5 }`
+ * charges no request). See ExecuteOptions.cost for the whole rule.
  *
  * @example
  * const cost: UnitCosts = { tokens: 1200 }; // and 1 of the default unit
@@ -225,11 +228,15 @@ export interface AttemptStart {
 /** Options for one `execute`. */
 export interface ExecuteOptions {
   /**
-   * Taken from the bucket on every attempt. A number: that many of the
-   * default unit (an integer >= 1, default 1). An object: an amount per unit
-   * (UnitCosts; at least one unit), with 1 of the default unit unless it
-   * names it; the engine refuses a unit no window counts and a cost above a
-   * window's limit.
+   * Taken from the bucket on every attempt; default 1. A number: that many
+   * of the default unit. An object (UnitCosts): 1 to 8 units, each charged
+   * its amount, and 1 of the default unit unless the object names it
+   * (naming it with 0 charges none); `{}` is refused. Every amount is an
+   * integer >= 0 (at most 2^53 - 1), else [drl:invalid-argument]. A cost of
+   * 0, or 0 of every unit, takes nothing: the call still waits its turn, for
+   * a concurrency slot and out any penalty. A unit no window counts is
+   * [drl:invalid-argument]; an amount above its window's limit (so any above
+   * 1,000,000,000, the largest a limit may be) is [drl:cost-too-large].
    */
   cost?: number | UnitCosts;
   /**

@@ -165,24 +165,48 @@ export function keyPath(what: string, key: string): string {
 export const MAX_UNITS = 8;
 
 /**
- * The cost rule every side checks before the engine sees a call: an integer
- * >= 1 (that many of the bucket's default unit), or an object of unit costs
- * (see unitCostsProblem; at least one unit). Which units a bucket counts, and
- * a cost above a window's limit, are the engine's to refuse: only it knows
- * the config.
+ * The cost rule, one for every path: the client checks it before it sends
+ * anything, the object's execute (and so LimiterEntrypoint's) and the test
+ * fake at their boundary, and the engine words it the same way for its own
+ * callers (core/src/engine.cpp, amount_problem and costed;
+ * test/node/contracts.test.ts compares them):
+ * - a number: that many of the bucket's default unit;
+ * - an object: 1 to MAX_UNITS unit names (UNIT_NAME), each charged its
+ *   amount; the default unit is charged 1 unless the object names it
+ *   (naming it with 0 charges none of it); `{}` names no unit and is refused;
+ * - every amount an integer >= 0 that a JS number holds exactly. 0 (or 0 of
+ *   every unit) is a call that takes nothing: it still waits its turn, for a
+ *   concurrency slot and out any penalty.
+ * Which units a bucket counts, and an amount above a window's limit
+ * ([drl:cost-too-large], so any amount above 1,000,000,000, the largest
+ * limit a window may have), are the engine's to refuse: only it knows the
+ * config.
  *
  * @example
- * costProblem(2, 'options.cost'); // null
+ * costProblem(0, 'options.cost'); // null
  * costProblem({ tokens: 1200 }, 'options.cost'); // null
+ * costProblem({}, 'options.cost'); // RangeError: 'options.cost names no unit (received {}): give a number, or at least one unit such as { tokens: 1200 }'
  * costProblem({ tokens: -1 }, 'options.cost'); // RangeError: 'options.cost.tokens must be an integer >= 0 (received -1)'
  */
 export function costProblem(cost: unknown, what: string): Problem | null {
-  if (typeof cost === 'number' && Number.isSafeInteger(cost) && cost >= 1) return null;
+  if (typeof cost === 'number') return amountProblem(cost, what);
   if (cost !== null && typeof cost === 'object' && !Array.isArray(cost)) return unitCostsProblem(cost, what, 1);
   return {
-    kind: RangeError,
-    message: `${what} must be an integer >= 1 or an object of unit costs such as { tokens: 1200 } (received ${describe(cost)})`,
+    kind: TypeError,
+    message: `${what} must be a number or an object of unit costs such as { tokens: 1200 } (received ${describe(cost)})`,
   };
+}
+
+/** One amount of a cost or usage: an integer >= 0 that a JS number holds exactly (see costProblem). */
+function amountProblem(amount: number, what: string): Problem | null {
+  if (Number.isSafeInteger(amount) && amount >= 0) return null;
+  if (Number.isInteger(amount) && amount > 0) {
+    return {
+      kind: RangeError,
+      message: `${what} must be an integer >= 0 and at most ${Number.MAX_SAFE_INTEGER} (received ${amount})`,
+    };
+  }
+  return { kind: RangeError, message: `${what} must be an integer >= 0 (received ${amount})` };
 }
 
 /**
@@ -210,8 +234,12 @@ export function unitCostsProblem(value: unknown, what: string, minUnits: 0 | 1):
     };
   }
   const units = Object.keys(value);
-  if (units.length < minUnits)
-    return { kind: RangeError, message: `${what} must name at least one unit (received {})` };
+  if (units.length < minUnits) {
+    return {
+      kind: RangeError,
+      message: `${what} names no unit (received {}): give a number, or at least one unit such as { tokens: 1200 }`,
+    };
+  }
   if (units.length > MAX_UNITS) {
     return {
       kind: RangeError,
@@ -228,8 +256,8 @@ export function unitCostsProblem(value: unknown, what: string, minUnits: 0 | 1):
     const amount = (value as Record<string, unknown>)[unit];
     if (typeof amount !== 'number')
       return { kind: TypeError, message: `${keyPath(what, unit)} must be a number (received ${describe(amount)})` };
-    if (!Number.isSafeInteger(amount) || amount < 0)
-      return { kind: RangeError, message: `${keyPath(what, unit)} must be an integer >= 0 (received ${amount})` };
+    const problem = amountProblem(amount, keyPath(what, unit));
+    if (problem) return problem;
   }
   return null;
 }

@@ -47,11 +47,36 @@ constexpr Millis kSlotsCoverMs = 1000;
 // (a usage may exceed it: a debt), still exact in a double.
 constexpr double kMaxUsage = 1e15;
 
-// A number as a person wrote it: 2, not 2.0 (JS numbers arrive as doubles).
+// A number as a person wrote it, and as JS's String() writes it: 2, not
+// 2.0 (JS numbers arrive as doubles). Integers print in full up to 2^63
+// (9007199254740992, not 9.007199254740992e+15), so a message the client
+// words from the same rule (shim/rules.ts) reads the same.
 std::string number_text(double v) {
   if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
-  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<long long>(v));
+  if (v == std::floor(v) && std::fabs(v) < 9.2e18) return std::to_string(static_cast<long long>(v));
   return nlohmann::json(v).dump();
+}
+
+// The largest integer a JS number holds exactly (Number.MAX_SAFE_INTEGER):
+// a cost beyond it may not be the number the caller wrote.
+constexpr double kMaxSafeInteger = 9007199254740991.0;
+
+// The rule for one amount of a cost (`path` is "cost" or "cost.<unit>"),
+// the client's too (shim/rules.ts costProblem; test/node/contracts.test.ts
+// checks the words agree): an integer >= 0 that a JS number holds exactly.
+// 0 takes nothing of that unit. Above a window's limit is CostTooLarge,
+// decided against the windows.
+std::optional<Error> amount_problem(double v, const std::string& path) {
+  if (!std::isfinite(v) || v < 0 || v != std::floor(v)) {
+    return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                       path + " must be an integer >= 0 (received " + number_text(v) + ")");
+  }
+  if (v > kMaxSafeInteger) {
+    return Error::make(
+        ErrorCode::InvalidArgument, ErrorKind::RangeError,
+        path + " must be an integer >= 0 and at most 9007199254740991 (received " + number_text(v) + ")");
+  }
+  return std::nullopt;
 }
 
 enum class Phase { Queued, Running, Backoff, Ready };
@@ -1738,27 +1763,36 @@ struct State {
 
   static std::string unit_text(int64_t n, const std::string& unit) { return std::to_string(n) + " " + unit; }
 
-  // A call's costs as given: the default unit (1 unless given, an integer
-  // >= 1) and any other unit a window counts (integers >= 0).
+  // A call's costs as given: 1 to kMaxWindows units a window counts, each
+  // an integer >= 0; the default unit is 1 unless given (0 takes none of
+  // it). The same rule as the client's (shim/rules.ts unitCostsProblem).
   Expected<Call> costed(const Amounts& cost) {
+    if (cost.empty()) {
+      return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                         "cost names no unit (received {}): give a number, or at least one unit such as { tokens: "
+                         "1200 }");
+    }
+    if (cost.size() > kMaxWindows) {
+      return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                         "cost must name at most " + std::to_string(kMaxWindows) + " units, one per window (received " +
+                             std::to_string(cost.size()) + ")");
+    }
     Call c;
     const int default_unit = windows[0].unit;
     c.costs[c.n_costs++] = {default_unit, 1};
     for (const Amount& a : cost) {
       const int unit = counted_unit(a.unit);
+      if (unit < 0 && !valid_name(a.unit)) {
+        return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                           "cost has the key " + nlohmann::json(a.unit).dump() +
+                               ", which is not a unit name (a letter, then at most 31 letters, digits, _ or -)");
+      }
       if (unit < 0) {
         return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
                            "cost names unit " + nlohmann::json(a.unit).dump() +
                                ", which no window counts (units: " + unit_list() + ")");
       }
-      const double lo = unit == default_unit ? 1 : 0;
-      if (!std::isfinite(a.amount) || a.amount < lo || a.amount != std::floor(a.amount) ||
-          a.amount > static_cast<double>(kMaxLimitPerWindow)) {
-        return Error::make(ErrorCode::InvalidArgument,
-                           std::isfinite(a.amount) ? ErrorKind::RangeError : ErrorKind::TypeError,
-                           "cost." + a.unit + " must be an integer >= " + number_text(lo) + " (received " +
-                               number_text(a.amount) + ")");
-      }
+      if (auto problem = amount_problem(a.amount, "cost." + a.unit)) return *problem;
       bool found = false;
       for (uint8_t i = 0; i < c.n_costs; ++i) {
         if (c.costs[i].first == unit) {
@@ -2219,14 +2253,7 @@ Expected<Ticket> Engine::arrive(const Amounts& cost, Millis now) { return arrive
 
 Expected<Ticket> Engine::arrive(double cost, const Waiting& waiting, Millis now) {
   if (!s_->cfg) return s_->not_configured();
-  if (!std::isfinite(cost)) {
-    return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
-                       "cost must be a finite number (received " + internal::number_text(cost) + ")");
-  }
-  if (cost < 1 || cost != std::floor(cost)) {
-    return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
-                       "cost must be an integer >= 1 (received " + internal::number_text(cost) + ")");
-  }
+  if (auto problem = internal::amount_problem(cost, "cost")) return *problem;
   if (cost > static_cast<double>(s_->limit())) {
     return Error::make(ErrorCode::CostTooLarge, ErrorKind::RangeError,
                        "cost " + internal::number_text(cost) + " exceeds limitPerWindow " +
@@ -2651,8 +2678,8 @@ Expected<Amounts> parse_amounts(std::string_view json_text, std::string_view wha
     return invalid(ErrorKind::TypeError, name + " must be an object of units to integers");
   }
   if (doc.size() > kMaxWindows) {
-    return invalid(ErrorKind::RangeError, name + " names " + std::to_string(doc.size()) +
-                                              " units; a bucket counts at most " + std::to_string(kMaxWindows));
+    return invalid(ErrorKind::RangeError, name + " must name at most " + std::to_string(kMaxWindows) +
+                                              " units, one per window (received " + std::to_string(doc.size()) + ")");
   }
   Amounts out;
   for (auto it = doc.begin(); it != doc.end(); ++it) {

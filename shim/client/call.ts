@@ -63,12 +63,15 @@ export interface CallOptions<T = Response, V = unknown> {
   error?: HookSlot<ErrorHook<T, V>>;
   /**
    * Taken from the bucket on every attempt, before it starts (a reservation
-   * when a usage hook settles the real cost). A number: that many of the
-   * bucket's default unit, an integer >= 1; default 1. An object: an amount
-   * per unit, e.g. `{ tokens: 4000 }` (unit names, integers >= 0, 1 to 8
-   * units), with 1 of the default unit unless the object names it. Checked
-   * here for shape; a unit no window of the bucket counts, or a cost above a
-   * window's limit, is refused by the object.
+   * when a usage hook settles the real cost); default 1. A number: that many
+   * of the bucket's default unit. An object: an amount per unit, e.g.
+   * `{ tokens: 4000 }` (1 to 8 unit names; `{}` is refused), with 1 of the
+   * default unit unless the object names it (naming it with 0 charges none).
+   * Every amount is an integer >= 0; 0 of everything takes nothing but still
+   * waits its turn and for a concurrency slot. A malformed cost throws a
+   * TypeError or RangeError here, before anything is sent; a unit no window
+   * of the bucket counts ([drl:invalid-argument]), or an amount above its
+   * window's limit ([drl:cost-too-large]), is refused by the object.
    */
   cost?: number | UnitCosts;
   /**

@@ -4,7 +4,7 @@
  */
 import { ENVELOPE_VERSION, OPTION_SINCE, type CallReport } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
-import { describe, instanceOf, keyPath, nameProblem, raise } from '../rules.ts';
+import { costProblem, describe, nameProblem, raise } from '../rules.ts';
 
 function invalid(Kind: typeof TypeError | typeof RangeError, message: string): Error {
   return new Kind(`${MARKERS.invalidArgument} ${message}`);
@@ -16,7 +16,7 @@ export function checkName(name: unknown, what = 'name'): string {
   return name as string;
 }
 
-/** execute's options, checked: the cost (the engine checks its units, integrality and bounds) and the callback's contract. */
+/** execute's options, checked: the cost's shape and amounts (the engine checks its units and limits) and the callback's contract. */
 export interface ExecuteArguments {
   /** A count of the default unit, or an amount per unit, exactly as sent. */
   cost: number | Record<string, number>;
@@ -32,8 +32,8 @@ export interface ExecuteArguments {
 const EXECUTE_OPTIONS: readonly string[] = Object.keys(OPTION_SINCE);
 
 /**
- * The `options` of execute: absent, or an object with an optional cost (a
- * number, or a plain object of numbers), an optional reportsThrows flag, an
+ * The `options` of execute: absent, or an object with an optional cost (by
+ * the shared cost rule, rules.ts costProblem), an optional reportsThrows flag, an
  * optional `settles: 'data'`, an optional wire version, optional priority,
  * maxWaitMs and maxRetries (numbers) and an optional whenAborted function.
  * An option this release does not know is refused with its name in the
@@ -91,8 +91,9 @@ export function executeOptions(options: unknown): ExecuteArguments {
       `wire must be an integer >= ${ENVELOPE_VERSION}, the wire version the caller reads answers in (received ${describe(wire)})`,
     );
   }
-  // Only the shape here: units, integrality and bounds are the engine's rules, with its messages.
-  if (cost !== undefined && typeof cost !== 'number') checkCostObject(cost);
+  // The shared rule, in the client's words (rules.ts); which units the
+  // bucket counts and a cost above a window's limit are the engine's.
+  if (cost !== undefined) raise(costProblem(cost, 'cost'), `${MARKERS.invalidArgument} `);
   return {
     cost: (cost as ExecuteArguments['cost'] | undefined) ?? 1,
     reportsThrows: reportsThrows === true,
@@ -101,27 +102,6 @@ export function executeOptions(options: unknown): ExecuteArguments {
     maxRetries: maxRetries as number | undefined,
     whenAborted: whenAborted as ExecuteArguments['whenAborted'],
   };
-}
-
-/** A cost that is not a number must be a plain object whose values are numbers. */
-function checkCostObject(cost: unknown): void {
-  if (cost === null || typeof cost !== 'object' || Array.isArray(cost)) {
-    throw invalid(
-      TypeError,
-      `cost must be a number (received ${describe(cost)}), or a plain object of unit costs such as { tokens: 1200 }`,
-    );
-  }
-  const proto = Object.getPrototypeOf(cost);
-  if (proto !== Object.prototype && proto !== null) {
-    throw invalid(
-      TypeError,
-      `cost must be a number, or a plain object of unit costs such as { tokens: 1200 } (received ${instanceOf(cost)})`,
-    );
-  }
-  for (const [unit, amount] of Object.entries(cost as object)) {
-    if (typeof amount !== 'number')
-      throw invalid(TypeError, `${keyPath('cost', unit)} must be a number (received ${describe(amount)})`);
-  }
 }
 
 /**

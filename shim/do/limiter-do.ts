@@ -39,7 +39,7 @@ import {
 } from './arguments.ts';
 import { readDeclaration, type Declaration } from './declared.ts';
 import { EngineHost } from './host.ts';
-import { notTheRegistry, RegistryTable } from './registry.ts';
+import { notTheRegistry, RegistryTable, type BucketPresence } from './registry.ts';
 import { later } from './rpc.ts';
 import { LimiterStorage } from './storage.ts';
 
@@ -103,6 +103,11 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   // after it succeeds, a call pays one field read for it.
   #declarationDone = false;
   #declarationCheck: Promise<void> | undefined;
+  // Configures under way (#configureBucket) from before the name is
+  // registered until the config is stored or the registration undone:
+  // while any is, presence() says 'configuring', so the registry keeps the
+  // name. A count, since two configures may overlap on one instance.
+  #configuring = 0;
 
   constructor(ctx: DurableObjectState, env: LimiterEnv) {
     super(ctx, env);
@@ -181,38 +186,50 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     }
     const created = !this.#engine.configText();
     const registry = registryStub(limiterNamespace(this.env));
-    await registry.registerName(name);
+    // From before the name is registered until the config is stored (or
+    // storing failed), presence() says 'configuring', so a GET /stats in
+    // between cannot prune the name. A registerName that fails throws from
+    // here: nothing was registered, nothing to undo.
+    let failed: { error: unknown } | undefined;
+    this.#configuring += 1;
     try {
-      this.#host.run(() => this.#engine.configure(text, Date.now()));
-      // The name and the config (and the declaration's fingerprint) are
-      // stored in one transaction: a failed write leaves none of them (nor a
-      // table), and the engine as stored.
-      this.#host.flush(() => {
-        this.#storage.putName(name);
-        if (declared !== undefined) this.#storage.putDeclared(declared);
-      });
-      this.#name = name;
-    } catch (error) {
-      // The host rebuilt the engine from storage: if the bucket does not
-      // exist there, the name must not stay registered. (If the registry
-      // cannot be reached either, GET /stats prunes the name when it finds
-      // no bucket behind it.)
-      if (created && !this.#engine.configText()) {
-        // Whatever tables an earlier failure or damage left behind hold no
-        // bucket: clear them, so the next configure starts clean.
-        try {
-          this.#storage.eraseAll();
-        } catch {
-          // storage refuses even this: the next configure meets the same fault
-        }
-        const unregistered = registry.unregisterName(name).catch(() => {});
-        // The registry asks this bucket's stats() before removing the name.
-        // On the declaration path that call waits on this very declaration
-        // check, so awaiting here would never settle: it goes on alone.
-        if (declared === undefined) await unregistered;
+      await registry.registerName(name);
+      try {
+        this.#host.run(() => this.#engine.configure(text, Date.now()));
+        // The name and the config (and the declaration's fingerprint) are
+        // stored in one transaction: a failed write leaves none of them (nor a
+        // table), and the engine as stored.
+        this.#host.flush(() => {
+          this.#storage.putName(name);
+          if (declared !== undefined) this.#storage.putDeclared(declared);
+        });
+        this.#name = name;
+      } catch (error) {
+        failed = { error };
       }
-      throw error;
+    } finally {
+      this.#configuring -= 1;
     }
+    if (!failed) return;
+    // The host rebuilt the engine from storage: if the bucket does not exist
+    // there, the name must not stay registered. (If the registry cannot be
+    // reached either, GET /stats prunes the name when it finds no bucket
+    // behind it.)
+    if (created && !this.#engine.configText()) {
+      // Whatever tables an earlier failure or damage left behind hold no
+      // bucket: clear them, so the next configure starts clean.
+      try {
+        this.#storage.eraseAll();
+      } catch {
+        // storage refuses even this: the next configure meets the same fault
+      }
+      // The registry asks presence() before removing the name: this
+      // configure is over, so unless another is under way it finds the
+      // bucket absent. presence() waits on nothing (no declaration check),
+      // so the declaration path awaits this too.
+      await registry.unregisterName(name).catch(() => {});
+    }
+    throw failed.error;
   }
 
   /** Deep-merges `patch` onto the stored config (`null` removes an optional field). */
@@ -336,12 +353,13 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   }
 
   /**
-   * @internal Removes a name from the registry if its bucket is not
-   * configured, and resolves whether it did. The registry asks the bucket
-   * itself (its stats() must reject with [drl:no-such-limiter]): any Worker
-   * holding the binding can call this, and must not be able to hide a live
-   * bucket from listNames and /stats. Not checked by the name rule, so names
-   * stored under an older rule can still be pruned.
+   * @internal Removes a name from the registry if no bucket is behind it,
+   * and resolves whether it did. The registry asks the bucket itself (its
+   * presence() must say 'absent'): any Worker holding the binding can call
+   * this, and must not be able to hide a live bucket from listNames and
+   * /stats, nor one being configured (registered, its config not yet
+   * stored). Not checked by the name rule, so names stored under an older
+   * rule can still be pruned.
    */
   unregisterName(name: string): Promise<boolean> {
     return later(async () => {
@@ -350,14 +368,24 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
         throw new TypeError(`${MARKERS.invalidArgument} name must be a string (received ${describe(name)})`);
       if (!new RegistryTable(this.ctx.storage.sql).has(name)) return false;
       const ns = limiterNamespace(this.env);
-      try {
-        await ns.get(ns.idFromName(name)).stats();
-      } catch (error) {
-        if (!(error instanceof Error && error.message.includes(MARKERS.noSuchLimiter))) throw error;
-        new RegistryTable(this.ctx.storage.sql).remove(name);
-        return true;
-      }
-      return false; // configured: the name stays
+      if ((await ns.get(ns.idFromName(name)).presence()) !== 'absent') return false;
+      new RegistryTable(this.ctx.storage.sql).remove(name);
+      return true;
+    });
+  }
+
+  /**
+   * @internal Whether this object holds a bucket: 'configured' (a config is
+   * in force), 'configuring' (a configure is between registering the name
+   * and storing the config, or undoing the registration) or 'absent'. Reads
+   * memory only: it runs no declaration check, so asking never creates a
+   * declared bucket, and it writes nothing. The registry asks it before
+   * pruning a name (unregisterName).
+   */
+  presence(): Promise<BucketPresence> {
+    return later(async () => {
+      if (this.#engine.configText()) return 'configured';
+      return this.#configuring > 0 ? 'configuring' : 'absent';
     });
   }
 

@@ -2,14 +2,22 @@
  * The registry: a table of every configured bucket's name, held by the one
  * instance named REGISTRY_NAME. A bucket enters it when configured; the admin
  * `/stats` route reads it and prunes names found to have no bucket behind them.
- * A name leaves it only once its bucket says it is not configured (see
- * LimiterDO.unregisterName), so whoever holds the binding cannot hide a live
- * bucket; a name added with no bucket behind it is pruned by `/stats`.
+ * A name leaves it only once its bucket says it is absent (see
+ * LimiterDO.unregisterName and presence), so whoever holds the binding
+ * cannot hide a live bucket nor one being configured; a name added with no
+ * bucket behind it is pruned by `/stats`.
  */
 import { REGISTRY_NAME } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 
 const TABLE = 'drl_registry';
+
+/**
+ * What a bucket's object says of itself (LimiterDO.presence): a config in
+ * force, a configure under way (its name registered, its config not yet
+ * stored), or neither. Only 'absent' lets the registry prune its name.
+ */
+export type BucketPresence = 'configured' | 'configuring' | 'absent';
 
 export class RegistryTable {
   readonly #sql: SqlStorage;

@@ -160,12 +160,12 @@ describe('settled as data', () => {
         reason: 'down',
       },
     });
-    expect(await stub.execute(async () => ({ value: 1 }), { settles: 'data', cost: 0 })).toMatchObject({
+    expect(await stub.execute(async () => ({ value: 1 }), { settles: 'data', cost: -1 })).toMatchObject({
       ok: false,
       error: {
         id: 'invalid-argument',
         kind: 'RangeError',
-        message: expect.stringContaining('cost must be an integer >= 1'),
+        message: expect.stringContaining('cost must be an integer >= 0'),
       },
     });
     const bad = await rejection(stub.execute(async () => ({ value: 1 }), { settles: 'yes' } as never));

@@ -201,7 +201,7 @@ describe('usage hook: bad answers', () => {
       'an unsafe integer',
       { tokens: 2 ** 53 },
       RangeError,
-      `${prefix('call site')}: usage.tokens must be an integer >= 0 (received 9007199254740992)`,
+      `${prefix('call site')}: usage.tokens must be an integer >= 0 and at most 9007199254740991 (received 9007199254740992)`,
     ],
     [
       'a string amount',

@@ -123,13 +123,27 @@ TEST_CASE("cancelling a blocked head unblocks the callers behind it", "[queue]")
 
 TEST_CASE("arrive validates the cost", "[queue]") {
   Engine e = configured(config(10, 1000, 1));
-  SECTION("not a positive integer: InvalidArgument") {
-    const double bad = GENERATE(0.0, -1.0, 1.5, std::nan(""), std::numeric_limits<double>::infinity());
+  SECTION("not an integer >= 0 a JS number holds exactly: InvalidArgument, RangeError") {
+    const double bad = GENERATE(-1.0, 1.5, std::nan(""), std::numeric_limits<double>::infinity(), 9007199254740992.0);
     CAPTURE(bad);
     auto t = e.arrive(bad, T0);
     REQUIRE_FALSE(t.ok());
     CHECK(t.error().code == ErrorCode::InvalidArgument);
-    CHECK(t.error().message.rfind("[drl:invalid-argument] ", 0) == 0);
+    CHECK(t.error().kind == ErrorKind::RangeError);
+    CHECK(t.error().message.rfind("[drl:invalid-argument] cost must be an integer >= 0", 0) == 0);
+  }
+  SECTION("the words, as the client words them (shim/rules.ts)") {
+    CHECK(e.arrive(-1, T0).error().message == "[drl:invalid-argument] cost must be an integer >= 0 (received -1)");
+    CHECK(e.arrive(std::nan(""), T0).error().message ==
+          "[drl:invalid-argument] cost must be an integer >= 0 (received NaN)");
+    CHECK(e.arrive(9007199254740992.0, T0).error().message ==
+          "[drl:invalid-argument] cost must be an integer >= 0 and at most 9007199254740991 (received "
+          "9007199254740992)");
+  }
+  SECTION("above the largest limit a window may have, yet exact: CostTooLarge") {
+    auto t = e.arrive(9007199254740991.0, T0);
+    REQUIRE_FALSE(t.ok());
+    CHECK(t.error().code == ErrorCode::CostTooLarge);
   }
   SECTION("above the limit: CostTooLarge naming both numbers") {
     auto t = e.arrive(11, T0);
@@ -143,7 +157,7 @@ TEST_CASE("arrive validates the cost", "[queue]") {
   CHECK(e.actions().empty());
   CHECK(inspect(e).queued() == 0);
   CHECK(inspect(e).active() == 0);
-  // The whole limit is a valid cost.
+  // The whole limit is a valid cost (and so is 0: see zero_cost.cpp).
   const Ticket t = arrive(e, 10, T0);
   CHECK(actions(e) == std::vector<Action>{start(t)});
 }

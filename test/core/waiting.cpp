@@ -118,7 +118,7 @@ TEST_CASE("waiting: the messages name the field, the rule and the value", "[wait
                    0) == 0);
   // The priority is checked first, and a bad cost before either.
   CHECK(message(waiting(kNaN, -1.0)).find("priority") != std::string::npos);
-  auto bad_cost = e.arrive(0, waiting(kNaN, -1.0), T0);
+  auto bad_cost = e.arrive(-1, waiting(kNaN, -1.0), T0);
   REQUIRE_FALSE(bad_cost.ok());
   CHECK(bad_cost.error().message.find("cost") != std::string::npos);
 }

@@ -141,11 +141,27 @@ TEST_CASE("units: a cost per unit, checked against the windows", "[units]") {
         "[drl:invalid-argument] cost.tokens must be an integer >= 0 (received 1.5)");
   CHECK(refused(amounts({{"tokens", -1}})) ==
         "[drl:invalid-argument] cost.tokens must be an integer >= 0 (received -1)");
-  CHECK(refused(amounts({{"requests", 0}})) ==
-        "[drl:invalid-argument] cost.requests must be an integer >= 1 (received 0)");
+  CHECK(refused(amounts({{"tokens", 9007199254740992.0}})) ==
+        "[drl:invalid-argument] cost.tokens must be an integer >= 0 and at most 9007199254740991 (received "
+        "9007199254740992)");
+  CHECK(refused({}) ==
+        "[drl:invalid-argument] cost names no unit (received {}): give a number, or at least one unit such as { "
+        "tokens: 1200 }");
+  CHECK(refused(amounts({{"a", 1}, {"b", 1}, {"c", 1}, {"d", 1}, {"e", 1}, {"f", 1}, {"g", 1}, {"h", 1}, {"i", 1}})) ==
+        "[drl:invalid-argument] cost must name at most 8 units, one per window (received 9)");
+  CHECK(
+      refused(amounts({{"total tokens", 1}})) ==
+      R"([drl:invalid-argument] cost has the key "total tokens", which is not a unit name (a letter, then at most 31 letters, digits, _ or -))");
   CHECK(
       refused(amounts({{"tokens", 1001}})) ==
       R"([drl:cost-too-large] cost 1001 tokens exceeds window "tpm"'s limitPerWindow 1000, so it could never be admitted)");
+  // Above the largest limit any window may have: too large, not malformed.
+  CHECK(
+      refused(amounts({{"tokens", 2e9}})) ==
+      R"([drl:cost-too-large] cost 2000000000 tokens exceeds window "tpm"'s limitPerWindow 1000, so it could never be admitted)");
+  CHECK(
+      refused(amounts({{"requests", 2e9}})) ==
+      R"([drl:cost-too-large] cost 2000000000 requests exceeds window "bucket"'s limitPerWindow 10, so it could never be admitted)");
   // A plain cost above a smaller window of the default unit.
   Engine small = configured(
       R"({"bucket":{"limitPerWindow":10,"windowInMs":1000},"concurrency":1,"windows":{"day":{"limitPerWindow":4,"windowInMs":86400000}}})");
@@ -153,12 +169,13 @@ TEST_CASE("units: a cost per unit, checked against the windows", "[units]") {
         R"([drl:cost-too-large] cost 5 exceeds window "day"'s limitPerWindow 4, so it could never be admitted)");
   CHECK(e.writes().empty());  // nothing taken by a refusal
 
-  // The default unit is 1 unless given; other units 0 unless given.
+  // The default unit is 1 unless given (0 takes none); other units 0 unless given.
   arrive_units(e, amounts({{"tokens", 300}}), T0);
   arrive_units(e, amounts({{"tokens", 100}, {"requests", 3}}), T0);
+  arrive_units(e, amounts({{"tokens", 5}, {"requests", 0}}), T0);
   arrive(e, 2, T0);
   CHECK(rows_of(e.writes(), e, "") == std::map<Millis, int64_t>{{T0, 6}});
-  CHECK(rows_of(e.writes(), e, "tpm") == std::map<Millis, int64_t>{{T0, 400}});
+  CHECK(rows_of(e.writes(), e, "tpm") == std::map<Millis, int64_t>{{T0, 405}});
   CHECK(rows_of(e.writes(), e, "long") == std::map<Millis, int64_t>{{T0, 6}});
   CHECK(parse_amounts(R"({"tokens":5,"requests":2})", "cost")->size() == 2);
   CHECK(parse_amounts("[1]", "cost").error().message ==

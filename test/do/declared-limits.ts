@@ -15,6 +15,8 @@ export const DECLARED_LIMITS = {
   'declared-deploy': { bucket: { limitPerWindow: 4, windowInMs: 60_000 }, concurrency: 1 },
   // Its first store fails (declared.test.ts breaks the object's SQL once).
   'declared-storage-fails': { bucket: { limitPerWindow: 5, windowInMs: 60_000 }, concurrency: 1 },
+  // Never used: asking whether it exists must not create it (registry.test.ts).
+  'declared-unused': { bucket: { limitPerWindow: 5, windowInMs: 60_000 }, concurrency: 1 },
   // Invalid: a window of 0 ms. Must not break the buckets above.
   'declared-zero-window': { bucket: { limitPerWindow: 5, windowInMs: 0 }, concurrency: 1 },
 } as Record<string, LimiterConfig>;

@@ -173,6 +173,9 @@ describe('precedence', () => {
     });
     const error = await rejection(bucket(name).stats());
     expect(error.message).toContain('[drl:storage-failed]');
+    // The failed creation undid its registration before answering (the
+    // registry's presence check does not wait on the declaration check).
+    expect(await registry().listNames()).not.toContain(name);
     // The next call applies the declaration again, and it stays registered.
     expect((await bucket(name).stats()).config).toEqual(DECLARED_LIMITS[name]);
     await waitFor(async () => (await registry().listNames()).includes(name), 5_000, 'the name to be registered');

@@ -1,9 +1,10 @@
-// Verifies the registry: configured names are listed once, failed creations leave no name and no bucket, ghosts are pruned by GET /stats, and only the registry serves its methods.
+// Verifies the registry: configured names are listed once, failed creations leave no name and no bucket, ghosts are pruned by GET /stats, a bucket being configured is never pruned, asking whether a bucket exists creates nothing, and only the registry serves its methods.
 import { runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-import { ENVELOPE_VERSION, REGISTRY_NAME } from '../../shim/do/index.ts';
+import { ENVELOPE_VERSION, handleAdminRequest, REGISTRY_NAME, type LimiterDO } from '../../shim/do/index.ts';
 import type { LimiterConfig } from '../../shim/envelope.ts';
-import { bucket, configured, rejection, tablesOf, testEnv, uniqueName } from './helpers.ts';
+import { bucket, configured, rejection, tablesOf, testEnv, uniqueName, waitFor } from './helpers.ts';
+import type { HeldRegistryLimiterDO } from './worker.ts';
 
 const CONFIG: LimiterConfig = { bucket: { limitPerWindow: 4, windowInMs: 10_000 }, concurrency: 1 };
 
@@ -250,5 +251,89 @@ describe('names and objects', () => {
     const listed = (await registry().listNames()).filter((n) => n === name || n === other);
     expect(listed).toEqual([answersTo]);
     expect(answersTo).toBe(name);
+  });
+});
+
+// A configure registers the name, then stores the config: a GET /stats in
+// between finds no bucket behind the name and asks the registry to prune
+// it. The registry asks the bucket's presence(), which says 'configuring'.
+// HeldRegistryLimiterDO (worker.ts) holds the configure in that gap.
+describe('a bucket being configured', () => {
+  const held = (testEnv as unknown as { HELD_LIMITER: DurableObjectNamespace<HeldRegistryLimiterDO> }).HELD_LIMITER;
+  const heldRegistry = () => held.get(held.idFromName(REGISTRY_NAME));
+  const heldStats = async () => {
+    const response = await handleAdminRequest(
+      new Request('https://limiter.test/stats', { headers: { authorization: 'Bearer test-admin-key' } }),
+      { RATE_LIMITER: held as unknown as DurableObjectNamespace<LimiterDO>, DRL_CONFIG_KEY: 'test-admin-key' },
+    );
+    return (await response!.json()) as { buckets: Record<string, unknown>; pruned?: string[] };
+  };
+
+  it('keeps its name through a GET /stats between its registration and its stored config', async () => {
+    const name = uniqueName('mid-configure');
+    const stub = held.get(held.idFromName(name));
+    await heldRegistry().holdRegistrations();
+    const configuring = stub.configure(name, CONFIG);
+    try {
+      await waitFor(async () => (await heldRegistry().heldRegistrations()) === 1, 10_000, 'the registration');
+      expect(await heldRegistry().listNames()).toContain(name);
+      expect(await stub.presence()).toBe('configuring');
+      // No config yet: /stats cannot show it, and asks the registry to prune it.
+      expect((await rejection(stub.stats())).message).toContain('[drl:no-such-limiter]');
+      const during = await heldStats();
+      expect(during.buckets[name]).toBeUndefined();
+      expect(during.pruned ?? []).not.toContain(name);
+      expect(await heldRegistry().unregisterName(name)).toBe(false);
+      expect(await heldRegistry().listNames()).toContain(name);
+    } finally {
+      await heldRegistry().releaseRegistrations();
+    }
+    expect((await configuring).name).toBe(name);
+    expect(await stub.presence()).toBe('configured');
+    expect((await heldStats()).buckets[name]).toMatchObject({ name, config: CONFIG });
+    expect(await heldRegistry().listNames()).toContain(name);
+  });
+
+  it('still unregisters a name whose store fails after a held registration', async () => {
+    const name = uniqueName('held-doomed');
+    const stub = held.get(held.idFromName(name));
+    await runInDurableObject(stub, async (_instance, state) => {
+      state.storage.sql.exec(`CREATE TABLE drl_meta (x)`); // the store's first insert fails
+    });
+    await heldRegistry().holdRegistrations();
+    const configuring = rejection(stub.configure(name, CONFIG));
+    try {
+      await waitFor(async () => (await heldRegistry().heldRegistrations()) === 1, 10_000, 'the registration');
+      expect(await heldRegistry().unregisterName(name)).toBe(false); // under way: kept
+    } finally {
+      await heldRegistry().releaseRegistrations();
+    }
+    expect((await configuring).message).toMatch(/drl_meta/);
+    expect(await stub.presence()).toBe('absent');
+    expect(await heldRegistry().listNames()).not.toContain(name);
+  });
+});
+
+describe('presence', () => {
+  it('says whether a bucket is configured, reading memory only', async () => {
+    const { name, stub } = await configured(CONFIG, 'present');
+    expect(await stub.presence()).toBe('configured');
+    const fresh = uniqueName('absent');
+    expect(await bucket(fresh).presence()).toBe('absent');
+    expect(await tablesOf(fresh)).toEqual([]);
+    expect(await registry().presence()).toBe('absent');
+    expect(await registry().listNames()).toContain(name);
+  });
+
+  it('never creates a declared bucket nobody used: absent, nothing stored, and the registry may prune it', async () => {
+    const name = 'declared-unused';
+    expect(await bucket(name).presence()).toBe('absent');
+    expect(await tablesOf(name)).toEqual([]);
+    // A name registered by hand is pruned without the check creating the bucket.
+    await registry().registerName(name);
+    expect(await registry().unregisterName(name)).toBe(true);
+    expect(await registry().listNames()).not.toContain(name);
+    expect(await tablesOf(name)).toEqual([]);
+    expect(await bucket(name).presence()).toBe('absent');
   });
 });

@@ -41,6 +41,46 @@ export class CountingLimiterDO extends LimiterDO {
   }
 }
 
+/**
+ * The object with the registry's registerName held open after it stored the
+ * name (registry.test.ts): a configure then sits between its registration
+ * and its store for as long as a test wants, so what lands in between (a
+ * GET /stats, an unregisterName) can be driven deterministically.
+ */
+export class HeldRegistryLimiterDO extends LimiterDO {
+  #holding = false;
+  readonly #held: (() => void)[] = [];
+
+  constructor(ctx: DurableObjectState, env: LimiterEnv) {
+    // Its own namespace is the one its names are addressed in.
+    super(ctx, {
+      ...env,
+      RATE_LIMITER: (env as unknown as { HELD_LIMITER: LimiterEnv['RATE_LIMITER'] }).HELD_LIMITER,
+    });
+  }
+
+  /** From now on, registerName stores the name and then answers only once released. */
+  holdRegistrations(): void {
+    this.#holding = true;
+  }
+
+  /** How many registerName calls have stored their name and wait to answer. */
+  heldRegistrations(): number {
+    return this.#held.length;
+  }
+
+  /** Answers every held registerName, and holds no more. */
+  releaseRegistrations(): void {
+    this.#holding = false;
+    for (const answer of this.#held.splice(0)) answer();
+  }
+
+  override async registerName(name: string): Promise<void> {
+    await super.registerName(name);
+    if (this.#holding) await new Promise<void>((resolve) => this.#held.push(resolve));
+  }
+}
+
 function countWrites(storage: DurableObjectStorage, counts: WriteCounts): void {
   const sql = storage.sql;
   let inTurn = false;

@@ -41,42 +41,109 @@ describe('generated contracts', () => {
 });
 
 describe('the shared cost rule', () => {
-  it('accepts exactly the costs the engine does not refuse as invalid', () => {
-    const core = loadCore();
-    const engine = core.createEngine();
+  // Every cost the engine can be handed (a number, or an object of numbers).
+  const NINE = Object.fromEntries(Array.from({ length: 9 }, (_, i) => [`u${i}`, 1]));
+  const COSTS: (number | Record<string, number>)[] = [
+    0,
+    -0,
+    1,
+    2,
+    1000,
+    1_000_000_000,
+    1_000_000_001,
+    2 ** 53 - 1,
+    -1,
+    1.5,
+    0.999,
+    Number.NaN,
+    Infinity,
+    -Infinity,
+    2 ** 53,
+    1e300,
+    -1e300,
+    { tokens: 0 },
+    { requests: 0 },
+    { requests: 0, tokens: 0 },
+    { requests: 2, tokens: 1200 },
+    { tokens: 2e9 },
+    { requests: 2e9 },
+    { tokens: -1 },
+    { tokens: 1.5 },
+    { tokens: Number.NaN },
+    { tokens: Infinity },
+    { tokens: 2 ** 53 },
+    {},
+    NINE,
+    { 'total tokens': 1 },
+    { _tokens: 1 },
+    { tokns: 5 },
+  ];
+
+  /** The engine's answer to `cost`, as the object would pass it on. */
+  function engineAnswer(cost: number | Record<string, number>): { code?: string; kind?: string; message?: string } {
+    const engine = loadCore().createEngine();
     engine.configure(
-      JSON.stringify({ bucket: { limitPerWindow: 1_000_000_000, windowInMs: 1000 }, concurrency: 1_000_000 }),
+      JSON.stringify({
+        bucket: { limitPerWindow: 1_000_000_000, windowInMs: 1000 },
+        windows: { tpm: { unit: 'tokens', limitPerWindow: 1_000_000_000, windowInMs: 1000 } },
+        concurrency: 1_000_000,
+      }),
       0,
     );
-    for (const cost of [
-      1,
-      2,
-      1000,
-      1_000_000_000,
-      0,
-      -1,
-      1.5,
-      0.999,
-      Number.NaN,
-      Infinity,
-      -Infinity,
-      2 ** 53,
-      1e300,
-    ]) {
-      let engineCode: string | undefined;
-      try {
-        engine.arrive(cost, 0);
-      } catch (error) {
-        engineCode = (error as { code: string }).code;
-      }
+    try {
+      engine.arrive(cost, 0);
+      return {};
+    } catch (error) {
+      const e = error as Error & { code: string };
+      return { code: e.code, kind: e.constructor.name, message: e.message };
+    }
+  }
+
+  it('the engine refuses what the client refuses, with the same class and words, and nothing else as malformed', () => {
+    let refused = 0;
+    for (const cost of COSTS) {
       const problem = costProblem(cost, 'cost');
-      if (problem === null) expect({ cost, engineCode }).toEqual({ cost, engineCode: undefined });
-      // Refused here: the engine refuses it too (as invalid, or as never fitting any limit).
-      else
-        expect({ cost, refused: engineCode === 'invalid-argument' || engineCode === 'cost-too-large' }).toEqual({
+      const engine = engineAnswer(cost);
+      if (problem) {
+        refused++;
+        expect({ cost, ...engine }).toEqual({
           cost,
-          refused: true,
+          code: 'invalid-argument',
+          kind: problem.kind.name,
+          message: `[drl:invalid-argument] ${problem.message}`,
         });
+      } else {
+        // Left to the engine: the bucket's units and its windows' limits.
+        const judged =
+          engine.code === undefined ||
+          engine.code === 'cost-too-large' ||
+          (engine.code === 'invalid-argument' && engine.message!.includes('which no window counts'));
+        expect({ cost, judged }).toEqual({ cost, judged: true });
+      }
+    }
+    // Both sides of the rule are exercised.
+    expect(refused).toBeGreaterThan(10);
+    expect(refused).toBeLessThan(COSTS.length - 8);
+  });
+
+  it('an amount above the largest limit a window may have is too large, numeric or per unit', () => {
+    const tooLarge: (number | Record<string, number>)[] = [
+      1_000_000_001,
+      2 ** 53 - 1,
+      { tokens: 2e9 },
+      { requests: 2e9 },
+    ];
+    for (const cost of tooLarge) {
+      expect(costProblem(cost, 'cost')).toBeNull();
+      expect({ cost, code: engineAnswer(cost).code }).toEqual({ cost, code: 'cost-too-large' });
+    }
+  });
+
+  it('takes 0, and 0 of every unit, as a call that takes nothing', () => {
+    const nothing: (number | Record<string, number>)[] = [0, { requests: 0 }, { requests: 0, tokens: 0 }];
+    for (const cost of nothing) {
+      expect(costProblem(cost, 'cost')).toBeNull();
+      expect(engineAnswer(cost)).toEqual({});
     }
   });
 });

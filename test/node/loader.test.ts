@@ -200,7 +200,7 @@ describe('core.wasm loader', () => {
       core.f64(2).set([unit, 5]);
       const rc = core.exports.drl_arrive_numbered(engine.handle, 1, 0, NaN, NaN, 1000);
       expect(() => core.check(rc)).toThrow(
-        '[drl:invalid-argument] cost names unit "", which no window counts (units: requests, tokens)',
+        '[drl:invalid-argument] cost has the key "", which is not a unit name (a letter, then at most 31 letters, digits, _ or -)',
       );
     }
     // The loader's own path: numbers from the engine, by name.

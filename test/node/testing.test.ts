@@ -196,9 +196,11 @@ describe('createFakeLimiterNamespace', () => {
     let ran = false;
     const stub = fake.namespace.get(fake.namespace.idFromName('a'));
     const fn = async () => ((ran = true), { value: 1 });
-    await expect(stub.execute(fn, { cost: 0 })).rejects.toThrow('[drl:invalid-argument] cost must be an integer >= 1');
+    await expect(stub.execute(fn, { cost: -1 })).rejects.toThrow(
+      '[drl:invalid-argument] cost must be an integer >= 0 (received -1)',
+    );
     await expect(stub.execute(fn, { cost: {} })).rejects.toThrow(
-      '[drl:invalid-argument] cost must name at least one unit (received {})',
+      '[drl:invalid-argument] cost names no unit (received {}): give a number, or at least one unit such as { tokens: 1200 }',
     );
     await expect(stub.execute(fn, { cost: { tokens: -1 } })).rejects.toThrow(
       '[drl:invalid-argument] cost.tokens must be an integer >= 0 (received -1)',

@@ -600,22 +600,30 @@ class Runner {
   }
 
   // The exact family's own prediction for a newcomer at `now`: one window,
-  // unit costs, every queued call (all priority 0) ahead of it taking its
-  // unit as early as the live takes allow, greedily. Independent of the engine.
+  // costs of 1 or 0, every queued call (all priority 0) ahead of it in
+  // ticket order taking its cost as early as the live takes allow, greedily,
+  // and never before the call ahead of it (a cost of 0 starts with the call
+  // ahead, or at once). Independent of the engine.
   Millis exact_model_prediction(Millis now) const {
     const int64_t limit = cfg().bucket.limit_per_window;
     const Millis window = cfg().bucket.window_ms;
+    const std::string& unit = cfg().bucket.unit;
     std::vector<Millis> times;
     for (const auto& [at, amount] : takes_) {
       if (at > now - window) times.insert(times.end(), static_cast<size_t>(amount), at);
     }
     std::sort(times.begin(), times.end());
-    size_t ahead_of_it = 0;
-    for (const auto& [t, c] : calls_) ahead_of_it += c.state == HostState::Waiting;
+    std::vector<int64_t> costs;  // the queue ahead in order, then the newcomer
+    for (const auto& [t, c] : calls_) {
+      if (c.state == HostState::Waiting) costs.push_back(c.cost_in(unit));
+    }
+    auto own = arriving_cost_.find(unit);
+    costs.push_back(own == arriving_cost_.end() ? 0 : own->second);
     Millis at = now;
-    for (size_t j = 0; j <= ahead_of_it; ++j) {
+    for (const int64_t cost : costs) {
+      if (cost == 0) continue;  // starts with the call ahead: `at` as it is
       const size_t n = times.size();
-      at = n >= static_cast<size_t>(limit) ? std::max(now, times[n - static_cast<size_t>(limit)] + window) : now;
+      at = std::max(at, n >= static_cast<size_t>(limit) ? times[n - static_cast<size_t>(limit)] + window : now);
       times.push_back(at);
     }
     return at;
@@ -957,9 +965,9 @@ class Runner {
       if (!rng_.chance(unit == default_unit ? 40 : 75)) continue;
       auto it = counted.find(unit);
       const int64_t limit = it == counted.end() ? 10 : it->second;
-      const int64_t lo = unit == default_unit ? 1 : 0;
-      cost[unit] = unit == default_unit ? rng_.range(1, std::min<int64_t>(limit, 4))
-                                        : rng_.range(lo, std::max<int64_t>(lo, limit / 3));
+      // 0 of the default unit now and then: a call that takes none of it.
+      cost[unit] = unit == default_unit ? rng_.range(0, std::min<int64_t>(limit, 4))
+                                        : rng_.range(0, std::max<int64_t>(0, limit / 3));
     }
     const int64_t roll = rng_.range(1, 100);
     if (roll <= 3)
@@ -1011,13 +1019,13 @@ class Runner {
     const int64_t roll = rng_.range(1, 100);
     const int64_t limit = engine_.configured() ? cfg().bucket.limit_per_window : 1;
     if (exact_) {
-      if (roll <= 2)
-        cost = 0;  // refused: changes nothing
-      else if (roll <= 4)
-        cost = 1.5;
-    } else if (roll <= 3)
+      if (roll <= 4)
+        cost = 0;  // takes nothing: starts with the call ahead of it
+      else if (roll <= 6)
+        cost = 1.5;  // refused: changes nothing
+    } else if (roll <= 5)
       cost = 0;
-    else if (roll <= 5)
+    else if (roll <= 7)
       cost = 1.5;
     else if (roll <= 8)
       cost = static_cast<double>(limit + 1);

@@ -68,12 +68,13 @@ expectType<LimiterRpc>({} as LimiterDO);
 expectType<LimiterService>({} as LimiterEntrypoint);
 
 // ... and adds no RPC method the surface lacks: the entrypoint none, the
-// object only the registry's own calls between objects.
+// object only the registry's own calls between objects (presence: what a
+// bucket's object says of itself, asked by the registry before it prunes).
 type OwnMethods<C, Base> = { [K in Exclude<keyof C, keyof Base>]: C[K] extends Method ? K : never }[Exclude<
   keyof C,
   keyof Base
 >];
-type RegistryCalls = 'registerName' | 'unregisterName';
+type RegistryCalls = 'registerName' | 'unregisterName' | 'presence';
 assertTrue<Equal<OwnMethods<LimiterEntrypoint, WorkerEntrypoint>, keyof LimiterService>>();
 assertTrue<Equal<OwnMethods<LimiterDO, DurableObject>, keyof LimiterRpc | RegistryCalls>>();
 

@@ -293,15 +293,19 @@ class Engine {
   // an EraseAll write is emitted. Running callbacks settle as NoSuchLimiter.
   void erase(Millis now);
 
-  // A caller arrives wanting `cost` of the default unit (an integer >= 1, at
-  // most every limit counting that unit). A Waiting that breaks one of its
-  // rules (priority, maxWaitMs, maxRetries) is an InvalidArgument error naming
-  // the field, the rule and the value received: nothing is queued or taken.
+  // A caller arrives wanting `cost` of the default unit: an integer >= 0 no
+  // larger than 2^53 - 1, else InvalidArgument; above a window's limit,
+  // CostTooLarge. A cost of 0 takes nothing: the call still waits its turn
+  // in the queue, for a concurrency slot and out any penalty. A Waiting that
+  // breaks one of its rules (priority, maxWaitMs, maxRetries) is an
+  // InvalidArgument error naming the field, the rule and the value received:
+  // nothing is queued or taken.
   Expected<Ticket> arrive(double cost, Millis now);
   Expected<Ticket> arrive(double cost, const Waiting& waiting, Millis now);
-  // The same with a cost per unit: the default unit is 1 unless given (an
-  // integer >= 1), others integers >= 0. A unit no window counts is an error,
-  // and so is a cost above any window's limit.
+  // The same with a cost per unit: 1 to 8 units, each a unit name a window
+  // counts and an integer >= 0 (InvalidArgument otherwise, `{}` included);
+  // the default unit is 1 unless given (0 takes none of it). An amount above
+  // its window's limit is CostTooLarge.
   Expected<Ticket> arrive(const Amounts& cost, Millis now);
   Expected<Ticket> arrive(const Amounts& cost, const Waiting& waiting, Millis now);
   // The caller gave up (its AbortSignal fired, or its connection broke while

@@ -1,11 +1,14 @@
-// Where the limiter's own isolate spends its time under load: the V8 CPU
-// profiler (through workerd's inspector) samples the limiter Worker while a
-// driver Worker makes calls, and this prints the hottest functions by self
-// time and the share of a few entry points by total time. A tool for finding
-// what to make faster; it prints figures and asserts nothing.
+// Where an isolate spends its time under load: the V8 CPU profiler (through
+// workerd's inspector) samples the limiter Worker (or, with
+// --isolate=driver, the driver Worker, where the client's code runs) while
+// the driver makes calls, and this prints the hottest functions by self time
+// and the share of a few entry points by total time. A tool for finding what
+// to make faster; it prints figures and asserts nothing.
 //
 //   node bench/e2e/profile.mjs [--c=1] [--ms=4000] [--mode=raw|client] [--top=25] [--dist=dist] [--windows=1|3]
-//   (--windows=3: the bench's three-window bucket, each call reserving 100 tokens and reporting 90)
+//                              [--isolate=limiter|driver] [--response]
+//   (--windows=3: the bench's three-window bucket, each call reserving 100 tokens and reporting 90;
+//    --response: the callback builds a real Response, as run.mjs's "a real Response" rows)
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -22,6 +25,10 @@ const MS = Number(arg('ms', '4000'));
 const MODE = arg('mode', 'raw');
 const TOP = Number(arg('top', '25'));
 const THREE_WINDOWS = arg('windows', '1') === '3';
+const ISOLATE = arg('isolate', 'limiter');
+const RESPONSE = process.argv.includes('--response');
+if (ISOLATE !== 'limiter' && ISOLATE !== 'driver')
+  throw new Error(`--isolate must be limiter or driver (received ${ISOLATE})`);
 const PORT = 9300 + Math.floor(Math.random() * 500);
 
 const persist = mkdtempSync(join(tmpdir(), 'drl-profile-'));
@@ -35,16 +42,17 @@ const mf = new Miniflare({
       script: await driverScript(dist),
       compatibilityDate: '2025-09-01',
       durableObjects: { LIMITER: { className: 'BenchLimiterDO', scriptName: 'limiter' } },
+      unsafeInspectorProxy: ISOLATE === 'driver',
     },
-    { ...(await benchLimiterWorker(dist, 'limiter')), unsafeInspectorProxy: true },
+    { ...(await benchLimiterWorker(dist, 'limiter')), unsafeInspectorProxy: ISOLATE === 'limiter' },
   ],
 });
 
 const job = (body) => postJob(mf, body);
 
-/** A minimal DevTools-protocol session on the limiter Worker's isolate. */
+/** A minimal DevTools-protocol session on the profiled Worker's isolate. */
 async function inspector() {
-  const socket = new WebSocket(`ws://127.0.0.1:${PORT}/limiter`);
+  const socket = new WebSocket(`ws://127.0.0.1:${PORT}/${ISOLATE}`);
   await new Promise((ok, fail) => {
     socket.once('open', ok);
     socket.once('error', fail);
@@ -77,15 +85,25 @@ try {
     };
   }
   await job({ kind: 'configure', ns: 'LIMITER', name, config });
-  await job({ kind: 'load', ns: 'LIMITER', name, mode: MODE, c: C, ms: 500, units: THREE_WINDOWS }); // warm-up
+  await job({ kind: 'load', ns: 'LIMITER', name, mode: MODE, c: C, ms: 500, units: THREE_WINDOWS, response: RESPONSE }); // warm-up
   const session = await inspector();
   await session.send('Profiler.enable');
   await session.send('Profiler.setSamplingInterval', { interval: 50 });
   await session.send('Profiler.start');
-  const load = await job({ kind: 'load', ns: 'LIMITER', name, mode: MODE, c: C, ms: MS, units: THREE_WINDOWS });
+  const load = await job({
+    kind: 'load',
+    ns: 'LIMITER',
+    name,
+    mode: MODE,
+    c: C,
+    ms: MS,
+    units: THREE_WINDOWS,
+    response: RESPONSE,
+  });
   const { profile } = await session.send('Profiler.stop');
   session.close();
-  writeFileSync(join(tmpdir(), 'drl-limiter.cpuprofile'), JSON.stringify(profile));
+  const saved = join(tmpdir(), `drl-${ISOLATE}.cpuprofile`);
+  writeFileSync(saved, JSON.stringify(profile));
 
   // Self time per sample, then inclusive time by walking each sample's stack.
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
@@ -118,9 +136,9 @@ try {
   const pct = (t) => `${((100 * t) / all).toFixed(1).padStart(5)}%`;
   const idle = (self.get('(idle) ') ?? 0) + (self.get('(program) ') ?? 0);
   console.log(
-    `limiter isolate, ${MODE} calls at C=${C}${THREE_WINDOWS ? ', 3 windows' : ''}: ${calls} calls in ${load.elapsedMs} ms; sampled ${(all / 1000).toFixed(0)} ms; busy ${((all - idle) / calls).toFixed(1)} us per call`,
+    `${ISOLATE} isolate, ${MODE} calls at C=${C}${THREE_WINDOWS ? ', 3 windows' : ''}${RESPONSE ? ', a real Response' : ''}: ${calls} calls in ${load.elapsedMs} ms; sampled ${(all / 1000).toFixed(0)} ms; busy ${((all - idle) / calls).toFixed(1)} us per call`,
   );
-  console.log(`(profile: ${join(tmpdir(), 'drl-limiter.cpuprofile')}; us = microseconds per call)\n`);
+  console.log(`(profile: ${saved}; us = microseconds per call)\n`);
   console.log('self us/call  share  function');
   for (const [l, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, TOP)) console.log(`${us(t)}    ${pct(t)}  ${l}`);
   console.log('\ntotal us/call  share  function (inclusive; dist/ functions only)');

@@ -32,7 +32,8 @@ export type LimiterStub = Pick<LimiterRpc, 'execute'>;
  * const double: StubLike = { execute: async (fn) => fn() };
  */
 export interface StubLike {
-  execute(fn: () => Promise<CallReport>, options?: ExecuteOptions): unknown;
+  /** `fn` answers its report, or a promise of it (await it either way). */
+  execute(fn: () => CallReport | Promise<CallReport>, options?: ExecuteOptions): unknown;
   /**
    * The object's `finished(slot, ranMs)` (LimiterRpc's): the client calls it,
    * best effort, when a callback finished after the object died under it,

@@ -150,6 +150,11 @@ const CALL_OPTION_KEYS = new Set([
   'signal',
 ]);
 
+// What a call that sets none of the options the object acts on sends (the
+// common case): one frozen object shared by every such call, so a call
+// allocates none. Whoever adds to it copies it (see runCall).
+const PLAIN_OPTIONS: ExecuteOptions = Object.freeze({ wire: ENVELOPE_VERSION, settles: 'data', reportsThrows: true });
+
 function checkHookSlot(value: unknown, what: string): void {
   if (value !== undefined && value !== null && typeof value !== 'function') {
     throw new TypeError(`${what} must be a function, null or undefined (received ${describe(value)})`);
@@ -176,11 +181,12 @@ function checkCall(work: unknown, options: unknown, waiting: WaitingDefaults): E
       `call(fn, options): options must be an object with a read function (received ${describe(options)})`,
     );
   }
-  const unknown = Object.keys(options).filter((key) => !CALL_OPTION_KEYS.has(key));
-  if (unknown.length > 0) {
-    throw new TypeError(
-      `call(fn, options): unknown option ${JSON.stringify(unknown[0])} (allowed: ${[...CALL_OPTION_KEYS].join(', ')})`,
-    );
+  for (const key of Object.keys(options)) {
+    if (!CALL_OPTION_KEYS.has(key)) {
+      throw new TypeError(
+        `call(fn, options): unknown option ${JSON.stringify(key)} (allowed: ${[...CALL_OPTION_KEYS].join(', ')})`,
+      );
+    }
   }
   const { read, rateLimit, error, cost, usage, maxWaitMs, priority, maxRetries, signal } = options as Record<
     string,
@@ -211,7 +217,8 @@ function checkCall(work: unknown, options: unknown, waiting: WaitingDefaults): E
   // The callback reports the work's throws as data, so an exception from
   // invoking it tells the object its caller is gone; the object answers with
   // its verdicts as data, so normal outcomes are never logged as uncaught.
-  const sent: ExecuteOptions = { wire: ENVELOPE_VERSION, settles: 'data', reportsThrows: true };
+  if (cost === undefined && rank === undefined && wait === undefined && maxRetries === undefined) return PLAIN_OPTIONS;
+  const sent: ExecuteOptions = { ...PLAIN_OPTIONS };
   if (cost !== undefined) sent.cost = cost as number | UnitCosts;
   if (rank !== undefined) sent.priority = rank;
   if (wait !== undefined) sent.maxWaitMs = wait;
@@ -347,7 +354,7 @@ const FINISHED_WAIT_MS = 2000;
 async function exchange(
   context: CallContext,
   stub: StubLike,
-  callback: (start?: unknown) => Promise<CallReport>,
+  callback: (start?: unknown) => CallReport | Promise<CallReport>,
   sent: ExecuteOptions,
   trace: AttemptTrace,
 ): Promise<Reading> {

@@ -38,6 +38,7 @@ interface HookSet {
  * rate limit), then the rateLimit, error and usage hooks through their chain.
  * A rateLimit signal makes `status` 429 and keeps the real one as
  * `upstreamStatus`; a usage answer (checked in consultHooks) is `usage`.
+ * With no hook in either layer the report is built at once (httpReport).
  */
 export async function buildReport<V>(
   result: unknown,
@@ -47,32 +48,18 @@ export async function buildReport<V>(
     throw error;
   },
 ): Promise<CallReport<V>> {
-  const report: CallReport<V> = { value };
-  const status = httpStatus(result);
-  if (status !== undefined) report.status = status;
-
-  // The hot path has no hooks: skip the chain (and its awaits) entirely.
   const signal = hasHook(hooks.callSite.rateLimit, hooks.defaults.rateLimit)
     ? await consultHooks('rateLimit', hooks.callSite.rateLimit, hooks.defaults.rateLimit, result, value)
     : undefined;
+  const report = httpReport(result, value, signal !== undefined);
   if (signal) {
     // It crosses as a 429, the one status the object treats as a rate limit;
     // the upstream's own answer is kept beside it.
     report.rateLimited = true;
-    if (status !== undefined && status !== 429) report.upstreamStatus = status;
+    if (report.status !== undefined && report.status !== 429) report.upstreamStatus = report.status;
     report.status = 429;
     const ms = signalDelay(signal);
     if (ms !== undefined) report.retryAfterMs = ms;
-  }
-  // What the upstream says about its own limits: a bucket with `learn` reads it.
-  if (status !== undefined) {
-    const limits = rateLimitHeaders(result);
-    if (limits !== undefined) report.rateLimitHeaders = limits;
-  }
-  // The header only matters to a rate-limited attempt (an explicit delay beats it).
-  if (status === 429 || report.rateLimited) {
-    const retryAfter = retryAfterHeader(result);
-    if (retryAfter !== undefined) report.retryAfter = retryAfter;
   }
 
   const failure = hasHook(hooks.callSite.error, hooks.defaults.error)
@@ -94,6 +81,35 @@ export async function buildReport<V>(
   return report;
 }
 
+/**
+ * The HTTP layer's report: the value, the status, the rate-limit headers a
+ * bucket with `learn` reads, and Retry-After when the attempt is a rate
+ * limit (a 429, or `rateLimited` by a hook, whose explicit delay beats it).
+ */
+function httpReport<V>(result: unknown, value: V, rateLimited: boolean): CallReport<V> {
+  const report: CallReport<V> = { value };
+  const status = httpStatus(result);
+  if (status !== undefined) {
+    report.status = status;
+    const limits = rateLimitHeaders(result);
+    if (limits !== undefined) report.rateLimitHeaders = limits;
+  }
+  if (status === 429 || rateLimited) {
+    const retryAfter = retryAfterHeader(result);
+    if (retryAfter !== undefined) report.retryAfter = retryAfter;
+  }
+  return report;
+}
+
+/** Whether either layer has a hook to ask, of any kind. */
+function hasAnyHook(hooks: HookLayers): boolean {
+  return (
+    hasHook(hooks.callSite.rateLimit, hooks.defaults.rateLimit) ||
+    hasHook(hooks.callSite.error, hooks.defaults.error) ||
+    hasHook(hooks.callSite.usage, hooks.defaults.usage)
+  );
+}
+
 /** Whether a hook chain has a hook to ask (`null` at the call site silences the default too). */
 function hasHook(callSite: unknown, fallback: unknown): boolean {
   return callSite !== null && (typeof callSite === 'function' || typeof fallback === 'function');
@@ -107,8 +123,8 @@ function hasHook(callSite: unknown, fallback: unknown): boolean {
 export interface AttemptTrace<V = unknown> {
   /** The object invoked the callback (the work may have reached the upstream). */
   started: boolean;
-  /** The latest invocation: awaited for its report when the object dies under it. */
-  running?: Promise<CallReport<V>>;
+  /** The latest invocation (its report, or a promise of it): awaited for its report when the object dies under it. */
+  running?: CallReport<V> | Promise<CallReport<V>>;
   /** The latest invocation's report, the object itself (a plain test double may hand it back as its answer). */
   report?: CallReport<V>;
   /** What the latest invocation threw, as thrown. */
@@ -129,26 +145,50 @@ export interface AttemptTrace<V = unknown> {
  * it from a caller that is gone. `trace` records each invocation, since the
  * object may invoke it again for its own retries, each time running `work`
  * afresh.
+ *
+ * When `work` and `read` answer plain values and no hook is set, it returns
+ * the report itself rather than a promise of it: the report is the same, and
+ * the RPC layer then sends it back at once instead of waiting on a promise.
  */
 export function reportingCallback<T, V>(
   work: () => T | PromiseLike<T>,
   read: (result: T) => V | PromiseLike<V>,
   hooks: HookLayers,
   trace: AttemptTrace<V>,
-): (start?: unknown) => Promise<CallReport<V>> {
-  const attempt = async (): Promise<CallReport<V>> => {
-    let report: CallReport<V>;
-    try {
-      const result = await work();
-      report = await buildReport(result, carried(await read(result)), hooks, (error) => {
-        trace.usageError ??= error;
-      });
-    } catch (error) {
-      trace.thrown = error;
-      report = { thrown: { message: messageOf(error) } };
-    }
+): (start?: unknown) => CallReport<V> | Promise<CallReport<V>> {
+  const hooked = hasAnyHook(hooks);
+  const badUsage = (error: unknown): void => {
+    trace.usageError ??= error;
+  };
+  const ended = (report: CallReport<V>): CallReport<V> => {
     trace.endedAt = Date.now();
     return (trace.report = report);
+  };
+  const threw = (error: unknown): CallReport<V> => {
+    trace.thrown = error;
+    return ended({ thrown: { message: messageOf(error) } });
+  };
+  // The rest of an attempt once something in it is a promise (or a hook may be).
+  const later = async (pending: T | PromiseLike<T>, read: (result: T) => V | PromiseLike<V>) => {
+    let report: CallReport<V>;
+    try {
+      const result = await pending;
+      report = await buildReport(result, carried(await read(result)), hooks, badUsage);
+    } catch (error) {
+      return threw(error);
+    }
+    return ended(report);
+  };
+  const attempt = (): CallReport<V> | Promise<CallReport<V>> => {
+    try {
+      const result = work();
+      if (isThenable(result)) return later(result, read);
+      const value = read(result);
+      if (hooked || isThenable(value)) return later(result, () => value);
+      return ended(httpReport(result, carried(value), false));
+    } catch (error) {
+      return threw(error);
+    }
   };
   return (start?: unknown) => {
     trace.started = true;
@@ -166,6 +206,14 @@ function attemptStart(value: unknown): AttemptStart | undefined {
   const { slot, timeoutMs } = value as Record<string, unknown>;
   if (typeof slot !== 'string' || typeof timeoutMs !== 'number' || !(timeoutMs > 0)) return undefined;
   return { slot, timeoutMs };
+}
+
+/** Whether `await` would wait on `value` (it has a `then` method). */
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    ((typeof value === 'object' && value !== null) || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
 }
 
 /**

@@ -35,6 +35,7 @@ function learn(namespace: NamespaceLike, version: number): void {
 
 /** The first option of `options` that `wire` does not know (`wire` itself aside), if any. */
 export function optionBeyond(options: ExecuteOptions, wire: number): string | undefined {
+  if (wire >= ENVELOPE_VERSION) return undefined; // this release's wire knows every option
   for (const key in options) {
     if (key !== 'wire' && OPTION_SINCE[key as keyof ExecuteOptions] > wire) return key;
   }

@@ -314,7 +314,7 @@ describe('usage hook: the hot path', () => {
       { started: false },
     );
     let done = false;
-    void callback().then(() => (done = true));
+    void Promise.resolve(callback()).then(() => (done = true));
     let n = 0;
     while (!done) {
       await null;
@@ -326,6 +326,8 @@ describe('usage hook: the hot path', () => {
 
   it('with no usage hook in either layer (or null at the call site) the report takes no extra turn and has no usage field', async () => {
     const bare = await turns({});
+    // Plain work, a plain read and no hook: the report is answered at once, not as a promise.
+    expect(bare).toBe(1);
     const measured = await turns({ usage: () => ({ tokens: 1 }) });
     expect(await turns({ usage: null }, { usage: () => ({ tokens: 1 }) })).toBe(bare);
     expect(await turns({ usage: undefined }, { usage: null })).toBe(bare);

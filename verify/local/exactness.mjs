@@ -52,7 +52,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Stack, bundleWorkers, consumerName, root, sleep, ts } from './stack.mjs';
+import { Stack, bundleWorkers, consumerName, root, sleep, ts, Verdict } from './stack.mjs';
 import { runStampede } from './stampede.mjs';
 
 const FLAGS = '--ci --full --only=1,2,3 --mixed-runs=N';
@@ -128,29 +128,6 @@ const BURNERS = 2;
 const APP = 'application';
 const C0 = consumerName(0);
 const log = (line) => console.log(line);
-
-/** One check's verdict: each guarantee with its figure (as faults.mjs prints them). */
-class Check {
-  constructor(name) {
-    this.name = name;
-    this.guarantees = [];
-    this.figures = [];
-  }
-  guarantee(ok, text) {
-    this.guarantees.push({ ok: !!ok, text });
-  }
-  figure(text) {
-    this.figures.push(text);
-  }
-  get ok() {
-    return this.guarantees.length > 0 && this.guarantees.every((g) => g.ok);
-  }
-  print() {
-    log(`${this.ok ? 'PASS' : 'FAIL'}  ${this.name}`);
-    for (const g of this.guarantees) log(`        ${g.ok ? 'ok  ' : 'FAIL'}  ${g.text}`);
-    for (const f of this.figures) log(`              ${f}`);
-  }
-}
 
 // ---- the CPU burners and child runs: children of this process, always ended ------
 
@@ -668,7 +645,7 @@ try {
     if (!only.has(n)) continue;
     log('');
     log(`== ${name}`);
-    const s = new Check(name);
+    const s = new Verdict(name);
     const start = Date.now();
     try {
       if (n === 3) {
@@ -686,7 +663,7 @@ try {
   }
 } catch (error) {
   log(`exactness: the stack could not start: ${error?.stack ?? error}`);
-  const s = new Check('the stack starts');
+  const s = new Verdict('the stack starts');
   s.guarantee(false, String(error?.message ?? error));
   results.push(s);
 } finally {

@@ -50,7 +50,7 @@
 //   --attempt-timeout=MS   scenario 2's attemptTimeoutMs (default 3000: above its slowest callback)
 //   --via=direct  the cross-script Durable Object binding instead of LimiterEntrypoint
 // Every wait is bounded; the suite stops by itself (a watchdog ends it).
-import { Stack, bundleWorkers, consumerName, sleep, ts } from './stack.mjs';
+import { Stack, bundleWorkers, consumerName, sleep, ts, Verdict } from './stack.mjs';
 import { runStampede } from './stampede.mjs';
 
 const FLAGS = '--ci --full --only=1,2,3,4,5,6,7,8,9 --kills=N --attempt-timeout=MS --via=direct';
@@ -167,29 +167,6 @@ const [C0, C1] = [consumerName(0), consumerName(1)];
 const runId = Date.now().toString(36);
 
 const log = (line) => console.log(line);
-
-/** One scenario's verdict: each guarantee with its figure. */
-class Scenario {
-  constructor(name) {
-    this.name = name;
-    this.guarantees = [];
-    this.figures = [];
-  }
-  guarantee(ok, text) {
-    this.guarantees.push({ ok: !!ok, text });
-  }
-  figure(text) {
-    this.figures.push(text);
-  }
-  get ok() {
-    return this.guarantees.length > 0 && this.guarantees.every((g) => g.ok);
-  }
-  print() {
-    log(`${this.ok ? 'PASS' : 'FAIL'}  ${this.name}`);
-    for (const g of this.guarantees) log(`        ${g.ok ? 'ok  ' : 'FAIL'}  ${g.text}`);
-    for (const f of this.figures) log(`              ${f}`);
-  }
-}
 
 /** Resolves with the request's JSON, or { error } when it fails; never rejects. */
 function request(promise) {
@@ -730,7 +707,7 @@ try {
     if (!only.has(n)) continue;
     log('');
     log(`== ${name}`);
-    const s = new Scenario(name);
+    const s = new Verdict(name);
     const start = Date.now();
     try {
       await body(s, n);
@@ -743,7 +720,7 @@ try {
   }
 } catch (error) {
   log(`faults: the stack could not start: ${error?.stack ?? error}`);
-  const s = new Scenario('the stack starts');
+  const s = new Verdict('the stack starts');
   s.guarantee(false, String(error?.message ?? error));
   results.push(s);
 } finally {

@@ -340,3 +340,30 @@ export class Stack {
     rmSync(this.#scratch, { recursive: true, force: true });
   }
 }
+
+/**
+ * One check's verdict (a fault scenario, an exactness check): each
+ * guarantee with its figure, printed as PASS/FAIL lines. PASS only if it
+ * has guarantees and every one holds.
+ */
+export class Verdict {
+  constructor(name) {
+    this.name = name;
+    this.guarantees = [];
+    this.figures = [];
+  }
+  guarantee(ok, text) {
+    this.guarantees.push({ ok: !!ok, text });
+  }
+  figure(text) {
+    this.figures.push(text);
+  }
+  get ok() {
+    return this.guarantees.length > 0 && this.guarantees.every((g) => g.ok);
+  }
+  print() {
+    console.log(`${this.ok ? 'PASS' : 'FAIL'}  ${this.name}`);
+    for (const g of this.guarantees) console.log(`        ${g.ok ? 'ok  ' : 'FAIL'}  ${g.text}`);
+    for (const f of this.figures) console.log(`              ${f}`);
+  }
+}

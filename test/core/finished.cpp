@@ -247,7 +247,8 @@ TEST_CASE("an engine that did not restart frees nothing: a live slot goes with i
   CHECK(actions(o.engine) == std::vector<Action>{resolve(a), start(x)});
 }
 
-TEST_CASE("stale, altered and made-up identities free nothing, and malformed ones are refused", "[finished][snapshot]") {
+TEST_CASE("stale, altered and made-up identities free nothing, and malformed ones are refused",
+          "[finished][snapshot]") {
   Object o(2);
   const Ticket a = arrive(o.engine, T0);
   arrive(o.engine, T0);

@@ -10,12 +10,15 @@
 #include <set>
 #include <unordered_map>
 
+#include "call.h"
 #include "drl/ratelimit_headers.h"
 #include "drl/retry_after.h"
 #include "engine_inspector.h"
 #include "history.h"
 #include "sliding_log.h"
 #include "slot_identity.h"
+#include "wait_queue.h"
+#include "window.h"
 
 namespace drl {
 namespace internal {
@@ -79,118 +82,6 @@ std::optional<Error> amount_problem(double v, const std::string& path) {
   return std::nullopt;
 }
 
-enum class Phase { Queued, Running, Backoff, Ready };
-
-// Whether anyone still awaits a call's outcome. Only a running call can lose
-// its caller and live on (its work is in flight); any other call is dropped
-// at once.
-enum class Caller {
-  Waiting,    // the caller awaits the outcome
-  Cancelled,  // went away while the callback ran: settle as Cancelled when it ends
-  Settled,    // already rejected (erase) while the callback ran: nothing left to say
-};
-
-// What one attempt reserved in one window, so its report's usage can
-// correct it: the grant's time in the log of that window (by its key), as the
-// log was then (epoch). Reserved 0: the window counted none of this call's cost.
-struct Take {
-  int key = -1;
-  uint64_t epoch = 0;
-  Millis at = 0;
-  int64_t reserved = 0;
-  uint64_t incarnation = 0;  // the window's (Window::incarnation) when taken
-};
-
-struct Call {
-  // The cost per unit (by index in State::units), fixed at arrival.
-  std::array<std::pair<int, int64_t>, kMaxWindows> costs{};
-  uint8_t n_costs = 0;
-  std::array<Take, kMaxWindows> takes{};  // the current (or last) attempt's reservations
-  uint8_t n_takes = 0;
-  uint32_t attempt = 0;  // attempts started so far
-  Phase phase = Phase::Queued;
-  Millis due = 0;         // Backoff: when the next attempt may take
-  Millis started_at = 0;  // Running: the attempt's grant time, its key in the slots record
-  Millis deadline = 0;    // Running: when the attempt times out
-  Millis timeout = 0;     // Running: the attemptTimeoutMs it runs under (a reconfigure keeps it)
-  Caller caller = Caller::Waiting;
-  int32_t priority = 0;    // its queue level (Waiting::priority)
-  Millis wait_until = -1;  // Queued: when it gives up waiting for its first start; -1: never
-  Millis arrived_at = 0;   // for its wait in the history
-  bool withdrawn = false;  // the caller gave up while its callback ran: not retried
-  // Waiting::max_retries, fixed at arrival; -1: the bucket's retry.maxRetries
-  // when each retry is decided. (Beside `withdrawn`, in its padding: a queued
-  // call costs no more memory for it.)
-  int32_t max_retries = -1;
-  // Queued: each counted unit's total pushed onto its level before it (Level::pushed),
-  // so the demand ahead of it is known in O(1) (see State::predict).
-  std::array<std::pair<int, int64_t>, kMaxWindows> before{};
-  uint8_t n_before = 0;
-
-  int64_t cost_in(int unit) const {
-    for (uint8_t i = 0; i < n_costs; ++i) {
-      if (costs[i].first == unit) return costs[i].second;
-    }
-    return 0;
-  }
-  const Take* take_in(int key) const {
-    for (uint8_t i = 0; i < n_takes; ++i) {
-      if (takes[i].key == key) return &takes[i];
-    }
-    return nullptr;
-  }
-};
-
-// One window of a bucket: at most `limit` of `unit` granted in any `ms`.
-// windows[0] is the primary (the config's bucket); the rest are the
-// config's `windows`, by name.
-struct Window {
-  std::string name;
-  int key = 0;   // its number in writes (State::keys); 0 for the primary
-  int unit = 0;  // index in State::units
-  int64_t limit = 0;
-  int64_t ms = 0;
-  // Changes whenever the log is replaced (a penalty's lift): a take from an
-  // older log is not refunded there (the safe side).
-  uint64_t epoch = 0;
-  // Set when the window is created, kept while a reconfigure carries it: a
-  // window of the same name created later (removed and added again, or
-  // counting another unit) holds none of an older take's reservation.
-  uint64_t incarnation = 0;
-  int64_t cap = kMaxLogEntries;  // the most log entries: kMaxExtraLogEntries for an extra window
-  SlidingLog log;
-  // What the upstream's headers last said about this window (learn), for stats.
-  struct Learned {
-    std::optional<int64_t> limit;
-    std::optional<int64_t> remaining;
-    std::optional<int64_t> reset_at;
-    Millis seen_at = 0;
-  };
-  std::optional<Learned> learned;
-};
-
-// The queued calls of one priority, in arrival order. Entries of calls that
-// left from the middle (withdrawn, past their deadline, no longer fitting)
-// stay until they reach the front and are skipped (their tickets are gone
-// from State::calls). Totals per unit index, for predictions: `pushed` ever
-// enqueued here, `popped` left from the front, `holes` left from elsewhere.
-// A level is dropped when it empties, which resets its totals.
-struct Level {
-  std::deque<Ticket> q;
-  size_t live = 0;
-  std::vector<int64_t> pushed, popped, holes;
-
-  static void add(std::vector<int64_t>& v, int unit, int64_t amount) {
-    if (static_cast<size_t>(unit) >= v.size()) v.resize(static_cast<size_t>(unit) + 1, 0);
-    v[static_cast<size_t>(unit)] += amount;
-  }
-  static int64_t at(const std::vector<int64_t>& v, int unit) {
-    return static_cast<size_t>(unit) < v.size() ? v[static_cast<size_t>(unit)] : 0;
-  }
-  // The queued demand of this level in `unit`, exactly.
-  int64_t live_in(int unit) const { return at(pushed, unit) - at(popped, unit) - at(holes, unit); }
-};
-
 struct Restoring {
   Millis latest_base = 0;                       // max(now, forced_until): a grant may be dated up to a grid step later
   std::optional<std::string> reservation_text;  // the reservation record as stored (restore_reservation)
@@ -225,15 +116,8 @@ struct State {
   Millis forced_until = 0;
   bool lift_pending = false;
 
-  std::unordered_map<Ticket, Call> calls;
-  // First starts: by priority (highest first), then arrival.
-  std::map<int32_t, Level, std::greater<int32_t>> levels;
-  size_t queued = 0;  // live entries over all levels
-  // Queued calls with a maxWaitMs, by deadline: a min-heap of (deadline,
-  // ticket). A call that starts or leaves keeps its entry until it reaches
-  // the top (or the heap is compacted), so arriving costs no allocation.
-  std::vector<std::pair<Millis, Ticket>> wait_heap;
-  size_t waits_live = 0;                  // entries of calls still queued
+  Calls calls;
+  WaitQueue queue{calls};                 // first starts: by priority (highest first), then arrival
   std::multimap<Millis, Ticket> backoff;  // retries waiting out their delay
   std::set<Ticket> ready;                 // retries due, served oldest ticket first
   size_t active = 0;
@@ -410,6 +294,14 @@ struct State {
     }
     keys.push_back(name);
     return static_cast<int>(keys.size() - 1);
+  }
+  // The indices of the units the windows count, each once.
+  std::vector<int> counted_unit_indices() const {
+    std::vector<int> out;
+    for (const Window& w : windows) {
+      if (std::find(out.begin(), out.end(), w.unit) == out.end()) out.push_back(w.unit);
+    }
+    return out;
   }
   // The units the windows count, the default unit first (stats' `units`).
   std::vector<std::string> counted_units() const {
@@ -1279,133 +1171,15 @@ struct State {
     --active;
   }
 
-  // ---- the queue: levels by priority, FIFO within each -----------------------
-
-  // The first (last) live entry of a level; dead entries there are dropped.
-  Ticket front_of(Level& level) {
-    while (!level.q.empty() && calls.count(level.q.front()) == 0) level.q.pop_front();
-    return level.q.empty() ? 0 : level.q.front();
-  }
-  Ticket back_of(Level& level) {
-    while (!level.q.empty() && calls.count(level.q.back()) == 0) level.q.pop_back();
-    return level.q.empty() ? 0 : level.q.back();
-  }
-
-  // The queued call that starts next: the first of the highest level.
-  Ticket queue_head() {
-    for (auto& [priority, level] : levels) {
-      if (const Ticket t = front_of(level)) return t;
-    }
-    return 0;
-  }
-
-  // Notes what each counted unit's level held before `c` (see Call::before).
-  void note_before(Call& c) const {
-    auto level = levels.find(c.priority);
-    c.n_before = 0;
-    for (const Window& w : windows) {
-      bool seen = false;
-      for (uint8_t i = 0; i < c.n_before; ++i) seen = seen || c.before[i].first == w.unit;
-      if (seen) continue;
-      const int64_t pushed = level == levels.end() ? 0 : Level::at(level->second.pushed, w.unit);
-      c.before[c.n_before++] = {w.unit, pushed};
-    }
-  }
-
-  // Puts a new call (already in `calls`, with note_before done) at the back of its level.
-  void push_queued(Ticket t, Call& c) {
-    Level& level = levels[c.priority];
-    level.q.push_back(t);
-    ++level.live;
-    for (uint8_t i = 0; i < c.n_costs; ++i) Level::add(level.pushed, c.costs[i].first, c.costs[i].second);
-    ++queued;
-    if (c.wait_until >= 0) {
-      wait_heap.emplace_back(c.wait_until, t);
-      std::push_heap(wait_heap.begin(), wait_heap.end(), std::greater<>());
-      ++waits_live;
-    }
-  }
-
-  // Takes a queued call (still in `calls`) out of its level: it starts, or
-  // leaves (the caller then erases it from `calls`). Leaving from the front
-  // or the back keeps the level's totals exact; from the middle it is a
-  // hole, which only loosens the predictions behind it (see predict).
-  void pop_queued(Ticket t, const Call& c) {
-    auto it = levels.find(c.priority);
-    Level& level = it->second;
-    if (front_of(level) == t) {
-      level.q.pop_front();
-      for (uint8_t i = 0; i < c.n_costs; ++i) Level::add(level.popped, c.costs[i].first, c.costs[i].second);
-    } else if (back_of(level) == t) {
-      level.q.pop_back();
-      for (uint8_t i = 0; i < c.n_costs; ++i) Level::add(level.pushed, c.costs[i].first, -c.costs[i].second);
-    } else {
-      for (uint8_t i = 0; i < c.n_costs; ++i) Level::add(level.holes, c.costs[i].first, c.costs[i].second);
-    }
-    --queued;
-    if (--level.live == 0) levels.erase(it);
-    if (c.wait_until >= 0) left_wait_heap();
-  }
-
-  // A queued call with a deadline started or left: its heap entry is stale.
-  // Once stale entries outnumber live ones the heap is rebuilt without them.
-  void left_wait_heap() {
-    --waits_live;
-    if (wait_heap.size() < 64 || wait_heap.size() <= 2 * waits_live) return;
-    std::vector<std::pair<Millis, Ticket>> live;
-    live.reserve(waits_live);
-    for (const auto& entry : wait_heap) {
-      if (waits(entry)) live.push_back(entry);
-    }
-    wait_heap = std::move(live);
-    std::make_heap(wait_heap.begin(), wait_heap.end(), std::greater<>());
-  }
-  // Whether a heap entry is a queued call's current deadline.
-  bool waits(const std::pair<Millis, Ticket>& entry) const {
-    auto it = calls.find(entry.second);
-    return it != calls.end() && it->second.phase == Phase::Queued && it->second.wait_until == entry.first;
-  }
-  // The next deadline of a queued call, dropping stale entries on the way.
-  std::optional<Millis> next_wait_deadline() {
-    while (!wait_heap.empty() && !waits(wait_heap.front())) {
-      std::pop_heap(wait_heap.begin(), wait_heap.end(), std::greater<>());
-      wait_heap.pop_back();
-    }
-    if (wait_heap.empty()) return std::nullopt;
-    return wait_heap.front().first;
-  }
-
   // A queued call leaves without starting: rejected with `code`.
   void drop_queued(Ticket t, ErrorCode code, int64_t status = 0) {
     auto it = calls.find(t);
-    pop_queued(t, it->second);
+    queue.pop(t, it->second);
     calls.erase(it);
     reject(t, code, status);
   }
 
   // ---- predictions ---------------------------------------------------------
-
-  // The demand in `unit` of the calls queued ahead of `c` (by priority, then
-  // arrival) plus its own. Exact unless a call ahead of it in its level left
-  // from the middle; then a lower bound.
-  int64_t demand_through(const Call& c, int unit) const {
-    int64_t total = c.cost_in(unit);
-    for (const auto& [priority, level] : levels) {
-      if (priority > c.priority) {
-        total += level.live_in(unit);
-        continue;
-      }
-      if (priority == c.priority) {
-        int64_t before = 0;
-        for (uint8_t i = 0; i < c.n_before; ++i) {
-          if (c.before[i].first == unit) before = c.before[i].second;
-        }
-        total += std::max<int64_t>(0, before - Level::at(level.popped, unit) - Level::at(level.holes, unit));
-      }
-      break;
-    }
-    return total;
-  }
 
   // The earliest time the r-th unit (from 0) of the queued demand in window
   // `w` can be taken if every unit is taken as early as possible: the
@@ -1437,7 +1211,7 @@ struct State {
     Millis at = now;
     if (lift_pending) at = std::max(at, forced_until);
     for (const Window& w : windows) {
-      const int64_t demand = demand_through(c, w.unit);
+      const int64_t demand = queue.demand_through(c, w.unit);
       if (demand <= 0) continue;
       Millis last = w.log.empty() ? now : w.log.newest().at + w.ms;
       if (lift_pending)
@@ -1456,7 +1230,7 @@ struct State {
     Millis at = now;
     if (lift_pending) at = std::max(at, forced_until);
     for (const Window& w : windows) {
-      const int64_t demand = demand_through(c, w.unit);
+      const int64_t demand = queue.demand_through(c, w.unit);
       if (demand > 0) at = std::max(at, unit_free_at(w, demand - 1));
     }
     return at;
@@ -1466,12 +1240,11 @@ struct State {
   // now) are rejected with their predicted wait. True if any was.
   bool expire_waits(bool overdue_only = false) {
     // The common case in O(1): the earliest entry, stale or not, is not due.
-    if (wait_heap.empty() || wait_heap.front().first > now || (overdue_only && wait_heap.front().first == now))
-      return false;
+    if (!queue.deadline_may_be_due(now, overdue_only)) return false;
     bool any = false;
-    for (auto due = next_wait_deadline(); due && (overdue_only ? *due < now : *due <= now);
-         due = next_wait_deadline()) {
-      const Ticket t = wait_heap.front().second;
+    for (auto due = queue.next_deadline(); due && (overdue_only ? due->first < now : due->first <= now);
+         due = queue.next_deadline()) {
+      const Ticket t = due->second;
       const Millis at = predict(calls.at(t));
       drop_queued(t, ErrorCode::DeadlineExceeded, std::max<Millis>(0, at - now));
       any = true;
@@ -1499,13 +1272,13 @@ struct State {
     // Nothing can start before the penalty lifts: no point waking earlier.
     if (wake && lift_pending) wake = std::max(*wake, forced_until);
     // A caller queued behind restored slots waits for the first to free.
-    if (queued > 0 && !restored_slots.empty() && active >= static_cast<size_t>(config().concurrency)) {
+    if (!queue.empty() && !restored_slots.empty() && active >= static_cast<size_t>(config().concurrency)) {
       const Millis freed = restored_slots.begin()->first + timeout();
       if (!wake || freed < *wake) wake = freed;
     }
     // Timeouts and deadlines fire whatever else waits, a penalty included.
     if (!deadlines.empty() && (!wake || deadlines.begin()->first < *wake)) wake = deadlines.begin()->first;
-    if (auto due = next_wait_deadline(); due && (!wake || *due < *wake)) wake = due;
+    if (auto due = queue.next_deadline(); due && (!wake || due->first < *wake)) wake = due->first;
     record_slots();
     record_refunds();
     record_reservation();
@@ -1515,7 +1288,7 @@ struct State {
     if (refunds_due && (!wake || *refunds_due < *wake)) wake = refunds_due;
     if (reservation && reservation_due && (!wake || *reservation_due < *wake)) wake = reservation_due;
     if (renewal_pending) wake = now;
-    history.hold(queued, running);
+    history.hold(queue.size(), running);
   }
 
   // Starts every waiting call that may start now, strictly in order (see
@@ -1545,7 +1318,7 @@ struct State {
           continue;
         }
       } else {
-        t = queue_head();
+        t = queue.head();
         if (t == 0 || active >= static_cast<size_t>(config().concurrency)) break;
         from_queue = true;
       }
@@ -1579,7 +1352,7 @@ struct State {
       }
       noted_start();
       if (from_queue) {
-        pop_queued(t, c);
+        queue.pop(t, c);
         ++active;
       } else {
         ready.erase(ready.begin());
@@ -1600,12 +1373,10 @@ struct State {
   // wedge the queue forever.
   void reject_oversized() {
     std::vector<Ticket> oversized;
-    for (const auto& [priority, level] : levels) {
-      for (Ticket t : level.q) {
-        auto it = calls.find(t);
-        if (it != calls.end() && too_large(it->second)) oversized.push_back(t);
-      }
-    }
+    queue.for_each([&](Ticket t) {
+      auto it = calls.find(t);
+      if (it != calls.end() && too_large(it->second)) oversized.push_back(t);
+    });
     for (Ticket t : oversized) drop_queued(t, ErrorCode::CostTooLarge);
     for (auto it = ready.begin(); it != ready.end();) {
       if (too_large(calls[*it])) {
@@ -1742,7 +1513,7 @@ struct State {
     history.arrived();
     c.priority = static_cast<int32_t>(waiting.priority);
     if (waiting.max_retries) c.max_retries = static_cast<int32_t>(*waiting.max_retries);
-    note_before(c);
+    queue.note_before(c, counted_unit_indices());
     if (waiting.max_wait_ms) {
       c.wait_until = now + static_cast<Millis>(*waiting.max_wait_ms);
       // Accepted on the cheap bound when even it is within the deadline.
@@ -1754,7 +1525,7 @@ struct State {
       }
     }
     auto [it, inserted] = calls.emplace(t, c);
-    push_queued(t, it->second);
+    queue.push(t, it->second);
     serve();
     return t;
   }
@@ -2064,7 +1835,7 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
   const size_t lag_next = s_->lag_next;
   const Millis allowance = s_->allowance;
   const std::optional<internal::SlotKey> slot_key = s_->slot_key;
-  *s_ = internal::State{};
+  s_ = std::make_unique<internal::State>();
   s_->slot_key = slot_key;  // this engine's identities stay its own
   s_->history = std::move(history);
   s_->history.mark_unsaved();
@@ -2204,14 +1975,12 @@ void Engine::erase(Millis now) {
       c.caller = Caller::Settled;
     }
   }
-  for (const auto& [priority, level] : s_->levels) {
-    for (Ticket t : level.q) {
-      if (s_->calls.count(t)) {
-        s_->reject(t, ErrorCode::NoSuchLimiter);
-        s_->calls.erase(t);
-      }
+  s_->queue.for_each([&](Ticket t) {
+    if (s_->calls.count(t)) {
+      s_->reject(t, ErrorCode::NoSuchLimiter);
+      s_->calls.erase(t);
     }
-  }
+  });
   for (Ticket t : s_->ready) {
     s_->reject(t, ErrorCode::NoSuchLimiter);
     s_->release(t);
@@ -2220,10 +1989,7 @@ void Engine::erase(Millis now) {
     s_->reject(t, ErrorCode::NoSuchLimiter);
     s_->release(t);
   }
-  s_->levels.clear();
-  s_->wait_heap.clear();
-  s_->waits_live = 0;
-  s_->queued = 0;
+  s_->queue.clear();
   s_->ready.clear();
   s_->backoff.clear();
   s_->active -= static_cast<size_t>(s_->restored_held);
@@ -2505,15 +2271,13 @@ Expected<std::string> Engine::stats(Millis now) {
   // The queue's first and last calls' predicted starts, and its levels.
   nlohmann::json predicted = {{"head", nullptr}, {"tail", nullptr}};
   nlohmann::json by_priority = nlohmann::json::array();
-  if (s.queued > 0) {
-    const Ticket head = s_->queue_head();
-    Ticket tail = 0;
-    for (auto level = s_->levels.rbegin(); level != s_->levels.rend() && tail == 0; ++level)
-      tail = s_->back_of(level->second);
+  if (!s.queue.empty()) {
+    const Ticket head = s_->queue.head();
+    const Ticket tail = s_->queue.tail();
     if (head != 0) predicted["head"] = s.predict(s.calls.at(head));
     if (tail != 0) predicted["tail"] = s.predict(s.calls.at(tail));
-    for (const auto& [priority, level] : s.levels)
-      by_priority.push_back({{"priority", priority}, {"queued", level.live}});
+    for (const auto& [priority, live] : s.queue.by_priority())
+      by_priority.push_back({{"priority", priority}, {"queued", live}});
   }
 
   // The newest grants are the interesting ones; a huge log is summarised.
@@ -2537,7 +2301,7 @@ Expected<std::string> Engine::stats(Millis now) {
       {"active", s.active},
       {"running", s.running},
       {"restoredSlots", s.restored_held},
-      {"queued", s.queued},
+      {"queued", s.queue.size()},
       {"liveGrants", log.size()},
       {"grants", std::move(grants)},
       {"grantsTruncated", skip > 0},
@@ -2707,7 +2471,7 @@ int64_t EngineInspector::used() const { return s_.log().used(); }
 size_t EngineInspector::log_entries() const { return s_.log().size(); }
 size_t EngineInspector::active() const { return s_.active; }
 size_t EngineInspector::running() const { return s_.running; }
-size_t EngineInspector::queued() const { return s_.queued; }
+size_t EngineInspector::queued() const { return s_.queue.size(); }
 size_t EngineInspector::pending_refunds() const { return s_.refunds.size(); }
 int64_t EngineInspector::unwritten(const std::string& window) const {
   for (const Window& w : s_.windows) {

@@ -17,6 +17,7 @@
 #include "history.h"
 #include "sliding_log.h"
 #include "slot_identity.h"
+#include "slots_record.h"
 #include "wait_queue.h"
 #include "window.h"
 
@@ -29,22 +30,9 @@ namespace internal {
 // take, as with reservations off.
 constexpr Millis kMinReserveWindowMs = 10;
 
-// How long a bucket with no attempt running waits for some other write to
-// carry its slots record before writing it alone (one row, once per quiet
-// spell): short beside the seconds an idle object lives before eviction.
-constexpr Millis kIdleSlotsWriteMs = 500;
-
 // The release mark when every start has been released: beyond any row's
 // date (the largest integer a JS number holds exactly).
 constexpr Millis kEveryRowReleased = 9'007'199'254'740'991;
-
-// How much longer than its start + timeout the slots record may hold a live
-// attempt's slot after a restart. The record lists each running attempt as
-// if it had started this much later, so it still covers the attempts that
-// start within this span while no more run than it lists: a busy bucket
-// rewrites it about once a span, not with every start. (At most a quarter
-// of the attempt timeout, so a short timeout is stretched by at most that.)
-constexpr Millis kSlotsCoverMs = 1000;
 
 // The largest usage a report may give for one unit: far beyond any limit
 // (a usage may exceed it: a debt), still exact in a double.
@@ -125,35 +113,8 @@ struct State {
   Ticket next_ticket = 1;
   std::optional<Millis> wake;
 
-  // Attempts that may be running at the upstream, for the slots record:
-  // live ones by their start (grant) time, and those restored from before a
-  // restart, whose callers are gone but whose work may still be in flight.
-  // A restored slot is held (counted in `active`) until its start plus the
-  // attempt timeout, when it can no longer be running.
-  std::multimap<Millis, Ticket> deadlines;   // running attempts by when they time out
-  std::map<Millis, int64_t> slot_starts;     // live running attempts by start time
-  std::map<Millis, int64_t> restored_slots;  // slots from before a restart, by start time
-  int64_t restored_held = 0;                 // their sum, part of `active`
-  std::map<Millis, int64_t> recorded;        // the slots record as last written or restored, by start
-  int64_t recorded_total = 0;                // its entries' counts, summed
-  Millis recorded_at = 0;                    // when it was last written
-  bool slots_grew = false;                   // a start (or an erase) since the record was last checked
-  bool slots_dirty = false;                  // the record lists slots that have since been released
-  std::optional<Millis> slots_write_due;     // idle: when a dirty record is written on its own
-
-  // Slots of callbacks that finished during an outage (Engine::finished).
-  // `slot_key` signs this engine's identities and leads the record it
-  // writes; `writer` is the restored record's: only its identities free a
-  // restored slot, each at most once (`finished_attempts`).
-  struct RecordWriter {
-    SlotKey key;
-    Millis written_at = 0;     // when it wrote the record
-    Millis latest_entry = -1;  // the record's latest entry, as stored (before any clamp)
-  };
-  std::optional<SlotKey> slot_key;
-  std::optional<RecordWriter> writer;
-  std::set<std::pair<Ticket, uint32_t>> finished_attempts;
-  bool record_due = false;  // finished() freed a restored slot: the record is rewritten in this step
+  std::multimap<Millis, Ticket> deadlines;  // running attempts by when they time out
+  SlotsRecord slots;                        // what may still run after a restart (slots_record.h)
 
   std::vector<Write> writes;
   std::vector<Action> actions;
@@ -370,8 +331,7 @@ struct State {
     c.timeout = cfg ? timeout() : kMaxAttemptTimeoutMs;
     c.deadline = now + c.timeout;
     deadlines.emplace(c.deadline, t);
-    ++slot_starts[at];
-    slots_grew = true;
+    slots.started(at);
   }
 
   // The attempt is no longer running: its deadline goes, and the record
@@ -386,9 +346,7 @@ struct State {
         break;
       }
     }
-    auto slot = slot_starts.find(c.started_at);
-    if (slot != slot_starts.end() && --slot->second <= 0) slot_starts.erase(slot);
-    slots_dirty = true;
+    slots.ended(c.started_at);
   }
 
   // An attempt that has not reported by its deadline is settled: not
@@ -405,14 +363,7 @@ struct State {
     }
   }
 
-  void free_restored_slots() {
-    while (!restored_slots.empty() && restored_slots.begin()->first + timeout() <= now) {
-      restored_held -= restored_slots.begin()->second;
-      active -= static_cast<size_t>(restored_slots.begin()->second);
-      restored_slots.erase(restored_slots.begin());
-      slots_dirty = true;
-    }
-  }
+  void free_restored_slots() { active -= static_cast<size_t>(slots.free_expired(now, timeout())); }
 
   // While a reservation record is in force the slots record covers starts as
   // long as it does, so a sequential caller's starts do not rewrite it more
@@ -420,41 +371,6 @@ struct State {
   Millis cover_span() const {
     const Millis span = reserving && reservation ? std::max(kSlotsCoverMs, reservation->span) : kSlotsCoverMs;
     return std::min(span, timeout() / 4);
-  }
-
-  // Whether the record, restored now, would hold at least as many slots as
-  // may be running at every moment from now on. Each entry is held until
-  // its start + timeout, so that holds when, for every start s of a running
-  // attempt (live or restored), the record has at least as many entries
-  // dated s or later as there are running attempts started s or later.
-  bool record_covers() const {
-    const int64_t in_flight = static_cast<int64_t>(running) + restored_held;
-    if (in_flight == 0) return true;
-    // The common case, in O(1): the record lists at least as many, and its
-    // earliest entry is dated no earlier than the newest running start.
-    if (in_flight <= recorded_total) {
-      Millis newest = slot_starts.empty() ? 0 : slot_starts.rbegin()->first;
-      if (!restored_slots.empty()) newest = std::max(newest, restored_slots.rbegin()->first);
-      if (newest <= recorded.begin()->first) return true;
-    }
-    auto live = slot_starts.rbegin();
-    auto old = restored_slots.rbegin();
-    auto held = recorded.rbegin();
-    int64_t need = 0;
-    int64_t have = 0;
-    while (live != slot_starts.rend() || old != restored_slots.rend()) {
-      Millis at;
-      if (old == restored_slots.rend() || (live != slot_starts.rend() && live->first >= old->first)) {
-        at = live->first;
-        need += (live++)->second;
-      } else {
-        at = old->first;
-        need += (old++)->second;
-      }
-      while (held != recorded.rend() && held->first >= at) have += (held++)->second;
-      if (have < need) return false;
-    }
-    return true;
   }
 
   // Whether this step deletes expired rows.
@@ -468,172 +384,18 @@ struct State {
                        [](const Write& w) { return w.kind != WriteKind::DeleteGrantsThrough; });
   }
 
-  // A record that lists more slots than are held rides on a step that
-  // stores something anyway, but at most once a cover span: under a load
-  // whose running count rises and falls, riding at every dip would be
-  // undone by the next rise (a start the smaller record does not cover).
-  bool rides() const {
-    return slots_dirty && now >= recorded_at + cover_span() &&
-           recorded_total > static_cast<int64_t>(running) + restored_held && stores_anyway();
-  }
-
-  // Writes the record: restored slots as they are, live attempts as if
-  // started a cover span later (see kSlotsCoverMs).
+  // Writes the slots record with this step (see slots_record.h).
   void write_record() {
-    recorded = restored_slots;
-    recorded_total = restored_held;
-    const Millis span = cover_span();
-    for (const auto& [at, n] : slot_starts) {
-      recorded[at + span] += n;
-      recorded_total += n;
-    }
+    slots.write(now, cover_span());
     writes.push_back(Write{WriteKind::PutSlots});
-    recorded_at = now;
-    slots_dirty = false;
-    record_due = false;
-    slots_write_due.reset();
   }
 
-  // The record is written in the step of a start it does not cover, with
-  // that start's grant, so it is durable before the callback runs. Releases
-  // write nothing of their own: the record drops them when it rides on a
-  // step that stores something anyway (an expiry alone does not count: the
-  // host batches those) and lists more slots than are now held, at most once
-  // a cover span (see rides()), or, once no attempt has run for kIdleSlotsWriteMs,
-  // alone: a bucket that goes quiet records that nothing runs before it can
-  // be evicted, and a cold start does not hold finished callbacks' slots.
   void record_slots() {
     if (!cfg) {
-      slots_write_due.reset();
-      return;
-    }
-    if (slots_grew) {
-      slots_grew = false;
-      if (!record_covers()) {
-        write_record();
-        return;
-      }
-    }
-    if (record_due || rides()) {
+      slots.cancel_due();
+    } else if (slots.step(now, cover_span(), running, stores_anyway()) == SlotsRecord::Write) {
       write_record();
-      return;
     }
-    if (!slots_dirty || running > 0) {
-      slots_write_due.reset();
-    } else if (slots_write_due && now >= *slots_write_due) {
-      write_record();
-    } else if (!slots_write_due) {
-      slots_write_due = now + kIdleSlotsWriteMs;
-    }
-  }
-
-  static std::string record_text(const std::map<Millis, int64_t>& slots) {
-    std::string out;
-    for (const auto& [at, n] : slots) {
-      if (!out.empty()) out += ',';
-      out += std::to_string(at) + ':' + std::to_string(n);
-    }
-    return out;
-  }
-
-  // With a slot key, the record is led by its writer's entry,
-  // "~<key>@<written at>": the key that signs the identities of the attempts
-  // it covers, and when. (A record of an older release has none; a release
-  // that does not know the entry skips it, as any entry without a colon.)
-  std::string slots_text() const {
-    std::string body = record_text(recorded);
-    if (!slot_key) return body;
-    std::string head = "~" + slot_key_text(*slot_key) + "@" + std::to_string(recorded_at);
-    return body.empty() ? head : head + "," + body;
-  }
-
-  // The writer's entry of a restored record, if it is one: "~<key>@<at>".
-  bool restore_writer(std::string_view entry) {
-    if (entry.empty() || entry[0] != '~') return false;
-    const size_t sep = entry.find('@');
-    if (sep == std::string_view::npos) return true;  // damaged: no writer, nothing freed early
-    const auto key = parse_slot_key(entry.substr(1, sep - 1));
-    const std::string at_text(entry.substr(sep + 1));
-    char* stop = nullptr;
-    const double at = std::strtod(at_text.c_str(), &stop);
-    if (!key || at_text.empty() || *stop != '\0' || !std::isfinite(at) || at < 0) return true;
-    writer = RecordWriter{*key, static_cast<Millis>(at), -1};
-    return true;
-  }
-
-  // Frees a restored slot for an attempt that finished while the object was
-  // down, when that is safe (the conditions and why: Engine::finished).
-  bool release_finished(const SlotIdentity& id, double ran_ms) {
-    if (!cfg || !writer || restored_slots.empty()) return false;
-    if (slot_tag(writer->key, id) != id.tag) return false;
-    const std::pair<Ticket, uint32_t> attempt{id.ticket, static_cast<uint32_t>(id.attempt)};
-    if (finished_attempts.count(attempt)) return false;
-    if (id.key_at + timeout() <= now) return false;  // timed out: its slot went by time
-    const double ended = static_cast<double>(id.started) + ran_ms;
-    if (ended <= static_cast<double>(writer->written_at) || ended <= static_cast<double>(writer->latest_entry)) {
-      return false;
-    }
-    auto entry = restored_slots.lower_bound(id.key_at);
-    if (entry == restored_slots.end()) return false;
-    finished_attempts.insert(attempt);
-    if (--entry->second == 0) restored_slots.erase(entry);
-    --restored_held;
-    --active;
-    record_due = true;  // a second restart must not hold it again
-    return true;
-  }
-
-  std::string running_slots_text() const {
-    std::map<Millis, int64_t> held = restored_slots;
-    for (const auto& [at, n] : slot_starts) held[at] += n;
-    return record_text(held);
-  }
-
-  // "at:count,..." as stored. Unreadable entries are skipped; a count is
-  // capped at the largest concurrency; a start in the future is pulled back
-  // to now (its slot is then held a full timeout from now: later is safe).
-  void restore_slots(std::string_view text) {
-    if (!cfg) return;
-    writer.reset();
-    double latest_stored = -1;  // the latest entry as stored, before a clamp to now
-    bool changed = false;       // the stored record says anything but what is now held
-    size_t i = 0;
-    while (i < text.size()) {
-      size_t end = text.find(',', i);
-      if (end == std::string_view::npos) end = text.size();
-      const std::string_view entry = text.substr(i, end - i);
-      i = end + 1;
-      if (restore_writer(entry)) continue;
-      const size_t colon = entry.find(':');
-      const bool was_changed = changed;
-      changed = true;  // until this entry is restored exactly as written (below)
-      if (colon == std::string_view::npos) continue;
-      const std::string at_text(entry.substr(0, colon));
-      const std::string n_text(entry.substr(colon + 1));
-      char* stop = nullptr;
-      const double at_raw = std::strtod(at_text.c_str(), &stop);
-      if (at_text.empty() || *stop != '\0' || !std::isfinite(at_raw) || at_raw < 0) continue;
-      const double n_raw = std::strtod(n_text.c_str(), &stop);
-      if (n_text.empty() || *stop != '\0' || !std::isfinite(n_raw) || n_raw < 1) continue;
-      // Clamped before the conversion: a time beyond int64 is damage, not a cast to overflow.
-      const Millis at = static_cast<Millis>(std::min(std::ceil(at_raw), static_cast<double>(now)));
-      const int64_t n = static_cast<int64_t>(std::min(std::floor(n_raw), static_cast<double>(kMaxConcurrency)));
-      latest_stored = std::max(latest_stored, std::ceil(at_raw));
-      if (at + timeout() <= now) continue;  // can no longer be running
-      // Out of order, or a second entry for a start already held: rewritten in order.
-      const bool merged = !restored_slots.empty() && restored_slots.rbegin()->first >= at;
-      restored_slots[at] += n;
-      recorded[at] += n;
-      recorded_total += n;
-      restored_held += n;
-      active += static_cast<size_t>(n);
-      if (!merged && entry == std::to_string(at) + ':' + std::to_string(n)) changed = was_changed;
-    }
-    // Rewritten only if normalising changed something (an entry dropped,
-    // clamped, rounded or merged); a record restored exactly is left alone.
-    if (changed) slots_dirty = true;
-    // A writer's entry counts only with the entries it led.
-    if (writer) writer->latest_entry = static_cast<Millis>(std::min(latest_stored, 9e15));
   }
 
   // ---- grants dated when their callbacks leave (Engine::released) ----------
@@ -964,7 +726,7 @@ struct State {
     if (stored) write(WriteKind::PutReservation);
     // A new record extends the slots record's cover with it (cover_span), so
     // a sequential caller's starts do not rewrite the slots on their own.
-    if (reservation && !slot_starts.empty()) write_record();
+    if (reservation && slots.any_live()) write_record();
   }
 
   // At the end of a step. A step that stores anything anyway rewrites the
@@ -1272,9 +1034,9 @@ struct State {
     // Nothing can start before the penalty lifts: no point waking earlier.
     if (wake && lift_pending) wake = std::max(*wake, forced_until);
     // A caller queued behind restored slots waits for the first to free.
-    if (!queue.empty() && !restored_slots.empty() && active >= static_cast<size_t>(config().concurrency)) {
-      const Millis freed = restored_slots.begin()->first + timeout();
-      if (!wake || freed < *wake) wake = freed;
+    if (auto freed = slots.first_restored_free(timeout());
+        freed && !queue.empty() && active >= static_cast<size_t>(config().concurrency)) {
+      if (!wake || *freed < *wake) wake = freed;
     }
     // Timeouts and deadlines fire whatever else waits, a penalty included.
     if (!deadlines.empty() && (!wake || deadlines.begin()->first < *wake)) wake = deadlines.begin()->first;
@@ -1284,7 +1046,7 @@ struct State {
     record_reservation();
     record_released();
     if (released_due && (!wake || *released_due < *wake)) wake = released_due;
-    if (slots_write_due && (!wake || *slots_write_due < *wake)) wake = slots_write_due;
+    if (auto due = slots.write_due(); due && (!wake || *due < *wake)) wake = due;
     if (refunds_due && (!wake || *refunds_due < *wake)) wake = refunds_due;
     if (reservation && reservation_due && (!wake || *reservation_due < *wake)) wake = reservation_due;
     if (renewal_pending) wake = now;
@@ -1834,9 +1596,9 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
   const size_t lag_count = s_->lag_count;
   const size_t lag_next = s_->lag_next;
   const Millis allowance = s_->allowance;
-  const std::optional<internal::SlotKey> slot_key = s_->slot_key;
+  const std::optional<internal::SlotKey> slot_key = s_->slots.key();
   s_ = std::make_unique<internal::State>();
-  s_->slot_key = slot_key;  // this engine's identities stay its own
+  if (slot_key) s_->slots.set_key(*slot_key);  // this engine's identities stay its own
   s_->history = std::move(history);
   s_->history.mark_unsaved();
   s_->now = latest;
@@ -1894,7 +1656,8 @@ void Engine::restore_window_rows(std::string_view name, const double* rows, size
 }
 
 void Engine::restore_slots(std::string_view slots_text) {
-  if (s_->restoring) s_->restore_slots(slots_text);
+  if (s_->restoring && s_->cfg)
+    s_->active += static_cast<size_t>(s_->slots.restore(slots_text, s_->now, s_->timeout()));
 }
 
 void Engine::restore_reservation(std::string_view text) {
@@ -1992,9 +1755,7 @@ void Engine::erase(Millis now) {
   s_->queue.clear();
   s_->ready.clear();
   s_->backoff.clear();
-  s_->active -= static_cast<size_t>(s_->restored_held);
-  s_->restored_slots.clear();
-  s_->restored_held = 0;
+  s_->active -= static_cast<size_t>(s_->slots.erase());
   s_->cfg.reset();
   s_->windows.clear();
   s_->refunds.clear();
@@ -2007,9 +1768,6 @@ void Engine::erase(Millis now) {
   // EraseAll deletes the slots record, but callbacks still running keep their
   // slots (in a bucket configured again too): the next step with a config
   // finds them uncovered and writes them.
-  s_->recorded.clear();
-  s_->recorded_total = 0;
-  s_->slots_grew = !s_->slot_starts.empty();
   s_->serve();  // no bucket: the wake is only the running attempts' deadlines
 }
 
@@ -2300,7 +2058,7 @@ Expected<std::string> Engine::stats(Millis now) {
       {"forcedUntil", s.forced_until > 0 ? nlohmann::json(s.forced_until) : nlohmann::json(nullptr)},
       {"active", s.active},
       {"running", s.running},
-      {"restoredSlots", s.restored_held},
+      {"restoredSlots", s.slots.restored_held()},
       {"queued", s.queue.size()},
       {"liveGrants", log.size()},
       {"grants", std::move(grants)},
@@ -2356,7 +2114,7 @@ void Engine::restore_history(const std::vector<HistoryRow>& rows, Millis now) {
 std::optional<Millis> Engine::next_wake() const { return s_->wake; }
 bool Engine::configured() const { return s_->cfg.has_value(); }
 const std::string& Engine::config_text() const { return s_->cfg ? s_->cfg->text : s_->empty_text; }
-std::string Engine::slots_text() const { return s_->slots_text(); }
+std::string Engine::slots_text() const { return s_->slots.text(); }
 std::string Engine::reservation_text() const { return s_->reservation_text(); }
 void Engine::set_reservations(bool on) {
   if (!on && s_->reservation) {
@@ -2375,16 +2133,17 @@ void Engine::set_release_dating(bool on) {
   }
 }
 bool Engine::release_dating() const { return s_->dating; }
-std::string Engine::running_slots_text() const { return s_->running_slots_text(); }
+std::string Engine::running_slots_text() const { return s_->slots.running_text(); }
 
-void Engine::set_slot_key(uint64_t k0, uint64_t k1) { s_->slot_key = internal::SlotKey{k0, k1}; }
+void Engine::set_slot_key(uint64_t k0, uint64_t k1) { s_->slots.set_key(internal::SlotKey{k0, k1}); }
 
 std::optional<Engine::AttemptSlot> Engine::attempt_slot(Ticket t) const {
   auto it = s_->calls.find(t);
-  if (!s_->slot_key || it == s_->calls.end() || it->second.phase != Phase::Running) return std::nullopt;
+  const auto& key = s_->slots.key();
+  if (!key || it == s_->calls.end() || it->second.phase != Phase::Running) return std::nullopt;
   const internal::Call& c = it->second;
   internal::SlotIdentity id{t, c.attempt, c.started_at, c.deadline - c.timeout, 0};
-  id.tag = internal::slot_tag(*s_->slot_key, id);
+  id.tag = internal::slot_tag(*key, id);
   return AttemptSlot{internal::slot_identity_text(id), c.timeout};
 }
 
@@ -2404,7 +2163,8 @@ Expected<bool> Engine::finished(std::string_view slot, double ran_ms, Millis now
             internal::number_text(ran_ms) + ")");
   }
   s_->advance(now);
-  const bool released = s_->release_finished(*id, ran_ms);
+  const bool released = s_->cfg && s_->slots.release_finished(*id, ran_ms, s_->now, s_->timeout());
+  if (released) --s_->active;
   s_->serve();
   return released;
 }

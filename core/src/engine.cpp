@@ -15,6 +15,7 @@
 #include "drl/retry_after.h"
 #include "engine_inspector.h"
 #include "history.h"
+#include "penalty.h"
 #include "sliding_log.h"
 #include "slot_identity.h"
 #include "slots_record.h"
@@ -101,8 +102,7 @@ struct State {
   std::vector<std::string> keys{""};  // window names by write number, append-only (0: the primary)
   std::vector<std::string> units;     // unit names by index, append-only
   uint64_t next_epoch = 1;
-  Millis forced_until = 0;
-  bool lift_pending = false;
+  Penalty penalty;  // the shared pause and its lift (penalty.h)
 
   Calls calls;
   WaitQueue queue{calls};                 // first starts: by priority (highest first), then arrival
@@ -207,7 +207,7 @@ struct State {
     // With release dating, a take may be dated up to the allowance ahead of its start.
     const Millis latest_legit = restoring->latest_base + grid_step_ms(windows[w].ms, windows[w].cap) +
                                 (dating || restoring->released_before ? kMaxReleaseAllowanceMs : 0);
-    if (at > static_cast<double>(latest_legit)) at = static_cast<double>(std::max(now, forced_until));
+    if (at > static_cast<double>(latest_legit)) at = static_cast<double>(std::max(now, penalty.until()));
     // A row the release mark does not cover may hold a take whose callback
     // left at any moment before the restart: dated at the restart.
     if (restoring->released_before && at >= static_cast<double>(*restoring->released_before))
@@ -288,8 +288,8 @@ struct State {
   }
   // Stores the penalty as it stands.
   void put_penalty() {
-    Write w{WriteKind::PutPenalty, forced_until};
-    w.lift_pending = lift_pending;
+    Write w{WriteKind::PutPenalty, penalty.until()};
+    w.lift_pending = penalty.pending();
     writes.push_back(w);
   }
   void act(ActionKind kind, Ticket t, uint32_t attempt) {
@@ -310,7 +310,7 @@ struct State {
     time_out_attempts();
     if (!cfg) return;
     free_restored_slots();
-    if (lift_pending && now >= forced_until) lift();
+    if (penalty.due(now)) lift();
     hold_unreleased();
     for (Window& w : windows) {
       if (auto through = w.log.prune(w.ms, now)) write(WriteKind::DeleteGrantsThrough, *through, 0, w.key);
@@ -884,42 +884,20 @@ struct State {
     unwritten.clear();
     refunds_due.reset();
     for (Window& w : windows) {
-      SlidingLog& log = w.log;
-      const Millis at = log.empty() ? forced_until : std::max(forced_until, log.newest().at);
-      const int64_t amount = std::max(refill_floor(w.limit), log.live_at(w.ms, forced_until));
-      log.replace(internal::Grant{at, amount});
+      const Grant g = penalty.lifted(w.log, w.limit, w.ms, refill_fraction());
+      w.log.replace(g);
       w.epoch = next_epoch++;
       write(WriteKind::ClearGrants, 0, 0, w.key);
-      if (amount > 0) write(WriteKind::PutGrant, at, amount, w.key);
+      if (g.amount > 0) write(WriteKind::PutGrant, g.at, g.amount, w.key);
     }
-    lift_pending = false;
+    penalty.lift();
     put_penalty();
   }
 
-  int64_t refill_floor(int64_t limit) const {
-    const double spent = static_cast<double>(limit) * (1.0 - config().bucket.penalty_refill_fraction);
-    // ceil, but without letting 10 * 0.30000000000000004 round up to 4.
-    const double nearest = std::round(spent);
-    const int64_t floor = std::fabs(spent - nearest) < 1e-9 * std::max(1.0, spent)
-                              ? static_cast<int64_t>(nearest)
-                              : static_cast<int64_t>(std::ceil(spent));
-    return std::clamp<int64_t>(floor, 0, limit);
-  }
+  double refill_fraction() const { return config().bucket.penalty_refill_fraction; }
 
   void penalise(Millis delay) {
-    const Millis until = now + std::max<Millis>(0, delay);
-    // Concurrent penalties take the later deadline; none shortens another.
-    if (until < forced_until || (until == forced_until && lift_pending)) return;
-    forced_until = until;
-    lift_pending = true;
-    put_penalty();
-  }
-
-  Millis backoff_delay(uint32_t attempt) const {
-    const RetryConfig& r = config().retry;
-    const double raw = static_cast<double>(r.min_delay_ms) * std::pow(r.factor, attempt - 1);
-    const double capped = std::min(raw, static_cast<double>(r.max_delay_ms));
-    return static_cast<Millis>(std::ceil(capped));
+    if (penalty.impose(now, delay)) put_penalty();
   }
 
   // The call's own maxRetries when it set one, else the bucket's as it is now.
@@ -953,10 +931,8 @@ struct State {
     const int64_t i = r % w.limit;
     const int64_t rounds = r / w.limit;
     Millis first;
-    if (lift_pending) {
-      const Millis dated = w.log.empty() ? forced_until : std::max(forced_until, w.log.newest().at);
-      const int64_t lifted = std::max(refill_floor(w.limit), w.log.live_at(w.ms, forced_until));
-      first = lifted + i + 1 <= w.limit ? forced_until : dated + w.ms;
+    if (penalty.pending()) {
+      first = penalty.unit_free_after_lift(w.log, w.limit, w.ms, refill_fraction(), i);
     } else {
       first = w.log.fits_at(i + 1, w.limit, w.ms, now);
     }
@@ -971,13 +947,12 @@ struct State {
   // later than the last grant's expiry (or the lifted grant's) plus its rounds.
   Millis predict_at_most(const Call& c) const {
     Millis at = now;
-    if (lift_pending) at = std::max(at, forced_until);
+    if (penalty.pending()) at = std::max(at, penalty.until());
     for (const Window& w : windows) {
       const int64_t demand = queue.demand_through(c, w.unit);
       if (demand <= 0) continue;
       Millis last = w.log.empty() ? now : w.log.newest().at + w.ms;
-      if (lift_pending)
-        last = std::max(last, (w.log.empty() ? forced_until : std::max(forced_until, w.log.newest().at)) + w.ms);
+      if (penalty.pending()) last = std::max(last, penalty.lifted_expiry(w.log, w.ms));
       const int64_t rounds = (demand - 1) / w.limit;
       constexpr Millis kFar = 1'000'000'000'000'000;
       if (rounds > 0 && rounds > (kFar - last) / w.ms) return kFar;
@@ -990,7 +965,7 @@ struct State {
   // latest over its windows, no earlier than now or a pending lift.
   Millis predict(const Call& c) const {
     Millis at = now;
-    if (lift_pending) at = std::max(at, forced_until);
+    if (penalty.pending()) at = std::max(at, penalty.until());
     for (const Window& w : windows) {
       const int64_t demand = queue.demand_through(c, w.unit);
       if (demand > 0) at = std::max(at, unit_free_at(w, demand - 1));
@@ -1032,7 +1007,7 @@ struct State {
     } while (expire_waits());
     if (!backoff.empty() && (!wake || backoff.begin()->first < *wake)) wake = backoff.begin()->first;
     // Nothing can start before the penalty lifts: no point waking earlier.
-    if (wake && lift_pending) wake = std::max(*wake, forced_until);
+    if (wake && penalty.pending()) wake = std::max(*wake, penalty.until());
     // A caller queued behind restored slots waits for the first to free.
     if (auto freed = slots.first_restored_free(timeout());
         freed && !queue.empty() && active >= static_cast<size_t>(config().concurrency)) {
@@ -1085,8 +1060,8 @@ struct State {
         from_queue = true;
       }
       Call& c = calls[t];
-      if (lift_pending) {
-        wake = forced_until;
+      if (penalty.pending()) {
+        wake = penalty.until();
         break;
       }
       // All or nothing: it starts when it fits in every window, and waits
@@ -1521,19 +1496,6 @@ struct State {
       backoff.emplace(c.due, t);
     }
   }
-
-  Millis penalty_delay(const Report& r, uint32_t attempt) const {
-    const RetryConfig& retry = config().retry;
-    std::optional<Millis> hinted;
-    // An explicit delay is the caller's own decision (a rateLimit hook read
-    // it from the body); respectRetryAfter governs only the server's header.
-    if (r.retry_after_ms && std::isfinite(*r.retry_after_ms) && *r.retry_after_ms >= 0) {
-      hinted = static_cast<Millis>(std::ceil(std::min(*r.retry_after_ms, 1e15)));
-    } else if (r.retry_after && retry.respect_retry_after) {
-      hinted = parse_retry_after(*r.retry_after, now);
-    }
-    return std::min(hinted.value_or(backoff_delay(attempt)), retry.max_delay_ms);
-  }
 };
 
 }  // namespace internal
@@ -1618,22 +1580,8 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
   s_->cfg = std::move(*parsed);
   s_->build_windows(s_->cfg->config);
 
-  bool repaired = false;
-  // A deadline can be at most a max delay (or a pause) ahead of the moment it
-  // was set; anything further is damage, and an unreadable one is no penalty.
-  const double horizon = static_cast<double>(latest + kMaxDelayMs);
-  double fu = forced_until;
-  if (!std::isfinite(fu) || fu < 0) {
-    repaired = fu != 0 || lift_pending;
-    fu = 0;
-  } else if (fu > horizon) {
-    fu = horizon;
-    repaired = true;
-  }
-  s_->forced_until = static_cast<Millis>(std::ceil(fu));
-  s_->lift_pending = lift_pending && s_->forced_until > 0;
-  if (repaired) s_->put_penalty();
-  s_->restoring->latest_base = std::max(latest, s_->forced_until);
+  if (s_->penalty.restore(forced_until, lift_pending, latest)) s_->put_penalty();
+  s_->restoring->latest_base = std::max(latest, s_->penalty.until());
 }
 
 void Engine::restore_rows(const double* rows, size_t count) {
@@ -1760,8 +1708,7 @@ void Engine::erase(Millis now) {
   s_->windows.clear();
   s_->refunds.clear();
   s_->refunds_due.reset();
-  s_->forced_until = 0;
-  s_->lift_pending = false;
+  s_->penalty.clear();
   s_->write(WriteKind::EraseAll);
   s_->released_stored.reset();  // EraseAll takes the mark along
   s_->released_due.reset();
@@ -1819,7 +1766,7 @@ Status Engine::report(Ticket t, const Report& r, Millis now) {
   if (rate_limited && s_->cfg) {
     s_->history.rate_limited();
     // A 429 pauses everyone, even when the caller that saw it has gone.
-    s_->penalise(s_->penalty_delay(r, c->attempt));
+    s_->penalise(internal::penalty_delay(s_->config().retry, r, c->attempt, s_->now));
     s_->advance(now);  // a zero delay lifts at once
   }
   // Past this point the bucket exists: erase() settles every running call,
@@ -1838,7 +1785,7 @@ Status Engine::report(Ticket t, const Report& r, Millis now) {
     }
   } else if (r.failure != Failure::None) {
     if (r.failure == Failure::Retryable && s_->attempts_remain(*c)) {
-      s_->retry_after(t, *c, s_->backoff_delay(c->attempt));
+      s_->retry_after(t, *c, internal::backoff_delay(s_->config().retry, c->attempt));
     } else {
       s_->reject(t, ErrorCode::CallFailed, r.status);
       s_->release(t);
@@ -1857,7 +1804,7 @@ Status Engine::threw(Ticket t, Millis now) {
   if (!c) return s_->unknown_ticket(t, "throw");
   if (!s_->settle_if_abandoned(t, *c)) {  // the bucket exists (see report)
     if (s_->attempts_remain(*c)) {
-      s_->retry_after(t, *c, s_->backoff_delay(c->attempt));
+      s_->retry_after(t, *c, internal::backoff_delay(s_->config().retry, c->attempt));
     } else {
       s_->reject(t, ErrorCode::CallbackThrew);
       s_->release(t);
@@ -2002,11 +1949,11 @@ Expected<std::string> Engine::stats(Millis now) {
   s_->advance(now);
   s_->serve();
   const internal::State& s = *s_;
-  const bool penalised = s.lift_pending;
+  const bool penalised = s.penalty.pending();
   // When a window's newest grant leaves it (a penalty's lift refills it then).
   auto reset_of = [&](const internal::Window& w) {
     Millis at = w.log.empty() ? s.now : w.log.newest().at + w.ms;
-    return penalised ? std::max(at, s.forced_until + w.ms) : at;
+    return penalised ? std::max(at, s.penalty.until() + w.ms) : at;
   };
   const int64_t used = s.log().used();
   const Millis reset_at = reset_of(s.windows[0]);
@@ -2055,7 +2002,7 @@ Expected<std::string> Engine::stats(Millis now) {
       {"remaining", penalised ? 0 : std::max<int64_t>(0, s.limit() - used)},
       {"resetAt", reset_at},
       {"penalised", penalised},
-      {"forcedUntil", s.forced_until > 0 ? nlohmann::json(s.forced_until) : nlohmann::json(nullptr)},
+      {"forcedUntil", s.penalty.until() > 0 ? nlohmann::json(s.penalty.until()) : nlohmann::json(nullptr)},
       {"active", s.active},
       {"running", s.running},
       {"restoredSlots", s.slots.restored_held()},
@@ -2226,7 +2173,7 @@ void Engine::clear_output() {
 namespace internal {
 
 Millis EngineInspector::now() const { return s_.now; }
-Millis EngineInspector::forced_until() const { return s_.forced_until; }
+Millis EngineInspector::forced_until() const { return s_.penalty.until(); }
 int64_t EngineInspector::used() const { return s_.log().used(); }
 size_t EngineInspector::log_entries() const { return s_.log().size(); }
 size_t EngineInspector::active() const { return s_.active; }

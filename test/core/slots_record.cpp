@@ -18,7 +18,7 @@ TEST_CASE("slots record: a start the record does not cover is written in its own
   CHECK(r.step(100, kSpan, 1, false) == SlotsRecord::Write);
   r.write(100, kSpan);
   CHECK(r.text() == "1100:1");
-  r.started(1100);  // covered: the entry is dated no earlier than it
+  r.started(1100);                                             // covered: the entry is dated no earlier than it
   CHECK(r.step(1100, kSpan, 2, false) == SlotsRecord::Write);  // but it lists one slot, two run
   r.write(1100, kSpan);
   r.ended(100);

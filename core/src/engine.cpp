@@ -16,6 +16,7 @@
 #include "engine_inspector.h"
 #include "history.h"
 #include "penalty.h"
+#include "release_lags.h"
 #include "sliding_log.h"
 #include "slot_identity.h"
 #include "slots_record.h"
@@ -174,12 +175,8 @@ struct State {
   bool dating = false;  // Engine::set_release_dating
   std::deque<Unreleased> unreleased;
   uint64_t starts_emitted = 0;  // kept across restores: the host's marks stay valid
-  // The last kReleaseLagSamples release lags (ms), a ring; `lag_count` filled.
-  std::array<int64_t, kReleaseLagSamples> lags{};
-  size_t lag_count = 0;
-  size_t lag_next = 0;
-  Millis allowance = 0;    // how far ahead of its decision a take is dated: the largest lag sampled
-  Millis newest_take = 0;  // the latest date a callback's take was given
+  ReleaseLags lags;             // how far ahead of its decision a take is dated (release_lags.h)
+  Millis newest_take = 0;       // the latest date a callback's take was given
   // The release mark as last written (PutReleased), and the latest date of
   // any grant row written: a mark that moved past a row written at or after
   // the stored one is worth writing (once quiet, kIdleSlotsWriteMs later).
@@ -423,7 +420,7 @@ struct State {
     u.ticket = t;
     u.attempt = c.attempt;
     u.decided = now;
-    u.first_at = now + allowance;
+    u.first_at = now + lags.allowance();
     for (uint8_t i = 0; i < c.n_takes; ++i) {
       if (c.takes[i].reserved <= 0) continue;
       u.takes[u.n_takes++] = c.takes[i];
@@ -459,20 +456,12 @@ struct State {
   }
 
   void release_through(uint64_t through) {
-    bool sampled = false;
     while (!unreleased.empty() && unreleased.front().seq <= through) {
       Unreleased u = unreleased.front();
       unreleased.pop_front();
-      lags[lag_next] = std::max<int64_t>(0, now - u.decided);
-      lag_next = (lag_next + 1) % kReleaseLagSamples;
-      lag_count = std::min(lag_count + 1, kReleaseLagSamples);
-      sampled = true;
+      lags.sample(now - u.decided);
       move_takes(u, now, /*defer=*/true);
     }
-    if (!sampled) return;
-    int64_t largest = 0;
-    for (size_t i = 0; i < lag_count; ++i) largest = std::max(largest, lags[i]);
-    allowance = std::min<int64_t>(largest, kMaxReleaseAllowanceMs);
   }
 
   // Moves the takes of unreleased start `u` dated before `to` to `to`
@@ -595,22 +584,6 @@ struct State {
     } else {
       released_due = quiet;
     }
-  }
-
-  // Release lags for stats: percentiles of the samples, the allowance in force.
-  nlohmann::json release_lag_json() const {
-    std::vector<int64_t> sorted(lags.begin(), lags.begin() + static_cast<std::ptrdiff_t>(lag_count));
-    std::sort(sorted.begin(), sorted.end());
-    auto pick = [&](double q) -> nlohmann::json {
-      if (sorted.empty()) return nullptr;
-      const size_t i = std::min(sorted.size() - 1, static_cast<size_t>(q * static_cast<double>(sorted.size())));
-      return sorted[i];
-    };
-    return {{"samples", sorted.size()},
-            {"p50", pick(0.5)},
-            {"p99", pick(0.99)},
-            {"max", sorted.empty() ? nlohmann::json(nullptr) : nlohmann::json(sorted.back())},
-            {"allowance", allowance}};
   }
 
   // ---- covering reservations (Engine::set_reservations) ---------------------
@@ -1074,7 +1047,7 @@ struct State {
       }
       const bool covered = covered_by_reservation(c);
       // Dated when its callback will have left, as far as the recent lags tell.
-      const Millis dated = dating ? now + allowance : now;
+      const Millis dated = dating ? now + lags.allowance() : now;
       c.n_takes = 0;
       for (Window& w : windows) {
         Take& take = c.takes[c.n_takes++];
@@ -1554,10 +1527,7 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
   // A rebuild keeps counting starts (the host's marks stay valid) and the lags seen.
   const bool dating = s_->dating;
   const uint64_t starts_emitted = s_->starts_emitted;
-  const auto lags = s_->lags;
-  const size_t lag_count = s_->lag_count;
-  const size_t lag_next = s_->lag_next;
-  const Millis allowance = s_->allowance;
+  const internal::ReleaseLags lags = s_->lags;
   const std::optional<internal::SlotKey> slot_key = s_->slots.key();
   s_ = std::make_unique<internal::State>();
   if (slot_key) s_->slots.set_key(*slot_key);  // this engine's identities stay its own
@@ -1568,9 +1538,6 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
   s_->dating = dating;
   s_->starts_emitted = starts_emitted;
   s_->lags = lags;
-  s_->lag_count = lag_count;
-  s_->lag_next = lag_next;
-  s_->allowance = allowance;
   s_->restoring.emplace();
   if (!config_text) return;
   auto parsed = parse_config(*config_text);
@@ -2015,7 +1982,7 @@ Expected<std::string> Engine::stats(Millis now) {
       {"predictedStart", std::move(predicted)},
       {"queuedByPriority", std::move(by_priority)},
       {"reservation", reservation_json(s)},
-      {"releaseLag", s.release_lag_json()},
+      {"releaseLag", s.lags.json()},
   };
   return out.dump();
 }
@@ -2075,7 +2042,7 @@ void Engine::set_release_dating(bool on) {
   s_->dating = on;
   if (!on) {
     s_->unreleased.clear();
-    s_->allowance = 0;
+    s_->lags.drop_allowance();
     s_->released_due.reset();
   }
 }

@@ -50,8 +50,9 @@ int64_t Penalty::refill_floor(int64_t limit, double refill_fraction) {
   const double spent = static_cast<double>(limit) * (1.0 - refill_fraction);
   // ceil, but without letting 10 * 0.30000000000000004 round up to 4.
   const double nearest = std::round(spent);
-  const int64_t floor = std::fabs(spent - nearest) < 1e-9 * std::max(1.0, spent) ? static_cast<int64_t>(nearest)
-                                                                                : static_cast<int64_t>(std::ceil(spent));
+  const int64_t floor = std::fabs(spent - nearest) < 1e-9 * std::max(1.0, spent)
+                            ? static_cast<int64_t>(nearest)
+                            : static_cast<int64_t>(std::ceil(spent));
   return std::clamp<int64_t>(floor, 0, limit);
 }
 

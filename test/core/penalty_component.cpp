@@ -41,7 +41,7 @@ TEST_CASE("penalty: the lifted grant keeps what was still live at the deadline",
 }
 
 TEST_CASE("penalty: the refill floor is exact at fractions that round badly", "[penalty_component]") {
-  CHECK(Penalty::refill_floor(10, 0.7) == 3);  // 10 * 0.30000000000000004 is 3, not 4
+  CHECK(Penalty::refill_floor(10, 0.7) == 3);   // 10 * 0.30000000000000004 is 3, not 4
   CHECK(Penalty::refill_floor(10, 0.75) == 3);  // 2.5 rounds up: the safe side
   CHECK(Penalty::refill_floor(10, 1.0) == 0);
   CHECK(Penalty::refill_floor(10, 0.0) == 10);

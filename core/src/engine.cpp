@@ -17,6 +17,7 @@
 #include "history.h"
 #include "penalty.h"
 #include "release_lags.h"
+#include "reservations.h"
 #include "sliding_log.h"
 #include "slot_identity.h"
 #include "slots_record.h"
@@ -25,12 +26,6 @@
 
 namespace drl {
 namespace internal {
-
-// The shortest window a reservation record is written for: a bucket with a
-// shorter one expires each take before most callers' next call (a round
-// trip away), so its rows are mostly never written anyway; it writes every
-// take, as with reservations off.
-constexpr Millis kMinReserveWindowMs = 10;
 
 // The release mark when every start has been released: beyond any row's
 // date (the largest integer a JS number holds exactly).
@@ -129,43 +124,7 @@ struct State {
   std::optional<Millis> refunds_due;
   bool moved_unwritten = false;  // refunds hold a take moved to its release (see take_deferred)
 
-  // Covering reservations (Engine::set_reservations). `reservation` is the
-  // record as last written (or restored): until `until`, takes of up to
-  // `units` per window may be admitted without writing their rows, because a
-  // restore counts the whole record as taken. `unwritten` is what takes made
-  // under it hold (by window key), `dirty` the rows whose stored amount is
-  // behind the log. Rows and record are always written in the same step.
-  struct Reservation {
-    Millis until = 0;
-    Millis span = kReserveSpanMs;                // how long it covers takes from when it was written
-    std::vector<std::pair<int, int64_t>> units;  // by window key; only windows with units > 0
-    int64_t units_in(int key) const {
-      for (const auto& [k, n] : units) {
-        if (k == key) return n;
-      }
-      return 0;
-    }
-  };
-  bool reserving = false;
-  std::optional<Reservation> reservation;
-  std::map<int, int64_t> unwritten;
-  std::set<std::pair<int, Millis>> dirty;
-  // For sizing the next record: units taken per window since the record was
-  // last written (both paths), the last take's amount, and when.
-  std::map<int, int64_t> taken_since;
-  std::map<int, int64_t> last_take;
-  std::optional<Millis> last_take_at;
-  bool in_run = false;  // the last take came within kReserveRunGapMs of the one before it
-  Millis last_gap = 0;  // the time between the last two takes of a run
-  Millis reservation_written_at = 0;
-  // When the record in force is cleared if no take comes first: the last
-  // take (or the restore that kept a record) + idle_ms(). Woken for.
-  std::optional<Millis> reservation_due;
-  // A take that the record covered found a renewal due: it is written in
-  // the next step (woken for at once), not in the take's own, so the
-  // callback the take starts is not held behind the commit (see
-  // record_reservation).
-  bool renewal_pending = false;
+  Reservations reservations;  // covering reservations (reservations.h)
 
   std::optional<Restoring> restoring;  // between restore_begin and restore_end
 
@@ -366,7 +325,8 @@ struct State {
   // long as it does, so a sequential caller's starts do not rewrite it more
   // often than the record is renewed (held longer after a crash: the safe side).
   Millis cover_span() const {
-    const Millis span = reserving && reservation ? std::max(kSlotsCoverMs, reservation->span) : kSlotsCoverMs;
+    const auto& record = reservations.record();
+    const Millis span = reservations.on() && record ? std::max(kSlotsCoverMs, record->span) : kSlotsCoverMs;
     return std::min(span, timeout() / 4);
   }
 
@@ -573,7 +533,7 @@ struct State {
     const bool behind = !released_stored || newest_row >= *released_stored;
     // Quiet: no start for as long as a reservation would stay in force (a
     // sequential caller's pace keeps putting it off; its renewals carry it).
-    const Millis quiet = last_start_at + std::max(kIdleSlotsWriteMs, idle_ms());
+    const Millis quiet = last_start_at + std::max(kIdleSlotsWriteMs, reservations.idle_ms());
     if (stores_anyway() || (behind && now >= quiet)) {
       if (!refunds.empty()) flush_refunds();  // the moved rows the mark now vouches for
       write(WriteKind::PutReleased, mark);
@@ -586,99 +546,13 @@ struct State {
     }
   }
 
-  // ---- covering reservations (Engine::set_reservations) ---------------------
+  // ---- covering reservations (reservations.h) ------------------------------
 
-  // The most a record holds in a window of `limit`: ceil(limit / kReserveFractionDenominator).
-  static int64_t reserve_cap(int64_t limit) {
-    return (limit / kReserveFractionDenominator) + (limit % kReserveFractionDenominator != 0 ? 1 : 0);
-  }
-
-  // Whether the windows allow a record at all (see kMinReserveWindowMs).
-  bool reservable() const {
-    return std::all_of(windows.begin(), windows.end(), [](const Window& w) { return w.ms >= kMinReserveWindowMs; });
-  }
-
-  // A take of the call is admitted without writing when every window it
-  // takes in has room for it in the record in force. The admission check
-  // against the logs is unchanged: the record only defers rows.
-  bool covered_by_reservation(const Call& c) const {
-    if (!reserving || !reservation || now >= reservation->until) return false;
-    for (const Window& w : windows) {
-      const int64_t amount = c.cost_in(w.unit);
-      if (amount <= 0) continue;
-      auto held = unwritten.find(w.key);
-      if ((held == unwritten.end() ? 0 : held->second) + amount > reservation->units_in(w.key)) return false;
-      if (static_cast<int64_t>(w.log.size()) >= w.cap) return false;  // its take may merge: rows to write
-    }
-    return true;
-  }
-
-  // Takes `amount` in `w` now, its row left for a later step (see write_reservation).
+  // Takes `amount` in `w` now, its row owed to the next record's step.
   internal::Grant take_unwritten(Window& w, int64_t amount, Millis dated) {
     const internal::Grant g = w.log.take(amount, w.ms, dated, w.cap);
-    dirty.emplace(w.key, g.at);
-    unwritten[w.key] += amount;
+    reservations.took_unwritten(w.key, g.at, amount);
     return g;
-  }
-
-  void noted_take(const Window& w, int64_t amount) {
-    if (!reserving) return;
-    taken_since[w.key] += amount;
-    last_take[w.key] = amount;
-  }
-  // A call took (after noted_take for each of its windows).
-  void noted_start() {
-    if (!reserving) return;
-    in_run = last_take_at && now < *last_take_at + kReserveRunGapMs;
-    last_gap = in_run ? now - *last_take_at : 0;
-    last_take_at = now;
-    reservation_due = now + idle_ms();
-    // Rows owed (refunds, takes moved to their release) wait for the next
-    // step that stores while the caller keeps its pace, as the record does.
-    if (refunds_due) refunds_due = std::max(*refunds_due, now + idle_ms());
-  }
-
-  // How long without a take before the record in force is cleared: twice
-  // the caller's pace (a caller whose calls take 600 ms each keeps its
-  // record between them), at least kIdleSlotsWriteMs.
-  Millis idle_ms() const { return std::max<Millis>(kIdleSlotsWriteMs, 2 * last_gap); }
-
-  // How long the next record covers takes: kReserveSpanMs, longer for a
-  // slower pace (sixteen of its gaps, up to kMaxReserveSpanMs), so a caller
-  // renews about every eight calls at least, whatever its pace. The span does
-  // not widen the under-admission: that is bounded by the units (a restore
-  // dates the record no later than the restart).
-  Millis reserve_span() const { return std::clamp<Millis>(16 * last_gap, kReserveSpanMs, kMaxReserveSpanMs); }
-
-  // The next record: in each window twice the units taken per span at the
-  // rate seen since the last step that stored, at least twice the last
-  // take, no more than the window has free now, and at most a
-  // kReserveFractionDenominator-th of its limit. nullopt when no window
-  // would hold any, for a take that starts a run (the first after a quiet
-  // spell: a lone call leaves no record for a crash to count), and when the
-  // bucket has a window under kMinReserveWindowMs. It covers takes for
-  // kReserveSpanMs whatever the windows: a restore dates it no later than
-  // the restart, so the span does not lengthen the under-admission.
-  std::optional<Reservation> sized_reservation() {
-    const Millis span = reserve_span();
-    if (!in_run || !reservable()) return std::nullopt;
-    const double elapsed = static_cast<double>(std::max<Millis>(1, now - reservation_written_at));
-    Reservation r;
-    r.until = now + span;
-    r.span = span;
-    for (const Window& w : windows) {
-      const int64_t taken = taken_since[w.key];
-      const int64_t last = last_take[w.key];
-      if (last == 0 && taken == 0) continue;
-      const double at_rate = std::ceil(std::min(2.0 * static_cast<double>(taken) * static_cast<double>(span) / elapsed,
-                                                static_cast<double>(kMaxLimitPerWindow)));
-      const int64_t wanted = std::max(static_cast<int64_t>(at_rate), 2 * last);
-      const int64_t free = std::max<int64_t>(0, w.limit - w.log.used());
-      const int64_t units = std::min({wanted, free, reserve_cap(w.limit)});
-      if (units > 0) r.units.emplace_back(w.key, units);
-    }
-    if (r.units.empty()) return std::nullopt;
-    return r;
   }
 
   // Writes every row takes under the record left behind, as the logs now
@@ -686,120 +560,22 @@ struct State {
   // none), in the same step: rows written under the old record would
   // otherwise be counted twice by a restore (as rows and in the record).
   void write_reservation(bool keep) {
-    rewrite_rows(dirty, /*expired_stay=*/true);  // a row never stored that expired needs nothing
+    rewrite_rows(reservations.owed_rows(), /*expired_stay=*/true);  // a row never stored that expired needs nothing
     if (!refunds.empty()) flush_refunds();
-    std::optional<Reservation> next = keep ? sized_reservation() : std::nullopt;
-    const bool stored = reservation.has_value() || next.has_value();
-    reservation = std::move(next);
-    dirty.clear();
-    unwritten.clear();
-    taken_since.clear();
-    reservation_written_at = now;
-    renewal_pending = false;
-    if (stored) write(WriteKind::PutReservation);
+    if (reservations.replace(keep, windows, now)) write(WriteKind::PutReservation);
     // A new record extends the slots record's cover with it (cover_span), so
     // a sequential caller's starts do not rewrite the slots on their own.
-    if (reservation && slots.any_live()) write_record();
+    if (reservations.record() && slots.any_live()) write_record();
   }
 
-  // At the end of a step. A step that stores anything anyway rewrites the
-  // record with it (and the rows behind it); one in force is renewed ahead
-  // of need, once a take finds half of some window's units taken or half
-  // its span passed (so a steady sequential caller meets one commit every
-  // few dozen calls, not every call, and a caller that has stopped costs no
-  // renewal). The renewal is written in the step after the take's, which
-  // the host runs as soon as the take's actions are carried out: the
-  // callback the take started is already on its way, so a callback that
-  // outlasts the commit never waits for it. The record in force still
-  // covers every take until then.
-  // Once no take came for kIdleSlotsWriteMs it is cleared, so a bucket
-  // evicted after a quiet spell restores exactly.
+  // At the end of a step (see Reservations::step).
   void record_reservation() {
-    if (!reserving) return;
     if (!cfg) {  // erased: EraseAll took the record along with the rows
-      reservation.reset();
-      dirty.clear();
-      unwritten.clear();
-      taken_since.clear();
-      last_take.clear();
-      last_take_at.reset();
-      in_run = false;
-      reservation_due.reset();
-      renewal_pending = false;
+      if (reservations.on()) reservations.erase();
       return;
     }
-    const bool recent = reservation_due && now < *reservation_due;
-    if (stores_anyway()) {
-      write_reservation(recent);
-    } else if (reservation && !recent) {
-      write_reservation(false);
-    } else if (reservation && renewal_pending) {
-      write_reservation(true);
-    } else if (reservation && last_take_at == now && renewal_due()) {
-      renewal_pending = true;
-    }
-    if (!reservation) renewal_pending = false;
-    if (!reservation && !recent) reservation_due.reset();
-  }
-
-  bool renewal_due() const {
-    if (now >= reservation->until - reservation->span / 2) return true;
-    for (const auto& [key, units] : reservation->units) {
-      auto held = unwritten.find(key);
-      if (held != unwritten.end() && 2 * held->second >= units) return true;
-    }
-    return false;
-  }
-
-  std::string reservation_text() const {
-    if (!reservation) return std::string();
-    nlohmann::json units = nlohmann::json::object();
-    for (const auto& [key, n] : reservation->units) {
-      for (const Window& w : windows) {
-        if (w.key == key) units[w.name] = n;
-      }
-    }
-    return nlohmann::json{{"until", reservation->until}, {"units", std::move(units)}}.dump();
-  }
-
-  // A stored record, read for a restore: units per window (by key) and the
-  // date they are counted at: now. A take it covered was decided before its
-  // end, but its callback left once the commit before it was durable, which
-  // may have been as late as the crash, so no later than now (the clock
-  // restore_row trusts too); a grant dated in the future would date every
-  // take after it as late (a log never dates a take before its newest
-  // grant), holding real takes longer than they were taken for. A window the record does not name reserved nothing;
-  // units are capped at the window's limit. A record that cannot be read at all counts every window as the most any
-  // record can hold (a kReserveFractionDenominator-th of its limit), now: it may have covered takes we can no longer
-  // size.
-  Reservation restored_reservation(std::string_view text) const {
-    Reservation r;
-    const auto doc = nlohmann::json::parse(text.data(), text.data() + text.size(), nullptr, /*allow_exceptions=*/false);
-    bool readable = doc.is_object() && doc.contains("until") && doc["until"].is_number() && doc.contains("units") &&
-                    doc["units"].is_object();
-    double until = readable ? doc["until"].get<double>() : 0;
-    readable = readable && std::isfinite(until) && until >= 0;
-    if (readable) {
-      for (auto it = doc["units"].begin(); it != doc["units"].end() && readable; ++it) {
-        const double n = it.value().is_number() ? it.value().get<double>() : -1;
-        if (!std::isfinite(n) || n < 0) readable = false;
-      }
-    }
-    if (!readable) {
-      r.until = now;
-      for (const Window& w : windows) r.units.emplace_back(w.key, reserve_cap(w.limit));
-      return r;
-    }
-    // Dated now, whatever its end: a take it covered was made before its
-    // end, but its callback may have left later, up to the crash.
-    r.until = now;
-    for (const Window& w : windows) {
-      auto it = doc["units"].find(w.name);
-      if (it == doc["units"].end()) continue;
-      const int64_t n = static_cast<int64_t>(std::ceil(std::min(it->get<double>(), static_cast<double>(w.limit))));
-      if (n > 0) r.units.emplace_back(w.key, n);
-    }
-    return r;
+    if (auto keep = reservations.step(now, stores_anyway())) write_reservation(*keep);
+    reservations.settle(now);
   }
 
   // At lift at most penaltyRefillFraction of the limit is available: the log
@@ -826,7 +602,7 @@ struct State {
       // be deleted as expired.)
       flush_refunds();
     } else if (!refunds_due) {
-      refunds_due = now + (reserving ? idle_ms() : kIdleSlotsWriteMs);
+      refunds_due = now + (reservations.on() ? reservations.idle_ms() : kIdleSlotsWriteMs);
     }
   }
 
@@ -852,9 +628,8 @@ struct State {
 
   // Every window is refilled this way.
   void lift() {
-    refunds.clear();  // every log is rewritten whole below
-    dirty.clear();    // (the record is rewritten in this step: the lift stores anyway)
-    unwritten.clear();
+    refunds.clear();        // every log is rewritten whole below
+    reservations.lifted();  // (the record is rewritten in this step: the lift stores anyway)
     refunds_due.reset();
     for (Window& w : windows) {
       const Grant g = penalty.lifted(w.log, w.limit, w.ms, refill_fraction());
@@ -996,8 +771,7 @@ struct State {
     if (released_due && (!wake || *released_due < *wake)) wake = released_due;
     if (auto due = slots.write_due(); due && (!wake || *due < *wake)) wake = due;
     if (refunds_due && (!wake || *refunds_due < *wake)) wake = refunds_due;
-    if (reservation && reservation_due && (!wake || *reservation_due < *wake)) wake = reservation_due;
-    if (renewal_pending) wake = now;
+    if (auto due = reservations.wake(now); due && (!wake || *due < *wake)) wake = due;
     history.hold(queue.size(), running);
   }
 
@@ -1045,7 +819,7 @@ struct State {
         wake = fits;
         break;
       }
-      const bool covered = covered_by_reservation(c);
+      const bool covered = reservations.covers(c, windows, now);
       // Dated when its callback will have left, as far as the recent lags tell.
       const Millis dated = dating ? now + lags.allowance() : now;
       c.n_takes = 0;
@@ -1056,11 +830,14 @@ struct State {
           take.at =
               (covered ? take_unwritten(w, take.reserved, dated) : grant(w, take.reserved, std::nullopt, dated)).at;
           newest_take = std::max(newest_take, take.at);
-          noted_take(w, take.reserved);
+          reservations.noted_take(w.key, take.reserved);
           history.charge(w.key, take.reserved);
         }
       }
-      noted_start();
+      reservations.noted_start(now);
+      // Rows owed (refunds, takes moved to their release) wait for the next
+      // step that stores while the caller keeps its pace, as the record does.
+      if (reservations.on() && refunds_due) refunds_due = std::max(*refunds_due, now + reservations.idle_ms());
       if (from_queue) {
         queue.pop(t, c);
         ++active;
@@ -1523,7 +1300,7 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
                            Millis now) {
   const Millis latest = std::max(s_->now, now);
   internal::History history = std::move(s_->history);  // a rebuild keeps it; storage may lack some
-  const bool reserving = s_->reserving;
+  const bool reserving = s_->reservations.on();
   // A rebuild keeps counting starts (the host's marks stay valid) and the lags seen.
   const bool dating = s_->dating;
   const uint64_t starts_emitted = s_->starts_emitted;
@@ -1534,7 +1311,7 @@ void Engine::restore_begin(std::optional<std::string_view> config_text, double f
   s_->history = std::move(history);
   s_->history.mark_unsaved();
   s_->now = latest;
-  s_->reserving = reserving;
+  s_->reservations.set_on(reserving);
   s_->dating = dating;
   s_->starts_emitted = starts_emitted;
   s_->lags = lags;
@@ -1601,9 +1378,9 @@ void Engine::restore_end() {
   // now, so a restore writes nothing for it (a host that drops a restore's
   // repairs, after a failed write, loses nothing). Off, they are written
   // now and the record cleared.
-  std::optional<internal::State::Reservation> reserved;
+  std::optional<internal::Reservation> reserved;
   if (restoring.reservation_text && !restoring.reservation_text->empty()) {
-    reserved = s_->restored_reservation(*restoring.reservation_text);
+    reserved = internal::Reservations::read(*restoring.reservation_text, s_->windows, s_->now);
   }
   for (int key : restoring.stale_keys) s_->write(WriteKind::ClearGrants, 0, 0, key);
   for (size_t w = 0; w < s_->windows.size(); ++w) {
@@ -1621,17 +1398,15 @@ void Engine::restore_end() {
     if (changed) {
       s_->write(WriteKind::ClearGrants, 0, 0, window.key);
       for (const internal::Grant& g : window.log.grants()) s_->write(WriteKind::PutGrant, g.at, g.amount, window.key);
-    } else if (reserved_row && !s_->reserving) {
+    } else if (reserved_row && !s_->reservations.on()) {
       s_->write(WriteKind::PutGrant, reserved_row->at, reserved_row->amount, window.key);
     }
-    if (reserved_row && s_->reserving) {
-      s_->dirty.emplace(window.key, reserved_row->at);
-      s_->unwritten[window.key] = reserved->units_in(window.key);
+    if (reserved_row && s_->reservations.on()) {
+      s_->reservations.owe_restored(window.key, reserved_row->at, reserved->units_in(window.key));
     }
   }
-  if (reserved && s_->reserving) {
-    s_->reservation = std::move(reserved);
-    s_->reservation_due = s_->now + s_->idle_ms();
+  if (reserved && s_->reservations.on()) {
+    s_->reservations.restored(std::move(*reserved), s_->now);
   } else if (reserved) {
     s_->write(WriteKind::PutReservation);  // none now: the rows above hold it
   }
@@ -1896,21 +1671,6 @@ nlohmann::json learned_json(const internal::Window& w) {
 }
 }  // namespace
 
-namespace {
-// The reservation in force (null: none): what a crash now could count as
-// taken beyond the real takes, per window, and until when.
-nlohmann::json reservation_json(const internal::State& s) {
-  if (!s.reservation) return nullptr;
-  nlohmann::json units = nlohmann::json::object();
-  for (const auto& [key, n] : s.reservation->units) {
-    for (const internal::Window& w : s.windows) {
-      if (w.key == key) units[w.name] = n;
-    }
-  }
-  return {{"until", s.reservation->until}, {"units", std::move(units)}};
-}
-}  // namespace
-
 Expected<std::string> Engine::stats(Millis now) {
   if (!s_->cfg) return s_->not_configured();
   s_->advance(now);
@@ -1981,7 +1741,7 @@ Expected<std::string> Engine::stats(Millis now) {
       {"units", std::move(units)},
       {"predictedStart", std::move(predicted)},
       {"queuedByPriority", std::move(by_priority)},
-      {"reservation", reservation_json(s)},
+      {"reservation", s.reservations.json(s.windows)},
       {"releaseLag", s.lags.json()},
   };
   return out.dump();
@@ -2029,15 +1789,15 @@ std::optional<Millis> Engine::next_wake() const { return s_->wake; }
 bool Engine::configured() const { return s_->cfg.has_value(); }
 const std::string& Engine::config_text() const { return s_->cfg ? s_->cfg->text : s_->empty_text; }
 std::string Engine::slots_text() const { return s_->slots.text(); }
-std::string Engine::reservation_text() const { return s_->reservation_text(); }
+std::string Engine::reservation_text() const { return s_->reservations.text(s_->windows); }
 void Engine::set_reservations(bool on) {
-  if (!on && s_->reservation) {
+  if (!on && s_->reservations.record()) {
     s_->write_reservation(false);  // rows written, record cleared
-    s_->reservation_due.reset();
+    s_->reservations.switched_off();
   }
-  s_->reserving = on;
+  s_->reservations.set_on(on);
 }
-bool Engine::reservations() const { return s_->reserving; }
+bool Engine::reservations() const { return s_->reservations.on(); }
 void Engine::set_release_dating(bool on) {
   s_->dating = on;
   if (!on) {
@@ -2150,8 +1910,7 @@ size_t EngineInspector::pending_refunds() const { return s_.refunds.size(); }
 int64_t EngineInspector::unwritten(const std::string& window) const {
   for (const Window& w : s_.windows) {
     if (w.name == window) {
-      auto it = s_.unwritten.find(w.key);
-      return it == s_.unwritten.end() ? 0 : it->second;
+      return s_.reservations.unwritten_in(w.key);
     }
   }
   return 0;

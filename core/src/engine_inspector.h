@@ -22,7 +22,7 @@ namespace drl::internal {
 
 class EngineInspector {
  public:
-  explicit EngineInspector(const Engine& engine) : s_(*engine.s_) {}
+  explicit EngineInspector(const Engine& engine) : scheduler_(*engine.scheduler_) {}
 
   Millis now() const;  // the latest time seen
   Millis forced_until() const;
@@ -39,7 +39,7 @@ class EngineInspector {
   int64_t unwritten(const std::string& window) const;
 
  private:
-  const State& s_;
+  const Scheduler& scheduler_;
 };
 
 inline EngineInspector inspect(const Engine& engine) { return EngineInspector(engine); }

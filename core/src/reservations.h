@@ -130,8 +130,8 @@ class Reservations {
   std::optional<Reservation> sized(const std::vector<Window>& windows, Millis now);
 
   bool on_ = false;
-  std::optional<Reservation> record_;   // as last written (or restored)
-  std::map<int, int64_t> unwritten_;    // what takes made under it hold, by window key
+  std::optional<Reservation> record_;      // as last written (or restored)
+  std::map<int, int64_t> unwritten_;       // what takes made under it hold, by window key
   std::set<std::pair<int, Millis>> owed_;  // rows whose stored amount is behind the log
   // For sizing the next record: units taken per window since the record was
   // last written, the last take's amount, and when.

@@ -246,7 +246,7 @@ inline constexpr int64_t kMaxExtraLogEntries = 32'768;
 int64_t grid_step_ms(int64_t window_ms, int64_t max_entries = kMaxLogEntries);
 
 namespace internal {
-struct State;
+struct Scheduler;
 class EngineInspector;  // the test peer: core/src/engine_inspector.h
 }  // namespace internal
 
@@ -477,7 +477,7 @@ class Engine {
 
  private:
   friend class internal::EngineInspector;
-  std::unique_ptr<internal::State> s_;
+  std::unique_ptr<internal::Scheduler> scheduler_;
 };
 
 }  // namespace drl

@@ -1,0 +1,104 @@
+#include "arguments.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace drl::internal {
+
+std::string number_text(double v) {
+  if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
+  if (v == std::floor(v) && std::fabs(v) < 9.2e18) return std::to_string(static_cast<long long>(v));
+  return nlohmann::json(v).dump();
+}
+
+std::optional<Error> amount_problem(double v, const std::string& path) {
+  if (!std::isfinite(v) || v < 0 || v != std::floor(v)) {
+    return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                       path + " must be an integer >= 0 (received " + number_text(v) + ")");
+  }
+  if (v > kMaxSafeInteger) {
+    return Error::make(
+        ErrorCode::InvalidArgument, ErrorKind::RangeError,
+        path + " must be an integer >= 0 and at most 9007199254740991 (received " + number_text(v) + ")");
+  }
+  return std::nullopt;
+}
+
+std::optional<Error> waiting_problem(const Waiting& w) {
+  if (!std::isfinite(w.priority)) {
+    return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
+                       "priority must be a finite number (received " + number_text(w.priority) + ")");
+  }
+  if (w.priority != std::floor(w.priority) || std::fabs(w.priority) > static_cast<double>(kMaxPriority)) {
+    return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                       "priority must be an integer between -" + std::to_string(kMaxPriority) + " and " +
+                           std::to_string(kMaxPriority) + " (received " + number_text(w.priority) + ")");
+  }
+  if (w.max_wait_ms) {
+    const double m = *w.max_wait_ms;
+    if (!std::isfinite(m)) {
+      return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
+                         "maxWaitMs must be a finite number, or left out to wait as long as needed (received " +
+                             number_text(m) + ")");
+    }
+    if (m < 0 || m != std::floor(m) || m > static_cast<double>(kMaxDelayMs)) {
+      return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                         "maxWaitMs must be an integer between 0 and " + std::to_string(kMaxDelayMs) + " (received " +
+                             number_text(m) + ")");
+    }
+  }
+  if (w.max_retries) {
+    const double r = *w.max_retries;
+    if (!std::isfinite(r)) {
+      return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
+                         "maxRetries must be a finite number, or left out to use the bucket's retry.maxRetries "
+                         "(received " +
+                             number_text(r) + ")");
+    }
+    if (r < 0 || r != std::floor(r) || r > static_cast<double>(kMaxRetries)) {
+      return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                         "maxRetries must be an integer between 0 and " + std::to_string(kMaxRetries) +
+                             " (received " + number_text(r) + ")");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace drl::internal
+
+namespace drl {
+
+Expected<Amounts> parse_amounts(std::string_view json_text, std::string_view what) {
+  const std::string name(what);
+  auto invalid = [&](ErrorKind kind, const std::string& detail) {
+    return Error::make(ErrorCode::InvalidArgument, kind, detail);
+  };
+  // Flat by contract: refuse nesting before anything walks it recursively.
+  if (json_text.size() > 4096) return invalid(ErrorKind::RangeError, name + " is too large (over 4096 bytes of JSON)");
+  if (json_text.find_first_of("[") != std::string_view::npos ||
+      std::count(json_text.begin(), json_text.end(), '{') > 1) {
+    return invalid(ErrorKind::TypeError, name + " must be a flat object of units to integers");
+  }
+  const auto doc = nlohmann::json::parse(json_text.data(), json_text.data() + json_text.size(), nullptr,
+                                         /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return invalid(ErrorKind::TypeError, name + " must be an object of units to integers");
+  }
+  if (doc.size() > kMaxWindows) {
+    return invalid(ErrorKind::RangeError, name + " must name at most " + std::to_string(kMaxWindows) +
+                                              " units, one per window (received " + std::to_string(doc.size()) + ")");
+  }
+  Amounts out;
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    if (!it.value().is_number()) {
+      return invalid(ErrorKind::TypeError,
+                     name + "." + it.key() + " must be a number (received " +
+                         it.value().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ")");
+    }
+    out.push_back(Amount{it.key(), it.value().get<double>()});
+  }
+  return out;
+}
+
+}  // namespace drl

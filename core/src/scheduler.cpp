@@ -1,0 +1,469 @@
+#include "scheduler.h"
+
+namespace drl::internal {
+
+int Scheduler::unit_index(const std::string& name) {
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (units[i] == name) return static_cast<int>(i);
+  }
+  units.push_back(name);
+  return static_cast<int>(units.size() - 1);
+}
+
+int Scheduler::counted_unit(std::string_view name) const {
+  for (const Window& w : windows) {
+    if (units[static_cast<size_t>(w.unit)] == name) return w.unit;
+  }
+  return -1;
+}
+
+int Scheduler::key_of(const std::string& name) {
+  for (size_t i = 1; i < keys.size(); ++i) {
+    if (keys[i] == name) return static_cast<int>(i);
+  }
+  keys.push_back(name);
+  return static_cast<int>(keys.size() - 1);
+}
+
+std::vector<int> Scheduler::counted_unit_indices() const {
+  std::vector<int> out;
+  for (const Window& w : windows) {
+    if (std::find(out.begin(), out.end(), w.unit) == out.end()) out.push_back(w.unit);
+  }
+  return out;
+}
+
+std::vector<std::string> Scheduler::counted_units() const {
+  std::vector<std::string> names;
+  for (const Window& w : windows) {
+    const std::string& u = units[static_cast<size_t>(w.unit)];
+    if (std::find(names.begin(), names.end(), u) == names.end()) names.push_back(u);
+  }
+  return names;
+}
+
+std::string Scheduler::unit_list() const {
+  std::string out;
+  for (const std::string& n : counted_units()) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+const Window* Scheduler::too_large(const Call& c) const {
+  for (const Window& w : windows) {
+    if (c.cost_in(w.unit) > w.limit) return &w;
+  }
+  return nullptr;
+}
+
+void Scheduler::act(ActionKind kind, Ticket t, uint32_t attempt) {
+  actions.push_back(Action{kind, t, attempt});
+  if (kind == ActionKind::Resolve) history.completed();
+}
+
+void Scheduler::reject(Ticket t, ErrorCode code, int64_t status) {
+  actions.push_back(Action{ActionKind::Reject, t, 0, code, status});
+  history.rejected(code);
+}
+
+void Scheduler::advance(Millis t) {
+  now = std::max(now, t);
+  history.advance(now);
+  time_out_attempts();
+  if (!cfg) return;
+  free_restored_slots();
+  if (penalty.due(now)) lift();
+  hold_unreleased();
+  for (Window& w : windows) {
+    if (auto through = w.log.prune(w.ms, now)) write(WriteKind::DeleteGrantsThrough, *through, 0, w.key);
+  }
+  // A deadline already past when the host's event arrives (its timer came
+  // late, or another event came first) is met now, before anything this
+  // event frees could start the call, and before a newcomer is predicted
+  // behind it. One that is due exactly now still gets its chance (serve).
+  expire_waits(/*overdue_only=*/true);
+}
+
+void Scheduler::slot_started(Ticket t, Call& c, Millis at) {
+  c.started_at = at;
+  c.timeout = cfg ? timeout() : kMaxAttemptTimeoutMs;
+  c.deadline = now + c.timeout;
+  deadlines.emplace(c.deadline, t);
+  slots.started(at);
+}
+
+void Scheduler::attempt_ended(Ticket t, Call& c) {
+  --running;
+  auto range = deadlines.equal_range(c.deadline);
+  for (auto d = range.first; d != range.second; ++d) {
+    if (d->second == t) {
+      deadlines.erase(d);
+      break;
+    }
+  }
+  slots.ended(c.started_at);
+}
+
+void Scheduler::time_out_attempts() {
+  while (!deadlines.empty() && deadlines.begin()->first <= now) {
+    const Ticket t = deadlines.begin()->second;
+    Call& c = calls[t];
+    attempt_ended(t, c);  // erases the deadline
+    // The timeout it ran under, which a reconfigure since did not change.
+    if (c.caller != Caller::Settled) reject(t, ErrorCode::AttemptTimeout, static_cast<int32_t>(c.timeout));
+    release(t);
+  }
+}
+
+Window* Scheduler::window_by_key(int key) {
+  for (Window& w : windows) {
+    if (w.key == key) return &w;
+  }
+  return nullptr;
+}
+
+void Scheduler::lift() {
+  refunds.clear();        // every log is rewritten whole below
+  reservations.lifted();  // (the record is rewritten in this step: the lift stores anyway)
+  refunds_due.reset();
+  for (Window& w : windows) {
+    const Grant g = penalty.lifted(w.log, w.limit, w.ms, refill_fraction());
+    w.log.replace(g);
+    w.epoch = next_epoch++;
+    write(WriteKind::ClearGrants, 0, 0, w.key);
+    if (g.amount > 0) write(WriteKind::PutGrant, g.at, g.amount, w.key);
+  }
+  penalty.lift();
+  put_penalty();
+}
+
+void Scheduler::penalise(Millis delay) {
+  if (penalty.impose(now, delay)) put_penalty();
+}
+
+int64_t Scheduler::max_retries_of(const Call& c) const {
+  return c.max_retries >= 0 ? static_cast<int64_t>(c.max_retries) : config().retry.max_retries;
+}
+
+void Scheduler::release(Ticket t) {
+  calls.erase(t);
+  --active;
+}
+
+void Scheduler::drop_queued(Ticket t, ErrorCode code, int64_t status) {
+  auto it = calls.find(t);
+  queue.pop(t, it->second);
+  calls.erase(it);
+  reject(t, code, status);
+}
+
+Millis Scheduler::unit_free_at(const Window& w, int64_t r) const {
+  const int64_t i = r % w.limit;
+  const int64_t rounds = r / w.limit;
+  Millis first;
+  if (penalty.pending()) {
+    first = penalty.unit_free_after_lift(w.log, w.limit, w.ms, refill_fraction(), i);
+  } else {
+    first = w.log.fits_at(i + 1, w.limit, w.ms, now);
+  }
+  // Far beyond any real wait, and no overflow: a queue of 10^5 calls of
+  // 10^9 units each is 10^14 rounds.
+  constexpr Millis kFar = 1'000'000'000'000'000;  // ~31,700 years
+  if (rounds > 0 && rounds > (kFar - first) / w.ms) return kFar;
+  return first + rounds * w.ms;
+}
+
+Millis Scheduler::predict_at_most(const Call& c) const {
+  Millis at = now;
+  if (penalty.pending()) at = std::max(at, penalty.until());
+  for (const Window& w : windows) {
+    const int64_t demand = queue.demand_through(c, w.unit);
+    if (demand <= 0) continue;
+    Millis last = w.log.empty() ? now : w.log.newest().at + w.ms;
+    if (penalty.pending()) last = std::max(last, penalty.lifted_expiry(w.log, w.ms));
+    const int64_t rounds = (demand - 1) / w.limit;
+    constexpr Millis kFar = 1'000'000'000'000'000;
+    if (rounds > 0 && rounds > (kFar - last) / w.ms) return kFar;
+    at = std::max(at, std::max(last, now) + rounds * w.ms);
+  }
+  return at;
+}
+
+Millis Scheduler::predict(const Call& c) const {
+  Millis at = now;
+  if (penalty.pending()) at = std::max(at, penalty.until());
+  for (const Window& w : windows) {
+    const int64_t demand = queue.demand_through(c, w.unit);
+    if (demand > 0) at = std::max(at, unit_free_at(w, demand - 1));
+  }
+  return at;
+}
+
+bool Scheduler::expire_waits(bool overdue_only) {
+  // The common case in O(1): the earliest entry, stale or not, is not due.
+  if (!queue.deadline_may_be_due(now, overdue_only)) return false;
+  bool any = false;
+  for (auto due = queue.next_deadline(); due && (overdue_only ? due->first < now : due->first <= now);
+       due = queue.next_deadline()) {
+    const Ticket t = due->second;
+    const Millis at = predict(calls.at(t));
+    drop_queued(t, ErrorCode::DeadlineExceeded, std::max<Millis>(0, at - now));
+    any = true;
+  }
+  return any;
+}
+
+void Scheduler::serve() {
+  wake.reset();
+  if (!cfg) {
+    // Running calls of an erased bucket still time out.
+    if (!deadlines.empty()) wake = deadlines.begin()->first;
+    return;
+  }
+  // A call that can start at its deadline starts; one still queued after
+  // that is rejected, and whoever was behind it may now go.
+  do {
+    wake.reset();
+    start_what_can();
+  } while (expire_waits());
+  if (!backoff.empty() && (!wake || backoff.begin()->first < *wake)) wake = backoff.begin()->first;
+  // Nothing can start before the penalty lifts: no point waking earlier.
+  if (wake && penalty.pending()) wake = std::max(*wake, penalty.until());
+  // A caller queued behind restored slots waits for the first to free.
+  if (auto freed = slots.first_restored_free(timeout());
+      freed && !queue.empty() && active >= static_cast<size_t>(config().concurrency)) {
+    if (!wake || *freed < *wake) wake = freed;
+  }
+  // Timeouts and deadlines fire whatever else waits, a penalty included.
+  if (!deadlines.empty() && (!wake || deadlines.begin()->first < *wake)) wake = deadlines.begin()->first;
+  if (auto due = queue.next_deadline(); due && (!wake || due->first < *wake)) wake = due->first;
+  record_slots();
+  record_refunds();
+  record_reservation();
+  record_released();
+  if (released_due && (!wake || *released_due < *wake)) wake = released_due;
+  if (auto due = slots.write_due(); due && (!wake || *due < *wake)) wake = due;
+  if (refunds_due && (!wake || *refunds_due < *wake)) wake = refunds_due;
+  if (auto due = reservations.wake(now); due && (!wake || *due < *wake)) wake = due;
+  history.hold(queue.size(), running);
+}
+
+void Scheduler::start_what_can() {
+  while (true) {
+    Ticket t = 0;
+    bool from_queue = false;
+    if (!backoff.empty() && backoff.begin()->first <= now) {
+      // Keep due retries in ticket order however their delays interleave.
+      while (!backoff.empty() && backoff.begin()->first <= now) {
+        ready.insert(backoff.begin()->second);
+        calls[backoff.begin()->second].phase = Phase::Ready;
+        backoff.erase(backoff.begin());
+      }
+    }
+    if (!ready.empty()) {
+      t = *ready.begin();
+      if (too_large(calls[t])) {
+        // The limit was lowered while its callback ran (reject_oversized
+        // spares running calls), and now it can never fit. No queued
+        // caller gets here: arrive checks the cost against the limit, and
+        // every config change rejects the queued callers that no longer fit.
+        reject(t, ErrorCode::CostTooLarge);
+        ready.erase(ready.begin());
+        release(t);
+        continue;
+      }
+    } else {
+      t = queue.head();
+      if (t == 0 || active >= static_cast<size_t>(config().concurrency)) break;
+      from_queue = true;
+    }
+    Call& c = calls[t];
+    if (penalty.pending()) {
+      wake = penalty.until();
+      break;
+    }
+    // All or nothing: it starts when it fits in every window, and waits
+    // for the latest of them (exact: each log knows when enough expires).
+    Millis fits = now;
+    for (const Window& w : windows) fits = std::max(fits, w.log.fits_at(c.cost_in(w.unit), w.limit, w.ms, now));
+    if (fits > now) {
+      wake = fits;
+      break;
+    }
+    const bool covered = reservations.covers(c, windows, now);
+    // Dated when its callback will have left, as far as the recent lags tell.
+    const Millis dated = dating ? now + lags.allowance() : now;
+    c.n_takes = 0;
+    for (Window& w : windows) {
+      Take& take = c.takes[c.n_takes++];
+      take = Take{w.key, w.epoch, 0, c.cost_in(w.unit), w.incarnation};
+      if (take.reserved > 0) {
+        take.at =
+            (covered ? take_unwritten(w, take.reserved, dated) : grant(w, take.reserved, std::nullopt, dated)).at;
+        newest_take = std::max(newest_take, take.at);
+        reservations.noted_take(w.key, take.reserved);
+        history.charge(w.key, take.reserved);
+      }
+    }
+    reservations.noted_start(now);
+    // Rows owed (refunds, takes moved to their release) wait for the next
+    // step that stores while the caller keeps its pace, as the record does.
+    if (reservations.on() && refunds_due) refunds_due = std::max(*refunds_due, now + reservations.idle_ms());
+    if (from_queue) {
+      queue.pop(t, c);
+      ++active;
+    } else {
+      ready.erase(ready.begin());
+    }
+    c.phase = Phase::Running;
+    ++c.attempt;
+    ++running;
+    // Keyed by the primary's grant time, where every call takes (unless a
+    // reconfigure changed the default unit under a queued call: then now).
+    slot_started(t, c, c.takes[0].reserved > 0 ? c.takes[0].at : now);
+    act(ActionKind::Start, t, c.attempt);
+    note_unreleased(t, c);
+    if (c.attempt == 1) history.started(now - c.arrived_at);
+  }
+}
+
+void Scheduler::reject_oversized() {
+  std::vector<Ticket> oversized;
+  queue.for_each([&](Ticket t) {
+    auto it = calls.find(t);
+    if (it != calls.end() && too_large(it->second)) oversized.push_back(t);
+  });
+  for (Ticket t : oversized) drop_queued(t, ErrorCode::CostTooLarge);
+  for (auto it = ready.begin(); it != ready.end();) {
+    if (too_large(calls[*it])) {
+      reject(*it, ErrorCode::CostTooLarge);
+      release(*it);
+      it = ready.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = backoff.begin(); it != backoff.end();) {
+    if (too_large(calls[it->second])) {
+      reject(it->second, ErrorCode::CostTooLarge);
+      release(it->second);
+      it = backoff.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Scheduler::build_windows(const Config& config) {
+  std::vector<Window> old = std::move(windows);
+  windows.clear();
+  auto carried = [&](const std::string& name, const std::string& unit) -> Window {
+    for (auto it = old.begin(); it != old.end(); ++it) {
+      if (it->name == name && units[static_cast<size_t>(it->unit)] == unit) {
+        Window w = std::move(*it);
+        old.erase(it);
+        return w;
+      }
+    }
+    Window w;
+    w.epoch = next_epoch++;
+    w.incarnation = w.epoch;
+    return w;
+  };
+  Window primary = old.empty() || old[0].key != 0 ? Window{} : std::move(old[0]);
+  if (!old.empty() && old[0].key == 0) old.erase(old.begin());
+  if (primary.epoch == 0) primary.incarnation = primary.epoch = next_epoch++;
+  primary.name = kPrimaryWindow;
+  primary.key = 0;
+  primary.unit = unit_index(config.bucket.unit);
+  primary.limit = config.bucket.limit_per_window;
+  primary.ms = config.bucket.window_ms;
+  windows.push_back(std::move(primary));
+  for (const WindowConfig& wc : config.windows) {
+    Window w = carried(wc.name, wc.unit);
+    w.name = wc.name;
+    w.cap = kMaxExtraLogEntries;
+    w.key = key_of(wc.name);
+    w.unit = unit_index(wc.unit);
+    w.limit = wc.limit_per_window;
+    w.ms = wc.window_ms;
+    windows.push_back(std::move(w));
+  }
+  for (const Window& gone : old) write(WriteKind::ClearGrants, 0, 0, gone.key);
+}
+
+void Scheduler::apply_config(ParsedConfig parsed) {
+  cfg = std::move(parsed);
+  build_windows(cfg->config);
+  write(WriteKind::PutConfig);
+  reject_oversized();
+}
+
+Ticket Scheduler::enqueue(Call c, const Waiting& waiting, Millis at) {
+  advance(at);
+  const Ticket t = next_ticket++;
+  c.arrived_at = now;
+  history.arrived();
+  c.priority = static_cast<int32_t>(waiting.priority);
+  if (waiting.max_retries) c.max_retries = static_cast<int32_t>(*waiting.max_retries);
+  queue.note_before(c, counted_unit_indices());
+  if (waiting.max_wait_ms) {
+    c.wait_until = now + static_cast<Millis>(*waiting.max_wait_ms);
+    // Accepted on the cheap bound when even it is within the deadline.
+    const Millis start = predict_at_most(c) <= c.wait_until ? now : predict(c);
+    if (start > c.wait_until) {
+      reject(t, ErrorCode::DeadlineExceeded, start - now);
+      serve();
+      return t;
+    }
+  }
+  auto [it, inserted] = calls.emplace(t, c);
+  queue.push(t, it->second);
+  serve();
+  return t;
+}
+
+Error Scheduler::not_configured() const {
+  return Error::make(ErrorCode::NoSuchLimiter, ErrorKind::Error,
+                     "this limiter has not been configured: call configure(name, config) first");
+}
+
+Error Scheduler::unknown_ticket(Ticket t, const char* what) const {
+  return Error::make(ErrorCode::UnknownTicket, ErrorKind::RangeError,
+                     std::string(what) + " for ticket " + std::to_string(t) + ", which has no running attempt");
+}
+
+Call* Scheduler::end_attempt(Ticket t, Millis at) {
+  Call* c = running_call(t);
+  if (!c) return nullptr;
+  attempt_ended(t, *c);
+  advance(at);
+  return c;
+}
+
+Call* Scheduler::running_call(Ticket t) {
+  auto it = calls.find(t);
+  return it != calls.end() && it->second.phase == Phase::Running ? &it->second : nullptr;
+}
+
+bool Scheduler::settle_if_abandoned(Ticket t, Call& c) {
+  if (c.caller == Caller::Waiting) return false;
+  if (c.caller == Caller::Cancelled) reject(t, ErrorCode::Cancelled);
+  release(t);
+  return true;
+}
+
+void Scheduler::retry_after(Ticket t, Call& c, Millis delay) {
+  if (c.withdrawn) {
+    reject(t, ErrorCode::Cancelled);
+    release(t);
+  } else if (delay <= 0) {
+    c.phase = Phase::Ready;
+    ready.insert(t);
+  } else {
+    c.phase = Phase::Backoff;
+    c.due = now + delay;
+    backoff.emplace(c.due, t);
+  }
+}
+
+}  // namespace drl::internal

@@ -1,0 +1,437 @@
+// The scheduler: the engine's state and the steps that drive its
+// components. Every public event of drl::Engine (engine.cpp) moves time
+// forward (advance), changes calls, then ends with serve(), which starts
+// what may start, decides what the step stores, and when to wake next.
+//
+// Its parts own their state and say so at the top of their headers:
+//   wait_queue.h    the queue of first starts, by priority, with deadlines
+//   slots_record.h  which attempts may still run after a restart
+//   reservations.h  covering reservations (rows a step may defer)
+//   penalty.h       the shared pause and its lift; retry delays
+//   release_lags.h  how far ahead of its start a take is dated
+//   history.h       what happened, per interval
+//   arguments.h     the rules for a caller's arguments
+// What is left here is what ties them together: the calls and their
+// phases, the windows (window.h) and their logs, and the rows each step
+// writes. The step functions live in four files:
+//   scheduler.cpp          admission, starts, the queue, timeouts, config
+//   scheduler_writes.cpp   the rows and records a step stores
+//   scheduler_release.cpp  takes dated when their callbacks leave
+//   scheduler_usage.cpp    costs, usage reports and learned headers
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "arguments.h"
+#include "call.h"
+#include "drl/config.h"
+#include "drl/engine.h"
+#include "history.h"
+#include "penalty.h"
+#include "release_lags.h"
+#include "reservations.h"
+#include "sliding_log.h"
+#include "slots_record.h"
+#include "wait_queue.h"
+#include "window.h"
+
+namespace drl::internal {
+
+// The release mark when every start has been released: beyond any row's
+// date (the largest integer a JS number holds exactly).
+constexpr Millis kEveryRowReleased = 9'007'199'254'740'991;
+
+struct Restoring {
+  Millis latest_base = 0;                       // max(now, forced_until): a grant may be dated up to a grid step later
+  std::optional<std::string> reservation_text;  // the reservation record as stored (restore_reservation)
+  std::array<bool, kMaxWindows> changed{};      // some row of that window had to be dropped or adjusted
+  std::vector<int> stale_keys;                  // windows with stored rows the config no longer has
+  std::optional<Millis> released_before;        // the release mark as stored (restore_released)
+};
+
+// A started attempt whose callback the host has not yet reported as gone
+// out (Engine::released): what it took, so the release can move its takes
+// to when the callback really left.
+struct Unreleased {
+  uint64_t seq = 0;  // its number among the starts (Scheduler::starts_emitted)
+  Ticket ticket = 0;
+  uint32_t attempt = 0;
+  Millis decided = 0;   // when the engine started it
+  Millis first_at = 0;  // the earliest date among its takes (now, when it took nothing)
+  std::array<Take, kMaxWindows> takes{};
+  uint8_t n_takes = 0;
+  uint8_t shadowed = 0;  // bit i: takes[i] is a charge of its own, not the attempt's take
+};
+
+struct Scheduler {
+  std::optional<ParsedConfig> cfg;
+  std::string empty_text;
+  Millis now = 0;  // the latest time seen; time never goes backwards
+
+  std::vector<Window> windows;        // [0] the primary window; empty when unconfigured
+  std::vector<std::string> keys{""};  // window names by write number, append-only (0: the primary)
+  std::vector<std::string> units;     // unit names by index, append-only
+  uint64_t next_epoch = 1;
+  Penalty penalty;  // the shared pause and its lift (penalty.h)
+
+  Calls calls;
+  WaitQueue queue{calls};                 // first starts: by priority (highest first), then arrival
+  std::multimap<Millis, Ticket> backoff;  // retries waiting out their delay
+  std::set<Ticket> ready;                 // retries due, served oldest ticket first
+  size_t active = 0;
+  size_t running = 0;
+  Ticket next_ticket = 1;
+  std::optional<Millis> wake;
+
+  std::multimap<Millis, Ticket> deadlines;  // running attempts by when they time out
+  SlotsRecord slots;                        // what may still run after a restart (slots_record.h)
+
+  std::vector<Write> writes;
+  std::vector<Action> actions;
+
+  // Grants a usage refunded, by (window key, time), not yet rewritten in
+  // storage. A refund only lowers a count, so its row can wait for a step
+  // that stores something anyway (a take's grant, usually the very next
+  // call), instead of a commit of its own per call; a bucket that goes
+  // quiet writes them kIdleSlotsWriteMs later.
+  std::vector<std::pair<int, Millis>> refunds;
+  std::optional<Millis> refunds_due;
+  bool moved_unwritten = false;  // refunds hold a take moved to its release (see take_deferred)
+
+  Reservations reservations;  // covering reservations (reservations.h)
+
+  std::optional<Restoring> restoring;  // between restore_begin and restore_end
+
+  // ---- grants dated when their callbacks leave (Engine::released) ----------
+  // Starts not yet released, oldest first (the host invokes callbacks in
+  // the order they started, so they are released in that order too).
+  bool dating = false;  // Engine::set_release_dating
+  std::deque<Unreleased> unreleased;
+  uint64_t starts_emitted = 0;  // kept across restores: the host's marks stay valid
+  ReleaseLags lags;             // how far ahead of its decision a take is dated (release_lags.h)
+  Millis newest_take = 0;       // the latest date a callback's take was given
+  // The release mark as last written (PutReleased), and the latest date of
+  // any grant row written: a mark that moved past a row written at or after
+  // the stored one is worth writing (once quiet, kIdleSlotsWriteMs later).
+  std::optional<Millis> released_stored;
+  Millis newest_row = 0;
+  Millis last_start_at = 0;
+  std::optional<Millis> released_due;
+
+  History history;  // what happened, per interval (history.h)
+
+  // Grants: drop unreadable rows, round toward the safe side, cap amounts at
+  // the largest limit any config allows (a smaller current limit is no sign
+  // of damage: the limit may have been lowered after the take, and may be
+  // raised again), pull grants dated beyond any legitimate future back to it.
+  void restore_row(size_t w, double at_raw, double amount_raw);
+
+  const Config& config() const { return cfg->config; }
+  int64_t limit() const { return windows[0].limit; }
+  int64_t window() const { return windows[0].ms; }
+  SlidingLog& log() { return windows[0].log; }
+  const SlidingLog& log() const { return windows[0].log; }
+
+  void write(WriteKind kind, Millis at = 0, int64_t amount = 0, int window_key = 0);
+
+  int unit_index(const std::string& name);
+  // The unit's index if some window counts it, else -1.
+  int counted_unit(std::string_view name) const;
+  int key_of(const std::string& name);
+  // The indices of the units the windows count, each once.
+  std::vector<int> counted_unit_indices() const;
+  // The units the windows count, the default unit first (stats' `units`).
+  std::vector<std::string> counted_units() const;
+  // "requests, tokens": the same, for messages.
+  std::string unit_list() const;
+  // The first window whose limit the call's cost exceeds, if any.
+  const Window* too_large(const Call& c) const;
+  // Stores the penalty as it stands.
+  void put_penalty();
+  void act(ActionKind kind, Ticket t, uint32_t attempt);
+  void reject(Ticket t, ErrorCode code, int64_t status = 0);
+
+  // Moves time forward to `t` (never back), times out attempts, frees
+  // restored slots that can no longer be running, lifts a due penalty,
+  // expires grants.
+  void advance(Millis t);
+
+  // ---- slots that survive a restart ----------------------------------------
+
+  int64_t timeout() const { return config().attempt_timeout_ms; }
+
+  void slot_started(Ticket t, Call& c, Millis at);
+
+  // The attempt is no longer running: its deadline goes, and the record
+  // holds its slot until rewritten (a release recorded late only holds a
+  // slot longer after a crash).
+  void attempt_ended(Ticket t, Call& c);
+
+  // An attempt that has not reported by its deadline is settled: not
+  // retried (its work may have reached the upstream) and its slot freed. A
+  // report that arrives later finds no running attempt and changes nothing.
+  void time_out_attempts();
+
+  void free_restored_slots() { active -= static_cast<size_t>(slots.free_expired(now, timeout())); }
+
+  // While a reservation record is in force the slots record covers starts as
+  // long as it does, so a sequential caller's starts do not rewrite it more
+  // often than the record is renewed (held longer after a crash: the safe side).
+  Millis cover_span() const;
+
+  // Whether this step deletes expired rows.
+  bool expiring() const;
+
+  bool stores_anyway() const;
+
+  // Writes the slots record with this step (see slots_record.h).
+  void write_record();
+
+  void record_slots();
+
+  // ---- grants dated when their callbacks leave (Engine::released) ----------
+  //
+  // The engine decides a start at `now`, but its callback leaves the object
+  // only when the commit before it is durable. A window must count the take
+  // from when the work left, so each take is dated `allowance` ahead (the
+  // largest recent lag: most releases land before it, and nothing is
+  // rewritten for them), and a release that comes later still moves its
+  // takes to the release (grant rows written now; the old rows shrink with
+  // the next step that stores). A later date only holds units longer: the
+  // safe side.
+  //
+  // For a restart, the release mark: every row dated before it is dated no
+  // earlier than its callback left. It rides on steps that store anyway; a
+  // bucket gone quiet with rows past the stored mark writes it alone once,
+  // kIdleSlotsWriteMs later, so an eviction after a quiet spell restores
+  // every row as dated.
+
+  void note_unreleased(Ticket t, const Call& c);
+
+  // Rows dated before this are dated no earlier than their callbacks left:
+  // every row, when every start has been released (a row written for a
+  // later start comes with a new mark, in the same step).
+  // (The oldest start's takes are not always the earliest dated: a take held
+  // back from expiring moves later while younger ones stay.)
+  Millis release_mark() const;
+
+  // A report proves the attempt's callback left, by `at` at the latest: if
+  // the host has not said so yet, it is released now (with every start
+  // before it, which left before it did), before its usage is settled.
+  void release_reported(Ticket t, Millis at);
+
+  void release_through(uint64_t through);
+
+  // Moves the takes of unreleased start `u` dated before `to` to `to`
+  // (`to` >= now): at its release, or while it still waits for one, before
+  // a take would leave its window (see hold_unreleased). While its attempt
+  // runs, the attempt's own take moves (its grant shrinks where it was
+  // dated, and its usage will refund it where it now is); otherwise (an
+  // attempt already over, a log replaced since) the whole take is charged
+  // again at `to`, and this record owns that charge from then on: more
+  // counted, never less.
+  // `defer`: the moved rows are written with the next step that stores (a
+  // release, whose old rows are still live); else now (a take held back from
+  // expiring, whose old row is being deleted as expired in this very step).
+  void move_takes(Unreleased& u, Millis to, bool defer);
+
+  // Takes `amount` in `w` dated `dated` (>= now), its row written with the
+  // next step that stores, with the rows it was moved from (refunds): until
+  // then storage holds the take at its earlier date, which the release mark
+  // still covers (the mark moves past it only in a step that writes both).
+  internal::Grant take_deferred(Window& w, int64_t amount, Millis dated);
+
+  // A start whose callback has not left yet must not leave its windows: a
+  // take about to expire (its date + window reached) moves to now, and so
+  // stays counted until its release dates it for good. Runs before expiry.
+  void hold_unreleased();
+
+  Window* window_by_key(int key);
+
+  // At the end of a step: the release mark rides on a step that stores
+  // anyway; when it has moved past rows stored at or after the mark in
+  // storage, it is written alone once the bucket has been quiet a while.
+  void record_released();
+
+  // ---- covering reservations (reservations.h) ------------------------------
+
+  // Takes `amount` in `w` now, its row owed to the next record's step.
+  internal::Grant take_unwritten(Window& w, int64_t amount, Millis dated);
+
+  // Writes every row takes under the record left behind, as the logs now
+  // hold them, and a new record (`keep`: sized to the recent rate; else
+  // none), in the same step: rows written under the old record would
+  // otherwise be counted twice by a restore (as rows and in the record).
+  void write_reservation(bool keep);
+
+  // At the end of a step (see Reservations::step).
+  void record_reservation();
+
+  // At lift at most penaltyRefillFraction of the limit is available: the log
+  // becomes one grant dated at the deadline carrying the larger of the floor
+  // and what was still live then, so real takes keep counting.
+  // Rewrites the rows of the grants refunds shrank, as the logs now hold
+  // them (a grant refunded to zero, merged away or expired is deleted).
+  void flush_refunds();
+
+  // At the end of a step: refunds ride on a step that stores something
+  // anyway, or are written alone once the bucket has been quiet a while.
+  void record_refunds();
+
+  // Writes the row of each (window key, time) as the logs now hold it: its
+  // amount, or a delete when the grant is gone (refunded to zero, merged
+  // away, expired). `expired_stay`: an expired row is left alone (the batched
+  // expiry deletes it, or it was never stored).
+  template <typename Rows>
+  void rewrite_rows(const Rows& rows, bool expired_stay) {
+    for (const auto& [key, at] : rows) {
+      for (const Window& w : windows) {
+        if (w.key != key) continue;
+        const auto& grants = w.log.grants();
+        auto g = std::lower_bound(grants.begin(), grants.end(), at, [](const Grant& x, Millis t) { return x.at < t; });
+        if (g != grants.end() && g->at == at) {
+          write(WriteKind::PutGrant, at, g->amount, key);
+        } else if (!expired_stay || at + w.ms > now) {
+          write(WriteKind::DeleteGrant, at, 0, key);
+        }
+      }
+    }
+  }
+
+  // Every window is refilled this way.
+  void lift();
+
+  double refill_fraction() const { return config().bucket.penalty_refill_fraction; }
+
+  void penalise(Millis delay);
+
+  // The call's own maxRetries when it set one, else the bucket's as it is now.
+  int64_t max_retries_of(const Call& c) const;
+  bool attempts_remain(const Call& c) const { return static_cast<int64_t>(c.attempt) <= max_retries_of(c); }
+
+  void release(Ticket t);
+
+  // A queued call leaves without starting: rejected with `code`.
+  void drop_queued(Ticket t, ErrorCode code, int64_t status = 0);
+
+  // ---- predictions ---------------------------------------------------------
+
+  // The earliest time the r-th unit (from 0) of the queued demand in window
+  // `w` can be taken if every unit is taken as early as possible: the
+  // window frees its i-th unit at S[i] (now if free, else when enough of
+  // the log expires: fits_at), and a unit taken at t frees again at t + W,
+  // so unit r comes no earlier than S[r mod L] + floor(r / L) * W. During a
+  // penalty the log is the one the lift will leave.
+  Millis unit_free_at(const Window& w, int64_t r) const;
+
+  // An upper bound on predict(c), in O(levels) per window: unit r frees no
+  // later than the last grant's expiry (or the lifted grant's) plus its rounds.
+  Millis predict_at_most(const Call& c) const;
+
+  // When the queued (or arriving) call `c` could start at the earliest: the
+  // latest over its windows, no earlier than now or a pending lift.
+  Millis predict(const Call& c) const;
+
+  // Queued calls whose deadline has come (or, overdue_only, passed before
+  // now) are rejected with their predicted wait. True if any was.
+  bool expire_waits(bool overdue_only = false);
+
+  // Starts every waiting call that may start now, strictly in order: due
+  // retries (oldest ticket first; they already hold a slot and arrived before
+  // anyone queued), then the queue. A head that cannot go blocks the rest.
+  void serve();
+
+  // Starts every waiting call that may start now, strictly in order (see
+  // serve); sets `wake` to when the first that cannot could.
+  void start_what_can();
+
+  // Queued callers whose cost can no longer fit are rejected, not left to
+  // wedge the queue forever.
+  void reject_oversized();
+
+  // Takes `amount` in window `w` now (on its grid), or dated `at` (<= now),
+  // keeping its log bounded.
+  // `dated`: when the take counts from, if later than now (a callback's take
+  // is dated ahead by the release allowance).
+  internal::Grant grant(Window& w, int64_t amount, std::optional<Millis> at = std::nullopt,
+                        std::optional<Millis> dated = std::nullopt);
+
+  // The windows of a new config. The primary keeps its log; an extra window
+  // keeps its log when the new config has a window of that name counting the
+  // same unit; any other extra window's rows are deleted.
+  void build_windows(const Config& config);
+
+  void apply_config(ParsedConfig parsed);
+
+
+  // A new caller joins the queue, unless its predicted start is already
+  // later than it will wait: then it is rejected in this step, never queued.
+  Ticket enqueue(Call c, const Waiting& waiting, Millis at);
+
+  // ---- costs and usage ----------------------------------------------------
+
+  static std::string unit_text(int64_t n, const std::string& unit) { return std::to_string(n) + " " + unit; }
+
+  // A call's costs as given: 1 to kMaxWindows units a window counts, each
+  // an integer >= 0; the default unit is 1 unless given (0 takes none of
+  // it). The same rule as the client's (shim/rules.ts unitCostsProblem).
+  Expected<Call> costed(const Amounts& cost);
+
+  // Checks a report's usage against the windows; nullopt when it is usable.
+  std::optional<Error> usage_problem(const Amounts& usage) const;
+
+  // Corrects the attempt's reservations by what it really used. A refund
+  // shrinks the grant the attempt took, where it is dated, if that grant is
+  // still live in the same log (else it is kept: the safe side); an excess is
+  // charged as a new grant now, and may put the window in debt.
+  void settle_usage(const Call& c, const Amounts& usage);
+
+  // ---- learning from the upstream's headers -----------------------------
+
+  // The window a reported dimension corrects: the config's map, else the
+  // defaults (see LearnConfig); nullptr when none.
+  Window* window_for(const std::string& dimension);
+
+  // Reads the attempt's rate-limit headers (learn): for each window a
+  // dimension maps to, the upstream's remaining less what this bucket
+  // admitted there since the attempt started (the upstream may not have
+  // counted those yet) is what it still allows; if that is less than the
+  // window's own remaining, the difference is recorded as used (an observed
+  // grant, dated so it leaves the window no earlier than the upstream's
+  // reset, else one window from now). A remaining of 0 with a known reset
+  // pauses the bucket until then. Never loosens anything.
+  void learn_from(const Call& c, std::string_view text);
+
+  Error not_configured() const;
+
+  Error unknown_ticket(Ticket t, const char* what) const;
+
+  // The running attempt of `t` has ended (reported, threw, or its caller is
+  // gone): its slot record and deadline go, then time moves on. nullptr if
+  // `t` has no running attempt.
+  Call* end_attempt(Ticket t, Millis at);
+
+  // Finds a call whose callback is running; nullptr if there is none.
+  Call* running_call(Ticket t);
+
+  // Common ending of a running attempt for a caller that is gone.
+  bool settle_if_abandoned(Ticket t, Call& c);
+
+  // The call's attempt failed in a way that is retried: it waits `delay`,
+  // holding its slot. A caller that gave up while it ran gets Cancelled
+  // instead, and its slot goes back.
+  void retry_after(Ticket t, Call& c, Millis delay);
+};
+
+}  // namespace drl::internal

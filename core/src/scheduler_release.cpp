@@ -1,0 +1,143 @@
+#include "scheduler.h"
+
+namespace drl::internal {
+
+void Scheduler::note_unreleased(Ticket t, const Call& c) {
+  if (!dating) return;
+  last_start_at = now;
+  Unreleased u;
+  u.seq = ++starts_emitted;
+  u.ticket = t;
+  u.attempt = c.attempt;
+  u.decided = now;
+  u.first_at = now + lags.allowance();
+  for (uint8_t i = 0; i < c.n_takes; ++i) {
+    if (c.takes[i].reserved <= 0) continue;
+    u.takes[u.n_takes++] = c.takes[i];
+    u.first_at = std::min(u.first_at, c.takes[i].at);
+  }
+  unreleased.push_back(u);
+}
+
+Millis Scheduler::release_mark() const {
+  Millis mark = kEveryRowReleased;
+  for (const Unreleased& u : unreleased) mark = std::min(mark, u.first_at);
+  return mark;
+}
+
+void Scheduler::release_reported(Ticket t, Millis at) {
+  if (unreleased.empty()) return;
+  const Call* c = running_call(t);
+  if (c == nullptr) return;
+  for (const Unreleased& u : unreleased) {
+    if (u.ticket != t || u.attempt != c->attempt) continue;
+    advance(at);
+    release_through(u.seq);
+    return;
+  }
+}
+
+void Scheduler::release_through(uint64_t through) {
+  while (!unreleased.empty() && unreleased.front().seq <= through) {
+    Unreleased u = unreleased.front();
+    unreleased.pop_front();
+    lags.sample(now - u.decided);
+    move_takes(u, now, /*defer=*/true);
+  }
+}
+
+void Scheduler::move_takes(Unreleased& u, Millis to, bool defer) {
+  if (!cfg) return;
+  auto it = calls.find(u.ticket);
+  Call* c = it != calls.end() && it->second.attempt == u.attempt && it->second.phase == Phase::Running ? &it->second
+                                                                                                       : nullptr;
+  Millis first = to;
+  for (uint8_t i = 0; i < u.n_takes; ++i) {
+    Take& was = u.takes[i];
+    Window* w = window_by_key(was.key);
+    if (w == nullptr || w->incarnation != was.incarnation) continue;
+    if (was.at >= to) {
+      first = std::min(first, was.at);
+      continue;
+    }
+    Take* take = nullptr;
+    const bool shadow = (u.shadowed >> i) & 1U;
+    if (c != nullptr && !shadow && w->epoch == was.epoch) {
+      for (uint8_t k = 0; k < c->n_takes; ++k) {
+        if (c->takes[k].key == was.key && c->takes[k].at == was.at) take = &c->takes[k];
+      }
+    }
+    if ((take != nullptr || (shadow && w->epoch == was.epoch)) && w->log.shrink(was.at, was.reserved)) {
+      refunds.emplace_back(w->key, was.at);  // lowered with the next step that stores
+    } else {
+      take = nullptr;  // charged again; the attempt keeps its own take
+    }
+    const internal::Grant g = defer ? take_deferred(*w, was.reserved, to) : grant(*w, was.reserved, std::nullopt, to);
+    if (take != nullptr) {
+      take->at = g.at;
+      u.shadowed &= static_cast<uint8_t>(~(1U << i));
+    } else {
+      u.shadowed |= static_cast<uint8_t>(1U << i);
+    }
+    was.at = g.at;
+    was.epoch = w->epoch;
+    first = std::min(first, g.at);
+    newest_take = std::max(newest_take, g.at);
+  }
+  u.first_at = first;
+}
+
+internal::Grant Scheduler::take_deferred(Window& w, int64_t amount, Millis dated) {
+  const internal::Grant g = w.log.take(amount, w.ms, std::max(now, dated), w.cap);
+  refunds.emplace_back(w.key, g.at);
+  moved_unwritten = true;
+  while (static_cast<int64_t>(w.log.size()) > w.cap) {
+    auto [deleted, merged] = w.log.merge_oldest();
+    write(WriteKind::DeleteGrant, deleted, 0, w.key);
+    write(WriteKind::PutGrant, merged.at, merged.amount, w.key);
+  }
+  return g;
+}
+
+void Scheduler::hold_unreleased() {
+  if (unreleased.empty() || !cfg) return;
+  Millis shortest = windows[0].ms;
+  for (const Window& w : windows) shortest = std::min(shortest, w.ms);
+  for (Unreleased& u : unreleased) {
+    if (u.first_at + shortest > now) continue;
+    bool due = false;
+    for (uint8_t i = 0; i < u.n_takes && !due; ++i) {
+      const Window* w = window_by_key(u.takes[i].key);
+      due = w != nullptr && u.takes[i].at + w->ms <= now;
+    }
+    if (due) move_takes(u, now, /*defer=*/false);
+  }
+}
+
+void Scheduler::record_released() {
+  if (!cfg || !dating) {
+    released_due.reset();
+    return;
+  }
+  const Millis mark = release_mark();
+  if (released_stored == mark) {
+    released_due.reset();
+    return;
+  }
+  const bool behind = !released_stored || newest_row >= *released_stored;
+  // Quiet: no start for as long as a reservation would stay in force (a
+  // sequential caller's pace keeps putting it off; its renewals carry it).
+  const Millis quiet = last_start_at + std::max(kIdleSlotsWriteMs, reservations.idle_ms());
+  if (stores_anyway() || (behind && now >= quiet)) {
+    if (!refunds.empty()) flush_refunds();  // the moved rows the mark now vouches for
+    write(WriteKind::PutReleased, mark);
+    released_stored = mark;
+    released_due.reset();
+  } else if (!behind) {
+    released_due.reset();
+  } else {
+    released_due = quiet;
+  }
+}
+
+}  // namespace drl::internal

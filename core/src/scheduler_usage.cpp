@@ -1,0 +1,164 @@
+#include "scheduler.h"
+
+#include <nlohmann/json.hpp>
+
+#include "drl/ratelimit_headers.h"
+#include "drl/retry_after.h"
+
+namespace drl::internal {
+
+Expected<Call> Scheduler::costed(const Amounts& cost) {
+  if (cost.empty()) {
+    return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                       "cost names no unit (received {}): give a number, or at least one unit such as { tokens: "
+                       "1200 }");
+  }
+  if (cost.size() > kMaxWindows) {
+    return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                       "cost must name at most " + std::to_string(kMaxWindows) + " units, one per window (received " +
+                           std::to_string(cost.size()) + ")");
+  }
+  Call c;
+  const int default_unit = windows[0].unit;
+  c.costs[c.n_costs++] = {default_unit, 1};
+  for (const Amount& a : cost) {
+    const int unit = counted_unit(a.unit);
+    if (unit < 0 && !valid_name(a.unit)) {
+      return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                         "cost has the key " + nlohmann::json(a.unit).dump() +
+                             ", which is not a unit name (a letter, then at most 31 letters, digits, _ or -)");
+    }
+    if (unit < 0) {
+      return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                         "cost names unit " + nlohmann::json(a.unit).dump() +
+                             ", which no window counts (units: " + unit_list() + ")");
+    }
+    if (auto problem = amount_problem(a.amount, "cost." + a.unit)) return *problem;
+    bool found = false;
+    for (uint8_t i = 0; i < c.n_costs; ++i) {
+      if (c.costs[i].first == unit) {
+        c.costs[i].second = static_cast<int64_t>(a.amount);
+        found = true;
+      }
+    }
+    if (!found && c.n_costs < kMaxWindows) c.costs[c.n_costs++] = {unit, static_cast<int64_t>(a.amount)};
+  }
+  if (const Window* w = too_large(c)) {
+    const std::string& unit = units[static_cast<size_t>(w->unit)];
+    return Error::make(ErrorCode::CostTooLarge, ErrorKind::RangeError,
+                       "cost " + unit_text(c.cost_in(w->unit), unit) + " exceeds window " +
+                           nlohmann::json(w->name).dump() + "'s limitPerWindow " + std::to_string(w->limit) +
+                           ", so it could never be admitted");
+  }
+  return c;
+}
+
+std::optional<Error> Scheduler::usage_problem(const Amounts& usage) const {
+  for (const Amount& a : usage) {
+    if (counted_unit(a.unit) < 0) {
+      return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                         "usage names unit " + nlohmann::json(a.unit).dump() +
+                             ", which no window counts (units: " + unit_list() + ")");
+    }
+    if (!std::isfinite(a.amount) || a.amount < 0 || a.amount != std::floor(a.amount) || a.amount > kMaxUsage) {
+      return Error::make(
+          ErrorCode::InvalidArgument, std::isfinite(a.amount) ? ErrorKind::RangeError : ErrorKind::TypeError,
+          "usage." + a.unit + " must be an integer between 0 and " + std::to_string(static_cast<int64_t>(kMaxUsage)) +
+              " (received " + number_text(a.amount) + ")");
+    }
+  }
+  return std::nullopt;
+}
+
+void Scheduler::settle_usage(const Call& c, const Amounts& usage) {
+  for (Window& w : windows) {
+    const std::string& unit = units[static_cast<size_t>(w.unit)];
+    const Amount* used = nullptr;
+    for (const Amount& a : usage) {
+      if (a.unit == unit) used = &a;
+    }
+    if (!used) continue;
+    const int64_t real = static_cast<int64_t>(used->amount);
+    const Take* take = c.take_in(w.key);
+    // A take from an older window of this name reserved nothing in this one.
+    if (take && take->incarnation != w.incarnation) take = nullptr;
+    const int64_t reserved = take ? take->reserved : 0;
+    if (real < reserved) {
+      if (take->epoch != w.epoch || take->at + w.ms <= now) continue;
+      // Stored later (see flush_refunds): a row that still holds the
+      // refunded amount only over-counts until then, the safe side.
+      if (w.log.shrink(take->at, reserved - real)) {
+        refunds.emplace_back(w.key, take->at);
+        history.charge(w.key, real - reserved);
+      }
+    } else if (real > reserved) {
+      grant(w, real - reserved);
+      history.charge(w.key, real - reserved);
+    }
+  }
+}
+
+Window* Scheduler::window_for(const std::string& dimension) {
+  for (const auto& [d, name] : config().learn.map) {
+    if (d != dimension) continue;
+    for (Window& w : windows) {
+      if (w.name == name) return &w;
+    }
+  }
+  if (dimension == "default") return &windows[0];
+  // The first window counting a unit of that name, the primary first: a
+  // bucket whose default unit is tokens corrects its tokens window from
+  // "tokens", and no window from "requests" unless one counts requests.
+  for (Window& w : windows) {
+    if (units[static_cast<size_t>(w.unit)] == dimension) return &w;
+  }
+  return nullptr;
+}
+
+void Scheduler::learn_from(const Call& c, std::string_view text) {
+  const LearnConfig& learn = config().learn;
+  if (!learn.enabled) return;
+  std::vector<HeaderField> fields;
+  size_t i = 0;
+  while (i < text.size() && fields.size() < kMaxRateLimitHeaders) {
+    size_t end = text.find('\n', i);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(i, end - i);
+    i = end + 1;
+    const size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+    fields.push_back(HeaderField{line.substr(0, colon), value});
+  }
+  const HeaderConvention convention = header_convention(learn.headers).value_or(HeaderConvention::Auto);
+  for (const Observation& o : parse_rate_limit_headers(fields, convention, now)) {
+    Window* w = window_for(o.dimension);
+    if (w == nullptr) continue;
+    w->learned = Window::Learned{o.limit, o.remaining, o.reset_at_ms, now};
+    if (!o.remaining) continue;
+    // Admitted here since this attempt started, less its own take (which
+    // the upstream did count): the safe side counts the whole grant of
+    // that millisecond.
+    const Take* take = c.take_in(w->key);
+    const int64_t own = take != nullptr && take->epoch == w->epoch ? take->reserved : 0;
+    const int64_t since = std::max<int64_t>(0, w->log.live_at(1, c.started_at) - own);
+    const int64_t allows = *o.remaining - since;
+    // Dated so that it leaves the window at the upstream's reset (a reset
+    // more than a window away: now, so one window), never in the future.
+    const Millis at = o.reset_at_ms ? std::min<Millis>(*o.reset_at_ms - w->ms, now) : now;
+    if (at + w->ms <= now) continue;  // the reset has passed: nothing to hold
+    // The difference from what the window has left now is held until the
+    // reset. (Its own grants that leave before then free room the upstream
+    // may not have: holding against those too would treat every reset as
+    // "all at once", and a sliding upstream frees its units one by one;
+    // the next response corrects it.) A remaining of 0 so fills the window
+    // until the reset: every caller that needs it waits, before any 429,
+    // and it is free again at the reset (no penalty, whose lift would keep
+    // half the limit for another window).
+    const int64_t ours = std::max<int64_t>(0, w->limit - w->log.used());
+    if (allows < ours) grant(*w, ours - std::max<int64_t>(0, allows), at);
+  }
+}
+
+}  // namespace drl::internal

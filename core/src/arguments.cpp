@@ -38,9 +38,9 @@ std::optional<Error> waiting_problem(const Waiting& w) {
   if (w.max_wait_ms) {
     const double m = *w.max_wait_ms;
     if (!std::isfinite(m)) {
-      return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
-                         "maxWaitMs must be a finite number, or left out to wait as long as needed (received " +
-                             number_text(m) + ")");
+      return Error::make(
+          ErrorCode::InvalidArgument, ErrorKind::TypeError,
+          "maxWaitMs must be a finite number, or left out to wait as long as needed (received " + number_text(m) + ")");
     }
     if (m < 0 || m != std::floor(m) || m > static_cast<double>(kMaxDelayMs)) {
       return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
@@ -58,8 +58,8 @@ std::optional<Error> waiting_problem(const Waiting& w) {
     }
     if (r < 0 || r != std::floor(r) || r > static_cast<double>(kMaxRetries)) {
       return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
-                         "maxRetries must be an integer between 0 and " + std::to_string(kMaxRetries) +
-                             " (received " + number_text(r) + ")");
+                         "maxRetries must be an integer between 0 and " + std::to_string(kMaxRetries) + " (received " +
+                             number_text(r) + ")");
     }
   }
   return std::nullopt;

@@ -87,18 +87,9 @@ Expected<Ticket> Engine::arrive(const Amounts& cost, Millis now) { return arrive
 Expected<Ticket> Engine::arrive(double cost, const Waiting& waiting, Millis now) {
   if (!scheduler_->cfg) return scheduler_->not_configured();
   if (auto problem = internal::amount_problem(cost, "cost")) return *problem;
-  if (cost > static_cast<double>(scheduler_->limit())) {
-    return Error::make(ErrorCode::CostTooLarge, ErrorKind::RangeError,
-                       "cost " + internal::number_text(cost) + " exceeds limitPerWindow " +
-                           std::to_string(scheduler_->limit()) + ", so it could never be admitted");
-  }
   Call c;
   c.costs[c.n_costs++] = {scheduler_->windows[0].unit, static_cast<int64_t>(cost)};
-  if (const internal::Window* w = scheduler_->too_large(c)) {  // another window counting the default unit
-    return Error::make(ErrorCode::CostTooLarge, ErrorKind::RangeError,
-                       "cost " + internal::number_text(cost) + " exceeds window " + nlohmann::json(w->name).dump() +
-                           "'s limitPerWindow " + std::to_string(w->limit) + ", so it could never be admitted");
-  }
+  if (const internal::Window* w = scheduler_->too_large(c)) return scheduler_->cost_too_large(*w, c, false);
   if (auto problem = internal::waiting_problem(waiting)) return *problem;
   return scheduler_->enqueue(c, waiting, now);
 }

@@ -84,7 +84,8 @@ void Engine::restore_window_rows(std::string_view name, const double* rows, size
 
 void Engine::restore_slots(std::string_view slots_text) {
   if (scheduler_->restoring && scheduler_->cfg)
-    scheduler_->active += static_cast<size_t>(scheduler_->slots.restore(slots_text, scheduler_->now, scheduler_->timeout()));
+    scheduler_->active +=
+        static_cast<size_t>(scheduler_->slots.restore(slots_text, scheduler_->now, scheduler_->timeout()));
 }
 
 void Engine::restore_reservation(std::string_view text) {
@@ -132,7 +133,8 @@ void Engine::restore_end() {
     }
     if (changed) {
       scheduler_->write(WriteKind::ClearGrants, 0, 0, window.key);
-      for (const internal::Grant& g : window.log.grants()) scheduler_->write(WriteKind::PutGrant, g.at, g.amount, window.key);
+      for (const internal::Grant& g : window.log.grants())
+        scheduler_->write(WriteKind::PutGrant, g.at, g.amount, window.key);
     } else if (reserved_row && !scheduler_->reservations.on()) {
       scheduler_->write(WriteKind::PutGrant, reserved_row->at, reserved_row->amount, window.key);
     }
@@ -154,11 +156,11 @@ void Engine::restore_end() {
   scheduler_->serve();
 }
 
-
 void Engine::restore_history(const std::vector<HistoryRow>& rows, Millis now) {
   if (!scheduler_->cfg) return;
   scheduler_->history.advance(std::max(scheduler_->now, now));
-  scheduler_->history.restore(rows, [this](const std::string& name) { return name == kPrimaryWindow ? 0 : scheduler_->key_of(name); });
+  scheduler_->history.restore(
+      rows, [this](const std::string& name) { return name == kPrimaryWindow ? 0 : scheduler_->key_of(name); });
 }
 
 }  // namespace drl

@@ -144,7 +144,9 @@ std::vector<HistoryRow> Engine::history_closed() {
 
 std::optional<Millis> Engine::next_wake() const { return scheduler_->wake; }
 bool Engine::configured() const { return scheduler_->cfg.has_value(); }
-const std::string& Engine::config_text() const { return scheduler_->cfg ? scheduler_->cfg->text : scheduler_->empty_text; }
+const std::string& Engine::config_text() const {
+  return scheduler_->cfg ? scheduler_->cfg->text : scheduler_->empty_text;
+}
 std::string Engine::slots_text() const { return scheduler_->slots.text(); }
 std::string Engine::reservation_text() const { return scheduler_->reservations.text(scheduler_->windows); }
 bool Engine::release_dating() const { return scheduler_->dating; }
@@ -152,8 +154,9 @@ std::string Engine::running_slots_text() const { return scheduler_->slots.runnin
 
 const Config* Engine::config() const { return scheduler_->cfg ? &scheduler_->cfg->config : nullptr; }
 const std::string& Engine::window_key(int window) const {
-  return window >= 0 && static_cast<size_t>(window) < scheduler_->keys.size() ? scheduler_->keys[static_cast<size_t>(window)]
-                                                                      : scheduler_->empty_text;
+  return window >= 0 && static_cast<size_t>(window) < scheduler_->keys.size()
+             ? scheduler_->keys[static_cast<size_t>(window)]
+             : scheduler_->empty_text;
 }
 
 int Engine::unit_number(std::string_view unit) const {
@@ -163,8 +166,9 @@ int Engine::unit_number(std::string_view unit) const {
   return -1;
 }
 const std::string& Engine::unit_name(int unit) const {
-  return unit >= 0 && static_cast<size_t>(unit) < scheduler_->units.size() ? scheduler_->units[static_cast<size_t>(unit)]
-                                                                   : scheduler_->empty_text;
+  return unit >= 0 && static_cast<size_t>(unit) < scheduler_->units.size()
+             ? scheduler_->units[static_cast<size_t>(unit)]
+             : scheduler_->empty_text;
 }
 
 const std::vector<Write>& Engine::writes() const { return scheduler_->writes; }

@@ -165,9 +165,6 @@ Millis Scheduler::unit_free_at(const Window& w, int64_t r) const {
   } else {
     first = w.log.fits_at(i + 1, w.limit, w.ms, now);
   }
-  // Far beyond any real wait, and no overflow: a queue of 10^5 calls of
-  // 10^9 units each is 10^14 rounds.
-  constexpr Millis kFar = 1'000'000'000'000'000;  // ~31,700 years
   if (rounds > 0 && rounds > (kFar - first) / w.ms) return kFar;
   return first + rounds * w.ms;
 }
@@ -181,7 +178,6 @@ Millis Scheduler::predict_at_most(const Call& c) const {
     Millis last = w.log.empty() ? now : w.log.newest().at + w.ms;
     if (penalty.pending()) last = std::max(last, penalty.lifted_expiry(w.log, w.ms));
     const int64_t rounds = (demand - 1) / w.limit;
-    constexpr Millis kFar = 1'000'000'000'000'000;
     if (rounds > 0 && rounds > (kFar - last) / w.ms) return kFar;
     at = std::max(at, std::max(last, now) + rounds * w.ms);
   }
@@ -297,8 +293,7 @@ void Scheduler::start_what_can() {
       Take& take = c.takes[c.n_takes++];
       take = Take{w.key, w.epoch, 0, c.cost_in(w.unit), w.incarnation};
       if (take.reserved > 0) {
-        take.at =
-            (covered ? take_unwritten(w, take.reserved, dated) : grant(w, take.reserved, std::nullopt, dated)).at;
+        take.at = (covered ? take_unwritten(w, take.reserved, dated) : grant(w, take.reserved, std::nullopt, dated)).at;
         newest_take = std::max(newest_take, take.at);
         reservations.noted_take(w.key, take.reserved);
         history.charge(w.key, take.reserved);

@@ -74,6 +74,11 @@ struct Unreleased {
   uint8_t shadowed = 0;  // bit i: takes[i] is a charge of its own, not the attempt's take
 };
 
+// A predicted start beyond any real wait (~31,700 years), which no
+// arithmetic on it overflows: a queue of 10^5 calls of 10^9 units each is
+// 10^14 rounds of a window.
+constexpr Millis kFar = 1'000'000'000'000'000;
+
 struct Scheduler {
   std::optional<ParsedConfig> cfg;
   std::string empty_text;
@@ -278,9 +283,6 @@ struct Scheduler {
   // At the end of a step (see Reservations::step).
   void record_reservation();
 
-  // At lift at most penaltyRefillFraction of the limit is available: the log
-  // becomes one grant dated at the deadline carrying the larger of the floor
-  // and what was still live then, so real takes keep counting.
   // Rewrites the rows of the grants refunds shrank, as the logs now hold
   // them (a grant refunded to zero, merged away or expired is deleted).
   void flush_refunds();
@@ -309,7 +311,9 @@ struct Scheduler {
     }
   }
 
-  // Every window is refilled this way.
+  // The penalty's deadline has come: every window's log becomes the one
+  // grant Penalty::lifted() gives, so at most penaltyRefillFraction of each
+  // limit is free and real takes keep counting.
   void lift();
 
   double refill_fraction() const { return config().bucket.penalty_refill_fraction; }
@@ -374,18 +378,17 @@ struct Scheduler {
 
   void apply_config(ParsedConfig parsed);
 
-
   // A new caller joins the queue, unless its predicted start is already
   // later than it will wait: then it is rejected in this step, never queued.
   Ticket enqueue(Call c, const Waiting& waiting, Millis at);
 
   // ---- costs and usage ----------------------------------------------------
 
-  static std::string unit_text(int64_t n, const std::string& unit) { return std::to_string(n) + " " + unit; }
-
   // A call's costs as given: 1 to kMaxWindows units a window counts, each
   // an integer >= 0; the default unit is 1 unless given (0 takes none of
   // it). The same rule as the client's (shim/rules.ts unitCostsProblem).
+  // The error for a cost above window w's limit (see scheduler_usage.cpp).
+  Error cost_too_large(const Window& w, const Call& c, bool named_units) const;
   Expected<Call> costed(const Amounts& cost);
 
   // Checks a report's usage against the windows; nullopt when it is usable.

@@ -29,9 +29,9 @@ Expected<Call> Scheduler::costed(const Amounts& cost) {
                              ", which is not a unit name (a letter, then at most 31 letters, digits, _ or -)");
     }
     if (unit < 0) {
-      return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
-                         "cost names unit " + nlohmann::json(a.unit).dump() +
-                             ", which no window counts (units: " + unit_list() + ")");
+      return Error::make(
+          ErrorCode::InvalidArgument, ErrorKind::RangeError,
+          "cost names unit " + nlohmann::json(a.unit).dump() + ", which no window counts (units: " + unit_list() + ")");
     }
     if (auto problem = amount_problem(a.amount, "cost." + a.unit)) return *problem;
     bool found = false;
@@ -43,14 +43,20 @@ Expected<Call> Scheduler::costed(const Amounts& cost) {
     }
     if (!found && c.n_costs < kMaxWindows) c.costs[c.n_costs++] = {unit, static_cast<int64_t>(a.amount)};
   }
-  if (const Window* w = too_large(c)) {
-    const std::string& unit = units[static_cast<size_t>(w->unit)];
-    return Error::make(ErrorCode::CostTooLarge, ErrorKind::RangeError,
-                       "cost " + unit_text(c.cost_in(w->unit), unit) + " exceeds window " +
-                           nlohmann::json(w->name).dump() + "'s limitPerWindow " + std::to_string(w->limit) +
-                           ", so it could never be admitted");
-  }
+  if (const Window* w = too_large(c)) return cost_too_large(*w, c, true);
   return c;
+}
+
+// "cost 1001 tokens exceeds window "tpm"'s limitPerWindow 1000, ...": the
+// unit named when the caller named units, the window when it is not the
+// primary or units were named.
+Error Scheduler::cost_too_large(const Window& w, const Call& c, bool named_units) const {
+  std::string what = "cost " + std::to_string(c.cost_in(w.unit));
+  if (named_units) what += " " + units[static_cast<size_t>(w.unit)];
+  const std::string where =
+      w.key == 0 && !named_units ? "limitPerWindow " : "window " + nlohmann::json(w.name).dump() + "'s limitPerWindow ";
+  return Error::make(ErrorCode::CostTooLarge, ErrorKind::RangeError,
+                     what + " exceeds " + where + std::to_string(w.limit) + ", so it could never be admitted");
 }
 
 std::optional<Error> Scheduler::usage_problem(const Amounts& usage) const {

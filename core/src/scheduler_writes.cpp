@@ -117,8 +117,7 @@ void Scheduler::record_refunds() {
   }
 }
 
-internal::Grant Scheduler::grant(Window& w, int64_t amount, std::optional<Millis> at,
-                      std::optional<Millis> dated) {
+internal::Grant Scheduler::grant(Window& w, int64_t amount, std::optional<Millis> at, std::optional<Millis> dated) {
   const internal::Grant g =
       at ? w.log.take_at(amount, *at) : w.log.take(amount, w.ms, std::max(now, dated.value_or(now)), w.cap);
   write(WriteKind::PutGrant, g.at, g.amount, w.key);

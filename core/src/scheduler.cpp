@@ -25,14 +25,6 @@ int Scheduler::key_of(const std::string& name) {
   return static_cast<int>(keys.size() - 1);
 }
 
-std::vector<int> Scheduler::counted_unit_indices() const {
-  std::vector<int> out;
-  for (const Window& w : windows) {
-    if (std::find(out.begin(), out.end(), w.unit) == out.end()) out.push_back(w.unit);
-  }
-  return out;
-}
-
 std::vector<std::string> Scheduler::counted_units() const {
   std::vector<std::string> names;
   for (const Window& w : windows) {
@@ -384,6 +376,11 @@ void Scheduler::build_windows(const Config& config) {
     windows.push_back(std::move(w));
   }
   for (const Window& gone : old) write(WriteKind::ClearGrants, 0, 0, gone.key);
+  counted_indices.clear();
+  for (const Window& w : windows) {
+    if (std::find(counted_indices.begin(), counted_indices.end(), w.unit) == counted_indices.end())
+      counted_indices.push_back(w.unit);
+  }
 }
 
 void Scheduler::apply_config(ParsedConfig parsed) {
@@ -400,7 +397,7 @@ Ticket Scheduler::enqueue(Call c, const Waiting& waiting, Millis at) {
   history.arrived();
   c.priority = static_cast<int32_t>(waiting.priority);
   if (waiting.max_retries) c.max_retries = static_cast<int32_t>(*waiting.max_retries);
-  queue.note_before(c, counted_unit_indices());
+  queue.note_before(c, counted_indices);
   if (waiting.max_wait_ms) {
     c.wait_until = now + static_cast<Millis>(*waiting.max_wait_ms);
     // Accepted on the cheap bound when even it is within the deadline.

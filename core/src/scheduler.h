@@ -154,8 +154,9 @@ struct Scheduler {
   // The unit's index if some window counts it, else -1.
   int counted_unit(std::string_view name) const;
   int key_of(const std::string& name);
-  // The indices of the units the windows count, each once.
-  std::vector<int> counted_unit_indices() const;
+  // The indices of the units the windows count, each once (kept by
+  // build_windows: an arrival reads it without allocating).
+  std::vector<int> counted_indices;
   // The units the windows count, the default unit first (stats' `units`).
   std::vector<std::string> counted_units() const;
   // "requests, tokens": the same, for messages.

@@ -11,6 +11,8 @@
 namespace drl::internal {
 
 inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+inline bool is_lcalpha(char c) { return c >= 'a' && c <= 'z'; }
+inline bool is_alpha(char c) { return is_lcalpha(c) || (c >= 'A' && c <= 'Z'); }
 
 // RFC 9110 §5.6.3 OWS: only SP and HTAB count; CR/LF would mean a broken header.
 inline bool is_ows(char c) { return c == ' ' || c == '\t'; }

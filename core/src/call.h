@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "drl/config.h"
 #include "drl/engine.h"
@@ -41,12 +42,52 @@ struct Take {
   uint64_t incarnation = 0;  // the window's (Window::incarnation) when taken
 };
 
+// One unit a call counts in: what it costs there, and, while it is queued,
+// what its level had been pushed in that unit before it (Level::pushed), so
+// the demand ahead of it is known in O(1) (WaitQueue::demand_through).
+struct UnitCost {
+  int32_t unit = 0;  // by index in Scheduler::units
+  int64_t amount = 0;
+  int64_t before = 0;
+};
+
+// A call's units: two inline (a call counts one or two units almost always,
+// and a queued call then allocates nothing for them), more beyond.
+class UnitCosts {
+ public:
+  size_t size() const { return n_ <= kInline ? n_ : kInline + more_.size(); }
+  const UnitCost& operator[](size_t i) const { return i < kInline ? inline_[i] : more_[i - kInline]; }
+  UnitCost& operator[](size_t i) { return i < kInline ? inline_[i] : more_[i - kInline]; }
+  const UnitCost* find(int unit) const {
+    for (size_t i = 0; i < size(); ++i) {
+      if ((*this)[i].unit == unit) return &(*this)[i];
+    }
+    return nullptr;
+  }
+  // The entry of `unit`, added (costing 0) if missing.
+  UnitCost& of(int unit) {
+    for (size_t i = 0; i < size(); ++i) {
+      if ((*this)[i].unit == unit) return (*this)[i];
+    }
+    UnitCost& added = n_ < kInline ? inline_[n_] : more_.emplace_back();
+    ++n_;
+    added = UnitCost{unit, 0, 0};
+    return added;
+  }
+
+ private:
+  static constexpr size_t kInline = 2;
+  std::array<UnitCost, kInline> inline_{};
+  std::vector<UnitCost> more_;
+  uint8_t n_ = 0;
+};
+
 struct Call {
-  // The cost per unit (by index in Scheduler::units), fixed at arrival.
-  std::array<std::pair<int, int64_t>, kMaxWindows> costs{};
-  uint8_t n_costs = 0;
-  std::array<Take, kMaxWindows> takes{};  // the current (or last) attempt's reservations
-  uint8_t n_takes = 0;
+  // The cost per unit, fixed at arrival (and, queued, the demand before it).
+  UnitCosts units;
+  // The current (or last) attempt's reservations, one per window; allocated
+  // when the call first starts, so a queued call holds none.
+  std::vector<Take> takes;
   uint32_t attempt = 0;  // attempts started so far
   Phase phase = Phase::Queued;
   Millis due = 0;         // Backoff: when the next attempt may take
@@ -62,20 +103,19 @@ struct Call {
   // when each retry is decided. (Beside `withdrawn`, in its padding: a queued
   // call costs no more memory for it.)
   int32_t max_retries = -1;
-  // Queued: each counted unit's total pushed onto its level before it (Level::pushed),
-  // so the demand ahead of it is known in O(1) (see WaitQueue::demand_through).
-  std::array<std::pair<int, int64_t>, kMaxWindows> before{};
-  uint8_t n_before = 0;
 
+  void set_cost(int unit, int64_t amount) { units.of(unit).amount = amount; }
   int64_t cost_in(int unit) const {
-    for (uint8_t i = 0; i < n_costs; ++i) {
-      if (costs[i].first == unit) return costs[i].second;
-    }
-    return 0;
+    const UnitCost* u = units.find(unit);
+    return u ? u->amount : 0;
+  }
+  int64_t before_in(int unit) const {
+    const UnitCost* u = units.find(unit);
+    return u ? u->before : 0;
   }
   const Take* take_in(int key) const {
-    for (uint8_t i = 0; i < n_takes; ++i) {
-      if (takes[i].key == key) return &takes[i];
+    for (const Take& t : takes) {
+      if (t.key == key) return &t;
     }
     return nullptr;
   }

@@ -88,7 +88,7 @@ Expected<Ticket> Engine::arrive(double cost, const Waiting& waiting, Millis now)
   if (!scheduler_->cfg) return scheduler_->not_configured();
   if (auto problem = internal::amount_problem(cost, "cost")) return *problem;
   Call c;
-  c.costs[c.n_costs++] = {scheduler_->windows[0].unit, static_cast<int64_t>(cost)};
+  c.set_cost(scheduler_->windows[0].unit, static_cast<int64_t>(cost));
   if (const internal::Window* w = scheduler_->too_large(c)) return scheduler_->cost_too_large(*w, c, false);
   if (auto problem = internal::waiting_problem(waiting)) return *problem;
   return scheduler_->enqueue(c, waiting, now);

@@ -33,7 +33,7 @@
 //   r.replace(true, windows, 100);
 //   assert(r.record()->units_in(0) == 25);  // a quarter of the limit at most
 //   drl::internal::Call c;
-//   c.costs[c.n_costs++] = {0, 1};
+//   c.set_cost(0, 1);
 //   assert(r.covers(c, windows, 101));
 #pragma once
 

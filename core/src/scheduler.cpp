@@ -280,10 +280,10 @@ void Scheduler::start_what_can() {
     const bool covered = reservations.covers(c, windows, now);
     // Dated when its callback will have left, as far as the recent lags tell.
     const Millis dated = dating ? now + lags.allowance() : now;
-    c.n_takes = 0;
+    c.takes.clear();
+    c.takes.reserve(windows.size());
     for (Window& w : windows) {
-      Take& take = c.takes[c.n_takes++];
-      take = Take{w.key, w.epoch, 0, c.cost_in(w.unit), w.incarnation};
+      Take& take = c.takes.emplace_back(Take{w.key, w.epoch, 0, c.cost_in(w.unit), w.incarnation});
       if (take.reserved > 0) {
         take.at = (covered ? take_unwritten(w, take.reserved, dated) : grant(w, take.reserved, std::nullopt, dated)).at;
         newest_take = std::max(newest_take, take.at);
@@ -408,7 +408,7 @@ Ticket Scheduler::enqueue(Call c, const Waiting& waiting, Millis at) {
       return t;
     }
   }
-  auto [it, inserted] = calls.emplace(t, c);
+  auto [it, inserted] = calls.emplace(t, std::move(c));
   queue.push(t, it->second);
   serve();
   return t;

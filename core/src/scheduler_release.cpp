@@ -11,7 +11,7 @@ void Scheduler::note_unreleased(Ticket t, const Call& c) {
   u.attempt = c.attempt;
   u.decided = now;
   u.first_at = now + lags.allowance();
-  for (uint8_t i = 0; i < c.n_takes; ++i) {
+  for (size_t i = 0; i < c.takes.size(); ++i) {
     if (c.takes[i].reserved <= 0) continue;
     u.takes[u.n_takes++] = c.takes[i];
     u.first_at = std::min(u.first_at, c.takes[i].at);
@@ -63,7 +63,7 @@ void Scheduler::move_takes(Unreleased& u, Millis to, bool defer) {
     Take* take = nullptr;
     const bool shadow = (u.shadowed >> i) & 1U;
     if (c != nullptr && !shadow && w->epoch == was.epoch) {
-      for (uint8_t k = 0; k < c->n_takes; ++k) {
+      for (size_t k = 0; k < c->takes.size(); ++k) {
         if (c->takes[k].key == was.key && c->takes[k].at == was.at) take = &c->takes[k];
       }
     }

@@ -20,7 +20,7 @@ Expected<Call> Scheduler::costed(const Amounts& cost) {
   }
   Call c;
   const int default_unit = windows[0].unit;
-  c.costs[c.n_costs++] = {default_unit, 1};
+  c.set_cost(default_unit, 1);
   for (const Amount& a : cost) {
     const int unit = counted_unit(a.unit);
     if (unit < 0 && !valid_name(a.unit)) {
@@ -34,14 +34,7 @@ Expected<Call> Scheduler::costed(const Amounts& cost) {
           "cost names unit " + nlohmann::json(a.unit).dump() + ", which no window counts (units: " + unit_list() + ")");
     }
     if (auto problem = amount_problem(a.amount, "cost." + a.unit)) return *problem;
-    bool found = false;
-    for (uint8_t i = 0; i < c.n_costs; ++i) {
-      if (c.costs[i].first == unit) {
-        c.costs[i].second = static_cast<int64_t>(a.amount);
-        found = true;
-      }
-    }
-    if (!found && c.n_costs < kMaxWindows) c.costs[c.n_costs++] = {unit, static_cast<int64_t>(a.amount)};
+    c.set_cost(unit, static_cast<int64_t>(a.amount));
   }
   if (const Window* w = too_large(c)) return cost_too_large(*w, c, true);
   return c;

@@ -6,18 +6,15 @@ namespace drl::internal {
 
 void WaitQueue::note_before(Call& c, const std::vector<int>& units) const {
   auto level = levels_.find(c.priority);
-  c.n_before = 0;
-  for (int unit : units) {
-    const int64_t pushed = level == levels_.end() ? 0 : Level::at(level->second.pushed, unit);
-    c.before[c.n_before++] = {unit, pushed};
-  }
+  for (size_t i = 0; i < c.units.size(); ++i) c.units[i].before = 0;
+  for (int unit : units) c.units.of(unit).before = level == levels_.end() ? 0 : Level::at(level->second.pushed, unit);
 }
 
 void WaitQueue::push(Ticket t, const Call& c) {
   Level& level = levels_[c.priority];
   level.q.push_back(t);
   ++level.live;
-  for (uint8_t i = 0; i < c.n_costs; ++i) Level::add(level.pushed, c.costs[i].first, c.costs[i].second);
+  add(level.pushed, c, 1);
   ++queued_;
   if (c.wait_until >= 0) {
     wait_heap_.emplace_back(c.wait_until, t);
@@ -33,16 +30,23 @@ void WaitQueue::pop(Ticket t, const Call& c) {
   Level& level = it->second;
   if (front_of(level) == t) {
     level.q.pop_front();
-    for (uint8_t i = 0; i < c.n_costs; ++i) Level::add(level.popped, c.costs[i].first, c.costs[i].second);
+    add(level.popped, c, 1);
   } else if (back_of(level) == t) {
     level.q.pop_back();
-    for (uint8_t i = 0; i < c.n_costs; ++i) Level::add(level.pushed, c.costs[i].first, -c.costs[i].second);
+    add(level.pushed, c, -1);
   } else {
-    for (uint8_t i = 0; i < c.n_costs; ++i) Level::add(level.holes, c.costs[i].first, c.costs[i].second);
+    add(level.holes, c, 1);
   }
   --queued_;
   if (--level.live == 0) levels_.erase(it);
   if (c.wait_until >= 0) left_wait_heap();
+}
+
+// Adds (sign 1) or takes away (-1) each of c's costs to a level's totals.
+void WaitQueue::add(std::vector<int64_t>& totals, const Call& c, int64_t sign) {
+  for (size_t i = 0; i < c.units.size(); ++i) {
+    if (c.units[i].amount != 0) Level::add(totals, c.units[i].unit, sign * c.units[i].amount);
+  }
 }
 
 // The first (last) live entry of a level; dead entries there are dropped.
@@ -78,11 +82,7 @@ int64_t WaitQueue::demand_through(const Call& c, int unit) const {
       continue;
     }
     if (priority == c.priority) {
-      int64_t before = 0;
-      for (uint8_t i = 0; i < c.n_before; ++i) {
-        if (c.before[i].first == unit) before = c.before[i].second;
-      }
-      total += std::max<int64_t>(0, before - Level::at(level.popped, unit) - Level::at(level.holes, unit));
+      total += std::max<int64_t>(0, c.before_in(unit) - Level::at(level.popped, unit) - Level::at(level.holes, unit));
     }
     break;
   }

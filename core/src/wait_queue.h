@@ -17,8 +17,8 @@
 //   drl::internal::Calls calls;
 //   drl::internal::WaitQueue queue(calls);
 //   drl::internal::Call low, high;
-//   low.costs[low.n_costs++] = {0, 3};  // 3 of unit 0
-//   high.costs[high.n_costs++] = {0, 2};
+//   low.set_cost(0, 3);  // 3 of unit 0
+//   high.set_cost(0, 2);
 //   high.priority = 5;
 //   queue.note_before(low, {0});
 //   queue.push(1, calls.emplace(1, low).first->second);
@@ -72,7 +72,7 @@ class WaitQueue {
   WaitQueue& operator=(const WaitQueue&) = delete;
 
   // Notes what each of `units` (the units the windows count) had been
-  // pushed onto c's level before it (Call::before). Before push().
+  // pushed onto c's level before it (UnitCost::before). Before push().
   void note_before(Call& c, const std::vector<int>& units) const;
   // Puts call `t` (already in the Calls, before noted) at the back of its level.
   void push(Ticket t, const Call& c);
@@ -111,6 +111,7 @@ class WaitQueue {
  private:
   Ticket front_of(Level& level);
   Ticket back_of(Level& level);
+  static void add(std::vector<int64_t>& totals, const Call& c, int64_t sign);
   bool waits(const std::pair<Millis, Ticket>& entry) const;
   void left_wait_heap();
 

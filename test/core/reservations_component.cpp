@@ -21,7 +21,7 @@ std::vector<Window> one_window(int64_t limit = 100, Millis ms = 60'000) {
 
 Call costing(int64_t n) {
   Call c;
-  c.costs[c.n_costs++] = {0, n};
+  c.set_cost(0, n);
   return c;
 }
 

@@ -18,8 +18,8 @@ struct Queue {
     Call c;
     c.priority = priority;
     c.wait_until = wait_until;
-    c.costs[c.n_costs++] = {0, cost};
-    if (other > 0) c.costs[c.n_costs++] = {1, other};
+    c.set_cost(0, cost);
+    if (other > 0) c.set_cost(1, other);
     queue.note_before(c, units);
     queue.push(t, calls.emplace(t, c).first->second);
     return t;

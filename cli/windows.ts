@@ -6,7 +6,8 @@
 import type { WindowStats } from '../shim/envelope.ts';
 import { duration } from '../shim/format.ts';
 
-export { DEFAULT_UNIT, windowsOf, type AnyLimiterStats } from '../shim/windows.ts';
+export { DEFAULT_UNIT } from '../shim/limits.ts';
+export { windowsOf, type AnyLimiterStats } from '../shim/windows.ts';
 
 /**
  * A window's limit as said to a person. The unit is named only when the

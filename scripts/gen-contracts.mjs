@@ -2,6 +2,7 @@
 // Generates the JS side of contracts whose single source lives elsewhere:
 //   core/include/drl/error_ids.def    -> shim/error-ids.ts and the table in docs/errors.md
 //   core/include/drl/output_kinds.def -> shim/engine/output-kinds.ts
+//   core/include/drl/limits.def       -> shim/limits.ts and the table in docs/known-limits.md
 //   the import graph of shim/do-worker.ts -> shim/testing/worker-modules.ts
 //
 //   node scripts/gen-contracts.mjs            rewrite the generated files
@@ -165,6 +166,136 @@ function writeRecordBase() {
   return Number(match[1]);
 }
 
+// ---- the shared limits -------------------------------------------------------
+
+const LIMITS_DEF = 'core/include/drl/limits.def';
+const LIMIT_TYPES = ['int', 'int64_t', 'size_t', 'double'];
+
+/** kMaxPriority -> MAX_PRIORITY: the JS name of a row. */
+const jsName = (name) =>
+  name
+    .slice(1)
+    .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
+    .toUpperCase();
+
+/**
+ * A row's value: a number (digits may be grouped with '), a name of an
+ * earlier numeric row, or a sum or product of them.
+ */
+function limitValue(expression, known, row) {
+  const term = (text) => {
+    const token = text.trim();
+    if (/^[0-9][0-9']*(\.[0-9]+)?$/.test(token) && !token.includes("''") && !token.endsWith("'"))
+      return Number(token.replaceAll("'", ''));
+    if (known.has(token)) return known.get(token);
+    throw new Error(`${LIMITS_DEF}: ${row}: ${JSON.stringify(token)} is neither a number nor an earlier limit`);
+  };
+  return expression
+    .split('+')
+    .map((sum) =>
+      sum
+        .split('*')
+        .map(term)
+        .reduce((a, b) => a * b, 1),
+    )
+    .reduce((a, b) => a + b, 0);
+}
+
+function limitsTable() {
+  const known = new Map();
+  const names = new Set();
+  return readRows(LIMITS_DEF, ['DRL_LIMIT', 'DRL_TEXTS', 'DRL_TEXT']).map(({ macro, args }) => {
+    const name = macro === 'DRL_LIMIT' ? args[1] : args[0];
+    if (!/^k[A-Z][A-Za-z0-9]*$/.test(name ?? '')) throw new Error(`${LIMITS_DEF}: bad name ${name}`);
+    if (names.has(name)) throw new Error(`${LIMITS_DEF}: duplicate name ${name}`);
+    names.add(name);
+    if (macro === 'DRL_LIMIT') {
+      if (args.length !== 4) throw new Error(`DRL_LIMIT needs 4 fields: ${args.join(', ')}`);
+      const [type, , expression, meaning] = args;
+      if (!LIMIT_TYPES.includes(type)) throw new Error(`${name}: type must be one of ${LIMIT_TYPES.join(', ')}`);
+      const value = limitValue(expression, known, name);
+      const exact = type === 'double' ? Number.isFinite(value) : Number.isSafeInteger(value);
+      if (!exact || (type === 'size_t' && value < 0)) throw new Error(`${name}: ${value} does not fit a ${type}`);
+      known.set(name, value);
+      return { name, js: jsName(name), value, meaning };
+    }
+    if (macro === 'DRL_TEXT') {
+      if (args.length !== 3) throw new Error(`DRL_TEXT needs 3 fields: ${args.join(', ')}`);
+      return { name, js: jsName(name), value: args[1], meaning: args[2] };
+    }
+    if (args.length < 3)
+      throw new Error(`DRL_TEXTS needs a name, a meaning and at least one value: ${args.join(', ')}`);
+    return { name, js: jsName(name), value: args.slice(2), meaning: args[1] };
+  });
+}
+
+/** 1000000 -> '1_000_000' (a JS literal) or '1,000,000' (for the docs). */
+const grouped = (n, separator) =>
+  Number.isInteger(n) && Math.abs(n) >= 10_000 ? String(n).replace(/\B(?=(\d{3})+(?!\d))/g, separator) : String(n);
+
+/** Wraps a sentence into JSDoc lines of at most `width` columns. */
+function jsdoc(text, width = 100) {
+  const lines = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line && line.length + word.length + 4 > width) {
+      lines.push(line);
+      line = word;
+    } else {
+      line = line ? `${line} ${word}` : word;
+    }
+  }
+  lines.push(line);
+  return lines.length === 1 ? `/** ${lines[0]} */` : `/**\n${lines.map((l) => ` * ${l}`).join('\n')}\n */`;
+}
+
+function limitsModule(rows) {
+  const literal = (value) =>
+    Array.isArray(value)
+      ? `[${value.map((v) => `'${v}'`).join(', ')}] as const`
+      : typeof value === 'string'
+        ? `'${value}'`
+        : grouped(value, '_');
+  const constants = rows
+    .map((r) => `${jsdoc(`${r.meaning} (drl::${r.name})`)}\nexport const ${r.js} = ${literal(r.value)};`)
+    .join('\n\n');
+  return `${HEADER(LIMITS_DEF)}
+// The limits the engine and the JS side must agree on: the client, the
+// object and the test fake import them from here and never write the numbers
+// themselves. Imports nothing, so every runtime subpath may use it.
+
+${constants}
+`;
+}
+
+/** A duration in ms as a person reads it: '366 days', '2 min'. */
+function spoken(ms) {
+  const units = [
+    [86_400_000, 'day'],
+    [3_600_000, 'h'],
+    [60_000, 'min'],
+    [1000, 's'],
+  ];
+  for (const [size, unit] of units) {
+    if (ms % size === 0) {
+      const n = ms / size;
+      return unit === 'day' ? `${n} day${n === 1 ? '' : 's'}` : `${n} ${unit}`;
+    }
+  }
+  return undefined;
+}
+
+function limitsDocsRows(rows) {
+  const shown = (r) => {
+    if (Array.isArray(r.value)) return r.value.map((v) => `\`${v}\``).join(', ');
+    if (typeof r.value === 'string') return `\`"${r.value}"\``;
+    const n = grouped(r.value, ',');
+    const duration = r.js.endsWith('_MS') ? spoken(r.value) : undefined;
+    return r.js.endsWith('_MS') ? `${n} ms${duration ? ` (${duration})` : ''}` : n;
+  };
+  return [['name', 'value', 'meaning'], ...rows.map((r) => [`\`${r.js}\``, shown(r), cell(r.meaning)])];
+}
+
 // ---- the do-worker entry's module graph -------------------------------------
 
 // A static import or re-export whose bindings are all types emits nothing
@@ -232,16 +363,24 @@ function workerModulesDist(modules) {
   return `// Generated at build time by scripts/gen-contracts.mjs from this folder's own import graph.\nexport const WORKER_MODULES = [\n${rows.replace(/^ {2}/gm, '')}\n];\n`;
 }
 
-// ---- the error table in docs/errors.md --------------------------------------
+// ---- the tables in docs/ -----------------------------------------------------
+
+const cell = (s) => s.replaceAll('|', '\\|');
+
+/** A markdown table as prettier lays it out (columns padded to their widest cell), so npm run format leaves it alone. */
+function markdownTable(table) {
+  const width = (text) => [...text].length;
+  const widths = table[0].map((_, column) => Math.max(3, ...table.map((row) => width(row[column]))));
+  const line = (row) => `| ${row.map((text, column) => text + ' '.repeat(widths[column] - width(text))).join(' | ')} |`;
+  const rule = `| ${widths.map((w) => '-'.repeat(w)).join(' | ')} |`;
+  return [line(table[0]), rule, ...table.slice(1).map(line)].join('\n');
+}
 
 const ERRORS_PAGE = 'docs/errors.md';
-const TABLE_START = '<!-- error-ids:start (generated from core/include/drl/error_ids.def) -->';
-const TABLE_END = '<!-- error-ids:end -->';
+const LIMITS_PAGE = 'docs/known-limits.md';
 
-/** The table as prettier lays it out (columns padded to their widest cell), so npm run format leaves it alone. */
-function errorsTable(rows) {
-  const cell = (s) => s.replaceAll('|', '\\|');
-  const table = [
+function errorsDocsRows(rows) {
+  return [
     ['id', 'class', 'raised by', '`bound.call`', 'restored as', 'meaning'],
     ...rows.map((r) => [
       `\`[drl:${r.id}]\``,
@@ -252,30 +391,32 @@ function errorsTable(rows) {
       cell(r.meaning),
     ]),
   ];
-  const width = (text) => [...text].length;
-  const widths = table[0].map((_, column) => Math.max(3, ...table.map((row) => width(row[column]))));
-  const line = (row) => `| ${row.map((text, column) => text + ' '.repeat(widths[column] - width(text))).join(' | ')} |`;
-  const rule = `| ${widths.map((w) => '-'.repeat(w)).join(' | ')} |`;
-  return [line(table[0]), rule, ...table.slice(1).map(line)].join('\n');
 }
 
-function pageWithTable(text, rows) {
-  const start = text.indexOf(TABLE_START);
-  const end = text.indexOf(TABLE_END);
-  if (start < 0 || end < start) throw new Error(`${ERRORS_PAGE} must hold ${TABLE_START} ... ${TABLE_END}`);
-  return `${text.slice(0, start + TABLE_START.length)}\n\n${errorsTable(rows)}\n\n${text.slice(end)}`;
+/** `page` with the text between its `<!-- key:start ... -->` and `<!-- key:end -->` markers replaced by `table`. */
+function pageWithTable(page, key, source, table) {
+  const text = readFileSync(join(root, page), 'utf8');
+  const startMarker = `<!-- ${key}:start (generated from ${source}) -->`;
+  const endMarker = `<!-- ${key}:end -->`;
+  const start = text.indexOf(startMarker);
+  const end = text.indexOf(endMarker);
+  if (start < 0 || end < start) throw new Error(`${page} must hold ${startMarker} ... ${endMarker}`);
+  return `${text.slice(0, start + startMarker.length)}\n\n${markdownTable(table)}\n\n${text.slice(end)}`;
 }
 
 // ---- main -------------------------------------------------------------------
 
 function generated() {
   const errors = errorTable();
+  const limits = limitsTable();
   const modules = moduleGraph(join(root, 'shim'), 'do-worker.js', (rel) => rel.replace(/\.js$/, '.ts'));
   return [
     ['shim/error-ids.ts', errorIdsModule(errors)],
     ['shim/engine/output-kinds.ts', outputKindsModule()],
+    ['shim/limits.ts', limitsModule(limits)],
     ['shim/testing/worker-modules.ts', workerModulesSource(modules)],
-    [ERRORS_PAGE, pageWithTable(readFileSync(join(root, ERRORS_PAGE), 'utf8'), errors)],
+    [ERRORS_PAGE, pageWithTable(ERRORS_PAGE, 'error-ids', 'core/include/drl/error_ids.def', errorsDocsRows(errors))],
+    [LIMITS_PAGE, pageWithTable(LIMITS_PAGE, 'limits', LIMITS_DEF, limitsDocsRows(limits))],
   ];
 }
 

@@ -6,6 +6,7 @@
  * new option, and a line in docs/architecture.md's version history.
  */
 import type { ErrorId } from './error-ids.ts';
+import type { HEADER_CONVENTIONS } from './limits.ts';
 
 /**
  * The wire version this release speaks: the shape of execute's options, its
@@ -110,7 +111,7 @@ export interface LimiterConfig {
 /** What a bucket learns from, and where each reported dimension goes. */
 export interface LimiterLearn {
   /** The convention read: 'auto' (every one below), 'github', 'openai', 'anthropic', 'ietf' or 'ietf-draft'. Default 'auto'. */
-  headers?: 'auto' | 'github' | 'openai' | 'anthropic' | 'ietf' | 'ietf-draft';
+  headers?: (typeof HEADER_CONVENTIONS)[number];
   /**
    * Which window a reported dimension corrects, e.g. `{ tokens: 'tpm' }`.
    * Defaults: a convention's only quota (`default`) → the primary window;
@@ -196,13 +197,6 @@ export interface CallReport<T = unknown> {
    */
   rateLimitHeaders?: string | null;
 }
-
-/**
- * The bucket's default attemptTimeoutMs (the engine's, core/src/config.cpp):
- * what the client waits for a callback after the object died under it, when
- * it did not learn the attempt's own timeout.
- */
-export const DEFAULT_ATTEMPT_TIMEOUT_MS = 120_000;
 
 /**
  * What the object hands a callback that reports its own throws

@@ -4,12 +4,14 @@
  * CLI. Each rule lives here once; each caller only words the error its own
  * way (a marker for the object, a function name for the client).
  *
- * Imports nothing at runtime (the engine's type only), so `/client` and
- * `/testing` can use it without loading the object's code or core.wasm.
+ * Imports no code but the generated tables (the engine's type only), so
+ * `/client` and `/testing` can use it without loading the object's code or
+ * core.wasm. The bounds come from shim/limits.ts, the engine's own table.
  */
 import type { Core } from './engine/loader.ts';
 import { MAX_NAME_LENGTH, REGISTRY_NAME } from './envelope.ts';
 import { MARKERS } from './error-ids.ts';
+import { MAX_CONFIG_DEPTH, MAX_DELAY_MS, MAX_NAME_BYTES, MAX_PRIORITY, MAX_RETRIES, MAX_WINDOWS } from './limits.ts';
 
 /** A broken rule: the class to raise and the sentence naming what, which rule, and what was received. */
 export interface Problem {
@@ -144,10 +146,14 @@ export function nameProblem(name: unknown, what: string): Problem | null {
 }
 
 /**
- * The unit-name rule, the engine's own (core/src/config.cpp): a letter, then
- * at most 31 letters, digits, `_` or `-`. Window names follow it too.
+ * The name rule in words, as every refusal of a unit, window or dimension
+ * name quotes it; the engine builds the same words from the same bound
+ * (core/src/config.cpp, drl::name_rule).
  */
-export const UNIT_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,31}$/;
+export const NAME_RULE = `a letter, then at most ${MAX_NAME_BYTES - 1} letters, digits, _ or -`;
+
+/** The name rule (NAME_RULE) as a pattern: what drl::valid_name accepts. Unit and window names follow it. */
+export const UNIT_NAME = new RegExp(`^[A-Za-z][A-Za-z0-9_-]{0,${MAX_NAME_BYTES - 1}}$`);
 
 /**
  * A key of `what` for a message: `options.cost.tokens` for a unit name, a
@@ -161,9 +167,6 @@ export function keyPath(what: string, key: string): string {
   return UNIT_NAME.test(key) ? `${what}.${key}` : `${what}[${quote(key.length > 60 ? `${key.slice(0, 60)}...` : key)}]`;
 }
 
-/** The most units one cost or usage can name: a bucket has at most 8 windows, each counting one unit. */
-export const MAX_UNITS = 8;
-
 /**
  * The cost rule, one for every path: the client checks it before it sends
  * anything, the object's execute (and so LimiterEntrypoint's) and the test
@@ -171,7 +174,7 @@ export const MAX_UNITS = 8;
  * callers (core/src/engine.cpp, amount_problem and costed;
  * test/node/contracts.test.ts compares them):
  * - a number: that many of the bucket's default unit;
- * - an object: 1 to MAX_UNITS unit names (UNIT_NAME), each charged its
+ * - an object: 1 to MAX_WINDOWS unit names (UNIT_NAME), each charged its
  *   amount; the default unit is charged 1 unless the object names it
  *   (naming it with 0 charges none of it); `{}` names no unit and is refused;
  * - every amount an integer >= 0 that a JS number holds exactly. 0 (or 0 of
@@ -211,7 +214,7 @@ function amountProblem(amount: number, what: string): Problem | null {
 
 /**
  * The rule for an amount per unit (a cost object, or what a usage hook
- * measured): a plain object of at least `minUnits` and at most MAX_UNITS
+ * measured): a plain object of at least `minUnits` and at most MAX_WINDOWS
  * keys, each a unit name (UNIT_NAME) whose value is an integer >= 0. A
  * refusal names the key and what it held.
  *
@@ -240,17 +243,17 @@ export function unitCostsProblem(value: unknown, what: string, minUnits: 0 | 1):
       message: `${what} names no unit (received {}): give a number, or at least one unit such as { tokens: 1200 }`,
     };
   }
-  if (units.length > MAX_UNITS) {
+  if (units.length > MAX_WINDOWS) {
     return {
       kind: RangeError,
-      message: `${what} must name at most ${MAX_UNITS} units, one per window (received ${units.length})`,
+      message: `${what} must name at most ${MAX_WINDOWS} units, one per window (received ${units.length})`,
     };
   }
   for (const unit of units) {
     if (!UNIT_NAME.test(unit)) {
       return {
         kind: RangeError,
-        message: `${what} has the key ${quote(unit.length > 60 ? `${unit.slice(0, 60)}...` : unit)}, which is not a unit name (a letter, then at most 31 letters, digits, _ or -)`,
+        message: `${what} has the key ${quote(unit.length > 60 ? `${unit.slice(0, 60)}...` : unit)}, which is not a unit name (${NAME_RULE})`,
       };
     }
     const amount = (value as Record<string, unknown>)[unit];
@@ -262,26 +265,80 @@ export function unitCostsProblem(value: unknown, what: string, minUnits: 0 | 1):
   return null;
 }
 
+/**
+ * A bounded integer a caller passes: a call's priority, maxWaitMs and
+ * maxRetries, and pause's ms. Its bounds come from shim/limits.ts; `leftOut`
+ * says what leaving an optional one out does.
+ */
+export interface IntegerRule {
+  readonly min: number;
+  readonly max: number;
+  readonly leftOut: string;
+}
+
+/**
+ * The integer rules. The client, the object and the test fake word every
+ * refusal from these, and a value out of range in the engine's own words
+ * (core/src/engine.cpp, waiting_problem and Engine::pause), so one rule
+ * reads the same on every path.
+ */
+export const INTEGER_RULES = {
+  priority: { min: -MAX_PRIORITY, max: MAX_PRIORITY, leftOut: '' },
+  maxWaitMs: { min: 0, max: MAX_DELAY_MS, leftOut: ', or left out to wait as long as needed' },
+  maxRetries: { min: 0, max: MAX_RETRIES, leftOut: ", or left out to use the bucket's retry.maxRetries" },
+  pauseMs: { min: 0, max: MAX_DELAY_MS, leftOut: '' },
+} as const satisfies Record<string, IntegerRule>;
+
+/**
+ * The first half of an integer rule: a finite number (a TypeError otherwise).
+ * The object checks only this half, because core.wasm takes numbers and reads
+ * NaN as "absent"; the engine checks the rest, in integerProblem's words.
+ *
+ * @example
+ * finiteProblem('high', 'priority', INTEGER_RULES.priority); // TypeError: 'priority must be a finite number, an integer between -1000 and 1000 (received "high")'
+ */
+export function finiteProblem(value: unknown, what: string, rule: IntegerRule): Problem | null {
+  if (typeof value === 'number' && Number.isFinite(value)) return null;
+  return {
+    kind: TypeError,
+    message: `${what} must be a finite number, an integer between ${rule.min} and ${rule.max}${rule.leftOut} (received ${describe(value)})`,
+  };
+}
+
+/**
+ * A whole integer rule: a finite number (finiteProblem), then an integer
+ * from `min` to `max` (a RangeError otherwise). The client and the test fake
+ * check all of it before anything is sent.
+ *
+ * @example
+ * integerProblem(1, 'options.priority', INTEGER_RULES.priority); // null
+ * integerProblem(0.5, 'options.priority', INTEGER_RULES.priority); // RangeError: 'options.priority must be an integer between -1000 and 1000 (received 0.5)'
+ */
+export function integerProblem(value: unknown, what: string, rule: IntegerRule): Problem | null {
+  const problem = finiteProblem(value, what, rule);
+  if (problem) return problem;
+  const n = value as number;
+  if (Number.isInteger(n) && n >= rule.min && n <= rule.max) return null;
+  return {
+    kind: RangeError,
+    message: `${what} must be an integer between ${rule.min} and ${rule.max} (received ${n})`,
+  };
+}
+
 /** Throws a problem as its class, the message behind `prefix`. */
 export function raise(problem: Problem | null, prefix: string): void {
   if (problem) throw new problem.kind(`${prefix}${problem.message}`);
 }
 
 /**
- * How deeply a config document may nest, counting its objects and arrays: a
- * real one is 2 (config > bucket). The engine has the same limit (kMaxNesting
- * in core/src/config.cpp; a test checks they agree), but a deeper document
- * must never reach it: the walk below, JSON.stringify and the engine's parser
- * all recurse, and a few thousand levels overflow the stack with an unmarked
- * RangeError. A cyclic document, which RPC can carry, is refused the same way.
- */
-export const MAX_CONFIG_DEPTH = 32;
-
-/**
  * Serialises a config document for the engine. Only plain JSON values pass:
  * a function, a BigInt, a non-finite number or a class instance would be
  * silently changed by JSON.stringify, so they are refused here by path, as is
- * a document nested more than MAX_CONFIG_DEPTH objects or arrays deep.
+ * a document nested more than MAX_CONFIG_DEPTH objects or arrays deep: the
+ * engine refuses it too, but such a document must never reach it, because
+ * the walk below, JSON.stringify and the engine's parser all recurse, and a
+ * few thousand levels overflow the stack with an unmarked RangeError. A
+ * cyclic document, which RPC can carry, is refused the same way.
  */
 export function configJson(value: unknown, what: 'config' | 'patch'): string {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
@@ -297,7 +354,7 @@ export function configJson(value: unknown, what: 'config' | 'patch'): string {
     }
     if (typeof v === 'object') {
       if (depth > MAX_CONFIG_DEPTH) {
-        // Worded and classed as the engine's own rule (config.cpp, kMaxNesting).
+        // Worded and classed as the engine's own rule (config.cpp, kMaxConfigDepth).
         throw new TypeError(
           `${MARKERS.invalidConfig} ${what} is nested too deeply (more than ${MAX_CONFIG_DEPTH} levels): ${path} is level ${depth}`,
         );

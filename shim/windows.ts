@@ -10,18 +10,13 @@
  * windowsOf(stats).map((w) => `${w.name}: ${w.used}/${w.limit} ${w.unit}`);
  */
 import type { LimiterStats, WindowStats } from './envelope.ts';
-
-/** The unit a window counts when its config names none. */
-export const DEFAULT_UNIT = 'requests';
+import { DEFAULT_UNIT, PRIMARY_WINDOW } from './limits.ts';
 
 /** Fields an older limiter's stats do not have (windows, deadlines and priorities, covering reservations, release lags came later). */
 type LaterStatsFields = 'windows' | 'units' | 'predictedStart' | 'queuedByPriority' | 'reservation' | 'releaseLag';
 
 /** Stats as any limiter answers them: an object older than windows lists no `windows` and no `units`. */
 export type AnyLimiterStats = Omit<LimiterStats, LaterStatsFields> & Partial<Pick<LimiterStats, LaterStatsFields>>;
-
-/** The name stats gives the primary window. */
-const PRIMARY_WINDOW = 'bucket';
 
 /**
  * Every window of a bucket, primary first: the object's own list, or for an

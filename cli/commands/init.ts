@@ -10,7 +10,8 @@ import { dirname, join } from 'node:path';
 import type { Core } from '../../shim/engine/loader.ts';
 import type { LimiterConfig } from '../../shim/envelope.ts';
 import { duration } from '../../shim/format.ts';
-import { limitsEntryProblem, nameProblem } from '../../shim/rules.ts';
+import { MAX_WINDOW_MS } from '../../shim/limits.ts';
+import { limitsEntryProblem, NAME_RULE, nameProblem, UNIT_NAME } from '../../shim/rules.ts';
 import { checkDeclaration, DECLARATION_VAR, declareBucket, declaredBucket } from '../declaration.ts';
 import { loadCore } from '../engine.ts';
 import { CliError } from '../errors.ts';
@@ -57,9 +58,6 @@ const WINDOWS = [
  * per 60,000 ms). 100 ms covers the at most 42 ms seen under load.
  */
 export const WINDOW_MARGIN_MS = 100;
-
-/** The longest window the engine accepts (366 days). */
-const MAX_WINDOW_MS = 366 * 86_400_000;
 
 const UNITS: Record<string, number> = {
   ms: 1,
@@ -113,11 +111,12 @@ interface FlaggedWindow {
 const DEFAULT_EXTRA_UNIT = 'tokens';
 
 /**
- * The problems the engine finds with a unit as init declares it (a window
- * named after its unit), or undefined. The rules for both names live in the
- * engine only: a probe config carrying them is validated there.
+ * The problems with a unit as init declares it (a window named after its
+ * unit), or undefined: the shared name rule (shim/rules.ts), then whatever
+ * else the engine finds in a probe config carrying it (a reserved name).
  */
 function unitProblem(core: Core, unit: string): string | undefined {
+  if (!UNIT_NAME.test(unit)) return `a unit name is ${NAME_RULE}`;
   const probe = {
     bucket: { limitPerWindow: 1, windowInMs: 1000 },
     windows: { [unit]: { unit, limitPerWindow: 1, windowInMs: 1000 } },
@@ -147,7 +146,7 @@ function flaggedWindow(flags: InitFlags, core: () => Core): FlaggedWindow | unde
   const windowInMs = flags.tokensWindow === undefined ? undefined : parseWindow(flags.tokensWindow);
   if (flags.tokensWindow !== undefined && windowInMs === undefined) {
     throw new CliError(
-      `--tokens-window must be a length from 1 ms to 366 days, e.g. 60000, 90 s, 1 min or 1 d (received ${JSON.stringify(flags.tokensWindow)}).`,
+      `--tokens-window must be a length from 1 ms to ${duration(MAX_WINDOW_MS)}, e.g. 60000, 90 s, 1 min or 1 d (received ${JSON.stringify(flags.tokensWindow)}).`,
       2,
     );
   }
@@ -511,7 +510,9 @@ async function askWindow(ui: Ui, message: string, defaultValue: string, answered
   const typed = await ui.text({
     message: "The upstream's window (a number with ms, s, min, h or d)",
     validate: (v) =>
-      parseWindow(v) === undefined ? 'A whole number of ms from 1 ms to 366 days, e.g. 90 s or 15 min.' : undefined,
+      parseWindow(v) === undefined
+        ? `A whole number of ms from 1 ms to ${duration(MAX_WINDOW_MS)}, e.g. 90 s or 15 min.`
+        : undefined,
     answeredBy,
   });
   return parseWindow(typed)!;

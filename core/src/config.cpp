@@ -18,10 +18,10 @@ namespace {
 
 using nlohmann::json;
 
-// A valid config is two levels deep. The cap exists because nlohmann's dump()
-// and merge_patch() recurse, and the wasm build runs on a 64 KiB stack: a
-// hostile `[[[[...` must be refused before anything walks it recursively.
-constexpr int kMaxNesting = 32;
+// A valid config is two levels deep. kMaxConfigDepth (limits.def) caps it
+// because nlohmann's dump() and merge_patch() recurse, and the wasm build
+// runs on a 64 KiB stack: a hostile `[[[[...` must be refused before anything
+// walks it recursively.
 
 // Received values and parser complaints are echoed into messages; a megabyte
 // array in the wrong field should not become a megabyte error message.
@@ -97,8 +97,11 @@ std::string show(const json& value) {
 
 std::string show_key(const std::string& key) { return show(json(key)); }
 
-constexpr const char* kNameRule =
-    "must start with a letter and hold only letters, digits, '_' or '-', at most 32 characters";
+// A name that breaks the rule, in the words the engine's cost check and the
+// client use too: `<where> has the key "9lives", which is not a window name (<rule>)`.
+std::string not_a_name(const std::string& where, const std::string& key, const char* kind) {
+  return where + " has the key " + show_key(key) + ", which is not a " + kind + " name (" + name_rule() + ")";
+}
 
 // Gathers problems in schema order so the first one (whose kind becomes the
 // error's kind) is stable whatever order the keys were written in.
@@ -221,7 +224,7 @@ class Checker {
     for (auto it = windows.begin(); it != windows.end(); ++it) {
       const std::string path = "windows." + it.key();
       if (!valid_name(it.key())) {
-        add(ErrorKind::RangeError, path, "window name " + show_key(it.key()) + " " + kNameRule);
+        add(ErrorKind::RangeError, path, not_a_name("windows", it.key(), "window"));
         continue;
       }
       if (it.key() == kPrimaryWindow) {
@@ -283,7 +286,7 @@ class Checker {
     for (auto it = map->begin(); it != map->end(); ++it) {
       const std::string path = "learn.map." + it.key();
       if (!valid_name(it.key())) {
-        add(ErrorKind::RangeError, path, "dimension " + show_key(it.key()) + " " + kNameRule);
+        add(ErrorKind::RangeError, path, not_a_name("learn.map", it.key(), "dimension"));
         continue;
       }
       if (!it.value().is_string()) {
@@ -302,7 +305,7 @@ class Checker {
     }
   }
 
-  // An optional name field: a string obeying kNameRule. Returns whether it is usable.
+  // An optional name field: a string obeying the name rule. Returns whether it is usable.
   bool check_name(const json& obj, const char* key, const std::string& path, const char* what, std::string& out) {
     const json* value = find(obj, key);
     if (value == nullptr || value->is_null()) return true;
@@ -312,7 +315,8 @@ class Checker {
     }
     const std::string name = value->get<std::string>();
     if (!valid_name(name)) {
-      add(ErrorKind::RangeError, path, path + " " + kNameRule + " (received " + show(*value) + ")");
+      add(ErrorKind::RangeError, path,
+          path + " is " + show(*value) + ", which is not " + what + " (" + name_rule() + ")");
       return false;
     }
     out = name;
@@ -326,7 +330,8 @@ class Checker {
     check_int(retry, "maxRetries", "retry.maxRetries", 0, kMaxRetries, false, r.max_retries);
     const bool min_ok = check_int(retry, "minDelayInMs", "retry.minDelayInMs", 0, kMaxDelayMs, false, r.min_delay_ms);
     const bool max_ok = check_int(retry, "maxDelayInMs", "retry.maxDelayInMs", 0, kMaxDelayMs, false, r.max_delay_ms);
-    check_double(retry, "factor", "retry.factor", 1.0, kMaxFactor, "a finite number between 1 and 1000", r.factor);
+    check_double(retry, "factor", "retry.factor", 1.0, kMaxFactor,
+                 "a finite number between 1 and " + std::to_string(static_cast<int64_t>(kMaxFactor)), r.factor);
 
     const json* flag = find(retry, "respectRetryAfter");
     if (flag != nullptr && !flag->is_null()) {
@@ -398,8 +403,8 @@ class Checker {
     return true;
   }
 
-  void check_double(const json& obj, const char* key, const std::string& path, double lo, double hi, const char* rule,
-                    double& out) {
+  void check_double(const json& obj, const char* key, const std::string& path, double lo, double hi,
+                    const std::string& rule, double& out) {
     const json* value = find(obj, key);
     if (value == nullptr || value->is_null()) return;
     if (!value->is_number()) {
@@ -475,9 +480,10 @@ Document read_json(std::string_view text, const std::string& what) {
                           /*allow_exceptions=*/false);
   if (doc.value.is_discarded()) {
     doc.problem = ConfigProblem{ErrorKind::TypeError, "", what + " is not valid JSON: " + syntax_error_reason(text)};
-  } else if (depth > kMaxNesting) {
-    doc.problem = ConfigProblem{ErrorKind::TypeError, "",
-                                what + " is nested too deeply (more than " + std::to_string(kMaxNesting) + " levels)"};
+  } else if (depth > kMaxConfigDepth) {
+    doc.problem =
+        ConfigProblem{ErrorKind::TypeError, "",
+                      what + " is nested too deeply (more than " + std::to_string(kMaxConfigDepth) + " levels)"};
   }
   return doc;
 }
@@ -512,6 +518,10 @@ Expected<ParsedConfig> finish(const json& doc) {
 std::string internal_failure(const char* what) { return std::string("config could not be processed: ") + what; }
 
 }  // namespace
+
+std::string name_rule() {
+  return "a letter, then at most " + std::to_string(kMaxNameBytes - 1) + " letters, digits, _ or -";
+}
 
 bool valid_name(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameBytes) return false;

@@ -457,7 +457,7 @@ DRL_EXPORT(drl_output) int drl_output(int h) {
   return static_cast<int>(g_records.size() / 4);
 }
 
-// The tables this module was built from (error_ids.def, output_kinds.def) as
+// The tables this module was built from (error_ids.def, output_kinds.def, limits.def) as
 // JSON in the out buffer: the JS tests compare them with the generated
 // tables the hosts use, so a stale core.wasm or a stale generated file fails.
 DRL_EXPORT(drl_contract) int drl_contract() {
@@ -472,10 +472,19 @@ DRL_EXPORT(drl_contract) int drl_contract() {
 #include "drl/output_kinds.def"
 #undef DRL_ACTION
 #undef DRL_WRITE
+  nlohmann::json limits = nlohmann::json::object();
+#define DRL_LIMIT(type, name, value, meaning) limits[#name] = drl::name;
+#define DRL_TEXT(name, value, meaning) limits[#name] = drl::name;
+#define DRL_TEXTS(name, meaning, ...) limits[#name] = std::vector<std::string>{__VA_ARGS__};
+#include "drl/limits.def"
+#undef DRL_LIMIT
+#undef DRL_TEXT
+#undef DRL_TEXTS
   g_out = nlohmann::json{{"errors", errors},
                          {"actions", actions},
                          {"writes", writes},
-                         {"writeRecordBase", drl::internal::kWriteRecordBase}}
+                         {"writeRecordBase", drl::internal::kWriteRecordBase},
+                         {"limits", limits}}
               .dump();
   return static_cast<int>(g_out.size());
 }

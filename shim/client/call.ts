@@ -16,13 +16,13 @@ import {
 } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { messageOf } from '../errors.ts';
-import { costProblem, describe, raise } from '../rules.ts';
+import { costProblem, describe, INTEGER_RULES, integerProblem, raise } from '../rules.ts';
 import type { NamespaceLike, StubLike } from './binder.ts';
 import { dropBackoffMs, dropError, reportDrop, sleep, type DropHook } from './drops.ts';
 import { CallDroppedError, errorFromSettled, settle, settleFromReport, UnsupportedOptionError } from './errors.ts';
 import type { ErrorHook, HookSlot, RateLimitHook, UsageHook } from './hooks.ts';
 import { reportingCallback, type AttemptTrace, type HookLayers } from './report.ts';
-import { abortRelay, maxRetriesProblem, maxWaitProblem, priorityProblem } from './waiting.ts';
+import { abortRelay } from './waiting.ts';
 import { optionBeyond, optionsFor, readAnswer, wireOf, type Reading } from './wire.ts';
 
 /**
@@ -199,9 +199,11 @@ function checkCall(work: unknown, options: unknown, waiting: WaitingDefaults): E
   checkHookSlot(usage, 'call(fn, options): options.usage');
   if (cost !== undefined) raise(costProblem(cost, 'options.cost'), 'call(fn, options): ');
   if (maxWaitMs !== undefined && maxWaitMs !== null)
-    raise(maxWaitProblem(maxWaitMs, 'options.maxWaitMs'), 'call(fn, options): ');
-  if (priority !== undefined) raise(priorityProblem(priority, 'options.priority'), 'call(fn, options): ');
-  if (maxRetries !== undefined) raise(maxRetriesProblem(maxRetries, 'options.maxRetries'), 'call(fn, options): ');
+    raise(integerProblem(maxWaitMs, 'options.maxWaitMs', INTEGER_RULES.maxWaitMs), 'call(fn, options): ');
+  if (priority !== undefined)
+    raise(integerProblem(priority, 'options.priority', INTEGER_RULES.priority), 'call(fn, options): ');
+  if (maxRetries !== undefined)
+    raise(integerProblem(maxRetries, 'options.maxRetries', INTEGER_RULES.maxRetries), 'call(fn, options): ');
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw new TypeError(
       `call(fn, options): options.signal must be an AbortSignal, e.g. request.signal or AbortSignal.timeout(ms) (received ${describe(signal)})`,

@@ -4,9 +4,10 @@
  * object's errors are recognised by the `[drl:...]` marker in it and turned
  * back into classes with their fields, which `instanceof` then finds.
  */
-import { DEFAULT_ATTEMPT_TIMEOUT_MS, WIRE_RELEASES, type CallReport, type SettledError } from '../envelope.ts';
+import { WIRE_RELEASES, type CallReport, type SettledError } from '../envelope.ts';
 import { ERROR_IDS, MARKERS, type ErrorId } from '../error-ids.ts';
 import { CallFailedError, messageOf } from '../errors.ts';
+import { DEFAULT_ATTEMPT_TIMEOUT_MS } from '../limits.ts';
 import type { AttemptTrace } from './report.ts';
 
 export { CallFailedError };

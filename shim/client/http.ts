@@ -3,6 +3,7 @@
  * reports its status, and a 429 reports its Retry-After header. It cannot be
  * switched off, so overriding a hook never loses genuine 429 handling.
  */
+import { MAX_RATE_LIMIT_HEADER_BYTES, MAX_RATE_LIMIT_HEADERS } from '../limits.ts';
 
 /** A Response-like result's status: an integer `status` (0-999); undefined when it is not HTTP. */
 export function httpStatus(result: unknown): number | undefined {
@@ -19,10 +20,6 @@ export function httpStatus(result: unknown): number | undefined {
 export function retryAfterHeader(result: unknown): string | undefined {
   return header((result as { headers?: unknown }).headers, 'retry-after');
 }
-
-/** The most rate-limit headers forwarded, and the longest value (the engine's kMaxRateLimitHeaders and kMaxRateLimitHeaderBytes). */
-const MAX_FORWARDED = 24;
-const MAX_VALUE = 512;
 
 /**
  * Whether the engine reads a header (lower-case name) when a bucket learns
@@ -42,8 +39,9 @@ export function isRateLimitHeader(name: string): boolean {
 
 /**
  * A Response-like result's rate-limit headers as "name: value" lines, for a
- * bucket that learns from them; undefined when it has none. Bounded: the
- * first 24, values over 512 bytes left out.
+ * bucket that learns from them; undefined when it has none. Bounded by what
+ * the engine reads: the first MAX_RATE_LIMIT_HEADERS, values longer than
+ * MAX_RATE_LIMIT_HEADER_BYTES left out.
  */
 export function rateLimitHeaders(result: unknown): string | undefined {
   const headers = (result as { headers?: unknown } | null)?.headers;
@@ -51,13 +49,13 @@ export function rateLimitHeaders(result: unknown): string | undefined {
   const lines: string[] = [];
   const add = (name: string, value: unknown) => {
     const lower = name.toLowerCase();
-    if (lines.length >= MAX_FORWARDED || !isRateLimitHeader(lower)) return;
+    if (lines.length >= MAX_RATE_LIMIT_HEADERS || !isRateLimitHeader(lower)) return;
     const text = Array.isArray(value)
       ? value.join(', ')
       : typeof value === 'string' || typeof value === 'number'
         ? String(value)
         : undefined;
-    if (text === undefined || text.length > MAX_VALUE || /[\r\n]/.test(text)) return;
+    if (text === undefined || text.length > MAX_RATE_LIMIT_HEADER_BYTES || /[\r\n]/.test(text)) return;
     lines.push(`${lower}: ${text}`);
   };
   const forEach = (headers as { forEach?: unknown }).forEach;

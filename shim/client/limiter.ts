@@ -4,13 +4,12 @@
  * to an env per request. Defining does no I/O and starts no timer, so a
  * limiter is safe as a module-scope constant.
  */
-import { describe, nameProblem, raise } from '../rules.ts';
+import { describe, INTEGER_RULES, integerProblem, nameProblem, raise } from '../rules.ts';
 import type { Binder } from './binder.ts';
 import { runCall, type CallOptions } from './call.ts';
 import { DEFAULT_DROP_RETRIES, type DropHook } from './drops.ts';
 import type { ErrorHook, HookSlot, RateLimitHook, UsageHook } from './hooks.ts';
 import type { HookLayers } from './report.ts';
-import { maxWaitProblem, priorityProblem } from './waiting.ts';
 
 /**
  * A limiter's definition. `R` is the result type the limiter's default hooks
@@ -176,8 +175,9 @@ function checkDefinition(definition: unknown): void {
   ) {
     throw invalid(RangeError, `dropRetries must be an integer >= 0 (received ${describe(dropRetries)})`);
   }
-  if (maxWaitMs !== undefined) raise(maxWaitProblem(maxWaitMs, 'maxWaitMs'), 'defineLimiter: ');
-  if (priority !== undefined) raise(priorityProblem(priority, 'priority'), 'defineLimiter: ');
+  if (maxWaitMs !== undefined)
+    raise(integerProblem(maxWaitMs, 'maxWaitMs', INTEGER_RULES.maxWaitMs), 'defineLimiter: ');
+  if (priority !== undefined) raise(integerProblem(priority, 'priority', INTEGER_RULES.priority), 'defineLimiter: ');
 }
 
 /**

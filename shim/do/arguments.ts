@@ -4,7 +4,8 @@
  */
 import { ENVELOPE_VERSION, OPTION_SINCE, type CallReport } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
-import { costProblem, describe, nameProblem, raise } from '../rules.ts';
+import { MAX_RATE_LIMIT_HEADER_BYTES, MAX_RATE_LIMIT_HEADERS } from '../limits.ts';
+import { costProblem, describe, finiteProblem, INTEGER_RULES, nameProblem, raise } from '../rules.ts';
 
 function invalid(Kind: typeof TypeError | typeof RangeError, message: string): Error {
   return new Kind(`${MARKERS.invalidArgument} ${message}`);
@@ -21,7 +22,7 @@ export interface ExecuteArguments {
   /** A count of the default unit, or an amount per unit, exactly as sent. */
   cost: number | Record<string, number>;
   reportsThrows: boolean;
-  /** Checked for type here; integrality and range are the engine's rules. */
+  /** Checked to be finite numbers here; integrality and range are the engine's to check (rules.ts INTEGER_RULES). */
   priority?: number;
   maxWaitMs?: number;
   maxRetries?: number;
@@ -35,7 +36,9 @@ const EXECUTE_OPTIONS: readonly string[] = Object.keys(OPTION_SINCE);
  * The `options` of execute: absent, or an object with an optional cost (by
  * the shared cost rule, rules.ts costProblem), an optional reportsThrows flag, an
  * optional `settles: 'data'`, an optional wire version, optional priority,
- * maxWaitMs and maxRetries (numbers) and an optional whenAborted function.
+ * maxWaitMs and maxRetries (finite numbers: NaN is how core.wasm reads an
+ * absent one, so a caller must leave it out instead) and an optional
+ * whenAborted function.
  * An option this release does not know is refused with its name in the
  * error's `option` field: a newer client reads it to say which release
  * supports it.
@@ -58,21 +61,10 @@ export function executeOptions(options: unknown): ExecuteArguments {
     string,
     unknown
   >;
-  if (priority !== undefined && typeof priority !== 'number') {
-    throw invalid(TypeError, `priority must be an integer from -1000 to 1000 (received ${describe(priority)})`);
-  }
-  // NaN too: the engine's ABI reads NaN as "absent", which a caller must say by leaving it out.
-  if (maxWaitMs !== undefined && (typeof maxWaitMs !== 'number' || Number.isNaN(maxWaitMs))) {
-    throw invalid(
-      TypeError,
-      `maxWaitMs must be an integer >= 0, or left out to wait as long as needed (received ${describe(maxWaitMs)})`,
-    );
-  }
-  if (maxRetries !== undefined && (typeof maxRetries !== 'number' || Number.isNaN(maxRetries))) {
-    throw invalid(
-      TypeError,
-      `maxRetries must be an integer from 0 to 100, or left out for the bucket's retry.maxRetries (received ${describe(maxRetries)})`,
-    );
+  const waiting = { priority, maxWaitMs, maxRetries };
+  for (const option of ['priority', 'maxWaitMs', 'maxRetries'] as const) {
+    const value = waiting[option];
+    if (value !== undefined) raise(finiteProblem(value, option, INTEGER_RULES[option]), `${MARKERS.invalidArgument} `);
   }
   if (whenAborted !== undefined && typeof whenAborted !== 'function') {
     throw invalid(
@@ -132,9 +124,10 @@ export function historyResolutionMs(resolution: unknown): number {
   return ms;
 }
 
+/** pause's ms: a finite number here; integrality and range are the engine's to check, in the same words. */
 export function checkPauseMs(ms: unknown): number {
-  if (typeof ms !== 'number') throw invalid(TypeError, `pause(ms): ms must be a number (received ${describe(ms)})`);
-  return ms;
+  raise(finiteProblem(ms, 'pause ms', INTEGER_RULES.pauseMs), `${MARKERS.invalidArgument} `);
+  return ms as number;
 }
 
 // Longer than any identity the engine writes (five numbers of at most 16
@@ -204,8 +197,12 @@ export function parseReport(value: unknown): ParsedReport {
   return { ok: true, report: r as CallReport };
 }
 
-/** The most rate-limit header text a report may carry: 24 headers of a name and a 512-byte value. */
-const MAX_RATE_LIMIT_TEXT = 24 * 600;
+/**
+ * The most rate-limit header text a report may carry: as many lines as the
+ * engine reads, each a name, ": " and the longest value it reads (88
+ * characters are room for any header name the client forwards).
+ */
+const MAX_RATE_LIMIT_TEXT = MAX_RATE_LIMIT_HEADERS * (MAX_RATE_LIMIT_HEADER_BYTES + 88);
 
 /** A usage's shape: a plain object of integers >= 0. Which units it names is the engine's to check. */
 function isUsageShaped(usage: unknown): boolean {

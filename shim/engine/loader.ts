@@ -251,12 +251,14 @@ export class Core {
     return this.#x;
   }
 
-  /** The id tables this core.wasm was built from (see core/wasm/abi.cpp: drl_contract). */
+  /** The id tables and limits this core.wasm was built from (see core/wasm/abi.cpp: drl_contract). */
   contract(): {
     errors: [number, string, string][];
     actions: [number, string][];
     writes: [number, string][];
     writeRecordBase: number;
+    /** Every row of limits.def by its C++ name (kMaxPriority), with its value. */
+    limits: Record<string, number | string | string[]>;
   } {
     this.#x.drl_contract();
     return JSON.parse(this.outString());

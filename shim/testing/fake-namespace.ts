@@ -6,12 +6,11 @@
  * no retries remain. A wait it can pretend (`waitMs`) is there for
  * `maxWaitMs` alone: nothing is ever delayed.
  */
-import { maxRetriesProblem, maxWaitProblem, priorityProblem } from '../client/waiting.ts';
 import type { CallReport, ExecuteOptions, ExecuteResult, UnitCosts } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
 import type { LimiterRpc } from '../rpc-surface.ts';
-import { costProblem, describe, raise } from '../rules.ts';
+import { costProblem, describe, INTEGER_RULES, integerProblem, raise } from '../rules.ts';
 import { answerFailure, answerForm, answerValue } from '../settled.ts';
 
 /**
@@ -121,10 +120,13 @@ export function createFakeLimiterNamespace(options: FakeLimiterOptions = {}): Fa
     raise(costProblem(cost, 'cost'), `${MARKERS.invalidArgument} `);
     const priority = executeOptions?.priority;
     const maxWaitMs = executeOptions?.maxWaitMs;
-    if (priority !== undefined) raise(priorityProblem(priority, 'priority'), `${MARKERS.invalidArgument} `);
-    if (maxWaitMs !== undefined) raise(maxWaitProblem(maxWaitMs, 'maxWaitMs'), `${MARKERS.invalidArgument} `);
+    // The whole rule here: the fake has no engine to check the range.
+    for (const option of ['priority', 'maxWaitMs', 'maxRetries'] as const) {
+      const value = executeOptions?.[option];
+      if (value !== undefined)
+        raise(integerProblem(value, option, INTEGER_RULES[option]), `${MARKERS.invalidArgument} `);
+    }
     const maxRetries = executeOptions?.maxRetries;
-    if (maxRetries !== undefined) raise(maxRetriesProblem(maxRetries, 'maxRetries'), `${MARKERS.invalidArgument} `);
     if (!exists(name)) throw new LimiterNotConfiguredError();
     if (maxWaitMs !== undefined && maxWaitMs < waitMs) throw deadlineExceeded(maxWaitMs, waitMs);
     const report = await fn();

@@ -25,6 +25,7 @@ export const WORKER_MODULES: readonly MiniflareModule[] = [
   { type: 'ESModule', path: 'envelope.js' },
   { type: 'ESModule', path: 'error-ids.js' },
   { type: 'ESModule', path: 'errors.js' },
+  { type: 'ESModule', path: 'limits.js' },
   { type: 'ESModule', path: 'rules.js' },
   { type: 'ESModule', path: 'settled.js' },
 ];

@@ -107,11 +107,12 @@ describe('init', () => {
     const cases: [string[], RegExp][] = [
       [['--tokens-limit', '0'], /--tokens-limit must be a whole number of at least 1 \(received "0"\)/],
       [['--tokens-limit', '10', '--tokens-window', 'soon'], /--tokens-window must be a length from 1 ms to 366 days/],
-      // The unit's rule is the engine's: its own words.
+      // The unit's rule is the shared one: the engine's words.
       [
         ['--tokens-limit', '10', '--unit', 'two words'],
-        /--unit "two words" cannot name a unit: window name "two words" must start with a letter/,
+        /--unit "two words" cannot name a unit: a unit name is a letter, then at most 31 letters, digits, _ or -/,
       ],
+      [['--tokens-limit', '10', '--unit', 'bucket'], /--unit "bucket" cannot name a unit: .*primary window/],
       [['--unit', 'tokens'], /--unit says which second limit to declare: pass --tokens-limit <n> with it/],
       [['--tokens-window', '1 min'], /--tokens-window says which second limit to declare/],
     ];

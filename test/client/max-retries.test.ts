@@ -47,7 +47,10 @@ describe('maxRetries per call', () => {
       [-1, 'maxRetries must be an integer between 0 and 100 (received -1)'],
       [1.5, 'maxRetries must be an integer between 0 and 100 (received 1.5)'],
       [101, 'maxRetries must be an integer between 0 and 100 (received 101)'],
-      ['2', 'maxRetries must be an integer from 0 to 100, or left out'],
+      [
+        '2',
+        'maxRetries must be a finite number, an integer between 0 and 100, or left out to use the bucket\'s retry.maxRetries (received "2")',
+      ],
     ] as const) {
       const answer = await stub.execute(failing, { maxRetries: maxRetries as number, settles: 'data' });
       expect(answer).toMatchObject({
@@ -63,9 +66,12 @@ describe('maxRetries per call', () => {
     const recording = recordingNamespace();
     const viaRecording = defineLimiter({ binder: defineTestBinder(recording.namespace), name: 'unused' }).for({});
     for (const [value, message] of [
-      [-1, 'call(fn, options): options.maxRetries must be an integer from 0 to 100 (received -1)'],
-      [0.5, 'call(fn, options): options.maxRetries must be an integer from 0 to 100 (received 0.5)'],
-      ['1', 'call(fn, options): options.maxRetries must be a number, an integer from 0 to 100 (received "1")'],
+      [-1, 'call(fn, options): options.maxRetries must be an integer between 0 and 100 (received -1)'],
+      [0.5, 'call(fn, options): options.maxRetries must be an integer between 0 and 100 (received 0.5)'],
+      [
+        '1',
+        'call(fn, options): options.maxRetries must be a finite number, an integer between 0 and 100, or left out to use the bucket\'s retry.maxRetries (received "1")',
+      ],
     ] as const) {
       const error = await rejection(viaRecording.call(() => 1, { read: (n) => n, maxRetries: value as number }));
       expect(error.message).toBe(message);

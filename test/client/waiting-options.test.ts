@@ -54,33 +54,41 @@ describe('waiting options at the call boundary', () => {
       [
         { maxWaitMs: -1 },
         RangeError,
-        'call(fn, options): options.maxWaitMs must be an integer from 0 to 31622400000 ms (received -1)',
+        'call(fn, options): options.maxWaitMs must be an integer between 0 and 31622400000 (received -1)',
       ],
-      [{ maxWaitMs: 1.5 }, RangeError, 'options.maxWaitMs must be an integer from 0 to 31622400000 ms (received 1.5)'],
-      [{ maxWaitMs: Number.NaN }, RangeError, '(received NaN)'],
+      [{ maxWaitMs: 1.5 }, RangeError, 'options.maxWaitMs must be an integer between 0 and 31622400000 (received 1.5)'],
+      [
+        { maxWaitMs: Number.NaN },
+        TypeError,
+        'options.maxWaitMs must be a finite number, an integer between 0 and 31622400000, or left out to wait as long as needed (received NaN)',
+      ],
       [{ maxWaitMs: 31_622_400_001 }, RangeError, '(received 31622400001)'],
       [
         { maxWaitMs: '2000' },
         TypeError,
-        'options.maxWaitMs must be a number of milliseconds, an integer >= 0 (received "2000")',
+        'options.maxWaitMs must be a finite number, an integer between 0 and 31622400000, or left out to wait as long as needed (received "2000")',
       ],
       [
         { priority: 1001 },
         RangeError,
-        'call(fn, options): options.priority must be an integer from -1000 to 1000 (received 1001)',
+        'call(fn, options): options.priority must be an integer between -1000 and 1000 (received 1001)',
       ],
       [{ priority: -1001 }, RangeError, '(received -1001)'],
       [{ priority: 0.5 }, RangeError, '(received 0.5)'],
-      [{ priority: Infinity }, RangeError, '(received Infinity)'],
+      [
+        { priority: Infinity },
+        TypeError,
+        'options.priority must be a finite number, an integer between -1000 and 1000 (received Infinity)',
+      ],
       [
         { priority: 'high' },
         TypeError,
-        'options.priority must be a number, an integer from -1000 to 1000 (received "high")',
+        'options.priority must be a finite number, an integer between -1000 and 1000 (received "high")',
       ],
       [
         { priority: null },
         TypeError,
-        'options.priority must be a number, an integer from -1000 to 1000 (received null)',
+        'options.priority must be a finite number, an integer between -1000 and 1000 (received null)',
       ],
       [
         { signal: new AbortController() },
@@ -153,18 +161,18 @@ describe('waiting options at the call boundary', () => {
   it('defineLimiter refuses malformed defaults, naming the field', () => {
     expect(definitionError({ maxWaitMs: -1 })).toBeInstanceOf(RangeError);
     expect(definitionError({ maxWaitMs: -1 }).message).toBe(
-      'defineLimiter: maxWaitMs must be an integer from 0 to 31622400000 ms (received -1)',
+      'defineLimiter: maxWaitMs must be an integer between 0 and 31622400000 (received -1)',
     );
     expect(definitionError({ maxWaitMs: null })).toBeInstanceOf(TypeError);
     expect(definitionError({ maxWaitMs: null }).message).toBe(
-      'defineLimiter: maxWaitMs must be a number of milliseconds, an integer >= 0 (received null)',
+      'defineLimiter: maxWaitMs must be a finite number, an integer between 0 and 31622400000, or left out to wait as long as needed (received null)',
     );
     expect(definitionError({ priority: 2.5 })).toBeInstanceOf(RangeError);
     expect(definitionError({ priority: 2.5 }).message).toBe(
-      'defineLimiter: priority must be an integer from -1000 to 1000 (received 2.5)',
+      'defineLimiter: priority must be an integer between -1000 and 1000 (received 2.5)',
     );
     expect(definitionError({ priority: '1' })).toBeInstanceOf(TypeError);
-    expect(definitionError({ priority: '1' }).message).toContain('defineLimiter: priority must be a number');
+    expect(definitionError({ priority: '1' }).message).toContain('defineLimiter: priority must be a finite number');
     expect(definitionError({ maxWait: 5 }).message).toContain('unknown key "maxWait"');
     expect(() =>
       defineLimiter({ binder: defineBinder.unchecked('RATE_LIMITER'), name: 'ok', maxWaitMs: 0, priority: -1000 }),
@@ -239,10 +247,10 @@ describe('the fake namespace and the waiting options', () => {
     const fake = createFakeLimiterNamespace();
     const stub = fake.namespace.get(fake.namespace.idFromName('raw'));
     await expect(stub.execute(async () => ({ value: 1 }), { priority: 1.5 })).rejects.toThrow(
-      '[drl:invalid-argument] priority must be an integer from -1000 to 1000 (received 1.5)',
+      '[drl:invalid-argument] priority must be an integer between -1000 and 1000 (received 1.5)',
     );
     await expect(stub.execute(async () => ({ value: 1 }), { maxWaitMs: -2 })).rejects.toThrow(
-      '[drl:invalid-argument] maxWaitMs must be an integer from 0',
+      '[drl:invalid-argument] maxWaitMs must be an integer between 0 and 31622400000 (received -2)',
     );
     expect(fake.calls).toEqual([]);
     expect(() => createFakeLimiterNamespace({ waitMs: -1 })).toThrow(

@@ -60,7 +60,7 @@ TEST_CASE("learn: the config names the convention and maps dimensions to windows
       std::vector<std::string>{
           R"(unknown key "extra" in learn (allowed: headers, map))",
           R"(learn.headers must be one of auto, github, openai, anthropic, ietf, ietf-draft (received "stripe"))",
-          R"(dimension "2bad" must start with a letter and hold only letters, digits, '_' or '-', at most 32 characters)",
+          R"(learn.map has the key "2bad", which is not a dimension name (a letter, then at most 31 letters, digits, _ or -))",
           R"(learn.map.tokens names window "tpm", which this config does not have (windows: bucket))",
       });
   CHECK(validate_config(R"({"bucket":{"limitPerWindow":1,"windowInMs":1000},"concurrency":1,"learn":"auto"})").size() ==

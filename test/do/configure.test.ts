@@ -2,6 +2,22 @@
 // patches, every invalid field rejected with a reason, and nothing written on
 // rejection.
 import { describe, expect, it } from 'vitest';
+import type { LimiterConfig } from '../../shim/envelope.ts';
+import {
+  DEFAULT_ATTEMPT_TIMEOUT_MS,
+  DEFAULT_UNIT,
+  HEADER_CONVENTIONS,
+  MAX_ATTEMPT_TIMEOUT_MS,
+  MAX_CONCURRENCY,
+  MAX_DELAY_MS,
+  MAX_EXTRA_WINDOWS,
+  MAX_FACTOR,
+  MAX_LIMIT_PER_WINDOW,
+  MAX_NAME_BYTES,
+  MAX_RETRIES,
+  MAX_WINDOW_MS,
+  PRIMARY_WINDOW,
+} from '../../shim/limits.ts';
 import { bucket, configured, rejection, tablesOf, uniqueName } from './helpers.ts';
 
 const VALID = { bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 2 };
@@ -98,6 +114,109 @@ describe('configure', () => {
       /\[drl:invalid-argument\] configure\(".*-other"\) was sent to an object addressed by another name/,
     );
     expect((await stub.stats()).name).toBe(name);
+  });
+});
+
+describe('the bounds of a config (shim/limits.ts)', () => {
+  /** A window of `unit` named `name`. */
+  const window = (unit: string) => ({ unit, limitPerWindow: 1, windowInMs: 1000 });
+  const windows = (count: number) =>
+    Object.fromEntries(Array.from({ length: count }, (_, i) => [`w${i}`, window(`u${i}`)]));
+  const NAME_RULE = `a letter, then at most ${MAX_NAME_BYTES - 1} letters, digits, _ or -`;
+  const longest = 'n'.repeat(MAX_NAME_BYTES);
+  const tooLong = `${longest}n`;
+  // Each rule: the document at its bound, and one past it with the one problem it has.
+  const bounds: [string, Partial<LimiterConfig>, Partial<LimiterConfig>, string][] = [
+    [
+      'bucket.limitPerWindow',
+      { bucket: { limitPerWindow: MAX_LIMIT_PER_WINDOW, windowInMs: 1000 } },
+      { bucket: { limitPerWindow: MAX_LIMIT_PER_WINDOW + 1, windowInMs: 1000 } },
+      `bucket.limitPerWindow must be an integer between 1 and ${MAX_LIMIT_PER_WINDOW} (received ${MAX_LIMIT_PER_WINDOW + 1})`,
+    ],
+    [
+      'bucket.windowInMs',
+      { bucket: { limitPerWindow: 1, windowInMs: MAX_WINDOW_MS } },
+      { bucket: { limitPerWindow: 1, windowInMs: MAX_WINDOW_MS + 1 } },
+      `bucket.windowInMs must be an integer between 1 and ${MAX_WINDOW_MS} (received ${MAX_WINDOW_MS + 1})`,
+    ],
+    [
+      'concurrency',
+      { concurrency: MAX_CONCURRENCY },
+      { concurrency: MAX_CONCURRENCY + 1 },
+      `concurrency must be an integer between 1 and ${MAX_CONCURRENCY} (received ${MAX_CONCURRENCY + 1})`,
+    ],
+    [
+      'attemptTimeoutMs',
+      { attemptTimeoutMs: MAX_ATTEMPT_TIMEOUT_MS },
+      { attemptTimeoutMs: MAX_ATTEMPT_TIMEOUT_MS + 1 },
+      `attemptTimeoutMs must be an integer between 1 and ${MAX_ATTEMPT_TIMEOUT_MS} (received ${MAX_ATTEMPT_TIMEOUT_MS + 1})`,
+    ],
+    [
+      'retry.maxRetries',
+      { retry: { maxRetries: MAX_RETRIES } },
+      { retry: { maxRetries: MAX_RETRIES + 1 } },
+      `retry.maxRetries must be an integer between 0 and ${MAX_RETRIES} (received ${MAX_RETRIES + 1})`,
+    ],
+    [
+      'retry.maxDelayInMs',
+      { retry: { maxDelayInMs: MAX_DELAY_MS } },
+      { retry: { maxDelayInMs: MAX_DELAY_MS + 1 } },
+      `retry.maxDelayInMs must be an integer between 0 and ${MAX_DELAY_MS} (received ${MAX_DELAY_MS + 1})`,
+    ],
+    [
+      'retry.factor',
+      { retry: { factor: MAX_FACTOR } },
+      { retry: { factor: MAX_FACTOR + 0.5 } },
+      `retry.factor must be a finite number between 1 and ${MAX_FACTOR} (received ${MAX_FACTOR + 0.5})`,
+    ],
+    [
+      'windows',
+      { windows: windows(MAX_EXTRA_WINDOWS) },
+      { windows: windows(MAX_EXTRA_WINDOWS + 1) },
+      `windows may name at most ${MAX_EXTRA_WINDOWS} windows beside bucket (received ${MAX_EXTRA_WINDOWS + 1})`,
+    ],
+    [
+      'a window name',
+      { windows: { [longest]: window('tokens') } },
+      { windows: { [tooLong]: window('tokens') } },
+      `windows has the key "${tooLong}", which is not a window name (${NAME_RULE})`,
+    ],
+    [
+      'a unit name',
+      { windows: { tpm: window(longest) } },
+      { windows: { tpm: window(tooLong) } },
+      `windows.tpm.unit is "${tooLong}", which is not a unit name (${NAME_RULE})`,
+    ],
+    [
+      "the primary window's name",
+      { windows: { [`${PRIMARY_WINDOW}2`]: window('tokens') } },
+      { windows: { [PRIMARY_WINDOW]: window('tokens') } },
+      `window name "${PRIMARY_WINDOW}" is the primary window's: give this window another name`,
+    ],
+    [
+      'learn.headers',
+      { learn: { headers: HEADER_CONVENTIONS[HEADER_CONVENTIONS.length - 1] } },
+      { learn: { headers: 'stripe' as never } },
+      `learn.headers must be one of ${HEADER_CONVENTIONS.join(', ')} (received "stripe")`,
+    ],
+  ];
+
+  for (const [what, atBound, pastBound, problem] of bounds) {
+    it(`takes ${what} at its bound and refuses it one past, naming the bound`, async () => {
+      const { stub } = await configured({ ...VALID, ...atBound });
+      expect((await stub.stats()).config).toEqual({ ...VALID, ...atBound });
+      const name = uniqueName('past-bound');
+      const error = await rejection(bucket(name).configure(name, { ...VALID, ...pastBound }));
+      expect(error.message).toBe(`[drl:invalid-config] ${problem}`);
+      expect(await tablesOf(name)).toEqual([]);
+    });
+  }
+
+  it('counts the default unit in the primary window, and times attempts out after the default', async () => {
+    const { stub } = await configured(VALID);
+    const stats = await stub.stats();
+    expect(stats.windows[0]).toMatchObject({ name: PRIMARY_WINDOW, unit: DEFAULT_UNIT });
+    expect(stats.effective.attemptTimeoutMs).toBe(DEFAULT_ATTEMPT_TIMEOUT_MS);
   });
 });
 

@@ -3,6 +3,7 @@
 // AbortSignal cannot cross RPC), priorities, and the predicted start in stats.
 import { describe, expect, it } from 'vitest';
 import type { LimiterStats } from '../../shim/envelope.ts';
+import { MAX_DELAY_MS, MAX_PRIORITY, MAX_RETRIES } from '../../shim/limits.ts';
 import { configured, rejection, sleep, typed, waitFor } from './helpers.ts';
 
 /** A gate a callback can wait on, opened from the test. */
@@ -126,29 +127,36 @@ describe('maxWaitMs', () => {
 
   it('refuses a bad priority, maxWaitMs or whenAborted before anything is queued or stored, naming it', async () => {
     const { stub } = await configured({ bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 1 });
-    const cases: [unknown, RegExp][] = [
+    const cases: [unknown, string, RegExp][] = [
       [
         { priority: 1.5 },
-        /^\[drl:invalid-argument\] priority must be an integer between -1000 and 1000 \(received 1\.5\)/,
+        'RangeError',
+        /^\[drl:invalid-argument\] priority must be an integer between -1000 and 1000 \(received 1\.5\)$/,
       ],
-      [{ priority: 1001 }, /priority must be an integer between -1000 and 1000 \(received 1001\)/],
+      [{ priority: 1001 }, 'RangeError', /priority must be an integer between -1000 and 1000 \(received 1001\)$/],
       [
         { priority: 'high' },
-        /^\[drl:invalid-argument\] priority must be an integer from -1000 to 1000 \(received "high"\)/,
+        'TypeError',
+        /^\[drl:invalid-argument\] priority must be a finite number, an integer between -1000 and 1000 \(received "high"\)$/,
       ],
-      [{ priority: Number.NaN }, /priority must be a finite number \(received NaN\)/],
-      [{ maxWaitMs: -1 }, /maxWaitMs must be an integer between 0 and \d+ \(received -1\)/],
-      [{ maxWaitMs: 2.5 }, /maxWaitMs must be an integer between 0 and \d+ \(received 2\.5\)/],
-      [{ maxWaitMs: Number.POSITIVE_INFINITY }, /maxWaitMs must be a finite number, or left out/],
+      [{ priority: Number.NaN }, 'TypeError', /priority must be a finite number, .* \(received NaN\)$/],
+      [{ maxWaitMs: -1 }, 'RangeError', /maxWaitMs must be an integer between 0 and 31622400000 \(received -1\)$/],
+      [{ maxWaitMs: 2.5 }, 'RangeError', /maxWaitMs must be an integer between 0 and 31622400000 \(received 2\.5\)$/],
+      [
+        { maxWaitMs: Number.POSITIVE_INFINITY },
+        'TypeError',
+        /maxWaitMs must be a finite number, an integer between 0 and 31622400000, or left out to wait as long as needed \(received Infinity\)$/,
+      ],
       // NaN is how the ABI says "no maxWaitMs": a caller must say that by leaving it out.
       [
         { maxWaitMs: Number.NaN },
-        /^\[drl:invalid-argument\] maxWaitMs must be an integer >= 0, or left out .*received NaN\)/,
+        'TypeError',
+        /^\[drl:invalid-argument\] maxWaitMs must be a finite number, .*received NaN\)$/,
       ],
-      [{ maxWaitMs: '100' }, /maxWaitMs must be an integer >= 0, or left out .*received "100"\)/],
-      [{ whenAborted: 'soon' }, /whenAborted must be a function .*received "soon"\)/],
+      [{ maxWaitMs: '100' }, 'TypeError', /maxWaitMs must be a finite number, .*or left out .*received "100"\)$/],
+      [{ whenAborted: 'soon' }, 'TypeError', /whenAborted must be a function .*received "soon"\)/],
     ];
-    for (const [options, message] of cases) {
+    for (const [options, kind, message] of cases) {
       let ran = false;
       const error = await rejection(
         stub.execute(async () => {
@@ -156,10 +164,45 @@ describe('maxWaitMs', () => {
           return {};
         }, options as never),
       );
-      expect(error.message, JSON.stringify(options)).toMatch(message);
+      expect({ options, kind: error.name, message: error.message }).toEqual({
+        options,
+        kind,
+        message: expect.stringMatching(message),
+      });
       expect(ran).toBe(false);
     }
     expect(await stub.stats()).toMatchObject({ used: 0, queued: 0, running: 0, active: 0 });
+  });
+
+  it('takes priority, maxWaitMs and maxRetries at their bounds, and refuses one past them naming the bound', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1 });
+    const atBounds = [
+      { priority: MAX_PRIORITY },
+      { priority: -MAX_PRIORITY },
+      { maxWaitMs: MAX_DELAY_MS },
+      { maxWaitMs: 0 },
+      { maxRetries: MAX_RETRIES },
+      { maxRetries: 0 },
+    ];
+    for (const options of atBounds) expect(await stub.execute(async () => ({ value: 'ran' }), options)).toBe('ran');
+    const pastBounds: [Record<string, number>, string][] = [
+      [{ priority: MAX_PRIORITY + 1 }, `priority must be an integer between -${MAX_PRIORITY} and ${MAX_PRIORITY}`],
+      [{ priority: -MAX_PRIORITY - 1 }, `priority must be an integer between -${MAX_PRIORITY} and ${MAX_PRIORITY}`],
+      [{ maxWaitMs: MAX_DELAY_MS + 1 }, `maxWaitMs must be an integer between 0 and ${MAX_DELAY_MS}`],
+      [{ maxWaitMs: -1 }, `maxWaitMs must be an integer between 0 and ${MAX_DELAY_MS}`],
+      [{ maxRetries: MAX_RETRIES + 1 }, `maxRetries must be an integer between 0 and ${MAX_RETRIES}`],
+      [{ maxRetries: -1 }, `maxRetries must be an integer between 0 and ${MAX_RETRIES}`],
+    ];
+    for (const [options, rule] of pastBounds) {
+      const value = Object.values(options)[0];
+      const error = await rejection(stub.execute(async () => ({ value: 'ran' }), options));
+      expect({ options, kind: error.name, message: error.message }).toEqual({
+        options,
+        kind: 'RangeError',
+        message: `[drl:invalid-argument] ${rule} (received ${value})`,
+      });
+    }
+    expect((await stub.stats()).used).toBe(atBounds.length);
   });
 });
 

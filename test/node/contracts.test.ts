@@ -1,16 +1,19 @@
 // Verifies that the contracts generated from one source agree everywhere:
-// the committed JS tables and docs/errors.md match their sources (error_ids.def,
-// output_kinds.def, the do-worker import graph), core.wasm was built from the
-// same tables, and the cost rule the client checks agrees with the engine's.
+// the committed JS tables and docs/errors.md and docs/known-limits.md match
+// their sources (error_ids.def, output_kinds.def, limits.def, the do-worker
+// import graph), core.wasm was built from the same tables, and the cost rule
+// the client checks agrees with the engine's.
 import { execFileSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ACTION_KINDS, WRITE_KINDS, WRITE_RECORD_BASE } from '../../shim/engine/output-kinds.ts';
 import { ERROR_IDS } from '../../shim/error-ids.ts';
-import { configJson, costProblem, MAX_CONFIG_DEPTH } from '../../shim/rules.ts';
+import * as LIMITS from '../../shim/limits.ts';
+import { configJson, costProblem } from '../../shim/rules.ts';
 import { loadCore } from './wasm.ts';
 
 const root = resolve(import.meta.dirname, '../..');
+const { MAX_CONFIG_DEPTH } = LIMITS;
 
 describe('generated contracts', () => {
   it('the committed files are what scripts/gen-contracts.mjs makes from their sources', () => {
@@ -26,12 +29,21 @@ describe('generated contracts', () => {
     expect(status).toBe(0);
   });
 
-  it('core.wasm was built from the same error table and output kinds', () => {
+  it('core.wasm was built from the same error table, output kinds and limits', () => {
     const contract = loadCore().contract();
     expect(contract.errors).toEqual(ERROR_IDS.map((e) => [e.code, e.id, e.kinds.join('|')]));
     expect(contract.actions).toEqual(ACTION_KINDS.flatMap((name, n) => (name ? [[n, name]] : [])));
     expect(contract.writes).toEqual(WRITE_KINDS.flatMap((name, n) => (name ? [[n, name]] : [])));
     expect(contract.writeRecordBase).toBe(WRITE_RECORD_BASE);
+    // kMaxPriority is MAX_PRIORITY: the generator's naming (scripts/gen-contracts.mjs jsName).
+    const byJsName = Object.entries(contract.limits).map(([name, value]) => [
+      name
+        .slice(1)
+        .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
+        .toUpperCase(),
+      value,
+    ]);
+    expect(Object.fromEntries(byJsName)).toEqual({ ...LIMITS });
   });
 
   it('every id has a unique code and marker, and the markers are the ids in brackets', () => {

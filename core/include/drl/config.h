@@ -36,28 +36,15 @@
 #include <vector>
 
 #include "drl/error.h"
+#include "drl/limits.h"
 
 namespace drl {
 
-// Upper bounds that keep arithmetic exact in a double and catch unit mistakes.
-inline constexpr int64_t kMaxLimitPerWindow = 1'000'000'000;
-inline constexpr int64_t kMaxWindowMs = 366LL * 24 * 60 * 60 * 1000;  // 366 days
-inline constexpr int64_t kMaxConcurrency = 1'000'000;
-inline constexpr int64_t kMaxRetries = 100;
-// An attempt longer than a day is a hung one; the bound also keeps the
-// timeout within the int32 an action carries it in.
-inline constexpr int64_t kMaxAttemptTimeoutMs = 24LL * 60 * 60 * 1000;
-inline constexpr int64_t kMaxDelayMs = kMaxWindowMs;
-inline constexpr double kMaxFactor = 1000.0;
-
-// Bounds on the windows a bucket has and on the names of windows and units.
-inline constexpr size_t kMaxExtraWindows = 7;  // beside the primary window
-inline constexpr size_t kMaxWindows = kMaxExtraWindows + 1;
-inline constexpr size_t kMaxNameBytes = 32;  // window and unit names: a letter, then letters, digits, '_' or '-'
-// The unit a call's plain numeric cost is counted in, unless bucket.unit names another.
-inline constexpr const char* kDefaultUnit = "requests";
-// The primary window's name in stats (and so a name no extra window may take).
-inline constexpr const char* kPrimaryWindow = "bucket";
+// The bounds a config must keep (kMaxLimitPerWindow, kMaxWindowMs, kMaxDelayMs,
+// kMaxConcurrency, kMaxRetries, kMaxAttemptTimeoutMs, kMaxFactor,
+// kMaxExtraWindows, kMaxNameBytes, kMaxConfigDepth), the default unit and the
+// primary window's name are rows of limits.def, shared with the JS side:
+// see drl/limits.h.
 
 struct BucketConfig {
   int64_t limit_per_window = 0;
@@ -86,8 +73,7 @@ struct LearnConfig {
   std::string headers = "auto";
   std::vector<std::pair<std::string, std::string>> map;  // dimension -> window name, by dimension
 };
-// The conventions `learn.headers` accepts.
-inline constexpr const char* kHeaderConventions[] = {"auto", "github", "openai", "anthropic", "ietf", "ietf-draft"};
+// The conventions `learn.headers` accepts: kHeaderConventions (limits.def).
 
 struct RetryConfig {
   int64_t max_retries = 3;
@@ -101,9 +87,8 @@ struct Config {
   BucketConfig bucket;
   int64_t concurrency = 0;
   // An attempt that has not reported by then is settled without a retry and
-  // its slot released. Longer than Cloudflare's own 100 s origin timeout, so
-  // an HTTP call through Cloudflare has given up before the limiter does.
-  int64_t attempt_timeout_ms = 120'000;
+  // its slot released (the default's reason is in limits.def).
+  int64_t attempt_timeout_ms = kDefaultAttemptTimeoutMs;
   RetryConfig retry;
   std::vector<WindowConfig> windows;  // extra windows, by name
   LearnConfig learn;
@@ -124,8 +109,14 @@ struct ParsedConfig {
   std::string text;
 };
 
-// Whether `name` is a valid window or unit name (see kMaxNameBytes).
+// Whether `name` is a valid window, unit or dimension name: a letter, then
+// letters, digits, '_' or '-', at most kMaxNameBytes in all.
 bool valid_name(std::string_view name);
+
+// That rule in words, as every message refusing a name quotes it, the
+// client's included (shim/rules.ts NAME_RULE builds the same words):
+// "a letter, then at most 31 letters, digits, _ or -".
+std::string name_rule();
 
 // Every problem found in `json_text`; empty means valid.
 std::vector<ConfigProblem> validate_config(std::string_view json_text);

@@ -132,7 +132,7 @@ struct Waiting {
   // attempt, never retried", for work that must not run twice (a POST).
   std::optional<double> max_retries = std::nullopt;
 };
-inline constexpr int64_t kMaxPriority = 1000;
+// kMaxPriority, like every bound above, is a row of limits.def (drl/limits.h).
 
 // How a callback's attempt ended, as built by the client from the response.
 enum class Failure : int {
@@ -232,15 +232,13 @@ inline constexpr int64_t kReserveFractionDenominator = 4;  // a record holds at 
 inline constexpr int64_t kMaxReleaseAllowanceMs = 1000;
 inline constexpr size_t kReleaseLagSamples = 256;
 
-// At most this many log entries are kept. For windows up to this many ms
-// every distinct take time is its own entry (exact); longer windows record
-// takes on a grid of ceil(window / (kMaxLogEntries - 1)) ms, dated at the end
-// of their cell (later is the safe side: a grant dated later expires later).
-inline constexpr int64_t kMaxLogEntries = 131'072;
-// The same cap for each extra window (Config::windows), so a bucket with
-// three windows at full rate stays under 4 MB: their grids are 4x coarser
-// (a per-day window dates takes on a 2,637 ms grid instead of 660 ms).
-inline constexpr int64_t kMaxExtraLogEntries = 32'768;
+// At most kMaxLogEntries log entries are kept (kMaxExtraLogEntries for each
+// extra window: both in limits.def). For windows up to that many ms every
+// distinct take time is its own entry (exact); longer windows record takes
+// on a grid of ceil(window / (cap - 1)) ms, dated at the end of their cell
+// (later is the safe side: a grant dated later expires later). The extra
+// windows' grids are 4x coarser (a per-day window dates takes on a 2,637 ms
+// grid instead of 660 ms).
 
 // The grid step for a window: 1 ms (exact) up to max_entries ms.
 int64_t grid_step_ms(int64_t window_ms, int64_t max_entries = kMaxLogEntries);

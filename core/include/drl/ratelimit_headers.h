@@ -52,6 +52,8 @@
 #include <string_view>
 #include <vector>
 
+#include "drl/limits.h"
+
 namespace drl {
 
 enum class HeaderConvention { Auto, GitHub, OpenAI, Anthropic, Ietf, IetfDraft };
@@ -88,9 +90,7 @@ std::vector<Observation> parse_rate_limit_headers(const std::vector<HeaderField>
 // Expects the lower-case name, but compares case-insensitively anyway.
 bool is_rate_limit_header(std::string_view lower_name);
 
-// A response carries at most a dozen of these (Anthropic sends 12); twice that is slack.
-inline constexpr std::size_t kMaxRateLimitHeaders = 24;
-// Two IETF policies take ~80 bytes; longer values are hostile or not rate-limit headers.
-inline constexpr std::size_t kMaxRateLimitHeaderBytes = 512;
+// kMaxRateLimitHeaders and kMaxRateLimitHeaderBytes, the bounds above, are
+// rows of limits.def: the client forwards no more than they allow.
 
 }  // namespace drl

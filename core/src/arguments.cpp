@@ -28,7 +28,8 @@ std::optional<Error> amount_problem(double v, const std::string& path) {
 std::optional<Error> waiting_problem(const Waiting& w) {
   if (!std::isfinite(w.priority)) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
-                       "priority must be a finite number (received " + number_text(w.priority) + ")");
+                       "priority must be a finite number, an integer between -" + std::to_string(kMaxPriority) +
+                           " and " + std::to_string(kMaxPriority) + " (received " + number_text(w.priority) + ")");
   }
   if (w.priority != std::floor(w.priority) || std::fabs(w.priority) > static_cast<double>(kMaxPriority)) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
@@ -38,9 +39,9 @@ std::optional<Error> waiting_problem(const Waiting& w) {
   if (w.max_wait_ms) {
     const double m = *w.max_wait_ms;
     if (!std::isfinite(m)) {
-      return Error::make(
-          ErrorCode::InvalidArgument, ErrorKind::TypeError,
-          "maxWaitMs must be a finite number, or left out to wait as long as needed (received " + number_text(m) + ")");
+      return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
+                         "maxWaitMs must be a finite number, an integer between 0 and " + std::to_string(kMaxDelayMs) +
+                             ", or left out to wait as long as needed (received " + number_text(m) + ")");
     }
     if (m < 0 || m != std::floor(m) || m > static_cast<double>(kMaxDelayMs)) {
       return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
@@ -52,9 +53,8 @@ std::optional<Error> waiting_problem(const Waiting& w) {
     const double r = *w.max_retries;
     if (!std::isfinite(r)) {
       return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
-                         "maxRetries must be a finite number, or left out to use the bucket's retry.maxRetries "
-                         "(received " +
-                             number_text(r) + ")");
+                         "maxRetries must be a finite number, an integer between 0 and " + std::to_string(kMaxRetries) +
+                             ", or left out to use the bucket's retry.maxRetries (received " + number_text(r) + ")");
     }
     if (r < 0 || r != std::floor(r) || r > static_cast<double>(kMaxRetries)) {
       return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,

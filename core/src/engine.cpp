@@ -249,7 +249,8 @@ Status Engine::pause(double ms, Millis now) {
   if (!scheduler_->cfg) return scheduler_->not_configured();
   if (!std::isfinite(ms)) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
-                       "pause ms must be a finite number (received " + internal::number_text(ms) + ")");
+                       "pause ms must be a finite number, an integer between 0 and " + std::to_string(kMaxDelayMs) +
+                           " (received " + internal::number_text(ms) + ")");
   }
   if (ms < 0 || ms != std::floor(ms) || ms > static_cast<double>(kMaxDelayMs)) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,

@@ -24,9 +24,9 @@ Expected<Call> Scheduler::costed(const Amounts& cost) {
   for (const Amount& a : cost) {
     const int unit = counted_unit(a.unit);
     if (unit < 0 && !valid_name(a.unit)) {
-      return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
-                         "cost has the key " + nlohmann::json(a.unit).dump() +
-                             ", which is not a unit name (a letter, then at most 31 letters, digits, _ or -)");
+      return Error::make(
+          ErrorCode::InvalidArgument, ErrorKind::RangeError,
+          "cost has the key " + nlohmann::json(a.unit).dump() + ", which is not a unit name (" + name_rule() + ")");
     }
     if (unit < 0) {
       return Error::make(

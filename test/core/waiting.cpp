@@ -107,14 +107,17 @@ TEST_CASE("waiting: the messages name the field, the rule and the value", "[wait
         "[drl:invalid-argument] priority must be an integer between -1000 and 1000 (received 1.5)");
   CHECK(message(waiting(-1001)) ==
         "[drl:invalid-argument] priority must be an integer between -1000 and 1000 (received -1001)");
-  CHECK(message(waiting(kNaN)).rfind("[drl:invalid-argument] priority must be a finite number (received ", 0) == 0);
+  CHECK(message(waiting(kNaN))
+            .rfind("[drl:invalid-argument] priority must be a finite number, an integer between "
+                   "-1000 and 1000 (received ",
+                   0) == 0);
   CHECK(message(waiting(0, 2.5)) == "[drl:invalid-argument] maxWaitMs must be an integer between 0 and " +
                                         std::to_string(kMaxDelayMs) + " (received 2.5)");
   CHECK(message(waiting(0, -1.0)) == "[drl:invalid-argument] maxWaitMs must be an integer between 0 and " +
                                          std::to_string(kMaxDelayMs) + " (received -1)");
   CHECK(message(waiting(0, kInf))
-            .rfind("[drl:invalid-argument] maxWaitMs must be a finite number, or left out to wait as long as needed "
-                   "(received ",
+            .rfind("[drl:invalid-argument] maxWaitMs must be a finite number, an integer between 0 and " +
+                       std::to_string(kMaxDelayMs) + ", or left out to wait as long as needed (received ",
                    0) == 0);
   // The priority is checked first, and a bad cost before either.
   CHECK(message(waiting(kNaN, -1.0)).find("priority") != std::string::npos);
@@ -197,8 +200,8 @@ TEST_CASE("waiting: maxRetries must be an integer in [0, kMaxRetries]", "[waitin
     CHECK(t.error().code == ErrorCode::InvalidArgument);
     CHECK(t.error().kind == ErrorKind::TypeError);
     CHECK(t.error().message ==
-          "[drl:invalid-argument] maxRetries must be a finite number, or left out to use the bucket's "
-          "retry.maxRetries (received " +
+          "[drl:invalid-argument] maxRetries must be a finite number, an integer between 0 and 100, or left out "
+          "to use the bucket's retry.maxRetries (received " +
               text + ")");
   }
   SECTION("a refused arrival takes nothing and emits nothing, by either arrive") {

@@ -164,7 +164,11 @@ describe('core.wasm loader', () => {
       [-1, RangeError, 'an integer between 0 and 100 (received -1)'],
       [1.5, RangeError, 'an integer between 0 and 100 (received 1.5)'],
       [101, RangeError, 'an integer between 0 and 100 (received 101)'],
-      [Infinity, TypeError, "a finite number, or left out to use the bucket's retry.maxRetries (received Infinity)"],
+      [
+        Infinity,
+        TypeError,
+        "a finite number, an integer between 0 and 100, or left out to use the bucket's retry.maxRetries (received Infinity)",
+      ],
     ] as const) {
       for (const cost of [1, { requests: 1 }]) {
         try {

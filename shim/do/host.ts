@@ -7,15 +7,9 @@
  * Every decision is the engine's; nothing here paces, retries or queues.
  */
 import { RpcStub } from 'cloudflare:workers';
-import {
-  EngineOutput,
-  type Engine,
-  type EngineHistoryRow,
-  type EngineReport,
-  type EngineWriteKind,
-} from '../engine/loader.ts';
+import type { Engine, EngineAction, EngineHistoryRow, EngineReport, EngineWrite } from '../engine/loader.ts';
 import type { AttemptStart } from '../envelope.ts';
-import { MARKERS, type ErrorId } from '../error-ids.ts';
+import { MARKERS } from '../error-ids.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
 import { parseReport } from './arguments.ts';
 import type { LimiterStorage, StoredBucket } from './storage.ts';
@@ -23,7 +17,7 @@ import type { LimiterStorage, StoredBucket } from './storage.ts';
 // Writes that are safe stored alone, whatever else in their batch fails (see
 // #apply). Not putReservation: the rows it stops covering are written in
 // the same batch, and both must land or neither.
-const SAFE_ALONE: ReadonlySet<EngineWriteKind> = new Set([
+const SAFE_ALONE: ReadonlySet<EngineWrite['kind']> = new Set([
   'putGrant',
   'putSlots',
   'deleteGrantsThrough',
@@ -31,9 +25,6 @@ const SAFE_ALONE: ReadonlySet<EngineWriteKind> = new Set([
   // LimiterStorage writes it after every grant row of its batch.
   'putReleased',
 ]);
-
-// An output with nothing in it: what #apply stores alongside `extra` alone.
-const NOTHING = new EngineOutput();
 
 // setTimeout's limit; longer waits are chained through intermediate wakes.
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -54,6 +45,8 @@ interface PendingCall {
   watched?: boolean;
 }
 
+type Reject = Extract<EngineAction, { kind: 'reject' }>;
+
 export class EngineHost {
   readonly #engine: Engine;
   readonly #storage: LimiterStorage;
@@ -62,12 +55,7 @@ export class EngineHost {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerAt: number | undefined;
   #committing = false;
-  // What drains produced while a commit was in flight, applied when it lands.
-  #held: EngineOutput | undefined;
-  // The output #step drains into, reused so a take allocates none; a step
-  // run from inside another's actions (a callback calling back at once)
-  // finds it taken and uses its own.
-  #spare: EngineOutput | undefined = new EngineOutput();
+  #held: { writes: EngineWrite[]; actions: EngineAction[] } | undefined;
   #exportHistory: (() => ((closed: EngineHistoryRow[]) => void) | undefined) | undefined;
   // Release dating (see #noteReleases): the engine's start count last handed
   // on, and how many write batches were applied / are known durable.
@@ -233,38 +221,36 @@ export class EngineHost {
     const holding = mayHold && this.#committing;
     let extra = alongside; // goes in the first transaction
     let wrote = false;
-    // The batch being applied: its actions are not acted on if its write fails.
-    let unacted: EngineOutput | undefined;
-    const out = this.#spare ?? new EngineOutput();
-    this.#spare = undefined;
+    // The actions of the batch being applied: not acted on if its write fails.
+    let unacted: readonly EngineAction[] = [];
     try {
       if (!holding && this.#held) {
         const held = this.#held;
-        unacted = held;
-        wrote = this.#apply(held, extra) || wrote;
+        unacted = held.actions;
+        wrote = this.#apply(held.writes, extra) || wrote;
         this.#held = undefined;
-        unacted = undefined;
+        unacted = [];
         extra = undefined;
-        for (let i = 0; i < held.actionCount; i++) this.#act(held, i);
+        for (const action of held.actions) this.#act(action);
       }
       for (;;) {
-        this.#engine.drain(out);
-        if (out.writeCount === 0 && out.actionCount === 0) break;
-        if (holding && (out.writeCount > 0 || (this.#held !== undefined && out.starts() > 0))) {
-          (this.#held ??= new EngineOutput()).append(out);
+        const { writes, actions } = this.#engine.drain();
+        if (writes.length === 0 && actions.length === 0) break;
+        if (holding && (writes.length > 0 || (this.#held !== undefined && actions.some((a) => a.kind === 'start')))) {
+          const held = (this.#held ??= { writes: [], actions: [] });
+          held.writes.push(...writes);
+          held.actions.push(...actions);
           continue;
         }
-        unacted = out;
-        wrote = this.#apply(out, extra) || wrote;
-        unacted = undefined;
+        unacted = actions;
+        wrote = this.#apply(writes, extra) || wrote;
+        unacted = [];
         extra = undefined;
-        for (let i = 0; i < out.actionCount; i++) this.#act(out, i);
+        for (const action of actions) this.#act(action);
       }
-      if (extra) wrote = this.#apply(NOTHING, extra);
+      if (extra) wrote = this.#apply([], extra);
     } catch (error) {
-      throw this.#storageFailed(error, [unacted, this.#held]);
-    } finally {
-      this.#spare = out;
+      throw this.#storageFailed(error, [...unacted, ...(this.#held?.actions ?? [])]);
     }
     this.#arm();
     this.#exportClosed();
@@ -283,20 +269,14 @@ export class EngineHost {
    * reservation record (with the rows it stops covering) or erases the
    * bucket is one transaction.
    */
-  #apply(writes: EngineOutput, extra?: () => void): boolean {
-    if (writes.writeCount === 0 && !extra) return false;
+  #apply(writes: readonly EngineWrite[], extra?: () => void): boolean {
+    if (writes.length === 0 && !extra) return false;
     this.#writesApplied++;
     // Closed history intervals ride on a write that stores something anyway
     // (expiries alone are batched by storage, so they do not count).
-    let stores = false;
-    let safeAlone = true;
-    for (let i = 0; i < writes.writeCount; i++) {
-      const kind = writes.writeKind(i);
-      if (kind !== 'deleteGrantsThrough') stores = true;
-      if (!SAFE_ALONE.has(kind)) safeAlone = false;
-    }
+    const stores = writes.some((w) => w.kind !== 'deleteGrantsThrough');
     const history = stores ? this.#engine.historyUnsaved() : undefined;
-    if (!extra && safeAlone) {
+    if (!extra && writes.every((w) => SAFE_ALONE.has(w.kind))) {
       this.#storage.apply(writes);
       if (history) this.#storage.putHistory(history);
       // Expiries alone run no statement (see LimiterStorage.apply): no commit.
@@ -318,7 +298,7 @@ export class EngineHost {
    * from its own report), and the engine is rebuilt from storage, whose
    * record of running slots keeps the cap. Returns the error to throw.
    */
-  #storageFailed(cause: unknown, unacted: readonly (EngineOutput | undefined)[]): Error {
+  #storageFailed(cause: unknown, unacted: readonly EngineAction[]): Error {
     const error = new Error(
       `${MARKERS.storageFailed} the object's storage refused a write (${cause instanceof Error ? cause.message : String(cause)}); the bucket now runs on what storage holds`,
     );
@@ -336,12 +316,8 @@ export class EngineHost {
     // may start any more (every waiting caller is withdrawn), then the starts
     // that were decided but never acted on are undone: no callback ran.
     for (const ticket of tickets) ignoreUnknown(() => this.#engine.cancel(ticket, now));
-    for (const batch of unacted) {
-      if (batch === undefined) continue;
-      for (let i = 0; i < batch.actionCount; i++) {
-        if (batch.actionKind(i) === 'start') ignoreUnknown(() => this.#engine.gone(batch.actionTicket(i), now));
-      }
-    }
+    for (const action of unacted)
+      if (action.kind === 'start') ignoreUnknown(() => this.#engine.gone(action.ticket, now));
     const slots = this.#engine.runningSlotsText();
     for (const call of calls) call.reject(error);
     try {
@@ -371,7 +347,9 @@ export class EngineHost {
    * mark.
    */
   #noteReleases(): void {
-    const mark = this.#engine.startsEmitted() - (this.#held?.starts() ?? 0);
+    let held = 0;
+    for (const action of this.#held?.actions ?? []) if (action.kind === 'start') held++;
+    const mark = this.#engine.startsEmitted() - held;
     if (mark <= this.#releaseMark) return;
     this.#releaseMark = mark;
     const applied = this.#writesApplied;
@@ -413,28 +391,26 @@ export class EngineHost {
     this.#durable.sync().then(landed, landed);
   }
 
-  /** Carries out action `i` of `out`. */
-  #act(out: EngineOutput, i: number): void {
-    const ticket = out.actionTicket(i);
-    const call = this.#calls.get(ticket);
+  #act(action: EngineAction): void {
+    const call = this.#calls.get(action.ticket);
     if (!call) return;
-    switch (out.actionKind(i)) {
+    switch (action.kind) {
       case 'start':
         // The attempt settles the call itself; this catches only what breaks
         // the object under it (storage gone after an abort or reset), so the
         // caller hears of it instead of it surfacing as an unhandled rejection.
-        this.#attempt(ticket, call).catch((error: unknown) => {
-          this.#calls.delete(ticket);
+        this.#attempt(action.ticket, call).catch((error: unknown) => {
+          this.#calls.delete(action.ticket);
           call.reject(error);
         });
         return;
       case 'resolve':
-        this.#calls.delete(ticket);
+        this.#calls.delete(action.ticket);
         call.resolve(call.value);
         return;
       case 'reject':
-        this.#calls.delete(ticket);
-        call.reject(call.refused ?? rejection(out.actionCode(i), out.actionStatus(i), call));
+        this.#calls.delete(action.ticket);
+        call.reject(call.refused ?? rejection(action, call));
         return;
     }
   }
@@ -584,12 +560,13 @@ function ignoreUnknown(call: () => void): void {
  * The error a caller gets for the engine's reject action. Exhaustive over the
  * error table: a new id fails to compile here until it is given a meaning.
  */
-function rejection(code: ErrorId, status: number, call: PendingCall): unknown {
+function rejection(action: Reject, call: PendingCall): unknown {
+  const code = action.code;
   switch (code) {
     case 'call-failed':
       return new CallFailedError(
-        call.failure ?? (status === 429 ? 'rate limited by the upstream' : 'the call failed'),
-        status,
+        call.failure ?? (action.status === 429 ? 'rate limited by the upstream' : 'the call failed'),
+        action.status,
       );
     case 'callback-threw':
       return call.thrown;
@@ -605,10 +582,10 @@ function rejection(code: ErrorId, status: number, call: PendingCall): unknown {
       // timeoutMs travels as a field when the call settles as data (settled.ts).
       return Object.assign(
         new Error(
-          `${MARKERS.attemptTimeout} the callback did not report within the bucket's attemptTimeoutMs (timeout ${status} ms): ` +
+          `${MARKERS.attemptTimeout} the callback did not report within the bucket's attemptTimeoutMs (timeout ${action.status} ms): ` +
             'the call was not retried (its work may have reached the upstream) and its slot was released',
         ),
-        { timeoutMs: status },
+        { timeoutMs: action.status },
       );
     case 'caller-gone':
       return new Error(`${MARKERS.callerGone} the caller went away while its callback was being invoked`);
@@ -617,9 +594,9 @@ function rejection(code: ErrorId, status: number, call: PendingCall): unknown {
       return Object.assign(
         new Error(
           `${MARKERS.deadlineExceeded} the call could not start within its maxWaitMs, so it was refused without taking anything ` +
-            `and its callback never ran; the bucket predicts a wait of at least ${status} ms (retry after ${status} ms)`,
+            `and its callback never ran; the bucket predicts a wait of at least ${action.status} ms (retry after ${action.status} ms)`,
         ),
-        { retryAfterMs: status },
+        { retryAfterMs: action.status },
       );
     // The engine settles calls with the ids above only; these would be a bug
     // in core.wasm, reported with the id it used rather than disguised.

@@ -91,7 +91,7 @@ Expected<Ticket> Engine::arrive(double cost, const Waiting& waiting, Millis now)
   c.set_cost(scheduler_->windows[0].unit, static_cast<int64_t>(cost));
   if (const internal::Window* w = scheduler_->too_large(c)) return scheduler_->cost_too_large(*w, c, false);
   if (auto problem = internal::waiting_problem(waiting)) return *problem;
-  return scheduler_->enqueue(c, waiting, now);
+  return scheduler_->enqueue(std::move(c), waiting, now);
 }
 
 Expected<Ticket> Engine::arrive(const Amounts& cost, const Waiting& waiting, Millis now) {
@@ -99,7 +99,7 @@ Expected<Ticket> Engine::arrive(const Amounts& cost, const Waiting& waiting, Mil
   auto c = scheduler_->costed(cost);
   if (!c.ok()) return c.error();
   if (auto problem = internal::waiting_problem(waiting)) return *problem;
-  return scheduler_->enqueue(*c, waiting, now);
+  return scheduler_->enqueue(std::move(*c), waiting, now);
 }
 
 Status Engine::report(Ticket t, const Report& r, Millis now) {

@@ -11,10 +11,6 @@
 
 namespace drl {
 
-using internal::Call;
-using internal::Caller;
-using internal::Phase;
-
 void Engine::restore(const Snapshot& snap, Millis now) {
   restore_begin(snap.config_text ? std::optional<std::string_view>(*snap.config_text) : std::nullopt, snap.forced_until,
                 snap.lift_pending, now);

@@ -11,10 +11,6 @@
 
 namespace drl {
 
-using internal::Call;
-using internal::Caller;
-using internal::Phase;
-
 namespace {
 // What the upstream's headers last said about a window (null: nothing yet).
 // A document this engine wrote or already validated, parsed through the

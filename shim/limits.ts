@@ -111,3 +111,9 @@ export const MAX_RATE_LIMIT_HEADERS = 24;
  * value is hostile or not a rate-limit header. (drl::kMaxRateLimitHeaderBytes)
  */
 export const MAX_RATE_LIMIT_HEADER_BYTES = 512;
+
+/**
+ * The largest usage a report may give for one unit: far beyond any limit (a call may use more than
+ * it was admitted with, a debt its windows carry), and still exact in a double. (drl::kMaxUsage)
+ */
+export const MAX_USAGE = 1_000_000_000_000_000;

@@ -23,10 +23,6 @@
 
 namespace drl::internal {
 
-// The largest usage a report may give for one unit: far beyond any limit
-// (a usage may exceed it: a debt), still exact in a double.
-constexpr double kMaxUsage = 1e15;
-
 // The largest integer a JS number holds exactly (Number.MAX_SAFE_INTEGER):
 // a cost beyond it may not be the number the caller wrote.
 constexpr double kMaxSafeInteger = 9007199254740991.0;

@@ -454,11 +454,13 @@ export class Engine {
   report(ticket: number, report: EngineReport, now: number): void {
     let flags = report.rateLimited ? 1 : 0;
     if (report.failure) flags |= FAILURE_FLAGS[report.failure];
+    // The usage first: numbering a unit the engine has not named yet passes
+    // the name through the scratch buffer, where the header goes next.
+    const numbered = report.usage ? this.#putNumbered(report.usage) : -1;
     const header = typeof report.retryAfter === 'string' ? report.retryAfter : undefined;
     const headerLen = header === undefined ? -1 : this.#core.putString(header);
     let usageLen = -1;
     let usageJson = '';
-    const numbered = report.usage ? this.#putNumbered(report.usage) : -1;
     if (numbered >= 0) {
       usageLen = -(numbered + 2);
     } else if (report.usage) {

@@ -210,4 +210,30 @@ describe('core.wasm loader', () => {
     // The loader's own path: numbers from the engine, by name.
     expect(engine.arrive({ tokens: 5 }, 1000)).toBeGreaterThan(0);
   });
+
+  it("a report's Retry-After survives its usage naming a unit for the first time", () => {
+    // Numbering the usage's unit asks the engine through the scratch buffer,
+    // which held the header: the header must still reach the engine whole.
+    const engine = loadCore().createEngine();
+    engine.configure(
+      JSON.stringify({
+        bucket: { limitPerWindow: 10, windowInMs: 1000 },
+        windows: { tpm: { unit: 'tokens', limitPerWindow: 100, windowInMs: 1000 } },
+        concurrency: 5,
+      }),
+      T0,
+    );
+    engine.drain();
+    // A cost of 1 request: the unit "tokens" is first named by the usage.
+    const t = engine.arrive(1, T0);
+    engine.drain();
+    engine.report(t, { status: 429, retryAfter: '7', usage: { tokens: 40 } }, T0 + 10);
+    const penalty = engine
+      .drain()
+      .list()
+      .writes.find((w) => w.kind === 'putPenalty');
+    // Paused for the header's 7 s, from the report.
+    expect(penalty).toEqual({ kind: 'putPenalty', forcedUntil: T0 + 10 + 7000, liftPending: true });
+    expect(engine.stats(T0 + 10)).toMatchObject({ used: 1 });
+  });
 });

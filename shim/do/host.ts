@@ -72,6 +72,10 @@ export class EngineHost {
   // Release dating (see #noteReleases): the engine's start count last handed
   // on, and how many write batches were applied / are known durable.
   #releaseMark = 0;
+  // The highest mark waiting to be released (0: none), and whether the
+  // timer that releases it is set (see #releaseAfterTurn).
+  #releaseDue = 0;
+  #releaseTimer = false;
   #writesApplied = 0;
   #writesDurable = 0;
 
@@ -365,8 +369,9 @@ export class EngineHost {
    * Tells the engine when the callbacks it started have left the object.
    * An invocation leaves once every write made before it is durable (the
    * output gate), which is when a window must start counting its take:
-   * with nothing unconfirmed, at once; otherwise when storage confirms the
-   * writes so far. Starts held behind a commit in flight are not yet
+   * with nothing unconfirmed, after this turn; otherwise after the turn in
+   * which storage confirms the writes so far (#releaseAfterTurn). Starts
+   * held behind a commit in flight are not yet
    * invoked: they are the newest the engine emitted, and wait for a later
    * mark.
    */
@@ -376,18 +381,52 @@ export class EngineHost {
     this.#releaseMark = mark;
     const applied = this.#writesApplied;
     if (applied === this.#writesDurable) {
-      this.#engine.released(mark, Date.now());
-      this.flushSoon();
+      this.#releaseAfterTurn(mark);
       return;
     }
     this.#durable.sync().then(
       () => {
         this.#writesDurable = Math.max(this.#writesDurable, applied);
-        this.#engine.released(mark, Date.now());
-        this.flushSoon();
+        this.#releaseAfterTurn(mark);
       },
       () => {}, // storage broke: the object is reset, and its callbacks with it
     );
+  }
+
+  /**
+   * Tells the engine of the starts up to `mark` from a timer, not from the
+   * turn that knows they may leave. An invocation leaves the isolate only
+   * when its event loop gets to send it, after this turn and after the
+   * events already queued (a stampede's burst of arrivals), while Date.now()
+   * stays at the turn's start: dated in the turn, a take counted from up to
+   * hundreds of ms before its callback left (verify/local/exactness.mjs,
+   * check 2). The timer fires behind the events queued so far, so its
+   * clock reads at or near the send, though not always after it (see
+   * docs/architecture.md, "Releases"). One timer carries every mark noted
+   * before it fires.
+   */
+  #releaseAfterTurn(mark: number): void {
+    this.#releaseDue = Math.max(this.#releaseDue, mark);
+    if (this.#releaseTimer) return;
+    this.#releaseTimer = true;
+    setTimeout(() => {
+      this.#releaseTimer = false;
+      this.#releaseDueNow();
+    }, 0);
+  }
+
+  /**
+   * Tells the engine of the starts waiting for the release timer, dated now:
+   * from the timer, or sooner when an attempt's outcome comes back (it could
+   * not have come back before its invocation left). The engine then settles
+   * the attempt as released, so its take is moved rather than counted twice.
+   */
+  #releaseDueNow(): void {
+    const due = this.#releaseDue;
+    if (due === 0) return;
+    this.#releaseDue = 0;
+    this.#engine.released(due, Date.now());
+    this.flushSoon();
   }
 
   /** Marks a commit in flight until storage reports it landed, then applies what was held. */
@@ -458,6 +497,7 @@ export class EngineHost {
       // raw execute(fn) is invoked with no argument, as documented.
       result = await (call.reportsThrows ? call.fn(this.#engine.attemptSlot(ticket)) : call.fn());
     } catch (error) {
+      this.#releaseDueNow();
       if (notCallable(error)) {
         // The caller's mistake, not a failed attempt: final, never retried.
         call.refused = new TypeError(
@@ -475,6 +515,7 @@ export class EngineHost {
       this.#attemptEnded(ticket);
       return;
     }
+    this.#releaseDueNow();
     const parsed = parseReport(result);
     if (parsed.ok && parsed.report.thrown) {
       call.thrown = new Error(`${MARKERS.callbackThrew} ${parsed.report.thrown.message}`);

@@ -25,7 +25,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { instantiateCore } from '../dist/engine/loader.js';
+import { EngineOutput, instantiateCore } from '../dist/engine/loader.js';
 
 const root = resolve(import.meta.dirname, '..');
 const wasmPath = resolve(root, 'dist/core.wasm');
@@ -35,6 +35,9 @@ const STEP = 10;
 const T0 = 1_700_000_000_000;
 const MAX_ENTRIES = 131_072; // kMaxLogEntries in core/include/drl/engine.h
 const MAX_EXTRA_ENTRIES = 32_768; // kMaxExtraLogEntries: an extra window's cap
+// core.wasm's size when issue 28 (the engine as components, its cost back
+// where it was) began, at 808018d: the module may not grow past it.
+const WASM_SIZE_BEFORE = 225_964;
 
 /** A full log for `window`: `amount` per step, on the grid a log capped at `cap` entries uses. */
 function prefill(window, amount = 1, cap = MAX_ENTRIES) {
@@ -69,19 +72,21 @@ function benchWasm(limit, takes, three = false) {
   engine.drain();
   const cost = three ? { tokens: 100 } : 1;
   const report = three ? { status: 200, usage: { tokens: 90 } } : { status: 200 };
+  // One output refilled by every drain, as the object's host does.
+  const out = new EngineOutput();
   let now = T0;
   const started = process.hrtime.bigint();
   for (let i = 0; i < takes; i++) {
     now += STEP;
     const ticket = engine.arrive(cost, now);
-    let out = engine.drain();
-    while (out.actions.length === 0) {
+    engine.drain(out);
+    while (out.actionCount === 0) {
       now = engine.nextWake();
       engine.tick(now);
-      out = engine.drain();
+      engine.drain(out);
     }
     engine.report(ticket, report, now);
-    engine.drain();
+    engine.drain(out);
   }
   const ns = Number(process.hrtime.bigint() - started) / takes;
   return { ns, memory: core.exports.memory.buffer.byteLength };
@@ -114,7 +119,7 @@ function fullBucket(limit) {
 function queueCalls(engine, n) {
   let last = 0;
   for (let i = 0; i < n; i++) last = engine.arrive(1, T0, { priority: (n - 1 - i) % PRIORITIES });
-  if (engine.drain().actions.length !== 0) throw new Error('a queued call started or was refused');
+  if (engine.drain().actionCount !== 0) throw new Error('a queued call started or was refused');
   return last;
 }
 
@@ -139,7 +144,7 @@ function queuedRound(engine, deadline, batches, priorities) {
       for (let i = 0; i < BATCH; i++) tickets[i] = engine.arrive(1, T0);
     }
     ns += Number(process.hrtime.bigint() - started);
-    if (engine.drain().actions.length !== 0) throw new Error('an arrival started or was refused');
+    if (engine.drain().actionCount !== 0) throw new Error('an arrival started or was refused');
     for (let i = BATCH - 1; i >= 0; i--) engine.withdraw(tickets[i], T0);
     engine.drain();
   }
@@ -281,7 +286,7 @@ for (const limit of LIMITS) {
 const fmt = (n, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 console.log(`durable-rate-limiter engine benchmark (${takes.toLocaleString('en-US')} takes per engine figure)\n`);
 console.log(
-  'limit/window   native ns/take   wasm ns/take   wasm takes/s   baseline ns/take   wasm vs baseline   wasm memory',
+  'limit/window   native ns/take   wasm ns/take   wasm vs native   wasm takes/s   baseline ns/take   wasm vs baseline   wasm memory',
 );
 for (const r of rows) {
   console.log(
@@ -289,6 +294,7 @@ for (const r of rows) {
       fmt(r.limit).padStart(12),
       fmt(r.native, 1).padStart(16),
       fmt(r.wasm, 1).padStart(14),
+      `${fmt(r.wasm / r.native, 1)}x`.padStart(16),
       fmt(1e9 / r.wasm).padStart(14),
       fmt(r.baseline, 1).padStart(18),
       `${fmt(r.baseline / r.wasm, 1)}x faster`.padStart(18),
@@ -298,7 +304,7 @@ for (const r of rows) {
 }
 console.log('');
 console.log(
-  '3 windows      native ns/take   wasm ns/take   wasm takes/s   native vs 1 window   wasm vs 1 window   wasm memory',
+  '3 windows      native ns/take   wasm ns/take   wasm vs native   wasm takes/s   native vs 1 window   wasm vs 1 window   wasm memory',
 );
 for (const r of rows3) {
   const one = rows.find((x) => x.limit === r.limit);
@@ -307,6 +313,7 @@ for (const r of rows3) {
       fmt(r.limit).padStart(12),
       fmt(r.native, 1).padStart(16),
       fmt(r.wasm, 1).padStart(14),
+      `${fmt(r.wasm / r.native, 1)}x`.padStart(16),
       fmt(1e9 / r.wasm).padStart(14),
       `${fmt(r.native / one.native, 2)}x`.padStart(20),
       `${fmt(r.wasm / one.wasm, 2)}x`.padStart(18),
@@ -321,18 +328,23 @@ console.log(
 );
 console.log(`wasm cost at 1,000,000 vs at 100:   ${fmt(at(1_000_000).wasm / at(100).wasm, 2)}x`);
 console.log(
+  `wasm vs native, worst case:         ${fmt(Math.max(...rows.map((r) => r.wasm / r.native)), 1)}x, 3 windows ${fmt(Math.max(...rows3.map((r) => r.wasm / r.native)), 1)}x (target: at most 10x)`,
+);
+console.log(
   `wasm vs baseline at 10,000:         ${fmt(at(10_000).baseline / at(10_000).wasm, 1)}x faster (target: at least 20x)`,
 );
 console.log(
   `engine memory, worst case:          ${fmt(Math.max(...rows.map((r) => r.memory)) / 1048576, 2)} MiB wasm linear memory (target: under 4 MB)`,
 );
 console.log(
-  `3 windows vs 1, worst case:         native ${fmt(Math.max(...rows3.map((r) => r.native / at(r.limit).native)), 2)}x, wasm ${fmt(Math.max(...rows3.map((r) => r.wasm / at(r.limit).wasm)), 2)}x (target: within 2x)`,
+  `3 windows vs 1, worst case:         native ${fmt(Math.max(...rows3.map((r) => r.native / at(r.limit).native)), 2)}x, wasm ${fmt(Math.max(...rows3.map((r) => r.wasm / at(r.limit).wasm)), 2)}x (target: at most 1.6x)`,
 );
 console.log(
   `3 windows memory, worst case:       ${fmt(Math.max(...rows3.map((r) => r.memory)) / 1048576, 2)} MiB wasm linear memory (target: under 4 MB)`,
 );
-console.log(`core.wasm size:                     ${fmt(statSync(wasmPath).size / 1024, 1)} KiB (target: under 200 KB)`);
+console.log(
+  `core.wasm size:                     ${fmt(statSync(wasmPath).size / 1024, 1)} KiB (target: at most ${fmt(WASM_SIZE_BEFORE / 1024, 1)} KiB, its size before issue 28)`,
+);
 
 const QUEUE_LIMITS = [...new Set(nativeLines.filter((n) => n.kind === 'queued').map((n) => n.limit))];
 const queue = QUEUE_LIMITS.map((limit) => {

@@ -33,6 +33,8 @@ std::string g_scratch;
 std::string g_out;
 std::vector<double> g_f64;
 std::vector<double> g_records;
+// Amounts by unit number (see numbered), kept between calls.
+drl::Amounts g_amounts;
 int g_error_kind = 0;
 
 drl::Engine* engine(int h) {
@@ -218,18 +220,19 @@ double drl_arrive(int h, double cost, double priority, double max_wait_ms, doubl
 
 // Amounts by unit number (Engine::unit_number): `count` (number, amount)
 // pairs in the f64 buffer. A number the engine does not know
-// reads as "" (no window counts it: the engine's own error).
-static drl::Amounts numbered(const drl::Engine& e, int count) {
-  drl::Amounts out;
+// reads as "" (no window counts it: the engine's own error). Filled into
+// `out` in place: a take with a cost per unit, and its report's usage,
+// then reuse the vector and its short unit names, allocating nothing.
+static void numbered(const drl::Engine& e, int count, drl::Amounts& out) {
   const size_t n = std::min<size_t>(count > 0 ? static_cast<size_t>(count) : 0, g_f64.size() / 2);
-  out.reserve(n);
+  out.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const double unit = g_f64[2 * i];
     // Compared as a double first: casting one beyond int's range is undefined.
     const int number = unit >= 0 && unit < 1e6 && unit == std::floor(unit) ? static_cast<int>(unit) : -1;
-    out.push_back(drl::Amount{e.unit_name(number), g_f64[2 * i + 1]});
+    out[i].unit = e.unit_name(number);
+    out[i].amount = g_f64[2 * i + 1];
   }
-  return out;
 }
 
 // A unit's number, from its name in the scratch buffer: -1 if no config of
@@ -244,7 +247,8 @@ DRL_EXPORT(drl_arrive_numbered)
 double drl_arrive_numbered(int h, int count, double priority, double max_wait_ms, double max_retries, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
-  auto t = e->arrive(numbered(*e, count), waiting(priority, max_wait_ms, max_retries), to_ms(now));
+  numbered(*e, count, g_amounts);
+  auto t = e->arrive(g_amounts, waiting(priority, max_wait_ms, max_retries), to_ms(now));
   return t.ok() ? static_cast<double>(*t) : fail(t.error());
 }
 
@@ -282,7 +286,9 @@ int drl_report(int h, double ticket, int status_code, int flags, double retry_af
   if (header_len >= 0) r.retry_after = scratch(header_len);
   const int usage_json = std::max(usage_len, 0);
   if (usage_len <= -2) {
-    r.usage = numbered(*e, -(usage_len + 2));
+    // The shared vector lent to the report and taken back after it, so it keeps its room.
+    numbered(*e, -(usage_len + 2), g_amounts);
+    r.usage = std::move(g_amounts);
   } else if (usage_len >= 0) {
     const std::string_view all = scratch(header + usage_len);
     auto usage = drl::parse_amounts(all.substr(std::min<size_t>(all.size(), static_cast<size_t>(header))), "usage");
@@ -293,7 +299,9 @@ int drl_report(int h, double ticket, int status_code, int flags, double retry_af
     const std::string_view all = scratch(header + usage_json + limits_len);
     r.rate_limit_headers = all.substr(std::min<size_t>(all.size(), static_cast<size_t>(header + usage_json)));
   }
-  return status(e->report(static_cast<drl::Ticket>(ticket), r, to_ms(now)));
+  const int rc = status(e->report(static_cast<drl::Ticket>(ticket), r, to_ms(now)));
+  if (usage_len <= -2) g_amounts = std::move(*r.usage);
+  return rc;
 }
 
 // Whether the engine reads a header (its lower-case name in the scratch

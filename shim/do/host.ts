@@ -7,9 +7,15 @@
  * Every decision is the engine's; nothing here paces, retries or queues.
  */
 import { RpcStub } from 'cloudflare:workers';
-import type { Engine, EngineAction, EngineHistoryRow, EngineReport, EngineWrite } from '../engine/loader.ts';
+import {
+  EngineOutput,
+  type Engine,
+  type EngineHistoryRow,
+  type EngineReport,
+  type EngineWriteKind,
+} from '../engine/loader.ts';
 import type { AttemptStart } from '../envelope.ts';
-import { MARKERS } from '../error-ids.ts';
+import { MARKERS, type ErrorId } from '../error-ids.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
 import { parseReport } from './arguments.ts';
 import type { LimiterStorage, StoredBucket } from './storage.ts';
@@ -17,7 +23,7 @@ import type { LimiterStorage, StoredBucket } from './storage.ts';
 // Writes that are safe stored alone, whatever else in their batch fails (see
 // #apply). Not putReservation: the rows it stops covering are written in
 // the same batch, and both must land or neither.
-const SAFE_ALONE: ReadonlySet<EngineWrite['kind']> = new Set([
+const SAFE_ALONE: ReadonlySet<EngineWriteKind> = new Set([
   'putGrant',
   'putSlots',
   'deleteGrantsThrough',
@@ -25,6 +31,9 @@ const SAFE_ALONE: ReadonlySet<EngineWrite['kind']> = new Set([
   // LimiterStorage writes it after every grant row of its batch.
   'putReleased',
 ]);
+
+// An output with nothing in it: what #apply stores alongside `extra` alone.
+const NOTHING = new EngineOutput();
 
 // setTimeout's limit; longer waits are chained through intermediate wakes.
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -45,8 +54,6 @@ interface PendingCall {
   watched?: boolean;
 }
 
-type Reject = Extract<EngineAction, { kind: 'reject' }>;
-
 export class EngineHost {
   readonly #engine: Engine;
   readonly #storage: LimiterStorage;
@@ -55,11 +62,20 @@ export class EngineHost {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerAt: number | undefined;
   #committing = false;
-  #held: { writes: EngineWrite[]; actions: EngineAction[] } | undefined;
+  // What drains produced while a commit was in flight, applied when it lands.
+  #held: EngineOutput | undefined;
+  // The output #step drains into, reused so a take allocates none; a step
+  // run from inside another's actions (a callback calling back at once)
+  // finds it taken and uses its own.
+  #spare: EngineOutput | undefined = new EngineOutput();
   #exportHistory: (() => ((closed: EngineHistoryRow[]) => void) | undefined) | undefined;
   // Release dating (see #noteReleases): the engine's start count last handed
   // on, and how many write batches were applied / are known durable.
   #releaseMark = 0;
+  // The highest mark waiting to be released (0: none), and whether the
+  // timer that releases it is set (see #releaseAfterTurn).
+  #releaseDue = 0;
+  #releaseTimer = false;
   #writesApplied = 0;
   #writesDurable = 0;
 
@@ -221,36 +237,38 @@ export class EngineHost {
     const holding = mayHold && this.#committing;
     let extra = alongside; // goes in the first transaction
     let wrote = false;
-    // The actions of the batch being applied: not acted on if its write fails.
-    let unacted: readonly EngineAction[] = [];
+    // The batch being applied: its actions are not acted on if its write fails.
+    let unacted: EngineOutput | undefined;
+    const out = this.#spare ?? new EngineOutput();
+    this.#spare = undefined;
     try {
       if (!holding && this.#held) {
         const held = this.#held;
-        unacted = held.actions;
-        wrote = this.#apply(held.writes, extra) || wrote;
+        unacted = held;
+        wrote = this.#apply(held, extra) || wrote;
         this.#held = undefined;
-        unacted = [];
+        unacted = undefined;
         extra = undefined;
-        for (const action of held.actions) this.#act(action);
+        for (let i = 0; i < held.actionCount; i++) this.#act(held, i);
       }
       for (;;) {
-        const { writes, actions } = this.#engine.drain();
-        if (writes.length === 0 && actions.length === 0) break;
-        if (holding && (writes.length > 0 || (this.#held !== undefined && actions.some((a) => a.kind === 'start')))) {
-          const held = (this.#held ??= { writes: [], actions: [] });
-          held.writes.push(...writes);
-          held.actions.push(...actions);
+        this.#engine.drain(out);
+        if (out.writeCount === 0 && out.actionCount === 0) break;
+        if (holding && (out.writeCount > 0 || (this.#held !== undefined && out.starts() > 0))) {
+          (this.#held ??= new EngineOutput()).append(out);
           continue;
         }
-        unacted = actions;
-        wrote = this.#apply(writes, extra) || wrote;
-        unacted = [];
+        unacted = out;
+        wrote = this.#apply(out, extra) || wrote;
+        unacted = undefined;
         extra = undefined;
-        for (const action of actions) this.#act(action);
+        for (let i = 0; i < out.actionCount; i++) this.#act(out, i);
       }
-      if (extra) wrote = this.#apply([], extra);
+      if (extra) wrote = this.#apply(NOTHING, extra);
     } catch (error) {
-      throw this.#storageFailed(error, [...unacted, ...(this.#held?.actions ?? [])]);
+      throw this.#storageFailed(error, [unacted, this.#held]);
+    } finally {
+      this.#spare = out;
     }
     this.#arm();
     this.#exportClosed();
@@ -269,14 +287,20 @@ export class EngineHost {
    * reservation record (with the rows it stops covering) or erases the
    * bucket is one transaction.
    */
-  #apply(writes: readonly EngineWrite[], extra?: () => void): boolean {
-    if (writes.length === 0 && !extra) return false;
+  #apply(writes: EngineOutput, extra?: () => void): boolean {
+    if (writes.writeCount === 0 && !extra) return false;
     this.#writesApplied++;
     // Closed history intervals ride on a write that stores something anyway
     // (expiries alone are batched by storage, so they do not count).
-    const stores = writes.some((w) => w.kind !== 'deleteGrantsThrough');
+    let stores = false;
+    let safeAlone = true;
+    for (let i = 0; i < writes.writeCount; i++) {
+      const kind = writes.writeKind(i);
+      if (kind !== 'deleteGrantsThrough') stores = true;
+      if (!SAFE_ALONE.has(kind)) safeAlone = false;
+    }
     const history = stores ? this.#engine.historyUnsaved() : undefined;
-    if (!extra && writes.every((w) => SAFE_ALONE.has(w.kind))) {
+    if (!extra && safeAlone) {
       this.#storage.apply(writes);
       if (history) this.#storage.putHistory(history);
       // Expiries alone run no statement (see LimiterStorage.apply): no commit.
@@ -298,7 +322,7 @@ export class EngineHost {
    * from its own report), and the engine is rebuilt from storage, whose
    * record of running slots keeps the cap. Returns the error to throw.
    */
-  #storageFailed(cause: unknown, unacted: readonly EngineAction[]): Error {
+  #storageFailed(cause: unknown, unacted: readonly (EngineOutput | undefined)[]): Error {
     const error = new Error(
       `${MARKERS.storageFailed} the object's storage refused a write (${cause instanceof Error ? cause.message : String(cause)}); the bucket now runs on what storage holds`,
     );
@@ -316,8 +340,12 @@ export class EngineHost {
     // may start any more (every waiting caller is withdrawn), then the starts
     // that were decided but never acted on are undone: no callback ran.
     for (const ticket of tickets) ignoreUnknown(() => this.#engine.cancel(ticket, now));
-    for (const action of unacted)
-      if (action.kind === 'start') ignoreUnknown(() => this.#engine.gone(action.ticket, now));
+    for (const batch of unacted) {
+      if (batch === undefined) continue;
+      for (let i = 0; i < batch.actionCount; i++) {
+        if (batch.actionKind(i) === 'start') ignoreUnknown(() => this.#engine.gone(batch.actionTicket(i), now));
+      }
+    }
     const slots = this.#engine.runningSlotsText();
     for (const call of calls) call.reject(error);
     try {
@@ -341,31 +369,64 @@ export class EngineHost {
    * Tells the engine when the callbacks it started have left the object.
    * An invocation leaves once every write made before it is durable (the
    * output gate), which is when a window must start counting its take:
-   * with nothing unconfirmed, at once; otherwise when storage confirms the
-   * writes so far. Starts held behind a commit in flight are not yet
+   * with nothing unconfirmed, after this turn; otherwise after the turn in
+   * which storage confirms the writes so far (#releaseAfterTurn). Starts
+   * held behind a commit in flight are not yet
    * invoked: they are the newest the engine emitted, and wait for a later
    * mark.
    */
   #noteReleases(): void {
-    let held = 0;
-    for (const action of this.#held?.actions ?? []) if (action.kind === 'start') held++;
-    const mark = this.#engine.startsEmitted() - held;
+    const mark = this.#engine.startsEmitted() - (this.#held?.starts() ?? 0);
     if (mark <= this.#releaseMark) return;
     this.#releaseMark = mark;
     const applied = this.#writesApplied;
     if (applied === this.#writesDurable) {
-      this.#engine.released(mark, Date.now());
-      this.flushSoon();
+      this.#releaseAfterTurn(mark);
       return;
     }
     this.#durable.sync().then(
       () => {
         this.#writesDurable = Math.max(this.#writesDurable, applied);
-        this.#engine.released(mark, Date.now());
-        this.flushSoon();
+        this.#releaseAfterTurn(mark);
       },
       () => {}, // storage broke: the object is reset, and its callbacks with it
     );
+  }
+
+  /**
+   * Tells the engine of the starts up to `mark` from a timer, not from the
+   * turn that knows they may leave. An invocation leaves the isolate only
+   * when its event loop gets to send it, after this turn and after the
+   * events already queued (a stampede's burst of arrivals), while Date.now()
+   * stays at the turn's start: dated in the turn, a take counted from up to
+   * hundreds of ms before its callback left (verify/local/exactness.mjs,
+   * check 2). The timer fires behind the events queued so far, so its
+   * clock reads at or near the send, though not always after it (see
+   * docs/architecture.md, "Releases"). One timer carries every mark noted
+   * before it fires.
+   */
+  #releaseAfterTurn(mark: number): void {
+    this.#releaseDue = Math.max(this.#releaseDue, mark);
+    if (this.#releaseTimer) return;
+    this.#releaseTimer = true;
+    setTimeout(() => {
+      this.#releaseTimer = false;
+      this.#releaseDueNow();
+    }, 0);
+  }
+
+  /**
+   * Tells the engine of the starts waiting for the release timer, dated now:
+   * from the timer, or sooner when an attempt's outcome comes back (it could
+   * not have come back before its invocation left). The engine then settles
+   * the attempt as released, so its take is moved rather than counted twice.
+   */
+  #releaseDueNow(): void {
+    const due = this.#releaseDue;
+    if (due === 0) return;
+    this.#releaseDue = 0;
+    this.#engine.released(due, Date.now());
+    this.flushSoon();
   }
 
   /** Marks a commit in flight until storage reports it landed, then applies what was held. */
@@ -391,26 +452,28 @@ export class EngineHost {
     this.#durable.sync().then(landed, landed);
   }
 
-  #act(action: EngineAction): void {
-    const call = this.#calls.get(action.ticket);
+  /** Carries out action `i` of `out`. */
+  #act(out: EngineOutput, i: number): void {
+    const ticket = out.actionTicket(i);
+    const call = this.#calls.get(ticket);
     if (!call) return;
-    switch (action.kind) {
+    switch (out.actionKind(i)) {
       case 'start':
         // The attempt settles the call itself; this catches only what breaks
         // the object under it (storage gone after an abort or reset), so the
         // caller hears of it instead of it surfacing as an unhandled rejection.
-        this.#attempt(action.ticket, call).catch((error: unknown) => {
-          this.#calls.delete(action.ticket);
+        this.#attempt(ticket, call).catch((error: unknown) => {
+          this.#calls.delete(ticket);
           call.reject(error);
         });
         return;
       case 'resolve':
-        this.#calls.delete(action.ticket);
+        this.#calls.delete(ticket);
         call.resolve(call.value);
         return;
       case 'reject':
-        this.#calls.delete(action.ticket);
-        call.reject(call.refused ?? rejection(action, call));
+        this.#calls.delete(ticket);
+        call.reject(call.refused ?? rejection(out.actionCode(i), out.actionStatus(i), call));
         return;
     }
   }
@@ -434,6 +497,7 @@ export class EngineHost {
       // raw execute(fn) is invoked with no argument, as documented.
       result = await (call.reportsThrows ? call.fn(this.#engine.attemptSlot(ticket)) : call.fn());
     } catch (error) {
+      this.#releaseDueNow();
       if (notCallable(error)) {
         // The caller's mistake, not a failed attempt: final, never retried.
         call.refused = new TypeError(
@@ -451,6 +515,7 @@ export class EngineHost {
       this.#attemptEnded(ticket);
       return;
     }
+    this.#releaseDueNow();
     const parsed = parseReport(result);
     if (parsed.ok && parsed.report.thrown) {
       call.thrown = new Error(`${MARKERS.callbackThrew} ${parsed.report.thrown.message}`);
@@ -560,13 +625,12 @@ function ignoreUnknown(call: () => void): void {
  * The error a caller gets for the engine's reject action. Exhaustive over the
  * error table: a new id fails to compile here until it is given a meaning.
  */
-function rejection(action: Reject, call: PendingCall): unknown {
-  const code = action.code;
+function rejection(code: ErrorId, status: number, call: PendingCall): unknown {
   switch (code) {
     case 'call-failed':
       return new CallFailedError(
-        call.failure ?? (action.status === 429 ? 'rate limited by the upstream' : 'the call failed'),
-        action.status,
+        call.failure ?? (status === 429 ? 'rate limited by the upstream' : 'the call failed'),
+        status,
       );
     case 'callback-threw':
       return call.thrown;
@@ -582,10 +646,10 @@ function rejection(action: Reject, call: PendingCall): unknown {
       // timeoutMs travels as a field when the call settles as data (settled.ts).
       return Object.assign(
         new Error(
-          `${MARKERS.attemptTimeout} the callback did not report within the bucket's attemptTimeoutMs (timeout ${action.status} ms): ` +
+          `${MARKERS.attemptTimeout} the callback did not report within the bucket's attemptTimeoutMs (timeout ${status} ms): ` +
             'the call was not retried (its work may have reached the upstream) and its slot was released',
         ),
-        { timeoutMs: action.status },
+        { timeoutMs: status },
       );
     case 'caller-gone':
       return new Error(`${MARKERS.callerGone} the caller went away while its callback was being invoked`);
@@ -594,9 +658,9 @@ function rejection(action: Reject, call: PendingCall): unknown {
       return Object.assign(
         new Error(
           `${MARKERS.deadlineExceeded} the call could not start within its maxWaitMs, so it was refused without taking anything ` +
-            `and its callback never ran; the bucket predicts a wait of at least ${action.status} ms (retry after ${action.status} ms)`,
+            `and its callback never ran; the bucket predicts a wait of at least ${status} ms (retry after ${status} ms)`,
         ),
-        { retryAfterMs: action.status },
+        { retryAfterMs: status },
       );
     // The engine settles calls with the ids above only; these would be a bug
     // in core.wasm, reported with the id it used rather than disguised.

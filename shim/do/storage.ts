@@ -10,8 +10,9 @@ import {
   asNumber,
   type EngineHistoryRow,
   type EngineHistoryUnsaved,
+  type EngineOutput,
   type EngineSnapshot,
-  type EngineWrite,
+  type EngineWriteKind,
   type GrantColumns,
 } from '../engine/loader.ts';
 
@@ -174,11 +175,13 @@ export class LimiterStorage {
   }
 
   /**
-   * Applies one drain's writes, in order, as one commit. Upserts of the same
-   * grant row in a run of upserts collapse to the last (takes admitted
-   * together land in the same millisecond's row). Returns rows written.
+   * Applies one drain's writes (read in place from `writes`, its actions
+   * ignored), in order, as one commit. Upserts of the same grant row in a
+   * run of upserts collapse to the last (takes admitted together land in the
+   * same millisecond's row). Returns rows written.
    */
-  apply(writes: readonly EngineWrite[]): number {
+  apply(writes: EngineOutput): number {
+    const count = writes.writeCount;
     // One pass finds what the rest needs: the last slots record, and whether
     // two grant upserts could collapse (a take alone has one: no allocation).
     let lastSlots = -1;
@@ -188,8 +191,8 @@ export class LimiterStorage {
     // runs no statement (it would be a commit of its own, for rows that
     // harm nothing while they wait), however many have gathered.
     let writesRows = false;
-    for (let i = 0; i < writes.length; i++) {
-      const kind = writes[i]!.kind;
+    for (let i = 0; i < count; i++) {
+      const kind = writes.writeKind(i);
       if (kind === 'putSlots') lastSlots = i;
       else if (kind === 'putReservation') lastReservation = i;
       else if (kind === 'putGrant') grantUpserts++;
@@ -212,10 +215,11 @@ export class LimiterStorage {
     // batch that fails part way leaves no mark claiming rows it did not write.
     let released: number | undefined;
     let rows = 0;
-    for (let i = 0; i < writes.length; i++) {
-      const w = writes[i]!;
-      if (w.kind === 'deleteGrant') {
-        const win = w.window;
+    for (let i = 0; i < count; i++) {
+      const kind = writes.writeKind(i);
+      const at = writes.writeAt(i);
+      if (kind === 'deleteGrant') {
+        const win = writes.writeWindow(i);
         if (deletes === undefined || deletes.win !== win) {
           if (deletes) rows += this.#deleteGrants(deletes.win, deletes.ats);
           deletes = { win, ats: [] };
@@ -228,34 +232,35 @@ export class LimiterStorage {
           rows += this.#putWindowGrants(windowPuts);
           windowPuts = undefined;
         }
-        deletes.ats.push(w.at);
+        deletes.ats.push(at);
         continue;
       }
       if (deletes) rows += this.#deleteGrants(deletes.win, deletes.ats);
       deletes = undefined;
-      if ('window' in w && w.window !== undefined) {
-        if (w.kind === 'putGrant') {
+      const win = writes.writeWindow(i);
+      if (win !== undefined) {
+        if (kind === 'putGrant') {
           // Gathered: a take in three windows upserts two of these rows, in
           // one statement rather than two.
-          if (!superseded?.[i]) (windowPuts ??= new Map()).set(`${w.window}\u0000${w.at}`, [w.window, w.at, w.amount]);
+          if (!superseded?.[i]) (windowPuts ??= new Map()).set(`${win}\u0000${at}`, [win, at, writes.writeAmount(i)]);
         } else {
           // In order: the upserts gathered so far land before a delete.
           if (windowPuts) rows += this.#putWindowGrants(windowPuts);
           windowPuts = undefined;
-          rows += this.#applyWindow(w);
+          rows += this.#applyWindow(kind, win, at);
         }
         continue;
       }
-      if (primaryPuts && (w.kind === 'clearGrants' || w.kind === 'eraseAll')) {
+      if (primaryPuts && (kind === 'clearGrants' || kind === 'eraseAll')) {
         rows += this.#putGrants(primaryPuts);
         primaryPuts = undefined;
       }
-      switch (w.kind) {
+      switch (kind) {
         case 'putGrant':
-          if (!superseded?.[i]) (primaryPuts ??= new Map()).set(w.at, w.amount);
+          if (!superseded?.[i]) (primaryPuts ??= new Map()).set(at, writes.writeAmount(i));
           break;
         case 'deleteGrantsThrough':
-          this.#expiredThrough = Math.max(this.#expiredThrough ?? w.at, w.at);
+          this.#expiredThrough = Math.max(this.#expiredThrough ?? at, at);
           this.#expiries++; // deleted at the end of a batch that writes (below)
           break;
         case 'clearGrants':
@@ -264,23 +269,24 @@ export class LimiterStorage {
           rows += this.#sql.exec(`DELETE FROM ${GRANTS}`).rowsWritten;
           break;
         case 'putPenalty':
-          rows += this.#putMeta('penalty', `${w.forcedUntil}:${w.liftPending ? 1 : 0}`);
+          // forcedUntil and liftPending, as the engine restores them.
+          rows += this.#putMeta('penalty', `${at}:${writes.writeAmount(i) !== 0 ? 1 : 0}`);
           break;
         case 'putConfig':
           this.ensure();
-          rows += this.#putMeta('config', w.text);
+          rows += this.#putMeta('config', writes.writeText(i));
           configWritten = true;
           break;
         case 'putSlots':
           // Only the last record of a batch matters: each is the whole set.
-          if (i === lastSlots) rows += this.#putMeta('slots', w.text);
+          if (i === lastSlots) rows += this.#putMeta('slots', writes.writeText(i));
           break;
         case 'putReservation':
           // The same: each is the whole record ('' when none is in force).
-          if (i === lastReservation) rows += this.#putMeta('reservation', w.text);
+          if (i === lastReservation) rows += this.#putMeta('reservation', writes.writeText(i));
           break;
         case 'putReleased':
-          released = w.at;
+          released = at;
           break;
         case 'eraseAll':
           windowPuts = undefined; // their table goes too
@@ -367,21 +373,13 @@ export class LimiterStorage {
     return this.#sql.exec(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`, name).toArray().length > 0;
   }
 
-  /** One grant write of an extra window. */
-  #applyWindow(w: Extract<EngineWrite, { kind: 'putGrant' | 'deleteGrantsThrough' | 'clearGrants' }>): number {
-    const win = w.window!;
+  /** One grant write of an extra window, other than an upsert (those are gathered: see apply). */
+  #applyWindow(kind: EngineWriteKind, win: string, at: number): number {
     this.#ensureWindows();
-    switch (w.kind) {
-      case 'putGrant':
-        return this.#sql.exec(
-          `INSERT INTO ${WINDOW_GRANTS} (win, at, amount) VALUES (?, ?, ?) ON CONFLICT(win, at) DO UPDATE SET amount = excluded.amount`,
-          win,
-          w.at,
-          w.amount,
-        ).rowsWritten;
+    switch (kind) {
       case 'deleteGrantsThrough': {
-        const batch = this.#windowExpiries.get(win) ?? { through: w.at, count: 0 };
-        batch.through = Math.max(batch.through, w.at);
+        const batch = this.#windowExpiries.get(win) ?? { through: at, count: 0 };
+        batch.through = Math.max(batch.through, at);
         this.#windowExpiries.set(win, batch);
         batch.count++; // deleted at the end of a batch that writes (see apply)
         return 0;
@@ -389,6 +387,8 @@ export class LimiterStorage {
       case 'clearGrants':
         this.#windowExpiries.delete(win);
         return this.#sql.exec(`DELETE FROM ${WINDOW_GRANTS} WHERE win = ?`, win).rowsWritten;
+      default:
+        throw new Error(`a ${kind} write names window ${win}: only grant writes belong to a window`);
     }
   }
 
@@ -482,17 +482,17 @@ export class LimiterStorage {
  * any other write to the grant rows intervenes (so dropping them changes
  * nothing; writes to the meta rows do not touch grants).
  */
-function supersededUpserts(writes: readonly EngineWrite[]): boolean[] | undefined {
+function supersededUpserts(writes: EngineOutput): boolean[] | undefined {
   let flags: boolean[] | undefined;
   const later = new Set<number | string>();
-  for (let i = writes.length - 1; i >= 0; i--) {
-    const w = writes[i]!;
-    if (w.kind === 'putPenalty' || w.kind === 'putConfig' || w.kind === 'putSlots' || w.kind === 'putReservation')
-      continue; // other rows
-    if (w.kind !== 'putGrant') later.clear();
+  for (let i = writes.writeCount - 1; i >= 0; i--) {
+    const kind = writes.writeKind(i);
+    if (kind === 'putPenalty' || kind === 'putConfig' || kind === 'putSlots' || kind === 'putReservation') continue; // other rows
+    if (kind !== 'putGrant') later.clear();
     else {
       // The primary's rows by time; an extra window's by name and time.
-      const row = w.window === undefined ? w.at : `${w.window}\u0000${w.at}`;
+      const window = writes.writeWindow(i);
+      const row = window === undefined ? writes.writeAt(i) : `${window}\u0000${writes.writeAt(i)}`;
       if (later.has(row)) (flags ??= [])[i] = true;
       else later.add(row);
     }

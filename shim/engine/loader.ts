@@ -11,18 +11,14 @@
  * const engine = core.createEngine();
  * engine.configure('{"bucket":{"limitPerWindow":5,"windowInMs":1000},"concurrency":2}', Date.now());
  * const ticket = engine.arrive(1, Date.now());
- * const { writes, actions } = engine.drain(); // apply writes, then act
+ * const out = engine.drain(); // apply its writes, then act (see EngineOutput)
  */
 
 import type { LimiterHistoryInterval } from '../envelope.ts';
-import { ERROR_IDS, type ErrorId } from '../error-ids.ts';
-import { ACTION_KINDS, WRITE_KINDS, WRITE_RECORD_BASE } from './output-kinds.ts';
+import type { ErrorId } from '../error-ids.ts';
+import { ERROR_ID_BY_CODE, EngineOutput, NEEDS_NAMES, NEEDS_TEXTS } from './output.ts';
 
-/** Error ids by their numeric code (the wasm ABI returns -code). */
-const ERROR_ID_BY_CODE: readonly (ErrorId | undefined)[] = ERROR_IDS.reduce<(ErrorId | undefined)[]>((byCode, e) => {
-  byCode[e.code] = e.id;
-  return byCode;
-}, []);
+export { EngineOutput, type EngineAction, type EngineWrite, type EngineWriteKind } from './output.ts';
 
 export type EngineErrorCode = ErrorId;
 
@@ -30,28 +26,6 @@ export type EngineErrorCode = ErrorId;
 export interface EngineError extends Error {
   readonly code: EngineErrorCode;
 }
-
-/**
- * Grant writes name their window when it is an extra one (the config's
- * `windows`); without `window` they are the primary window's, stored as
- * before windows existed.
- */
-export type EngineWrite =
-  | { kind: 'putGrant'; at: number; amount: number; window?: string }
-  | { kind: 'deleteGrantsThrough'; at: number; window?: string }
-  | { kind: 'deleteGrant'; at: number; window?: string }
-  | { kind: 'clearGrants'; window?: string }
-  | { kind: 'putPenalty'; forcedUntil: number; liftPending: boolean }
-  | { kind: 'putConfig'; text: string }
-  | { kind: 'putSlots'; text: string }
-  | { kind: 'putReservation'; text: string }
-  | { kind: 'putReleased'; at: number }
-  | { kind: 'eraseAll' };
-
-export type EngineAction =
-  | { kind: 'start'; ticket: number; attempt: number }
-  | { kind: 'resolve'; ticket: number; attempt: number }
-  | { kind: 'reject'; ticket: number; code: EngineErrorCode; status: number };
 
 /** How one attempt ended, as the client reported it. */
 export interface EngineReport {
@@ -231,11 +205,20 @@ export class Core {
   readonly #x: CoreExports;
   readonly #encoder = new TextEncoder();
   readonly #decoder = new TextDecoder();
+  // Views over the module's memory, kept until it grows (which replaces
+  // its buffer and detaches them): the module says so through
+  // emscripten_notify_memory_growth, so a hot call neither makes a view nor
+  // reads memory.buffer.
   #f64: Float64Array | undefined;
+  #heap: Float64Array | undefined;
 
   constructor(module: WebAssembly.Module) {
+    const grown = (): void => {
+      this.#f64 = undefined;
+      this.#heap = undefined;
+    };
     const instance = new WebAssembly.Instance(module, {
-      env: { emscripten_notify_memory_growth: () => {} },
+      env: { emscripten_notify_memory_growth: grown },
       wasi_snapshot_preview1: {
         proc_exit: (code: number) => {
           throw new Error(`core.wasm exited with code ${code}`);
@@ -303,13 +286,22 @@ export class Core {
   }
 
   /**
+   * The module's whole memory as doubles (index = address / 8), made anew
+   * only when memory growth has replaced the buffer: a drain reads its
+   * records through it without a view of its own.
+   */
+  heap(): Float64Array {
+    return (this.#heap ??= new Float64Array(this.#x.memory.buffer));
+  }
+
+  /**
    * The f64 buffer, room for at least `count` doubles (write from index 0).
-   * The view is kept while the buffer neither moves nor detaches (memory
-   * growth), so a hot call allocates none.
+   * The view is kept while the buffer neither moves (a larger count) nor
+   * detaches (memory growth), so a hot call allocates none.
    */
   f64(count: number): Float64Array {
     const view = this.#f64;
-    if (view !== undefined && count <= view.length && view.buffer === this.#x.memory.buffer) return view;
+    if (view !== undefined && count <= view.length) return view;
     const ptr = this.#x.drl_f64_buffer(count);
     return (this.#f64 = new Float64Array(this.#x.memory.buffer, ptr, count));
   }
@@ -318,6 +310,8 @@ export class Core {
 /** One bucket's engine. Every method that takes the time takes it last, as `now` in ms (Date.now()). */
 export class Engine {
   readonly #core: Core;
+  // The core's exports, held directly: read on every call.
+  readonly #x: CoreExports;
   readonly #h: number;
   // Window names by the number grant records carry (0, the primary, is ''):
   // fixed for the engine's life, until a restore starts it afresh.
@@ -328,6 +322,7 @@ export class Engine {
 
   constructor(core: Core, handle: number) {
     this.#core = core;
+    this.#x = core.exports;
     this.#h = handle;
   }
 
@@ -337,17 +332,17 @@ export class Engine {
 
   configure(configJson: string, now: number): void {
     const len = this.#core.putString(configJson);
-    this.#core.check(this.#core.exports.drl_configure(this.#h, len, now));
+    this.#core.check(this.#x.drl_configure(this.#h, len, now));
   }
 
   reconfigure(patchJson: string, now: number): void {
     const len = this.#core.putString(patchJson);
-    this.#core.check(this.#core.exports.drl_reconfigure(this.#h, len, now));
+    this.#core.check(this.#x.drl_reconfigure(this.#h, len, now));
   }
 
   /** Rebuilds the engine from stored rows, streamed through a small buffer. */
   restore(snapshot: EngineSnapshot, now: number): void {
-    const x = this.#core.exports;
+    const x = this.#x;
     const configLen = snapshot.config === undefined ? -1 : this.#core.putString(snapshot.config);
     this.#windowKeys = [''];
     this.#unitNumbers.clear();
@@ -370,23 +365,28 @@ export class Engine {
    * an amount is not a number: those go as JSON, for the engine's message.
    */
   #putNumbered(amounts: Readonly<Record<string, number>>): number {
-    const units = Object.keys(amounts);
+    // Own keys only, as Object.keys gives them, without its array.
+    let count = 0;
     // Numbers first: a call into the module may grow its memory, which
     // would detach a view taken before it.
-    for (const unit of units) {
+    for (const unit in amounts) {
+      if (!Object.hasOwn(amounts, unit)) continue;
+      count++;
       if (this.#unitNumbers.has(unit)) continue;
-      const n = this.#core.exports.drl_unit_number(this.#h, this.#core.putString(unit));
+      const n = this.#x.drl_unit_number(this.#h, this.#core.putString(unit));
       if (n < 0) return -1;
       this.#unitNumbers.set(unit, n);
     }
-    const buffer = this.#core.f64(units.length * 2);
-    for (let i = 0; i < units.length; i++) {
-      const amount = amounts[units[i]!];
+    const buffer = this.#core.f64(count * 2);
+    let i = 0;
+    for (const unit in amounts) {
+      if (!Object.hasOwn(amounts, unit)) continue;
+      const amount = amounts[unit];
       if (typeof amount !== 'number') return -1;
-      buffer[2 * i] = this.#unitNumbers.get(units[i]!)!;
-      buffer[2 * i + 1] = amount;
+      buffer[i++] = this.#unitNumbers.get(unit)!;
+      buffer[i++] = amount;
     }
-    return units.length;
+    return count;
   }
 
   #restoreRows(grants: GrantRows, send: (count: number) => void): void {
@@ -415,7 +415,7 @@ export class Engine {
   }
 
   erase(now: number): void {
-    this.#core.exports.drl_erase(this.#h, now);
+    this.#x.drl_erase(this.#h, now);
   }
 
   /**
@@ -424,7 +424,7 @@ export class Engine {
    * by this step's actions (a maxWaitMs the predicted start exceeds).
    */
   arrive(cost: EngineCost, now: number, waiting?: EngineWaiting): number {
-    const x = this.#core.exports;
+    const x = this.#x;
     const priority = waiting?.priority ?? 0;
     const maxWaitMs = waiting?.maxWaitMs ?? NaN;
     const maxRetries = waiting?.maxRetries ?? NaN;
@@ -442,23 +442,25 @@ export class Engine {
 
   /** The caller gave up: see Engine::withdraw. Throws [drl:unknown-ticket] for a settled call. */
   withdraw(ticket: number, now: number): void {
-    this.#core.check(this.#core.exports.drl_withdraw(this.#h, ticket, now));
+    this.#core.check(this.#x.drl_withdraw(this.#h, ticket, now));
   }
 
   /** A queued call's predicted start (a lower bound, ms), or undefined if it is not queued. */
   predictedStart(ticket: number): number | undefined {
-    const at = this.#core.exports.drl_predicted(this.#h, ticket);
+    const at = this.#x.drl_predicted(this.#h, ticket);
     return Number.isNaN(at) ? undefined : at;
   }
 
   report(ticket: number, report: EngineReport, now: number): void {
     let flags = report.rateLimited ? 1 : 0;
     if (report.failure) flags |= FAILURE_FLAGS[report.failure];
+    // The usage first: numbering a unit the engine has not named yet passes
+    // the name through the scratch buffer, where the header goes next.
+    const numbered = report.usage ? this.#putNumbered(report.usage) : -1;
     const header = typeof report.retryAfter === 'string' ? report.retryAfter : undefined;
     const headerLen = header === undefined ? -1 : this.#core.putString(header);
     let usageLen = -1;
     let usageJson = '';
-    const numbered = report.usage ? this.#putNumbered(report.usage) : -1;
     if (numbered >= 0) {
       usageLen = -(numbered + 2);
     } else if (report.usage) {
@@ -475,21 +477,21 @@ export class Engine {
     const retryAfterMs = typeof report.retryAfterMs === 'number' ? report.retryAfterMs : NaN;
     const status = Number.isInteger(report.status) ? (report.status as number) : 0;
     this.#core.check(
-      this.#core.exports.drl_report(this.#h, ticket, status, flags, retryAfterMs, headerLen, usageLen, limitsLen, now),
+      this.#x.drl_report(this.#h, ticket, status, flags, retryAfterMs, headerLen, usageLen, limitsLen, now),
     );
   }
 
   threw(ticket: number, now: number): void {
-    this.#core.check(this.#core.exports.drl_threw(this.#h, ticket, now));
+    this.#core.check(this.#x.drl_threw(this.#h, ticket, now));
   }
 
   /** Invoking the running attempt's callback failed in transport: the caller is gone (see engine.h). */
   gone(ticket: number, now: number): void {
-    this.#core.check(this.#core.exports.drl_gone(this.#h, ticket, now));
+    this.#core.check(this.#x.drl_gone(this.#h, ticket, now));
   }
 
   cancel(ticket: number, now: number): void {
-    this.#core.check(this.#core.exports.drl_cancel(this.#h, ticket, now));
+    this.#core.check(this.#x.drl_cancel(this.#h, ticket, now));
   }
 
   /**
@@ -497,7 +499,7 @@ export class Engine {
    * (see drl::Engine::set_slot_key). Once, before restore.
    */
   setSlotKey(words: ArrayLike<number>): void {
-    this.#core.check(this.#core.exports.drl_set_slot_key(this.#h, words[0]!, words[1]!, words[2]!, words[3]!));
+    this.#core.check(this.#x.drl_set_slot_key(this.#h, words[0]!, words[1]!, words[2]!, words[3]!));
   }
 
   /**
@@ -506,7 +508,7 @@ export class Engine {
    * running or no slot key was set.
    */
   attemptSlot(ticket: number): { slot: string; timeoutMs: number } | undefined {
-    const x = this.#core.exports;
+    const x = this.#x;
     if (x.drl_attempt_slot(this.#h, ticket) <= 0) return undefined;
     return { slot: this.#core.outString(), timeoutMs: x.drl_attempt_timeout(this.#h, ticket) };
   }
@@ -518,25 +520,25 @@ export class Engine {
    */
   finished(slot: string, ranMs: number, now: number): boolean {
     const len = this.#core.putString(slot);
-    return this.#core.check(this.#core.exports.drl_finished(this.#h, len, ranMs, now)) === 1;
+    return this.#core.check(this.#x.drl_finished(this.#h, len, ranMs, now)) === 1;
   }
 
   tick(now: number): void {
-    this.#core.exports.drl_tick(this.#h, now);
+    this.#x.drl_tick(this.#h, now);
   }
 
   /** How many starts the engine has emitted: the mark to hand released() once they have left. */
   startsEmitted(): number {
-    return this.#core.exports.drl_starts_emitted(this.#h);
+    return this.#x.drl_starts_emitted(this.#h);
   }
 
   /** Every start up to `through` (a startsEmitted() value) has left the object by `now`. */
   released(through: number, now: number): void {
-    this.#core.exports.drl_released(this.#h, through, now);
+    this.#x.drl_released(this.#h, through, now);
   }
 
   pause(ms: number, now: number): void {
-    this.#core.check(this.#core.exports.drl_pause(this.#h, ms, now));
+    this.#core.check(this.#x.drl_pause(this.#h, ms, now));
   }
 
   /**
@@ -544,13 +546,13 @@ export class Engine {
    * it moves time to `now` first, which may start waiting calls: drain() after it.
    */
   stats(now: number): Record<string, unknown> {
-    this.#core.check(this.#core.exports.drl_stats(this.#h, now));
+    this.#core.check(this.#x.drl_stats(this.#h, now));
     return JSON.parse(this.#core.outString()) as Record<string, unknown>;
   }
 
   /** The slots record, for putSlots: "at:count,...", as last written or restored ('' when none). */
   slotsText(): string {
-    this.#core.exports.drl_slots_text(this.#h);
+    this.#x.drl_slots_text(this.#h);
     return this.#core.outString();
   }
 
@@ -561,7 +563,7 @@ export class Engine {
    * few dozen calls, not every call. For a host behind an output gate.
    */
   setReservations(on: boolean): void {
-    this.#core.check(this.#core.exports.drl_set_reservations(this.#h, on ? 1 : 0));
+    this.#core.check(this.#x.drl_set_reservations(this.#h, on ? 1 : 0));
   }
 
   /**
@@ -571,30 +573,30 @@ export class Engine {
    * behind an output gate.
    */
   setReleaseDating(on: boolean): void {
-    this.#core.check(this.#core.exports.drl_set_release_dating(this.#h, on ? 1 : 0));
+    this.#core.check(this.#x.drl_set_release_dating(this.#h, on ? 1 : 0));
   }
 
   /** The reservation record, for putReservation ('' when none). */
   reservationText(): string {
-    this.#core.exports.drl_reservation_text(this.#h);
+    this.#x.drl_reservation_text(this.#h);
     return this.#core.outString();
   }
 
   /** The slots held now, exactly, in the record's format: for rebuilding after a failed write. */
   runningSlotsText(): string {
-    this.#core.exports.drl_running_slots_text(this.#h);
+    this.#x.drl_running_slots_text(this.#h);
     return this.#core.outString();
   }
 
   /** The stored config document as given, or undefined when unconfigured. */
   configText(): string | undefined {
-    const len = this.#core.exports.drl_config_text(this.#h);
+    const len = this.#x.drl_config_text(this.#h);
     return len > 0 ? this.#core.outString() : undefined;
   }
 
   /** When tick() is next due, or undefined when nobody waits on time. */
   nextWake(): number | undefined {
-    const wake = this.#core.exports.drl_next_wake(this.#h);
+    const wake = this.#x.drl_next_wake(this.#h);
     return wake < 0 ? undefined : wake;
   }
 
@@ -605,7 +607,7 @@ export class Engine {
    * another resolution.
    */
   history(resolutionMs: number, now: number): EngineHistory {
-    this.#core.check(this.#core.exports.drl_history_json(this.#h, resolutionMs, now));
+    this.#core.check(this.#x.drl_history_json(this.#h, resolutionMs, now));
     return JSON.parse(this.#core.outString()) as EngineHistory;
   }
 
@@ -615,7 +617,7 @@ export class Engine {
    * They count as stored from now on.
    */
   historyUnsaved(): EngineHistoryUnsaved | undefined {
-    if (this.#core.exports.drl_history_unsaved(this.#h) <= 0) return undefined;
+    if (this.#x.drl_history_unsaved(this.#h) <= 0) return undefined;
     const [keep, ...lines] = this.#core.outString().split('\n');
     const [, fine, coarse] = keep!.split(' ');
     return {
@@ -629,7 +631,7 @@ export class Engine {
 
   /** Closed 10 s intervals not yet handed out by this method (for an export); [] when none. */
   historyClosed(): EngineHistoryRow[] {
-    if (this.#core.exports.drl_history_closed(this.#h) <= 0) return [];
+    if (this.#x.drl_history_closed(this.#h) <= 0) return [];
     return historyRows(this.#core.outString().split('\n'));
   }
 
@@ -638,125 +640,49 @@ export class Engine {
     if (rows.length === 0) return;
     let text = '';
     for (const row of rows) text += `${row.resolutionMs} ${row.at} ${row.data.replaceAll('\n', ' ')}\n`;
-    this.#core.exports.drl_restore_history(this.#h, this.#core.putString(text), now);
+    this.#x.drl_restore_history(this.#h, this.#core.putString(text), now);
   }
 
-  /** The writes and actions produced since the last drain, in order. */
-  drain(): { writes: EngineWrite[]; actions: EngineAction[] } {
-    const count = this.#core.exports.drl_output(this.#h);
-    const writes: EngineWrite[] = [];
-    const actions: EngineAction[] = [];
-    if (count === 0) return { writes, actions };
-    // Read in place: the texts of putSlots, putReservation and putConfig are fetched after
-    // the loop, since fetching one may grow memory and detach this view.
-    const r = this.#core.records(count);
-    let textless: { kind: 'putSlots' | 'putReservation' | 'putConfig'; text: string }[] | undefined;
-    // Grant writes of extra windows, named after the loop (like the texts).
-    let windowed: [write: { window?: string }, key: number][] | undefined;
-    for (let i = 0; i < count * 4; i += 4) {
-      const kind = r[i]!;
-      if (kind >= WRITE_RECORD_BASE) {
-        const name = WRITE_KINDS[kind - WRITE_RECORD_BASE];
-        const at = r[i + 1]!;
-        const amount = r[i + 2]!;
-        const key = r[i + 3]!;
-        // An extra window's name, when known (else named after the loop).
-        const window = key === 0 ? undefined : this.#windowKeys[key];
-        switch (name) {
-          case 'putGrant': {
-            if (key === 0) {
-              writes.push({ kind: name, at, amount });
-            } else {
-              const write = { kind: name, at, amount, window };
-              writes.push(write);
-              if (window === undefined) (windowed ??= []).push([write, key]);
-            }
-            break;
-          }
-          case 'deleteGrantsThrough':
-          case 'deleteGrant': {
-            if (key === 0) {
-              writes.push({ kind: name, at });
-            } else {
-              const write = { kind: name, at, window };
-              writes.push(write);
-              if (window === undefined) (windowed ??= []).push([write, key]);
-            }
-            break;
-          }
-          case 'putPenalty':
-            writes.push({ kind: name, forcedUntil: at, liftPending: amount !== 0 });
-            break;
-          case 'putReleased':
-            writes.push({ kind: name, at });
-            break;
-          case 'putSlots':
-          case 'putReservation':
-          case 'putConfig': {
-            const write = { kind: name, text: '' };
-            writes.push(write);
-            (textless ??= []).push(write);
-            break;
-          }
-          case 'clearGrants': {
-            if (key === 0) {
-              writes.push({ kind: name });
-            } else {
-              const write = { kind: name, window };
-              writes.push(write);
-              if (window === undefined) (windowed ??= []).push([write, key]);
-            }
-            break;
-          }
-          case 'eraseAll':
-            writes.push({ kind: name });
-            break;
-          default:
-            throw new Error(`core.wasm produced an unknown write kind ${kind}`);
-        }
-        continue;
-      }
-      const name = ACTION_KINDS[kind];
-      const ticket = r[i + 1]!;
-      switch (name) {
-        case 'start':
-        case 'resolve':
-          actions.push({ kind: name, ticket, attempt: r[i + 2]! });
-          break;
-        case 'reject': {
-          const code = ERROR_ID_BY_CODE[r[i + 2]!];
-          if (code === undefined) throw new Error(`core.wasm rejected with an unknown error code ${r[i + 2]}`);
-          actions.push({ kind: name, ticket, code, status: r[i + 3]! });
-          break;
-        }
-        default:
-          throw new Error(`core.wasm produced an unknown action kind ${kind}`);
-      }
-    }
-    if (textless) {
+  /**
+   * What the engine produced since the last drain, in order, refilled into
+   * `into` (a new output when left out). A host that hands the same output
+   * back each time allocates nothing per take; what it read before is gone.
+   */
+  drain(into: EngineOutput = new EngineOutput()): EngineOutput {
+    const x = this.#x;
+    const count = x.drl_output(this.#h);
+    // The view after the call: drl_output may grow the memory it lies in.
+    const needs = into.decode(this.#core.heap(), x.drl_records() >>> 3, count, this.#windowKeys);
+    // Fetched after decoding, since each fetch may grow memory under the records.
+    if (needs & NEEDS_TEXTS) {
       // Each record is the whole text as it stands after the step: one read of each.
       let slots: string | undefined;
       let reservation: string | undefined;
       let config: string | undefined;
-      for (const w of textless) {
-        if (w.kind === 'putSlots') w.text = slots ??= this.slotsText();
-        else if (w.kind === 'putReservation') w.text = reservation ??= this.reservationText();
-        else w.text = config ??= this.configText() ?? '';
+      for (let i = 0; i < into.writeCount; i++) {
+        const kind = into.writeKind(i);
+        if (kind === 'putSlots') into.setText(i, (slots ??= this.slotsText()));
+        else if (kind === 'putReservation') into.setText(i, (reservation ??= this.reservationText()));
+        else if (kind === 'putConfig') into.setText(i, (config ??= this.configText() ?? ''));
       }
     }
-    if (windowed) {
-      for (const [write, key] of windowed) write.window = this.#windowKeys[key] ?? this.#windowKey(key);
+    if (needs & NEEDS_NAMES) {
+      // The output reads names from this table, so naming a window here names it there.
+      for (let i = 0; i < into.writeCount; i++) {
+        const key = into.windowNumber(i);
+        if (key !== 0 && this.#windowKeys[key] === undefined) this.#windowKey(key);
+      }
     }
-    return { writes, actions };
+    return into;
   }
 
-  #windowKey(key: number): string {
-    this.#core.exports.drl_window_key(this.#h, key);
-    return (this.#windowKeys[key] = this.#core.outString());
+  #windowKey(key: number): void {
+    this.#x.drl_window_key(this.#h, key);
+    this.#windowKeys[key] = this.#core.outString();
   }
 
   free(): void {
-    this.#core.exports.drl_free(this.#h);
+    this.#x.drl_free(this.#h);
   }
 }
 

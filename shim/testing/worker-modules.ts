@@ -22,6 +22,7 @@ export const WORKER_MODULES: readonly MiniflareModule[] = [
   { type: 'ESModule', path: 'engine/loader.js' },
   { type: 'ESModule', path: 'engine/module.js' },
   { type: 'ESModule', path: 'engine/output-kinds.js' },
+  { type: 'ESModule', path: 'engine/output.js' },
   { type: 'ESModule', path: 'envelope.js' },
   { type: 'ESModule', path: 'error-ids.js' },
   { type: 'ESModule', path: 'errors.js' },

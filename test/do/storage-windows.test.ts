@@ -4,7 +4,7 @@
 import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { LimiterStorage } from '../../shim/do/storage.ts';
-import type { EngineWrite, GrantColumns } from '../../shim/engine/loader.ts';
+import { EngineOutput, type EngineWrite, type GrantColumns } from '../../shim/engine/loader.ts';
 import { bucket, uniqueName } from './helpers.ts';
 
 async function applied(
@@ -13,7 +13,7 @@ async function applied(
   return runInDurableObject(bucket(uniqueName('storage-windows')), async (_instance, state) => {
     const storage = new LimiterStorage(state.storage);
     storage.ensure();
-    for (const batch of batches) storage.apply(batch);
+    for (const batch of batches) storage.apply(EngineOutput.of(batch));
     const tables = state.storage.sql
       .exec<{ name: string }>(`SELECT name FROM sqlite_master WHERE name = 'drl_window_grants'`)
       .toArray();
@@ -120,18 +120,20 @@ describe('extra windows in storage', () => {
       const puts: EngineWrite[] = [];
       for (let at = 1; at <= 120; at++)
         puts.push({ kind: 'putGrant', at, amount: 1 }, { kind: 'putGrant', at, amount: 2, window: 'tpm' });
-      storage.apply(puts);
+      storage.apply(EngineOutput.of(puts));
       deletes.length = 0;
-      storage.apply([
-        { kind: 'putGrant', at: 200, amount: 9 }, // gathered, lands before the deletes of its table
-        ...Array.from({ length: 100 }, (_, i): EngineWrite => ({ kind: 'deleteGrant', at: i + 1 })), // 1..100
-        { kind: 'deleteGrant', at: 200 },
-        { kind: 'deleteGrant', at: 5, window: 'tpm' },
-        { kind: 'deleteGrant', at: 6, window: 'tpm' },
-        { kind: 'putGrant', at: 5, amount: 7, window: 'tpm' }, // after the delete of its row: stays
-        { kind: 'putGrant', at: 101, amount: 3 },
-        { kind: 'deleteGrant', at: 102 },
-      ]);
+      storage.apply(
+        EngineOutput.of([
+          { kind: 'putGrant', at: 200, amount: 9 }, // gathered, lands before the deletes of its table
+          ...Array.from({ length: 100 }, (_, i): EngineWrite => ({ kind: 'deleteGrant', at: i + 1 })), // 1..100
+          { kind: 'deleteGrant', at: 200 },
+          { kind: 'deleteGrant', at: 5, window: 'tpm' },
+          { kind: 'deleteGrant', at: 6, window: 'tpm' },
+          { kind: 'putGrant', at: 5, amount: 7, window: 'tpm' }, // after the delete of its row: stays
+          { kind: 'putGrant', at: 101, amount: 3 },
+          { kind: 'deleteGrant', at: 102 },
+        ]),
+      );
       const primary = sql
         .exec<{ at: number; amount: number }>(`SELECT at, amount FROM drl_grants ORDER BY at`)
         .toArray()

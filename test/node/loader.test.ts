@@ -28,7 +28,7 @@ describe('core.wasm loader', () => {
     expect(() => engine.configure('{"bucket": "x"}', T0)).toThrowError(TypeError);
     // Nothing was configured by the rejected documents.
     expect(engine.configText()).toBeUndefined();
-    expect(engine.drain()).toEqual({ writes: [], actions: [] });
+    expect(engine.drain().list()).toEqual({ writes: [], actions: [] });
   });
 
   it('validates a config by the engine rules without an engine', () => {
@@ -47,11 +47,11 @@ describe('core.wasm loader', () => {
   it('decodes the writes to store and the actions to take, in order', () => {
     const engine = loadCore().createEngine();
     engine.configure(CONFIG, T0);
-    expect(engine.drain()).toEqual({ writes: [{ kind: 'putConfig', text: CONFIG }], actions: [] });
+    expect(engine.drain().list()).toEqual({ writes: [{ kind: 'putConfig', text: CONFIG }], actions: [] });
 
     const a = engine.arrive(1, T0 + 5);
     const b = engine.arrive(1, T0 + 6);
-    expect(engine.drain()).toEqual({
+    expect(engine.drain().list()).toEqual({
       // The grant, then the slots record with a's start (dated a second later,
       // so it covers the starts of that second): a restart keeps its slot.
       writes: [
@@ -64,7 +64,7 @@ describe('core.wasm loader', () => {
     expect(engine.nextWake()).toBe(T0 + 5 + 120_000);
 
     engine.report(a, { status: 429, retryAfter: '2' }, T0 + 7);
-    const afterPenalty = engine.drain();
+    const afterPenalty = engine.drain().list();
     // Retry-After: 2 seconds, under the default 30 s maxDelayInMs. The slots
     // record, written a moment ago, still lists a's slot: it is rewritten
     // alone once nothing has run for 500 ms.
@@ -72,11 +72,11 @@ describe('core.wasm loader', () => {
     expect(afterPenalty.actions).toEqual([]);
     expect(engine.nextWake()).toBe(T0 + 7 + 500);
     engine.tick(T0 + 7 + 500);
-    expect(engine.drain()).toEqual({ writes: [{ kind: 'putSlots', text: '' }], actions: [] });
+    expect(engine.drain().list()).toEqual({ writes: [{ kind: 'putSlots', text: '' }], actions: [] });
     expect(engine.nextWake()).toBe(T0 + 2007);
 
     engine.tick(T0 + 2007);
-    const lifted = engine.drain();
+    const lifted = engine.drain().list();
     // At lift the window keeps half the limit spent (refill fraction 0.5).
     expect(lifted.writes.slice(0, 3)).toEqual([
       { kind: 'clearGrants' },
@@ -95,10 +95,10 @@ describe('core.wasm loader', () => {
     expect(stats).toMatchObject({ remaining: 0, used: 2, resetAt: T0 - 10 + 1000, queued: 0, penalised: false });
     expect(stats.config).toEqual(JSON.parse(CONFIG));
     const t = engine.arrive(1, T0);
-    expect(engine.drain().actions).toEqual([]);
+    expect(engine.drain().list().actions).toEqual([]);
     expect(engine.nextWake()).toBe(T0 + 990);
     engine.tick(T0 + 990);
-    expect(engine.drain().actions).toEqual([{ kind: 'start', ticket: t, attempt: 1 }]);
+    expect(engine.drain().list().actions).toEqual([{ kind: 'start', ticket: t, attempt: 1 }]);
   });
 
   it('restores the same log from two columns as from pairs, a value that is not a number dropping its row', () => {
@@ -122,7 +122,7 @@ describe('core.wasm loader', () => {
     expect(fromColumns.stats(T0)).toEqual(fromPairs.stats(T0));
     expect(fromColumns.stats(T0)).toMatchObject({ used: 3, liveGrants: 2 });
     // The two damaged rows were dropped, so the stored log is rewritten without them.
-    expect(fromColumns.drain().writes).toEqual([
+    expect(fromColumns.drain().list().writes).toEqual([
       { kind: 'clearGrants' },
       { kind: 'putGrant', at: T0 - 30, amount: 1 },
       { kind: 'putGrant', at: T0 - 10, amount: 2 },
@@ -138,17 +138,17 @@ describe('core.wasm loader', () => {
     const bucket = engine.arrive(1, T0, {});
     const nan = engine.arrive(1, T0, { maxRetries: Number.NaN });
     const all = [never, once, bucket, nan];
-    expect(engine.drain().actions).toEqual(all.map((ticket) => ({ kind: 'start', ticket, attempt: 1 })));
+    expect(engine.drain().list().actions).toEqual(all.map((ticket) => ({ kind: 'start', ticket, attempt: 1 })));
     const fail = (tickets: number[], now: number) => {
       for (const ticket of tickets) engine.report(ticket, { status: 503, failure: 'retryable' }, now);
-      return engine.drain().actions;
+      return engine.drain().list().actions;
     };
     const rejected = (ticket: number) => ({ kind: 'reject', ticket, code: 'call-failed', status: 503 });
     // Attempt 1 fails: maxRetries 0 settles at once, the others back off (the bucket's 100 ms).
     expect(fail(all, T0 + 1)).toEqual([rejected(never)]);
     engine.tick(T0 + 101);
     const retried = [once, bucket, nan];
-    expect(engine.drain().actions).toEqual(retried.map((ticket) => ({ kind: 'start', ticket, attempt: 2 })));
+    expect(engine.drain().list().actions).toEqual(retried.map((ticket) => ({ kind: 'start', ticket, attempt: 2 })));
     // A reconfigure changes only the calls that set no maxRetries of their own.
     // once's 1 is spent; the bucket's, raised to 5, gives the other two another.
     engine.reconfigure(JSON.stringify({ retry: { maxRetries: 5 } }), T0 + 102);
@@ -181,7 +181,7 @@ describe('core.wasm loader', () => {
         }
       }
     }
-    expect(engine.drain()).toEqual({ writes: [], actions: [] });
+    expect(engine.drain().list()).toEqual({ writes: [], actions: [] });
     expect(engine.stats(T0)).toMatchObject({ used: 0, queued: 0 });
     // The edges are accepted.
     expect(engine.arrive(1, T0, { maxRetries: 0 })).toBeGreaterThan(0);
@@ -209,5 +209,31 @@ describe('core.wasm loader', () => {
     }
     // The loader's own path: numbers from the engine, by name.
     expect(engine.arrive({ tokens: 5 }, 1000)).toBeGreaterThan(0);
+  });
+
+  it("a report's Retry-After survives its usage naming a unit for the first time", () => {
+    // Numbering the usage's unit asks the engine through the scratch buffer,
+    // which held the header: the header must still reach the engine whole.
+    const engine = loadCore().createEngine();
+    engine.configure(
+      JSON.stringify({
+        bucket: { limitPerWindow: 10, windowInMs: 1000 },
+        windows: { tpm: { unit: 'tokens', limitPerWindow: 100, windowInMs: 1000 } },
+        concurrency: 5,
+      }),
+      T0,
+    );
+    engine.drain();
+    // A cost of 1 request: the unit "tokens" is first named by the usage.
+    const t = engine.arrive(1, T0);
+    engine.drain();
+    engine.report(t, { status: 429, retryAfter: '7', usage: { tokens: 40 } }, T0 + 10);
+    const penalty = engine
+      .drain()
+      .list()
+      .writes.find((w) => w.kind === 'putPenalty');
+    // Paused for the header's 7 s, from the report.
+    expect(penalty).toEqual({ kind: 'putPenalty', forcedUntil: T0 + 10 + 7000, liftPending: true });
+    expect(engine.stats(T0 + 10)).toMatchObject({ used: 1 });
   });
 });

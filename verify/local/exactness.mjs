@@ -168,18 +168,26 @@ function requestWindows(times, limit, windowMs) {
   return { over: spans.length, spans, tightest };
 }
 
-/** The same for a weighted quota: windows (t - windowMs, t] ending at each arrival whose sum exceeds `limit`. */
+/**
+ * The same for a weighted quota: windows (t - windowMs, t] ending at each
+ * arrival whose sum exceeds `limit`; `heaviest` holds the rows of the
+ * window with the peak sum, to show what made it.
+ */
 function weightedWindows(rows, limit, windowMs) {
   let over = 0;
   let peak = 0;
+  let heaviest = [];
   let sum = 0;
   for (let i = 0, j = 0; j < rows.length; j++) {
     sum += rows[j].amount;
     while (rows[i].at <= rows[j].at - windowMs) sum -= rows[i++].amount;
     if (sum > limit) over++;
-    peak = Math.max(peak, sum);
+    if (sum > peak) {
+      peak = sum;
+      heaviest = rows.slice(i, j + 1);
+    }
   }
-  return { over, peak };
+  return { over, peak, heaviest };
 }
 
 /**
@@ -200,10 +208,30 @@ function callbackStarts(records, arrivals) {
       const start = attempts.get(a.call)?.[k];
       const paired = start !== undefined && start <= a.at;
       if (!paired) unpaired++;
-      return { at: paired ? start : a.at, arrivedAt: a.at, amount: a.tokens ?? 0 };
+      return {
+        at: paired ? start : a.at,
+        arrivedAt: a.at,
+        amount: a.tokens ?? 0,
+        call: a.call,
+        attempt: k + 1,
+        kind: a.kind,
+      };
     })
     .sort((a, b) => a.at - b.at);
   return { rows, unpaired, fetchSpread: spread(rows.map((r) => r.arrivedAt - r.at)) };
+}
+
+/** The longest window, up to `windowMs`, in which `overIn(window)` finds none over (a bisection). */
+function heldFor(overIn, windowMs) {
+  if (overIn(windowMs) === 0) return windowMs;
+  let held = 0;
+  let over = windowMs;
+  while (over - held > 1) {
+    const mid = Math.floor((held + over) / 2);
+    if (overIn(mid) === 0) held = mid;
+    else over = mid;
+  }
+  return held;
 }
 
 const spread = (values) => (values.length ? Math.max(...values) - Math.min(...values) : NaN);
@@ -496,6 +524,31 @@ async function busyStampede(stack, s) {
     tokensBeyond.over === 0,
     `tokens: windows over ${STAMPEDE.tokenLimit} per ${w} ms beyond the jitter: ${tokensBeyond.over} (most tokens whose callbacks started within ${h} ms: ${tokensBeyond.peak})`,
   );
+  // How far short of a window the callback starts came: the longest window
+  // each limit held in (beyond the jitter means 3000 - that > H + CLOCK_MS).
+  s.figure(
+    `the longest window each limit held in, over the callback starts: requests ${heldFor(
+      (win) =>
+        requestWindows(
+          starts.rows.map((a) => a.at),
+          STAMPEDE.limit,
+          win,
+        ).over,
+      w,
+    )} ms, tokens ${heldFor((win) => weightedWindows(starts.rows, STAMPEDE.tokenLimit, win).over, w)} ms (of ${w}; H + ${CLOCK_MS} = ${jitter.hop + CLOCK_MS} ms)`,
+  );
+  // What made the heaviest token window, when one is over at the upstream:
+  // each attempt's callback start and arrival (ms after the stampede's
+  // start), its tokens, and how the upstream answered it.
+  if (tokensRaw.over > 0 || tokensBeyond.over > 0) {
+    const heavy = weightedWindows(starts.rows, STAMPEDE.tokenLimit, w).heaviest;
+    const t0 = run.plan.startAt;
+    s.figure(
+      `the heaviest ${w} ms of callback starts (call#attempt: start / arrival, ms after ${t0}; tokens, answer): ${heavy
+        .map((r) => `${r.call}#${r.attempt}: ${r.at - t0}/${r.arrivedAt - t0}, ${r.amount}, ${r.kind}`)
+        .join('; ')}`,
+    );
+  }
   s.guarantee(
     r.completed === r.planned && run.shareErrors === 0,
     `every call completed: ${r.completed} / ${r.planned}${run.shareErrors ? `, ${run.shareErrors} shares failed` : ''}`,

@@ -74,8 +74,8 @@ void LeaseHolder::give_back(LeaseMillis now) {
     const Held& h = leases_[i];
     const bool had_units = std::any_of(h.uses.begin(), h.uses.end(), [](const auto& u) { return !u.empty(); }) ||
                            std::any_of(h.left.begin(), h.left.end(), [](int64_t v) { return v > 0; });
-    const bool spent = had_units && h.running.empty() &&
-                       std::all_of(h.left.begin(), h.left.end(), [](int64_t v) { return v == 0; });
+    const bool spent =
+        had_units && h.running.empty() && std::all_of(h.left.begin(), h.left.end(), [](int64_t v) { return v == 0; });
     if (spent || idle) {
       close(i);
     } else {
@@ -133,7 +133,7 @@ std::optional<LeaseHolder::CallId> LeaseHolder::slot_acquire(LeaseMillis now) {
   advance(now);
   now = now_;
   for (Held& h : leases_) {
-    if (h.end > now && static_cast<int64_t>(h.running.size()) < h.slots) {
+    if (h.end > now && usable_slots(h) > 0) {
       const CallId id = next_call_++;
       h.running.emplace(id, now);
       last_active_ = now;
@@ -172,10 +172,11 @@ std::vector<DemandLevel> LeaseHolder::demand(LeaseMillis now) const {
   for (const Held& h : leases_) {
     if (h.end <= now + lead()) continue;
     for (size_t k = 0; k < n; ++k) usable[k] += h.left[k];
-    free_slots += h.slots - static_cast<int64_t>(h.running.size());
+    free_slots += usable_slots(h);
   }
   std::vector<DemandLevel> levels = queued_;
-  std::sort(levels.begin(), levels.end(), [](const DemandLevel& a, const DemandLevel& b) { return a.priority > b.priority; });
+  std::sort(levels.begin(), levels.end(),
+            [](const DemandLevel& a, const DemandLevel& b) { return a.priority > b.priority; });
   for (DemandLevel& d : levels) {
     d.units.resize(n, 0);
     for (size_t k = 0; k < n; ++k) {
@@ -210,6 +211,21 @@ std::vector<DemandLevel> LeaseHolder::demand(LeaseMillis now) const {
   return levels;
 }
 
+// Nothing usable for what is queued: an exchange cannot wait for refresh_ms.
+bool LeaseHolder::starved(LeaseMillis now) const {
+  int64_t slots = 0;
+  for (const DemandLevel& d : queued_) slots += d.slots;
+  if (slots == 0) return false;
+  int64_t free = 0;
+  std::vector<int64_t> held(config_.windows, 0);
+  for (const Held& h : leases_) {
+    if (h.end <= now) continue;
+    free += usable_slots(h);
+    for (size_t k = 0; k < config_.windows; ++k) held[k] += h.left[k];
+  }
+  return free == 0 || std::any_of(held.begin(), held.end(), [](int64_t v) { return v == 0; });
+}
+
 bool LeaseHolder::wants_more(LeaseMillis now) const { return now >= not_before_ && !demand(now).empty(); }
 
 std::optional<Exchange> LeaseHolder::next_exchange(LeaseMillis now) {
@@ -224,6 +240,7 @@ std::optional<Exchange> LeaseHolder::next_exchange(LeaseMillis now) {
     return out_;
   }
   if (pending_.empty() && !wants_more(now)) return std::nullopt;
+  if (exchanged_ && now < last_exchange_ + config_.refresh_ms && !starved(now)) return std::nullopt;
   Exchange ex;
   ex.child = config_.child;
   ex.incarnation = config_.incarnation;
@@ -240,12 +257,32 @@ std::optional<Exchange> LeaseHolder::next_exchange(LeaseMillis now) {
     }
     ex.closes.push_back(std::move(c));
   }
+  ex.returns = return_idle_slots();
   if (now >= not_before_) ex.demand = demand(now);
   out_closes_ = std::move(pending_);
   pending_.clear();
   out_first_sent_ = out_last_sent_ = now;
+  last_exchange_ = now;
+  exchanged_ = true;
   out_ = ex;
   return ex;
+}
+
+std::vector<LeaseReturn> LeaseHolder::return_idle_slots() {
+  int64_t queued = 0, free = 0;
+  for (const DemandLevel& d : queued_) queued += d.slots;
+  for (const Held& h : leases_) free += usable_slots(h);
+  int64_t excess = free - std::max<int64_t>(queued, 1);
+  std::vector<LeaseReturn> returns;
+  for (auto it = leases_.rbegin(); it != leases_.rend(); ++it) {
+    Held& h = *it;
+    const int64_t back = std::min(std::max<int64_t>(excess, 0), usable_slots(h));
+    h.slots_returned += back;
+    excess -= back;
+    // Cumulative: every open lease that ever gave some back says so again.
+    if (h.slots_returned > 0) returns.push_back({h.id, std::vector<int64_t>(config_.windows, 0), h.slots_returned});
+  }
+  return returns;
 }
 
 void LeaseHolder::on_grant(const LeaseGrant& g, LeaseMillis now) {
@@ -256,11 +293,17 @@ void LeaseHolder::on_grant(const LeaseGrant& g, LeaseMillis now) {
   out_.reset();
   out_closes_.clear();
   switch (g.refusal) {
-    case Refusal::kNone: break;
-    case Refusal::kNothingFree: not_before_ = now + std::max<LeaseMillis>(1, g.retry_in_ms); return;
-    case Refusal::kNothingAsked: return;
+    case Refusal::kNone:
+      break;
+    case Refusal::kNothingFree:
+      not_before_ = now + std::max<LeaseMillis>(1, g.retry_in_ms);
+      return;
+    case Refusal::kNothingAsked:
+      return;
     case Refusal::kStaleIncarnation:
-    case Refusal::kMalformed: not_before_ = now + config_.retry_ms; return;
+    case Refusal::kMalformed:
+      not_before_ = now + config_.retry_ms;
+      return;
   }
   Held h;
   h.id = g.lease_id;
@@ -283,10 +326,13 @@ std::optional<LeaseMillis> LeaseHolder::next_wake(LeaseMillis now) {
   const auto at = [&](LeaseMillis t) { wake = wake ? std::min(*wake, t) : t; };
   if (out_) {
     at(out_last_sent_ + config_.retry_ms);
-  } else if (!pending_.empty()) {
-    at(now);
-  } else if (!demand(std::max(now, not_before_)).empty()) {
-    at(std::max(now, not_before_));
+  } else {
+    const LeaseMillis paced = exchanged_ && !starved(now) ? std::max(now, last_exchange_ + config_.refresh_ms) : now;
+    if (!pending_.empty()) {
+      at(paced);
+    } else if (!demand(std::max(now, not_before_)).empty()) {
+      at(std::max(paced, not_before_));
+    }
   }
   // Only what lies ahead: a time already passed was dealt with by advance().
   const auto ahead = [&](LeaseMillis t) {
@@ -315,7 +361,7 @@ int64_t LeaseHolder::free_slots(LeaseMillis now) {
   advance(now);
   int64_t total = 0;
   for (const Held& h : leases_) {
-    if (h.end > now_) total += h.slots - static_cast<int64_t>(h.running.size());
+    if (h.end > now_) total += usable_slots(h);
   }
   return total;
 }

@@ -14,11 +14,15 @@
 // - A lease closes once: when it ended (or its grant arrived after its
 //   end), and, when next_exchange() composes an exchange, when it is spent
 //   (nothing left in any window, no call running on it) or the holder has
-//   been idle (no take, queue or call) for idle_ms. The close
+//   been idle (no take, queue or call) for idle_ms. Idle slots beyond its
+//   queue (keeping one) go back in the exchange's returns, from the leases
+//   that end last. The close
 //   states its uses per window folded into at most max_groups groups, each
 //   dated at its latest use, and the starts of calls still running (also
 //   folded, dated later). Closes ride on the next exchange and are kept
 //   until a reply to it arrives.
+// - At most one new exchange per refresh_ms, unless the head of its queue
+//   cannot start from what it holds.
 // - One exchange at a time, resent unchanged every retry_ms until the
 //   reply with this incarnation and seq arrives; any other reply is
 //   ignored. Leases live in memory only: a restarted child is a new
@@ -70,6 +74,7 @@ struct HolderConfig {
   LeaseMillis retry_ms = 500;          // resend an unanswered exchange after this
   LeaseMillis idle_ms = 2'000;         // give everything back after this long with no take and no queue
   LeaseMillis stock_ms = 100;          // besides its queue, hold its recent use rate times this
+  LeaseMillis refresh_ms = 0;          // between exchanges, unless it holds nothing its queue can use
   LeaseMillis rate_ms = 1'000;         // the recent use rate is measured over this
   size_t max_groups = 8;               // K: use groups per window in a close
   ClockBounds clocks;
@@ -109,6 +114,7 @@ class LeaseHolder {
     LeaseMillis end = 0;
     std::vector<int64_t> left;
     int64_t slots = 0;
+    int64_t slots_returned = 0;          // idle slots given back (cumulative)
     std::vector<std::vector<Use>> uses;  // per window, folded
     std::map<CallId, LeaseMillis> running;
   };
@@ -120,11 +126,16 @@ class LeaseHolder {
 
   void advance(LeaseMillis now);
   void give_back(LeaseMillis now);
+  std::vector<LeaseReturn> return_idle_slots();
+  static int64_t usable_slots(const Held& h) {
+    return h.slots - h.slots_returned - static_cast<int64_t>(h.running.size());
+  }
   void close(size_t index);
   void fold(std::vector<Use>& uses) const;
   bool fits(const std::vector<int64_t>& amounts, LeaseMillis now) const;
   std::vector<DemandLevel> demand(LeaseMillis now) const;
   bool wants_more(LeaseMillis now) const;
+  bool starved(LeaseMillis now) const;
   LeaseMillis lead() const;
 
   HolderConfig config_;
@@ -142,7 +153,9 @@ class LeaseHolder {
   LeaseMillis out_first_sent_ = 0, out_last_sent_ = 0;
   std::vector<Pending> out_closes_;
   LeaseMillis not_before_ = 0;  // after a refusal: when asking again may help
-  LeaseMillis rtt_ = 0;         // the last round trip measured (0: none yet)
+  LeaseMillis last_exchange_ = 0;
+  bool exchanged_ = false;
+  LeaseMillis rtt_ = 0;  // the last round trip measured (0: none yet)
 };
 
 }  // namespace drl::internal

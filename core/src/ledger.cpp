@@ -46,10 +46,18 @@ bool ChildRow::operator==(const ChildRow& o) const {
 
 void LedgerRows::apply(const LedgerWrite& w) {
   switch (w.kind) {
-    case LedgerWrite::Kind::kPutLease: leases[w.lease.lease_id] = w.lease; break;
-    case LedgerWrite::Kind::kDeleteLease: leases.erase(w.id); break;
-    case LedgerWrite::Kind::kPutChild: children[w.child.child] = w.child; break;
-    case LedgerWrite::Kind::kPutNextLeaseId: next_lease_id = w.id; break;
+    case LedgerWrite::Kind::kPutLease:
+      leases[w.lease.lease_id] = w.lease;
+      break;
+    case LedgerWrite::Kind::kDeleteLease:
+      leases.erase(w.id);
+      break;
+    case LedgerWrite::Kind::kPutChild:
+      children[w.child.child] = w.child;
+      break;
+    case LedgerWrite::Kind::kPutNextLeaseId:
+      next_lease_id = w.id;
+      break;
   }
 }
 
@@ -113,7 +121,8 @@ std::string Ledger::check(const Exchange& ex) const {
   if (ex.seq == 0) why << "seq is 0; ";
   for (size_t i = 0; i < ex.closes.size(); ++i) {
     const LeaseClose& c = ex.closes[i];
-    if (c.uses.size() > n) why << "closes[" << i << "].uses has " << c.uses.size() << " windows, the bucket " << n << "; ";
+    if (c.uses.size() > n)
+      why << "closes[" << i << "].uses has " << c.uses.size() << " windows, the bucket " << n << "; ";
     for (const auto& window : c.uses) {
       for (const UseGroup& g : window) {
         if (g.age_ms < 0 || g.amount < 0) why << "closes[" << i << "] has a negative age or amount; ";
@@ -125,14 +134,16 @@ std::string Ledger::check(const Exchange& ex) const {
   }
   for (size_t i = 0; i < ex.returns.size(); ++i) {
     const LeaseReturn& r = ex.returns[i];
-    if (r.units.size() > n) why << "returns[" << i << "].units has " << r.units.size() << " windows, the bucket " << n << "; ";
+    if (r.units.size() > n)
+      why << "returns[" << i << "].units has " << r.units.size() << " windows, the bucket " << n << "; ";
     if (r.slots < 0 || std::any_of(r.units.begin(), r.units.end(), [](int64_t u) { return u < 0; })) {
       why << "returns[" << i << "] has a negative amount; ";
     }
   }
   for (size_t i = 0; i < ex.demand.size(); ++i) {
     const DemandLevel& d = ex.demand[i];
-    if (d.units.size() > n) why << "demand[" << i << "].units has " << d.units.size() << " windows, the bucket " << n << "; ";
+    if (d.units.size() > n)
+      why << "demand[" << i << "].units has " << d.units.size() << " windows, the bucket " << n << "; ";
     if (d.slots < 0 || std::any_of(d.units.begin(), d.units.end(), [](int64_t u) { return u < 0; })) {
       why << "demand[" << i << "] has a negative amount; ";
     }
@@ -264,27 +275,32 @@ LeaseGrant Ledger::decide(const Exchange& ex, ChildRow& row, LeaseMillis now, st
     return g;
   }
   LeaseMillis next_free = std::numeric_limits<LeaseMillis>::max();
-  bool short_somewhere = false;
+  bool short_of_units = false, got_any = false;
   for (size_t k = 0; k <= n; ++k) {
     if (asked[k] == 0) continue;
     const int64_t free = std::max<int64_t>(0, limit(k) - occupancy(k, now));
     got[k] = fair_share(k, ex.child, free, now);
-    if (got[k] == 0) {
-      // A lease missing a dimension the child needs would sit unused: ask
-      // again when the first interval of that dimension ends.
-      short_somewhere = true;
-      for (const auto& [id, lease] : rows_.leases) {
-        for_each_interval(lease, [&](size_t dim, LeaseMillis end, int64_t amount) {
-          if (dim == k && amount > 0 && end > now) next_free = std::min(next_free, end);
-        });
-      }
+    got_any |= got[k] > 0;
+    if (got[k] > 0) continue;
+    // Units of one window are useless without the others a call needs:
+    // then nothing, until the first interval of that window ends. Slots
+    // alone may be short (the child may hold some).
+    short_of_units |= k < n;
+    for (const auto& [id, lease] : rows_.leases) {
+      for_each_interval(lease, [&](size_t dim, LeaseMillis end, int64_t amount) {
+        if (dim == k && amount > 0 && end > now) next_free = std::min(next_free, end);
+      });
     }
   }
-  if (short_somewhere) {
+  if (short_of_units || !got_any) {
     g.refusal = Refusal::kNothingFree;
-    // Nothing counted and still short: the limit itself is below the ask
-    // (a lowered limit); ask again after a lease's time.
-    g.retry_in_ms = next_free == std::numeric_limits<LeaseMillis>::max() ? config_.lease_ms : next_free - now;
+    // The first end the ledger knows of; a close from another child may free
+    // units sooner, so never more than a quarter of the shortest window
+    // (also when nothing counts at all: a limit cut below the ask).
+    LeaseMillis shortest = config_.windows_ms.empty() ? config_.lease_ms : config_.windows_ms[0];
+    for (LeaseMillis t : config_.windows_ms) shortest = std::min(shortest, t);
+    const LeaseMillis cap = std::max<LeaseMillis>(1, shortest / 4);
+    g.retry_in_ms = next_free == std::numeric_limits<LeaseMillis>::max() ? cap : std::min(cap, next_free - now);
     return g;
   }
   LeaseRow lease;

@@ -5,8 +5,8 @@
 #include "lease_holder.h"
 
 using drl::internal::Exchange;
-using drl::internal::LeaseGrant;
 using drl::internal::HolderConfig;
+using drl::internal::LeaseGrant;
 using drl::internal::LeaseHolder;
 using drl::internal::Refusal;
 
@@ -102,7 +102,7 @@ TEST_CASE("lease holder: takes draw from the lease that ends first") {
   LeaseHolder h(config());
   const Exchange a = ask(h, 3, 0, 1000);
   h.on_grant(lease(a, 1, 3, 0, 900), 1010);  // ends 1900
-  const Exchange b = ask(h, 6, 0, 1020);  // 3 of them covered by lease 1
+  const Exchange b = ask(h, 6, 0, 1020);     // 3 of them covered by lease 1
   h.on_grant(lease(b, 2, 3, 0, 400), 1030);  // ends 1420
   CHECK(h.take({4}, 1100));                  // 3 from lease 2, 1 from lease 1
   CHECK(h.held(0, 1100) == 2);

@@ -47,11 +47,15 @@ struct LeaseSimResult {
   // Ground truth: most (uses in a window - its limit), most (calls - cap).
   int64_t worst_window_over = -1'000'000;
   int64_t worst_calls_over = -1'000'000;
-  // Utilisation of window 0: uses / (limit x run / window), with the offered
-  // load (arrivals / the same capacity), and whether faults were off.
+  // Utilisation: calls started / what the bucket could admit at best over the
+  // run (its tightest window at the mean cost, or its cap over the mean time a
+  // call held a slot), the offered load against the same, and whether
+  // faults were off.
   double utilisation = 0;
   double load = 0;
-  bool calm = false;  // no loss, crash, restart, partition, cut
+  bool calm = false;      // no loss, crash, restart, partition, cut
+  int64_t window_ms = 0;  // window 0's length
+  bool all_near = false;  // every child 1-3 ms from the root (else some 40-150 ms)
 };
 
 LeaseSimResult run_lease_sim(const LeaseSimOptions& options);

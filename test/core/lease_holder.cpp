@@ -145,7 +145,7 @@ TEST_CASE("lease holder: a call still running when its lease ends is reported wi
   CHECK(next->closes[0].running_ages == std::vector<int64_t>{400});
 }
 
-TEST_CASE("lease holder: a resend is the same message; replies to other seqs and incarnations are ignored") {
+TEST_CASE("lease holder: a resend is the same message, and replies to other seqs or incarnations are ignored") {
   LeaseHolder h(config());
   const Exchange ex = ask(h, 5, 0, 1000);
   LeaseGrant other = lease(ex, 9, 5, 0, 500);

@@ -1,0 +1,369 @@
+// A child's leases: see lease_holder.h for the contract, docs/leases.md for
+// why each reading and margin is safe.
+#include "lease_holder.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+namespace drl::internal {
+
+LeaseHolder::LeaseHolder(HolderConfig config) : config_(std::move(config)) {}
+
+void LeaseHolder::fold(std::vector<Use>& uses) const {
+  const size_t k = std::max<size_t>(config_.max_groups, 1);
+  while (uses.size() > k) {
+    // Merge the neighbours whose merge adds the least counting (amount x
+    // the time it is dated later): the merged group takes the later date,
+    // which can only over-count.
+    size_t best = 0;
+    int64_t best_cost = std::numeric_limits<int64_t>::max();
+    for (size_t i = 0; i + 1 < uses.size(); ++i) {
+      const int64_t cost = uses[i].amount * (uses[i + 1].at - uses[i].at);
+      if (cost < best_cost) best_cost = cost, best = i;
+    }
+    uses[best + 1].amount += uses[best].amount;
+    uses.erase(uses.begin() + static_cast<std::ptrdiff_t>(best));
+  }
+}
+
+void LeaseHolder::close(size_t index) {
+  Held& h = leases_[index];
+  Pending p;
+  p.lease_id = h.id;
+  p.uses = std::move(h.uses);
+  for (const auto& [call, start] : h.running) p.running.push_back({start, 1});
+  std::sort(p.running.begin(), p.running.end(), [](const Use& a, const Use& b) { return a.at < b.at; });
+  fold(p.running);
+  pending_.push_back(std::move(p));
+  leases_.erase(leases_.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+void LeaseHolder::advance(LeaseMillis now) {
+  now_ = std::max(now_, now);
+  now = now_;
+  // A call stops holding its slot once it stopped counting in real time:
+  // its start reading may lag by S, and this clock may run fast.
+  const LeaseMillis timeout = config_.clocks.stretch(config_.attempt_timeout_ms) + config_.clocks.slack_ms;
+  for (Held& h : leases_) {
+    for (auto it = h.running.begin(); it != h.running.end();) {
+      it = it->second + timeout <= now ? h.running.erase(it) : std::next(it);
+    }
+  }
+  while (!recent_.empty() && recent_.front().first + config_.rate_ms <= now) recent_.pop_front();
+  for (size_t i = 0; i < leases_.size();) {
+    if (leases_[i].end <= now) {
+      close(i);
+    } else {
+      ++i;
+    }
+  }
+}
+
+// Only when composing an exchange (never between a take and the
+// slot_acquire that goes with it): spent leases, and all of them when idle.
+void LeaseHolder::give_back(LeaseMillis now) {
+  bool queued = false;
+  for (const DemandLevel& d : queued_) {
+    queued |= d.slots > 0 || std::any_of(d.units.begin(), d.units.end(), [](int64_t u) { return u > 0; });
+  }
+  bool running = false;
+  for (const Held& h : leases_) running |= !h.running.empty();
+  const bool idle = !queued && !running && last_active_ + config_.idle_ms <= now;
+  for (size_t i = 0; i < leases_.size();) {
+    const Held& h = leases_[i];
+    const bool had_units = std::any_of(h.uses.begin(), h.uses.end(), [](const auto& u) { return !u.empty(); }) ||
+                           std::any_of(h.left.begin(), h.left.end(), [](int64_t v) { return v > 0; });
+    const bool spent =
+        had_units && h.running.empty() && std::all_of(h.left.begin(), h.left.end(), [](int64_t v) { return v == 0; });
+    if (spent || idle) {
+      close(i);
+    } else {
+      ++i;
+    }
+  }
+}
+
+bool LeaseHolder::fits(const std::vector<int64_t>& amounts, LeaseMillis now) const {
+  for (size_t k = 0; k < amounts.size(); ++k) {
+    if (amounts[k] <= 0) continue;
+    if (k >= config_.windows) return false;
+    int64_t have = 0;
+    for (const Held& h : leases_) {
+      if (h.end > now) have += h.left[k];
+    }
+    if (have < amounts[k]) return false;
+  }
+  return true;
+}
+
+bool LeaseHolder::can_take(const std::vector<int64_t>& amounts, LeaseMillis now) {
+  advance(now);
+  return fits(amounts, now_);
+}
+
+bool LeaseHolder::take(const std::vector<int64_t>& amounts, LeaseMillis now) {
+  advance(now);
+  now = now_;
+  if (!fits(amounts, now)) return false;
+  for (size_t k = 0; k < amounts.size(); ++k) {
+    int64_t need = amounts[k];
+    // The leases that end first, so what is left lasts longest.
+    for (Held& h : leases_) {
+      if (need <= 0) break;
+      if (h.end <= now || h.left[k] == 0) continue;
+      const int64_t t = std::min(need, h.left[k]);
+      h.left[k] -= t;
+      need -= t;
+      auto& uses = h.uses[k];
+      if (!uses.empty() && uses.back().at == now) {
+        uses.back().amount += t;
+      } else {
+        uses.push_back({now, t});
+        fold(uses);
+      }
+    }
+  }
+  recent_.push_back({now, amounts});
+  last_active_ = now;
+  return true;
+}
+
+std::optional<LeaseHolder::CallId> LeaseHolder::slot_acquire(LeaseMillis now) {
+  advance(now);
+  now = now_;
+  for (Held& h : leases_) {
+    if (h.end > now && usable_slots(h) > 0) {
+      const CallId id = next_call_++;
+      h.running.emplace(id, now);
+      last_active_ = now;
+      return id;
+    }
+  }
+  return std::nullopt;
+}
+
+void LeaseHolder::slot_release(CallId call, LeaseMillis now) {
+  for (Held& h : leases_) {
+    if (h.running.erase(call) > 0) break;
+  }
+  // Not found: timed out already, or its lease closed reporting it running.
+  last_active_ = std::max(last_active_, now);
+  advance(now);
+}
+
+void LeaseHolder::set_queued(std::vector<DemandLevel> queued, LeaseMillis now) {
+  queued_ = std::move(queued);
+  for (const DemandLevel& d : queued_) {
+    if (d.slots > 0 || std::any_of(d.units.begin(), d.units.end(), [](int64_t u) { return u > 0; })) {
+      last_active_ = std::max(last_active_, now);
+    }
+  }
+  advance(now);
+}
+
+LeaseMillis LeaseHolder::lead() const { return rtt_ > 0 ? rtt_ : config_.retry_ms / 2; }
+
+std::vector<DemandLevel> LeaseHolder::demand(LeaseMillis now) const {
+  const size_t n = config_.windows;
+  // What will still be usable once a reply could be here.
+  std::vector<int64_t> usable(n, 0);
+  int64_t free_slots = 0;
+  for (const Held& h : leases_) {
+    if (h.end <= now + lead()) continue;
+    for (size_t k = 0; k < n; ++k) usable[k] += h.left[k];
+    free_slots += usable_slots(h);
+  }
+  std::vector<DemandLevel> levels = queued_;
+  std::sort(levels.begin(), levels.end(),
+            [](const DemandLevel& a, const DemandLevel& b) { return a.priority > b.priority; });
+  for (DemandLevel& d : levels) {
+    d.units.resize(n, 0);
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t covered = std::min(d.units[k], usable[k]);
+      d.units[k] -= covered;
+      usable[k] -= covered;
+    }
+    const int64_t covered = std::min(d.slots, free_slots);
+    d.slots -= covered;
+    free_slots -= covered;
+  }
+  // The stock: the recent rate over the lead and stock_ms, beyond the queue.
+  DemandLevel stock;
+  stock.priority = levels.empty() ? 0 : levels.back().priority;
+  stock.units.assign(n, 0);
+  if (config_.rate_ms > 0) {
+    for (const auto& [at, amounts] : recent_) {
+      for (size_t k = 0; k < n && k < amounts.size(); ++k) stock.units[k] += amounts[k];
+    }
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t expected = (stock.units[k] * (config_.stock_ms + lead()) + config_.rate_ms - 1) / config_.rate_ms;
+      stock.units[k] = std::max<int64_t>(0, expected - usable[k]);
+    }
+  }
+  levels.push_back(stock);
+  levels.erase(std::remove_if(levels.begin(), levels.end(),
+                              [](const DemandLevel& d) {
+                                return d.slots == 0 &&
+                                       std::all_of(d.units.begin(), d.units.end(), [](int64_t u) { return u == 0; });
+                              }),
+               levels.end());
+  return levels;
+}
+
+// Nothing usable for what is queued: an exchange cannot wait for refresh_ms.
+bool LeaseHolder::starved(LeaseMillis now) const {
+  int64_t slots = 0;
+  for (const DemandLevel& d : queued_) slots += d.slots;
+  if (slots == 0) return false;
+  int64_t free = 0;
+  std::vector<int64_t> held(config_.windows, 0);
+  for (const Held& h : leases_) {
+    if (h.end <= now) continue;
+    free += usable_slots(h);
+    for (size_t k = 0; k < config_.windows; ++k) held[k] += h.left[k];
+  }
+  return free == 0 || std::any_of(held.begin(), held.end(), [](int64_t v) { return v == 0; });
+}
+
+bool LeaseHolder::wants_more(LeaseMillis now) const { return now >= not_before_ && !demand(now).empty(); }
+
+std::optional<Exchange> LeaseHolder::next_exchange(LeaseMillis now) {
+  advance(now);
+  now = now_;
+  give_back(now);
+  if (out_) {
+    // Unchanged, so the root's stored reply answers it and the ages stay
+    // measured to the first send (a later receipt only dates them later).
+    if (now < out_last_sent_ + config_.retry_ms) return std::nullopt;
+    out_last_sent_ = now;
+    return out_;
+  }
+  if (pending_.empty() && !wants_more(now)) return std::nullopt;
+  if (exchanged_ && now < last_exchange_ + config_.refresh_ms && !starved(now)) return std::nullopt;
+  Exchange ex;
+  ex.child = config_.child;
+  ex.incarnation = config_.incarnation;
+  ex.seq = ++seq_;
+  for (const Pending& p : pending_) {
+    LeaseClose c;
+    c.lease_id = p.lease_id;
+    for (const auto& window : p.uses) {
+      c.uses.emplace_back();
+      for (const Use& u : window) c.uses.back().push_back({now - u.at, u.amount});
+    }
+    for (const Use& r : p.running) {
+      for (int64_t i = 0; i < r.amount; ++i) c.running_ages.push_back(now - r.at);
+    }
+    ex.closes.push_back(std::move(c));
+  }
+  ex.returns = return_idle_slots();
+  if (now >= not_before_) ex.demand = demand(now);
+  out_closes_ = std::move(pending_);
+  pending_.clear();
+  out_first_sent_ = out_last_sent_ = now;
+  last_exchange_ = now;
+  exchanged_ = true;
+  out_ = ex;
+  return ex;
+}
+
+std::vector<LeaseReturn> LeaseHolder::return_idle_slots() {
+  int64_t queued = 0, free = 0;
+  for (const DemandLevel& d : queued_) queued += d.slots;
+  for (const Held& h : leases_) free += usable_slots(h);
+  int64_t excess = free - std::max<int64_t>(queued, 1);
+  std::vector<LeaseReturn> returns;
+  for (auto it = leases_.rbegin(); it != leases_.rend(); ++it) {
+    Held& h = *it;
+    const int64_t back = std::min(std::max<int64_t>(excess, 0), usable_slots(h));
+    h.slots_returned += back;
+    excess -= back;
+    // Cumulative: every open lease that ever gave some back says so again.
+    if (h.slots_returned > 0) returns.push_back({h.id, std::vector<int64_t>(config_.windows, 0), h.slots_returned});
+  }
+  return returns;
+}
+
+void LeaseHolder::on_grant(const LeaseGrant& g, LeaseMillis now) {
+  advance(now);
+  now = now_;
+  if (!out_ || g.child != config_.child || g.incarnation != config_.incarnation || g.seq != out_->seq) return;
+  rtt_ = std::max<LeaseMillis>(1, now - out_last_sent_);
+  out_.reset();
+  out_closes_.clear();
+  switch (g.refusal) {
+    case Refusal::kNone:
+      break;
+    case Refusal::kNothingFree:
+      not_before_ = now + std::max<LeaseMillis>(1, g.retry_in_ms);
+      return;
+    case Refusal::kNothingAsked:
+      return;
+    case Refusal::kStaleIncarnation:
+    case Refusal::kMalformed:
+      not_before_ = now + config_.retry_ms;
+      return;
+  }
+  Held h;
+  h.id = g.lease_id;
+  // From the first send: the root started counting no earlier than that.
+  h.end = out_first_sent_ + g.duration_ms;
+  h.left = g.units;
+  h.left.resize(config_.windows, 0);
+  h.slots = g.slots;
+  h.uses.assign(config_.windows, {});
+  const auto at = std::upper_bound(leases_.begin(), leases_.end(), h.end,
+                                   [](LeaseMillis end, const Held& other) { return end < other.end; });
+  leases_.insert(at, std::move(h));
+  advance(now);  // one that arrives ended closes at once, unspent
+}
+
+std::optional<LeaseMillis> LeaseHolder::next_wake(LeaseMillis now) {
+  advance(now);
+  now = now_;
+  std::optional<LeaseMillis> wake;
+  const auto at = [&](LeaseMillis t) { wake = wake ? std::min(*wake, t) : t; };
+  if (out_) {
+    at(out_last_sent_ + config_.retry_ms);
+  } else {
+    const LeaseMillis paced = exchanged_ && !starved(now) ? std::max(now, last_exchange_ + config_.refresh_ms) : now;
+    if (!pending_.empty()) {
+      at(paced);
+    } else if (!demand(std::max(now, not_before_)).empty()) {
+      at(std::max(paced, not_before_));
+    }
+  }
+  // Only what lies ahead: a time already passed was dealt with by advance().
+  const auto ahead = [&](LeaseMillis t) {
+    if (t > now) at(t);
+  };
+  const LeaseMillis timeout = config_.clocks.stretch(config_.attempt_timeout_ms) + config_.clocks.slack_ms;
+  for (const Held& h : leases_) {
+    ahead(h.end);
+    ahead(h.end - lead());  // refresh ahead of the end
+    for (const auto& [call, start] : h.running) ahead(start + timeout);
+  }
+  if (!leases_.empty()) ahead(last_active_ + config_.idle_ms);
+  if (!recent_.empty()) ahead(recent_.front().first + config_.rate_ms);
+  if (wake) wake = std::max(*wake, now);
+  return wake;
+}
+
+int64_t LeaseHolder::held(size_t k, LeaseMillis now) {
+  advance(now);
+  int64_t total = 0;
+  for (const Held& h : leases_) total += h.end > now_ && k < h.left.size() ? h.left[k] : 0;
+  return total;
+}
+
+int64_t LeaseHolder::free_slots(LeaseMillis now) {
+  advance(now);
+  int64_t total = 0;
+  for (const Held& h : leases_) {
+    if (h.end > now_) total += usable_slots(h);
+  }
+  return total;
+}
+
+}  // namespace drl::internal

@@ -1,0 +1,161 @@
+// A child's leases in a lease tree (docs/leases.md): the units of each window
+// and the concurrency slots it holds from the root, what it spent of them and
+// when, and the one exchange it has out to the root.
+//
+// Contract:
+// - A lease is usable while `now < end`, end = the child's reading when it
+//   first sent the exchange the lease answers + the grant's duration (a
+//   retry keeps the first reading). take() consumes from the leases that end
+//   first; a take that does not fit takes nothing.
+// - A slot runs one call at a time and is reusable within its lease. A call
+//   is released by slot_release(), or by the holder once its clock shows
+//   stretch(attempt timeout) + S since the start (the call then has stopped
+//   counting in real time); a later slot_release() of it changes nothing.
+// - A lease closes once: when it ended (or its grant arrived after its
+//   end), and, when next_exchange() composes an exchange, when it is spent
+//   (nothing left in any window, no call running on it) or the holder has
+//   been idle (no take, queue or call) for idle_ms. Idle slots beyond its
+//   queue (keeping one) go back in the exchange's returns, from the leases
+//   that end last. The close
+//   states its uses per window folded into at most max_groups groups, each
+//   dated at its latest use, and the starts of calls still running (also
+//   folded, dated later). Closes ride on the next exchange and are kept
+//   until a reply to it arrives.
+// - At most one new exchange per refresh_ms, unless the head of its queue
+//   cannot start from what it holds.
+// - One exchange at a time, resent unchanged every retry_ms until the
+//   reply with this incarnation and seq arrives; any other reply is
+//   ignored. Leases live in memory only: a restarted child is a new
+//   incarnation with none.
+// - `now` is this child's own clock; an older `now` counts as the newest
+//   seen.
+//
+// Example:
+//   drl::internal::HolderConfig config;
+//   config.child = 2;
+//   config.incarnation = 1;
+//   config.windows = 1;
+//   config.attempt_timeout_ms = 500;
+//   drl::internal::LeaseHolder holder(config);
+//   holder.set_queued({{/*priority=*/0, /*units=*/{3}, /*slots=*/1}}, /*now=*/100);
+//   auto ask = holder.next_exchange(100);
+//   assert(ask.has_value());
+//   assert(ask->seq == 1);
+//   assert(ask->demand[0].units[0] == 3);  // all it has queued
+//   drl::internal::LeaseGrant grant;
+//   grant.child = 2;
+//   grant.incarnation = 1;
+//   grant.seq = 1;
+//   grant.lease_id = 7;
+//   grant.units = {3};
+//   grant.slots = 1;
+//   grant.duration_ms = 200;
+//   holder.on_grant(grant, /*now=*/130);  // the lease ends at 100 + 200
+//   assert(holder.take({2}, 299));
+//   assert(!holder.take({2}, 299));  // 1 left
+//   assert(!holder.can_take({1}, 300));  // ended
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "lease_messages.h"
+
+namespace drl::internal {
+
+struct HolderConfig {
+  uint64_t child = 0;
+  uint64_t incarnation = 0;
+  size_t windows = 1;
+  LeaseMillis attempt_timeout_ms = 0;  // A
+  LeaseMillis retry_ms = 500;          // resend an unanswered exchange after this
+  LeaseMillis idle_ms = 2'000;         // give everything back after this long with no take and no queue
+  LeaseMillis stock_ms = 100;          // besides its queue, hold its recent use rate times this
+  LeaseMillis refresh_ms = 0;          // between exchanges, unless it holds nothing its queue can use
+  LeaseMillis rate_ms = 1'000;         // the recent use rate is measured over this
+  size_t max_groups = 8;               // K: use groups per window in a close
+  ClockBounds clocks;
+};
+
+class LeaseHolder {
+ public:
+  using CallId = uint64_t;
+
+  explicit LeaseHolder(HolderConfig config);
+
+  bool can_take(const std::vector<int64_t>& amounts, LeaseMillis now);
+  bool take(const std::vector<int64_t>& amounts, LeaseMillis now);
+  std::optional<CallId> slot_acquire(LeaseMillis now);
+  void slot_release(CallId call, LeaseMillis now);
+  // What the host's queued calls need, per priority (replaces the last).
+  void set_queued(std::vector<DemandLevel> queued, LeaseMillis now);
+
+  // The exchange to send now, if one is due (a new one or a resend).
+  std::optional<Exchange> next_exchange(LeaseMillis now);
+  void on_grant(const LeaseGrant& grant, LeaseMillis now);
+  // When next_exchange() or the expiry of a call or a lease next has work.
+  std::optional<LeaseMillis> next_wake(LeaseMillis now);
+
+  // Views: units of window k usable now, slots free now, leases open.
+  int64_t held(size_t k, LeaseMillis now);
+  int64_t free_slots(LeaseMillis now);
+  size_t open_leases() const { return leases_.size(); }
+
+ private:
+  struct Use {
+    LeaseMillis at;
+    int64_t amount;
+  };
+  struct Held {
+    uint64_t id = 0;
+    LeaseMillis end = 0;
+    std::vector<int64_t> left;
+    int64_t slots = 0;
+    int64_t slots_returned = 0;          // idle slots given back (cumulative)
+    std::vector<std::vector<Use>> uses;  // per window, folded
+    std::map<CallId, LeaseMillis> running;
+  };
+  struct Pending {  // a close waiting to be sent, with readings, not ages
+    uint64_t lease_id;
+    std::vector<std::vector<Use>> uses;
+    std::vector<Use> running;  // starts, amount 1 each until folded
+  };
+
+  void advance(LeaseMillis now);
+  void give_back(LeaseMillis now);
+  std::vector<LeaseReturn> return_idle_slots();
+  static int64_t usable_slots(const Held& h) {
+    return h.slots - h.slots_returned - static_cast<int64_t>(h.running.size());
+  }
+  void close(size_t index);
+  void fold(std::vector<Use>& uses) const;
+  bool fits(const std::vector<int64_t>& amounts, LeaseMillis now) const;
+  std::vector<DemandLevel> demand(LeaseMillis now) const;
+  bool wants_more(LeaseMillis now) const;
+  bool starved(LeaseMillis now) const;
+  LeaseMillis lead() const;
+
+  HolderConfig config_;
+  LeaseMillis now_ = 0;
+  std::vector<Held> leases_;  // by end, earliest first
+  std::vector<Pending> pending_;
+  std::map<CallId, LeaseMillis> calls_;  // running calls on open leases: their start
+  CallId next_call_ = 1;
+  std::vector<DemandLevel> queued_;
+  std::deque<std::pair<LeaseMillis, std::vector<int64_t>>> recent_;  // takes within rate_ms
+  LeaseMillis last_active_ = 0;
+  uint64_t seq_ = 0;
+  // The exchange out, frozen: resent unchanged until answered.
+  std::optional<Exchange> out_;
+  LeaseMillis out_first_sent_ = 0, out_last_sent_ = 0;
+  std::vector<Pending> out_closes_;
+  LeaseMillis not_before_ = 0;  // after a refusal: when asking again may help
+  LeaseMillis last_exchange_ = 0;
+  bool exchanged_ = false;
+  LeaseMillis rtt_ = 0;  // the last round trip measured (0: none yet)
+};
+
+}  // namespace drl::internal

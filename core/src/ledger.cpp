@@ -1,0 +1,400 @@
+// The root's ledger: see ledger.h for the contract, docs/leases.md for why
+// each end below over-counts.
+#include "ledger.h"
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+namespace drl::internal {
+
+bool LeaseRow::operator==(const LeaseRow& o) const {
+  return lease_id == o.lease_id && child == o.child && incarnation == o.incarnation && end_at == o.end_at &&
+         units == o.units && slots == o.slots && returned == o.returned && slots_returned == o.slots_returned &&
+         closed == o.closed && uses == o.uses && running_at == o.running_at;
+}
+
+namespace {
+
+bool same_demand(const std::vector<DemandLevel>& a, const std::vector<DemandLevel>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].priority != b[i].priority || a[i].units != b[i].units || a[i].slots != b[i].slots) return false;
+  }
+  return true;
+}
+
+bool same_grant(const LeaseGrant& a, const LeaseGrant& b) {
+  return a.child == b.child && a.incarnation == b.incarnation && a.seq == b.seq && a.lease_id == b.lease_id &&
+         a.units == b.units && a.slots == b.slots && a.duration_ms == b.duration_ms && a.refusal == b.refusal &&
+         a.retry_in_ms == b.retry_in_ms;
+}
+
+// What a level wants in dimension k (k == windows: slots).
+int64_t want(const DemandLevel& level, size_t k, size_t windows) {
+  if (k == windows) return level.slots;
+  return k < level.units.size() ? level.units[k] : 0;
+}
+
+}  // namespace
+
+bool ChildRow::operator==(const ChildRow& o) const {
+  return child == o.child && incarnation == o.incarnation && last_seq == o.last_seq &&
+         same_grant(last_reply, o.last_reply) && same_demand(demand, o.demand) && demand_at == o.demand_at;
+}
+
+void LedgerRows::apply(const LedgerWrite& w) {
+  switch (w.kind) {
+    case LedgerWrite::Kind::kPutLease:
+      leases[w.lease.lease_id] = w.lease;
+      break;
+    case LedgerWrite::Kind::kDeleteLease:
+      leases.erase(w.id);
+      break;
+    case LedgerWrite::Kind::kPutChild:
+      children[w.child.child] = w.child;
+      break;
+    case LedgerWrite::Kind::kPutNextLeaseId:
+      next_lease_id = w.id;
+      break;
+  }
+}
+
+bool LedgerRows::operator==(const LedgerRows& o) const {
+  return leases == o.leases && children == o.children && next_lease_id == o.next_lease_id;
+}
+
+Ledger::Ledger(LedgerConfig config) : config_(std::move(config)) {}
+
+void Ledger::set_limits(std::vector<int64_t> limits, int64_t concurrency) {
+  config_.limits = std::move(limits);
+  config_.concurrency = concurrency;
+}
+
+void Ledger::restore(const LedgerRows& rows, LeaseMillis now) {
+  rows_ = rows;
+  now_ = std::max(now_, now);
+}
+
+LeaseMillis Ledger::hold(size_t k) const {
+  return config_.clocks.stretch(k == windows() ? config_.attempt_timeout_ms : config_.windows_ms[k]);
+}
+
+int64_t Ledger::limit(size_t k) const {
+  if (k == windows()) return config_.concurrency;
+  return k < config_.limits.size() ? config_.limits[k] : 0;
+}
+
+template <typename Fn>
+void Ledger::for_each_interval(const LeaseRow& lease, Fn fn) const {
+  const size_t n = windows();
+  if (!lease.closed) {
+    // Nothing reported yet: every unit not returned counts until the end
+    // of the lease at the root plus the window (docs/leases.md).
+    for (size_t k = 0; k < n; ++k) fn(k, lease.end_at + hold(k), lease.units[k] - lease.returned[k]);
+    fn(n, lease.end_at + hold(n), lease.slots - lease.slots_returned);
+    return;
+  }
+  for (size_t k = 0; k < n; ++k) {
+    for (const DatedUse& u : lease.uses[k]) fn(k, u.at + hold(k), u.amount);
+  }
+  for (LeaseMillis at : lease.running_at) fn(n, at + hold(n), 1);
+}
+
+int64_t Ledger::occupancy(size_t k, LeaseMillis now) const {
+  now = std::max(now, now_);
+  int64_t total = 0;
+  for (const auto& [id, lease] : rows_.leases) {
+    for_each_interval(lease, [&](size_t dim, LeaseMillis end, int64_t amount) {
+      if (dim == k && end > now) total += amount;
+    });
+  }
+  return total;
+}
+
+std::string Ledger::check(const Exchange& ex) const {
+  std::ostringstream why;
+  const size_t n = windows();
+  if (ex.child == 0) why << "child is 0; ";
+  if (ex.incarnation == 0) why << "incarnation is 0; ";
+  if (ex.seq == 0) why << "seq is 0; ";
+  for (size_t i = 0; i < ex.closes.size(); ++i) {
+    const LeaseClose& c = ex.closes[i];
+    if (c.uses.size() > n)
+      why << "closes[" << i << "].uses has " << c.uses.size() << " windows, the bucket " << n << "; ";
+    for (const auto& window : c.uses) {
+      for (const UseGroup& g : window) {
+        if (g.age_ms < 0 || g.amount < 0) why << "closes[" << i << "] has a negative age or amount; ";
+      }
+    }
+    for (LeaseMillis age : c.running_ages) {
+      if (age < 0) why << "closes[" << i << "].running_ages has a negative age; ";
+    }
+  }
+  for (size_t i = 0; i < ex.returns.size(); ++i) {
+    const LeaseReturn& r = ex.returns[i];
+    if (r.units.size() > n)
+      why << "returns[" << i << "].units has " << r.units.size() << " windows, the bucket " << n << "; ";
+    if (r.slots < 0 || std::any_of(r.units.begin(), r.units.end(), [](int64_t u) { return u < 0; })) {
+      why << "returns[" << i << "] has a negative amount; ";
+    }
+  }
+  for (size_t i = 0; i < ex.demand.size(); ++i) {
+    const DemandLevel& d = ex.demand[i];
+    if (d.units.size() > n)
+      why << "demand[" << i << "].units has " << d.units.size() << " windows, the bucket " << n << "; ";
+    if (d.slots < 0 || std::any_of(d.units.begin(), d.units.end(), [](int64_t u) { return u < 0; })) {
+      why << "demand[" << i << "] has a negative amount; ";
+    }
+  }
+  std::string s = why.str();
+  if (!s.empty()) s = "lease exchange refused: " + s.substr(0, s.size() - 2);
+  return s;
+}
+
+bool Ledger::apply_close(const LeaseClose& close, const Exchange& ex, LeaseMillis now,
+                         std::vector<LedgerWrite>& writes) {
+  auto it = rows_.leases.find(close.lease_id);
+  // Unknown (lapsed and forgotten, or never durable: then never delivered),
+  // another child's, or closed already: a close is stated once.
+  if (it == rows_.leases.end()) return false;
+  LeaseRow& lease = it->second;
+  if (lease.child != ex.child || lease.incarnation != ex.incarnation || lease.closed) return false;
+  const size_t n = windows();
+  // A date no earlier than the use (the lag of the use's reading and of the
+  // receipt's), and never later than the lease's own end, which already
+  // bounds every use of it: so a report can only move an end earlier.
+  const auto dated = [&](LeaseMillis age) {
+    return std::min(now - age + config_.clocks.dating_margin(), lease.end_at);
+  };
+  lease.closed = true;
+  lease.uses.assign(n, {});
+  for (size_t k = 0; k < n && k < close.uses.size(); ++k) {
+    for (const UseGroup& g : close.uses[k]) {
+      if (g.amount > 0) lease.uses[k].push_back({dated(g.age_ms), g.amount});
+    }
+  }
+  lease.running_at.clear();
+  for (LeaseMillis age : close.running_ages) lease.running_at.push_back(dated(age));
+  lease.returned.assign(n, 0);
+  lease.slots_returned = 0;
+  LedgerWrite w;
+  w.kind = LedgerWrite::Kind::kPutLease;
+  w.lease = lease;
+  writes.push_back(std::move(w));
+  return true;
+}
+
+bool Ledger::apply_return(const LeaseReturn& ret, const Exchange& ex, std::vector<LedgerWrite>& writes) {
+  auto it = rows_.leases.find(ret.lease_id);
+  if (it == rows_.leases.end()) return false;
+  LeaseRow& lease = it->second;
+  if (lease.child != ex.child || lease.incarnation != ex.incarnation || lease.closed) return false;
+  bool changed = false;
+  // Cumulative: the largest seen wins, so a duplicate or an older return
+  // changes nothing; never more than was leased.
+  for (size_t k = 0; k < ret.units.size(); ++k) {
+    const int64_t v = std::min(ret.units[k], lease.units[k]);
+    if (v > lease.returned[k]) lease.returned[k] = v, changed = true;
+  }
+  const int64_t s = std::min(ret.slots, lease.slots);
+  if (s > lease.slots_returned) lease.slots_returned = s, changed = true;
+  if (changed) {
+    LedgerWrite w;
+    w.kind = LedgerWrite::Kind::kPutLease;
+    w.lease = lease;
+    writes.push_back(std::move(w));
+  }
+  return changed;
+}
+
+void Ledger::prune(LeaseMillis now, std::vector<LedgerWrite>& writes) {
+  for (auto it = rows_.leases.begin(); it != rows_.leases.end();) {
+    bool live = false;
+    for_each_interval(it->second, [&](size_t, LeaseMillis end, int64_t amount) { live |= amount > 0 && end > now; });
+    if (live) {
+      ++it;
+      continue;
+    }
+    LedgerWrite w;
+    w.kind = LedgerWrite::Kind::kDeleteLease;
+    w.id = it->first;
+    writes.push_back(std::move(w));
+    it = rows_.leases.erase(it);
+  }
+}
+
+// The asking child's max-min fair share of `free` in dimension k: level by
+// level from the highest priority, the children that still want something
+// at that level split what is left, none getting more than it wants.
+int64_t Ledger::fair_share(size_t k, uint64_t child, int64_t free, LeaseMillis now) const {
+  const size_t n = windows();
+  std::map<int32_t, std::vector<std::pair<int64_t, bool>>, std::greater<int32_t>> levels;  // (want, is asker)
+  for (const auto& [id, row] : rows_.children) {
+    const bool asker = id == child;
+    if (!asker && row.demand_at + config_.demand_ttl_ms <= now) continue;
+    for (const DemandLevel& d : row.demand) {
+      const int64_t w = want(d, k, n);
+      if (w > 0) levels[d.priority].push_back({w, asker});
+    }
+  }
+  int64_t share = 0;
+  for (auto& [priority, wants] : levels) {
+    if (free <= 0) break;
+    std::sort(wants.begin(), wants.end());
+    int64_t left = free;
+    size_t count = wants.size();
+    for (const auto& [w, asker] : wants) {
+      // Rounded up: a split of 1 among 3 still gives someone the unit.
+      const int64_t fair = (left + static_cast<int64_t>(count) - 1) / static_cast<int64_t>(count);
+      const int64_t got = std::min({w, fair, left});
+      if (asker) share += got;
+      left -= got;
+      --count;
+    }
+    free = left;
+  }
+  return share;
+}
+
+LeaseGrant Ledger::decide(const Exchange& ex, ChildRow& row, LeaseMillis now, std::vector<LedgerWrite>& writes) {
+  LeaseGrant g;
+  g.child = ex.child;
+  g.incarnation = ex.incarnation;
+  g.seq = ex.seq;
+  const size_t n = windows();
+  row.demand = ex.demand;
+  row.demand_at = now;
+  std::vector<int64_t> asked(n + 1, 0), got(n + 1, 0);
+  for (const DemandLevel& d : ex.demand) {
+    for (size_t k = 0; k <= n; ++k) asked[k] += want(d, k, n);
+  }
+  if (std::all_of(asked.begin(), asked.end(), [](int64_t a) { return a == 0; })) {
+    g.refusal = Refusal::kNothingAsked;
+    return g;
+  }
+  LeaseMillis next_free = std::numeric_limits<LeaseMillis>::max();
+  bool short_of_units = false, got_any = false;
+  for (size_t k = 0; k <= n; ++k) {
+    if (asked[k] == 0) continue;
+    const int64_t free = std::max<int64_t>(0, limit(k) - occupancy(k, now));
+    got[k] = fair_share(k, ex.child, free, now);
+    got_any |= got[k] > 0;
+    if (got[k] > 0) continue;
+    // Units of one window are useless without the others a call needs:
+    // then nothing, until the first interval of that window ends. Slots
+    // alone may be short (the child may hold some).
+    short_of_units |= k < n;
+    for (const auto& [id, lease] : rows_.leases) {
+      for_each_interval(lease, [&](size_t dim, LeaseMillis end, int64_t amount) {
+        if (dim == k && amount > 0 && end > now) next_free = std::min(next_free, end);
+      });
+    }
+  }
+  if (short_of_units || !got_any) {
+    g.refusal = Refusal::kNothingFree;
+    // The first end the ledger knows of; a close from another child may free
+    // units sooner, so never more than a quarter of the shortest window
+    // (also when nothing counts at all: a limit cut below the ask).
+    LeaseMillis shortest = config_.windows_ms.empty() ? config_.lease_ms : config_.windows_ms[0];
+    for (LeaseMillis t : config_.windows_ms) shortest = std::min(shortest, t);
+    const LeaseMillis cap = std::max<LeaseMillis>(1, shortest / 4);
+    g.retry_in_ms = next_free == std::numeric_limits<LeaseMillis>::max() ? cap : std::min(cap, next_free - now);
+    return g;
+  }
+  LeaseRow lease;
+  lease.lease_id = rows_.next_lease_id++;
+  lease.child = ex.child;
+  lease.incarnation = ex.incarnation;
+  lease.end_at = now + config_.clocks.lease_end_extra(config_.lease_ms);
+  lease.units.assign(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(n));
+  lease.slots = got[n];
+  lease.returned.assign(n, 0);
+  g.lease_id = lease.lease_id;
+  g.units = lease.units;
+  g.slots = lease.slots;
+  g.duration_ms = config_.lease_ms;
+  // What it still wants, for the shares of the others: less what it got,
+  // taken from its highest levels first.
+  std::sort(row.demand.begin(), row.demand.end(),
+            [](const DemandLevel& a, const DemandLevel& b) { return a.priority > b.priority; });
+  for (size_t k = 0; k <= n; ++k) {
+    int64_t left = got[k];
+    for (DemandLevel& d : row.demand) {
+      if (k < n) {
+        if (k >= d.units.size()) continue;
+        const int64_t t = std::min(left, d.units[k]);
+        d.units[k] -= t, left -= t;
+      } else {
+        const int64_t t = std::min(left, d.slots);
+        d.slots -= t, left -= t;
+      }
+    }
+  }
+  LedgerWrite lw;
+  lw.kind = LedgerWrite::Kind::kPutLease;
+  lw.lease = lease;
+  writes.push_back(std::move(lw));
+  LedgerWrite nw;
+  nw.kind = LedgerWrite::Kind::kPutNextLeaseId;
+  nw.id = rows_.next_lease_id;
+  writes.push_back(std::move(nw));
+  rows_.leases.emplace(lease.lease_id, std::move(lease));
+  return g;
+}
+
+ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
+  now = now_ = std::max(now, now_);
+  ExchangeResult result;
+  result.error = check(ex);
+  if (!result.error.empty()) {
+    LeaseGrant g;
+    g.child = ex.child;
+    g.incarnation = ex.incarnation;
+    g.seq = ex.seq;
+    g.refusal = Refusal::kMalformed;
+    result.reply = g;
+    return result;
+  }
+  // Closes and returns are true whenever they were sent, so every copy of
+  // every message applies them (idempotent: a lease closes once, a return
+  // only grows).
+  for (const LeaseClose& c : ex.closes) apply_close(c, ex, now, result.writes);
+  for (const LeaseReturn& r : ex.returns) apply_return(r, ex, result.writes);
+  prune(now, result.writes);
+
+  auto it = rows_.children.find(ex.child);
+  if (it != rows_.children.end() && ex.incarnation < it->second.incarnation) {
+    LeaseGrant g;
+    g.child = ex.child;
+    g.incarnation = ex.incarnation;
+    g.seq = ex.seq;
+    g.refusal = Refusal::kStaleIncarnation;
+    result.reply = g;
+    return result;
+  }
+  if (it == rows_.children.end() || ex.incarnation > it->second.incarnation) {
+    // A child new to the ledger, or restarted: its old leases lapse.
+    ChildRow fresh;
+    fresh.child = ex.child;
+    fresh.incarnation = ex.incarnation;
+    it = rows_.children.insert_or_assign(ex.child, fresh).first;
+  }
+  ChildRow& row = it->second;
+  if (ex.seq < row.last_seq) return result;  // its reply was answered and superseded
+  if (ex.seq == row.last_seq) {
+    result.reply = row.last_reply;  // a retry: the same answer, not a second lease
+    return result;
+  }
+  row.last_seq = ex.seq;
+  row.last_reply = decide(ex, row, now, result.writes);
+  result.reply = row.last_reply;
+  LedgerWrite cw;
+  cw.kind = LedgerWrite::Kind::kPutChild;
+  cw.child = row;
+  result.writes.push_back(std::move(cw));
+  return result;
+}
+
+}  // namespace drl::internal

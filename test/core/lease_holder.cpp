@@ -1,0 +1,193 @@
+// A child's lease holder (core/src/lease_holder.h): when a lease ends by the
+// child's own clock, what a close states, resends, slots and their timeout.
+#include <catch2/catch.hpp>
+
+#include "lease_holder.h"
+
+using drl::internal::Exchange;
+using drl::internal::HolderConfig;
+using drl::internal::LeaseGrant;
+using drl::internal::LeaseHolder;
+using drl::internal::Refusal;
+
+namespace {
+
+HolderConfig config(int64_t slack = 0, int64_t ppm = 0) {
+  HolderConfig c;
+  c.child = 4;
+  c.incarnation = 2;
+  c.windows = 1;
+  c.attempt_timeout_ms = 1000;
+  c.retry_ms = 300;
+  c.idle_ms = 5000;
+  c.stock_ms = 0;
+  c.max_groups = 2;
+  c.clocks = {slack, ppm};
+  return c;
+}
+
+LeaseGrant lease(const Exchange& ex, uint64_t id, int64_t units, int64_t slots, int64_t duration) {
+  LeaseGrant g;
+  g.child = ex.child;
+  g.incarnation = ex.incarnation;
+  g.seq = ex.seq;
+  g.lease_id = id;
+  g.units = {units};
+  g.slots = slots;
+  g.duration_ms = duration;
+  return g;
+}
+
+// Asks for `units` at `now` and answers with a lease of them.
+Exchange ask(LeaseHolder& h, int64_t units, int64_t slots, int64_t now) {
+  h.set_queued({{0, {units}, slots}}, now);
+  auto ex = h.next_exchange(now);
+  REQUIRE(ex);
+  return *ex;
+}
+
+}  // namespace
+
+TEST_CASE("lease holder: a lease ends at the first send + its duration, by the child's clock") {
+  LeaseHolder h(config());
+  const Exchange ex = ask(h, 5, 1, 1000);
+  // Lost reply: the same message again after retry_ms, not before.
+  CHECK(!h.next_exchange(1299));
+  const auto resent = h.next_exchange(1300);
+  REQUIRE(resent);
+  CHECK(resent->seq == ex.seq);
+  h.on_grant(lease(ex, 9, 5, 1, 500), 1400);
+  // From the first send (1000), not the resend, nor the arrival.
+  CHECK(h.can_take({1}, 1499));
+  CHECK(h.take({1}, 1499));
+  CHECK(!h.can_take({1}, 1500));
+  CHECK(!h.take({1}, 1501));
+  CHECK(h.free_slots(1500) == 0);
+}
+
+TEST_CASE("lease holder: a close states the uses folded into K groups dated at their latest use") {
+  LeaseHolder h(config());
+  const Exchange ex = ask(h, 10, 0, 1000);
+  h.on_grant(lease(ex, 9, 10, 0, 500), 1010);
+  h.set_queued({}, 1010);
+  h.take({2}, 1100);
+  h.take({1}, 1101);  // merged with 1100: the cheapest pair to date later
+  h.take({3}, 1300);
+  // The lease ends at 1500; the close rides on the next exchange.
+  const auto next = h.next_exchange(1500);
+  REQUIRE(next);
+  REQUIRE(next->closes.size() == 1);
+  const auto& uses = next->closes[0].uses[0];
+  REQUIRE(uses.size() == 2);
+  CHECK(uses[0].age_ms == 1500 - 1101);
+  CHECK(uses[0].amount == 3);
+  CHECK(uses[1].age_ms == 1500 - 1300);
+  CHECK(uses[1].amount == 3);
+}
+
+TEST_CASE("lease holder: a grant that arrives after its lease ended is closed unspent") {
+  LeaseHolder h(config());
+  const Exchange ex = ask(h, 5, 0, 1000);
+  h.on_grant(lease(ex, 9, 5, 0, 200), 1200);  // 1000 + 200: ended on arrival
+  CHECK(h.open_leases() == 0);
+  CHECK(!h.can_take({1}, 1200));
+  const auto next = h.next_exchange(1200);
+  REQUIRE(next);
+  REQUIRE(next->closes.size() == 1);
+  CHECK(next->closes[0].lease_id == 9);
+  CHECK(next->closes[0].uses[0].empty());
+}
+
+TEST_CASE("lease holder: takes draw from the lease that ends first") {
+  LeaseHolder h(config());
+  const Exchange a = ask(h, 3, 0, 1000);
+  h.on_grant(lease(a, 1, 3, 0, 900), 1010);  // ends 1900
+  const Exchange b = ask(h, 6, 0, 1020);     // 3 of them covered by lease 1
+  h.on_grant(lease(b, 2, 3, 0, 400), 1030);  // ends 1420
+  CHECK(h.take({4}, 1100));                  // 3 from lease 2, 1 from lease 1
+  CHECK(h.held(0, 1100) == 2);
+  // Lease 2 is spent: it closes at once, so its uses are dated now.
+  h.set_queued({}, 1100);
+  const auto next = h.next_exchange(1100);
+  REQUIRE(next);
+  REQUIRE(next->closes.size() == 1);
+  CHECK(next->closes[0].lease_id == 2);
+  CHECK(next->closes[0].uses[0][0].amount == 3);
+}
+
+TEST_CASE("lease holder: a slot is reused within its lease, and freed at stretch(A) + S when its call hangs") {
+  LeaseHolder h(config(/*slack=*/10, /*ppm=*/100));
+  const Exchange ex = ask(h, 5, 1, 1000);
+  h.on_grant(lease(ex, 9, 5, 1, 10'000), 1010);
+  const auto first = h.slot_acquire(1100);
+  REQUIRE(first);
+  CHECK(!h.slot_acquire(1100));
+  h.slot_release(*first, 1200);
+  const auto second = h.slot_acquire(1200);
+  REQUIRE(second);
+  // A: 1000 ms, as 1001 by a fast clock, + S = 10.
+  CHECK(h.free_slots(1200 + 1011 - 1) == 0);
+  CHECK(h.free_slots(1200 + 1011) == 1);
+  h.slot_release(*second, 2300);  // its late release changes nothing
+  CHECK(h.free_slots(2300) == 1);
+}
+
+TEST_CASE("lease holder: a call still running when its lease ends is reported with the age of its start") {
+  LeaseHolder h(config());
+  const Exchange ex = ask(h, 5, 1, 1000);
+  h.on_grant(lease(ex, 9, 5, 1, 500), 1010);
+  h.take({1}, 1100);
+  REQUIRE(h.slot_acquire(1100));
+  h.set_queued({}, 1100);
+  const auto next = h.next_exchange(1500);
+  REQUIRE(next);
+  REQUIRE(next->closes.size() == 1);
+  CHECK(next->closes[0].running_ages == std::vector<int64_t>{400});
+}
+
+TEST_CASE("lease holder: a resend is the same message, and replies to other seqs or incarnations are ignored") {
+  LeaseHolder h(config());
+  const Exchange ex = ask(h, 5, 0, 1000);
+  LeaseGrant other = lease(ex, 9, 5, 0, 500);
+  other.seq = ex.seq + 1;
+  h.on_grant(other, 1010);
+  LeaseGrant old = lease(ex, 10, 5, 0, 500);
+  old.incarnation = 1;
+  h.on_grant(old, 1010);
+  CHECK(h.open_leases() == 0);
+  const auto resent = h.next_exchange(1300);
+  REQUIRE(resent);
+  CHECK(resent->seq == ex.seq);
+  CHECK(resent->demand[0].units == ex.demand[0].units);
+}
+
+TEST_CASE("lease holder: after a refusal it waits the time the root gave before asking again") {
+  LeaseHolder h(config());
+  const Exchange ex = ask(h, 5, 0, 1000);
+  LeaseGrant no;
+  no.child = ex.child;
+  no.incarnation = ex.incarnation;
+  no.seq = ex.seq;
+  no.refusal = Refusal::kNothingFree;
+  no.retry_in_ms = 250;
+  h.on_grant(no, 1010);
+  CHECK(!h.next_exchange(1259));
+  CHECK(h.next_wake(1100) == 1260);
+  const auto again = h.next_exchange(1260);
+  REQUIRE(again);
+  CHECK(again->seq == ex.seq + 1);
+}
+
+TEST_CASE("lease holder: an idle child gives everything back") {
+  LeaseHolder h(config());
+  const Exchange ex = ask(h, 5, 1, 1000);
+  h.on_grant(lease(ex, 9, 5, 1, 60'000), 1010);
+  h.take({1}, 1100);
+  h.set_queued({}, 1100);
+  CHECK(!h.next_exchange(1100 + 5000 - 1));
+  const auto back = h.next_exchange(1100 + 5000);
+  REQUIRE(back);
+  REQUIRE(back->closes.size() == 1);
+  CHECK(back->closes[0].uses[0].size() == 1);
+  CHECK(h.open_leases() == 0);
+}

@@ -1,0 +1,240 @@
+// The root's ledger of a lease tree (core/src/ledger.h): when each leased
+// unit and slot stops counting, to the millisecond; duplicate, stale and
+// reordered exchanges; restore; lowered limits; fair shares.
+#include <catch2/catch.hpp>
+
+#include "ledger.h"
+
+using drl::internal::Exchange;
+using drl::internal::Ledger;
+using drl::internal::LedgerConfig;
+using drl::internal::LedgerRows;
+using drl::internal::Refusal;
+
+namespace {
+
+LedgerConfig one_window(int64_t slack = 0, int64_t ppm = 0) {
+  LedgerConfig c;
+  c.windows_ms = {1000};
+  c.limits = {10};
+  c.concurrency = 3;
+  c.attempt_timeout_ms = 400;
+  c.lease_ms = 200;
+  c.clocks = {slack, ppm};
+  return c;
+}
+
+Exchange ask(uint64_t child, uint64_t seq, int64_t units, int64_t slots = 0, int32_t priority = 0) {
+  Exchange ex;
+  ex.child = child;
+  ex.incarnation = 1;
+  ex.seq = seq;
+  if (units > 0 || slots > 0) ex.demand = {{priority, {units}, slots}};
+  return ex;
+}
+
+Exchange close(uint64_t child, uint64_t seq, uint64_t lease, std::vector<drl::internal::UseGroup> uses,
+               std::vector<int64_t> running = {}) {
+  Exchange ex = ask(child, seq, 0);
+  ex.closes = {{lease, {uses}, running}};
+  return ex;
+}
+
+}  // namespace
+
+TEST_CASE("ledger: a unit returned unused is free at once, a used one at its dated use + T") {
+  // S = 5: a use is dated 2S after receipt - age.
+  Ledger ledger(one_window(5));
+  const auto g = ledger.on_exchange(ask(1, 1, 6), 1000).reply;
+  REQUIRE(g->units[0] == 6);
+  REQUIRE(ledger.on_exchange(close(1, 2, g->lease_id, {{100, 4}}), 1150).reply);
+  // Dated 1150 - 100 + 10 = 1060; the window is 1000 ms, drift 0.
+  CHECK(ledger.occupancy(0, 1150) == 4);
+  CHECK(ledger.occupancy(0, 2059) == 4);
+  CHECK(ledger.occupancy(0, 2060) == 0);
+  CHECK(ledger.occupancy(0, 2061) == 0);
+}
+
+TEST_CASE("ledger: a report is dated no later than the lease's end at the root") {
+  Ledger ledger(one_window(5));
+  const auto g = ledger.on_exchange(ask(1, 1, 6), 1000).reply;
+  // E = 1000 + (200 + 5) + 5 = 1210; the close comes late, dated at E.
+  const auto r = ledger.on_exchange(close(1, 2, g->lease_id, {{10, 6}}), 5000);
+  // The row written for the close (the lease is then deleted: long over).
+  REQUIRE(r.writes.size() >= 2);
+  CHECK(r.writes[0].kind == drl::internal::LedgerWrite::Kind::kPutLease);
+  REQUIRE(r.writes[0].lease.uses[0].size() == 1);
+  CHECK(r.writes[0].lease.uses[0][0].at == 1210);
+  CHECK(r.writes[1].kind == drl::internal::LedgerWrite::Kind::kDeleteLease);
+}
+
+TEST_CASE("ledger: an unreported lease counts until its end at the root + T, a late report changes nothing") {
+  Ledger ledger(one_window(5, 100));  // drift: T counts as 1001, the lease end as 205 stretched both ways
+  const auto g = ledger.on_exchange(ask(1, 1, 6), 1000).reply;
+  const int64_t end = 1000 + 206 + 5;  // ceil(205 x 1.0001 / 0.9999) + S
+  CHECK(ledger.rows().leases.at(g->lease_id).end_at == end);
+  CHECK(ledger.occupancy(0, end + 1001 - 1) == 6);
+  CHECK(ledger.occupancy(0, end + 1001) == 0);
+  // A report after the units were freed dates them at E at the latest: still free.
+  ledger.on_exchange(close(1, 2, g->lease_id, {{0, 6}}), end + 1002);
+  CHECK(ledger.occupancy(0, end + 1002) == 0);
+}
+
+TEST_CASE("ledger: slots come back idle at once, running at dated start + A, unreported at E + A") {
+  Ledger ledger(one_window());
+  const auto a = ledger.on_exchange(ask(1, 1, 1, 2), 1000).reply;
+  const auto b = ledger.on_exchange(ask(2, 1, 1, 1), 1000).reply;
+  REQUIRE(a->slots == 2);
+  REQUIRE(b->slots == 1);
+  CHECK(ledger.occupancy(1, 1000) == 3);
+  // Child 1 closes: one slot idle, one call started 50 ms before it sent.
+  ledger.on_exchange(close(1, 2, a->lease_id, {}, {50}), 1100);
+  CHECK(ledger.occupancy(1, 1100) == 2);
+  CHECK(ledger.occupancy(1, 1050 + 400 - 1) == 2);
+  CHECK(ledger.occupancy(1, 1050 + 400) == 1);
+  // Child 2 never reports: E = 1000 + 200 = 1200, + A.
+  CHECK(ledger.occupancy(1, 1599) == 1);
+  CHECK(ledger.occupancy(1, 1600) == 0);
+}
+
+TEST_CASE("ledger: a duplicate seq gets the stored reply, an older one nothing but its closes") {
+  Ledger ledger(one_window());
+  const auto first = ledger.on_exchange(ask(1, 1, 4), 1000);
+  const auto again = ledger.on_exchange(ask(1, 1, 4), 1010);
+  REQUIRE(again.reply);
+  CHECK(again.reply->lease_id == first.reply->lease_id);
+  CHECK(again.writes.empty());
+  CHECK(ledger.occupancy(0, 1010) == 4);  // not a second lease
+  const auto second = ledger.on_exchange(ask(1, 2, 3), 1020).reply;
+  CHECK(ledger.occupancy(0, 1020) == 7);
+  // A delayed copy of seq 1 that carries a close: no reply, the close applies.
+  Exchange late = close(1, 1, second->lease_id, {});
+  const auto stale = ledger.on_exchange(late, 1030);
+  CHECK(!stale.reply);
+  CHECK(ledger.occupancy(0, 1030) == 4);
+}
+
+TEST_CASE("ledger: an older incarnation is refused, a newer one starts afresh while the old leases lapse") {
+  Ledger ledger(one_window());
+  ledger.on_exchange(ask(1, 5, 4), 1000);
+  Exchange restarted = ask(1, 1, 2);
+  restarted.incarnation = 2;
+  const auto fresh = ledger.on_exchange(restarted, 1010).reply;
+  CHECK(fresh->refusal == Refusal::kNone);
+  CHECK(ledger.occupancy(0, 1010) == 6);  // the old lease still counts
+  const auto old = ledger.on_exchange(ask(1, 6, 2), 1020).reply;
+  CHECK(old->refusal == Refusal::kStaleIncarnation);
+  CHECK(ledger.occupancy(0, 1020) == 6);
+}
+
+TEST_CASE("ledger: returns are cumulative, so duplicates and older ones change nothing") {
+  Ledger ledger(one_window());
+  const auto g = ledger.on_exchange(ask(1, 1, 8), 1000).reply;
+  Exchange ret = ask(1, 2, 0);
+  ret.returns = {{g->lease_id, {3}, 0}};
+  ledger.on_exchange(ret, 1010);
+  ledger.on_exchange(ret, 1011);  // the same message again
+  CHECK(ledger.occupancy(0, 1011) == 5);
+  Exchange older = ask(1, 3, 0);
+  older.returns = {{g->lease_id, {2}, 0}};
+  CHECK(ledger.on_exchange(older, 1012).writes.size() == 1);  // only the child row
+  CHECK(ledger.occupancy(0, 1012) == 5);
+}
+
+TEST_CASE("ledger: a lowered limit grants nothing until occupancy falls under it") {
+  Ledger ledger(one_window());
+  ledger.on_exchange(ask(1, 1, 8), 1000);  // E = 1200, counts until 2200
+  ledger.set_limits({5}, 3);
+  const auto refused = ledger.on_exchange(ask(2, 1, 1), 1100).reply;
+  CHECK(refused->refusal == Refusal::kNothingFree);
+  // Ask again in a quarter window at most: closes may free units before 2200.
+  CHECK(refused->retry_in_ms == 250);
+  const auto later = ledger.on_exchange(ask(2, 2, 1), 2199).reply;
+  CHECK(later->refusal == Refusal::kNothingFree);
+  CHECK(later->retry_in_ms == 1);
+  const auto granted = ledger.on_exchange(ask(2, 3, 7), 2200).reply;
+  CHECK(granted->refusal == Refusal::kNone);
+  CHECK(granted->units[0] == 5);  // the new limit, not the old
+}
+
+TEST_CASE("ledger: max-min fair shares, higher priorities first, never more than asked") {
+  Ledger ledger(one_window());
+  // Two children ask while nothing is free: their demand is recorded.
+  ledger.set_limits({0}, 3);
+  CHECK(ledger.on_exchange(ask(2, 1, 10, 0, /*priority=*/1), 1000).reply->refusal == Refusal::kNothingFree);
+  CHECK(ledger.on_exchange(ask(3, 1, 3), 1000).reply->refusal == Refusal::kNothingFree);
+  ledger.set_limits({12}, 3);
+  // 12 free: child 2's 10 at priority 1 first; the 2 left are split between
+  // child 3 and child 1 at priority 0.
+  CHECK(ledger.on_exchange(ask(1, 1, 10), 1001).reply->units[0] == 1);
+}
+
+TEST_CASE("ledger: equal priorities split what is free, and no one gets more than it asked") {
+  Ledger ledger(one_window());
+  ledger.set_limits({0}, 3);
+  ledger.on_exchange(ask(2, 1, 10), 1000);
+  ledger.set_limits({12}, 3);
+  CHECK(ledger.on_exchange(ask(1, 1, 10), 1001).reply->units[0] == 6);
+  CHECK(ledger.on_exchange(ask(3, 1, 2), 1002).reply->units[0] == 2);
+}
+
+TEST_CASE("ledger: a malformed exchange is refused naming what was wrong, and nothing is stored") {
+  Ledger ledger(one_window());
+  Exchange bad = ask(1, 1, 2);
+  bad.demand[0].units = {2, 3};
+  const auto r = ledger.on_exchange(bad, 1000);
+  CHECK(r.reply->refusal == Refusal::kMalformed);
+  CHECK(r.error.find("demand[0].units has 2 windows") != std::string::npos);
+  CHECK(r.writes.empty());
+  CHECK(ledger.rows().children.empty());
+}
+
+TEST_CASE("ledger: time going backwards counts as the newest reading") {
+  Ledger ledger(one_window());
+  const auto g = ledger.on_exchange(ask(1, 1, 6), 5000).reply;
+  ledger.on_exchange(close(1, 2, g->lease_id, {{0, 6}}), 100);  // dated at 5000, not 100
+  CHECK(ledger.occupancy(0, 5999) == 6);
+  CHECK(ledger.occupancy(0, 6000) == 0);
+}
+
+TEST_CASE("ledger: the rows it writes restore the same decisions") {
+  Ledger ledger(one_window(3, 50));
+  LedgerRows stored;
+  const auto step = [&](const Exchange& ex, int64_t now) {
+    auto r = ledger.on_exchange(ex, now);
+    for (const auto& w : r.writes) stored.apply(w);
+    CHECK(stored == ledger.rows());
+    return r;
+  };
+  const auto a = step(ask(1, 1, 4, 1), 1000).reply;
+  const auto b = step(ask(2, 1, 3, 1, 2), 1005).reply;
+  step(close(1, 2, a->lease_id, {{20, 2}}, {5}), 1100);
+  Exchange ret = ask(2, 2, 1);
+  ret.returns = {{b->lease_id, {1}, 1}};
+  step(ret, 1110);
+  step(ask(3, 1, 9, 2), 1120);  // pruning and demand at work
+
+  Ledger restored(one_window(3, 50));
+  restored.restore(stored, 1120);
+  CHECK(restored.rows() == ledger.rows());
+  // The same exchanges now get the same answers and the same rows.
+  for (const auto& ex : {ask(1, 3, 5, 1), ask(2, 2, 1), ask(3, 2, 2)}) {
+    const auto x = ledger.on_exchange(ex, 1500);
+    const auto y = restored.on_exchange(ex, 1500);
+    REQUIRE(x.reply.has_value() == y.reply.has_value());
+    if (x.reply) {
+      CHECK(x.reply->lease_id == y.reply->lease_id);
+      CHECK(x.reply->units == y.reply->units);
+      CHECK(x.reply->slots == y.reply->slots);
+      CHECK(x.reply->refusal == y.reply->refusal);
+    }
+    CHECK(x.writes.size() == y.writes.size());
+  }
+  CHECK(restored.rows() == ledger.rows());
+  // After the leases lapse, every row of them is deleted.
+  Ledger later(one_window(3, 50));
+  later.restore(ledger.rows(), 1500);
+  LedgerRows after = ledger.rows();
+  for (const auto& w : later.on_exchange(ask(4, 1, 0), 100'000).writes) after.apply(w);
+  CHECK(after.leases.empty());
+}

@@ -1,0 +1,63 @@
+// A deterministic simulation of a lease tree (docs/leases.md): one root
+// (core/src/ledger.h) and 2-8 children (core/src/lease_holder.h) in real
+// time, each with its own clock (a large offset, a drift within the bound,
+// and a reading that lags by up to the slack), messages over a latency
+// matrix with loss, duplication, delay and partitions, child crashes, root
+// restarts from the rows that were durable, and limit cuts. Children start
+// calls for random callers (bursty, skewed, a moving hotspot). Ground truth
+// is every use and every call at its real time: no rolling window of any
+// window holds more than its limit, never more than the cap run at once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace drl::testing {
+
+// A test-only fault, injected by rewriting messages in the simulated network
+// (never in the components): the schedules must find a violation with each.
+enum class LeaseFault {
+  kNone,
+  kFreeUsedAtReceipt,     // closes reach the root with their uses stripped: used units freed at receipt
+  kDateWithoutMargin,     // ages grow by the dating margin: uses dated at receipt - age
+  kChildEndsFromReceipt,  // grants stretched so the child's lease ends at its receipt + the duration
+};
+
+struct LeaseSimOptions {
+  uint64_t seed = 1;
+  LeaseFault fault = LeaseFault::kNone;
+};
+
+struct LeaseSimResult {
+  bool ok = true;
+  std::string failure;  // the first violation, with the seed
+  std::string setup;    // the schedule's parameters, for a replay
+  // What the schedule exercised.
+  size_t children = 0;
+  size_t uses = 0;       // takes of window 0
+  size_t calls = 0;      // calls started
+  size_t exchanges = 0;  // exchanges the root received (copies included)
+  size_t grants = 0;     // leases granted
+  size_t lost = 0;       // messages lost (loss, partition, a node down)
+  size_t duplicated = 0;
+  size_t child_crashes = 0;
+  size_t root_restarts = 0;
+  size_t undelivered = 0;  // replies dropped because the root restarted before their rows were durable
+  size_t cuts = 0;         // limit cuts
+  // Ground truth: most (uses in a window - its limit), most (calls - cap).
+  int64_t worst_window_over = -1'000'000;
+  int64_t worst_calls_over = -1'000'000;
+  // Utilisation: calls started / what the bucket could admit at best over the
+  // run (its tightest window at the mean cost, or its cap over the mean time a
+  // call held a slot), the offered load against the same, and whether
+  // faults were off.
+  double utilisation = 0;
+  double load = 0;
+  bool calm = false;      // no loss, crash, restart, partition, cut
+  int64_t window_ms = 0;  // window 0's length
+  bool all_near = false;  // every child 1-3 ms from the root (else some 40-150 ms)
+};
+
+LeaseSimResult run_lease_sim(const LeaseSimOptions& options);
+
+}  // namespace drl::testing

@@ -33,7 +33,7 @@ Expected<Call> Scheduler::costed(const Amounts& cost) {
           ErrorCode::InvalidArgument, ErrorKind::RangeError,
           "cost names unit " + nlohmann::json(a.unit).dump() + ", which no window counts (units: " + unit_list() + ")");
     }
-    if (auto problem = amount_problem(a.amount, "cost." + a.unit)) return *problem;
+    if (auto problem = amount_problem(a.amount, "cost", a.unit)) return *problem;
     c.set_cost(unit, static_cast<int64_t>(a.amount));
   }
   if (const Window* w = too_large(c)) return cost_too_large(*w, c, true);

@@ -11,8 +11,9 @@ int Scheduler::unit_index(const std::string& name) {
 }
 
 int Scheduler::counted_unit(std::string_view name) const {
-  for (const Window& w : windows) {
-    if (units[static_cast<size_t>(w.unit)] == name) return w.unit;
+  // Each counted unit once (two windows counting one unit compare it once).
+  for (const int unit : counted_indices) {
+    if (units[static_cast<size_t>(unit)] == name) return unit;
   }
   return -1;
 }

@@ -59,7 +59,10 @@ std::optional<Error> Scheduler::usage_problem(const Amounts& usage) const {
                          "usage names unit " + nlohmann::json(a.unit).dump() +
                              ", which no window counts (units: " + unit_list() + ")");
     }
-    if (!std::isfinite(a.amount) || a.amount < 0 || a.amount != std::floor(a.amount) || a.amount > kMaxUsage) {
+    // An integer in [0, kMaxUsage] first, by a cast exact there (floor is a library call).
+    const bool usable = a.amount >= 0 && a.amount <= kMaxUsage &&
+                        a.amount == static_cast<double>(static_cast<int64_t>(a.amount));
+    if (!usable) {
       return Error::make(
           ErrorCode::InvalidArgument, std::isfinite(a.amount) ? ErrorKind::RangeError : ErrorKind::TypeError,
           "usage." + a.unit + " must be an integer between 0 and " + std::to_string(static_cast<int64_t>(kMaxUsage)) +

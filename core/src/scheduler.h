@@ -107,7 +107,7 @@ struct Scheduler {
   std::multimap<Millis, Ticket> deadlines;  // running attempts by when they time out
   // The node of the last deadline that went, for the next start's.
   std::multimap<Millis, Ticket>::node_type spare_deadline;
-  SlotsRecord slots;                        // what may still run after a restart (slots_record.h)
+  SlotsRecord slots;  // what may still run after a restart (slots_record.h)
 
   std::vector<Write> writes;
   std::vector<Action> actions;

@@ -60,8 +60,8 @@ std::optional<Error> Scheduler::usage_problem(const Amounts& usage) const {
                              ", which no window counts (units: " + unit_list() + ")");
     }
     // An integer in [0, kMaxUsage] first, by a cast exact there (floor is a library call).
-    const bool usable = a.amount >= 0 && a.amount <= kMaxUsage &&
-                        a.amount == static_cast<double>(static_cast<int64_t>(a.amount));
+    const bool usable =
+        a.amount >= 0 && a.amount <= kMaxUsage && a.amount == static_cast<double>(static_cast<int64_t>(a.amount));
     if (!usable) {
       return Error::make(
           ErrorCode::InvalidArgument, std::isfinite(a.amount) ? ErrorKind::RangeError : ErrorKind::TypeError,

@@ -12,20 +12,23 @@ std::string number_text(double v) {
   return nlohmann::json(v).dump();
 }
 
-std::optional<Error> amount_problem(double v, const std::string& path) {
-  if (!std::isfinite(v) || v < 0 || v != std::floor(v)) {
+std::optional<Error> amount_problem(double v, std::string_view path, std::string_view unit) {
+  // Within [0, kMaxSafeInteger] the cast is exact for an integer (and
+  // cheaper than floor, a library call): the common case decided alone.
+  if (v >= 0 && v <= kMaxSafeInteger && v == static_cast<double>(static_cast<int64_t>(v))) return std::nullopt;
+  const bool integer = std::isfinite(v) && v >= 0 && v == std::floor(v);
+  std::string name(path);
+  if (!unit.empty()) name.append(".").append(unit);
+  if (!integer) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
-                       path + " must be an integer >= 0 (received " + number_text(v) + ")");
+                       name + " must be an integer >= 0 (received " + number_text(v) + ")");
   }
-  if (v > kMaxSafeInteger) {
-    return Error::make(
-        ErrorCode::InvalidArgument, ErrorKind::RangeError,
-        path + " must be an integer >= 0 and at most 9007199254740991 (received " + number_text(v) + ")");
-  }
-  return std::nullopt;
+  return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                     name + " must be an integer >= 0 and at most 9007199254740991 (received " + number_text(v) + ")");
 }
 
 std::optional<Error> waiting_problem(const Waiting& w) {
+  if (w.priority == 0 && !w.max_wait_ms && !w.max_retries) return std::nullopt;  // the defaults: nothing to check
   if (!std::isfinite(w.priority)) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
                        "priority must be a finite number, an integer between -" + std::to_string(kMaxPriority) +

@@ -17,6 +17,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "drl/engine.h"
 #include "drl/error.h"
@@ -33,10 +34,11 @@ constexpr double kMaxSafeInteger = 9007199254740991.0;
 // words from the same rule (shim/rules.ts) reads the same.
 std::string number_text(double v);
 
-// The rule for one amount of a cost (`path` is "cost" or "cost.<unit>"):
-// an integer >= 0 that a JS number holds exactly. 0 takes nothing of that
-// unit. Above a window's limit is CostTooLarge, decided against the windows.
-std::optional<Error> amount_problem(double v, const std::string& path);
+// The rule for one amount of a cost (named `path`, "cost", with ".<unit>"
+// when `unit` is given): an integer >= 0 that a JS number holds exactly. 0
+// takes nothing of that unit. Above a window's limit is CostTooLarge,
+// decided against the windows. The name is only built for a message.
+std::optional<Error> amount_problem(double v, std::string_view path, std::string_view unit = {});
 
 // Checks a caller's Waiting; nullopt when it is usable.
 std::optional<Error> waiting_problem(const Waiting& w);

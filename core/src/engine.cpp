@@ -68,6 +68,7 @@ void Engine::erase(Millis now) {
   scheduler_->active -= static_cast<size_t>(scheduler_->slots.erase());
   scheduler_->cfg.reset();
   scheduler_->windows.clear();
+  scheduler_->counted_indices.clear();
   scheduler_->refunds.clear();
   scheduler_->refunds_due.reset();
   scheduler_->penalty.clear();

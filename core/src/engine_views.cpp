@@ -169,10 +169,7 @@ const std::string& Engine::unit_name(int unit) const {
 
 const std::vector<Write>& Engine::writes() const { return scheduler_->writes; }
 const std::vector<Action>& Engine::actions() const { return scheduler_->actions; }
-void Engine::clear_output() {
-  scheduler_->writes.clear();
-  scheduler_->actions.clear();
-}
+void Engine::clear_output() { scheduler_->clear_output(); }
 
 namespace internal {
 

@@ -11,8 +11,9 @@ int Scheduler::unit_index(const std::string& name) {
 }
 
 int Scheduler::counted_unit(std::string_view name) const {
-  for (const Window& w : windows) {
-    if (units[static_cast<size_t>(w.unit)] == name) return w.unit;
+  // Each counted unit once (two windows counting one unit compare it once).
+  for (const int unit : counted_indices) {
+    if (units[static_cast<size_t>(unit)] == name) return unit;
   }
   return -1;
 }
@@ -79,7 +80,13 @@ void Scheduler::slot_started(Ticket t, Call& c, Millis at) {
   c.started_at = at;
   c.timeout = cfg ? timeout() : kMaxAttemptTimeoutMs;
   c.deadline = now + c.timeout;
-  deadlines.emplace(c.deadline, t);
+  if (spare_deadline.empty()) {
+    deadlines.emplace(c.deadline, t);
+  } else {
+    spare_deadline.key() = c.deadline;
+    spare_deadline.mapped() = t;
+    deadlines.insert(std::move(spare_deadline));  // after equal deadlines, as emplace
+  }
   slots.started(at);
 }
 
@@ -88,7 +95,7 @@ void Scheduler::attempt_ended(Ticket t, Call& c) {
   auto range = deadlines.equal_range(c.deadline);
   for (auto d = range.first; d != range.second; ++d) {
     if (d->second == t) {
-      deadlines.erase(d);
+      spare_deadline = deadlines.extract(d);
       break;
     }
   }
@@ -137,8 +144,21 @@ int64_t Scheduler::max_retries_of(const Call& c) const {
 }
 
 void Scheduler::release(Ticket t) {
-  calls.erase(t);
+  Calls::node_type node = calls.extract(t);
   --active;
+  if (!node.empty() && spare_calls.size() < kSpareCalls) spare_calls.push_back(std::move(node));
+}
+
+Call& Scheduler::admit(Ticket t, Call&& c) {
+  if (spare_calls.empty()) return calls.emplace(t, std::move(c)).first->second;
+  Calls::node_type node = std::move(spare_calls.back());
+  spare_calls.pop_back();
+  std::vector<Take> takes = std::move(node.mapped().takes);  // its capacity, for this call's start
+  takes.clear();
+  node.key() = t;
+  node.mapped() = std::move(c);
+  node.mapped().takes = std::move(takes);
+  return calls.insert(std::move(node)).position->second;
 }
 
 void Scheduler::drop_queued(Ticket t, ErrorCode code, int64_t status) {
@@ -277,40 +297,53 @@ void Scheduler::start_what_can() {
       wake = fits;
       break;
     }
-    const bool covered = reservations.covers(c, windows, now);
-    // Dated when its callback will have left, as far as the recent lags tell.
-    const Millis dated = dating ? now + lags.allowance() : now;
-    c.takes.clear();
-    c.takes.reserve(windows.size());
-    for (Window& w : windows) {
-      Take& take = c.takes.emplace_back(Take{w.key, w.epoch, 0, c.cost_in(w.unit), w.incarnation});
-      if (take.reserved > 0) {
-        take.at = (covered ? take_unwritten(w, take.reserved, dated) : grant(w, take.reserved, std::nullopt, dated)).at;
-        newest_take = std::max(newest_take, take.at);
-        reservations.noted_take(w.key, take.reserved);
-        history.charge(w.key, take.reserved);
-      }
-    }
-    reservations.noted_start(now);
-    // Rows owed (refunds, takes moved to their release) wait for the next
-    // step that stores while the caller keeps its pace, as the record does.
-    if (reservations.on() && refunds_due) refunds_due = std::max(*refunds_due, now + reservations.idle_ms());
     if (from_queue) {
       queue.pop(t, c);
       ++active;
     } else {
       ready.erase(ready.begin());
     }
-    c.phase = Phase::Running;
-    ++c.attempt;
-    ++running;
-    // Keyed by the primary's grant time, where every call takes (unless a
-    // reconfigure changed the default unit under a queued call: then now).
-    slot_started(t, c, c.takes[0].reserved > 0 ? c.takes[0].at : now);
-    act(ActionKind::Start, t, c.attempt);
-    note_unreleased(t, c);
-    if (c.attempt == 1) history.started(now - c.arrived_at);
+    start(t, c);
   }
+}
+
+void Scheduler::start(Ticket t, Call& c) {
+  const bool covered = reservations.covers(c, windows, now);
+  // Dated when its callback will have left, as far as the recent lags tell.
+  const Millis dated = dating ? now + lags.allowance() : now;
+  c.takes.clear();
+  c.takes.reserve(windows.size());
+  for (Window& w : windows) {
+    Take& take = c.takes.emplace_back(Take{w.key, w.epoch, 0, c.cost_in(w.unit), w.incarnation});
+    if (take.reserved > 0) {
+      take.at = (covered ? take_unwritten(w, take.reserved, dated) : grant(w, take.reserved, std::nullopt, dated)).at;
+      newest_take = std::max(newest_take, take.at);
+      reservations.noted_take(w.key, take.reserved);
+      history.charge(w.key, take.reserved);
+    }
+  }
+  reservations.noted_start(now);
+  // Rows owed (refunds, takes moved to their release) wait for the next
+  // step that stores while the caller keeps its pace, as the record does.
+  if (reservations.on() && refunds_due) refunds_due = std::max(*refunds_due, now + reservations.idle_ms());
+  c.phase = Phase::Running;
+  ++c.attempt;
+  ++running;
+  // Keyed by the primary's grant time, where every call takes (unless a
+  // reconfigure changed the default unit under a queued call: then now).
+  slot_started(t, c, c.takes[0].reserved > 0 ? c.takes[0].at : now);
+  act(ActionKind::Start, t, c.attempt);
+  note_unreleased(t, c);
+  if (c.attempt == 1) history.started(now - c.arrived_at);
+}
+
+bool Scheduler::starts_at_once(const Call& c) const {
+  if (!queue.empty() || !ready.empty() || (!backoff.empty() && backoff.begin()->first <= now)) return false;
+  if (active >= static_cast<size_t>(config().concurrency) || penalty.pending()) return false;
+  for (const Window& w : windows) {
+    if (w.log.fits_at(c.cost_in(w.unit), w.limit, w.ms, now) > now) return false;
+  }
+  return true;
 }
 
 void Scheduler::reject_oversized() {
@@ -390,16 +423,27 @@ void Scheduler::apply_config(ParsedConfig parsed) {
   reject_oversized();
 }
 
-Ticket Scheduler::enqueue(Call c, const Waiting& waiting, Millis at) {
+Ticket Scheduler::enqueue(Call&& c, const Waiting& waiting, Millis at) {
   advance(at);
   const Ticket t = next_ticket++;
   c.arrived_at = now;
   history.arrived();
   c.priority = static_cast<int32_t>(waiting.priority);
   if (waiting.max_retries) c.max_retries = static_cast<int32_t>(*waiting.max_retries);
+  if (waiting.max_wait_ms) c.wait_until = now + static_cast<Millis>(*waiting.max_wait_ms);
+  if (starts_at_once(c)) {
+    // The common case, a call that nobody waits ahead of and that fits:
+    // pushed, it would be the head that serve() starts first, with a
+    // predicted start of now (within any deadline). It starts here instead,
+    // and skips the queue's level it would create and drop again.
+    Call& added = admit(t, std::move(c));
+    ++active;
+    start(t, added);
+    serve();
+    return t;
+  }
   queue.note_before(c, counted_indices);
   if (waiting.max_wait_ms) {
-    c.wait_until = now + static_cast<Millis>(*waiting.max_wait_ms);
     // Accepted on the cheap bound when even it is within the deadline.
     const Millis start = predict_at_most(c) <= c.wait_until ? now : predict(c);
     if (start > c.wait_until) {
@@ -408,8 +452,7 @@ Ticket Scheduler::enqueue(Call c, const Waiting& waiting, Millis at) {
       return t;
     }
   }
-  auto [it, inserted] = calls.emplace(t, std::move(c));
-  queue.push(t, it->second);
+  queue.push(t, admit(t, std::move(c)));
   serve();
   return t;
 }

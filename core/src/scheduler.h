@@ -91,6 +91,11 @@ struct Scheduler {
   Penalty penalty;  // the shared pause and its lift (penalty.h)
 
   Calls calls;
+  // Nodes of calls that ended, reused by the next arrivals (admit): a
+  // steady caller's take then allocates neither a call nor its takes. A
+  // few, so the memory they hold stays small.
+  static constexpr size_t kSpareCalls = 8;
+  std::vector<Calls::node_type> spare_calls;
   WaitQueue queue{calls};                 // first starts: by priority (highest first), then arrival
   std::multimap<Millis, Ticket> backoff;  // retries waiting out their delay
   std::set<Ticket> ready;                 // retries due, served oldest ticket first
@@ -100,10 +105,19 @@ struct Scheduler {
   std::optional<Millis> wake;
 
   std::multimap<Millis, Ticket> deadlines;  // running attempts by when they time out
-  SlotsRecord slots;                        // what may still run after a restart (slots_record.h)
+  // The node of the last deadline that went, for the next start's.
+  std::multimap<Millis, Ticket>::node_type spare_deadline;
+  SlotsRecord slots;  // what may still run after a restart (slots_record.h)
 
   std::vector<Write> writes;
   std::vector<Action> actions;
+  // How many of `writes` are expiries (DeleteGrantsThrough): every other
+  // write is a row the step stores anyway (stores_anyway), without a scan
+  // of the writes at each question. Rows go through write(), which counts
+  // them; the records put_penalty and write_record push are stores.
+  size_t expiry_writes = 0;
+  // Ends the output of the events so far (Engine::clear_output).
+  void clear_output();
 
   // Grants a usage refunded, by (window key, time), not yet rewritten in
   // storage. A refund only lowers a count, so its row can wait for a step
@@ -301,9 +315,7 @@ struct Scheduler {
     for (const auto& [key, at] : rows) {
       for (const Window& w : windows) {
         if (w.key != key) continue;
-        const auto& grants = w.log.grants();
-        auto g = std::lower_bound(grants.begin(), grants.end(), at, [](const Grant& x, Millis t) { return x.at < t; });
-        if (g != grants.end() && g->at == at) {
+        if (const Grant* g = w.log.find(at)) {
           write(WriteKind::PutGrant, at, g->amount, key);
         } else if (!expired_stay || at + w.ms > now) {
           write(WriteKind::DeleteGrant, at, 0, key);
@@ -325,7 +337,11 @@ struct Scheduler {
   int64_t max_retries_of(const Call& c) const;
   bool attempts_remain(const Call& c) const { return static_cast<int64_t>(c.attempt) <= max_retries_of(c); }
 
+  // The call is over: it leaves the calls (its node kept as a spare) and
+  // its slot frees.
   void release(Ticket t);
+  // Adds call `t`, in a spare node when there is one.
+  Call& admit(Ticket t, Call&& c);
 
   // A queued call leaves without starting: rejected with `code`.
   void drop_queued(Ticket t, ErrorCode code, int64_t status = 0);
@@ -361,6 +377,15 @@ struct Scheduler {
   // serve); sets `wake` to when the first that cannot could.
   void start_what_can();
 
+  // Starts call `t`, already out of the queue (or the ready retries) and
+  // holding its slot: takes its cost in every window now.
+  void start(Ticket t, Call& c);
+
+  // Whether arriving call `c` would be the first that start_what_can starts:
+  // nothing waits ahead of it (no queued call, no retry ready or due), a
+  // slot is free, no penalty is pending, and it fits every window now.
+  bool starts_at_once(const Call& c) const;
+
   // Queued callers whose cost can no longer fit are rejected, not left to
   // wedge the queue forever.
   void reject_oversized();
@@ -381,7 +406,7 @@ struct Scheduler {
 
   // A new caller joins the queue, unless its predicted start is already
   // later than it will wait: then it is rejected in this step, never queued.
-  Ticket enqueue(Call c, const Waiting& waiting, Millis at);
+  Ticket enqueue(Call&& c, const Waiting& waiting, Millis at);
 
   // ---- costs and usage ----------------------------------------------------
 

@@ -33,7 +33,7 @@ Expected<Call> Scheduler::costed(const Amounts& cost) {
           ErrorCode::InvalidArgument, ErrorKind::RangeError,
           "cost names unit " + nlohmann::json(a.unit).dump() + ", which no window counts (units: " + unit_list() + ")");
     }
-    if (auto problem = amount_problem(a.amount, "cost." + a.unit)) return *problem;
+    if (auto problem = amount_problem(a.amount, "cost", a.unit)) return *problem;
     c.set_cost(unit, static_cast<int64_t>(a.amount));
   }
   if (const Window* w = too_large(c)) return cost_too_large(*w, c, true);
@@ -59,7 +59,10 @@ std::optional<Error> Scheduler::usage_problem(const Amounts& usage) const {
                          "usage names unit " + nlohmann::json(a.unit).dump() +
                              ", which no window counts (units: " + unit_list() + ")");
     }
-    if (!std::isfinite(a.amount) || a.amount < 0 || a.amount != std::floor(a.amount) || a.amount > kMaxUsage) {
+    // An integer in [0, kMaxUsage] first, by a cast exact there (floor is a library call).
+    const bool usable =
+        a.amount >= 0 && a.amount <= kMaxUsage && a.amount == static_cast<double>(static_cast<int64_t>(a.amount));
+    if (!usable) {
       return Error::make(
           ErrorCode::InvalidArgument, std::isfinite(a.amount) ? ErrorKind::RangeError : ErrorKind::TypeError,
           "usage." + a.unit + " must be an integer between 0 and " + std::to_string(static_cast<int64_t>(kMaxUsage)) +

@@ -32,6 +32,7 @@ void Scheduler::restore_row(size_t w, double at_raw, double amount_raw) {
 
 void Scheduler::write(WriteKind kind, Millis at, int64_t amount, int window_key) {
   if (kind == WriteKind::PutGrant) newest_row = std::max(newest_row, at);
+  if (kind == WriteKind::DeleteGrantsThrough) ++expiry_writes;
   Write w{kind, at, amount};
   w.window = window_key;
   writes.push_back(w);
@@ -49,14 +50,14 @@ Millis Scheduler::cover_span() const {
   return std::min(span, timeout() / 4);
 }
 
-bool Scheduler::expiring() const {
-  return std::any_of(writes.begin(), writes.end(),
-                     [](const Write& w) { return w.kind == WriteKind::DeleteGrantsThrough; });
-}
+bool Scheduler::expiring() const { return expiry_writes > 0; }
 
-bool Scheduler::stores_anyway() const {
-  return std::any_of(writes.begin(), writes.end(),
-                     [](const Write& w) { return w.kind != WriteKind::DeleteGrantsThrough; });
+bool Scheduler::stores_anyway() const { return writes.size() > expiry_writes; }
+
+void Scheduler::clear_output() {
+  writes.clear();
+  actions.clear();
+  expiry_writes = 0;
 }
 
 void Scheduler::write_record() {

@@ -34,6 +34,11 @@ std::optional<int64_t> SlidingLog::prune(int64_t window, int64_t now) {
 void SlidingLog::indexed(size_t i, int64_t delta) {
   if (index_stale_) return;
   const uint64_t block = (base_ + i) / kBlock - base_ / kBlock;
+  const size_t blocks = sums_.size();
+  if (block + 1 == blocks) {  // the newest block (a take): no later sum to carry it
+    sums_.back() += delta;
+    return;
+  }
   while (sums_.size() <= block) sums_.push_back(sums_.empty() ? gone_ : sums_.back());
   for (size_t b = static_cast<size_t>(block); b < sums_.size(); ++b) sums_[b] += delta;
 }
@@ -156,9 +161,32 @@ int64_t SlidingLog::live_at(int64_t window, int64_t t) const {
   return sum_ - prefix(static_cast<size_t>(first_live - grants_.begin()));
 }
 
-std::optional<Grant> SlidingLog::shrink(int64_t at, int64_t amount) {
+size_t SlidingLog::first_at_or_after(int64_t at) const {
+  // The newest few grants first: a refund is nearly always of the take
+  // its call just made, and the rewrite of its row comes with the next
+  // take (one grant later), so both are found without a search.
+  // (Walked with an iterator: it steps back cheaply where indexing a
+  // deque recomputes its block each time.)
+  constexpr size_t kNewest = 4;
+  const size_t n = grants_.size();
+  auto newest = grants_.end();
+  for (size_t i = n; i > 0 && i + kNewest > n; --i) {
+    if ((--newest)->at < at) return i;
+  }
+  if (n <= kNewest) return 0;
   auto it = std::lower_bound(grants_.begin(), grants_.end(), at, [](const Grant& g, int64_t t) { return g.at < t; });
-  if (it == grants_.end() || it->at != at) return std::nullopt;
+  return static_cast<size_t>(it - grants_.begin());
+}
+
+const Grant* SlidingLog::find(int64_t at) const {
+  const size_t i = first_at_or_after(at);
+  return i < grants_.size() && grants_[i].at == at ? &grants_[i] : nullptr;
+}
+
+std::optional<Grant> SlidingLog::shrink(int64_t at, int64_t amount) {
+  const size_t i = first_at_or_after(at);
+  if (i == grants_.size() || grants_[i].at != at) return std::nullopt;
+  auto it = grants_.begin() + static_cast<std::ptrdiff_t>(i);
   const int64_t back = std::min(amount, it->amount);
   it->amount -= back;
   sum_ -= back;
@@ -167,7 +195,7 @@ std::optional<Grant> SlidingLog::shrink(int64_t at, int64_t amount) {
     grants_.erase(it);
     index_stale_ = true;  // every later grant moved down one
   } else {
-    indexed(static_cast<size_t>(it - grants_.begin()), -back);
+    indexed(i, -back);
   }
   return now;
 }

@@ -65,6 +65,9 @@ class SlidingLog {
   void clear();
   void push_back(Grant grant);  // restore only: caller keeps order
 
+  // The grant dated exactly `at`, or nullptr.
+  const Grant* find(int64_t at) const;
+
   int64_t used() const { return sum_; }
   size_t size() const { return grants_.size(); }
   bool empty() const { return grants_.empty(); }
@@ -75,6 +78,8 @@ class SlidingLog {
   static constexpr uint64_t kBlock = 64;
 
  private:
+  // The index of the first grant dated `at` or later (size() if none).
+  size_t first_at_or_after(int64_t at) const;
   // The sum of the first `count` grants.
   int64_t prefix(size_t count) const;
   // The index of the first grant at which the oldest grants' running sum

@@ -9,13 +9,22 @@
 namespace drl::internal {
 
 void SlotsRecord::started(Millis at) {
-  ++live_[at];
+  auto slot = live_.lower_bound(at);
+  if (slot != live_.end() && slot->first == at) {
+    ++slot->second;
+  } else if (spare_.empty()) {
+    live_.emplace_hint(slot, at, 1);
+  } else {
+    spare_.key() = at;
+    spare_.mapped() = 1;
+    live_.insert(slot, std::move(spare_));
+  }
   grew_ = true;
 }
 
 void SlotsRecord::ended(Millis at) {
   auto slot = live_.find(at);
-  if (slot != live_.end() && --slot->second <= 0) live_.erase(slot);
+  if (slot != live_.end() && --slot->second <= 0) spare_ = live_.extract(slot);
   stale_ = true;
 }
 

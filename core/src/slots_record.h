@@ -106,7 +106,10 @@ class SlotsRecord {
   bool restore_writer(std::string_view entry);
   static std::string entries_text(const std::map<Millis, int64_t>& slots);
 
-  std::map<Millis, int64_t> live_;      // live running attempts by start time
+  std::map<Millis, int64_t> live_;  // live running attempts by start time
+  // The node of the last start that ended, reused by the next start: a
+  // caller that runs one attempt at a time allocates nothing here.
+  std::map<Millis, int64_t>::node_type spare_;
   std::map<Millis, int64_t> restored_;  // slots from before a restart, by start time
   int64_t restored_held_ = 0;           // their sum
   std::map<Millis, int64_t> recorded_;  // the record as last written or restored, by start

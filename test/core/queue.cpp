@@ -93,6 +93,21 @@ TEST_CASE("due retries are served before queued first starts", "[queue]") {
   CHECK(actions(e) == std::vector<Action>{start(b)});
 }
 
+// Verifies that an arrival which would fit on its own (queue empty, slot
+// free, window room) still goes behind a retry that falls due at that very
+// event: the retry was waiting first.
+TEST_CASE("a newcomer arriving as a retry falls due does not overtake it", "[queue]") {
+  Engine e = configured(config(1, 100, 2, {{"maxRetries", 2}, {"minDelayInMs", 90}, {"maxDelayInMs", 90}}));
+  const Ticket a = arrive(e, T0);
+  report(e, a, failed(Failure::Retryable, 503), T0 + 10);  // due at T0 + 100, when a's grant expires
+  e.clear_output();
+  const Ticket b = arrive(e, T0 + 100);  // no tick first: the retry falls due in b's own step
+  CHECK(actions(e) == std::vector<Action>{start(a, 2)});
+  CHECK(inspect(e).queued() == 1);
+  e.tick(T0 + 200);
+  CHECK(actions(e) == std::vector<Action>{start(b)});
+}
+
 TEST_CASE("cancelling a queued caller rejects it at once, the next moves up", "[queue]") {
   Engine e = configured(config(100, 1000, 1));
   const Ticket a = arrive(e, T0);

@@ -37,6 +37,15 @@ int64_t want(const DemandLevel& level, size_t k, size_t windows) {
   return k < level.units.size() ? level.units[k] : 0;
 }
 
+// The reply to `ex` before anything is decided: addressed, granting nothing.
+LeaseGrant reply_to(const Exchange& ex) {
+  LeaseGrant g;
+  g.child = ex.child;
+  g.incarnation = ex.incarnation;
+  g.seq = ex.seq;
+  return g;
+}
+
 }  // namespace
 
 bool ChildRow::operator==(const ChildRow& o) const {
@@ -259,10 +268,7 @@ int64_t Ledger::fair_share(size_t k, uint64_t child, int64_t free, LeaseMillis n
 }
 
 LeaseGrant Ledger::decide(const Exchange& ex, ChildRow& row, LeaseMillis now, std::vector<LedgerWrite>& writes) {
-  LeaseGrant g;
-  g.child = ex.child;
-  g.incarnation = ex.incarnation;
-  g.seq = ex.seq;
+  LeaseGrant g = reply_to(ex);
   const size_t n = windows();
   row.demand = ex.demand;
   row.demand_at = now;
@@ -349,12 +355,8 @@ ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
   ExchangeResult result;
   result.error = check(ex);
   if (!result.error.empty()) {
-    LeaseGrant g;
-    g.child = ex.child;
-    g.incarnation = ex.incarnation;
-    g.seq = ex.seq;
-    g.refusal = Refusal::kMalformed;
-    result.reply = g;
+    result.reply = reply_to(ex);
+    result.reply->refusal = Refusal::kMalformed;
     return result;
   }
   // Closes and returns are true whenever they were sent, so every copy of
@@ -366,12 +368,8 @@ ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
 
   auto it = rows_.children.find(ex.child);
   if (it != rows_.children.end() && ex.incarnation < it->second.incarnation) {
-    LeaseGrant g;
-    g.child = ex.child;
-    g.incarnation = ex.incarnation;
-    g.seq = ex.seq;
-    g.refusal = Refusal::kStaleIncarnation;
-    result.reply = g;
+    result.reply = reply_to(ex);
+    result.reply->refusal = Refusal::kStaleIncarnation;
     return result;
   }
   if (it == rows_.children.end() || ex.incarnation > it->second.incarnation) {

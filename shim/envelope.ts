@@ -45,6 +45,7 @@ export const OPTION_SINCE: Readonly<Record<keyof ExecuteOptions, number>> = {
   whenAborted: 4,
   wire: 5,
   maxRetries: 5,
+  relaysAbort: 5,
 };
 
 /**
@@ -287,6 +288,19 @@ export interface ExecuteOptions {
    * only the caller's connection breaking withdraws the call.
    */
   whenAborted?: () => Promise<boolean>;
+  /**
+   * `true`: the abort relay is `fn.whenAborted`, a function the callback
+   * carries as its own property, in place of the `whenAborted` option: the
+   * object reaches it through the callback's stub, only when it asks, so a
+   * call sends one function instead of two. It answers as `whenAborted`
+   * does. A callback without it (an adapter that wrapped `fn` instead of
+   * passing it on) leaves the call without a relay: a caller gone while
+   * queued is then found out when its callback is invoked. Not with
+   * `whenAborted` ([drl:invalid-argument]). Since wire version 5: an older
+   * limiter Worker refuses it. `bound.call` sends it on the wire-5 form, and
+   * `whenAborted` on the wire-4 one.
+   */
+  relaysAbort?: boolean;
   /**
    * Retries after the first attempt for this call, in place of the bucket's
    * `retry.maxRetries` (an integer from 0 to 100; the bucket's when absent).

@@ -293,6 +293,13 @@ std::optional<Engine::AttemptSlot> Engine::attempt_slot(Ticket t) const {
   return AttemptSlot{internal::slot_identity_text(id), c.timeout};
 }
 
+std::optional<Millis> Engine::attempt_timeout(Ticket t) const {
+  auto it = scheduler_->calls.find(t);
+  if (!scheduler_->slots.key() || it == scheduler_->calls.end() || it->second.phase != Phase::Running)
+    return std::nullopt;
+  return it->second.timeout;
+}
+
 Expected<bool> Engine::finished(std::string_view slot, double ran_ms, Millis now) {
   const auto id = internal::parse_slot_identity(slot);
   if (!id) {

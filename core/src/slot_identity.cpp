@@ -1,7 +1,5 @@
 #include "slot_identity.h"
 
-#include <cstdio>
-
 namespace drl::internal {
 
 namespace {
@@ -58,10 +56,37 @@ std::optional<uint64_t> hex64(std::string_view text) {
   return v;
 }
 
+// The writers below fill a caller's buffer and return its new end: an
+// identity is written for every attempt a callback is handed, so it is built
+// in one buffer, without a string per number or printf.
+
+char* put_decimal(char* out, uint64_t v) {
+  char digits[20];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (n > 0) *out++ = digits[--n];
+  return out;
+}
+
+char* put_signed(char* out, int64_t v) {
+  if (v >= 0) return put_decimal(out, static_cast<uint64_t>(v));
+  *out++ = '-';
+  return put_decimal(out, uint64_t{0} - static_cast<uint64_t>(v));
+}
+
+// 16 lower-case hex digits, leading zeros kept.
+char* put_hex64(char* out, uint64_t v) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (int shift = 60; shift >= 0; shift -= 4) *out++ = kDigits[(v >> shift) & 0xf];
+  return out;
+}
+
 std::string hex_text(uint64_t v) {
-  char out[17];
-  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(v));
-  return std::string(out, 16);
+  char out[16];
+  return std::string(out, put_hex64(out, v));
 }
 
 }  // namespace
@@ -90,8 +115,17 @@ uint64_t slot_tag(const SlotKey& key, const SlotIdentity& id) {
 }
 
 std::string slot_identity_text(const SlotIdentity& id) {
-  return std::to_string(id.ticket) + '.' + std::to_string(id.attempt) + '.' + std::to_string(id.key_at) + '.' +
-         std::to_string(id.started) + '.' + hex_text(id.tag);
+  char text[4 * 21 + 4 + 16];  // four numbers (20 digits and a sign at most), four dots, the tag
+  char* end = put_decimal(text, id.ticket);
+  *end++ = '.';
+  end = put_decimal(end, id.attempt);
+  *end++ = '.';
+  end = put_signed(end, id.key_at);
+  *end++ = '.';
+  end = put_signed(end, id.started);
+  *end++ = '.';
+  end = put_hex64(end, id.tag);
+  return std::string(text, end);
 }
 
 std::optional<SlotIdentity> parse_slot_identity(std::string_view text) {

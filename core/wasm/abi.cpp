@@ -363,8 +363,8 @@ DRL_EXPORT(drl_attempt_slot) int drl_attempt_slot(int h, double ticket) {
 // The attemptTimeoutMs the running attempt runs under, NaN when it is not running.
 DRL_EXPORT(drl_attempt_timeout) double drl_attempt_timeout(int h, double ticket) {
   auto* e = engine(h);
-  auto slot = e ? e->attempt_slot(static_cast<drl::Ticket>(ticket)) : std::nullopt;
-  return slot ? static_cast<double>(slot->timeout_ms) : std::nan("");
+  auto timeout = e ? e->attempt_timeout(static_cast<drl::Ticket>(ticket)) : std::nullopt;
+  return timeout ? static_cast<double>(*timeout) : std::nan("");
 }
 
 // A caller's attempt finished during an outage (Engine::finished): the slot

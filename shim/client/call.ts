@@ -6,14 +6,7 @@
  * call's AbortSignal ends it as `fetch` does, with `signal.reason`, while it
  * waits (see abortRelay) and during the wait before a drop retry.
  */
-import {
-  ENVELOPE_VERSION,
-  OPTION_SINCE,
-  type CallReport,
-  type ExecuteOptions,
-  type SettledError,
-  type UnitCosts,
-} from '../envelope.ts';
+import { ENVELOPE_VERSION, OPTION_SINCE, type ExecuteOptions, type SettledError, type UnitCosts } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { messageOf } from '../errors.ts';
 import { costProblem, describe, INTEGER_RULES, integerProblem, raise } from '../rules.ts';
@@ -21,8 +14,8 @@ import type { NamespaceLike, StubLike } from './binder.ts';
 import { dropBackoffMs, dropError, reportDrop, sleep, type DropHook } from './drops.ts';
 import { CallDroppedError, errorFromSettled, settle, settleFromReport, UnsupportedOptionError } from './errors.ts';
 import type { ErrorHook, HookSlot, RateLimitHook, UsageHook } from './hooks.ts';
-import { reportingCallback, type AttemptTrace, type HookLayers } from './report.ts';
-import { abortRelay } from './waiting.ts';
+import { reportingCallback, type AttemptTrace, type HookLayers, type ReportingCallback } from './report.ts';
+import { abortRelay, type AbortRelay } from './waiting.ts';
 import { optionBeyond, optionsFor, readAnswer, wireOf, type Reading } from './wire.ts';
 
 /**
@@ -153,7 +146,12 @@ const CALL_OPTION_KEYS = new Set([
 // What a call that sets none of the options the object acts on sends (the
 // common case): one frozen object shared by every such call, so a call
 // allocates none. Whoever adds to it copies it (see runCall).
-const PLAIN_OPTIONS: ExecuteOptions = Object.freeze({ wire: ENVELOPE_VERSION, settles: 'data', reportsThrows: true });
+const PLAIN_OPTIONS: ExecuteOptions = Object.freeze({
+  wire: ENVELOPE_VERSION,
+  settles: 'data',
+  reportsThrows: true,
+  relaysAbort: true,
+});
 
 function checkHookSlot(value: unknown, what: string): void {
   if (value !== undefined && value !== null && typeof value !== 'function') {
@@ -218,7 +216,9 @@ function checkCall(work: unknown, options: unknown, waiting: WaitingDefaults): E
   // `wire` first: a wire-4 object names the first unknown key it meets.
   // The callback reports the work's throws as data, so an exception from
   // invoking it tells the object its caller is gone; the object answers with
-  // its verdicts as data, so normal outcomes are never logged as uncaught.
+  // its verdicts as data, so normal outcomes are never logged as uncaught;
+  // and the callback carries the abort relay (relaysAbort), so a call sends
+  // one function, not two (the wire-4 form sends whenAborted instead).
   if (cost === undefined && rank === undefined && wait === undefined && maxRetries === undefined) return PLAIN_OPTIONS;
   const sent: ExecuteOptions = { ...PLAIN_OPTIONS };
   if (cost !== undefined) sent.cost = cost as number | UnitCosts;
@@ -246,28 +246,26 @@ export async function runCall<T, V>(
   const { name, namespace } = context;
   for (let attempt = 1; ; attempt += 1) {
     const trace: AttemptTrace = { started: false };
-    const callback = reportingCallback(work, options.read, hooks, trace);
-    // A fresh stub every attempt: a stub whose connection broke fails again at once.
-    const stub = namespace.get(namespace.idFromName(name));
     // One relay per attempt, ended when its execute returns: no listener
-    // outlives it. Sent with every call, signal or not (every wire version
+    // outlives it. Every call has one, signal or not (every wire version
     // this release talks to knows it): the object asks it only while the
     // call waits, and a broken connection then withdraws the call at once,
     // costing nothing, instead of when its callback would be invoked.
     const relay = abortRelay(signal);
+    const callback = reportingCallback(work, options.read, hooks, trace, relay);
+    // A fresh stub every attempt: a stub whose connection broke fails again at once.
+    const stub = namespace.get(namespace.idFromName(name));
     // The first attempt sends maxWaitMs as given: the object's clock starts
     // the wait when the call arrives. A drop retry waits only what is left
     // of it since the call began (0: start now or fail).
-    const waitLeft =
+    const sent =
       attempt === 1 || executeOptions.maxWaitMs === undefined
-        ? undefined
-        : Math.max(0, executeOptions.maxWaitMs - (Date.now() - calledAt));
-    const sent: ExecuteOptions = { ...executeOptions, whenAborted: relay.whenAborted };
-    if (waitLeft !== undefined) sent.maxWaitMs = waitLeft;
+        ? executeOptions
+        : { ...executeOptions, maxWaitMs: Math.max(0, executeOptions.maxWaitMs - (Date.now() - calledAt)) };
     let reading: Reading | undefined;
     let error: unknown;
     try {
-      reading = await exchange(context, stub, callback, sent, trace);
+      reading = await exchange(context, stub, callback, sent, trace, relay);
     } catch (transport) {
       // A fault: the object (or the connection to it) broke, or it kept an
       // error as a rejection on purpose (see shim/settled.ts).
@@ -356,9 +354,10 @@ const FINISHED_WAIT_MS = 2000;
 async function exchange(
   context: CallContext,
   stub: StubLike,
-  callback: (start?: unknown) => CallReport | Promise<CallReport>,
+  callback: ReportingCallback,
   sent: ExecuteOptions,
   trace: AttemptTrace,
+  relay: AbortRelay,
 ): Promise<Reading> {
   const { name, namespace } = context;
   for (;;) {
@@ -367,7 +366,7 @@ async function exchange(
     if (beyond !== undefined) {
       throw new UnsupportedOptionError(name, beyond, OPTION_SINCE[beyond as keyof ExecuteOptions], wire);
     }
-    const answer = await stub.execute(callback, optionsFor(sent, wire));
+    const answer = await stub.execute(callback, optionsFor(sent, wire, relay));
     const reading = readAnswer(answer, wire, trace, namespace);
     if (reading.kind !== 'older') return reading;
   }

@@ -18,6 +18,7 @@ import {
   type UsageHook,
 } from './hooks.ts';
 import { httpStatus, rateLimitHeaders, retryAfterHeader } from './http.ts';
+import type { AbortRelay } from './waiting.ts';
 
 /** The hooks of one call: the call site's slots and the limiter's defaults. */
 export interface HookLayers {
@@ -140,11 +141,23 @@ export interface AttemptTrace<V = unknown> {
 }
 
 /**
+ * The function passed to `execute`: invoked with an AttemptStart (or
+ * nothing), it runs an attempt and answers its report. Its `whenAborted`
+ * property is the attempt's abort relay (ExecuteOptions.relaysAbort).
+ */
+export type ReportingCallback<V = unknown> = ((start?: unknown) => CallReport<V> | Promise<CallReport<V>>) & {
+  whenAborted: () => Promise<boolean>;
+};
+
+/**
  * The function passed to `execute`. It never throws: the work's exception
  * (or read's, or a hook's) travels as `report.thrown`, so the object can tell
  * it from a caller that is gone. `trace` records each invocation, since the
  * object may invoke it again for its own retries, each time running `work`
  * afresh.
+ *
+ * It carries the attempt's abort relay as its `whenAborted` property (see
+ * ExecuteOptions.relaysAbort): the object asks it there, running nothing.
  *
  * When `work` and `read` answer plain values and no hook is set, it returns
  * the report itself rather than a promise of it: the report is the same, and
@@ -155,7 +168,8 @@ export function reportingCallback<T, V>(
   read: (result: T) => V | PromiseLike<V>,
   hooks: HookLayers,
   trace: AttemptTrace<V>,
-): (start?: unknown) => CallReport<V> | Promise<CallReport<V>> {
+  relay: AbortRelay,
+): ReportingCallback<V> {
   const hooked = hasAnyHook(hooks);
   const badUsage = (error: unknown): void => {
     trace.usageError ??= error;
@@ -190,7 +204,7 @@ export function reportingCallback<T, V>(
       return threw(error);
     }
   };
-  return (start?: unknown) => {
+  const callback = (start?: unknown) => {
     trace.started = true;
     trace.thrown = undefined;
     trace.startedAt = Date.now();
@@ -198,6 +212,7 @@ export function reportingCallback<T, V>(
     trace.start = attemptStart(start);
     return (trace.running = attempt());
   };
+  return Object.assign(callback, { whenAborted: relay.whenAborted });
 }
 
 /** The object's AttemptStart, if `value` is one (an older object passes nothing). */

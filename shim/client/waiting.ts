@@ -4,27 +4,29 @@
  * `maxRetries` are shared ones (shim/rules.ts INTEGER_RULES).
  */
 /**
- * One attempt's link from the caller to the object: the object invokes
- * `whenAborted` (over RPC) once the call is queued, and the answer settles
- * `true` when the signal (if any) aborts, or `false` once the attempt's
- * execute has returned (`end`). An abort before the object asks is already
- * in the answer, so there is no race with the start. Without a signal it
- * only ever answers `false`, at the end: until then the pending answer is
- * the object's way to learn that the caller is gone, because it rejects
- * when the connection to the caller's isolate breaks.
+ * One attempt's link from the caller to the object: the object asks it (over
+ * RPC: as the callback's `whenAborted` property on the wire-5 form, see
+ * ExecuteOptions.relaysAbort, or as the `whenAborted` option on the wire-4
+ * one) once the call waits, and the answer
+ * settles `true` when the signal (if any) aborts, or `false` once the
+ * attempt's execute has returned (`end`). An abort before the object asks is
+ * already in the answer, so there is no race with the start. Without a
+ * signal it only ever answers `false`, at the end: until then the pending
+ * answer is the object's way to learn that the caller is gone, because it
+ * rejects when the connection to the caller's isolate breaks.
  */
 export interface AbortRelay {
-  /** Passed to execute as ExecuteOptions.whenAborted. */
+  /** The object's question: resolves whether the caller gave up. */
   whenAborted: () => Promise<boolean>;
   /** The attempt is over: answers `false` if nothing aborted, and removes the listener. */
   end(): void;
 }
 
 /**
- * A relay for one attempt, with or without a signal. Its listener lives from
- * here to `end()`, so a call retried after drops never holds more than one.
- * The object also learns from it that the caller is gone (its pending answer
- * rejects when the caller's connection breaks) while the call waits.
+ * A relay for one attempt, with or without a signal. Nothing is set up until
+ * the object asks (most calls start at once and never wait, so it never
+ * does): then its answer, and its listener on the signal, live until `end()`,
+ * so a call retried after drops never holds more than one.
  *
  * @example
  * const relay = abortRelay(options.signal); // the signal may be undefined
@@ -35,16 +37,23 @@ export interface AbortRelay {
  * }
  */
 export function abortRelay(signal: AbortSignal | undefined): AbortRelay {
-  let answer!: (aborted: boolean) => void;
-  const aborted = new Promise<boolean>((resolve) => {
-    answer = resolve;
-  });
-  const onAbort = () => answer(true);
-  if (signal?.aborted) answer(true);
-  else signal?.addEventListener('abort', onAbort, { once: true });
+  let asked: Promise<boolean> | undefined;
+  let answer: ((aborted: boolean) => void) | undefined;
+  let ended = false;
+  const onAbort = () => answer!(true);
   return {
-    whenAborted: () => aborted,
+    whenAborted() {
+      if (asked) return asked;
+      if (ended || signal?.aborted) return (asked = Promise.resolve(!ended));
+      asked = new Promise<boolean>((resolve) => {
+        answer = resolve;
+      });
+      signal?.addEventListener('abort', onAbort, { once: true });
+      return asked;
+    },
     end() {
+      ended = true;
+      if (answer === undefined) return;
       signal?.removeEventListener('abort', onAbort);
       answer(false); // a no-op once it answered true
     },

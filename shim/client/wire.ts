@@ -5,7 +5,8 @@
  * reads an answer.
  *
  * It learns the version from answers, never from a separate round trip. It
- * sends the newest form (`wire: 5` first, beside `settles: 'data'`). A
+ * sends the newest form (`wire: 5` first, beside `settles: 'data'`, with the
+ * callback as the abort relay: `relaysAbort: true`). A
  * limiter Worker of wire 5 or later marks every envelope with WIRE_BRAND and
  * its version, and answers a success with the value itself. A wire-4 one
  * (0.1.0) refuses the unknown `wire` key as data, before it takes anything or
@@ -17,6 +18,7 @@
 import { ENVELOPE_VERSION, OPTION_SINCE, WIRE_BRAND, type ExecuteOptions, type SettledCall } from '../envelope.ts';
 import type { NamespaceLike } from './binder.ts';
 import type { AttemptTrace } from './report.ts';
+import type { AbortRelay } from './waiting.ts';
 
 /** The wire version learnt per namespace; absent: assumed to be this release's. */
 const learnt = new WeakMap<NamespaceLike, number>();
@@ -33,20 +35,27 @@ function learn(namespace: NamespaceLike, version: number): void {
   else learnt.set(namespace, capped);
 }
 
-/** The first option of `options` that `wire` does not know (`wire` itself aside), if any. */
+/**
+ * The first option of `options` that `wire` does not know, if any; `wire`
+ * and `relaysAbort` aside, which optionsFor writes in the older form.
+ */
 export function optionBeyond(options: ExecuteOptions, wire: number): string | undefined {
   if (wire >= ENVELOPE_VERSION) return undefined; // this release's wire knows every option
   for (const key in options) {
-    if (key !== 'wire' && OPTION_SINCE[key as keyof ExecuteOptions] > wire) return key;
+    if (key !== 'wire' && key !== 'relaysAbort' && OPTION_SINCE[key as keyof ExecuteOptions] > wire) return key;
   }
   return undefined;
 }
 
-/** `options` as a limiter Worker of `wire` reads them: the wire-4 form has no `wire` key. */
-export function optionsFor(options: ExecuteOptions, wire: number): ExecuteOptions {
+/**
+ * `options` as a limiter Worker of `wire` reads them. The wire-4 form has no
+ * `wire` key, and sends the abort relay as its own function, `whenAborted`,
+ * since that object never asks the callback.
+ */
+export function optionsFor(options: ExecuteOptions, wire: number, relay: AbortRelay): ExecuteOptions {
   if (wire >= 5) return options;
-  const { wire: _newer, ...older } = options;
-  return older;
+  const { wire: _newer, relaysAbort: _relays, ...older } = options;
+  return { ...older, whenAborted: relay.whenAborted };
 }
 
 /**

@@ -27,6 +27,8 @@ export interface ExecuteArguments {
   maxWaitMs?: number;
   maxRetries?: number;
   whenAborted?: () => Promise<boolean>;
+  /** The callback is also the abort relay (ExecuteOptions.relaysAbort). */
+  relaysAbort: boolean;
 }
 
 /** The options execute knows, in the order its messages list them. */
@@ -37,14 +39,14 @@ const EXECUTE_OPTIONS: readonly string[] = Object.keys(OPTION_SINCE);
  * the shared cost rule, rules.ts costProblem), an optional reportsThrows flag, an
  * optional `settles: 'data'`, an optional wire version, optional priority,
  * maxWaitMs and maxRetries (finite numbers: NaN is how core.wasm reads an
- * absent one, so a caller must leave it out instead) and an optional
- * whenAborted function.
+ * absent one, so a caller must leave it out instead), and the abort relay:
+ * an optional whenAborted function, or relaysAbort: true, not both.
  * An option this release does not know is refused with its name in the
  * error's `option` field: a newer client reads it to say which release
  * supports it.
  */
 export function executeOptions(options: unknown): ExecuteArguments {
-  if (options === undefined || options === null) return { cost: 1, reportsThrows: false };
+  if (options === undefined || options === null) return { cost: 1, reportsThrows: false, relaysAbort: false };
   if (typeof options !== 'object' || Array.isArray(options)) {
     throw invalid(TypeError, `execute options must be an object (received ${describe(options)})`);
   }
@@ -57,10 +59,8 @@ export function executeOptions(options: unknown): ExecuteArguments {
       throw Object.assign(error, { option: key });
     }
   }
-  const { cost, reportsThrows, settles, priority, maxWaitMs, maxRetries, whenAborted, wire } = options as Record<
-    string,
-    unknown
-  >;
+  const { cost, reportsThrows, settles, priority, maxWaitMs, maxRetries, whenAborted, relaysAbort, wire } =
+    options as Record<string, unknown>;
   const waiting = { priority, maxWaitMs, maxRetries };
   for (const option of ['priority', 'maxWaitMs', 'maxRetries'] as const) {
     const value = waiting[option];
@@ -70,6 +70,15 @@ export function executeOptions(options: unknown): ExecuteArguments {
     throw invalid(
       TypeError,
       `whenAborted must be a function resolving true when the caller gives up (received ${describe(whenAborted)})`,
+    );
+  }
+  if (relaysAbort !== undefined && typeof relaysAbort !== 'boolean') {
+    throw invalid(TypeError, `relaysAbort must be a boolean (received ${describe(relaysAbort)})`);
+  }
+  if (relaysAbort === true && whenAborted !== undefined) {
+    throw invalid(
+      TypeError,
+      "relaysAbort and whenAborted both name the call's abort relay: send whenAborted, or relaysAbort: true, not both",
     );
   }
   if (reportsThrows !== undefined && typeof reportsThrows !== 'boolean') {
@@ -93,6 +102,7 @@ export function executeOptions(options: unknown): ExecuteArguments {
     maxWaitMs: maxWaitMs as number | undefined,
     maxRetries: maxRetries as number | undefined,
     whenAborted: whenAborted as ExecuteArguments['whenAborted'],
+    relaysAbort: relaysAbort === true,
   };
 }
 

@@ -139,9 +139,11 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       try {
         if (!this.#declarationDone) await this.#declarationReady();
         checkCallback(fn);
-        const { cost, reportsThrows, priority, maxWaitMs, maxRetries, whenAborted } = executeOptions(options);
+        const { cost, reportsThrows, priority, maxWaitMs, maxRetries, whenAborted, relaysAbort } =
+          executeOptions(options);
         const ticket = this.#host.run(() => this.#engine.arrive(cost, Date.now(), { priority, maxWaitMs, maxRetries }));
-        const value = await this.#host.admit(ticket, fn, reportsThrows, whenAborted);
+        const relay = relaysAbort ? abortWatch(fn) : whenAborted;
+        const value = await this.#host.admit(ticket, fn, reportsThrows, relay);
         return answerValue(value, form) as ExecuteResult<T, O>;
       } catch (error) {
         return answerFailure(error, form) as ExecuteResult<T, O>;
@@ -445,6 +447,30 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     const ns = this.env.RATE_LIMITER;
     return ns !== undefined && this.ctx.id.equals(ns.idFromName(REGISTRY_NAME));
   }
+}
+
+/**
+ * The abort relay of a call sent with `relaysAbort: true`: the callback's own
+ * `whenAborted` property, reached through its stub (see
+ * ExecuteOptions.relaysAbort). A callback without one (an adapter wrapped
+ * it, or a local function lacks it) leaves the call without a relay: it
+ * answers `false`, never aborted, rather than failing as a caller gone would.
+ */
+function abortWatch(fn: (start?: AttemptStart) => unknown): () => Promise<boolean> {
+  // Read only when asked: on a stub, reading it builds a handle for the call.
+  return () => {
+    const carrier = fn as unknown as { whenAborted?: () => Promise<boolean> };
+    if (typeof carrier.whenAborted !== 'function') return Promise.resolve(false);
+    return Promise.resolve(carrier.whenAborted()).catch((error: unknown) => {
+      if (notARelay(error)) return false;
+      throw error;
+    });
+  };
+}
+
+/** Whether a relay's failure says the callback has no `whenAborted` (workerd's words), not that its caller is gone. */
+function notARelay(error: unknown): boolean {
+  return error instanceof TypeError && error.message.includes('does not implement the method "whenAborted"');
 }
 
 /** `text` cut to at most `bytes` bytes of UTF-8, on a character boundary. */

@@ -27,6 +27,17 @@ type Execute = (
   attempt: number,
 ) => Promise<unknown>;
 
+/**
+ * Asks the call's abort relay, as the object does: the callback's own
+ * `whenAborted` on the wire-5 form (relaysAbort), which the client always
+ * sends here.
+ */
+function askRelay(fn: () => Promise<CallReport> | CallReport, options: ExecuteOptions): Promise<boolean> {
+  expect(options.relaysAbort).toBe(true);
+  expect(options.whenAborted).toBeUndefined();
+  return (fn as unknown as { whenAborted(): Promise<boolean> }).whenAborted();
+}
+
 /** A namespace whose every execute runs `script` (numbered from 1); `executes` counts them. */
 function scripted(script: Execute) {
   const state = { executes: 0 };
@@ -91,10 +102,10 @@ describe('signal: what the client does', () => {
     expect(state.executes).toBe(0);
   });
 
-  it('whenAborted answers false once the attempt has ended without an abort', async () => {
+  it('the relay answers false once the attempt has ended without an abort', async () => {
     const answers: Promise<boolean>[] = [];
     const { namespace } = scripted((fn, options) => {
-      answers.push(options.whenAborted!());
+      answers.push(askRelay(fn, options));
       return runAtOnce(fn, options, 1);
     });
     const controller = new AbortController();
@@ -104,10 +115,10 @@ describe('signal: what the client does', () => {
     controller.abort(); // later aborts reach no one: the relay is gone
   });
 
-  it('without a signal, whenAborted is still sent, and answers false once the attempt has ended', async () => {
+  it('without a signal, the relay is still there, and answers false once the attempt has ended', async () => {
     const answers: Promise<boolean>[] = [];
     const { namespace } = scripted((fn, options) => {
-      answers.push(options.whenAborted!());
+      answers.push(askRelay(fn, options));
       return runAtOnce(fn, options, 1);
     });
     expect(await bound(namespace).call(() => 'done', { read: (s) => s })).toBe('done');
@@ -115,12 +126,26 @@ describe('signal: what the client does', () => {
     expect(await answers[0]).toBe(false);
   });
 
-  it('whenAborted answers true when the signal aborts while the object holds the call, and its withdrawal rejects with the reason, not as a drop', async () => {
+  it('asking the relay runs no attempt: the work does not run, and a withdrawal after it is not a drop', async () => {
+    let ran = 0;
+    const { namespace, state } = scripted(async (fn, options) => {
+      expect(await Promise.race([askRelay(fn, options), 'pending'])).toBe('pending');
+      throw new Error('[drl:cancelled] the caller gave up before its call started');
+    });
+    const events: DropEvent[] = [];
+    const error = await rejection(bound(namespace, events).call(() => (ran += 1), { read: (n) => n }));
+    expect((error as Error).message).toBe('[drl:cancelled] the caller gave up before its call started');
+    expect(ran).toBe(0);
+    expect(state.executes).toBe(1);
+    expect(events).toEqual([]);
+  });
+
+  it('the relay answers true when the signal aborts while the object holds the call, and its withdrawal rejects with the reason, not as a drop', async () => {
     const controller = new AbortController();
     const reason = new Error('gave up');
     let answer: boolean | undefined;
-    const { namespace, state } = scripted(async (_fn, options) => {
-      const asked = options.whenAborted!();
+    const { namespace, state } = scripted(async (fn, options) => {
+      const asked = askRelay(fn, options);
       controller.abort(reason);
       answer = await asked;
       // What the object does on `true`: withdraws the call ([drl:cancelled] stays a rejection).
@@ -138,9 +163,9 @@ describe('signal: what the client does', () => {
   it('an abort before the object asks is already in the answer', async () => {
     const controller = new AbortController();
     let answer: boolean | undefined;
-    const { namespace } = scripted(async (_fn, options) => {
+    const { namespace } = scripted(async (fn, options) => {
       controller.abort('early');
-      answer = await options.whenAborted!();
+      answer = await askRelay(fn, options);
       throw new Error('[drl:cancelled] withdrawn');
     });
     expect(await rejection(bound(namespace).call(() => 1, { read: (n) => n, signal: controller.signal }))).toBe(
@@ -194,22 +219,36 @@ describe('signal: what the client does', () => {
   });
 
   it('leaves no listener on the signal, across drop retries and their waits, whether the call succeeds or is dropped for good', async () => {
+    // Each attempt waits first, so the object asks its relay (which then listens).
+    const queuedThen =
+      (answer: Execute): Execute =>
+      (fn, options, attempt) => {
+        void askRelay(fn, options);
+        return answer(fn, options, attempt);
+      };
     const through = countedSignal();
-    const { namespace } = scripted((fn, options, attempt) =>
-      attempt <= 3 ? dropped() : runAtOnce(fn, options, attempt),
+    const { namespace } = scripted(
+      queuedThen((fn, options, attempt) => (attempt <= 3 ? dropped() : runAtOnce(fn, options, attempt))),
     );
     expect(await bound(namespace).call(() => 'fourth', { read: (s) => s, signal: through.signal })).toBe('fourth');
-    expect(through.counts.added).toBeGreaterThanOrEqual(4); // one per attempt at least
+    expect(through.counts.added).toBeGreaterThanOrEqual(4); // one per attempt (asked), and per wait before a retry
     expect(through.counts.removed).toBe(through.counts.added);
 
     const exhausted = countedSignal();
-    const { namespace: always } = scripted(dropped);
+    const { namespace: always } = scripted(queuedThen(dropped));
     const limiter = defineLimiter({ binder: defineTestBinder(always), name: 'abort', dropRetries: 2 }).for({});
     expect(await rejection(limiter.call(() => 1, { read: (n) => n, signal: exhausted.signal }))).toBeInstanceOf(
       CallDroppedError,
     );
     expect(exhausted.counts.added).toBeGreaterThanOrEqual(3);
     expect(exhausted.counts.removed).toBe(exhausted.counts.added);
+  });
+
+  it('a call that starts without waiting never listens on its signal: its relay was never asked', async () => {
+    const counted = countedSignal();
+    const { namespace } = scripted(runAtOnce);
+    expect(await bound(namespace).call(() => 'at once', { read: (s) => s, signal: counted.signal })).toBe('at once');
+    expect(counted.counts).toEqual({ added: 0, removed: 0 });
   });
 });
 
@@ -244,7 +283,7 @@ describe('signal: against the real object', () => {
     await caller.park(name, 3);
     await waitFor(async () => (await stub.stats()).queued === 3, 10_000, "the parked caller's calls to queue");
 
-    // The caller ends: its pending whenAborted answers reject in the object.
+    // The caller ends: its pending relay answers reject in the object.
     await runInDurableObject(caller, (_instance, state) => state.abort('ended by the test')).catch(() => undefined);
     // The queue empties while the blocker still holds the only slot (the
     // gate opens only after this): no turn came, only the relay told.

@@ -102,7 +102,7 @@ describe('cost', () => {
     ];
     for (const cost of costs) expect(await bound.call(() => 'ok', { read: (s) => s, cost })).toBe('ok');
     expect(seen).toEqual(
-      costs.map((cost) => ({ wire: 5, cost, reportsThrows: true, settles: 'data', whenAborted: expect.any(Function) })),
+      costs.map((cost) => ({ wire: 5, cost, reportsThrows: true, settles: 'data', relaysAbort: true })),
     );
     expect(fake.calls.map((c) => c.cost)).toEqual(costs);
   });

@@ -100,9 +100,7 @@ describe('plain test doubles', () => {
       }),
     });
     expect(await limiter.call(() => 'ok', { read: (s) => s, cost: 2, priority: 1 })).toBe('ok');
-    expect(seen).toEqual([
-      { wire: 5, settles: 'data', reportsThrows: true, cost: 2, priority: 1, whenAborted: expect.any(Function) },
-    ]);
+    expect(seen).toEqual([{ wire: 5, settles: 'data', reportsThrows: true, relaysAbort: true, cost: 2, priority: 1 }]);
   });
 
   it("a double's failure and 429 become what the object settles a final attempt with", async () => {

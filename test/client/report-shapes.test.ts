@@ -89,8 +89,8 @@ describe('report shapes', () => {
     await bound.call(() => 1, { read: (n) => n });
     await bound.call(() => 2, { read: (n) => n, cost: 3 });
     expect(recording.executes.map((e) => [e.optionsGiven, e.options])).toEqual([
-      [true, { wire: 5, reportsThrows: true, settles: 'data', whenAborted: expect.any(Function) }],
-      [true, { wire: 5, cost: 3, reportsThrows: true, settles: 'data', whenAborted: expect.any(Function) }],
+      [true, { wire: 5, reportsThrows: true, settles: 'data', relaysAbort: true }],
+      [true, { wire: 5, cost: 3, reportsThrows: true, settles: 'data', relaysAbort: true }],
     ]);
   });
 

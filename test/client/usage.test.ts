@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { defineLimiter, defineTestBinder, type LimiterDefinition } from '../../shim/client/index.ts';
 import { reportingCallback, type HookLayers } from '../../shim/client/report.ts';
+import { abortRelay } from '../../shim/client/waiting.ts';
 import { configured, recordingNamespace, rejection } from './helpers.ts';
 
 type Defaults = Pick<LimiterDefinition<object, unknown>, 'rateLimit' | 'error' | 'usage'>;
@@ -312,6 +313,7 @@ describe('usage hook: the hot path', () => {
       (n) => n,
       { callSite, defaults },
       { started: false },
+      abortRelay(undefined),
     );
     let done = false;
     void Promise.resolve(callback()).then(() => (done = true));
@@ -337,6 +339,7 @@ describe('usage hook: the hot path', () => {
       (n) => n,
       { callSite: {}, defaults: {} },
       { started: false },
+      abortRelay(undefined),
     )();
     expect(report).toEqual({ value: 1 });
     expect('usage' in report).toBe(false);

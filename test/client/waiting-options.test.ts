@@ -21,16 +21,18 @@ import { recordingNamespace, rejection } from './helpers.ts';
 /** A namespace over the fake that keeps the options of every execute. */
 function capturing(fake = createFakeLimiterNamespace()) {
   const sent: ExecuteOptions[] = [];
+  const callbacks: unknown[] = [];
   const namespace: NamespaceLike = {
     idFromName: (name) => fake.namespace.idFromName(name),
     get: (id) => ({
       execute: (fn, options) => {
         sent.push(options!);
+        callbacks.push(fn);
         return fake.namespace.get(id as { name: string }).execute(fn, options);
       },
     }),
   };
-  return { fake, sent, namespace };
+  return { fake, sent, callbacks, namespace };
 }
 
 function limiter(namespace: NamespaceLike, definition: Partial<LimiterDefinition<object>> = {}) {
@@ -123,25 +125,30 @@ describe('waiting options at the call boundary', () => {
     ]);
   });
 
-  it('sends priority and maxWaitMs only when set, and whenAborted with every call, signal or not', async () => {
-    const { sent, namespace } = capturing();
+  it('sends priority and maxWaitMs only when set, and the abort relay with every call, signal or not', async () => {
+    const { sent, callbacks, namespace } = capturing();
     const bound = limiter(namespace);
     await bound.call(() => 1, { read: (n) => n });
     await bound.call(() => 1, { read: (n) => n, priority: 0, maxWaitMs: 0 });
     await bound.call(() => 1, { read: (n) => n, signal: new AbortController().signal, cost: 2 });
     // The wire version first (a wire-4 object names the first key it does not know), then only what is set.
-    expect(sent[0]).toStrictEqual({ wire: 5, reportsThrows: true, settles: 'data', whenAborted: expect.any(Function) });
+    expect(sent[0]).toStrictEqual({ wire: 5, reportsThrows: true, settles: 'data', relaysAbort: true });
     expect(Object.keys(sent[0]!)[0]).toBe('wire');
     expect(sent[1]).toStrictEqual({
       wire: 5,
       reportsThrows: true,
       settles: 'data',
+      relaysAbort: true,
       priority: 0,
       maxWaitMs: 0,
-      whenAborted: expect.any(Function),
     });
-    expect(Object.keys(sent[2]!).sort()).toEqual(['cost', 'reportsThrows', 'settles', 'whenAborted', 'wire']);
-    expect(typeof sent[2]!.whenAborted).toBe('function');
+    expect(Object.keys(sent[2]!).sort()).toEqual(['cost', 'relaysAbort', 'reportsThrows', 'settles', 'wire']);
+    // The relay travels on the callback (relaysAbort), one per attempt.
+    expect(callbacks.map((fn) => typeof (fn as { whenAborted?: unknown }).whenAborted)).toEqual([
+      'function',
+      'function',
+      'function',
+    ]);
   });
 
   it("fills in the limiter's defaults; a call site's value replaces them, and its maxWaitMs: null removes the default", async () => {

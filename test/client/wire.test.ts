@@ -55,7 +55,7 @@ describe('the client against a wire-4 limiter Worker', () => {
     expect(await peer.limiter.call(() => 'first', { read: (s) => s, priority: 2 })).toBe('first');
     expect(peer.invoked).toBe(1);
     expect(peer.sent).toEqual([
-      { wire: 5, settles: 'data', reportsThrows: true, priority: 2, whenAborted: expect.any(Function) },
+      { wire: 5, settles: 'data', reportsThrows: true, relaysAbort: true, priority: 2 },
       { settles: 'data', reportsThrows: true, priority: 2, whenAborted: expect.any(Function) },
     ]);
     expect(await peer.limiter.call(() => 'second', { read: (s) => s })).toBe('second');

@@ -63,6 +63,7 @@ TEST_CASE("a running attempt's slot identity: the attempt, its key, its start an
   auto mine = o.engine.attempt_slot(a);
   REQUIRE(mine);
   CHECK(mine->timeout_ms == kTimeout);
+  CHECK(o.engine.attempt_timeout(a) == kTimeout);
   CHECK(mine->slot.rfind(std::to_string(a) + ".1." + std::to_string(T0) + "." + std::to_string(T0) + ".", 0) == 0);
   CHECK(mine->slot.size() == mine->slot.rfind('.') + 1 + 16);
   // The record is led by its writer's entry: the key, and when it was written.
@@ -71,9 +72,13 @@ TEST_CASE("a running attempt's slot identity: the attempt, its key, its start an
 
   SECTION("not running, or no key: none") {
     CHECK(o.engine.attempt_slot(arrive(o.engine, T0)));
-    CHECK_FALSE(o.engine.attempt_slot(arrive(o.engine, T0)));  // queued
+    const Ticket queued = arrive(o.engine, T0);
+    CHECK_FALSE(o.engine.attempt_slot(queued));
+    CHECK_FALSE(o.engine.attempt_timeout(queued));
     Engine plain = configured(bucket(1));
-    CHECK_FALSE(plain.attempt_slot(arrive(plain, T0)));
+    const Ticket keyless = arrive(plain, T0);
+    CHECK_FALSE(plain.attempt_slot(keyless));
+    CHECK_FALSE(plain.attempt_timeout(keyless));
   }
   SECTION("a retry is another attempt: another identity") {
     Object r(1);

@@ -105,3 +105,30 @@ TEST_CASE("slots record: a finished identity frees its restored slot once, only 
   CHECK_FALSE(after.release_finished(id, kSpan + 1, 3000, kTimeout));  // once
   CHECK(after.step(3000, kSpan, 0, false) == SlotsRecord::Write);      // rewritten at once
 }
+
+// Verifies the identity's text, written in place for every attempt: each
+// number in decimal with no padding (0 and the largest exact 2^53 - 1
+// included), the tag in 16 hex digits with its leading zeros, and that
+// parsing it gives back the same identity.
+TEST_CASE("slot identity: the text of an identity, at its smallest and largest numbers, parses back",
+          "[slots_record]") {
+  const uint64_t max_exact = (uint64_t{1} << 53) - 1;
+  const SlotIdentity small{1, 1, 0, 0, 0};
+  CHECK(slot_identity_text(small) == "1.1.0.0.0000000000000000");
+  const SlotIdentity large{max_exact, max_exact, static_cast<int64_t>(max_exact), static_cast<int64_t>(max_exact),
+                           0xfedcba9876543210ULL};
+  CHECK(slot_identity_text(large) ==
+        "9007199254740991.9007199254740991.9007199254740991.9007199254740991.fedcba9876543210");
+  const SlotIdentity typical{7, 2, 1767225600000, 1767225600005, 0x0f2c3a1b4d5e6f70ULL};
+  CHECK(slot_identity_text(typical) == "7.2.1767225600000.1767225600005.0f2c3a1b4d5e6f70");
+  for (const SlotIdentity& id : {small, large, typical}) {
+    const auto parsed = parse_slot_identity(slot_identity_text(id));
+    REQUIRE(parsed);
+    CHECK(parsed->ticket == id.ticket);
+    CHECK(parsed->attempt == id.attempt);
+    CHECK(parsed->key_at == id.key_at);
+    CHECK(parsed->started == id.started);
+    CHECK(parsed->tag == id.tag);
+  }
+  CHECK(slot_key_text(SlotKey{1, 0xabc}) == "00000000000000010000000000000abc");
+}

@@ -109,7 +109,7 @@ describe('execute', () => {
       'an unknown option',
       (s, fn) => s.execute(fn, { bogus: 1 } as never),
       TypeError,
-      /unknown key "bogus" \(allowed: cost, reportsThrows, settles, priority, maxWaitMs, whenAborted, wire, maxRetries\)/,
+      /unknown key "bogus" \(allowed: cost, reportsThrows, settles, priority, maxWaitMs, whenAborted, wire, maxRetries, relaysAbort\)/,
     ],
   ];
 

@@ -125,7 +125,7 @@ describe('maxWaitMs', () => {
     expect(startedAt).toBeGreaterThanOrEqual(resetAt);
   });
 
-  it('refuses a bad priority, maxWaitMs or whenAborted before anything is queued or stored, naming it', async () => {
+  it('refuses a bad priority, maxWaitMs, whenAborted or relaysAbort before anything is queued or stored, naming it', async () => {
     const { stub } = await configured({ bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 1 });
     const cases: [unknown, string, RegExp][] = [
       [
@@ -155,6 +155,16 @@ describe('maxWaitMs', () => {
       ],
       [{ maxWaitMs: '100' }, 'TypeError', /maxWaitMs must be a finite number, .*or left out .*received "100"\)$/],
       [{ whenAborted: 'soon' }, 'TypeError', /whenAborted must be a function .*received "soon"\)/],
+      [
+        { relaysAbort: 'yes' },
+        'TypeError',
+        /^\[drl:invalid-argument\] relaysAbort must be a boolean \(received "yes"\)$/,
+      ],
+      [
+        { relaysAbort: true, whenAborted: () => Promise.resolve(false) },
+        'TypeError',
+        /^\[drl:invalid-argument\] relaysAbort and whenAborted both name the call's abort relay: send whenAborted, or relaysAbort: true, not both$/,
+      ],
     ];
     for (const [options, kind, message] of cases) {
       let ran = false;
@@ -324,6 +334,56 @@ describe('withdrawing (whenAborted)', () => {
     expect(await stub.stats()).toMatchObject({ queued: 0, used: 1 });
     hold.open();
     await blocker;
+  });
+
+  it("with relaysAbort, the callback's own whenAborted is the relay: an aborted queued call leaves at once and never runs", async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1 });
+    const hold = gate();
+    const blocker = stub.execute(async () => {
+      await hold.wait;
+      return { value: 'blocker' };
+    });
+    await waitFor(async () => (await stub.stats()).running === 1, 5000, 'the blocker to start');
+    const watch = abortable();
+    let ran = false;
+    const callback = Object.assign(
+      async () => {
+        ran = true;
+        return {};
+      },
+      { whenAborted: watch.whenAborted },
+    );
+    const aborted = rejection(stub.execute(callback, { relaysAbort: true }));
+    await waitFor(async () => (await stub.stats()).queued === 1, 5000, 'the call to queue');
+    // The object asks the callback's relay once the call waits (an RPC back to this isolate).
+    await waitFor(() => watch.asked() === 1, 5000, "the object to ask the callback's relay");
+    watch.abort();
+    expect((await aborted).message).toMatch(/^\[drl:cancelled\] /);
+    expect(await stub.stats()).toMatchObject({ queued: 0, used: 1 });
+    hold.open();
+    expect(await blocker).toBe('blocker');
+    expect(ran).toBe(false);
+  });
+
+  it('with relaysAbort, a callback without whenAborted (an adapter wrapped it) has no relay: it waits its turn and runs', async () => {
+    const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1 });
+    const hold = gate();
+    const blocker = stub.execute(async () => {
+      await hold.wait;
+      return { value: 'blocker' };
+    });
+    await waitFor(async () => (await stub.stats()).running === 1, 5000, 'the blocker to start');
+    const wrapped = stub.execute(async () => ({ value: 'wrapped' }), { relaysAbort: true });
+    await waitFor(async () => (await stub.stats()).queued === 1, 5000, 'the call to queue');
+    // The object asks the callback for its relay as the call queues, and
+    // finds none: that answer must not withdraw it as a caller gone would.
+    // (Given time to arrive before the blocker ends; if it came later, the
+    // call would have started and a withdrawal could no longer show.)
+    await sleep(200);
+    expect(await stub.stats()).toMatchObject({ queued: 1, used: 1 });
+    hold.open();
+    expect(await blocker).toBe('blocker');
+    expect(await wrapped).toBe('wrapped');
   });
 
   it('a whenAborted resolving false (the call ended) never withdraws anything', async () => {

@@ -349,6 +349,8 @@ class Engine {
     Millis timeout_ms = 0;
   };
   std::optional<AttemptSlot> attempt_slot(Ticket ticket) const;
+  // attempt_slot(ticket)'s timeout_ms alone, without building the identity.
+  std::optional<Millis> attempt_timeout(Ticket ticket) const;
   // A caller says its attempt finished while the object was down: `slot` is
   // the identity its callback was handed, `ran_ms` how long the callback ran
   // by the caller's clock (from its invocation until it returned its

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <sstream>
 #include <utility>
 
 namespace drl::internal {
@@ -123,43 +122,47 @@ int64_t Ledger::occupancy(size_t k, LeaseMillis now) const {
 }
 
 std::string Ledger::check(const Exchange& ex) const {
-  std::ostringstream why;
+  // Built with std::string alone: <sstream> would pull the locale, and with
+  // it environment imports, into core.wasm.
+  std::string why;
   const size_t n = windows();
-  if (ex.child == 0) why << "child is 0; ";
-  if (ex.incarnation == 0) why << "incarnation is 0; ";
-  if (ex.seq == 0) why << "seq is 0; ";
+  if (ex.child == 0) why += "child is 0; ";
+  if (ex.incarnation == 0) why += "incarnation is 0; ";
+  if (ex.seq == 0) why += "seq is 0; ";
   for (size_t i = 0; i < ex.closes.size(); ++i) {
     const LeaseClose& c = ex.closes[i];
     if (c.uses.size() > n)
-      why << "closes[" << i << "].uses has " << c.uses.size() << " windows, the bucket " << n << "; ";
+      why += "closes[" + std::to_string(i) + "].uses has " + std::to_string(c.uses.size()) + " windows, the bucket " +
+             std::to_string(n) + "; ";
     for (const auto& window : c.uses) {
       for (const UseGroup& g : window) {
-        if (g.age_ms < 0 || g.amount < 0) why << "closes[" << i << "] has a negative age or amount; ";
+        if (g.age_ms < 0 || g.amount < 0) why += "closes[" + std::to_string(i) + "] has a negative age or amount; ";
       }
     }
     for (LeaseMillis age : c.running_ages) {
-      if (age < 0) why << "closes[" << i << "].running_ages has a negative age; ";
+      if (age < 0) why += "closes[" + std::to_string(i) + "].running_ages has a negative age; ";
     }
   }
   for (size_t i = 0; i < ex.returns.size(); ++i) {
     const LeaseReturn& r = ex.returns[i];
     if (r.units.size() > n)
-      why << "returns[" << i << "].units has " << r.units.size() << " windows, the bucket " << n << "; ";
+      why += "returns[" + std::to_string(i) + "].units has " + std::to_string(r.units.size()) +
+             " windows, the bucket " + std::to_string(n) + "; ";
     if (r.slots < 0 || std::any_of(r.units.begin(), r.units.end(), [](int64_t u) { return u < 0; })) {
-      why << "returns[" << i << "] has a negative amount; ";
+      why += "returns[" + std::to_string(i) + "] has a negative amount; ";
     }
   }
   for (size_t i = 0; i < ex.demand.size(); ++i) {
     const DemandLevel& d = ex.demand[i];
     if (d.units.size() > n)
-      why << "demand[" << i << "].units has " << d.units.size() << " windows, the bucket " << n << "; ";
+      why += "demand[" + std::to_string(i) + "].units has " + std::to_string(d.units.size()) + " windows, the bucket " +
+             std::to_string(n) + "; ";
     if (d.slots < 0 || std::any_of(d.units.begin(), d.units.end(), [](int64_t u) { return u < 0; })) {
-      why << "demand[" << i << "] has a negative amount; ";
+      why += "demand[" + std::to_string(i) + "] has a negative amount; ";
     }
   }
-  std::string s = why.str();
-  if (!s.empty()) s = "lease exchange refused: " + s.substr(0, s.size() - 2);
-  return s;
+  if (!why.empty()) why = "lease exchange refused: " + why.substr(0, why.size() - 2);
+  return why;
 }
 
 bool Ledger::apply_close(const LeaseClose& close, const Exchange& ex, LeaseMillis now,

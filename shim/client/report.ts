@@ -170,49 +170,69 @@ export function reportingCallback<T, V>(
   trace: AttemptTrace<V>,
   relay: AbortRelay,
 ): ReportingCallback<V> {
+  // One closure per attempt: the rest are plain functions taking what they
+  // need (a call allocates on the hot path only what it must).
   const hooked = hasAnyHook(hooks);
-  const badUsage = (error: unknown): void => {
-    trace.usageError ??= error;
-  };
-  const ended = (report: CallReport<V>): CallReport<V> => {
-    trace.endedAt = Date.now();
-    return (trace.report = report);
-  };
-  const threw = (error: unknown): CallReport<V> => {
-    trace.thrown = error;
-    return ended({ thrown: { message: messageOf(error) } });
-  };
-  // The rest of an attempt once something in it is a promise (or a hook may be).
-  const later = async (pending: T | PromiseLike<T>, read: (result: T) => V | PromiseLike<V>) => {
-    let report: CallReport<V>;
-    try {
-      const result = await pending;
-      report = await buildReport(result, carried(await read(result)), hooks, badUsage);
-    } catch (error) {
-      return threw(error);
-    }
-    return ended(report);
-  };
-  const attempt = (): CallReport<V> | Promise<CallReport<V>> => {
-    try {
-      const result = work();
-      if (isThenable(result)) return later(result, read);
-      const value = read(result);
-      if (hooked || isThenable(value)) return later(result, () => value);
-      return ended(httpReport(result, carried(value), false));
-    } catch (error) {
-      return threw(error);
-    }
-  };
-  const callback = (start?: unknown) => {
+  const callback = ((start?: unknown) => {
     trace.started = true;
     trace.thrown = undefined;
     trace.startedAt = Date.now();
     trace.endedAt = undefined;
     trace.start = attemptStart(start);
-    return (trace.running = attempt());
-  };
-  return Object.assign(callback, { whenAborted: relay.whenAborted });
+    return (trace.running = runAttempt(work, read, hooks, hooked, trace));
+  }) as ReportingCallback<V>;
+  callback.whenAborted = relay.whenAborted;
+  return callback;
+}
+
+/** One invocation of the work: its report, at once when nothing in it is a promise. */
+function runAttempt<T, V>(
+  work: () => T | PromiseLike<T>,
+  read: (result: T) => V | PromiseLike<V>,
+  hooks: HookLayers,
+  hooked: boolean,
+  trace: AttemptTrace<V>,
+): CallReport<V> | Promise<CallReport<V>> {
+  try {
+    const result = work();
+    if (isThenable(result)) return finishLater(result, read, hooks, trace);
+    const value = read(result);
+    if (hooked || isThenable(value)) return finishLater(result, () => value, hooks, trace);
+    return ended(trace, httpReport(result, carried(value), false));
+  } catch (error) {
+    return threw(trace, error);
+  }
+}
+
+/** The rest of an attempt once something in it is a promise (or a hook may be). */
+async function finishLater<T, V>(
+  pending: T | PromiseLike<T>,
+  read: (result: T) => V | PromiseLike<V>,
+  hooks: HookLayers,
+  trace: AttemptTrace<V>,
+): Promise<CallReport<V>> {
+  let report: CallReport<V>;
+  try {
+    const result = await pending;
+    report = await buildReport(result, carried(await read(result)), hooks, (error) => {
+      trace.usageError ??= error;
+    });
+  } catch (error) {
+    return threw(trace, error);
+  }
+  return ended(trace, report);
+}
+
+/** The attempt ended here with `report`. */
+function ended<V>(trace: AttemptTrace<V>, report: CallReport<V>): CallReport<V> {
+  trace.endedAt = Date.now();
+  return (trace.report = report);
+}
+
+/** The work, read or a hook threw: the report carries its message; the trace keeps the exception. */
+function threw<V>(trace: AttemptTrace<V>, error: unknown): CallReport<V> {
+  trace.thrown = error;
+  return ended(trace, { thrown: { message: messageOf(error) } });
 }
 
 /** The object's AttemptStart, if `value` is one (an older object passes nothing). */

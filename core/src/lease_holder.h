@@ -21,6 +21,17 @@
 //   dated at its latest use, and the starts of calls still running (also
 //   folded, dated later). Closes ride on the next exchange and are kept
 //   until a reply to it arrives.
+// - Sizing (docs/leases.md, "Sizing"): it refreshes when what it holds
+//   beyond the lead time (its round trip, with headroom) will not cover its
+//   queue and its recent use rate over the lead, or the head of its queue
+//   cannot start; it then asks for its queue and its rate over the lead +
+//   stock_ms. So a steady child exchanges about once per stock_ms. In every
+//   exchange it gives back (cumulative returns) the units its rate says it
+//   cannot spend before their lease ends, or beyond twice what it would ask
+//   for, and the idle slots beyond its queue and its recent peak of calls
+//   (none once it holds no units). A spent lease's close waits for another
+//   reason to exchange, at most close_within_ms; one that gives something
+//   back does not wait.
 // - At most one new exchange per refresh_ms, unless the head of its queue
 //   cannot start from what it holds.
 // - One exchange at a time, resent unchanged every retry_ms until the
@@ -70,13 +81,14 @@ struct HolderConfig {
   uint64_t child = 0;
   uint64_t incarnation = 0;
   size_t windows = 1;
-  LeaseMillis attempt_timeout_ms = 0;  // A
-  LeaseMillis retry_ms = 500;          // resend an unanswered exchange after this
-  LeaseMillis idle_ms = 2'000;         // give everything back after this long with no take and no queue
-  LeaseMillis stock_ms = 100;          // besides its queue, hold its recent use rate times this
-  LeaseMillis refresh_ms = 0;          // between exchanges, unless it holds nothing its queue can use
-  LeaseMillis rate_ms = 1'000;         // the recent use rate is measured over this
-  size_t max_groups = 8;               // K: use groups per window in a close
+  LeaseMillis attempt_timeout_ms = 0;   // A
+  LeaseMillis retry_ms = 500;           // resend an unanswered exchange after this
+  LeaseMillis idle_ms = 2'000;          // give everything back after this long with no take and no queue
+  LeaseMillis stock_ms = 100;           // H: a refresh asks for the recent use rate over the lead + this
+  LeaseMillis refresh_ms = 0;           // between exchanges, unless it holds nothing its queue can use
+  LeaseMillis rate_ms = 1'000;          // the recent use rate is measured over this
+  LeaseMillis close_within_ms = 1'000;  // a spent lease's close waits at most this for another exchange
+  size_t max_groups = 8;                // K: use groups per window in a close
   ClockBounds clocks;
 };
 
@@ -113,6 +125,7 @@ class LeaseHolder {
     uint64_t id = 0;
     LeaseMillis end = 0;
     std::vector<int64_t> left;
+    std::vector<int64_t> returned;  // units given back (cumulative)
     int64_t slots = 0;
     int64_t slots_returned = 0;          // idle slots given back (cumulative)
     std::vector<std::vector<Use>> uses;  // per window, folded
@@ -122,11 +135,19 @@ class LeaseHolder {
     uint64_t lease_id;
     std::vector<std::vector<Use>> uses;
     std::vector<Use> running;  // starts, amount 1 each until folded
+    LeaseMillis closed_at = 0;
+    bool gives_back = false;  // unused units or idle slots: the root can lend them once it knows
   };
 
   void advance(LeaseMillis now);
   void give_back(LeaseMillis now);
-  std::vector<LeaseReturn> return_idle_slots();
+  std::vector<LeaseReturn> returns(LeaseMillis now);
+  int64_t queued_units(size_t k) const;
+  int64_t queued_slots() const;
+  int64_t expected(size_t k, LeaseMillis span) const;
+  int64_t slots_to_keep() const;
+  bool needs_refresh(LeaseMillis now) const;
+  bool closes_due(LeaseMillis now) const;
   static int64_t usable_slots(const Held& h) {
     return h.slots - h.slots_returned - static_cast<int64_t>(h.running.size());
   }
@@ -146,6 +167,8 @@ class LeaseHolder {
   CallId next_call_ = 1;
   std::vector<DemandLevel> queued_;
   std::deque<std::pair<LeaseMillis, std::vector<int64_t>>> recent_;  // takes within rate_ms
+  std::vector<int64_t> recent_sum_;                                  // their amounts, per window
+  std::deque<std::pair<LeaseMillis, int64_t>> peaks_;  // calls running after each start within rate_ms, falling
   LeaseMillis last_active_ = 0;
   uint64_t seq_ = 0;
   // The exchange out, frozen: resent unchanged until answered.

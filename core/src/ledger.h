@@ -68,7 +68,11 @@ struct LedgerConfig {
   int64_t concurrency = 0;              // C
   LeaseMillis attempt_timeout_ms = 0;   // A
   LeaseMillis lease_ms = 0;             // D: how long a child may use a lease, from its send
-  LeaseMillis demand_ttl_ms = 10'000;   // a child's demand is forgotten this long after it spoke
+  // Above lease_ms: D grows to half the shortest window, up to this. A long
+  // window lends for longer (a child refreshes when its stock runs low, not
+  // when its lease ends); a crashed child's units count D + T.
+  LeaseMillis max_lease_ms = 0;
+  LeaseMillis demand_ttl_ms = 10'000;  // a child's demand is forgotten this long after it spoke
   ClockBounds clocks;
 };
 
@@ -147,6 +151,7 @@ class Ledger {
   // The dimensions: the windows, then the slots (index windows()).
   size_t windows() const { return config_.windows_ms.size(); }
   LeaseMillis hold(size_t k) const;
+  LeaseMillis duration() const;
   int64_t limit(size_t k) const;
   template <typename Fn>
   void for_each_interval(const LeaseRow& lease, Fn fn) const;  // fn(dimension, end, amount)

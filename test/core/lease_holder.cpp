@@ -22,6 +22,7 @@ HolderConfig config(int64_t slack = 0, int64_t ppm = 0) {
   c.idle_ms = 5000;
   c.stock_ms = 0;
   c.max_groups = 2;
+  c.close_within_ms = 200;
   c.clocks = {slack, ppm};
   return c;
 }
@@ -106,9 +107,13 @@ TEST_CASE("lease holder: takes draw from the lease that ends first") {
   h.on_grant(lease(b, 2, 3, 0, 400), 1030);  // ends 1420
   CHECK(h.take({4}, 1100));                  // 3 from lease 2, 1 from lease 1
   CHECK(h.held(0, 1100) == 2);
-  // Lease 2 is spent: it closes at once, so its uses are dated now.
+  // Lease 2 is spent: it closes now, but its close gives nothing back (its
+  // uses are dated by their age whenever it lands), so it waits for another
+  // reason to exchange, at most close_within_ms.
   h.set_queued({}, 1100);
-  const auto next = h.next_exchange(1100);
+  CHECK(!h.next_exchange(1100));
+  CHECK(h.next_wake(1100) == 1300);
+  const auto next = h.next_exchange(1300);
   REQUIRE(next);
   REQUIRE(next->closes.size() == 1);
   CHECK(next->closes[0].lease_id == 2);
@@ -161,7 +166,7 @@ TEST_CASE("lease holder: a resend is the same message, and replies to other seqs
   CHECK(resent->demand[0].units == ex.demand[0].units);
 }
 
-TEST_CASE("lease holder: after a refusal it waits the time the root gave before asking again") {
+TEST_CASE("lease holder: after a refusal it waits the time the root gave, less its round trip") {
   LeaseHolder h(config());
   const Exchange ex = ask(h, 5, 0, 1000);
   LeaseGrant no;
@@ -171,9 +176,11 @@ TEST_CASE("lease holder: after a refusal it waits the time the root gave before 
   no.refusal = Refusal::kNothingFree;
   no.retry_in_ms = 250;
   h.on_grant(no, 1010);
-  CHECK(!h.next_exchange(1259));
-  CHECK(h.next_wake(1100) == 1260);
-  const auto again = h.next_exchange(1260);
+  // Its round trip was 10 ms: asking at 1010 + 250 - 10, the ask lands
+  // about when the root said a unit frees.
+  CHECK(!h.next_exchange(1249));
+  CHECK(h.next_wake(1100) == 1250);
+  const auto again = h.next_exchange(1250);
   REQUIRE(again);
   CHECK(again->seq == ex.seq + 1);
 }
@@ -190,4 +197,46 @@ TEST_CASE("lease holder: an idle child gives everything back") {
   REQUIRE(back->closes.size() == 1);
   CHECK(back->closes[0].uses[0].size() == 1);
   CHECK(h.open_leases() == 0);
+}
+
+TEST_CASE("lease holder: it refreshes once its stock will not last the lead, and asks for its rate over lead + stock") {
+  HolderConfig c = config();
+  c.stock_ms = 500;
+  c.rate_ms = 1000;
+  c.refresh_ms = 0;
+  LeaseHolder h(c);
+  const Exchange first = ask(h, 10, 0, 1000);
+  h.on_grant(lease(first, 9, 100, 0, 100'000), 1010);  // a round trip of 10 ms: the lead is 10 + 10/4
+  h.set_queued({}, 1010);
+  // One unit every 10 ms: no exchange while what it holds covers its rate
+  // over the lead (ceil(99 x 12 / 1000) = 2 units), one once it does not.
+  std::vector<int64_t> asked_at;
+  std::optional<Exchange> refresh;
+  for (int64_t t = 1010; t < 2000; t += 10) {
+    REQUIRE(h.take({1}, t));
+    if (auto ex = h.next_exchange(t)) asked_at.push_back(t), refresh = ex;
+  }
+  REQUIRE(asked_at == std::vector<int64_t>{1990});  // 1 left after 99 takes
+  REQUIRE(refresh->demand.size() == 1);
+  // 99 units a second over 12 + 500 ms, less the 1 it holds.
+  CHECK(refresh->demand[0].units[0] == (99 * 512 + 999) / 1000 - 1);
+}
+
+TEST_CASE("lease holder: it gives back the units its rate cannot spend before their lease ends") {
+  HolderConfig c = config();
+  c.rate_ms = 1000;
+  c.refresh_ms = 0;
+  LeaseHolder h(c);
+  const Exchange first = ask(h, 100, 0, 1000);
+  h.on_grant(lease(first, 9, 100, 0, 1000), 1010);  // ends at 2000
+  h.set_queued({}, 1010);
+  for (int64_t t = 1100; t <= 1500; t += 100) REQUIRE(h.take({1}, t));  // 5 a second
+  // A queued call needs a slot: an exchange, which carries the returns.
+  h.set_queued({{0, {0}, 1}}, 1800);
+  const auto ex = h.next_exchange(1800);
+  REQUIRE(ex);
+  REQUIRE(ex->returns.size() == 1);
+  // 200 ms left: ceil(5 x 300 / 1000) = 2 with half again of headroom, + 1.
+  CHECK(ex->returns[0].units == std::vector<int64_t>{95 - 3});
+  CHECK(h.held(0, 1800) == 3);
 }

@@ -178,6 +178,30 @@ TEST_CASE("ledger: equal priorities split what is free, and no one gets more tha
   CHECK(ledger.on_exchange(ask(3, 1, 2), 1002).reply->units[0] == 2);
 }
 
+TEST_CASE("ledger: what is free goes to the child furthest below its share, none held back for one at it") {
+  Ledger ledger(one_window());
+  // Child 1 holds 6 and still wants 10; child 2 holds none.
+  ledger.set_limits({6}, 3);
+  CHECK(ledger.on_exchange(ask(1, 1, 6), 1000).reply->units[0] == 6);
+  CHECK(ledger.on_exchange(ask(1, 2, 10), 1001).reply->refusal == Refusal::kNothingFree);
+  ledger.set_limits({10}, 3);
+  // The 4 free all go to child 2: it is 6 below child 1, which holds its
+  // share already (split evenly, 2 would sit idle until child 1 asks).
+  CHECK(ledger.on_exchange(ask(2, 1, 10), 1002).reply->units[0] == 4);
+}
+
+TEST_CASE("ledger: a long window lends for longer, never below lease_ms nor above max_lease_ms") {
+  LedgerConfig c = one_window();
+  c.windows_ms = {60'000};
+  c.lease_ms = 2000;
+  c.max_lease_ms = 20'000;
+  Ledger ledger(c);
+  CHECK(ledger.on_exchange(ask(1, 1, 1), 1000).reply->duration_ms == 20'000);  // half the window, capped
+  c.windows_ms = {1000};
+  Ledger short_window(c);
+  CHECK(short_window.on_exchange(ask(1, 1, 1), 1000).reply->duration_ms == 2000);  // never below lease_ms
+}
+
 TEST_CASE("ledger: a malformed exchange is refused naming what was wrong, and nothing is stored") {
   Ledger ledger(one_window());
   Exchange bad = ask(1, 1, 2);

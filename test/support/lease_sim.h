@@ -23,9 +23,25 @@ enum class LeaseFault {
   kChildEndsFromReceipt,  // grants stretched so the child's lease ends at its receipt + the duration
 };
 
+// A fixed scenario instead of a random schedule (the sizing benchmark,
+// bench/lease_bench.cpp): no faults, one window, callers at a steady rate.
+struct LeaseScenario {
+  enum class Shape { kUniform, kSkewed, kHotspot };  // skewed: 80% of the calls at one child of five
+  int64_t window_ms = 1000;
+  int64_t limit = 2000;
+  int64_t concurrency = 400;
+  double load = 0.5;  // offered calls / what the window admits
+  Shape shape = Shape::kUniform;
+  bool far = false;  // the root 150 ms from every child, else 1-3 ms
+  size_t children = 5;
+  int64_t run_ms = 20'000;
+  int64_t hot_period_ms = 5'000;  // kHotspot: how long one child stays hot
+};
+
 struct LeaseSimOptions {
   uint64_t seed = 1;
   LeaseFault fault = LeaseFault::kNone;
+  const LeaseScenario* scenario = nullptr;  // a random schedule when null
 };
 
 struct LeaseSimResult {

@@ -110,13 +110,13 @@ bool LeaseHolder::fits(const std::vector<int64_t>& amounts, LeaseMillis now) con
 
 bool LeaseHolder::can_take(const std::vector<int64_t>& amounts, LeaseMillis now) {
   advance(now);
-  return fits(amounts, now_);
+  return now_ >= penalty_end() && fits(amounts, now_);
 }
 
 bool LeaseHolder::take(const std::vector<int64_t>& amounts, LeaseMillis now) {
   advance(now);
   now = now_;
-  if (!fits(amounts, now)) return false;
+  if (now < penalty_end() || !fits(amounts, now)) return false;
   for (size_t k = 0; k < amounts.size(); ++k) {
     int64_t need = amounts[k];
     // The leases that end first, so what is left lasts longest.
@@ -144,6 +144,7 @@ bool LeaseHolder::take(const std::vector<int64_t>& amounts, LeaseMillis now) {
 std::optional<LeaseHolder::CallId> LeaseHolder::slot_acquire(LeaseMillis now) {
   advance(now);
   now = now_;
+  if (now < penalty_end()) return std::nullopt;
   for (Held& h : leases_) {
     if (h.end > now && usable_slots(h) > 0) {
       const CallId id = next_call_++;
@@ -167,6 +168,34 @@ void LeaseHolder::slot_release(CallId call, LeaseMillis now) {
   // Not found: timed out already, or its lease closed reporting it running.
   last_active_ = std::max(last_active_, now);
   advance(now);
+}
+
+LeaseMillis LeaseHolder::penalty_end() const {
+  return penalty_ms_ > 0 ? penalty_at_ + config_.clocks.outlast(penalty_ms_) : 0;
+}
+
+void LeaseHolder::learn_penalty(LeaseMillis left, LeaseMillis now) {
+  if (left <= 0 || now + config_.clocks.outlast(left) <= penalty_end()) return;
+  penalty_at_ = now;
+  penalty_ms_ = left;
+}
+
+// The 429's reading may lag its arrival by S: outlast() allows for it.
+void LeaseHolder::on_penalty(LeaseMillis duration_ms, LeaseMillis now) {
+  advance(now);
+  const LeaseMillis before = penalty_end();
+  learn_penalty(duration_ms, now_);
+  penalty_report_ |= penalty_end() > before;
+}
+
+void LeaseHolder::on_notice(const PenaltyNotice& notice, LeaseMillis now) {
+  advance(now);
+  learn_penalty(notice.penalty_ms, now_);
+}
+
+bool LeaseHolder::penalized(LeaseMillis now) {
+  advance(now);
+  return now_ < penalty_end();
 }
 
 void LeaseHolder::set_queued(std::vector<DemandLevel> queued, LeaseMillis now) {
@@ -307,15 +336,22 @@ std::optional<Exchange> LeaseHolder::next_exchange(LeaseMillis now) {
   advance(now);
   now = now_;
   give_back(now);
+  const LeaseMillis penalty = config_.clocks.left_after(penalty_ms_, now - penalty_at_);
   if (out_) {
     // Unchanged, so the root's stored reply answers it and the ages stay
-    // measured to the first send (a later receipt only dates them later).
-    if (now < out_last_sent_ + config_.retry_ms) return std::nullopt;
+    // measured to the first send (a later receipt only dates them later);
+    // only the penalty is the newest, and a new one goes at once.
+    if (now < out_last_sent_ + config_.retry_ms && !penalty_report_) return std::nullopt;
     out_last_sent_ = now;
+    out_->penalty_ms = penalty;
+    penalty_report_ = false;
     return out_;
   }
-  if (!closes_due(now) && !wants_more(now)) return std::nullopt;
-  if (exchanged_ && now < last_exchange_ + config_.refresh_ms && !starved(now)) return std::nullopt;
+  if (!penalty_report_) {
+    if (!closes_due(now) && !wants_more(now)) return std::nullopt;
+    if (exchanged_ && now < last_exchange_ + config_.refresh_ms && !starved(now)) return std::nullopt;
+  }
+  penalty_report_ = false;
   Exchange ex;
   ex.child = config_.child;
   ex.incarnation = config_.incarnation;
@@ -333,6 +369,7 @@ std::optional<Exchange> LeaseHolder::next_exchange(LeaseMillis now) {
     ex.closes.push_back(std::move(c));
   }
   ex.returns = returns(now);
+  ex.penalty_ms = penalty;
   if (now >= not_before_) ex.demand = demand(now);
   out_closes_ = std::move(pending_);
   pending_.clear();
@@ -383,6 +420,8 @@ std::vector<LeaseReturn> LeaseHolder::returns(LeaseMillis now) {
 void LeaseHolder::on_grant(const LeaseGrant& g, LeaseMillis now) {
   advance(now);
   now = now_;
+  // What is left of a penalty is true whatever the reply answers.
+  if (g.child == config_.child) learn_penalty(g.penalty_ms, now);
   if (!out_ || g.child != config_.child || g.incarnation != config_.incarnation || g.seq != out_->seq) return;
   rtt_ = std::max<LeaseMillis>(1, now - out_last_sent_);
   out_.reset();
@@ -422,6 +461,7 @@ std::optional<LeaseMillis> LeaseHolder::next_wake(LeaseMillis now) {
   now = now_;
   std::optional<LeaseMillis> wake;
   const auto at = [&](LeaseMillis t) { wake = wake ? std::min(*wake, t) : t; };
+  if (penalty_report_) at(now);
   if (out_) {
     at(out_last_sent_ + config_.retry_ms);
   } else {
@@ -433,6 +473,7 @@ std::optional<LeaseMillis> LeaseHolder::next_wake(LeaseMillis now) {
   const auto ahead = [&](LeaseMillis t) {
     if (t > now) at(t);
   };
+  ahead(penalty_end());  // the host may start calls again
   const LeaseMillis timeout = config_.clocks.stretch(config_.attempt_timeout_ms) + config_.clocks.slack_ms;
   for (const Held& h : leases_) {
     ahead(h.end);

@@ -38,6 +38,11 @@
 //   reply with this incarnation and seq arrives; any other reply is
 //   ignored. Leases live in memory only: a restarted child is a new
 //   incarnation with none.
+// - A penalty (on_penalty: an upstream 429 here; on_notice or a reply: one
+//   the root relays) stops every take and slot at once, until this clock
+//   shows outlast(what was left of it) after it learned it. One seen here is
+//   a reason to exchange now: the next exchange leaves at once (a resend of
+//   the one out, if any, early), and every exchange carries what is left.
 // - `now` is this child's own clock; an older `now` counts as the newest
 //   seen.
 //
@@ -102,6 +107,10 @@ class LeaseHolder {
   bool take(const std::vector<int64_t>& amounts, LeaseMillis now);
   std::optional<CallId> slot_acquire(LeaseMillis now);
   void slot_release(CallId call, LeaseMillis now);
+  // An upstream 429 seen here, with the wait it asked for (Retry-After).
+  void on_penalty(LeaseMillis duration_ms, LeaseMillis now);
+  void on_notice(const PenaltyNotice& notice, LeaseMillis now);
+  bool penalized(LeaseMillis now);
   // What the host's queued calls need, per priority (replaces the last).
   void set_queued(std::vector<DemandLevel> queued, LeaseMillis now);
 
@@ -158,6 +167,8 @@ class LeaseHolder {
   bool wants_more(LeaseMillis now) const;
   bool starved(LeaseMillis now) const;
   LeaseMillis lead() const;
+  void learn_penalty(LeaseMillis left, LeaseMillis now);
+  LeaseMillis penalty_end() const;
 
   HolderConfig config_;
   LeaseMillis now_ = 0;
@@ -179,6 +190,10 @@ class LeaseHolder {
   LeaseMillis last_exchange_ = 0;
   bool exchanged_ = false;
   LeaseMillis rtt_ = 0;  // the last round trip measured (0: none yet)
+  // The latest-ending penalty known: at the reading penalty_at_, at most
+  // penalty_ms_ real ms remained; penalty_report_: seen here, not yet sent.
+  LeaseMillis penalty_at_ = 0, penalty_ms_ = 0;
+  bool penalty_report_ = false;
 };
 
 }  // namespace drl::internal

@@ -89,6 +89,10 @@ LeaseMillis Ledger::hold(size_t k) const {
   return config_.clocks.stretch(k == windows() ? config_.attempt_timeout_ms : config_.windows_ms[k]);
 }
 
+LeaseMillis Ledger::penalty_left(LeaseMillis now) const {
+  return config_.clocks.left_after(penalty_ms_, std::max(now, now_) - penalty_at_);
+}
+
 LeaseMillis Ledger::duration() const {
   if (config_.max_lease_ms <= config_.lease_ms || config_.windows_ms.empty()) return config_.lease_ms;
   const LeaseMillis shortest = *std::min_element(config_.windows_ms.begin(), config_.windows_ms.end());
@@ -135,6 +139,7 @@ std::string Ledger::check(const Exchange& ex) const {
   if (ex.child == 0) why += "child is 0; ";
   if (ex.incarnation == 0) why += "incarnation is 0; ";
   if (ex.seq == 0) why += "seq is 0; ";
+  if (ex.penalty_ms < 0) why += "penalty_ms is negative; ";
   for (size_t i = 0; i < ex.closes.size(); ++i) {
     const LeaseClose& c = ex.closes[i];
     if (c.uses.size() > n)
@@ -397,6 +402,12 @@ ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
   // Closes and returns are true whenever they were sent, so every copy of
   // every message applies them (idempotent: a lease closes once, a return
   // only grows).
+  if (ex.penalty_ms > 0 &&
+      now + config_.clocks.outlast(ex.penalty_ms) > penalty_at_ + config_.clocks.outlast(penalty_ms_)) {
+    penalty_at_ = now;
+    penalty_ms_ = ex.penalty_ms;
+    result.notice = PenaltyNotice{ex.penalty_ms};
+  }
   for (const LeaseClose& c : ex.closes) apply_close(c, ex, now, result.writes);
   for (const LeaseReturn& r : ex.returns) apply_return(r, ex, result.writes);
   prune(now, result.writes);
@@ -405,6 +416,7 @@ ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
   if (it != rows_.children.end() && ex.incarnation < it->second.incarnation) {
     result.reply = reply_to(ex);
     result.reply->refusal = Refusal::kStaleIncarnation;
+    result.reply->penalty_ms = penalty_left(now);
     return result;
   }
   if (it == rows_.children.end() || ex.incarnation > it->second.incarnation) {
@@ -418,11 +430,14 @@ ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
   if (ex.seq < row.last_seq) return result;  // its reply was answered and superseded
   if (ex.seq == row.last_seq) {
     result.reply = row.last_reply;  // a retry: the same answer, not a second lease
+    result.reply->penalty_ms = penalty_left(now);
     return result;
   }
   row.last_seq = ex.seq;
   row.last_reply = decide(ex, row, now, result.writes);
   result.reply = row.last_reply;
+  // Not stored: a resent reply carries what is left when it is resent.
+  result.reply->penalty_ms = penalty_left(now);
   LedgerWrite cw;
   cw.kind = LedgerWrite::Kind::kPutChild;
   cw.child = row;

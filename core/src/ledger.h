@@ -20,6 +20,9 @@
 // - Its whole state is its rows. on_exchange() answers with the rows it
 //   changed; the host delivers the reply only once they are durable, and
 //   restore() from them decides exactly as before.
+// - A penalty an exchange reports (from any copy, whatever its seq) that
+//   ends later than the one the root knew of comes back as a notice for
+//   every other child; every reply carries what is left of it.
 // - `now` is the root's reading at (or after) the receipt; an older `now`
 //   counts as the newest seen.
 //
@@ -130,7 +133,8 @@ struct LedgerRows {
 struct ExchangeResult {
   std::optional<LeaseGrant> reply;  // none for an older seq
   std::vector<LedgerWrite> writes;
-  std::string error;  // with Refusal::kMalformed: what was wrong
+  std::string error;                    // with Refusal::kMalformed: what was wrong
+  std::optional<PenaltyNotice> notice;  // send to every other child now (not after the writes)
 };
 
 class Ledger {
@@ -142,6 +146,8 @@ class Ledger {
   void set_limits(std::vector<int64_t> limits, int64_t concurrency);
   void restore(const LedgerRows& rows, LeaseMillis now);
 
+  // At most how many real ms the penalty the root knows of still lasts.
+  LeaseMillis penalty_left(LeaseMillis now) const;
   // Units of window k (k == windows: slots) counted at `now`.
   int64_t occupancy(size_t k, LeaseMillis now) const;
   const LedgerRows& rows() const { return rows_; }
@@ -165,6 +171,10 @@ class Ledger {
   LedgerConfig config_;
   LedgerRows rows_;
   LeaseMillis now_ = 0;
+  // The latest-ending penalty reported: at penalty_at_ (a reading), at most
+  // penalty_ms_ real ms remained. In memory only: a restarted root learns it
+  // again from the reporter's next exchanges while it lasts.
+  LeaseMillis penalty_at_ = 0, penalty_ms_ = 0;
 };
 
 }  // namespace drl::internal

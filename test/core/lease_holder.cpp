@@ -240,3 +240,37 @@ TEST_CASE("lease holder: it gives back the units its rate cannot spend before th
   CHECK(ex->returns[0].units == std::vector<int64_t>{95 - 3});
   CHECK(h.held(0, 1800) == 3);
 }
+
+TEST_CASE("lease holder: a 429 stops it at once and goes to the root at once, a resend if one is out") {
+  LeaseHolder h(config(/*slack=*/10, /*ppm=*/0));
+  const Exchange first = ask(h, 5, 1, 1000);
+  h.on_grant(lease(first, 9, 5, 1, 10'000), 1010);
+  const Exchange second = ask(h, 20, 1, 1020);  // out, unanswered
+  h.on_penalty(/*duration_ms=*/500, 1100);
+  CHECK(!h.can_take({1}, 1100));
+  CHECK(!h.slot_acquire(1100));
+  // Not after retry_ms: now, the same seq, with what is left of the wait.
+  const auto resent = h.next_exchange(1100);
+  REQUIRE(resent);
+  CHECK(resent->seq == second.seq);
+  CHECK(resent->penalty_ms == 500 + 10);  // its reading of the 429 may lag by S
+  // Stopped until 500 real ms have surely passed: 500 + S by this clock.
+  CHECK(!h.can_take({1}, 1100 + 510 - 1));
+  CHECK(h.can_take({1}, 1100 + 510));
+}
+
+TEST_CASE("lease holder: a notice or a reply from the root stops it for what is left of a sibling's 429") {
+  LeaseHolder h(config(/*slack=*/10, /*ppm=*/0));
+  const Exchange first = ask(h, 5, 1, 1000);
+  LeaseGrant g = lease(first, 9, 5, 1, 10'000);
+  g.penalty_ms = 300;
+  h.on_grant(g, 1010);
+  CHECK(!h.can_take({1}, 1010 + 310 - 1));
+  CHECK(h.can_take({1}, 1010 + 310));
+  h.on_notice({200}, 2000);
+  CHECK(h.penalized(2000 + 210 - 1));
+  CHECK(!h.penalized(2000 + 210));
+  // A relayed penalty is not reported back: no exchange is due for it.
+  h.set_queued({}, 2000);
+  CHECK(!h.next_exchange(2000));
+}

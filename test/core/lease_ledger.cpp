@@ -262,3 +262,23 @@ TEST_CASE("ledger: the rows it writes restore the same decisions") {
   for (const auto& w : later.on_exchange(ask(4, 1, 0), 100'000).writes) after.apply(w);
   CHECK(after.leases.empty());
 }
+
+TEST_CASE("ledger: a reported 429 comes back as a notice once, and every reply carries what is left") {
+  Ledger ledger(one_window(/*slack=*/10, /*ppm=*/0));
+  Exchange report = ask(1, 1, 2);
+  report.penalty_ms = 1000;
+  const auto first = ledger.on_exchange(report, 5000);
+  REQUIRE(first.notice);
+  CHECK(first.notice->penalty_ms == 1000);
+  CHECK(first.reply->penalty_ms == 1000 + 10);  // its receipt reading may lag by S
+  // A duplicate that ends no later is no news.
+  CHECK(!ledger.on_exchange(report, 5000).notice);
+  // A sibling's reply 400 ms later: at most 1000 + S - 400 left.
+  const auto sibling = ledger.on_exchange(ask(2, 1, 1), 5400);
+  CHECK(!sibling.notice);
+  CHECK(sibling.reply->penalty_ms == 1000 + 10 - 400);
+  CHECK(ledger.penalty_left(5000 + 1010) == 0);
+  Exchange bad = ask(3, 1, 1);
+  bad.penalty_ms = -1;
+  CHECK(ledger.on_exchange(bad, 6000).error == "lease exchange refused: penalty_ms is negative");
+}

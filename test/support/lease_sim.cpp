@@ -128,6 +128,9 @@ class Sim {
   }
   void send_to_root(size_t i, const Exchange& ex, int64_t t);
   void deliver(size_t i, LeaseGrant g, int64_t t, uint64_t incarnation);
+  void notify(size_t from, internal::PenaltyNotice notice, int64_t t);
+  void penalty(size_t i, int64_t t, int64_t duration);
+  int64_t max_latency(const Child& c) const { return far_ms_ > 0 ? far_ms_ + 5 : c.near ? 3 : 150; }
   void root_receive(size_t i, Exchange ex, int64_t t);
   void step_child(size_t i, int64_t t);
   void crash_root(int64_t t);
@@ -165,8 +168,14 @@ class Sim {
   int64_t durable_at_ = 0;  // batches become durable in order
   std::vector<Child> children_;
   // Ground truth.
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> uses_;            // per window: (real time, amount)
-  std::vector<std::pair<int64_t, int64_t>> calls_;                        // real [start, min(end, start + A))
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> uses_;  // per window: (real time, amount)
+  std::vector<std::pair<int64_t, int64_t>> calls_;              // real [start, min(end, start + A))
+  std::vector<std::pair<int64_t, size_t>> starts_;              // (real start, child)
+  struct Penalty {
+    int64_t at, duration;
+    size_t child;
+  };
+  std::vector<Penalty> penalties_;
   std::vector<std::vector<std::pair<int64_t, int64_t>>> granted_limits_;  // per dimension: (real time, limit)
   int64_t arrivals_ = 0;
 };
@@ -240,6 +249,7 @@ void Sim::setup_scenario(const LeaseScenario& s) {
       }
     }
   }
+  if (s.penalty_at_ms > 0) at(s.penalty_at_ms, [this, t = s.penalty_at_ms]() { penalty(0, t, 1000); });
   result_.calm = true;
   result_.window_ms = t0;
   result_.all_near = !s.far;
@@ -372,6 +382,14 @@ void Sim::setup() {
       });
     }
   }
+  // Upstream 429s at random children, each asking for a wait.
+  if (chance(0.5)) {
+    for (int64_t k = uniform(1, 3); k > 0; --k) {
+      const size_t i = static_cast<size_t>(uniform(0, static_cast<int64_t>(n) - 1));
+      const int64_t t = uniform(0, run_ms_), wait = uniform(100, 2000);
+      at(t, [this, i, t, wait]() { penalty(i, t, wait); });
+    }
+  }
   result_.calm = !faulty;
   result_.window_ms = t0;
   result_.all_near = std::all_of(children_.begin(), children_.end(), [](const Child& c) { return c.near; });
@@ -436,6 +454,7 @@ void Sim::root_receive(size_t i, Exchange ex, int64_t t) {
   const LeaseMillis now = root_clock_.read(t, rng_);
   const uint64_t next_id = ledger_->rows().next_lease_id;
   auto result = ledger_->on_exchange(ex, now);
+  if (result.notice) notify(i, *result.notice, t);
   if (ledger_->rows().next_lease_id != next_id) {
     // A lease decided now (not a stored reply resent): the limits it was checked against.
     const LeaseGrant& g = *result.reply;
@@ -472,6 +491,34 @@ void Sim::root_receive(size_t i, Exchange ex, int64_t t) {
       at(arrive, [this, i, g, arrive, incarnation]() { deliver(i, g, arrive, incarnation); });
     }
   });
+}
+
+void Sim::penalty(size_t i, int64_t t, int64_t duration) {
+  Child& c = children_[i];
+  if (!c.up) return;
+  penalties_.push_back({t, duration, i});
+  c.holder->on_penalty(duration, c.clock.read(t, rng_));
+  step_child(i, t);
+}
+
+// The root's notice goes at once, over the same links as its replies.
+void Sim::notify(size_t from, internal::PenaltyNotice notice, int64_t t) {
+  for (size_t j = 0; j < children_.size(); ++j) {
+    if (j == from) continue;
+    const Child& c = children_[j];
+    if (partitioned(c, t) || chance(loss_)) {
+      ++result_.lost;
+      continue;
+    }
+    int64_t arrive = t + latency(c);
+    if (chance(delay_)) arrive += uniform(0, 500);
+    at(arrive, [this, j, notice, arrive]() {
+      Child& c = children_[j];
+      if (!c.up || !c.holder) return;
+      c.holder->on_notice(notice, c.clock.read(arrive, rng_));
+      step_child(j, arrive);
+    });
+  }
 }
 
 void Sim::crash_root(int64_t t) {
@@ -523,6 +570,7 @@ void Sim::step_child(size_t i, int64_t t) {
     }
     for (size_t k = 0; k < head.cost.size(); ++k) uses_[k].push_back({t, head.cost[k]});
     calls_.push_back({t, t + std::min(head.duration, config_.attempt_timeout_ms)});
+    starts_.push_back({t, i});
     ++result_.calls;
     const uint64_t incarnation = c.incarnation;
     const int64_t end = t + head.duration;
@@ -591,6 +639,35 @@ void Sim::check() {
     if (over > 0 && result_.ok) {
       why << running << " calls running > cap " << config_.concurrency << " at real " << t;
       result_.ok = false;
+    }
+  }
+  // The shared penalty: the last call each other child started while a
+  // penalty was in force, after its 429.
+  for (const Penalty& p : penalties_) {
+    ++result_.penalties;
+    for (size_t j = 0; j < children_.size(); ++j) {
+      if (j == p.child) continue;
+      int64_t last = 0;
+      for (const auto& [t, child] : starts_) {
+        if (child == j && t >= p.at && t < p.at + p.duration) last = std::max(last, t - p.at);
+      }
+      const int64_t bound = max_latency(children_[p.child]) + max_latency(children_[j]);
+      ++result_.penalty_stops;
+      result_.penalty_stop_sum += last;
+      result_.penalty_stop_max = std::max(result_.penalty_stop_max, last);
+      result_.penalty_bound = std::max(result_.penalty_bound, bound);
+      if (result_.calm && last > bound && result_.ok) {
+        why << "child " << j << " started a call " << last << " ms after a 429 at child " << p.child << " (bound "
+            << bound << " ms, the penalty " << p.duration << " ms)";
+        result_.ok = false;
+      }
+    }
+    // The reporter itself stops at once.
+    for (const auto& [t, child] : starts_) {
+      if (result_.calm && child == p.child && t >= p.at && t < p.at + p.duration && result_.ok) {
+        why << "child " << p.child << " started a call " << t - p.at << " ms after its own 429";
+        result_.ok = false;
+      }
     }
   }
   if (!result_.ok) result_.failure = why.str() + " (" + setup_.str() + ")";

@@ -36,6 +36,7 @@ struct LeaseScenario {
   size_t children = 5;
   int64_t run_ms = 20'000;
   int64_t hot_period_ms = 5'000;  // kHotspot: how long one child stays hot
+  int64_t penalty_at_ms = 0;      // a 429 at child 0 then, asking for a second's wait (0: none)
 };
 
 struct LeaseSimOptions {
@@ -72,6 +73,15 @@ struct LeaseSimResult {
   bool calm = false;      // no loss, crash, restart, partition, cut
   int64_t window_ms = 0;  // window 0's length
   bool all_near = false;  // every child 1-3 ms from the root (else some 40-150 ms)
+  // The shared penalty: 429s seen at one child, and for each other child
+  // the last real time it started a call while one was in force, after
+  // the 429 (0 when it started none). Without faults each must be within
+  // the bound (docs/leases.md): the reporter's one-way latency to the root
+  // plus the root's to that child.
+  size_t penalties = 0;
+  size_t penalty_stops = 0;  // (penalty, other child) pairs
+  int64_t penalty_stop_sum = 0, penalty_stop_max = 0;
+  int64_t penalty_bound = 0;  // the largest bound of any pair
 };
 
 LeaseSimResult run_lease_sim(const LeaseSimOptions& options);

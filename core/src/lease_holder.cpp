@@ -328,6 +328,15 @@ bool LeaseHolder::starved(LeaseMillis now) const {
   return free == 0 || std::any_of(held.begin(), held.end(), [](int64_t v) { return v == 0; });
 }
 
+// Between two exchanges: refresh_ms, a quarter of it while the head of the
+// queue cannot start. Not zero: at overload a starved child asking on every
+// reply would get a trickle each time and fill the ledger with leases; with
+// several children asking, a freed unit waits about refresh_ms / 4 / the
+// children at the root.
+LeaseMillis LeaseHolder::spacing(LeaseMillis now) const {
+  return starved(now) ? config_.refresh_ms / 4 : config_.refresh_ms;
+}
+
 bool LeaseHolder::wants_more(LeaseMillis now) const {
   return now >= not_before_ && (starved(now) || needs_refresh(now));
 }
@@ -349,7 +358,7 @@ std::optional<Exchange> LeaseHolder::next_exchange(LeaseMillis now) {
   }
   if (!penalty_report_) {
     if (!closes_due(now) && !wants_more(now)) return std::nullopt;
-    if (exchanged_ && now < last_exchange_ + config_.refresh_ms && !starved(now)) return std::nullopt;
+    if (exchanged_ && now < last_exchange_ + spacing(now)) return std::nullopt;
   }
   penalty_report_ = false;
   Exchange ex;
@@ -465,7 +474,7 @@ std::optional<LeaseMillis> LeaseHolder::next_wake(LeaseMillis now) {
   if (out_) {
     at(out_last_sent_ + config_.retry_ms);
   } else {
-    const LeaseMillis paced = exchanged_ && !starved(now) ? std::max(now, last_exchange_ + config_.refresh_ms) : now;
+    const LeaseMillis paced = exchanged_ ? std::max(now, last_exchange_ + spacing(now)) : now;
     for (const Pending& p : pending_) at(p.gives_back ? paced : std::max(paced, p.closed_at + config_.close_within_ms));
     if (starved(now) || needs_refresh(now)) at(std::max(paced, not_before_));
   }

@@ -32,8 +32,8 @@
 //   (none once it holds no units). A spent lease's close waits for another
 //   reason to exchange, at most close_within_ms; one that gives something
 //   back does not wait.
-// - At most one new exchange per refresh_ms, unless the head of its queue
-//   cannot start from what it holds.
+// - At most one new exchange per refresh_ms, or per refresh_ms / 4 while
+//   the head of its queue cannot start from what it holds.
 // - One exchange at a time, resent unchanged every retry_ms until the
 //   reply with this incarnation and seq arrives; any other reply is
 //   ignored. Leases live in memory only: a restarted child is a new
@@ -166,6 +166,7 @@ class LeaseHolder {
   std::vector<DemandLevel> demand(LeaseMillis now) const;
   bool wants_more(LeaseMillis now) const;
   bool starved(LeaseMillis now) const;
+  LeaseMillis spacing(LeaseMillis now) const;
   LeaseMillis lead() const;
   void learn_penalty(LeaseMillis left, LeaseMillis now);
   LeaseMillis penalty_end() const;

@@ -8,7 +8,25 @@
 
 namespace drl::internal {
 
-LeaseHolder::LeaseHolder(HolderConfig config) : config_(std::move(config)), recent_sum_(config_.windows, 0) {}
+LeaseHolder::LeaseHolder(HolderConfig config)
+    : config_(std::move(config)),
+      recent_sum_(config_.windows, 0),
+      floor_uses_(config_.windows),
+      floor_used_(config_.windows, 0) {}
+
+bool LeaseHolder::unreachable(LeaseMillis now) const {
+  return out_.has_value() && std::max(now, now_) >= out_first_sent_ + config_.unreachable_ms;
+}
+
+bool LeaseHolder::fits_floor(const std::vector<int64_t>& amounts) const {
+  if (config_.when_short != WhenShort::kFloor || now_ < *floor_from_) return false;
+  for (size_t k = 0; k < amounts.size(); ++k) {
+    if (amounts[k] <= 0) continue;
+    const int64_t floor = k < config_.floor_units.size() ? config_.floor_units[k] : 0;
+    if (k >= config_.windows || k >= config_.windows_ms.size() || floor_used_[k] + amounts[k] > floor) return false;
+  }
+  return true;
+}
 
 void LeaseHolder::fold(std::vector<Use>& uses) const {
   const size_t k = std::max<size_t>(config_.max_groups, 1);
@@ -42,6 +60,12 @@ void LeaseHolder::close(size_t index) {
 }
 
 void LeaseHolder::advance(LeaseMillis now) {
+  if (!floor_from_) {
+    LeaseMillis longest = config_.attempt_timeout_ms;
+    for (LeaseMillis t : config_.windows_ms) longest = std::max(longest, t);
+    now_ = now;
+    floor_from_ = now + config_.clocks.outlast(longest);
+  }
   now_ = std::max(now_, now);
   now = now_;
   // A call stops holding its slot once it stopped counting in real time:
@@ -50,6 +74,18 @@ void LeaseHolder::advance(LeaseMillis now) {
   for (Held& h : leases_) {
     for (auto it = h.running.begin(); it != h.running.end();) {
       it = it->second + timeout <= now ? h.running.erase(it) : std::next(it);
+    }
+  }
+  for (auto it = floor_running_.begin(); it != floor_running_.end();) {
+    it = it->second + timeout <= now ? floor_running_.erase(it) : std::next(it);
+  }
+  // A floor use frees once this clock shows outlast(T) after it: two uses
+  // less than T apart in real time read less than that apart.
+  for (size_t k = 0; k < floor_uses_.size() && k < config_.windows_ms.size(); ++k) {
+    auto& uses = floor_uses_[k];
+    while (!uses.empty() && uses.front().at + config_.clocks.outlast(config_.windows_ms[k]) <= now) {
+      floor_used_[k] -= uses.front().amount;
+      uses.pop_front();
     }
   }
   while (!recent_.empty() && recent_.front().first + config_.rate_ms <= now) {
@@ -110,13 +146,26 @@ bool LeaseHolder::fits(const std::vector<int64_t>& amounts, LeaseMillis now) con
 
 bool LeaseHolder::can_take(const std::vector<int64_t>& amounts, LeaseMillis now) {
   advance(now);
-  return now_ >= penalty_end() && fits(amounts, now_);
+  return now_ >= penalty_end() && (fits(amounts, now_) || fits_floor(amounts) || open_gate(now_));
 }
 
 bool LeaseHolder::take(const std::vector<int64_t>& amounts, LeaseMillis now) {
   advance(now);
   now = now_;
-  if (now < penalty_end() || !fits(amounts, now)) return false;
+  if (now < penalty_end()) return false;
+  if (!fits(amounts, now)) {
+    if (fits_floor(amounts)) {
+      for (size_t k = 0; k < amounts.size(); ++k) {
+        if (amounts[k] <= 0) continue;
+        floor_uses_[k].push_back({now, amounts[k]});
+        floor_used_[k] += amounts[k];
+      }
+    } else if (!open_gate(now)) {
+      return false;
+    }
+    last_active_ = now;
+    return true;
+  }
   for (size_t k = 0; k < amounts.size(); ++k) {
     int64_t need = amounts[k];
     // The leases that end first, so what is left lasts longest.
@@ -158,6 +207,13 @@ std::optional<LeaseHolder::CallId> LeaseHolder::slot_acquire(LeaseMillis now) {
       return id;
     }
   }
+  if (config_.when_short == WhenShort::kFloor && now >= *floor_from_ &&
+      static_cast<int64_t>(floor_running_.size()) < config_.floor_slots) {
+    const CallId id = next_call_++;
+    floor_running_.emplace(id, now);
+    return id;
+  }
+  if (open_gate(now)) return next_call_++;  // counted nowhere
   return std::nullopt;
 }
 
@@ -165,6 +221,7 @@ void LeaseHolder::slot_release(CallId call, LeaseMillis now) {
   for (Held& h : leases_) {
     if (h.running.erase(call) > 0) break;
   }
+  floor_running_.erase(call);
   // Not found: timed out already, or its lease closed reporting it running.
   last_active_ = std::max(last_active_, now);
   advance(now);
@@ -508,6 +565,10 @@ int64_t LeaseHolder::free_slots(LeaseMillis now) {
   for (const Held& h : leases_) {
     if (h.end > now_) total += usable_slots(h);
   }
+  if (config_.when_short == WhenShort::kFloor && now_ >= *floor_from_) {
+    total += config_.floor_slots - static_cast<int64_t>(floor_running_.size());
+  }
+  if (open_gate(now_)) total = std::max<int64_t>(total, 1);  // every call gets one
   return total;
 }
 

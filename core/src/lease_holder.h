@@ -43,6 +43,12 @@
 //   shows outlast(what was left of it) after it learned it. One seen here is
 //   a reason to exchange now: the next exchange leaves at once (a resend of
 //   the one out, if any, early), and every exchange carries what is left.
+// - When its leases cannot serve a call: kFailClosed waits; kFloor spends
+//   its floor as a sliding window of its own (a use frees when this clock
+//   shows outlast(T) after it, a slot on release or at outlast(A)), so the
+//   floor's uses in any real window stay within the floor (a new
+//   incarnation waits outlast(longest window) first); kFailOpen admits
+//   everything while an exchange has been out unanswered for unreachable_ms.
 // - `now` is this child's own clock; an older `now` counts as the newest
 //   seen.
 //
@@ -82,6 +88,14 @@
 
 namespace drl::internal {
 
+// What a child does once its leases cannot serve a call (docs/leases.md,
+// "When the root cannot be reached").
+enum class WhenShort : uint8_t {
+  kFailClosed,  // wait for a lease (the default)
+  kFloor,       // spend its floor (reserved for it by the ledger): still exact
+  kFailOpen,    // once the root has not answered for unreachable_ms, admit: NOT exact
+};
+
 struct HolderConfig {
   uint64_t child = 0;
   uint64_t incarnation = 0;
@@ -95,6 +109,11 @@ struct HolderConfig {
   LeaseMillis close_within_ms = 1'000;  // a spent lease's close waits at most this for another exchange
   size_t max_groups = 8;                // K: use groups per window in a close
   ClockBounds clocks;
+  WhenShort when_short = WhenShort::kFailClosed;
+  std::vector<LeaseMillis> windows_ms;  // kFloor: the windows' lengths
+  std::vector<int64_t> floor_units;     // kFloor: per window, as the ledger's LeaseFloor
+  int64_t floor_slots = 0;
+  LeaseMillis unreachable_ms = 2'000;  // kFailOpen: an exchange unanswered this long
 };
 
 class LeaseHolder {
@@ -120,6 +139,8 @@ class LeaseHolder {
   // When next_exchange() or the expiry of a call or a lease next has work.
   std::optional<LeaseMillis> next_wake(LeaseMillis now);
 
+  // An exchange has been out unanswered for unreachable_ms.
+  bool unreachable(LeaseMillis now) const;
   // Views: units of window k usable now, slots free now, leases open.
   int64_t held(size_t k, LeaseMillis now);
   int64_t free_slots(LeaseMillis now);
@@ -163,6 +184,8 @@ class LeaseHolder {
   void close(size_t index);
   void fold(std::vector<Use>& uses) const;
   bool fits(const std::vector<int64_t>& amounts, LeaseMillis now) const;
+  bool fits_floor(const std::vector<int64_t>& amounts) const;
+  bool open_gate(LeaseMillis now) const { return config_.when_short == WhenShort::kFailOpen && unreachable(now); }
   std::vector<DemandLevel> demand(LeaseMillis now) const;
   bool wants_more(LeaseMillis now) const;
   bool starved(LeaseMillis now) const;
@@ -195,6 +218,15 @@ class LeaseHolder {
   // penalty_ms_ real ms remained; penalty_report_: seen here, not yet sent.
   LeaseMillis penalty_at_ = 0, penalty_ms_ = 0;
   bool penalty_report_ = false;
+  // kFloor: the floor's uses still in their window (per window, by reading),
+  // and its running calls.
+  std::vector<std::deque<Use>> floor_uses_;
+  std::vector<int64_t> floor_used_;
+  std::map<CallId, LeaseMillis> floor_running_;
+  // Its first reading + outlast(longest window, attempt timeout): a
+  // restarted child's earlier incarnation may have spent the floor just
+  // before, so a new one waits until those uses and calls surely stopped.
+  std::optional<LeaseMillis> floor_from_;
 };
 
 }  // namespace drl::internal

@@ -99,9 +99,40 @@ LeaseMillis Ledger::duration() const {
   return std::clamp(shortest / 2, config_.lease_ms, config_.max_lease_ms);
 }
 
+// What the ledger may lend: the limit less every child's floor.
 int64_t Ledger::limit(size_t k) const {
-  if (k == windows()) return config_.concurrency;
-  return k < config_.limits.size() ? config_.limits[k] : 0;
+  int64_t l = k == windows() ? config_.concurrency : k < config_.limits.size() ? config_.limits[k] : 0;
+  for (const auto& [child, floor] : config_.floors) {
+    l -= k == windows() ? floor.slots : k < floor.units.size() ? floor.units[k] : 0;
+  }
+  return std::max<int64_t>(0, l);
+}
+
+std::string Ledger::check_config(const LedgerConfig& config) {
+  std::string why;
+  const size_t n = config.windows_ms.size();
+  for (const auto& [child, floor] : config.floors) {
+    if (floor.units.size() > n)
+      why += "the floor of child " + std::to_string(child) + " names more windows than the bucket; ";
+    if (floor.slots < 0 || std::any_of(floor.units.begin(), floor.units.end(), [](int64_t u) { return u < 0; })) {
+      why += "the floor of child " + std::to_string(child) + " is negative; ";
+    }
+  }
+  for (size_t k = 0; k <= n; ++k) {
+    int64_t reserved = 0;
+    for (const auto& [child, floor] : config.floors) {
+      reserved += k == n ? floor.slots : k < floor.units.size() ? floor.units[k] : 0;
+    }
+    const int64_t l = k == n ? config.concurrency : k < config.limits.size() ? config.limits[k] : 0;
+    if (reserved <= l) continue;
+    why += "floors reserve " + std::to_string(reserved);
+    why += k == n ? " slots, above the concurrency "
+                  : " units of window " + std::to_string(k) + " (" + std::to_string(config.windows_ms[k]) +
+                        " ms), above its limit ";
+    why += std::to_string(l) + "; ";
+  }
+  if (!why.empty()) why = "lease config refused: " + why.substr(0, why.size() - 2);
+  return why;
 }
 
 template <typename Fn>

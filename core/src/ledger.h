@@ -65,6 +65,14 @@
 
 namespace drl::internal {
 
+// Units of each window and slots reserved for one child: the ledger never
+// lends them, the child spends them on its own when its leases cannot serve
+// a call (docs/leases.md, "When the root cannot be reached").
+struct LeaseFloor {
+  std::vector<int64_t> units;  // per window
+  int64_t slots = 0;
+};
+
 struct LedgerConfig {
   std::vector<LeaseMillis> windows_ms;  // T_k
   std::vector<int64_t> limits;          // L_k
@@ -75,7 +83,8 @@ struct LedgerConfig {
   // window lends for longer (a child refreshes when its stock runs low, not
   // when its lease ends); a crashed child's units count D + T.
   LeaseMillis max_lease_ms = 0;
-  LeaseMillis demand_ttl_ms = 10'000;  // a child's demand is forgotten this long after it spoke
+  LeaseMillis demand_ttl_ms = 10'000;     // a child's demand is forgotten this long after it spoke
+  std::map<uint64_t, LeaseFloor> floors;  // by child: lent to no one, so every limit is lent less their sum
   ClockBounds clocks;
 };
 
@@ -140,9 +149,12 @@ struct ExchangeResult {
 class Ledger {
  public:
   explicit Ledger(LedgerConfig config);
+  // What is wrong with a config (floors above a limit), or "".
+  static std::string check_config(const LedgerConfig& config);
 
   ExchangeResult on_exchange(const Exchange& ex, LeaseMillis now);
-  // New limits and cap (the windows stay). Lowering takes nothing back.
+  // New limits and cap (the windows stay). Lowering takes nothing back; a
+  // limit below its floors lends nothing (check_config says so first).
   void set_limits(std::vector<int64_t> limits, int64_t concurrency);
   void restore(const LedgerRows& rows, LeaseMillis now);
 

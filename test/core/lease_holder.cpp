@@ -274,3 +274,42 @@ TEST_CASE("lease holder: a notice or a reply from the root stops it for what is 
   h.set_queued({}, 2000);
   CHECK(!h.next_exchange(2000));
 }
+
+TEST_CASE("lease holder: a static floor serves when the leases cannot, never more than the floor in a window") {
+  HolderConfig c = config(/*slack=*/10, /*ppm=*/0);
+  c.when_short = drl::internal::WhenShort::kFloor;
+  c.windows_ms = {1000};
+  c.floor_units = {2};
+  c.floor_slots = 1;
+  LeaseHolder h(c);
+  // A new incarnation first waits out the longest window (and A): its
+  // predecessor may have spent the floor just before it crashed.
+  CHECK(!h.can_take({1}, 5000));
+  CHECK(h.free_slots(5000) == 0);
+  const int64_t ready = 5000 + 1000 + 10;
+  CHECK(h.can_take({1}, ready));
+  CHECK(h.take({2}, ready));
+  CHECK(!h.take({1}, ready + 1));
+  const auto call = h.slot_acquire(ready);
+  REQUIRE(call);
+  CHECK(!h.slot_acquire(ready));
+  h.slot_release(*call, ready + 5);
+  CHECK(h.slot_acquire(ready + 5));
+  // A use frees once this clock shows outlast(T) = T + S after it.
+  CHECK(!h.can_take({1}, ready + 1010 - 1));
+  CHECK(h.take({1}, ready + 1010));
+}
+
+TEST_CASE("lease holder: fail open admits only once an exchange has gone unanswered for unreachable_ms") {
+  HolderConfig c = config();
+  c.when_short = drl::internal::WhenShort::kFailOpen;
+  c.unreachable_ms = 800;
+  LeaseHolder h(c);
+  ask(h, 5, 1, 1000);  // out, never answered
+  CHECK(!h.unreachable(1799));
+  CHECK(!h.can_take({1}, 1799));
+  CHECK(h.unreachable(1800));
+  CHECK(h.take({100}, 1800));
+  CHECK(h.slot_acquire(1800));
+  CHECK(h.slot_acquire(1800));
+}

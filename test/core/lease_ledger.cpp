@@ -282,3 +282,17 @@ TEST_CASE("ledger: a reported 429 comes back as a notice once, and every reply c
   bad.penalty_ms = -1;
   CHECK(ledger.on_exchange(bad, 6000).error == "lease exchange refused: penalty_ms is negative");
 }
+
+TEST_CASE("ledger: floors are lent to no one, and a config whose floors pass a limit is refused") {
+  LedgerConfig c = one_window();
+  c.floors[1] = {{3}, 1};
+  c.floors[2] = {{3}, 1};
+  CHECK(Ledger::check_config(c).empty());
+  Ledger ledger(c);
+  const auto g = ledger.on_exchange(ask(3, 1, 10, 3), 1000).reply;
+  CHECK(g->units[0] == 10 - 6);
+  CHECK(g->slots == 3 - 2);
+  c.floors[3] = {{5}, 0};
+  CHECK(Ledger::check_config(c) ==
+        "lease config refused: floors reserve 11 units of window 0 (1000 ms), above its limit 10");
+}

@@ -158,6 +158,9 @@ class Sim {
   internal::ClockBounds bounds_;
   LeaseMillis retry_ms_ = 0, idle_ms_ = 0, stock_ms_ = 0, patience_ms_ = 0;
   int64_t far_ms_ = 0;  // a scenario's far root: every link this long, +-5 ms
+  internal::WhenShort when_short_ = internal::WhenShort::kFailClosed;
+  std::vector<int64_t> floor_units_;
+  int64_t floor_slots_ = 0;
   size_t groups_ = 1;
   // The root.
   Clock root_clock_;
@@ -390,6 +393,22 @@ void Sim::setup() {
       at(t, [this, i, t, wait]() { penalty(i, t, wait); });
     }
   }
+  // What a child does once its leases run short: fail closed, or a static
+  // floor per child (an eighth of each limit over the children, when that
+  // is at least a unit, and one slot when the cap allows two per child).
+  if (options_.fail_open) {
+    when_short_ = internal::WhenShort::kFailOpen;
+  } else if (chance(0.3) && limits_[0] >= static_cast<int64_t>(8 * n) &&
+             (windows == 1 || limits_[1] >= static_cast<int64_t>(8 * n))) {
+    when_short_ = internal::WhenShort::kFloor;
+    for (size_t k = 0; k < windows; ++k) floor_units_.push_back(limits_[k] / static_cast<int64_t>(8 * n));
+    floor_slots_ = config_.concurrency >= static_cast<int64_t>(2 * n) ? 1 : 0;
+    for (size_t i = 0; i < n; ++i) config_.floors[i + 1] = {floor_units_, floor_slots_};
+    ledger_ = std::make_unique<Ledger>(config_);
+    setup_ << ", floors " << floor_units_[0] << " units, " << floor_slots_ << " slots each";
+  }
+  for (size_t i = 0; i < n; ++i) children_[i].holder = std::make_unique<LeaseHolder>(holder_config(i));
+  result_.floors = when_short_ == internal::WhenShort::kFloor;
   result_.calm = !faulty;
   result_.window_ms = t0;
   result_.all_near = std::all_of(children_.begin(), children_.end(), [](const Child& c) { return c.near; });
@@ -408,6 +427,11 @@ internal::HolderConfig Sim::holder_config(size_t i) const {
   h.refresh_ms = std::min<int64_t>(config_.windows_ms[0] / 8, 1000);
   h.rate_ms = std::min<int64_t>(config_.windows_ms[0], 2000);
   h.close_within_ms = config_.windows_ms[0] / 4;
+  h.when_short = when_short_;
+  h.windows_ms = config_.windows_ms;
+  h.floor_units = floor_units_;
+  h.floor_slots = floor_slots_;
+  h.unreachable_ms = retry_ms_;
   h.max_groups = groups_;
   h.clocks = bounds_;
   return h;
@@ -562,6 +586,9 @@ void Sim::step_child(size_t i, int64_t t) {
   while (const Call* next = c.queue.head()) {
     const Call head = *next;
     if (!h.can_take(head.cost, now) || h.free_slots(now) == 0) break;
+    bool leased = true;
+    for (size_t k = 0; k < head.cost.size(); ++k) leased &= h.held(k, now) >= head.cost[k];
+    result_.floor_calls += !leased;
     const auto id = h.slot_acquire(now);
     if (!id || !h.take(head.cost, now)) {
       result_.ok = false;
@@ -608,7 +635,9 @@ void Sim::check() {
   const auto limit_at = [&](size_t k, int64_t t) {
     const auto& g = granted_limits_[k];
     auto it = std::upper_bound(g.begin(), g.end(), std::make_pair(t, INT64_MAX));
-    return it == g.begin() ? int64_t{0} : std::prev(it)->second;
+    // Before any grant only floors were spent: they answer to the first limit.
+    return it == g.begin() ? (k < config_.limits.size() ? config_.limits[k] : config_.concurrency)
+                           : std::prev(it)->second;
   };
   for (size_t k = 0; k < uses_.size(); ++k) {
     auto& u = uses_[k];

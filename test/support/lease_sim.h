@@ -43,6 +43,7 @@ struct LeaseSimOptions {
   uint64_t seed = 1;
   LeaseFault fault = LeaseFault::kNone;
   const LeaseScenario* scenario = nullptr;  // a random schedule when null
+  bool fail_open = false;                   // every child fails open (not exact: the schedules find it over)
 };
 
 struct LeaseSimResult {
@@ -70,9 +71,11 @@ struct LeaseSimResult {
   // faults were off.
   double utilisation = 0;
   double load = 0;
-  bool calm = false;      // no loss, crash, restart, partition, cut
-  int64_t window_ms = 0;  // window 0's length
-  bool all_near = false;  // every child 1-3 ms from the root (else some 40-150 ms)
+  bool calm = false;       // no loss, crash, restart, partition, cut
+  int64_t window_ms = 0;   // window 0's length
+  bool all_near = false;   // every child 1-3 ms from the root (else some 40-150 ms)
+  bool floors = false;     // every child had a static floor (WhenShort::kFloor)
+  size_t floor_calls = 0;  // calls that started on a floor (no lease covered them)
   // The shared penalty: 429s seen at one child, and for each other child
   // the last real time it started a call while one was in force, after
   // the 429 (0 when it started none). Without faults each must be within

@@ -78,7 +78,7 @@ TEST_CASE("lease property: no window over its limit, no moment over the cap", "[
     int64_t& stop_max = r.calm ? calm_stop_max : faulty_stop_max;
     stop_max = std::max(stop_max, r.penalty_stop_max);
     if (r.calm) bound_max = std::max(bound_max, r.penalty_bound);
-    if (r.calm && r.load <= 0.8)
+    if (r.calm && r.load <= 0.8 && r.penalties == 0)
       light_calls += r.calls, light_exchanges += r.exchanges, light_util += r.utilisation / r.load, ++light;
     if (r.load < 1.3 || r.penalties > 0) continue;  // a 429's wait idles the bucket
     if (!r.calm) {
@@ -167,17 +167,19 @@ TEST_CASE("lease property: the schedules catch each fault reintroduced", "[lease
 TEST_CASE("lease property: failing open is not exact, the schedules find windows over the limit", "[lease-property]") {
   // The same schedules with every child failing open once its exchange has
   // gone unanswered for retry_ms: partitions, loss and root restarts open
-  // the gate, and windows go over.
-  const uint64_t count = std::max<uint64_t>(200, schedule_count() / 10);
-  size_t over = 0;
-  for (uint64_t seed = 1; seed <= count; ++seed) {
+  // the gate, and windows go over. Like the faults above, it stops at the
+  // first unless DRL_LEASE_FAULT_TALLY is set.
+  const uint64_t count = std::max<uint64_t>(100, schedule_count() / 10);  // about 60% of them go over
+  const bool tally = env("DRL_LEASE_FAULT_TALLY", 0) != 0;
+  size_t over = 0, scanned = 0;
+  for (uint64_t seed = 1; seed <= count && (tally || !over); ++seed, ++scanned) {
     drl::testing::LeaseSimOptions o;
     o.seed = seed;
     o.fail_open = true;
     over += !run_lease_sim(o).ok;
   }
   std::ostringstream figures;
-  figures << "failing open: " << over << " of " << count << " schedules go over a limit or the cap";
+  figures << "failing open: " << over << " of " << scanned << " schedules go over a limit or the cap";
   WARN(figures.str());
   CHECK(over > 0);
 }

@@ -21,12 +21,34 @@
 //   dated at its latest use, and the starts of calls still running (also
 //   folded, dated later). Closes ride on the next exchange and are kept
 //   until a reply to it arrives.
-// - At most one new exchange per refresh_ms, unless the head of its queue
-//   cannot start from what it holds.
+// - Sizing (docs/leases.md, "Sizing"): it refreshes when what it holds
+//   beyond the lead time (its round trip, with headroom) will not cover its
+//   queue and its recent use rate over the lead, or the head of its queue
+//   cannot start; it then asks for its queue and its rate over the lead +
+//   stock_ms. So a steady child exchanges about once per stock_ms. In every
+//   exchange it gives back (cumulative returns) the units its rate says it
+//   cannot spend before their lease ends, or beyond twice what it would ask
+//   for, and the idle slots beyond its queue and its recent peak of calls
+//   (none once it holds no units). A spent lease's close waits for another
+//   reason to exchange, at most close_within_ms; one that gives something
+//   back does not wait.
+// - At most one new exchange per refresh_ms, or per refresh_ms / 4 while
+//   the head of its queue cannot start from what it holds.
 // - One exchange at a time, resent unchanged every retry_ms until the
 //   reply with this incarnation and seq arrives; any other reply is
 //   ignored. Leases live in memory only: a restarted child is a new
 //   incarnation with none.
+// - A penalty (on_penalty: an upstream 429 here; on_notice or a reply: one
+//   the root relays) stops every take and slot at once, until this clock
+//   shows outlast(what was left of it) after it learned it. One seen here is
+//   a reason to exchange now: the next exchange leaves at once (a resend of
+//   the one out, if any, early), and every exchange carries what is left.
+// - When its leases cannot serve a call: kFailClosed waits; kFloor spends
+//   its floor as a sliding window of its own (a use frees when this clock
+//   shows outlast(T) after it, a slot on release or at outlast(A)), so the
+//   floor's uses in any real window stay within the floor (a new
+//   incarnation waits outlast(longest window) first); kFailOpen admits
+//   everything while an exchange has been out unanswered for unreachable_ms.
 // - `now` is this child's own clock; an older `now` counts as the newest
 //   seen.
 //
@@ -66,18 +88,32 @@
 
 namespace drl::internal {
 
+// What a child does once its leases cannot serve a call (docs/leases.md,
+// "When the root cannot be reached").
+enum class WhenShort : uint8_t {
+  kFailClosed,  // wait for a lease (the default)
+  kFloor,       // spend its floor (reserved for it by the ledger): still exact
+  kFailOpen,    // once the root has not answered for unreachable_ms, admit: NOT exact
+};
+
 struct HolderConfig {
   uint64_t child = 0;
   uint64_t incarnation = 0;
   size_t windows = 1;
-  LeaseMillis attempt_timeout_ms = 0;  // A
-  LeaseMillis retry_ms = 500;          // resend an unanswered exchange after this
-  LeaseMillis idle_ms = 2'000;         // give everything back after this long with no take and no queue
-  LeaseMillis stock_ms = 100;          // besides its queue, hold its recent use rate times this
-  LeaseMillis refresh_ms = 0;          // between exchanges, unless it holds nothing its queue can use
-  LeaseMillis rate_ms = 1'000;         // the recent use rate is measured over this
-  size_t max_groups = 8;               // K: use groups per window in a close
+  LeaseMillis attempt_timeout_ms = 0;   // A
+  LeaseMillis retry_ms = 500;           // resend an unanswered exchange after this
+  LeaseMillis idle_ms = 2'000;          // give everything back after this long with no take and no queue
+  LeaseMillis stock_ms = 100;           // H: a refresh asks for the recent use rate over the lead + this
+  LeaseMillis refresh_ms = 0;           // between exchanges, unless it holds nothing its queue can use
+  LeaseMillis rate_ms = 1'000;          // the recent use rate is measured over this
+  LeaseMillis close_within_ms = 1'000;  // a spent lease's close waits at most this for another exchange
+  size_t max_groups = 8;                // K: use groups per window in a close
   ClockBounds clocks;
+  WhenShort when_short = WhenShort::kFailClosed;
+  std::vector<LeaseMillis> windows_ms;  // kFloor: the windows' lengths
+  std::vector<int64_t> floor_units;     // kFloor: per window, as the ledger's LeaseFloor
+  int64_t floor_slots = 0;
+  LeaseMillis unreachable_ms = 2'000;  // kFailOpen: an exchange unanswered this long
 };
 
 class LeaseHolder {
@@ -90,6 +126,10 @@ class LeaseHolder {
   bool take(const std::vector<int64_t>& amounts, LeaseMillis now);
   std::optional<CallId> slot_acquire(LeaseMillis now);
   void slot_release(CallId call, LeaseMillis now);
+  // An upstream 429 seen here, with the wait it asked for (Retry-After).
+  void on_penalty(LeaseMillis duration_ms, LeaseMillis now);
+  void on_notice(const PenaltyNotice& notice, LeaseMillis now);
+  bool penalized(LeaseMillis now);
   // What the host's queued calls need, per priority (replaces the last).
   void set_queued(std::vector<DemandLevel> queued, LeaseMillis now);
 
@@ -99,6 +139,8 @@ class LeaseHolder {
   // When next_exchange() or the expiry of a call or a lease next has work.
   std::optional<LeaseMillis> next_wake(LeaseMillis now);
 
+  // An exchange has been out unanswered for unreachable_ms.
+  bool unreachable(LeaseMillis now) const;
   // Views: units of window k usable now, slots free now, leases open.
   int64_t held(size_t k, LeaseMillis now);
   int64_t free_slots(LeaseMillis now);
@@ -113,6 +155,7 @@ class LeaseHolder {
     uint64_t id = 0;
     LeaseMillis end = 0;
     std::vector<int64_t> left;
+    std::vector<int64_t> returned;  // units given back (cumulative)
     int64_t slots = 0;
     int64_t slots_returned = 0;          // idle slots given back (cumulative)
     std::vector<std::vector<Use>> uses;  // per window, folded
@@ -122,21 +165,34 @@ class LeaseHolder {
     uint64_t lease_id;
     std::vector<std::vector<Use>> uses;
     std::vector<Use> running;  // starts, amount 1 each until folded
+    LeaseMillis closed_at = 0;
+    bool gives_back = false;  // unused units or idle slots: the root can lend them once it knows
   };
 
   void advance(LeaseMillis now);
   void give_back(LeaseMillis now);
-  std::vector<LeaseReturn> return_idle_slots();
+  std::vector<LeaseReturn> returns(LeaseMillis now);
+  int64_t queued_units(size_t k) const;
+  int64_t queued_slots() const;
+  int64_t expected(size_t k, LeaseMillis span) const;
+  int64_t slots_to_keep() const;
+  bool needs_refresh(LeaseMillis now) const;
+  bool closes_due(LeaseMillis now) const;
   static int64_t usable_slots(const Held& h) {
     return h.slots - h.slots_returned - static_cast<int64_t>(h.running.size());
   }
   void close(size_t index);
   void fold(std::vector<Use>& uses) const;
   bool fits(const std::vector<int64_t>& amounts, LeaseMillis now) const;
+  bool fits_floor(const std::vector<int64_t>& amounts) const;
+  bool open_gate(LeaseMillis now) const { return config_.when_short == WhenShort::kFailOpen && unreachable(now); }
   std::vector<DemandLevel> demand(LeaseMillis now) const;
   bool wants_more(LeaseMillis now) const;
   bool starved(LeaseMillis now) const;
+  LeaseMillis spacing(LeaseMillis now) const;
   LeaseMillis lead() const;
+  void learn_penalty(LeaseMillis left, LeaseMillis now);
+  LeaseMillis penalty_end() const;
 
   HolderConfig config_;
   LeaseMillis now_ = 0;
@@ -146,6 +202,8 @@ class LeaseHolder {
   CallId next_call_ = 1;
   std::vector<DemandLevel> queued_;
   std::deque<std::pair<LeaseMillis, std::vector<int64_t>>> recent_;  // takes within rate_ms
+  std::vector<int64_t> recent_sum_;                                  // their amounts, per window
+  std::deque<std::pair<LeaseMillis, int64_t>> peaks_;  // calls running after each start within rate_ms, falling
   LeaseMillis last_active_ = 0;
   uint64_t seq_ = 0;
   // The exchange out, frozen: resent unchanged until answered.
@@ -156,6 +214,19 @@ class LeaseHolder {
   LeaseMillis last_exchange_ = 0;
   bool exchanged_ = false;
   LeaseMillis rtt_ = 0;  // the last round trip measured (0: none yet)
+  // The latest-ending penalty known: at the reading penalty_at_, at most
+  // penalty_ms_ real ms remained; penalty_report_: seen here, not yet sent.
+  LeaseMillis penalty_at_ = 0, penalty_ms_ = 0;
+  bool penalty_report_ = false;
+  // kFloor: the floor's uses still in their window (per window, by reading),
+  // and its running calls.
+  std::vector<std::deque<Use>> floor_uses_;
+  std::vector<int64_t> floor_used_;
+  std::map<CallId, LeaseMillis> floor_running_;
+  // Its first reading + outlast(longest window, attempt timeout): a
+  // restarted child's earlier incarnation may have spent the floor just
+  // before, so a new one waits until those uses and calls surely stopped.
+  std::optional<LeaseMillis> floor_from_;
 };
 
 }  // namespace drl::internal

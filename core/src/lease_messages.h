@@ -25,6 +25,7 @@
 //   assert(ex.closes.empty());
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -47,6 +48,16 @@ struct ClockBounds {
   }
   // Added to receipt - age when the root dates a reported use.
   LeaseMillis dating_margin() const { return 2 * slack_ms; }
+  // How long after a reading to wait, by the same clock, to be sure d real
+  // ms have passed since the event it read.
+  LeaseMillis outlast(LeaseMillis d) const { return stretch(d) + slack_ms; }
+  // At most `left` real ms remained at one reading; at most this many
+  // remain `elapsed` ms later by the same clock (the real time elapsed is at
+  // least (elapsed - S) / (1 + rho) >= elapsed - S - elapsed rho).
+  LeaseMillis left_after(LeaseMillis left, LeaseMillis elapsed) const {
+    if (left <= 0) return 0;
+    return std::max<LeaseMillis>(0, left + slack_ms - elapsed + ceil_div(elapsed * drift_ppm, kMillion));
+  }
 
  private:
   static constexpr int64_t kMillion = 1'000'000;
@@ -89,6 +100,11 @@ struct Exchange {
   std::vector<LeaseClose> closes;
   std::vector<LeaseReturn> returns;
   std::vector<DemandLevel> demand;
+  // A penalty (an upstream 429) this child knows of: at most this many real
+  // ms of it remain as this copy leaves (0: none). Not part of the frozen
+  // exchange: a resend carries the newest, and the root takes it from every
+  // copy, whatever its seq (docs/leases.md, "The shared penalty").
+  LeaseMillis penalty_ms = 0;
 };
 
 enum class Refusal : uint8_t {
@@ -110,6 +126,13 @@ struct LeaseGrant {
   LeaseMillis duration_ms = 0;  // from the child's first send of the exchange, by its own clock
   Refusal refusal = Refusal::kNone;
   LeaseMillis retry_in_ms = 0;  // with kNothingFree: until the root's next unit or slot frees
+  LeaseMillis penalty_ms = 0;   // the penalty the root knows of, as Exchange::penalty_ms, as the reply leaves
+};
+
+// root -> every child, sent at once when an exchange reports a penalty that
+// ends later than the one the root knew of (lost: the next reply carries it).
+struct PenaltyNotice {
+  LeaseMillis penalty_ms = 0;  // as Exchange::penalty_ms, as the notice leaves
 };
 
 }  // namespace drl::internal

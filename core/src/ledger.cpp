@@ -89,9 +89,50 @@ LeaseMillis Ledger::hold(size_t k) const {
   return config_.clocks.stretch(k == windows() ? config_.attempt_timeout_ms : config_.windows_ms[k]);
 }
 
+LeaseMillis Ledger::penalty_left(LeaseMillis now) const {
+  return config_.clocks.left_after(penalty_ms_, std::max(now, now_) - penalty_at_);
+}
+
+LeaseMillis Ledger::duration() const {
+  if (config_.max_lease_ms <= config_.lease_ms || config_.windows_ms.empty()) return config_.lease_ms;
+  const LeaseMillis shortest = *std::min_element(config_.windows_ms.begin(), config_.windows_ms.end());
+  return std::clamp(shortest / 2, config_.lease_ms, config_.max_lease_ms);
+}
+
+// What the ledger may lend: the limit less every child's floor.
 int64_t Ledger::limit(size_t k) const {
-  if (k == windows()) return config_.concurrency;
-  return k < config_.limits.size() ? config_.limits[k] : 0;
+  int64_t l = k == windows() ? config_.concurrency : k < config_.limits.size() ? config_.limits[k] : 0;
+  for (const auto& [child, floor] : config_.floors) {
+    l -= k == windows() ? floor.slots : k < floor.units.size() ? floor.units[k] : 0;
+  }
+  return std::max<int64_t>(0, l);
+}
+
+std::string Ledger::check_config(const LedgerConfig& config) {
+  std::string why;
+  const size_t n = config.windows_ms.size();
+  for (const auto& [child, floor] : config.floors) {
+    if (floor.units.size() > n)
+      why += "the floor of child " + std::to_string(child) + " names more windows than the bucket; ";
+    if (floor.slots < 0 || std::any_of(floor.units.begin(), floor.units.end(), [](int64_t u) { return u < 0; })) {
+      why += "the floor of child " + std::to_string(child) + " is negative; ";
+    }
+  }
+  for (size_t k = 0; k <= n; ++k) {
+    int64_t reserved = 0;
+    for (const auto& [child, floor] : config.floors) {
+      reserved += k == n ? floor.slots : k < floor.units.size() ? floor.units[k] : 0;
+    }
+    const int64_t l = k == n ? config.concurrency : k < config.limits.size() ? config.limits[k] : 0;
+    if (reserved <= l) continue;
+    why += "floors reserve " + std::to_string(reserved);
+    why += k == n ? " slots, above the concurrency "
+                  : " units of window " + std::to_string(k) + " (" + std::to_string(config.windows_ms[k]) +
+                        " ms), above its limit ";
+    why += std::to_string(l) + "; ";
+  }
+  if (!why.empty()) why = "lease config refused: " + why.substr(0, why.size() - 2);
+  return why;
 }
 
 template <typename Fn>
@@ -129,6 +170,7 @@ std::string Ledger::check(const Exchange& ex) const {
   if (ex.child == 0) why += "child is 0; ";
   if (ex.incarnation == 0) why += "incarnation is 0; ";
   if (ex.seq == 0) why += "seq is 0; ";
+  if (ex.penalty_ms < 0) why += "penalty_ms is negative; ";
   for (size_t i = 0; i < ex.closes.size(); ++i) {
     const LeaseClose& c = ex.closes[i];
     if (c.uses.size() > n)
@@ -237,35 +279,61 @@ void Ledger::prune(LeaseMillis now, std::vector<LedgerWrite>& writes) {
   }
 }
 
-// The asking child's max-min fair share of `free` in dimension k: level by
-// level from the highest priority, the children that still want something
-// at that level split what is left, none getting more than it wants.
+// The asking child's max-min fair share in dimension k, by what each child
+// holds (counts at the root now) plus what it wants: level by level from
+// the highest priority, a water level rises until what is free is shared
+// out; a child at or above it gets nothing more, one below it is topped up
+// to it or to its want. So what is free goes to the children furthest
+// below their share, and the asker takes all it is owed now: nothing is
+// held back for a sibling that already holds its share (held back, it would
+// sit idle until that sibling's next exchange).
 int64_t Ledger::fair_share(size_t k, uint64_t child, int64_t free, LeaseMillis now) const {
   const size_t n = windows();
-  std::map<int32_t, std::vector<std::pair<int64_t, bool>>, std::greater<int32_t>> levels;  // (want, is asker)
+  std::map<uint64_t, int64_t> held;
+  for (const auto& entry : rows_.leases) {
+    const uint64_t owner = entry.second.child;
+    for_each_interval(entry.second, [&](size_t dim, LeaseMillis end, int64_t amount) {
+      if (dim == k && end > now && amount > 0) held[owner] += amount;
+    });
+  }
+  std::map<int32_t, std::vector<std::pair<uint64_t, int64_t>>, std::greater<int32_t>> levels;  // (child, want)
   for (const auto& [id, row] : rows_.children) {
-    const bool asker = id == child;
-    if (!asker && row.demand_at + config_.demand_ttl_ms <= now) continue;
+    if (id != child && row.demand_at + config_.demand_ttl_ms <= now) continue;
     for (const DemandLevel& d : row.demand) {
       const int64_t w = want(d, k, n);
-      if (w > 0) levels[d.priority].push_back({w, asker});
+      if (w > 0) levels[d.priority].push_back({id, w});
     }
   }
   int64_t share = 0;
-  for (auto& [priority, wants] : levels) {
+  for (const auto& level : levels) {
     if (free <= 0) break;
-    std::sort(wants.begin(), wants.end());
-    int64_t left = free;
-    size_t count = wants.size();
-    for (const auto& [w, asker] : wants) {
-      // Rounded up: a split of 1 among 3 still gives someone the unit.
-      const int64_t fair = (left + static_cast<int64_t>(count) - 1) / static_cast<int64_t>(count);
-      const int64_t got = std::min({w, fair, left});
-      if (asker) share += got;
-      left -= got;
-      --count;
+    const auto& wants = level.second;  // named: a lambda cannot capture a structured binding in C++17
+    // What the level would hand out at water level x.
+    const auto handed = [&](int64_t x) {
+      int64_t total = 0;
+      for (const auto& [id, w] : wants) total += std::max<int64_t>(0, std::min(held[id] + w, x) - held[id]);
+      return total;
+    };
+    int64_t lo = 0, hi = 0;
+    for (const auto& [id, w] : wants) hi = std::max(hi, held[id] + w);
+    if (handed(hi) > free) {
+      // The least level that hands out all that is free (rounded up: a
+      // split of 1 among 3 still gives someone the unit).
+      while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (handed(mid) >= free) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
+      }
     }
-    free = left;
+    for (const auto& [id, w] : wants) {
+      const int64_t got = std::min(free, std::max<int64_t>(0, std::min(held[id] + w, hi) - held[id]));
+      if (id == child) share += got;
+      held[id] += got;
+      free -= got;
+    }
   }
   return share;
 }
@@ -316,14 +384,14 @@ LeaseGrant Ledger::decide(const Exchange& ex, ChildRow& row, LeaseMillis now, st
   lease.lease_id = rows_.next_lease_id++;
   lease.child = ex.child;
   lease.incarnation = ex.incarnation;
-  lease.end_at = now + config_.clocks.lease_end_extra(config_.lease_ms);
+  lease.end_at = now + config_.clocks.lease_end_extra(duration());
   lease.units.assign(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(n));
   lease.slots = got[n];
   lease.returned.assign(n, 0);
   g.lease_id = lease.lease_id;
   g.units = lease.units;
   g.slots = lease.slots;
-  g.duration_ms = config_.lease_ms;
+  g.duration_ms = duration();
   // What it still wants, for the shares of the others: less what it got,
   // taken from its highest levels first.
   std::sort(row.demand.begin(), row.demand.end(),
@@ -365,6 +433,12 @@ ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
   // Closes and returns are true whenever they were sent, so every copy of
   // every message applies them (idempotent: a lease closes once, a return
   // only grows).
+  if (ex.penalty_ms > 0 &&
+      now + config_.clocks.outlast(ex.penalty_ms) > penalty_at_ + config_.clocks.outlast(penalty_ms_)) {
+    penalty_at_ = now;
+    penalty_ms_ = ex.penalty_ms;
+    result.notice = PenaltyNotice{ex.penalty_ms};
+  }
   for (const LeaseClose& c : ex.closes) apply_close(c, ex, now, result.writes);
   for (const LeaseReturn& r : ex.returns) apply_return(r, ex, result.writes);
   prune(now, result.writes);
@@ -373,6 +447,7 @@ ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
   if (it != rows_.children.end() && ex.incarnation < it->second.incarnation) {
     result.reply = reply_to(ex);
     result.reply->refusal = Refusal::kStaleIncarnation;
+    result.reply->penalty_ms = penalty_left(now);
     return result;
   }
   if (it == rows_.children.end() || ex.incarnation > it->second.incarnation) {
@@ -386,11 +461,14 @@ ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
   if (ex.seq < row.last_seq) return result;  // its reply was answered and superseded
   if (ex.seq == row.last_seq) {
     result.reply = row.last_reply;  // a retry: the same answer, not a second lease
+    result.reply->penalty_ms = penalty_left(now);
     return result;
   }
   row.last_seq = ex.seq;
   row.last_reply = decide(ex, row, now, result.writes);
   result.reply = row.last_reply;
+  // Not stored: a resent reply carries what is left when it is resent.
+  result.reply->penalty_ms = penalty_left(now);
   LedgerWrite cw;
   cw.kind = LedgerWrite::Kind::kPutChild;
   cw.child = row;

@@ -20,6 +20,9 @@
 // - Its whole state is its rows. on_exchange() answers with the rows it
 //   changed; the host delivers the reply only once they are durable, and
 //   restore() from them decides exactly as before.
+// - A penalty an exchange reports (from any copy, whatever its seq) that
+//   ends later than the one the root knew of comes back as a notice for
+//   every other child; every reply carries what is left of it.
 // - `now` is the root's reading at (or after) the receipt; an older `now`
 //   counts as the newest seen.
 //
@@ -62,13 +65,26 @@
 
 namespace drl::internal {
 
+// Units of each window and slots reserved for one child: the ledger never
+// lends them, the child spends them on its own when its leases cannot serve
+// a call (docs/leases.md, "When the root cannot be reached").
+struct LeaseFloor {
+  std::vector<int64_t> units;  // per window
+  int64_t slots = 0;
+};
+
 struct LedgerConfig {
   std::vector<LeaseMillis> windows_ms;  // T_k
   std::vector<int64_t> limits;          // L_k
   int64_t concurrency = 0;              // C
   LeaseMillis attempt_timeout_ms = 0;   // A
   LeaseMillis lease_ms = 0;             // D: how long a child may use a lease, from its send
-  LeaseMillis demand_ttl_ms = 10'000;   // a child's demand is forgotten this long after it spoke
+  // Above lease_ms: D grows to half the shortest window, up to this. A long
+  // window lends for longer (a child refreshes when its stock runs low, not
+  // when its lease ends); a crashed child's units count D + T.
+  LeaseMillis max_lease_ms = 0;
+  LeaseMillis demand_ttl_ms = 10'000;     // a child's demand is forgotten this long after it spoke
+  std::map<uint64_t, LeaseFloor> floors;  // by child: lent to no one, so every limit is lent less their sum
   ClockBounds clocks;
 };
 
@@ -126,18 +142,24 @@ struct LedgerRows {
 struct ExchangeResult {
   std::optional<LeaseGrant> reply;  // none for an older seq
   std::vector<LedgerWrite> writes;
-  std::string error;  // with Refusal::kMalformed: what was wrong
+  std::string error;                    // with Refusal::kMalformed: what was wrong
+  std::optional<PenaltyNotice> notice;  // send to every other child now (not after the writes)
 };
 
 class Ledger {
  public:
   explicit Ledger(LedgerConfig config);
+  // What is wrong with a config (floors above a limit), or "".
+  static std::string check_config(const LedgerConfig& config);
 
   ExchangeResult on_exchange(const Exchange& ex, LeaseMillis now);
-  // New limits and cap (the windows stay). Lowering takes nothing back.
+  // New limits and cap (the windows stay). Lowering takes nothing back; a
+  // limit below its floors lends nothing (check_config says so first).
   void set_limits(std::vector<int64_t> limits, int64_t concurrency);
   void restore(const LedgerRows& rows, LeaseMillis now);
 
+  // At most how many real ms the penalty the root knows of still lasts.
+  LeaseMillis penalty_left(LeaseMillis now) const;
   // Units of window k (k == windows: slots) counted at `now`.
   int64_t occupancy(size_t k, LeaseMillis now) const;
   const LedgerRows& rows() const { return rows_; }
@@ -147,6 +169,7 @@ class Ledger {
   // The dimensions: the windows, then the slots (index windows()).
   size_t windows() const { return config_.windows_ms.size(); }
   LeaseMillis hold(size_t k) const;
+  LeaseMillis duration() const;
   int64_t limit(size_t k) const;
   template <typename Fn>
   void for_each_interval(const LeaseRow& lease, Fn fn) const;  // fn(dimension, end, amount)
@@ -160,6 +183,10 @@ class Ledger {
   LedgerConfig config_;
   LedgerRows rows_;
   LeaseMillis now_ = 0;
+  // The latest-ending penalty reported: at penalty_at_ (a reading), at most
+  // penalty_ms_ real ms remained. In memory only: a restarted root learns it
+  // again from the reporter's next exchanges while it lasts.
+  LeaseMillis penalty_at_ = 0, penalty_ms_ = 0;
 };
 
 }  // namespace drl::internal

@@ -22,6 +22,7 @@ HolderConfig config(int64_t slack = 0, int64_t ppm = 0) {
   c.idle_ms = 5000;
   c.stock_ms = 0;
   c.max_groups = 2;
+  c.close_within_ms = 200;
   c.clocks = {slack, ppm};
   return c;
 }
@@ -106,9 +107,13 @@ TEST_CASE("lease holder: takes draw from the lease that ends first") {
   h.on_grant(lease(b, 2, 3, 0, 400), 1030);  // ends 1420
   CHECK(h.take({4}, 1100));                  // 3 from lease 2, 1 from lease 1
   CHECK(h.held(0, 1100) == 2);
-  // Lease 2 is spent: it closes at once, so its uses are dated now.
+  // Lease 2 is spent: it closes now, but its close gives nothing back (its
+  // uses are dated by their age whenever it lands), so it waits for another
+  // reason to exchange, at most close_within_ms.
   h.set_queued({}, 1100);
-  const auto next = h.next_exchange(1100);
+  CHECK(!h.next_exchange(1100));
+  CHECK(h.next_wake(1100) == 1300);
+  const auto next = h.next_exchange(1300);
   REQUIRE(next);
   REQUIRE(next->closes.size() == 1);
   CHECK(next->closes[0].lease_id == 2);
@@ -161,7 +166,7 @@ TEST_CASE("lease holder: a resend is the same message, and replies to other seqs
   CHECK(resent->demand[0].units == ex.demand[0].units);
 }
 
-TEST_CASE("lease holder: after a refusal it waits the time the root gave before asking again") {
+TEST_CASE("lease holder: after a refusal it waits the time the root gave, less its round trip") {
   LeaseHolder h(config());
   const Exchange ex = ask(h, 5, 0, 1000);
   LeaseGrant no;
@@ -171,9 +176,11 @@ TEST_CASE("lease holder: after a refusal it waits the time the root gave before 
   no.refusal = Refusal::kNothingFree;
   no.retry_in_ms = 250;
   h.on_grant(no, 1010);
-  CHECK(!h.next_exchange(1259));
-  CHECK(h.next_wake(1100) == 1260);
-  const auto again = h.next_exchange(1260);
+  // Its round trip was 10 ms: asking at 1010 + 250 - 10, the ask lands
+  // about when the root said a unit frees.
+  CHECK(!h.next_exchange(1249));
+  CHECK(h.next_wake(1100) == 1250);
+  const auto again = h.next_exchange(1250);
   REQUIRE(again);
   CHECK(again->seq == ex.seq + 1);
 }
@@ -190,4 +197,119 @@ TEST_CASE("lease holder: an idle child gives everything back") {
   REQUIRE(back->closes.size() == 1);
   CHECK(back->closes[0].uses[0].size() == 1);
   CHECK(h.open_leases() == 0);
+}
+
+TEST_CASE("lease holder: it refreshes once its stock will not last the lead, and asks for its rate over lead + stock") {
+  HolderConfig c = config();
+  c.stock_ms = 500;
+  c.rate_ms = 1000;
+  c.refresh_ms = 0;
+  LeaseHolder h(c);
+  const Exchange first = ask(h, 10, 0, 1000);
+  h.on_grant(lease(first, 9, 100, 0, 100'000), 1010);  // a round trip of 10 ms: the lead is 10 + 10/4
+  h.set_queued({}, 1010);
+  // One unit every 10 ms: no exchange while what it holds covers its rate
+  // over the lead (ceil(99 x 12 / 1000) = 2 units), one once it does not.
+  std::vector<int64_t> asked_at;
+  std::optional<Exchange> refresh;
+  for (int64_t t = 1010; t < 2000; t += 10) {
+    REQUIRE(h.take({1}, t));
+    if (auto ex = h.next_exchange(t)) asked_at.push_back(t), refresh = ex;
+  }
+  REQUIRE(asked_at == std::vector<int64_t>{1990});  // 1 left after 99 takes
+  REQUIRE(refresh->demand.size() == 1);
+  // 99 units a second over 12 + 500 ms, less the 1 it holds.
+  CHECK(refresh->demand[0].units[0] == (99 * 512 + 999) / 1000 - 1);
+}
+
+TEST_CASE("lease holder: it gives back the units its rate cannot spend before their lease ends") {
+  HolderConfig c = config();
+  c.rate_ms = 1000;
+  c.refresh_ms = 0;
+  LeaseHolder h(c);
+  const Exchange first = ask(h, 100, 0, 1000);
+  h.on_grant(lease(first, 9, 100, 0, 1000), 1010);  // ends at 2000
+  h.set_queued({}, 1010);
+  for (int64_t t = 1100; t <= 1500; t += 100) REQUIRE(h.take({1}, t));  // 5 a second
+  // A queued call needs a slot: an exchange, which carries the returns.
+  h.set_queued({{0, {0}, 1}}, 1800);
+  const auto ex = h.next_exchange(1800);
+  REQUIRE(ex);
+  REQUIRE(ex->returns.size() == 1);
+  // 200 ms left: ceil(5 x 300 / 1000) = 2 with half again of headroom, + 1.
+  CHECK(ex->returns[0].units == std::vector<int64_t>{95 - 3});
+  CHECK(h.held(0, 1800) == 3);
+}
+
+TEST_CASE("lease holder: a 429 stops it at once and goes to the root at once, a resend if one is out") {
+  LeaseHolder h(config(/*slack=*/10, /*ppm=*/0));
+  const Exchange first = ask(h, 5, 1, 1000);
+  h.on_grant(lease(first, 9, 5, 1, 10'000), 1010);
+  const Exchange second = ask(h, 20, 1, 1020);  // out, unanswered
+  h.on_penalty(/*duration_ms=*/500, 1100);
+  CHECK(!h.can_take({1}, 1100));
+  CHECK(!h.slot_acquire(1100));
+  // Not after retry_ms: now, the same seq, with what is left of the wait.
+  const auto resent = h.next_exchange(1100);
+  REQUIRE(resent);
+  CHECK(resent->seq == second.seq);
+  CHECK(resent->penalty_ms == 500 + 10);  // its reading of the 429 may lag by S
+  // Stopped until 500 real ms have surely passed: 500 + S by this clock.
+  CHECK(!h.can_take({1}, 1100 + 510 - 1));
+  CHECK(h.can_take({1}, 1100 + 510));
+}
+
+TEST_CASE("lease holder: a notice or a reply from the root stops it for what is left of a sibling's 429") {
+  LeaseHolder h(config(/*slack=*/10, /*ppm=*/0));
+  const Exchange first = ask(h, 5, 1, 1000);
+  LeaseGrant g = lease(first, 9, 5, 1, 10'000);
+  g.penalty_ms = 300;
+  h.on_grant(g, 1010);
+  CHECK(!h.can_take({1}, 1010 + 310 - 1));
+  CHECK(h.can_take({1}, 1010 + 310));
+  h.on_notice({200}, 2000);
+  CHECK(h.penalized(2000 + 210 - 1));
+  CHECK(!h.penalized(2000 + 210));
+  // A relayed penalty is not reported back: no exchange is due for it.
+  h.set_queued({}, 2000);
+  CHECK(!h.next_exchange(2000));
+}
+
+TEST_CASE("lease holder: a static floor serves when the leases cannot, never more than the floor in a window") {
+  HolderConfig c = config(/*slack=*/10, /*ppm=*/0);
+  c.when_short = drl::internal::WhenShort::kFloor;
+  c.windows_ms = {1000};
+  c.floor_units = {2};
+  c.floor_slots = 1;
+  LeaseHolder h(c);
+  // A new incarnation first waits out the longest window (and A): its
+  // predecessor may have spent the floor just before it crashed.
+  CHECK(!h.can_take({1}, 5000));
+  CHECK(h.free_slots(5000) == 0);
+  const int64_t ready = 5000 + 1000 + 10;
+  CHECK(h.can_take({1}, ready));
+  CHECK(h.take({2}, ready));
+  CHECK(!h.take({1}, ready + 1));
+  const auto call = h.slot_acquire(ready);
+  REQUIRE(call);
+  CHECK(!h.slot_acquire(ready));
+  h.slot_release(*call, ready + 5);
+  CHECK(h.slot_acquire(ready + 5));
+  // A use frees once this clock shows outlast(T) = T + S after it.
+  CHECK(!h.can_take({1}, ready + 1010 - 1));
+  CHECK(h.take({1}, ready + 1010));
+}
+
+TEST_CASE("lease holder: fail open admits only once an exchange has gone unanswered for unreachable_ms") {
+  HolderConfig c = config();
+  c.when_short = drl::internal::WhenShort::kFailOpen;
+  c.unreachable_ms = 800;
+  LeaseHolder h(c);
+  ask(h, 5, 1, 1000);  // out, never answered
+  CHECK(!h.unreachable(1799));
+  CHECK(!h.can_take({1}, 1799));
+  CHECK(h.unreachable(1800));
+  CHECK(h.take({100}, 1800));
+  CHECK(h.slot_acquire(1800));
+  CHECK(h.slot_acquire(1800));
 }

@@ -178,6 +178,30 @@ TEST_CASE("ledger: equal priorities split what is free, and no one gets more tha
   CHECK(ledger.on_exchange(ask(3, 1, 2), 1002).reply->units[0] == 2);
 }
 
+TEST_CASE("ledger: what is free goes to the child furthest below its share, none held back for one at it") {
+  Ledger ledger(one_window());
+  // Child 1 holds 6 and still wants 10; child 2 holds none.
+  ledger.set_limits({6}, 3);
+  CHECK(ledger.on_exchange(ask(1, 1, 6), 1000).reply->units[0] == 6);
+  CHECK(ledger.on_exchange(ask(1, 2, 10), 1001).reply->refusal == Refusal::kNothingFree);
+  ledger.set_limits({10}, 3);
+  // The 4 free all go to child 2: it is 6 below child 1, which holds its
+  // share already (split evenly, 2 would sit idle until child 1 asks).
+  CHECK(ledger.on_exchange(ask(2, 1, 10), 1002).reply->units[0] == 4);
+}
+
+TEST_CASE("ledger: a long window lends for longer, never below lease_ms nor above max_lease_ms") {
+  LedgerConfig c = one_window();
+  c.windows_ms = {60'000};
+  c.lease_ms = 2000;
+  c.max_lease_ms = 20'000;
+  Ledger ledger(c);
+  CHECK(ledger.on_exchange(ask(1, 1, 1), 1000).reply->duration_ms == 20'000);  // half the window, capped
+  c.windows_ms = {1000};
+  Ledger short_window(c);
+  CHECK(short_window.on_exchange(ask(1, 1, 1), 1000).reply->duration_ms == 2000);  // never below lease_ms
+}
+
 TEST_CASE("ledger: a malformed exchange is refused naming what was wrong, and nothing is stored") {
   Ledger ledger(one_window());
   Exchange bad = ask(1, 1, 2);
@@ -237,4 +261,38 @@ TEST_CASE("ledger: the rows it writes restore the same decisions") {
   LedgerRows after = ledger.rows();
   for (const auto& w : later.on_exchange(ask(4, 1, 0), 100'000).writes) after.apply(w);
   CHECK(after.leases.empty());
+}
+
+TEST_CASE("ledger: a reported 429 comes back as a notice once, and every reply carries what is left") {
+  Ledger ledger(one_window(/*slack=*/10, /*ppm=*/0));
+  Exchange report = ask(1, 1, 2);
+  report.penalty_ms = 1000;
+  const auto first = ledger.on_exchange(report, 5000);
+  REQUIRE(first.notice);
+  CHECK(first.notice->penalty_ms == 1000);
+  CHECK(first.reply->penalty_ms == 1000 + 10);  // its receipt reading may lag by S
+  // A duplicate that ends no later is no news.
+  CHECK(!ledger.on_exchange(report, 5000).notice);
+  // A sibling's reply 400 ms later: at most 1000 + S - 400 left.
+  const auto sibling = ledger.on_exchange(ask(2, 1, 1), 5400);
+  CHECK(!sibling.notice);
+  CHECK(sibling.reply->penalty_ms == 1000 + 10 - 400);
+  CHECK(ledger.penalty_left(5000 + 1010) == 0);
+  Exchange bad = ask(3, 1, 1);
+  bad.penalty_ms = -1;
+  CHECK(ledger.on_exchange(bad, 6000).error == "lease exchange refused: penalty_ms is negative");
+}
+
+TEST_CASE("ledger: floors are lent to no one, and a config whose floors pass a limit is refused") {
+  LedgerConfig c = one_window();
+  c.floors[1] = {{3}, 1};
+  c.floors[2] = {{3}, 1};
+  CHECK(Ledger::check_config(c).empty());
+  Ledger ledger(c);
+  const auto g = ledger.on_exchange(ask(3, 1, 10, 3), 1000).reply;
+  CHECK(g->units[0] == 10 - 6);
+  CHECK(g->slots == 3 - 2);
+  c.floors[3] = {{5}, 0};
+  CHECK(Ledger::check_config(c) ==
+        "lease config refused: floors reserve 11 units of window 0 (1000 ms), above its limit 10");
 }

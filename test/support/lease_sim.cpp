@@ -2,6 +2,7 @@
 #include "lease_sim.h"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -45,12 +46,60 @@ struct Call {
   int64_t duration = 0;
 };
 
+// A child's callers waiting, by priority (highest first), each level in
+// arrival order, with the sums the holder is told kept as they change (a
+// queue of thousands is walked only when callers give up).
+struct CallQueue {
+  std::map<int32_t, std::deque<Call>, std::greater<int32_t>> levels;
+  std::map<int32_t, internal::DemandLevel> sums;
+  void push(const Call& call) {
+    levels[call.priority].push_back(call);
+    add(call, 1);
+  }
+  const Call* head() const {
+    for (const auto& [p, q] : levels) {
+      if (!q.empty()) return &q.front();
+    }
+    return nullptr;
+  }
+  void pop_head() {
+    for (auto& [p, q] : levels) {
+      if (q.empty()) continue;
+      add(q.front(), -1);
+      q.pop_front();
+      return;
+    }
+  }
+  void give_up_before(int64_t t) {  // callers who arrived before t leave
+    for (auto& [p, q] : levels) {
+      while (!q.empty() && q.front().arrived < t) add(q.front(), -1), q.pop_front();
+    }
+  }
+  void clear() { levels.clear(), sums.clear(); }
+  std::vector<internal::DemandLevel> demand() const {
+    std::vector<internal::DemandLevel> out;
+    for (const auto& [p, d] : sums) {
+      if (d.slots > 0) out.push_back(d);
+    }
+    return out;
+  }
+
+ private:
+  void add(const Call& call, int64_t sign) {
+    auto& d = sums[call.priority];
+    d.priority = call.priority;
+    d.units.resize(call.cost.size(), 0);
+    for (size_t k = 0; k < call.cost.size(); ++k) d.units[k] += sign * call.cost[k];
+    d.slots += sign;
+  }
+};
+
 struct Child {
   Clock clock;
   bool up = true;
   uint64_t incarnation = 1;
   std::unique_ptr<LeaseHolder> holder;
-  std::vector<Call> queue;
+  CallQueue queue;
   int64_t wake_at = -1;  // the real time of the step scheduled for next_wake
   int64_t near = true;
   std::vector<std::pair<int64_t, int64_t>> partitions;  // real [from, to)
@@ -69,11 +118,19 @@ class Sim {
   bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
   void at(int64_t t, std::function<void()> fn) { events_.push({t, order_++, std::move(fn)}); }
   void setup();
+  void setup_scenario(const LeaseScenario& s);
+  void arrive(size_t i, const Call& call);
   internal::HolderConfig holder_config(size_t i) const;
   bool partitioned(const Child& c, int64_t t) const;
-  int64_t latency(const Child& c) { return c.near ? uniform(1, 3) : uniform(40, 150); }
+  int64_t latency(const Child& c) {
+    if (far_ms_ > 0) return uniform(far_ms_ - 5, far_ms_ + 5);
+    return c.near ? uniform(1, 3) : uniform(40, 150);
+  }
   void send_to_root(size_t i, const Exchange& ex, int64_t t);
   void deliver(size_t i, LeaseGrant g, int64_t t, uint64_t incarnation);
+  void notify(size_t from, internal::PenaltyNotice notice, int64_t t);
+  void penalty(size_t i, int64_t t, int64_t duration);
+  int64_t max_latency(const Child& c) const { return far_ms_ > 0 ? far_ms_ + 5 : c.near ? 3 : 150; }
   void root_receive(size_t i, Exchange ex, int64_t t);
   void step_child(size_t i, int64_t t);
   void crash_root(int64_t t);
@@ -99,7 +156,11 @@ class Sim {
   int64_t run_ms_ = 0;
   double loss_ = 0, dup_ = 0, delay_ = 0;
   internal::ClockBounds bounds_;
-  LeaseMillis retry_ms_ = 0, idle_ms_ = 0, stock_ms_ = 0;
+  LeaseMillis retry_ms_ = 0, idle_ms_ = 0, stock_ms_ = 0, patience_ms_ = 0;
+  int64_t far_ms_ = 0;  // a scenario's far root: every link this long, +-5 ms
+  internal::WhenShort when_short_ = internal::WhenShort::kFailClosed;
+  std::vector<int64_t> floor_units_;
+  int64_t floor_slots_ = 0;
   size_t groups_ = 1;
   // The root.
   Clock root_clock_;
@@ -110,13 +171,96 @@ class Sim {
   int64_t durable_at_ = 0;  // batches become durable in order
   std::vector<Child> children_;
   // Ground truth.
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> uses_;            // per window: (real time, amount)
-  std::vector<std::pair<int64_t, int64_t>> calls_;                        // real [start, min(end, start + A))
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> uses_;  // per window: (real time, amount)
+  std::vector<std::pair<int64_t, int64_t>> calls_;              // real [start, min(end, start + A))
+  std::vector<std::pair<int64_t, size_t>> starts_;              // (real start, child)
+  struct Penalty {
+    int64_t at, duration;
+    size_t child;
+  };
+  std::vector<Penalty> penalties_;
   std::vector<std::vector<std::pair<int64_t, int64_t>>> granted_limits_;  // per dimension: (real time, limit)
   int64_t arrivals_ = 0;
 };
 
+void Sim::arrive(size_t i, const Call& call) {
+  ++arrivals_;
+  at(call.arrived, [this, i, call]() {
+    Child& c = children_[i];
+    if (!c.up) return;  // its callers are turned away while it restarts
+    c.queue.push(call);
+    step_child(i, call.arrived);
+  });
+}
+
+void Sim::setup_scenario(const LeaseScenario& s) {
+  const int64_t t0 = s.window_ms;
+  config_.windows_ms = {t0};
+  limits_ = {s.limit};
+  config_.limits = limits_;
+  config_.concurrency = s.concurrency;
+  config_.attempt_timeout_ms = 500;
+  config_.lease_ms = s.far ? 800 : 400;
+  config_.demand_ttl_ms = 2000;
+  config_.max_lease_ms = 30'000;
+  // Workers' Date.now() stands still during a turn: 10 ms of lag; a clock
+  // rate within 100 ppm.
+  bounds_.slack_ms = 10;
+  bounds_.drift_ppm = 100;
+  config_.clocks = bounds_;
+  retry_ms_ = s.far ? 600 : 100;
+  idle_ms_ = 2000;
+  stock_ms_ = std::min<int64_t>(t0 / 5, 5000);
+  groups_ = 8;
+  run_ms_ = s.run_ms;
+  patience_ms_ = 2000;
+  far_ms_ = s.far ? 150 : 0;
+  const auto make_clock = [&]() {
+    Clock c;
+    c.offset = uniform(1'000'000'000, 1'000'000'000'000);
+    c.drift_ppm = uniform(-bounds_.drift_ppm, bounds_.drift_ppm);
+    c.max_lag = bounds_.slack_ms - 1;
+    return c;
+  };
+  root_clock_ = make_clock();
+  ledger_ = std::make_unique<Ledger>(config_);
+  uses_.assign(1, {});
+  granted_limits_.assign(2, {});
+  const size_t n = s.children;
+  children_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    children_[i].clock = make_clock();
+    children_[i].near = !s.far;
+    children_[i].holder = std::make_unique<LeaseHolder>(holder_config(i));
+  }
+  setup_ << "scenario seed " << options_.seed << ": " << n << " children, " << s.limit << "/" << t0 << "ms, load "
+         << s.load << (s.far ? ", root 150 ms away" : ", root 1-3 ms away");
+  const double per_ms = s.load * static_cast<double>(s.limit) / static_cast<double>(t0);
+  for (int64_t chunk = 0; chunk < run_ms_; chunk += 10) {
+    const size_t hot = s.shape == LeaseScenario::Shape::kHotspot ? static_cast<size_t>(chunk / s.hot_period_ms) % n : 0;
+    for (size_t i = 0; i < n; ++i) {
+      double share = 1.0 / static_cast<double>(n);
+      if (s.shape != LeaseScenario::Shape::kUniform) share = i == hot ? 0.8 : 0.2 / static_cast<double>(n - 1);
+      std::poisson_distribution<int> arrivals(per_ms * share * 10);
+      for (int a = arrivals(rng_); a > 0; --a) {
+        Call call;
+        call.arrived = chunk + uniform(0, 9);
+        call.priority = 0;
+        call.cost = {1};
+        call.duration = uniform(1, 60);
+        arrive(i, call);
+      }
+    }
+  }
+  if (s.penalty_at_ms > 0) at(s.penalty_at_ms, [this, t = s.penalty_at_ms]() { penalty(0, t, 1000); });
+  result_.calm = true;
+  result_.window_ms = t0;
+  result_.all_near = !s.far;
+  result_.children = n;
+}
+
 void Sim::setup() {
+  if (options_.scenario) return setup_scenario(*options_.scenario);
   const size_t n = static_cast<size_t>(uniform(2, 8));
   const size_t windows = chance(0.5) ? 2 : 1;
   const int64_t windows_ms[] = {100, 250, 500, 1000, 2000};
@@ -134,6 +278,7 @@ void Sim::setup() {
   // round trip arrives ended (docs/leases.md, sizing).
   config_.lease_ms = uniform(400, 2000);
   config_.demand_ttl_ms = uniform(200, 3000);
+  config_.max_lease_ms = 30'000;
   bounds_.slack_ms = uniform(0, 20);
   bounds_.drift_ppm = uniform(0, 2000);
   config_.clocks = bounds_;
@@ -142,6 +287,7 @@ void Sim::setup() {
   stock_ms_ = uniform(t0 / 16, t0 / 4);
   groups_ = static_cast<size_t>(uniform(1, 8));
   run_ms_ = std::max<int64_t>(3000, 6 * t0);
+  patience_ms_ = 3 * t0;
   const bool faulty = chance(0.7);
   loss_ = faulty ? uniform(0, 10) / 100.0 : 0;
   dup_ = faulty ? uniform(0, 5) / 100.0 : 0;
@@ -198,13 +344,7 @@ void Sim::setup() {
         // enough that the windows, not the cap, bind in most schedules.
         call.duration = chance(0.05) ? uniform(config_.attempt_timeout_ms, 3 * config_.attempt_timeout_ms)
                                      : uniform(1, std::min<int64_t>(config_.attempt_timeout_ms, 60));
-        ++arrivals_;
-        at(call.arrived, [this, i, call]() {
-          Child& c = children_[i];
-          if (!c.up) return;  // its callers are turned away while it restarts
-          c.queue.push_back(call);
-          step_child(i, call.arrived);
-        });
+        arrive(i, call);
       }
     }
   }
@@ -245,6 +385,30 @@ void Sim::setup() {
       });
     }
   }
+  // Upstream 429s at random children, each asking for a wait.
+  if (chance(0.5)) {
+    for (int64_t k = uniform(1, 3); k > 0; --k) {
+      const size_t i = static_cast<size_t>(uniform(0, static_cast<int64_t>(n) - 1));
+      const int64_t t = uniform(0, run_ms_), wait = uniform(100, 2000);
+      at(t, [this, i, t, wait]() { penalty(i, t, wait); });
+    }
+  }
+  // What a child does once its leases run short: fail closed, or a static
+  // floor per child (an eighth of each limit over the children, when that
+  // is at least a unit, and one slot when the cap allows two per child).
+  if (options_.fail_open) {
+    when_short_ = internal::WhenShort::kFailOpen;
+  } else if (chance(0.3) && limits_[0] >= static_cast<int64_t>(8 * n) &&
+             (windows == 1 || limits_[1] >= static_cast<int64_t>(8 * n))) {
+    when_short_ = internal::WhenShort::kFloor;
+    for (size_t k = 0; k < windows; ++k) floor_units_.push_back(limits_[k] / static_cast<int64_t>(8 * n));
+    floor_slots_ = config_.concurrency >= static_cast<int64_t>(2 * n) ? 1 : 0;
+    for (size_t i = 0; i < n; ++i) config_.floors[i + 1] = {floor_units_, floor_slots_};
+    ledger_ = std::make_unique<Ledger>(config_);
+    setup_ << ", floors " << floor_units_[0] << " units, " << floor_slots_ << " slots each";
+  }
+  for (size_t i = 0; i < n; ++i) children_[i].holder = std::make_unique<LeaseHolder>(holder_config(i));
+  result_.floors = when_short_ == internal::WhenShort::kFloor;
   result_.calm = !faulty;
   result_.window_ms = t0;
   result_.all_near = std::all_of(children_.begin(), children_.end(), [](const Child& c) { return c.near; });
@@ -260,8 +424,14 @@ internal::HolderConfig Sim::holder_config(size_t i) const {
   h.retry_ms = retry_ms_;
   h.idle_ms = idle_ms_;
   h.stock_ms = stock_ms_;
-  h.refresh_ms = config_.windows_ms[0] / 8;
-  h.rate_ms = config_.windows_ms[0];
+  h.refresh_ms = std::min<int64_t>(config_.windows_ms[0] / 8, 1000);
+  h.rate_ms = std::min<int64_t>(config_.windows_ms[0], 2000);
+  h.close_within_ms = config_.windows_ms[0] / 4;
+  h.when_short = when_short_;
+  h.windows_ms = config_.windows_ms;
+  h.floor_units = floor_units_;
+  h.floor_slots = floor_slots_;
+  h.unreachable_ms = retry_ms_;
   h.max_groups = groups_;
   h.clocks = bounds_;
   return h;
@@ -308,6 +478,7 @@ void Sim::root_receive(size_t i, Exchange ex, int64_t t) {
   const LeaseMillis now = root_clock_.read(t, rng_);
   const uint64_t next_id = ledger_->rows().next_lease_id;
   auto result = ledger_->on_exchange(ex, now);
+  if (result.notice) notify(i, *result.notice, t);
   if (ledger_->rows().next_lease_id != next_id) {
     // A lease decided now (not a stored reply resent): the limits it was checked against.
     const LeaseGrant& g = *result.reply;
@@ -346,6 +517,34 @@ void Sim::root_receive(size_t i, Exchange ex, int64_t t) {
   });
 }
 
+void Sim::penalty(size_t i, int64_t t, int64_t duration) {
+  Child& c = children_[i];
+  if (!c.up) return;
+  penalties_.push_back({t, duration, i});
+  c.holder->on_penalty(duration, c.clock.read(t, rng_));
+  step_child(i, t);
+}
+
+// The root's notice goes at once, over the same links as its replies.
+void Sim::notify(size_t from, internal::PenaltyNotice notice, int64_t t) {
+  for (size_t j = 0; j < children_.size(); ++j) {
+    if (j == from) continue;
+    const Child& c = children_[j];
+    if (partitioned(c, t) || chance(loss_)) {
+      ++result_.lost;
+      continue;
+    }
+    int64_t arrive = t + latency(c);
+    if (chance(delay_)) arrive += uniform(0, 500);
+    at(arrive, [this, j, notice, arrive]() {
+      Child& c = children_[j];
+      if (!c.up || !c.holder) return;
+      c.holder->on_notice(notice, c.clock.read(arrive, rng_));
+      step_child(j, arrive);
+    });
+  }
+}
+
 void Sim::crash_root(int64_t t) {
   if (!root_up_) return;
   ++result_.root_restarts;
@@ -382,16 +581,14 @@ void Sim::step_child(size_t i, int64_t t) {
   if (!c.up) return;
   const LeaseMillis now = c.clock.read(t, rng_);
   LeaseHolder& h = *c.holder;
-  // Callers give up after three windows.
-  c.queue.erase(std::remove_if(c.queue.begin(), c.queue.end(),
-                               [&](const Call& call) { return call.arrived + 3 * config_.windows_ms[0] < t; }),
-                c.queue.end());
-  std::stable_sort(c.queue.begin(), c.queue.end(),
-                   [](const Call& a, const Call& b) { return a.priority > b.priority; });
+  c.queue.give_up_before(t - patience_ms_);
   // The head blocks those behind it, as in the engine.
-  while (!c.queue.empty()) {
-    const Call& head = c.queue.front();
+  while (const Call* next = c.queue.head()) {
+    const Call head = *next;
     if (!h.can_take(head.cost, now) || h.free_slots(now) == 0) break;
+    bool leased = true;
+    for (size_t k = 0; k < head.cost.size(); ++k) leased &= h.held(k, now) >= head.cost[k];
+    result_.floor_calls += !leased;
     const auto id = h.slot_acquire(now);
     if (!id || !h.take(head.cost, now)) {
       result_.ok = false;
@@ -400,6 +597,7 @@ void Sim::step_child(size_t i, int64_t t) {
     }
     for (size_t k = 0; k < head.cost.size(); ++k) uses_[k].push_back({t, head.cost[k]});
     calls_.push_back({t, t + std::min(head.duration, config_.attempt_timeout_ms)});
+    starts_.push_back({t, i});
     ++result_.calls;
     const uint64_t incarnation = c.incarnation;
     const int64_t end = t + head.duration;
@@ -409,19 +607,9 @@ void Sim::step_child(size_t i, int64_t t) {
       c.holder->slot_release(*id, c.clock.read(end, rng_));
       step_child(i, end);
     });
-    c.queue.erase(c.queue.begin());
+    c.queue.pop_head();
   }
-  std::map<int32_t, internal::DemandLevel> levels;
-  for (const Call& call : c.queue) {
-    auto& d = levels[call.priority];
-    d.priority = call.priority;
-    d.units.resize(call.cost.size(), 0);
-    for (size_t k = 0; k < call.cost.size(); ++k) d.units[k] += call.cost[k];
-    ++d.slots;
-  }
-  std::vector<internal::DemandLevel> queued;
-  for (auto& [p, d] : levels) queued.push_back(d);
-  h.set_queued(queued, now);
+  h.set_queued(c.queue.demand(), now);
   if (auto ex = h.next_exchange(now)) {
     c.first_sent.emplace(ex->seq, now);
     send_to_root(i, *ex, t);
@@ -447,7 +635,9 @@ void Sim::check() {
   const auto limit_at = [&](size_t k, int64_t t) {
     const auto& g = granted_limits_[k];
     auto it = std::upper_bound(g.begin(), g.end(), std::make_pair(t, INT64_MAX));
-    return it == g.begin() ? int64_t{0} : std::prev(it)->second;
+    // Before any grant only floors were spent: they answer to the first limit.
+    return it == g.begin() ? (k < config_.limits.size() ? config_.limits[k] : config_.concurrency)
+                           : std::prev(it)->second;
   };
   for (size_t k = 0; k < uses_.size(); ++k) {
     auto& u = uses_[k];
@@ -478,6 +668,36 @@ void Sim::check() {
     if (over > 0 && result_.ok) {
       why << running << " calls running > cap " << config_.concurrency << " at real " << t;
       result_.ok = false;
+    }
+  }
+  // The shared penalty: the last call each other child started while a
+  // penalty was in force, after its 429.
+  for (const Penalty& p : penalties_) {
+    ++result_.penalties;
+    for (size_t j = 0; j < children_.size(); ++j) {
+      if (j == p.child) continue;
+      int64_t last = 0;
+      for (const auto& [t, child] : starts_) {
+        if (child == j && t >= p.at && t < p.at + p.duration) last = std::max(last, t - p.at);
+      }
+      const int64_t bound = max_latency(children_[p.child]) + max_latency(children_[j]);
+      ++result_.penalty_stops;
+      result_.penalty_stop_sum += last;
+      result_.penalty_stop_max = std::max(result_.penalty_stop_max, last);
+      result_.penalty_bound = std::max(result_.penalty_bound, bound);
+      if (result_.calm && last > bound && result_.ok) {
+        why << "child " << j << " started a call " << last << " ms after a 429 at child " << p.child << " (bound "
+            << bound << " ms, the penalty " << p.duration << " ms)";
+        result_.ok = false;
+      }
+    }
+    // The reporter itself stops at once.
+    for (const auto& [t, child] : starts_) {
+      // After it: a start in the same ms may have come before the 429.
+      if (result_.calm && child == p.child && t > p.at && t < p.at + p.duration && result_.ok) {
+        why << "child " << p.child << " started a call " << t - p.at << " ms after its own 429";
+        result_.ok = false;
+      }
     }
   }
   if (!result_.ok) result_.failure = why.str() + " (" + setup_.str() + ")";

@@ -23,9 +23,27 @@ enum class LeaseFault {
   kChildEndsFromReceipt,  // grants stretched so the child's lease ends at its receipt + the duration
 };
 
+// A fixed scenario instead of a random schedule (the sizing benchmark,
+// bench/lease_bench.cpp): no faults, one window, callers at a steady rate.
+struct LeaseScenario {
+  enum class Shape { kUniform, kSkewed, kHotspot };  // skewed: 80% of the calls at one child of five
+  int64_t window_ms = 1000;
+  int64_t limit = 2000;
+  int64_t concurrency = 400;
+  double load = 0.5;  // offered calls / what the window admits
+  Shape shape = Shape::kUniform;
+  bool far = false;  // the root 150 ms from every child, else 1-3 ms
+  size_t children = 5;
+  int64_t run_ms = 20'000;
+  int64_t hot_period_ms = 5'000;  // kHotspot: how long one child stays hot
+  int64_t penalty_at_ms = 0;      // a 429 at child 0 then, asking for a second's wait (0: none)
+};
+
 struct LeaseSimOptions {
   uint64_t seed = 1;
   LeaseFault fault = LeaseFault::kNone;
+  const LeaseScenario* scenario = nullptr;  // a random schedule when null
+  bool fail_open = false;                   // every child fails open (not exact: the schedules find it over)
 };
 
 struct LeaseSimResult {
@@ -53,9 +71,20 @@ struct LeaseSimResult {
   // faults were off.
   double utilisation = 0;
   double load = 0;
-  bool calm = false;      // no loss, crash, restart, partition, cut
-  int64_t window_ms = 0;  // window 0's length
-  bool all_near = false;  // every child 1-3 ms from the root (else some 40-150 ms)
+  bool calm = false;       // no loss, crash, restart, partition, cut
+  int64_t window_ms = 0;   // window 0's length
+  bool all_near = false;   // every child 1-3 ms from the root (else some 40-150 ms)
+  bool floors = false;     // every child had a static floor (WhenShort::kFloor)
+  size_t floor_calls = 0;  // calls that started on a floor (no lease covered them)
+  // The shared penalty: 429s seen at one child, and for each other child
+  // the last real time it started a call while one was in force, after
+  // the 429 (0 when it started none). Without faults each must be within
+  // the bound (docs/leases.md): the reporter's one-way latency to the root
+  // plus the root's to that child.
+  size_t penalties = 0;
+  size_t penalty_stops = 0;  // (penalty, other child) pairs
+  int64_t penalty_stop_sum = 0, penalty_stop_max = 0;
+  int64_t penalty_bound = 0;  // the largest bound of any pair
 };
 
 LeaseSimResult run_lease_sim(const LeaseSimOptions& options);

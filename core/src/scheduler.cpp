@@ -80,33 +80,21 @@ void Scheduler::slot_started(Ticket t, Call& c, Millis at) {
   c.started_at = at;
   c.timeout = cfg ? timeout() : kMaxAttemptTimeoutMs;
   c.deadline = now + c.timeout;
-  if (spare_deadline.empty()) {
-    deadlines.emplace(c.deadline, t);
-  } else {
-    spare_deadline.key() = c.deadline;
-    spare_deadline.mapped() = t;
-    deadlines.insert(std::move(spare_deadline));  // after equal deadlines, as emplace
-  }
+  deadlines.started(t, c);
   slots.started(at);
 }
 
 void Scheduler::attempt_ended(Ticket t, Call& c) {
   --running;
-  auto range = deadlines.equal_range(c.deadline);
-  for (auto d = range.first; d != range.second; ++d) {
-    if (d->second == t) {
-      spare_deadline = deadlines.extract(d);
-      break;
-    }
-  }
+  deadlines.ended(t, c);
   slots.ended(c.started_at);
 }
 
 void Scheduler::time_out_attempts() {
-  while (!deadlines.empty() && deadlines.begin()->first <= now) {
-    const Ticket t = deadlines.begin()->second;
+  for (auto due = deadlines.next(); due && due->first <= now; due = deadlines.next()) {
+    const Ticket t = due->second;
     Call& c = calls[t];
-    attempt_ended(t, c);  // erases the deadline
+    attempt_ended(t, c);  // its deadline goes
     // The timeout it ran under, which a reconfigure since did not change.
     if (c.caller != Caller::Settled) reject(t, ErrorCode::AttemptTimeout, static_cast<int32_t>(c.timeout));
     release(t);
@@ -146,7 +134,9 @@ int64_t Scheduler::max_retries_of(const Call& c) const {
 void Scheduler::release(Ticket t) {
   Calls::node_type node = calls.extract(t);
   --active;
-  if (!node.empty() && spare_calls.size() < kSpareCalls) spare_calls.push_back(std::move(node));
+  if (node.empty()) return;
+  deadlines.ended(t, node.mapped());  // (already ended, unless its attempt ran on regardless)
+  if (spare_calls.size() < kSpareCalls) spare_calls.push_back(std::move(node));
 }
 
 Call& Scheduler::admit(Ticket t, Call&& c) {
@@ -224,7 +214,7 @@ void Scheduler::serve() {
   wake.reset();
   if (!cfg) {
     // Running calls of an erased bucket still time out.
-    if (!deadlines.empty()) wake = deadlines.begin()->first;
+    if (auto due = deadlines.next()) wake = due->first;
     return;
   }
   // A call that can start at its deadline starts; one still queued after
@@ -242,7 +232,7 @@ void Scheduler::serve() {
     if (!wake || *freed < *wake) wake = freed;
   }
   // Timeouts and deadlines fire whatever else waits, a penalty included.
-  if (!deadlines.empty() && (!wake || deadlines.begin()->first < *wake)) wake = deadlines.begin()->first;
+  if (auto due = deadlines.next(); due && (!wake || due->first < *wake)) wake = due->first;
   if (auto due = queue.next_deadline(); due && (!wake || due->first < *wake)) wake = due->first;
   record_slots();
   record_refunds();

@@ -11,6 +11,7 @@
 //   release_lags.h  how far ahead of its start a take is dated
 //   history.h       what happened, per interval
 //   arguments.h     the rules for a caller's arguments
+//   attempt_deadlines.h  when running attempts time out
 // What is left here is what ties them together: the calls and their
 // phases, the windows (window.h) and their logs, and the rows each step
 // writes. The step functions live in four files:
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "arguments.h"
+#include "attempt_deadlines.h"
 #include "call.h"
 #include "drl/config.h"
 #include "drl/engine.h"
@@ -104,9 +106,7 @@ struct Scheduler {
   Ticket next_ticket = 1;
   std::optional<Millis> wake;
 
-  std::multimap<Millis, Ticket> deadlines;  // running attempts by when they time out
-  // The node of the last deadline that went, for the next start's.
-  std::multimap<Millis, Ticket>::node_type spare_deadline;
+  AttemptDeadlines deadlines{calls};  // running attempts by when they time out
   SlotsRecord slots;  // what may still run after a restart (slots_record.h)
 
   std::vector<Write> writes;

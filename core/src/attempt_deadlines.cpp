@@ -34,14 +34,12 @@ void AttemptDeadlines::ended(Ticket t, Call& c) {
   stale_ = 0;
 }
 
-std::optional<std::pair<Millis, Ticket>> AttemptDeadlines::next() {
+void AttemptDeadlines::drop_stale() {
   while (stale_ > 0 && !heap_.empty() && !in_force(heap_.front())) {
     std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
     heap_.pop_back();
     --stale_;
   }
-  if (heap_.empty()) return std::nullopt;
-  return std::pair<Millis, Ticket>{heap_.front().deadline, heap_.front().ticket};
 }
 
 bool AttemptDeadlines::in_force(const Entry& e) const {

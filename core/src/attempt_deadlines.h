@@ -56,7 +56,11 @@ class AttemptDeadlines {
 
   // The earliest deadline of an attempt still in force, and its ticket,
   // dropping stale entries on the way; nullopt when none.
-  std::optional<std::pair<Millis, Ticket>> next();
+  std::optional<std::pair<Millis, Ticket>> next() {
+    if (stale_ > 0) drop_stale();
+    if (heap_.empty()) return std::nullopt;
+    return std::pair<Millis, Ticket>{heap_.front().deadline, heap_.front().ticket};
+  }
   // Attempts in force.
   size_t size() const { return live_; }
   // Entries held, stale ones included (for tests: at most about 2 size()).
@@ -71,6 +75,8 @@ class AttemptDeadlines {
     bool operator>(const Entry& o) const { return deadline != o.deadline ? deadline > o.deadline : seq > o.seq; }
   };
   bool in_force(const Entry& e) const;
+  // Pops stale entries off the top.
+  void drop_stale();
 
   const Calls& calls_;
   std::vector<Entry> heap_;

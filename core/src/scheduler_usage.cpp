@@ -73,11 +73,24 @@ std::optional<Error> Scheduler::usage_problem(const Amounts& usage) const {
 }
 
 void Scheduler::settle_usage(const Call& c, const Amounts& usage) {
+  // Each amount's unit by number, once (usage_problem has checked that some
+  // window counts it); a unit given twice counts its last amount.
+  std::array<std::pair<int, const Amount*>, kMaxWindows> used_units{};
+  size_t n_used = 0;
+  for (const Amount& a : usage) {
+    const int unit = counted_unit(a.unit);
+    size_t i = 0;
+    while (i < n_used && used_units[i].first != unit) ++i;
+    if (i == n_used) {
+      if (n_used == used_units.size()) continue;  // (never: each is a unit some window counts)
+      ++n_used;
+    }
+    used_units[i] = {unit, &a};
+  }
   for (Window& w : windows) {
-    const std::string& unit = units[static_cast<size_t>(w.unit)];
     const Amount* used = nullptr;
-    for (const Amount& a : usage) {
-      if (a.unit == unit) used = &a;
+    for (size_t i = 0; i < n_used; ++i) {
+      if (used_units[i].first == w.unit) used = used_units[i].second;
     }
     if (!used) continue;
     const int64_t real = static_cast<int64_t>(used->amount);

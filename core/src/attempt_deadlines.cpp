@@ -44,8 +44,7 @@ void AttemptDeadlines::drop_stale() {
 
 bool AttemptDeadlines::in_force(const Entry& e) const {
   auto it = calls_.find(e.ticket);
-  return it != calls_.end() && it->second.timed && it->second.attempt == e.attempt &&
-         it->second.deadline == e.deadline;
+  return it != calls_.end() && it->second.timed && it->second.attempt == e.attempt && it->second.deadline == e.deadline;
 }
 
 }  // namespace drl::internal

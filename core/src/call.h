@@ -46,7 +46,7 @@ struct Take {
 // what its level had been pushed in that unit before it (Level::pushed), so
 // the demand ahead of it is known in O(1) (WaitQueue::demand_through).
 struct UnitCost {
-  int32_t unit = 0;  // by index in Scheduler::units
+  int32_t unit = 0;  // its number (Windows::units)
   int64_t amount = 0;
   int64_t before = 0;
 };

@@ -68,7 +68,6 @@ void Engine::erase(Millis now) {
   scheduler_->active -= static_cast<size_t>(scheduler_->slots.erase());
   scheduler_->cfg.reset();
   scheduler_->windows.clear();
-  scheduler_->counted_indices.clear();
   scheduler_->refunds.clear();
   scheduler_->refunds_due.reset();
   scheduler_->penalty.clear();
@@ -90,7 +89,7 @@ Expected<Ticket> Engine::arrive(double cost, const Waiting& waiting, Millis now)
   if (!internal::plain_amount(cost)) return *internal::amount_problem(cost, "cost");
   Call c;
   c.set_cost(scheduler_->windows[0].unit, static_cast<int64_t>(cost));
-  if (const internal::Window* w = scheduler_->too_large(c)) return scheduler_->cost_too_large(*w, c, false);
+  if (const internal::Window* w = scheduler_->windows.too_large(c)) return scheduler_->cost_too_large(*w, c, false);
   if (!internal::default_waiting(waiting)) {
     if (auto problem = internal::waiting_problem(waiting)) return *problem;
   }

@@ -241,7 +241,8 @@ bool SlidingLog::normalise() {
   if (!unordered_) return false;
   // In place: a second copy of a large log is the memory we must not spend.
   grants_.linearise();
-  std::sort(grants_.data(), grants_.data() + grants_.size(), [](const Grant& a, const Grant& b) { return a.at < b.at; });
+  std::sort(grants_.data(), grants_.data() + grants_.size(),
+            [](const Grant& a, const Grant& b) { return a.at < b.at; });
   // Rows are keyed by time, so duplicates are damage: fold them together.
   size_t kept = 0;
   bool merged = false;

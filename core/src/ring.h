@@ -24,6 +24,9 @@
 //   assert(ring[1] == 99);
 //   assert(ring[2] == 3);
 //   ring.erase(1);
+//   for (int i = 0; i < 40; ++i) ring.push_back(ring.back());  // an element of its own, across a growth
+//   assert(ring.back() == 20);
+//   for (int i = 0; i < 40; ++i) ring.pop_back();
 //   int sum = 0;
 //   for (int v : ring) sum += v;
 //   assert(sum == 209);
@@ -73,7 +76,8 @@ class Ring {
   T& back() { return buf_[slot(size_ - 1)]; }
   const T& back() const { return buf_[slot(size_ - 1)]; }
 
-  void push_back(const T& v) {
+  // By value: `v` may be an element of this ring, which a reallocation frees.
+  void push_back(T v) {
     if (size_ == cap_) reallocate(cap_ < kMinCapacity ? kMinCapacity : cap_ + cap_ / 2);
     buf_[slot(size_)] = v;
     ++size_;
@@ -92,7 +96,7 @@ class Ring {
   }
 
   // Puts `v` before element `i` (i <= size()).
-  void insert(size_t i, const T& v) {
+  void insert(size_t i, T v) {
     push_back(v);
     for (size_t k = size_ - 1; k > i; --k) (*this)[k] = (*this)[k - 1];
     (*this)[i] = v;

@@ -13,9 +13,7 @@ std::string number_text(double v) {
 }
 
 std::optional<Error> amount_problem(double v, std::string_view path, std::string_view unit) {
-  // Within [0, kMaxSafeInteger] the cast is exact for an integer (and
-  // cheaper than floor, a library call): the common case decided alone.
-  if (v >= 0 && v <= kMaxSafeInteger && v == static_cast<double>(static_cast<int64_t>(v))) return std::nullopt;
+  if (plain_amount(v)) return std::nullopt;
   const bool integer = std::isfinite(v) && v >= 0 && v == std::floor(v);
   std::string name(path);
   if (!unit.empty()) name.append(".").append(unit);
@@ -28,7 +26,7 @@ std::optional<Error> amount_problem(double v, std::string_view path, std::string
 }
 
 std::optional<Error> waiting_problem(const Waiting& w) {
-  if (w.priority == 0 && !w.max_wait_ms && !w.max_retries) return std::nullopt;  // the defaults: nothing to check
+  if (default_waiting(w)) return std::nullopt;  // nothing to check
   if (!std::isfinite(w.priority)) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
                        "priority must be a finite number, an integer between -" + std::to_string(kMaxPriority) +

@@ -39,8 +39,15 @@ std::string number_text(double v);
 // takes nothing of that unit. Above a window's limit is CostTooLarge,
 // decided against the windows. The name is only built for a message.
 std::optional<Error> amount_problem(double v, std::string_view path, std::string_view unit = {});
+// The common case of that rule, decided inline: an integer in
+// [0, kMaxSafeInteger] (the cast is exact there, and cheaper than floor).
+inline bool plain_amount(double v) {
+  return v >= 0 && v <= kMaxSafeInteger && v == static_cast<double>(static_cast<int64_t>(v));
+}
 
 // Checks a caller's Waiting; nullopt when it is usable.
 std::optional<Error> waiting_problem(const Waiting& w);
+// The defaults, which need no check (decided inline).
+inline bool default_waiting(const Waiting& w) { return w.priority == 0 && !w.max_wait_ms && !w.max_retries; }
 
 }  // namespace drl::internal

@@ -46,7 +46,7 @@ struct Take {
 // what its level had been pushed in that unit before it (Level::pushed), so
 // the demand ahead of it is known in O(1) (WaitQueue::demand_through).
 struct UnitCost {
-  int32_t unit = 0;  // by index in Scheduler::units
+  int32_t unit = 0;  // its number (Windows::units)
   int64_t amount = 0;
   int64_t before = 0;
 };
@@ -99,9 +99,12 @@ struct Call {
   Millis wait_until = -1;  // Queued: when it gives up waiting for its first start; -1: never
   Millis arrived_at = 0;   // for its wait in the history
   bool withdrawn = false;  // the caller gave up while its callback ran: not retried
+  // Running: the attempt's deadline is still in force (AttemptDeadlines);
+  // cleared when the attempt ends, before its phase changes.
+  bool timed = false;
   // Waiting::max_retries, fixed at arrival; -1: the bucket's retry.maxRetries
-  // when each retry is decided. (Beside `withdrawn`, in its padding: a queued
-  // call costs no more memory for it.)
+  // when each retry is decided. (Beside `withdrawn` and `timed`, in their
+  // padding: a queued call costs no more memory for them.)
   int32_t max_retries = -1;
 
   void set_cost(int unit, int64_t amount) { units.of(unit).amount = amount; }

@@ -68,7 +68,6 @@ void Engine::erase(Millis now) {
   scheduler_->active -= static_cast<size_t>(scheduler_->slots.erase());
   scheduler_->cfg.reset();
   scheduler_->windows.clear();
-  scheduler_->counted_indices.clear();
   scheduler_->refunds.clear();
   scheduler_->refunds_due.reset();
   scheduler_->penalty.clear();
@@ -87,11 +86,13 @@ Expected<Ticket> Engine::arrive(const Amounts& cost, Millis now) { return arrive
 
 Expected<Ticket> Engine::arrive(double cost, const Waiting& waiting, Millis now) {
   if (!scheduler_->cfg) return scheduler_->not_configured();
-  if (auto problem = internal::amount_problem(cost, "cost")) return *problem;
+  if (!internal::plain_amount(cost)) return *internal::amount_problem(cost, "cost");
   Call c;
   c.set_cost(scheduler_->windows[0].unit, static_cast<int64_t>(cost));
-  if (const internal::Window* w = scheduler_->too_large(c)) return scheduler_->cost_too_large(*w, c, false);
-  if (auto problem = internal::waiting_problem(waiting)) return *problem;
+  if (const internal::Window* w = scheduler_->windows.too_large(c)) return scheduler_->cost_too_large(*w, c, false);
+  if (!internal::default_waiting(waiting)) {
+    if (auto problem = internal::waiting_problem(waiting)) return *problem;
+  }
   return scheduler_->enqueue(std::move(c), waiting, now);
 }
 
@@ -99,7 +100,9 @@ Expected<Ticket> Engine::arrive(const Amounts& cost, const Waiting& waiting, Mil
   if (!scheduler_->cfg) return scheduler_->not_configured();
   auto c = scheduler_->costed(cost);
   if (!c.ok()) return c.error();
-  if (auto problem = internal::waiting_problem(waiting)) return *problem;
+  if (!internal::default_waiting(waiting)) {
+    if (auto problem = internal::waiting_problem(waiting)) return *problem;
+  }
   return scheduler_->enqueue(std::move(*c), waiting, now);
 }
 

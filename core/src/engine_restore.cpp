@@ -73,7 +73,7 @@ void Engine::restore_window_rows(std::string_view name, const double* rows, size
     }
   }
   // A window the config no longer has (or never had): its rows go.
-  const int key = s.key_of(std::string(name));
+  const int key = s.windows.key_of(std::string(name));
   auto& stale = s.restoring->stale_keys;
   if (std::find(stale.begin(), stale.end(), key) == stale.end()) stale.push_back(key);
 }
@@ -112,7 +112,7 @@ void Engine::restore_end() {
   // now and the record cleared.
   std::optional<internal::Reservation> reserved;
   if (restoring.reservation_text && !restoring.reservation_text->empty()) {
-    reserved = internal::Reservations::read(*restoring.reservation_text, scheduler_->windows, scheduler_->now);
+    reserved = internal::Reservations::read(*restoring.reservation_text, scheduler_->windows.list(), scheduler_->now);
   }
   for (int key : restoring.stale_keys) scheduler_->write(WriteKind::ClearGrants, 0, 0, key);
   for (size_t w = 0; w < scheduler_->windows.size(); ++w) {
@@ -156,7 +156,7 @@ void Engine::restore_history(const std::vector<HistoryRow>& rows, Millis now) {
   if (!scheduler_->cfg) return;
   scheduler_->history.advance(std::max(scheduler_->now, now));
   scheduler_->history.restore(
-      rows, [this](const std::string& name) { return name == kPrimaryWindow ? 0 : scheduler_->key_of(name); });
+      rows, [this](const std::string& name) { return name == kPrimaryWindow ? 0 : scheduler_->windows.key_of(name); });
 }
 
 }  // namespace drl

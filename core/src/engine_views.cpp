@@ -48,7 +48,7 @@ Expected<std::string> Engine::stats(Millis now) {
     const int64_t in_window = w.log.used();
     windows.push_back({
         {"name", w.name},
-        {"unit", s.units[static_cast<size_t>(w.unit)]},
+        {"unit", s.windows.unit_name(w.unit)},
         {"limit", w.limit},
         {"windowInMs", w.ms},
         {"used", in_window},
@@ -58,7 +58,7 @@ Expected<std::string> Engine::stats(Millis now) {
         {"learned", learned_json(w)},
     });
   }
-  nlohmann::json units = s.counted_units();
+  nlohmann::json units = s.windows.counted_units();
   // The queue's first and last calls' predicted starts, and its levels.
   nlohmann::json predicted = {{"head", nullptr}, {"tail", nullptr}};
   nlohmann::json by_priority = nlohmann::json::array();
@@ -100,7 +100,7 @@ Expected<std::string> Engine::stats(Millis now) {
       {"units", std::move(units)},
       {"predictedStart", std::move(predicted)},
       {"queuedByPriority", std::move(by_priority)},
-      {"reservation", s.reservations.json(s.windows)},
+      {"reservation", s.reservations.json(s.windows.list())},
       {"releaseLag", s.lags.json()},
   };
   return out.dump();
@@ -123,19 +123,19 @@ Expected<std::string> Engine::history_json(int64_t resolution_ms, Millis now) {
         "history resolution must be 10000 (10 s) or 60000 (1 min) ms (received " + std::to_string(resolution_ms) + ")");
   }
   scheduler_->history.advance(std::max(scheduler_->now, now));
-  return scheduler_->history.json(resolution_ms, window_names(scheduler_->keys));
+  return scheduler_->history.json(resolution_ms, window_names(scheduler_->windows.keys()));
 }
 
 std::vector<HistoryRow> Engine::history_unsaved() {
   if (!scheduler_->history.any_unsaved()) return {};
-  return scheduler_->history.unsaved(window_names(scheduler_->keys));
+  return scheduler_->history.unsaved(window_names(scheduler_->windows.keys()));
 }
 
 Millis Engine::history_keep_from(int64_t resolution_ms) const { return scheduler_->history.keep_from(resolution_ms); }
 
 std::vector<HistoryRow> Engine::history_closed() {
   if (!scheduler_->history.any_closed_fine()) return {};
-  return scheduler_->history.closed_fine(window_names(scheduler_->keys));
+  return scheduler_->history.closed_fine(window_names(scheduler_->windows.keys()));
 }
 
 std::optional<Millis> Engine::next_wake() const { return scheduler_->wake; }
@@ -144,26 +144,26 @@ const std::string& Engine::config_text() const {
   return scheduler_->cfg ? scheduler_->cfg->text : scheduler_->empty_text;
 }
 std::string Engine::slots_text() const { return scheduler_->slots.text(); }
-std::string Engine::reservation_text() const { return scheduler_->reservations.text(scheduler_->windows); }
+std::string Engine::reservation_text() const { return scheduler_->reservations.text(scheduler_->windows.list()); }
 bool Engine::release_dating() const { return scheduler_->dating; }
 std::string Engine::running_slots_text() const { return scheduler_->slots.running_text(); }
 
 const Config* Engine::config() const { return scheduler_->cfg ? &scheduler_->cfg->config : nullptr; }
 const std::string& Engine::window_key(int window) const {
-  return window >= 0 && static_cast<size_t>(window) < scheduler_->keys.size()
-             ? scheduler_->keys[static_cast<size_t>(window)]
+  return window >= 0 && static_cast<size_t>(window) < scheduler_->windows.keys().size()
+             ? scheduler_->windows.keys()[static_cast<size_t>(window)]
              : scheduler_->empty_text;
 }
 
 int Engine::unit_number(std::string_view unit) const {
-  for (size_t i = 0; i < scheduler_->units.size(); ++i) {
-    if (scheduler_->units[i] == unit) return static_cast<int>(i);
+  for (size_t i = 0; i < scheduler_->windows.units().size(); ++i) {
+    if (scheduler_->windows.units()[i] == unit) return static_cast<int>(i);
   }
   return -1;
 }
 const std::string& Engine::unit_name(int unit) const {
-  return unit >= 0 && static_cast<size_t>(unit) < scheduler_->units.size()
-             ? scheduler_->units[static_cast<size_t>(unit)]
+  return unit >= 0 && static_cast<size_t>(unit) < scheduler_->windows.units().size()
+             ? scheduler_->windows.units()[static_cast<size_t>(unit)]
              : scheduler_->empty_text;
 }
 

@@ -49,7 +49,7 @@
 
 #include "call.h"
 #include "drl/engine.h"
-#include "window.h"
+#include "windows.h"
 
 namespace drl::internal {
 

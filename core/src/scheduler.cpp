@@ -2,52 +2,6 @@
 
 namespace drl::internal {
 
-int Scheduler::unit_index(const std::string& name) {
-  for (size_t i = 0; i < units.size(); ++i) {
-    if (units[i] == name) return static_cast<int>(i);
-  }
-  units.push_back(name);
-  return static_cast<int>(units.size() - 1);
-}
-
-int Scheduler::counted_unit(std::string_view name) const {
-  // Each counted unit once (two windows counting one unit compare it once).
-  for (const int unit : counted_indices) {
-    if (units[static_cast<size_t>(unit)] == name) return unit;
-  }
-  return -1;
-}
-
-int Scheduler::key_of(const std::string& name) {
-  for (size_t i = 1; i < keys.size(); ++i) {
-    if (keys[i] == name) return static_cast<int>(i);
-  }
-  keys.push_back(name);
-  return static_cast<int>(keys.size() - 1);
-}
-
-std::vector<std::string> Scheduler::counted_units() const {
-  std::vector<std::string> names;
-  for (const Window& w : windows) {
-    const std::string& u = units[static_cast<size_t>(w.unit)];
-    if (std::find(names.begin(), names.end(), u) == names.end()) names.push_back(u);
-  }
-  return names;
-}
-
-std::string Scheduler::unit_list() const {
-  std::string out;
-  for (const std::string& n : counted_units()) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
-const Window* Scheduler::too_large(const Call& c) const {
-  for (const Window& w : windows) {
-    if (c.cost_in(w.unit) > w.limit) return &w;
-  }
-  return nullptr;
-}
-
 void Scheduler::act(ActionKind kind, Ticket t, uint32_t attempt) {
   actions.push_back(Action{kind, t, attempt});
   if (kind == ActionKind::Resolve) history.completed();
@@ -80,44 +34,25 @@ void Scheduler::slot_started(Ticket t, Call& c, Millis at) {
   c.started_at = at;
   c.timeout = cfg ? timeout() : kMaxAttemptTimeoutMs;
   c.deadline = now + c.timeout;
-  if (spare_deadline.empty()) {
-    deadlines.emplace(c.deadline, t);
-  } else {
-    spare_deadline.key() = c.deadline;
-    spare_deadline.mapped() = t;
-    deadlines.insert(std::move(spare_deadline));  // after equal deadlines, as emplace
-  }
+  deadlines.started(t, c);
   slots.started(at);
 }
 
 void Scheduler::attempt_ended(Ticket t, Call& c) {
   --running;
-  auto range = deadlines.equal_range(c.deadline);
-  for (auto d = range.first; d != range.second; ++d) {
-    if (d->second == t) {
-      spare_deadline = deadlines.extract(d);
-      break;
-    }
-  }
+  deadlines.ended(t, c);
   slots.ended(c.started_at);
 }
 
 void Scheduler::time_out_attempts() {
-  while (!deadlines.empty() && deadlines.begin()->first <= now) {
-    const Ticket t = deadlines.begin()->second;
+  for (auto due = deadlines.next(); due && due->first <= now; due = deadlines.next()) {
+    const Ticket t = due->second;
     Call& c = calls[t];
-    attempt_ended(t, c);  // erases the deadline
+    attempt_ended(t, c);  // its deadline goes
     // The timeout it ran under, which a reconfigure since did not change.
     if (c.caller != Caller::Settled) reject(t, ErrorCode::AttemptTimeout, static_cast<int32_t>(c.timeout));
     release(t);
   }
-}
-
-Window* Scheduler::window_by_key(int key) {
-  for (Window& w : windows) {
-    if (w.key == key) return &w;
-  }
-  return nullptr;
 }
 
 void Scheduler::lift() {
@@ -127,7 +62,7 @@ void Scheduler::lift() {
   for (Window& w : windows) {
     const Grant g = penalty.lifted(w.log, w.limit, w.ms, refill_fraction());
     w.log.replace(g);
-    w.epoch = next_epoch++;
+    w.epoch = windows.new_epoch();
     write(WriteKind::ClearGrants, 0, 0, w.key);
     if (g.amount > 0) write(WriteKind::PutGrant, g.at, g.amount, w.key);
   }
@@ -146,7 +81,9 @@ int64_t Scheduler::max_retries_of(const Call& c) const {
 void Scheduler::release(Ticket t) {
   Calls::node_type node = calls.extract(t);
   --active;
-  if (!node.empty() && spare_calls.size() < kSpareCalls) spare_calls.push_back(std::move(node));
+  if (node.empty()) return;
+  deadlines.ended(t, node.mapped());  // (already ended, unless its attempt ran on regardless)
+  if (spare_calls.size() < kSpareCalls) spare_calls.push_back(std::move(node));
 }
 
 Call& Scheduler::admit(Ticket t, Call&& c) {
@@ -224,7 +161,7 @@ void Scheduler::serve() {
   wake.reset();
   if (!cfg) {
     // Running calls of an erased bucket still time out.
-    if (!deadlines.empty()) wake = deadlines.begin()->first;
+    if (auto due = deadlines.next()) wake = due->first;
     return;
   }
   // A call that can start at its deadline starts; one still queued after
@@ -242,7 +179,7 @@ void Scheduler::serve() {
     if (!wake || *freed < *wake) wake = freed;
   }
   // Timeouts and deadlines fire whatever else waits, a penalty included.
-  if (!deadlines.empty() && (!wake || deadlines.begin()->first < *wake)) wake = deadlines.begin()->first;
+  if (auto due = deadlines.next(); due && (!wake || due->first < *wake)) wake = due->first;
   if (auto due = queue.next_deadline(); due && (!wake || due->first < *wake)) wake = due->first;
   record_slots();
   record_refunds();
@@ -269,7 +206,7 @@ void Scheduler::start_what_can() {
     }
     if (!ready.empty()) {
       t = *ready.begin();
-      if (too_large(calls[t])) {
+      if (windows.too_large(calls[t])) {
         // The limit was lowered while its callback ran (reject_oversized
         // spares running calls), and now it can never fit. No queued
         // caller gets here: arrive checks the cost against the limit, and
@@ -308,7 +245,7 @@ void Scheduler::start_what_can() {
 }
 
 void Scheduler::start(Ticket t, Call& c) {
-  const bool covered = reservations.covers(c, windows, now);
+  const bool covered = reservations.covers(c, windows.list(), now);
   // Dated when its callback will have left, as far as the recent lags tell.
   const Millis dated = dating ? now + lags.allowance() : now;
   c.takes.clear();
@@ -350,11 +287,11 @@ void Scheduler::reject_oversized() {
   std::vector<Ticket> oversized;
   queue.for_each([&](Ticket t) {
     auto it = calls.find(t);
-    if (it != calls.end() && too_large(it->second)) oversized.push_back(t);
+    if (it != calls.end() && windows.too_large(it->second)) oversized.push_back(t);
   });
   for (Ticket t : oversized) drop_queued(t, ErrorCode::CostTooLarge);
   for (auto it = ready.begin(); it != ready.end();) {
-    if (too_large(calls[*it])) {
+    if (windows.too_large(calls[*it])) {
       reject(*it, ErrorCode::CostTooLarge);
       release(*it);
       it = ready.erase(it);
@@ -363,7 +300,7 @@ void Scheduler::reject_oversized() {
     }
   }
   for (auto it = backoff.begin(); it != backoff.end();) {
-    if (too_large(calls[it->second])) {
+    if (windows.too_large(calls[it->second])) {
       reject(it->second, ErrorCode::CostTooLarge);
       release(it->second);
       it = backoff.erase(it);
@@ -374,46 +311,7 @@ void Scheduler::reject_oversized() {
 }
 
 void Scheduler::build_windows(const Config& config) {
-  std::vector<Window> old = std::move(windows);
-  windows.clear();
-  auto carried = [&](const std::string& name, const std::string& unit) -> Window {
-    for (auto it = old.begin(); it != old.end(); ++it) {
-      if (it->name == name && units[static_cast<size_t>(it->unit)] == unit) {
-        Window w = std::move(*it);
-        old.erase(it);
-        return w;
-      }
-    }
-    Window w;
-    w.epoch = next_epoch++;
-    w.incarnation = w.epoch;
-    return w;
-  };
-  Window primary = old.empty() || old[0].key != 0 ? Window{} : std::move(old[0]);
-  if (!old.empty() && old[0].key == 0) old.erase(old.begin());
-  if (primary.epoch == 0) primary.incarnation = primary.epoch = next_epoch++;
-  primary.name = kPrimaryWindow;
-  primary.key = 0;
-  primary.unit = unit_index(config.bucket.unit);
-  primary.limit = config.bucket.limit_per_window;
-  primary.ms = config.bucket.window_ms;
-  windows.push_back(std::move(primary));
-  for (const WindowConfig& wc : config.windows) {
-    Window w = carried(wc.name, wc.unit);
-    w.name = wc.name;
-    w.cap = kMaxExtraLogEntries;
-    w.key = key_of(wc.name);
-    w.unit = unit_index(wc.unit);
-    w.limit = wc.limit_per_window;
-    w.ms = wc.window_ms;
-    windows.push_back(std::move(w));
-  }
-  for (const Window& gone : old) write(WriteKind::ClearGrants, 0, 0, gone.key);
-  counted_indices.clear();
-  for (const Window& w : windows) {
-    if (std::find(counted_indices.begin(), counted_indices.end(), w.unit) == counted_indices.end())
-      counted_indices.push_back(w.unit);
-  }
+  for (const int gone : windows.configure(config)) write(WriteKind::ClearGrants, 0, 0, gone);
 }
 
 void Scheduler::apply_config(ParsedConfig parsed) {
@@ -442,7 +340,7 @@ Ticket Scheduler::enqueue(Call&& c, const Waiting& waiting, Millis at) {
     serve();
     return t;
   }
-  queue.note_before(c, counted_indices);
+  queue.note_before(c, windows.counted());
   if (waiting.max_wait_ms) {
     // Accepted on the cheap bound when even it is within the deadline.
     const Millis start = predict_at_most(c) <= c.wait_until ? now : predict(c);

@@ -11,9 +11,10 @@
 //   release_lags.h  how far ahead of its start a take is dated
 //   history.h       what happened, per interval
 //   arguments.h     the rules for a caller's arguments
+//   attempt_deadlines.h  when running attempts time out
+//   windows.h       the windows, their logs, and the unit and window names
 // What is left here is what ties them together: the calls and their
-// phases, the windows (window.h) and their logs, and the rows each step
-// writes. The step functions live in four files:
+// phases, and the rows each step writes. The step functions live in four files:
 //   scheduler.cpp          admission, starts, the queue, timeouts, config
 //   scheduler_writes.cpp   the rows and records a step stores
 //   scheduler_release.cpp  takes dated when their callbacks leave
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "arguments.h"
+#include "attempt_deadlines.h"
 #include "call.h"
 #include "drl/config.h"
 #include "drl/engine.h"
@@ -44,7 +46,7 @@
 #include "sliding_log.h"
 #include "slots_record.h"
 #include "wait_queue.h"
-#include "window.h"
+#include "windows.h"
 
 namespace drl::internal {
 
@@ -84,10 +86,7 @@ struct Scheduler {
   std::string empty_text;
   Millis now = 0;  // the latest time seen; time never goes backwards
 
-  std::vector<Window> windows;        // [0] the primary window; empty when unconfigured
-  std::vector<std::string> keys{""};  // window names by write number, append-only (0: the primary)
-  std::vector<std::string> units;     // unit names by index, append-only
-  uint64_t next_epoch = 1;
+  Windows windows;  // [0] the primary window; empty when unconfigured (windows.h)
   Penalty penalty;  // the shared pause and its lift (penalty.h)
 
   Calls calls;
@@ -104,10 +103,8 @@ struct Scheduler {
   Ticket next_ticket = 1;
   std::optional<Millis> wake;
 
-  std::multimap<Millis, Ticket> deadlines;  // running attempts by when they time out
-  // The node of the last deadline that went, for the next start's.
-  std::multimap<Millis, Ticket>::node_type spare_deadline;
-  SlotsRecord slots;  // what may still run after a restart (slots_record.h)
+  AttemptDeadlines deadlines{calls};  // running attempts by when they time out
+  SlotsRecord slots;                  // what may still run after a restart (slots_record.h)
 
   std::vector<Write> writes;
   std::vector<Action> actions;
@@ -164,19 +161,6 @@ struct Scheduler {
 
   void write(WriteKind kind, Millis at = 0, int64_t amount = 0, int window_key = 0);
 
-  int unit_index(const std::string& name);
-  // The unit's index if some window counts it, else -1.
-  int counted_unit(std::string_view name) const;
-  int key_of(const std::string& name);
-  // The indices of the units the windows count, each once (kept by
-  // build_windows: an arrival reads it without allocating).
-  std::vector<int> counted_indices;
-  // The units the windows count, the default unit first (stats' `units`).
-  std::vector<std::string> counted_units() const;
-  // "requests, tokens": the same, for messages.
-  std::string unit_list() const;
-  // The first window whose limit the call's cost exceeds, if any.
-  const Window* too_large(const Call& c) const;
   // Stores the penalty as it stands.
   void put_penalty();
   void act(ActionKind kind, Ticket t, uint32_t attempt);
@@ -276,8 +260,6 @@ struct Scheduler {
   // take about to expire (its date + window reached) moves to now, and so
   // stays counted until its release dates it for good. Runs before expiry.
   void hold_unreleased();
-
-  Window* window_by_key(int key);
 
   // At the end of a step: the release mark rides on a step that stores
   // anyway; when it has moved past rows stored at or after the mark in
@@ -397,9 +379,8 @@ struct Scheduler {
   internal::Grant grant(Window& w, int64_t amount, std::optional<Millis> at = std::nullopt,
                         std::optional<Millis> dated = std::nullopt);
 
-  // The windows of a new config. The primary keeps its log; an extra window
-  // keeps its log when the new config has a window of that name counting the
-  // same unit; any other extra window's rows are deleted.
+  // The windows of a new config (Windows::configure); the rows of the
+  // windows it no longer has are deleted.
   void build_windows(const Config& config);
 
   void apply_config(ParsedConfig parsed);

@@ -54,7 +54,7 @@ void Scheduler::move_takes(Unreleased& u, Millis to, bool defer) {
   Millis first = to;
   for (uint8_t i = 0; i < u.n_takes; ++i) {
     Take& was = u.takes[i];
-    Window* w = window_by_key(was.key);
+    Window* w = windows.by_key(was.key);
     if (w == nullptr || w->incarnation != was.incarnation) continue;
     if (was.at >= to) {
       first = std::min(first, was.at);
@@ -107,7 +107,7 @@ void Scheduler::hold_unreleased() {
     if (u.first_at + shortest > now) continue;
     bool due = false;
     for (uint8_t i = 0; i < u.n_takes && !due; ++i) {
-      const Window* w = window_by_key(u.takes[i].key);
+      const Window* w = windows.by_key(u.takes[i].key);
       due = w != nullptr && u.takes[i].at + w->ms <= now;
     }
     if (due) move_takes(u, now, /*defer=*/false);

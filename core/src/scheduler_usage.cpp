@@ -22,21 +22,21 @@ Expected<Call> Scheduler::costed(const Amounts& cost) {
   const int default_unit = windows[0].unit;
   c.set_cost(default_unit, 1);
   for (const Amount& a : cost) {
-    const int unit = counted_unit(a.unit);
+    const int unit = windows.counted_unit(a.unit);
     if (unit < 0 && !valid_name(a.unit)) {
       return Error::make(
           ErrorCode::InvalidArgument, ErrorKind::RangeError,
           "cost has the key " + nlohmann::json(a.unit).dump() + ", which is not a unit name (" + name_rule() + ")");
     }
     if (unit < 0) {
-      return Error::make(
-          ErrorCode::InvalidArgument, ErrorKind::RangeError,
-          "cost names unit " + nlohmann::json(a.unit).dump() + ", which no window counts (units: " + unit_list() + ")");
+      return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
+                         "cost names unit " + nlohmann::json(a.unit).dump() +
+                             ", which no window counts (units: " + windows.unit_list() + ")");
     }
     if (auto problem = amount_problem(a.amount, "cost", a.unit)) return *problem;
     c.set_cost(unit, static_cast<int64_t>(a.amount));
   }
-  if (const Window* w = too_large(c)) return cost_too_large(*w, c, true);
+  if (const Window* w = windows.too_large(c)) return cost_too_large(*w, c, true);
   return c;
 }
 
@@ -45,7 +45,7 @@ Expected<Call> Scheduler::costed(const Amounts& cost) {
 // primary or units were named.
 Error Scheduler::cost_too_large(const Window& w, const Call& c, bool named_units) const {
   std::string what = "cost " + std::to_string(c.cost_in(w.unit));
-  if (named_units) what += " " + units[static_cast<size_t>(w.unit)];
+  if (named_units) what += " " + windows.unit_name(w.unit);
   const std::string where =
       w.key == 0 && !named_units ? "limitPerWindow " : "window " + nlohmann::json(w.name).dump() + "'s limitPerWindow ";
   return Error::make(ErrorCode::CostTooLarge, ErrorKind::RangeError,
@@ -54,10 +54,10 @@ Error Scheduler::cost_too_large(const Window& w, const Call& c, bool named_units
 
 std::optional<Error> Scheduler::usage_problem(const Amounts& usage) const {
   for (const Amount& a : usage) {
-    if (counted_unit(a.unit) < 0) {
+    if (windows.counted_unit(a.unit) < 0) {
       return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
                          "usage names unit " + nlohmann::json(a.unit).dump() +
-                             ", which no window counts (units: " + unit_list() + ")");
+                             ", which no window counts (units: " + windows.unit_list() + ")");
     }
     // An integer in [0, kMaxUsage] first, by a cast exact there (floor is a library call).
     const bool usable =
@@ -73,11 +73,24 @@ std::optional<Error> Scheduler::usage_problem(const Amounts& usage) const {
 }
 
 void Scheduler::settle_usage(const Call& c, const Amounts& usage) {
+  // Each amount's unit by number, once (usage_problem has checked that some
+  // window counts it); a unit given twice counts its last amount.
+  std::array<std::pair<int, const Amount*>, kMaxWindows> used_units{};
+  size_t n_used = 0;
+  for (const Amount& a : usage) {
+    const int unit = windows.counted_unit(a.unit);
+    size_t i = 0;
+    while (i < n_used && used_units[i].first != unit) ++i;
+    if (i == n_used) {
+      if (n_used == used_units.size()) continue;  // (never: each is a unit some window counts)
+      ++n_used;
+    }
+    used_units[i] = {unit, &a};
+  }
   for (Window& w : windows) {
-    const std::string& unit = units[static_cast<size_t>(w.unit)];
     const Amount* used = nullptr;
-    for (const Amount& a : usage) {
-      if (a.unit == unit) used = &a;
+    for (size_t i = 0; i < n_used; ++i) {
+      if (used_units[i].first == w.unit) used = used_units[i].second;
     }
     if (!used) continue;
     const int64_t real = static_cast<int64_t>(used->amount);
@@ -112,7 +125,7 @@ Window* Scheduler::window_for(const std::string& dimension) {
   // bucket whose default unit is tokens corrects its tokens window from
   // "tokens", and no window from "requests" unless one counts requests.
   for (Window& w : windows) {
-    if (units[static_cast<size_t>(w.unit)] == dimension) return &w;
+    if (windows.unit_name(w.unit) == dimension) return &w;
   }
   return nullptr;
 }

@@ -82,7 +82,7 @@ internal::Grant Scheduler::take_unwritten(Window& w, int64_t amount, Millis date
 void Scheduler::write_reservation(bool keep) {
   rewrite_rows(reservations.owed_rows(), /*expired_stay=*/true);  // a row never stored that expired needs nothing
   if (!refunds.empty()) flush_refunds();
-  if (reservations.replace(keep, windows, now)) write(WriteKind::PutReservation);
+  if (reservations.replace(keep, windows.list(), now)) write(WriteKind::PutReservation);
   // A new record extends the slots record's cover with it (cover_span), so
   // a sequential caller's starts do not rewrite the slots on their own.
   if (reservations.record() && slots.any_live()) write_record();

@@ -126,15 +126,15 @@ Grant SlidingLog::take_at(int64_t amount, int64_t at) {
     indexed(grants_.size() - 1, amount);
     return grants_.back();
   }
-  auto it = std::lower_bound(grants_.begin(), grants_.end(), at, [](const Grant& g, int64_t t) { return g.at < t; });
-  if (it->at == at) {
-    it->amount += amount;
-    indexed(static_cast<size_t>(it - grants_.begin()), amount);
-    return *it;
+  const size_t i = lower_bound(at);
+  if (grants_[i].at == at) {
+    grants_[i].amount += amount;
+    indexed(i, amount);
+    return grants_[i];
   }
-  it = grants_.insert(it, Grant{at, amount});
+  grants_.insert(i, Grant{at, amount});
   index_stale_ = true;  // every later grant moved up one
-  return *it;
+  return grants_[i];
 }
 
 int64_t SlidingLog::fits_at(int64_t amount, int64_t limit, int64_t window, int64_t now) const {
@@ -156,26 +156,34 @@ int64_t SlidingLog::fits_at(int64_t amount, int64_t limit, int64_t window, int64
 
 int64_t SlidingLog::live_at(int64_t window, int64_t t) const {
   // Grants dated at or before t - window have left the window by t.
-  auto first_live =
-      std::upper_bound(grants_.begin(), grants_.end(), t - window, [](int64_t x, const Grant& g) { return x < g.at; });
-  return sum_ - prefix(static_cast<size_t>(first_live - grants_.begin()));
+  return sum_ - prefix(lower_bound(t - window + 1));
+}
+
+size_t SlidingLog::lower_bound(int64_t at) const {
+  size_t lo = 0;
+  size_t hi = grants_.size();
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (grants_[mid].at < at) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
 }
 
 size_t SlidingLog::first_at_or_after(int64_t at) const {
   // The newest few grants first: a refund is nearly always of the take
   // its call just made, and the rewrite of its row comes with the next
   // take (one grant later), so both are found without a search.
-  // (Walked with an iterator: it steps back cheaply where indexing a
-  // deque recomputes its block each time.)
   constexpr size_t kNewest = 4;
   const size_t n = grants_.size();
-  auto newest = grants_.end();
   for (size_t i = n; i > 0 && i + kNewest > n; --i) {
-    if ((--newest)->at < at) return i;
+    if (grants_[i - 1].at < at) return i;
   }
   if (n <= kNewest) return 0;
-  auto it = std::lower_bound(grants_.begin(), grants_.end(), at, [](const Grant& g, int64_t t) { return g.at < t; });
-  return static_cast<size_t>(it - grants_.begin());
+  return lower_bound(at);
 }
 
 const Grant* SlidingLog::find(int64_t at) const {
@@ -186,13 +194,13 @@ const Grant* SlidingLog::find(int64_t at) const {
 std::optional<Grant> SlidingLog::shrink(int64_t at, int64_t amount) {
   const size_t i = first_at_or_after(at);
   if (i == grants_.size() || grants_[i].at != at) return std::nullopt;
-  auto it = grants_.begin() + static_cast<std::ptrdiff_t>(i);
-  const int64_t back = std::min(amount, it->amount);
-  it->amount -= back;
+  Grant& g = grants_[i];
+  const int64_t back = std::min(amount, g.amount);
+  g.amount -= back;
   sum_ -= back;
-  const Grant now = *it;
+  const Grant now = g;
   if (now.amount == 0) {
-    grants_.erase(it);
+    grants_.erase(i);
     index_stale_ = true;  // every later grant moved down one
   } else {
     indexed(i, -back);
@@ -232,7 +240,9 @@ bool SlidingLog::ordered() const { return !unordered_; }
 bool SlidingLog::normalise() {
   if (!unordered_) return false;
   // In place: a second copy of a large log is the memory we must not spend.
-  std::sort(grants_.begin(), grants_.end(), [](const Grant& a, const Grant& b) { return a.at < b.at; });
+  grants_.linearise();
+  std::sort(grants_.data(), grants_.data() + grants_.size(),
+            [](const Grant& a, const Grant& b) { return a.at < b.at; });
   // Rows are keyed by time, so duplicates are damage: fold them together.
   size_t kept = 0;
   bool merged = false;
@@ -244,7 +254,7 @@ bool SlidingLog::normalise() {
       grants_[kept++] = grants_[i];
     }
   }
-  grants_.resize(kept);
+  grants_.truncate(kept);
   sum_ = 0;
   for (const Grant& g : grants_) sum_ += g.amount;
   unordered_ = false;

@@ -5,10 +5,11 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <optional>
+#include <utility>
 
 #include "drl/engine.h"
+#include "ring.h"
 
 namespace drl::internal {
 
@@ -72,7 +73,7 @@ class SlidingLog {
   size_t size() const { return grants_.size(); }
   bool empty() const { return grants_.empty(); }
   const Grant& newest() const { return grants_.back(); }
-  const std::deque<Grant>& grants() const { return grants_; }
+  const Ring<Grant>& grants() const { return grants_; }
 
   // Grants per block of the index below.
   static constexpr uint64_t kBlock = 64;
@@ -80,6 +81,8 @@ class SlidingLog {
  private:
   // The index of the first grant dated `at` or later (size() if none).
   size_t first_at_or_after(int64_t at) const;
+  // The same by binary search alone.
+  size_t lower_bound(int64_t at) const;
   // The sum of the first `count` grants.
   int64_t prefix(size_t count) const;
   // The index of the first grant at which the oldest grants' running sum
@@ -93,7 +96,7 @@ class SlidingLog {
   // what has left from the front: the live units in blocks 0..b.
   int64_t through(size_t b) const { return sums_[b] - gone_; }
 
-  std::deque<Grant> grants_;
+  Ring<Grant> grants_;
   int64_t sum_ = 0;
   bool unordered_ = false;  // set by push_back when a grant is not later than the last
   // The block index. Grants are numbered from when the index was last
@@ -106,7 +109,7 @@ class SlidingLog {
   // the front cost O(1); a partial refund O(blocks after it); an erase from
   // the middle (a refund to zero) or a sort marks it stale, and the next
   // search that needs it rebuilds it.
-  mutable std::deque<int64_t> sums_;
+  mutable Ring<int64_t> sums_;
   mutable int64_t gone_ = 0;
   mutable uint64_t base_ = 0;
   mutable bool index_stale_ = false;

@@ -9,23 +9,51 @@
 namespace drl::internal {
 
 void SlotsRecord::started(Millis at) {
-  auto slot = live_.lower_bound(at);
-  if (slot != live_.end() && slot->first == at) {
-    ++slot->second;
-  } else if (spare_.empty()) {
-    live_.emplace_hint(slot, at, 1);
-  } else {
-    spare_.key() = at;
-    spare_.mapped() = 1;
-    live_.insert(slot, std::move(spare_));
-  }
   grew_ = true;
+  if (live_.empty() || live_.back().first < at) {
+    live_.push_back({at, 1});
+    ++live_entries_;
+    return;
+  }
+  size_t i = live_.size();
+  while (i > 0 && live_[i - 1].first >= at) --i;  // from the back: a start is rarely much out of order
+  if (i < live_.size() && live_[i].first == at) {
+    if (live_[i].second++ == 0) ++live_entries_;
+  } else {
+    live_.insert(i, {at, 1});
+    ++live_entries_;
+  }
+}
+
+size_t SlotsRecord::live_index(Millis at) const {
+  if (!live_.empty() && live_.front().first == at) return 0;
+  size_t lo = 0;
+  size_t hi = live_.size();
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (live_[mid].first < at) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo < live_.size() && live_[lo].first == at ? lo : live_.size();
 }
 
 void SlotsRecord::ended(Millis at) {
-  auto slot = live_.find(at);
-  if (slot != live_.end() && --slot->second <= 0) spare_ = live_.extract(slot);
   stale_ = true;
+  const size_t i = live_index(at);
+  if (i == live_.size() || live_[i].second <= 0) return;
+  if (--live_[i].second > 0) return;
+  --live_entries_;
+  while (!live_.empty() && live_.front().second == 0) live_.pop_front();
+  while (!live_.empty() && live_.back().second == 0) live_.pop_back();
+  if (live_.size() < 64 || live_.size() <= 2 * live_entries_) return;
+  Ring<std::pair<Millis, int64_t>> kept;
+  for (const auto& entry : live_) {
+    if (entry.second > 0) kept.push_back(entry);
+  }
+  live_ = std::move(kept);
 }
 
 int64_t SlotsRecord::free_expired(Millis now, Millis timeout) {
@@ -55,20 +83,20 @@ bool SlotsRecord::covers(size_t running) const {
   // The common case, in O(1): the record lists at least as many, and its
   // earliest entry is dated no earlier than the newest running start.
   if (in_flight <= recorded_total_) {
-    Millis newest = live_.empty() ? 0 : live_.rbegin()->first;
+    Millis newest = live_.empty() ? 0 : live_.back().first;  // (never a 0 count: see ended)
     if (!restored_.empty()) newest = std::max(newest, restored_.rbegin()->first);
     if (newest <= recorded_.begin()->first) return true;
   }
-  auto live = live_.rbegin();
+  size_t live = live_.size();  // walked from the newest: live_[live - 1] is next
   auto old = restored_.rbegin();
   auto held = recorded_.rbegin();
   int64_t need = 0;
   int64_t have = 0;
-  while (live != live_.rend() || old != restored_.rend()) {
+  while (live > 0 || old != restored_.rend()) {
     Millis at;
-    if (old == restored_.rend() || (live != live_.rend() && live->first >= old->first)) {
-      at = live->first;
-      need += (live++)->second;
+    if (old == restored_.rend() || (live > 0 && live_[live - 1].first >= old->first)) {
+      at = live_[live - 1].first;
+      need += live_[--live].second;  // (a 0 count adds nothing, and its check is one already passed)
     } else {
       at = old->first;
       need += (old++)->second;
@@ -109,6 +137,7 @@ void SlotsRecord::write(Millis now, Millis span) {
   recorded_ = restored_;
   recorded_total_ = restored_held_;
   for (const auto& [at, n] : live_) {
+    if (n == 0) continue;
     recorded_[at + span] += n;
     recorded_total_ += n;
   }
@@ -140,7 +169,9 @@ std::string SlotsRecord::text() const {
 
 std::string SlotsRecord::running_text() const {
   std::map<Millis, int64_t> held = restored_;
-  for (const auto& [at, n] : live_) held[at] += n;
+  for (const auto& [at, n] : live_) {
+    if (n > 0) held[at] += n;
+  }
   return entries_text(held);
 }
 
@@ -228,7 +259,7 @@ int64_t SlotsRecord::erase() {
   restored_held_ = 0;
   recorded_.clear();
   recorded_total_ = 0;
-  grew_ = !live_.empty();
+  grew_ = live_entries_ > 0;
   return held;
 }
 

@@ -39,6 +39,7 @@
 #include <utility>
 
 #include "drl/engine.h"
+#include "ring.h"
 #include "slot_identity.h"
 
 namespace drl::internal {
@@ -68,7 +69,7 @@ class SlotsRecord {
   int64_t restored_held() const { return restored_held_; }
   // When the earliest restored slot frees; nullopt when none is held.
   std::optional<Millis> first_restored_free(Millis timeout) const;
-  bool any_live() const { return !live_.empty(); }
+  bool any_live() const { return live_entries_ > 0; }
 
   // At the end of a step: whether the record must be written in it.
   // `span`: the cover span now; `running`: live attempts; `stores`: the
@@ -106,10 +107,16 @@ class SlotsRecord {
   bool restore_writer(std::string_view entry);
   static std::string entries_text(const std::map<Millis, int64_t>& slots);
 
-  std::map<Millis, int64_t> live_;  // live running attempts by start time
-  // The node of the last start that ended, reused by the next start: a
-  // caller that runs one attempt at a time allocates nothing here.
-  std::map<Millis, int64_t>::node_type spare_;
+  // Live running attempts by start time, oldest first: (start, count).
+  // Starts come nearly in order, so a start is an append and an end mostly
+  // at the front. An entry whose attempts all ended keeps a count of 0 until
+  // it reaches either end (or zeros outnumber the rest, and the ring is
+  // compacted): an end never shifts the middle. A caller that runs one
+  // attempt at a time allocates nothing here.
+  Ring<std::pair<Millis, int64_t>> live_;
+  size_t live_entries_ = 0;  // entries of live_ with a count > 0
+  // The index of the entry of start `at` in live_, or live_.size().
+  size_t live_index(Millis at) const;
   std::map<Millis, int64_t> restored_;  // slots from before a restart, by start time
   int64_t restored_held_ = 0;           // their sum
   std::map<Millis, int64_t> recorded_;  // the record as last written or restored, by start

@@ -95,7 +95,7 @@ bool WaitQueue::deadline_may_be_due(Millis now, bool overdue_only) const {
   return overdue_only ? first < now : first <= now;
 }
 
-std::optional<std::pair<Millis, Ticket>> WaitQueue::next_deadline() {
+std::optional<std::pair<Millis, Ticket>> WaitQueue::next_deadline_kept() {
   while (!wait_heap_.empty() && !waits(wait_heap_.front())) {
     std::pop_heap(wait_heap_.begin(), wait_heap_.end(), std::greater<>());
     wait_heap_.pop_back();

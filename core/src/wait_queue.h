@@ -95,7 +95,10 @@ class WaitQueue {
   bool deadline_may_be_due(Millis now, bool overdue_only) const;
   // The earliest deadline of a queued call and its ticket, dropping stale
   // entries on the way; nullopt when none.
-  std::optional<std::pair<Millis, Ticket>> next_deadline();
+  std::optional<std::pair<Millis, Ticket>> next_deadline() {
+    if (wait_heap_.empty()) return std::nullopt;  // the common case, inline
+    return next_deadline_kept();
+  }
 
   // Every queued ticket, highest level first (a stale one included).
   template <typename F>
@@ -109,6 +112,7 @@ class WaitQueue {
   void clear();
 
  private:
+  std::optional<std::pair<Millis, Ticket>> next_deadline_kept();
   Ticket front_of(Level& level);
   Ticket back_of(Level& level);
   static void add(std::vector<int64_t>& totals, const Call& c, int64_t sign);

@@ -106,6 +106,24 @@ class Ring {
     --size_;
   }
 
+  // The index of the first element for which `before` is false, given that
+  // it is true of a prefix and false of the rest (std::partition_point by
+  // index): a binary search in O(log n).
+  template <typename Before>
+  size_t partition_point(Before before) const {
+    size_t lo = 0;
+    size_t hi = size_;
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (before((*this)[mid])) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+
   // Moves the elements to the start of the array, in place.
   void linearise() {
     if (head_ == 0) return;

@@ -160,17 +160,7 @@ int64_t SlidingLog::live_at(int64_t window, int64_t t) const {
 }
 
 size_t SlidingLog::lower_bound(int64_t at) const {
-  size_t lo = 0;
-  size_t hi = grants_.size();
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    if (grants_[mid].at < at) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
+  return grants_.partition_point([at](const auto& grant) { return grant.at < at; });
 }
 
 size_t SlidingLog::first_at_or_after(int64_t at) const {

@@ -27,16 +27,7 @@ void SlotsRecord::started(Millis at) {
 
 size_t SlotsRecord::live_index(Millis at) const {
   if (!live_.empty() && live_.front().first == at) return 0;
-  size_t lo = 0;
-  size_t hi = live_.size();
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    if (live_[mid].first < at) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
+  const size_t lo = live_.partition_point([at](const auto& entry) { return entry.first < at; });
   return lo < live_.size() && live_[lo].first == at ? lo : live_.size();
 }
 

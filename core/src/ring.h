@@ -7,6 +7,14 @@
 //   when the array is full (it then grows by half, so a full log of n
 //   entries holds at most about 1.5 n); insert and erase in the middle shift
 //   the elements after them, as a deque's would.
+// - grow_to(n) names the length the ring is expected to reach (a log's entry
+//   cap): growth by half stops there, so a full log holds n, not up to 1.5 n.
+//   Past it the ring still grows by half.
+// - The array is resized with realloc, in place where the allocator can:
+//   wasm memory never shrinks, so a log that grew by copying into fresh
+//   arrays would leave the old ones behind as holes it cannot reuse (a full
+//   1,000,000-per-window log then peaked at about three times its size).
+//   T must therefore be trivially copyable.
 // - An array four times larger than what it holds (and larger than
 //   kMinCapacity) shrinks by half as the front expires, so a log that
 //   emptied gives its memory back.
@@ -34,25 +42,30 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <iterator>
-#include <memory>
+#include <type_traits>
 #include <utility>
 
 namespace drl::internal {
 
 template <typename T>
 class Ring {
+  static_assert(std::is_trivially_copyable_v<T>, "Ring moves its array with realloc");
+
  public:
   // Below this the array neither starts smaller nor shrinks.
   static constexpr size_t kMinCapacity = 16;
 
   Ring() = default;
+  ~Ring() { std::free(buf_); }
   Ring(const Ring& o) { *this = o; }
   Ring(Ring&& o) noexcept { swap(o); }
   Ring& operator=(const Ring& o) {
     if (this == &o) return *this;
     Ring copy;
-    copy.reallocate(o.size_);
+    copy.reserve(o.size_);
     for (size_t i = 0; i < o.size_; ++i) copy.buf_[i] = o[i];
     copy.size_ = o.size_;
     swap(copy);
@@ -78,7 +91,7 @@ class Ring {
 
   // By value: `v` may be an element of this ring, which a reallocation frees.
   void push_back(T v) {
-    if (size_ == cap_) reallocate(cap_ < kMinCapacity ? kMinCapacity : cap_ + cap_ / 2);
+    if (size_ == cap_) grow();
     buf_[slot(size_)] = v;
     ++size_;
   }
@@ -91,9 +104,16 @@ class Ring {
   // Keeps the first `n` (<= size()).
   void truncate(size_t n) { size_ = n; }
   void clear() {
-    buf_.reset();
+    std::free(buf_);
+    buf_ = nullptr;
     cap_ = head_ = size_ = 0;
   }
+  // Room for at least `n` elements without another allocation.
+  void reserve(size_t n) {
+    if (n > cap_) reallocate(n);
+  }
+  // Growth by half stops at `n` elements (see the contract).
+  void grow_to(size_t n) { expected_ = n; }
 
   // Puts `v` before element `i` (i <= size()).
   void insert(size_t i, T v) {
@@ -127,11 +147,11 @@ class Ring {
   // Moves the elements to the start of the array, in place.
   void linearise() {
     if (head_ == 0) return;
-    std::rotate(buf_.get(), buf_.get() + head_, buf_.get() + cap_);
+    std::rotate(buf_, buf_ + head_, buf_ + cap_);
     head_ = 0;
   }
   // The elements, contiguous once linearised.
-  T* data() { return buf_.get() + head_; }
+  T* data() { return buf_ + head_; }
 
   template <typename R, typename V>
   class Iterator {
@@ -165,24 +185,32 @@ class Ring {
     const size_t at = head_ + i;
     return at >= cap_ ? at - cap_ : at;
   }
+  void grow() {
+    size_t next = cap_ < kMinCapacity ? kMinCapacity : cap_ + cap_ / 2;
+    if (cap_ < expected_ && next > expected_) next = expected_;
+    reallocate(next);
+  }
+  // To `capacity` (>= size_) elements, linearised.
   void reallocate(size_t capacity) {
-    std::unique_ptr<T[]> grown(new T[capacity]);
-    for (size_t i = 0; i < size_; ++i) grown[i] = (*this)[i];
-    buf_ = std::move(grown);
+    linearise();
+    void* moved = std::realloc(buf_, capacity * sizeof(T));
+    if (moved == nullptr) std::abort();  // as a failed new would (the engine builds without exceptions)
+    buf_ = static_cast<T*>(moved);
     cap_ = capacity;
-    head_ = 0;
   }
   void swap(Ring& o) noexcept {
     std::swap(buf_, o.buf_);
     std::swap(cap_, o.cap_);
     std::swap(head_, o.head_);
     std::swap(size_, o.size_);
+    std::swap(expected_, o.expected_);
   }
 
-  std::unique_ptr<T[]> buf_;
+  T* buf_ = nullptr;
   size_t cap_ = 0;
   size_t head_ = 0;
   size_t size_ = 0;
+  size_t expected_ = 0;  // grow_to
 };
 
 }  // namespace drl::internal

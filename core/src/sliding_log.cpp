@@ -53,6 +53,7 @@ void SlidingLog::index_pop_front() {
 
 void SlidingLog::rebuild_index() const {
   sums_.clear();
+  sums_.reserve(grants_.size() / kBlock + 1);
   gone_ = 0;
   base_ = 0;
   int64_t running = 0;
@@ -210,6 +211,13 @@ std::pair<int64_t, Grant> SlidingLog::merge_oldest() {
   return {oldest.at, grants_.front()};
 }
 
+void SlidingLog::size_for(int64_t max_entries) {
+  // One over the cap: a take may add an entry before the oldest are merged.
+  const auto entries = static_cast<size_t>(max_entries) + 1;
+  grants_.grow_to(entries);
+  sums_.grow_to(entries / kBlock + 2);
+}
+
 void SlidingLog::replace(Grant grant) {
   clear();
   if (grant.amount > 0) push_back(grant);
@@ -256,7 +264,9 @@ void SlidingLog::push_back(Grant grant) {
   if (!grants_.empty() && grants_.back().at >= grant.at) unordered_ = true;
   grants_.push_back(grant);
   sum_ += grant.amount;
-  indexed(grants_.size() - 1, grant.amount);
+  // Built once when first searched: an index growing beside the log would
+  // sit above it in memory, and the log could not grow in place.
+  index_stale_ = true;
 }
 
 }  // namespace drl::internal

@@ -62,6 +62,10 @@ class SlidingLog {
   // Whether grants are strictly increasing in time (cheap: checks the tail).
   bool ordered() const;
 
+  // Sizes the log's arrays for at most `max_entries` grants (its cap), so a
+  // full log does not hold half as much again in spare room.
+  void size_for(int64_t max_entries);
+
   void replace(Grant grant);
   void clear();
   void push_back(Grant grant);  // restore only: caller keeps order

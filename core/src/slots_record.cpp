@@ -10,15 +10,15 @@ namespace drl::internal {
 
 void SlotsRecord::started(Millis at) {
   grew_ = true;
-  if (live_.empty() || live_.back().first < at) {
+  if (live_.empty() || live_.back().at < at) {
     live_.push_back({at, 1});
     ++live_entries_;
     return;
   }
   size_t i = live_.size();
-  while (i > 0 && live_[i - 1].first >= at) --i;  // from the back: a start is rarely much out of order
-  if (i < live_.size() && live_[i].first == at) {
-    if (live_[i].second++ == 0) ++live_entries_;
+  while (i > 0 && live_[i - 1].at >= at) --i;  // from the back: a start is rarely much out of order
+  if (i < live_.size() && live_[i].at == at) {
+    if (live_[i].count++ == 0) ++live_entries_;
   } else {
     live_.insert(i, {at, 1});
     ++live_entries_;
@@ -26,23 +26,23 @@ void SlotsRecord::started(Millis at) {
 }
 
 size_t SlotsRecord::live_index(Millis at) const {
-  if (!live_.empty() && live_.front().first == at) return 0;
-  const size_t lo = live_.partition_point([at](const auto& entry) { return entry.first < at; });
-  return lo < live_.size() && live_[lo].first == at ? lo : live_.size();
+  if (!live_.empty() && live_.front().at == at) return 0;
+  const size_t lo = live_.partition_point([at](const Started& entry) { return entry.at < at; });
+  return lo < live_.size() && live_[lo].at == at ? lo : live_.size();
 }
 
 void SlotsRecord::ended(Millis at) {
   stale_ = true;
   const size_t i = live_index(at);
-  if (i == live_.size() || live_[i].second <= 0) return;
-  if (--live_[i].second > 0) return;
+  if (i == live_.size() || live_[i].count <= 0) return;
+  if (--live_[i].count > 0) return;
   --live_entries_;
-  while (!live_.empty() && live_.front().second == 0) live_.pop_front();
-  while (!live_.empty() && live_.back().second == 0) live_.pop_back();
+  while (!live_.empty() && live_.front().count == 0) live_.pop_front();
+  while (!live_.empty() && live_.back().count == 0) live_.pop_back();
   if (live_.size() < 64 || live_.size() <= 2 * live_entries_) return;
-  Ring<std::pair<Millis, int64_t>> kept;
+  Ring<Started> kept;
   for (const auto& entry : live_) {
-    if (entry.second > 0) kept.push_back(entry);
+    if (entry.count > 0) kept.push_back(entry);
   }
   live_ = std::move(kept);
 }
@@ -74,7 +74,7 @@ bool SlotsRecord::covers(size_t running) const {
   // The common case, in O(1): the record lists at least as many, and its
   // earliest entry is dated no earlier than the newest running start.
   if (in_flight <= recorded_total_) {
-    Millis newest = live_.empty() ? 0 : live_.back().first;  // (never a 0 count: see ended)
+    Millis newest = live_.empty() ? 0 : live_.back().at;  // (never a 0 count: see ended)
     if (!restored_.empty()) newest = std::max(newest, restored_.rbegin()->first);
     if (newest <= recorded_.begin()->first) return true;
   }
@@ -85,9 +85,9 @@ bool SlotsRecord::covers(size_t running) const {
   int64_t have = 0;
   while (live > 0 || old != restored_.rend()) {
     Millis at;
-    if (old == restored_.rend() || (live > 0 && live_[live - 1].first >= old->first)) {
-      at = live_[live - 1].first;
-      need += live_[--live].second;  // (a 0 count adds nothing, and its check is one already passed)
+    if (old == restored_.rend() || (live > 0 && live_[live - 1].at >= old->first)) {
+      at = live_[live - 1].at;
+      need += live_[--live].count;  // (a 0 count adds nothing, and its check is one already passed)
     } else {
       at = old->first;
       need += (old++)->second;

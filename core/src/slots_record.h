@@ -107,13 +107,18 @@ class SlotsRecord {
   bool restore_writer(std::string_view entry);
   static std::string entries_text(const std::map<Millis, int64_t>& slots);
 
-  // Live running attempts by start time, oldest first: (start, count).
+  // Running attempts that started at one moment.
+  struct Started {
+    Millis at;
+    int64_t count;
+  };
+  // Live running attempts by start time, oldest first.
   // Starts come nearly in order, so a start is an append and an end mostly
   // at the front. An entry whose attempts all ended keeps a count of 0 until
   // it reaches either end (or zeros outnumber the rest, and the ring is
   // compacted): an end never shifts the middle. A caller that runs one
   // attempt at a time allocates nothing here.
-  Ring<std::pair<Millis, int64_t>> live_;
+  Ring<Started> live_;
   size_t live_entries_ = 0;  // entries of live_ with a count > 0
   // The index of the entry of start `at` in live_, or live_.size().
   size_t live_index(Millis at) const;

@@ -28,6 +28,7 @@ std::vector<int> Windows::configure(const Config& config) {
   primary.unit = unit_index(config.bucket.unit);
   primary.limit = config.bucket.limit_per_window;
   primary.ms = config.bucket.window_ms;
+  primary.log.size_for(primary.cap);
   windows_.push_back(std::move(primary));
   for (const WindowConfig& wc : config.windows) {
     Window w = carried(wc.name, wc.unit);
@@ -37,6 +38,7 @@ std::vector<int> Windows::configure(const Config& config) {
     w.unit = unit_index(wc.unit);
     w.limit = wc.limit_per_window;
     w.ms = wc.window_ms;
+    w.log.size_for(w.cap);
     windows_.push_back(std::move(w));
   }
   counted_.clear();

@@ -68,10 +68,9 @@ void Engine::erase(Millis now) {
   scheduler_->active -= static_cast<size_t>(scheduler_->slots.erase());
   scheduler_->cfg.reset();
   scheduler_->windows.clear();
-  scheduler_->refunds.clear();
-  scheduler_->refunds_due.reset();
+  scheduler_->rows.forget_owed();
   scheduler_->penalty.clear();
-  scheduler_->write(WriteKind::EraseAll);
+  scheduler_->rows.put(WriteKind::EraseAll);
   scheduler_->released_stored.reset();  // EraseAll takes the mark along
   scheduler_->released_due.reset();
   // EraseAll deletes the slots record, but callbacks still running keep their

@@ -114,7 +114,7 @@ void Engine::restore_end() {
   if (restoring.reservation_text && !restoring.reservation_text->empty()) {
     reserved = internal::Reservations::read(*restoring.reservation_text, scheduler_->windows.list(), scheduler_->now);
   }
-  for (int key : restoring.stale_keys) scheduler_->write(WriteKind::ClearGrants, 0, 0, key);
+  for (int key : restoring.stale_keys) scheduler_->rows.put(WriteKind::ClearGrants, 0, 0, key);
   for (size_t w = 0; w < scheduler_->windows.size(); ++w) {
     internal::Window& window = scheduler_->windows[w];
     bool changed = window.log.normalise() || restoring.changed[w];
@@ -128,11 +128,11 @@ void Engine::restore_end() {
       changed = true;
     }
     if (changed) {
-      scheduler_->write(WriteKind::ClearGrants, 0, 0, window.key);
+      scheduler_->rows.put(WriteKind::ClearGrants, 0, 0, window.key);
       for (const internal::Grant& g : window.log.grants())
-        scheduler_->write(WriteKind::PutGrant, g.at, g.amount, window.key);
+        scheduler_->rows.put(WriteKind::PutGrant, g.at, g.amount, window.key);
     } else if (reserved_row && !scheduler_->reservations.on()) {
-      scheduler_->write(WriteKind::PutGrant, reserved_row->at, reserved_row->amount, window.key);
+      scheduler_->rows.put(WriteKind::PutGrant, reserved_row->at, reserved_row->amount, window.key);
     }
     if (reserved_row && scheduler_->reservations.on()) {
       scheduler_->reservations.owe_restored(window.key, reserved_row->at, reserved->units_in(window.key));
@@ -141,7 +141,7 @@ void Engine::restore_end() {
   if (reserved && scheduler_->reservations.on()) {
     scheduler_->reservations.restored(std::move(*reserved), scheduler_->now);
   } else if (reserved) {
-    scheduler_->write(WriteKind::PutReservation);  // none now: the rows above hold it
+    scheduler_->rows.put(WriteKind::PutReservation);  // none now: the rows above hold it
   }
   // Every restored row is dated no earlier than its callback left (the mark
   // re-dated those it did not cover): the next mark covers them all.

@@ -167,7 +167,7 @@ const std::string& Engine::unit_name(int unit) const {
              : scheduler_->empty_text;
 }
 
-const std::vector<Write>& Engine::writes() const { return scheduler_->writes; }
+const std::vector<Write>& Engine::writes() const { return scheduler_->rows.writes(); }
 const std::vector<Action>& Engine::actions() const { return scheduler_->actions; }
 void Engine::clear_output() { scheduler_->clear_output(); }
 
@@ -180,7 +180,7 @@ size_t EngineInspector::log_entries() const { return scheduler_.log().size(); }
 size_t EngineInspector::active() const { return scheduler_.active; }
 size_t EngineInspector::running() const { return scheduler_.running; }
 size_t EngineInspector::queued() const { return scheduler_.queue.size(); }
-size_t EngineInspector::pending_refunds() const { return scheduler_.refunds.size(); }
+size_t EngineInspector::pending_refunds() const { return scheduler_.rows.owed(); }
 int64_t EngineInspector::unwritten(const std::string& window) const {
   for (const Window& w : scheduler_.windows) {
     if (w.name == window) {

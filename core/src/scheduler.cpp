@@ -21,7 +21,7 @@ void Scheduler::advance(Millis t) {
   if (penalty.due(now)) lift();
   hold_unreleased();
   for (Window& w : windows) {
-    if (auto through = w.log.prune(w.ms, now)) write(WriteKind::DeleteGrantsThrough, *through, 0, w.key);
+    if (auto through = w.log.prune(w.ms, now)) rows.put(WriteKind::DeleteGrantsThrough, *through, 0, w.key);
   }
   // A deadline already past when the host's event arrives (its timer came
   // late, or another event came first) is met now, before anything this
@@ -56,15 +56,14 @@ void Scheduler::time_out_attempts() {
 }
 
 void Scheduler::lift() {
-  refunds.clear();        // every log is rewritten whole below
+  rows.forget_owed();     // every log is rewritten whole below
   reservations.lifted();  // (the record is rewritten in this step: the lift stores anyway)
-  refunds_due.reset();
   for (Window& w : windows) {
     const Grant g = penalty.lifted(w.log, w.limit, w.ms, refill_fraction());
     w.log.replace(g);
     w.epoch = windows.new_epoch();
-    write(WriteKind::ClearGrants, 0, 0, w.key);
-    if (g.amount > 0) write(WriteKind::PutGrant, g.at, g.amount, w.key);
+    rows.put(WriteKind::ClearGrants, 0, 0, w.key);
+    if (g.amount > 0) rows.put(WriteKind::PutGrant, g.at, g.amount, w.key);
   }
   penalty.lift();
   put_penalty();
@@ -182,12 +181,12 @@ void Scheduler::serve() {
   if (auto due = deadlines.next(); due && (!wake || due->first < *wake)) wake = due->first;
   if (auto due = queue.next_deadline(); due && (!wake || due->first < *wake)) wake = due->first;
   record_slots();
-  record_refunds();
+  record_owed_rows();
   record_reservation();
   record_released();
   if (released_due && (!wake || *released_due < *wake)) wake = released_due;
   if (auto due = slots.write_due(); due && (!wake || *due < *wake)) wake = due;
-  if (refunds_due && (!wake || *refunds_due < *wake)) wake = refunds_due;
+  if (auto due = rows.owed_due(); due && (!wake || *due < *wake)) wake = due;
   if (auto due = reservations.wake(now); due && (!wake || *due < *wake)) wake = due;
   history.hold(queue.size(), running);
 }
@@ -262,7 +261,7 @@ void Scheduler::start(Ticket t, Call& c) {
   reservations.noted_start(now);
   // Rows owed (refunds, takes moved to their release) wait for the next
   // step that stores while the caller keeps its pace, as the record does.
-  if (reservations.on() && refunds_due) refunds_due = std::max(*refunds_due, now + reservations.idle_ms());
+  if (reservations.on()) rows.defer_to(now + reservations.idle_ms());
   c.phase = Phase::Running;
   ++c.attempt;
   ++running;
@@ -311,13 +310,13 @@ void Scheduler::reject_oversized() {
 }
 
 void Scheduler::build_windows(const Config& config) {
-  for (const int gone : windows.configure(config)) write(WriteKind::ClearGrants, 0, 0, gone);
+  for (const int gone : windows.configure(config)) rows.put(WriteKind::ClearGrants, 0, 0, gone);
 }
 
 void Scheduler::apply_config(ParsedConfig parsed) {
   cfg = std::move(parsed);
   build_windows(cfg->config);
-  write(WriteKind::PutConfig);
+  rows.put(WriteKind::PutConfig);
   reject_oversized();
 }
 

@@ -13,10 +13,11 @@
 //   arguments.h     the rules for a caller's arguments
 //   attempt_deadlines.h  when running attempts time out
 //   windows.h       the windows, their logs, and the unit and window names
+//   row_writer.h    what a step stores, and the rows owed to a later one
 // What is left here is what ties them together: the calls and their
-// phases, and the rows each step writes. The step functions live in four files:
+// phases. The step functions live in four files:
 //   scheduler.cpp          admission, starts, the queue, timeouts, config
-//   scheduler_writes.cpp   the rows and records a step stores
+//   scheduler_writes.cpp   the records a step stores
 //   scheduler_release.cpp  takes dated when their callbacks leave
 //   scheduler_usage.cpp    costs, usage reports and learned headers
 #pragma once
@@ -43,6 +44,7 @@
 #include "penalty.h"
 #include "release_lags.h"
 #include "reservations.h"
+#include "row_writer.h"
 #include "sliding_log.h"
 #include "slots_record.h"
 #include "wait_queue.h"
@@ -106,24 +108,14 @@ struct Scheduler {
   AttemptDeadlines deadlines{calls};  // running attempts by when they time out
   SlotsRecord slots;                  // what may still run after a restart (slots_record.h)
 
-  std::vector<Write> writes;
+  // What the step stores, and the grant rows owed to a later step: a
+  // refund only lowers a count, so its row waits for a step that stores
+  // something anyway (usually the very next take) instead of a commit of
+  // its own per call (row_writer.h).
+  RowWriter rows;
   std::vector<Action> actions;
-  // How many of `writes` are expiries (DeleteGrantsThrough): every other
-  // write is a row the step stores anyway (stores_anyway), without a scan
-  // of the writes at each question. Rows go through write(), which counts
-  // them; the records put_penalty and write_record push are stores.
-  size_t expiry_writes = 0;
   // Ends the output of the events so far (Engine::clear_output).
   void clear_output();
-
-  // Grants a usage refunded, by (window key, time), not yet rewritten in
-  // storage. A refund only lowers a count, so its row can wait for a step
-  // that stores something anyway (a take's grant, usually the very next
-  // call), instead of a commit of its own per call; a bucket that goes
-  // quiet writes them kIdleSlotsWriteMs later.
-  std::vector<std::pair<int, Millis>> refunds;
-  std::optional<Millis> refunds_due;
-  bool moved_unwritten = false;  // refunds hold a take moved to its release (see take_deferred)
 
   Reservations reservations;  // covering reservations (reservations.h)
 
@@ -141,7 +133,6 @@ struct Scheduler {
   // any grant row written: a mark that moved past a row written at or after
   // the stored one is worth writing (once quiet, kIdleSlotsWriteMs later).
   std::optional<Millis> released_stored;
-  Millis newest_row = 0;
   Millis last_start_at = 0;
   std::optional<Millis> released_due;
 
@@ -158,8 +149,6 @@ struct Scheduler {
   int64_t window() const { return windows[0].ms; }
   SlidingLog& log() { return windows[0].log; }
   const SlidingLog& log() const { return windows[0].log; }
-
-  void write(WriteKind kind, Millis at = 0, int64_t amount = 0, int window_key = 0);
 
   // Stores the penalty as it stands.
   void put_penalty();
@@ -193,11 +182,6 @@ struct Scheduler {
   // long as it does, so a sequential caller's starts do not rewrite it more
   // often than the record is renewed (held longer after a crash: the safe side).
   Millis cover_span() const;
-
-  // Whether this step deletes expired rows.
-  bool expiring() const;
-
-  bool stores_anyway() const;
 
   // Writes the slots record with this step (see slots_record.h).
   void write_record();
@@ -251,7 +235,7 @@ struct Scheduler {
   void move_takes(Unreleased& u, Millis to, bool defer);
 
   // Takes `amount` in `w` dated `dated` (>= now), its row written with the
-  // next step that stores, with the rows it was moved from (refunds): until
+  // next step that stores, with the rows it was moved from (owed): until
   // then storage holds the take at its earlier date, which the release mark
   // still covers (the mark moves past it only in a step that writes both).
   internal::Grant take_deferred(Window& w, int64_t amount, Millis dated);
@@ -280,31 +264,10 @@ struct Scheduler {
   // At the end of a step (see Reservations::step).
   void record_reservation();
 
-  // Rewrites the rows of the grants refunds shrank, as the logs now hold
-  // them (a grant refunded to zero, merged away or expired is deleted).
-  void flush_refunds();
-
-  // At the end of a step: refunds ride on a step that stores something
-  // anyway, or are written alone once the bucket has been quiet a while.
-  void record_refunds();
-
-  // Writes the row of each (window key, time) as the logs now hold it: its
-  // amount, or a delete when the grant is gone (refunded to zero, merged
-  // away, expired). `expired_stay`: an expired row is left alone (the batched
-  // expiry deletes it, or it was never stored).
-  template <typename Rows>
-  void rewrite_rows(const Rows& rows, bool expired_stay) {
-    for (const auto& [key, at] : rows) {
-      for (const Window& w : windows) {
-        if (w.key != key) continue;
-        if (const Grant* g = w.log.find(at)) {
-          write(WriteKind::PutGrant, at, g->amount, key);
-        } else if (!expired_stay || at + w.ms > now) {
-          write(WriteKind::DeleteGrant, at, 0, key);
-        }
-      }
-    }
-  }
+  // At the end of a step: the rows owed ride on a step that stores
+  // something anyway, or are written alone once the bucket has been quiet
+  // a while (RowWriter::step).
+  void record_owed_rows();
 
   // The penalty's deadline has come: every window's log becomes the one
   // grant Penalty::lifted() gives, so at most penaltyRefillFraction of each

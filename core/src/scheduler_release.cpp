@@ -68,7 +68,7 @@ void Scheduler::move_takes(Unreleased& u, Millis to, bool defer) {
       }
     }
     if ((take != nullptr || (shadow && w->epoch == was.epoch)) && w->log.shrink(was.at, was.reserved)) {
-      refunds.emplace_back(w->key, was.at);  // lowered with the next step that stores
+      rows.owe(w->key, was.at);  // lowered with the next step that stores
     } else {
       take = nullptr;  // charged again; the attempt keeps its own take
     }
@@ -89,12 +89,11 @@ void Scheduler::move_takes(Unreleased& u, Millis to, bool defer) {
 
 internal::Grant Scheduler::take_deferred(Window& w, int64_t amount, Millis dated) {
   const internal::Grant g = w.log.take(amount, w.ms, std::max(now, dated), w.cap);
-  refunds.emplace_back(w.key, g.at);
-  moved_unwritten = true;
+  rows.owe(w.key, g.at, /*moved=*/true);
   while (static_cast<int64_t>(w.log.size()) > w.cap) {
     auto [deleted, merged] = w.log.merge_oldest();
-    write(WriteKind::DeleteGrant, deleted, 0, w.key);
-    write(WriteKind::PutGrant, merged.at, merged.amount, w.key);
+    rows.put(WriteKind::DeleteGrant, deleted, 0, w.key);
+    rows.put(WriteKind::PutGrant, merged.at, merged.amount, w.key);
   }
   return g;
 }
@@ -124,13 +123,13 @@ void Scheduler::record_released() {
     released_due.reset();
     return;
   }
-  const bool behind = !released_stored || newest_row >= *released_stored;
+  const bool behind = !released_stored || rows.newest_row() >= *released_stored;
   // Quiet: no start for as long as a reservation would stay in force (a
   // sequential caller's pace keeps putting it off; its renewals carry it).
   const Millis quiet = last_start_at + std::max(kIdleSlotsWriteMs, reservations.idle_ms());
-  if (stores_anyway() || (behind && now >= quiet)) {
-    if (!refunds.empty()) flush_refunds();  // the moved rows the mark now vouches for
-    write(WriteKind::PutReleased, mark);
+  if (rows.stores_anyway() || (behind && now >= quiet)) {
+    if (rows.owes()) rows.flush(windows, now);  // the moved rows the mark now vouches for
+    rows.put(WriteKind::PutReleased, mark);
     released_stored = mark;
     released_due.reset();
   } else if (!behind) {

@@ -100,10 +100,10 @@ void Scheduler::settle_usage(const Call& c, const Amounts& usage) {
     const int64_t reserved = take ? take->reserved : 0;
     if (real < reserved) {
       if (take->epoch != w.epoch || take->at + w.ms <= now) continue;
-      // Stored later (see flush_refunds): a row that still holds the
+      // Stored later (RowWriter::owe): a row that still holds the
       // refunded amount only over-counts until then, the safe side.
       if (w.log.shrink(take->at, reserved - real)) {
-        refunds.emplace_back(w.key, take->at);
+        rows.owe(w.key, take->at);
         history.charge(w.key, real - reserved);
       }
     } else if (real > reserved) {

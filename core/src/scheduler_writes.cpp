@@ -30,18 +30,10 @@ void Scheduler::restore_row(size_t w, double at_raw, double amount_raw) {
   }
 }
 
-void Scheduler::write(WriteKind kind, Millis at, int64_t amount, int window_key) {
-  if (kind == WriteKind::PutGrant) newest_row = std::max(newest_row, at);
-  if (kind == WriteKind::DeleteGrantsThrough) ++expiry_writes;
-  Write w{kind, at, amount};
-  w.window = window_key;
-  writes.push_back(w);
-}
-
 void Scheduler::put_penalty() {
   Write w{WriteKind::PutPenalty, penalty.until()};
   w.lift_pending = penalty.pending();
-  writes.push_back(w);
+  rows.put(w);
 }
 
 Millis Scheduler::cover_span() const {
@@ -50,25 +42,20 @@ Millis Scheduler::cover_span() const {
   return std::min(span, timeout() / 4);
 }
 
-bool Scheduler::expiring() const { return expiry_writes > 0; }
-
-bool Scheduler::stores_anyway() const { return writes.size() > expiry_writes; }
-
 void Scheduler::clear_output() {
-  writes.clear();
+  rows.clear();
   actions.clear();
-  expiry_writes = 0;
 }
 
 void Scheduler::write_record() {
   slots.write(now, cover_span());
-  writes.push_back(Write{WriteKind::PutSlots});
+  rows.put(Write{WriteKind::PutSlots});
 }
 
 void Scheduler::record_slots() {
   if (!cfg) {
     slots.cancel_due();
-  } else if (slots.step(now, cover_span(), running, stores_anyway()) == SlotsRecord::Write) {
+  } else if (slots.step(now, cover_span(), running, rows.stores_anyway()) == SlotsRecord::Write) {
     write_record();
   }
 }
@@ -80,9 +67,10 @@ internal::Grant Scheduler::take_unwritten(Window& w, int64_t amount, Millis date
 }
 
 void Scheduler::write_reservation(bool keep) {
-  rewrite_rows(reservations.owed_rows(), /*expired_stay=*/true);  // a row never stored that expired needs nothing
-  if (!refunds.empty()) flush_refunds();
-  if (reservations.replace(keep, windows.list(), now)) write(WriteKind::PutReservation);
+  // A row never stored that expired needs nothing.
+  rows.rewrite(reservations.owed_rows(), windows, now, /*expired_stay=*/true);
+  if (rows.owes()) rows.flush(windows, now);
+  if (reservations.replace(keep, windows.list(), now)) rows.put(WriteKind::PutReservation);
   // A new record extends the slots record's cover with it (cover_span), so
   // a sequential caller's starts do not rewrite the slots on their own.
   if (reservations.record() && slots.any_live()) write_record();
@@ -93,39 +81,26 @@ void Scheduler::record_reservation() {
     if (reservations.on()) reservations.erase();
     return;
   }
-  if (auto keep = reservations.step(now, stores_anyway())) write_reservation(*keep);
+  if (auto keep = reservations.step(now, rows.stores_anyway())) write_reservation(*keep);
   reservations.settle(now);
 }
 
-void Scheduler::flush_refunds() {
-  rewrite_rows(refunds, /*expired_stay=*/false);
-  refunds.clear();
-  moved_unwritten = false;
-  refunds_due.reset();
-}
-
-void Scheduler::record_refunds() {
-  if (refunds.empty()) return;
+void Scheduler::record_owed_rows() {
   if (!cfg) {
-    refunds.clear();
-    refunds_due.reset();
-  } else if (stores_anyway() || (moved_unwritten && expiring()) || (refunds_due && now >= *refunds_due)) {
-    // (A row moved to its release must be written before its old row can
-    // be deleted as expired.)
-    flush_refunds();
-  } else if (!refunds_due) {
-    refunds_due = now + (reservations.on() ? reservations.idle_ms() : kIdleSlotsWriteMs);
+    rows.forget_owed();
+  } else {
+    rows.step(windows, now, reservations.on() ? reservations.idle_ms() : kIdleSlotsWriteMs);
   }
 }
 
 internal::Grant Scheduler::grant(Window& w, int64_t amount, std::optional<Millis> at, std::optional<Millis> dated) {
   const internal::Grant g =
       at ? w.log.take_at(amount, *at) : w.log.take(amount, w.ms, std::max(now, dated.value_or(now)), w.cap);
-  write(WriteKind::PutGrant, g.at, g.amount, w.key);
+  rows.put(WriteKind::PutGrant, g.at, g.amount, w.key);
   while (static_cast<int64_t>(w.log.size()) > w.cap) {
     auto [deleted, merged] = w.log.merge_oldest();
-    write(WriteKind::DeleteGrant, deleted, 0, w.key);
-    write(WriteKind::PutGrant, merged.at, merged.amount, w.key);
+    rows.put(WriteKind::DeleteGrant, deleted, 0, w.key);
+    rows.put(WriteKind::PutGrant, merged.at, merged.amount, w.key);
   }
   return g;
 }

@@ -104,44 +104,6 @@ void Scheduler::drop_queued(Ticket t, ErrorCode code, int64_t status) {
   reject(t, code, status);
 }
 
-Millis Scheduler::unit_free_at(const Window& w, int64_t r) const {
-  const int64_t i = r % w.limit;
-  const int64_t rounds = r / w.limit;
-  Millis first;
-  if (penalty.pending()) {
-    first = penalty.unit_free_after_lift(w.log, w.limit, w.ms, refill_fraction(), i);
-  } else {
-    first = w.log.fits_at(i + 1, w.limit, w.ms, now);
-  }
-  if (rounds > 0 && rounds > (kFar - first) / w.ms) return kFar;
-  return first + rounds * w.ms;
-}
-
-Millis Scheduler::predict_at_most(const Call& c) const {
-  Millis at = now;
-  if (penalty.pending()) at = std::max(at, penalty.until());
-  for (const Window& w : windows) {
-    const int64_t demand = queue.demand_through(c, w.unit);
-    if (demand <= 0) continue;
-    Millis last = w.log.empty() ? now : w.log.newest().at + w.ms;
-    if (penalty.pending()) last = std::max(last, penalty.lifted_expiry(w.log, w.ms));
-    const int64_t rounds = (demand - 1) / w.limit;
-    if (rounds > 0 && rounds > (kFar - last) / w.ms) return kFar;
-    at = std::max(at, std::max(last, now) + rounds * w.ms);
-  }
-  return at;
-}
-
-Millis Scheduler::predict(const Call& c) const {
-  Millis at = now;
-  if (penalty.pending()) at = std::max(at, penalty.until());
-  for (const Window& w : windows) {
-    const int64_t demand = queue.demand_through(c, w.unit);
-    if (demand > 0) at = std::max(at, unit_free_at(w, demand - 1));
-  }
-  return at;
-}
-
 bool Scheduler::expire_waits(bool overdue_only) {
   // The common case in O(1): the earliest entry, stale or not, is not due.
   if (!queue.deadline_may_be_due(now, overdue_only)) return false;
@@ -342,7 +304,7 @@ Ticket Scheduler::enqueue(Call&& c, const Waiting& waiting, Millis at) {
   queue.note_before(c, windows.counted());
   if (waiting.max_wait_ms) {
     // Accepted on the cheap bound when even it is within the deadline.
-    const Millis start = predict_at_most(c) <= c.wait_until ? now : predict(c);
+    const Millis start = predictor.at_most(c, now) <= c.wait_until ? now : predict(c);
     if (start > c.wait_until) {
       reject(t, ErrorCode::DeadlineExceeded, start - now);
       serve();

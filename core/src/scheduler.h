@@ -13,6 +13,7 @@
 //   arguments.h     the rules for a caller's arguments
 //   attempt_deadlines.h  when running attempts time out
 //   windows.h       the windows, their logs, and the unit and window names
+//   start_predictor.h  when a queued call can start
 //   row_writer.h    what a step stores, and the rows owed to a later one
 // What is left here is what ties them together: the calls and their
 // phases. The step functions live in four files:
@@ -47,6 +48,7 @@
 #include "row_writer.h"
 #include "sliding_log.h"
 #include "slots_record.h"
+#include "start_predictor.h"
 #include "wait_queue.h"
 #include "windows.h"
 
@@ -78,11 +80,6 @@ struct Unreleased {
   uint8_t shadowed = 0;  // bit i: takes[i] is a charge of its own, not the attempt's take
 };
 
-// A predicted start beyond any real wait (~31,700 years), which no
-// arithmetic on it overflows: a queue of 10^5 calls of 10^9 units each is
-// 10^14 rounds of a window.
-constexpr Millis kFar = 1'000'000'000'000'000;
-
 struct Scheduler {
   std::optional<ParsedConfig> cfg;
   std::string empty_text;
@@ -97,9 +94,10 @@ struct Scheduler {
   // few, so the memory they hold stays small.
   static constexpr size_t kSpareCalls = 8;
   std::vector<Calls::node_type> spare_calls;
-  WaitQueue queue{calls};                 // first starts: by priority (highest first), then arrival
-  std::multimap<Millis, Ticket> backoff;  // retries waiting out their delay
-  std::set<Ticket> ready;                 // retries due, served oldest ticket first
+  WaitQueue queue{calls};                             // first starts: by priority (highest first), then arrival
+  StartPredictor predictor{windows, queue, penalty};  // when a queued call can start (start_predictor.h)
+  std::multimap<Millis, Ticket> backoff;              // retries waiting out their delay
+  std::set<Ticket> ready;                             // retries due, served oldest ticket first
   size_t active = 0;
   size_t running = 0;
   Ticket next_ticket = 1;
@@ -291,23 +289,9 @@ struct Scheduler {
   // A queued call leaves without starting: rejected with `code`.
   void drop_queued(Ticket t, ErrorCode code, int64_t status = 0);
 
-  // ---- predictions ---------------------------------------------------------
-
-  // The earliest time the r-th unit (from 0) of the queued demand in window
-  // `w` can be taken if every unit is taken as early as possible: the
-  // window frees its i-th unit at S[i] (now if free, else when enough of
-  // the log expires: fits_at), and a unit taken at t frees again at t + W,
-  // so unit r comes no earlier than S[r mod L] + floor(r / L) * W. During a
-  // penalty the log is the one the lift will leave.
-  Millis unit_free_at(const Window& w, int64_t r) const;
-
-  // An upper bound on predict(c), in O(levels) per window: unit r frees no
-  // later than the last grant's expiry (or the lifted grant's) plus its rounds.
-  Millis predict_at_most(const Call& c) const;
-
-  // When the queued (or arriving) call `c` could start at the earliest: the
-  // latest over its windows, no earlier than now or a pending lift.
-  Millis predict(const Call& c) const;
+  // When the queued (or arriving) call `c` could start at the earliest
+  // (StartPredictor::earliest).
+  Millis predict(const Call& c) const { return predictor.earliest(c, now, refill_fraction()); }
 
   // Queued calls whose deadline has come (or, overdue_only, passed before
   // now) are rejected with their predicted wait. True if any was.

@@ -31,14 +31,15 @@ enum class Caller {
   Settled,    // already rejected (erase) while the callback ran: nothing left to say
 };
 
-// What one attempt reserved in one window, so its report's usage can
-// correct it: the grant's time in the log of that window (by its key), as the
-// log was then (epoch). Reserved 0: the window counted none of this call's cost.
+// What one attempt took in one window, so its report's usage can correct
+// it: the amount, and the grant's time in the log of that window (by its
+// number), as the log was then (epoch). An amount of 0: the window counted none
+// of this call's cost.
 struct Take {
-  int key = -1;
+  int window = -1;  // its number (Window::number)
   uint64_t epoch = 0;
   Millis at = 0;
-  int64_t reserved = 0;
+  int64_t amount = 0;
   uint64_t incarnation = 0;  // the window's (Window::incarnation) when taken
 };
 
@@ -116,9 +117,9 @@ struct Call {
     const UnitCost* u = units.find(unit);
     return u ? u->before : 0;
   }
-  const Take* take_in(int key) const {
+  const Take* take_in(int window) const {
     for (const Take& t : takes) {
-      if (t.key == key) return &t;
+      if (t.window == window) return &t;
     }
     return nullptr;
   }

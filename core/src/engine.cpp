@@ -308,7 +308,7 @@ Expected<bool> Engine::finished(std::string_view slot, double ran_ms, Millis now
     const std::string shown(slot.substr(0, 80));
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::TypeError,
                        "finished(slot): slot must be the identity the object handed the callback when it started it, "
-                       "\"ticket.attempt.key.start.tag\" (received \"" +
+                       "\"ticket.attempt.number.start.tag\" (received \"" +
                            shown + (slot.size() > 80 ? "...\")" : "\")"));
   }
   if (!std::isfinite(ran_ms) || ran_ms < 0) {

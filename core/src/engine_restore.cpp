@@ -73,7 +73,7 @@ void Engine::restore_window_rows(std::string_view name, const double* rows, size
     }
   }
   // A window the config no longer has (or never had): its rows go.
-  const int key = s.windows.key_of(std::string(name));
+  const int key = s.windows.number_of(std::string(name));
   auto& stale = s.restoring->stale_keys;
   if (std::find(stale.begin(), stale.end(), key) == stale.end()) stale.push_back(key);
 }
@@ -119,7 +119,7 @@ void Engine::restore_end() {
     internal::Window& window = scheduler_->windows[w];
     bool changed = window.log.normalise() || restoring.changed[w];
     std::optional<internal::Grant> reserved_row;
-    if (const int64_t units = reserved ? reserved->units_in(window.key) : 0;
+    if (const int64_t units = reserved ? reserved->units_in(window.number) : 0;
         units > 0 && reserved->until + window.ms > scheduler_->now) {
       reserved_row = window.log.take_at(units, reserved->until);
     }
@@ -128,14 +128,14 @@ void Engine::restore_end() {
       changed = true;
     }
     if (changed) {
-      scheduler_->rows.put(WriteKind::ClearGrants, 0, 0, window.key);
+      scheduler_->rows.put(WriteKind::ClearGrants, 0, 0, window.number);
       for (const internal::Grant& g : window.log.grants())
-        scheduler_->rows.put(WriteKind::PutGrant, g.at, g.amount, window.key);
+        scheduler_->rows.put(WriteKind::PutGrant, g.at, g.amount, window.number);
     } else if (reserved_row && !scheduler_->reservations.on()) {
-      scheduler_->rows.put(WriteKind::PutGrant, reserved_row->at, reserved_row->amount, window.key);
+      scheduler_->rows.put(WriteKind::PutGrant, reserved_row->at, reserved_row->amount, window.number);
     }
     if (reserved_row && scheduler_->reservations.on()) {
-      scheduler_->reservations.owe_restored(window.key, reserved_row->at, reserved->units_in(window.key));
+      scheduler_->reservations.owe_restored(window.number, reserved_row->at, reserved->units_in(window.number));
     }
   }
   if (reserved && scheduler_->reservations.on()) {
@@ -155,8 +155,9 @@ void Engine::restore_end() {
 void Engine::restore_history(const std::vector<HistoryRow>& rows, Millis now) {
   if (!scheduler_->cfg) return;
   scheduler_->history.advance(std::max(scheduler_->now, now));
-  scheduler_->history.restore(
-      rows, [this](const std::string& name) { return name == kPrimaryWindow ? 0 : scheduler_->windows.key_of(name); });
+  scheduler_->history.restore(rows, [this](const std::string& name) {
+    return name == kPrimaryWindow ? 0 : scheduler_->windows.number_of(name);
+  });
 }
 
 }  // namespace drl

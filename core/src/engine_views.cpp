@@ -123,19 +123,19 @@ Expected<std::string> Engine::history_json(int64_t resolution_ms, Millis now) {
         "history resolution must be 10000 (10 s) or 60000 (1 min) ms (received " + std::to_string(resolution_ms) + ")");
   }
   scheduler_->history.advance(std::max(scheduler_->now, now));
-  return scheduler_->history.json(resolution_ms, window_names(scheduler_->windows.keys()));
+  return scheduler_->history.json(resolution_ms, window_names(scheduler_->windows.names()));
 }
 
 std::vector<HistoryRow> Engine::history_unsaved() {
   if (!scheduler_->history.any_unsaved()) return {};
-  return scheduler_->history.unsaved(window_names(scheduler_->windows.keys()));
+  return scheduler_->history.unsaved(window_names(scheduler_->windows.names()));
 }
 
 Millis Engine::history_keep_from(int64_t resolution_ms) const { return scheduler_->history.keep_from(resolution_ms); }
 
 std::vector<HistoryRow> Engine::history_closed() {
   if (!scheduler_->history.any_closed_fine()) return {};
-  return scheduler_->history.closed_fine(window_names(scheduler_->windows.keys()));
+  return scheduler_->history.closed_fine(window_names(scheduler_->windows.names()));
 }
 
 std::optional<Millis> Engine::next_wake() const { return scheduler_->wake; }
@@ -149,9 +149,9 @@ bool Engine::release_dating() const { return scheduler_->dating; }
 std::string Engine::running_slots_text() const { return scheduler_->slots.running_text(); }
 
 const Config* Engine::config() const { return scheduler_->cfg ? &scheduler_->cfg->config : nullptr; }
-const std::string& Engine::window_key(int window) const {
-  return window >= 0 && static_cast<size_t>(window) < scheduler_->windows.keys().size()
-             ? scheduler_->windows.keys()[static_cast<size_t>(window)]
+const std::string& Engine::window_name(int window) const {
+  return window >= 0 && static_cast<size_t>(window) < scheduler_->windows.names().size()
+             ? scheduler_->windows.names()[static_cast<size_t>(window)]
              : scheduler_->empty_text;
 }
 
@@ -184,7 +184,7 @@ size_t EngineInspector::pending_refunds() const { return scheduler_.rows.owed();
 int64_t EngineInspector::unwritten(const std::string& window) const {
   for (const Window& w : scheduler_.windows) {
     if (w.name == window) {
-      return scheduler_.reservations.unwritten_in(w.key);
+      return scheduler_.reservations.unwritten_in(w.number);
     }
   }
   return 0;

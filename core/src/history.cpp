@@ -63,9 +63,9 @@ bool HistoryInterval::empty() const {
   return true;
 }
 
-void HistoryInterval::charge(int key, int64_t amount) {
+void HistoryInterval::charge(int window, int64_t amount) {
   for (uint8_t i = 0; i < n_units; ++i) {
-    if (unit_keys[i] == key) {
+    if (unit_windows[i] == window) {
       units[i] += amount;
       return;
     }
@@ -73,15 +73,15 @@ void HistoryInterval::charge(int key, int64_t amount) {
   // More windows than slots in one interval (reconfigured many times over):
   // the rest go uncounted rather than allocate.
   if (n_units == kUnitSlots) return;
-  unit_keys[n_units] = static_cast<int16_t>(key);
+  unit_windows[n_units] = static_cast<int16_t>(window);
   units[n_units++] = amount;
 }
 
 namespace {
 
-const std::string& name_of(const std::vector<std::string>& names, int key) {
+const std::string& name_of(const std::vector<std::string>& names, int window) {
   static const std::string unknown;
-  return key >= 0 && static_cast<size_t>(key) < names.size() ? names[static_cast<size_t>(key)] : unknown;
+  return window >= 0 && static_cast<size_t>(window) < names.size() ? names[static_cast<size_t>(window)] : unknown;
 }
 
 }  // namespace
@@ -104,7 +104,7 @@ std::string history_interval_json(const HistoryInterval& iv, const std::vector<s
   out += ",\"units\":{";
   for (uint8_t i = 0; i < iv.n_units; ++i) {
     if (i > 0) out += ',';
-    out += nlohmann::json(name_of(names, iv.unit_keys[i])).dump();
+    out += nlohmann::json(name_of(names, iv.unit_windows[i])).dump();
     out += ':' + std::to_string(iv.units[i]);
   }
   out += '}';
@@ -244,9 +244,9 @@ void History::rate_limited() {
   ++coarse_.open.rate_limited;
 }
 
-void History::charge(int window_key, int64_t amount) {
-  fine_.open.charge(window_key, amount);
-  coarse_.open.charge(window_key, amount);
+void History::charge(int window, int64_t amount) {
+  fine_.open.charge(window, amount);
+  coarse_.open.charge(window, amount);
 }
 
 std::string History::json(HistoryMillis resolution_ms, const std::vector<std::string>& names) const {
@@ -319,7 +319,7 @@ std::optional<HistoryMillis> ms_field(const nlohmann::json& doc, const char* nam
 
 }  // namespace
 
-void History::restore(const std::vector<HistoryRecord>& rows, const std::function<int(const std::string&)>& key_of) {
+void History::restore(const std::vector<HistoryRecord>& rows, const std::function<int(const std::string&)>& number_of) {
   for (const HistoryRecord& row : rows) {
     if (row.resolution_ms != kFineMs && row.resolution_ms != kCoarseMs) continue;
     Ring& r = ring(row.resolution_ms);
@@ -354,7 +354,7 @@ void History::restore(const std::vector<HistoryRecord>& rows, const std::functio
           readable = false;
           break;
         }
-        iv.charge(key_of(u.key()), u->get<int64_t>());
+        iv.charge(number_of(u.key()), u->get<int64_t>());
       }
     }
     if (auto wait = doc.find("wait"); wait != doc.end() && !wait->is_null()) {

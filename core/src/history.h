@@ -54,7 +54,7 @@ class WaitHistogram {
 
 // One interval's aggregates, as kept in the ring (fixed size).
 struct HistoryInterval {
-  // A window's net units, by its write number (Engine::window_key): one
+  // A window's net units, by its number (Engine::window_name names it): one
   // slot per window a config can have. (A reconfigure that swaps windows
   // within an interval can name more; those go uncounted there.)
   static constexpr size_t kUnitSlots = kMaxWindows;
@@ -64,11 +64,11 @@ struct HistoryInterval {
   uint32_t queued = 0, running = 0;                         // at the end of the interval
   HistoryMillis wait_p50 = 0, wait_p95 = 0, wait_max = -1;  // wait_max -1: nothing started
   std::array<int64_t, kUnitSlots> units{};
-  std::array<int16_t, kUnitSlots> unit_keys{};
+  std::array<int16_t, kUnitSlots> unit_windows{};  // the window number of units[i]
   uint8_t n_units = 0;
 
   bool empty() const;
-  void charge(int key, int64_t amount);
+  void charge(int window, int64_t amount);
 };
 
 using HistoryRecord = drl::HistoryRow;
@@ -97,7 +97,7 @@ class History {
   void completed();
   void rejected(ErrorCode code);  // classed as failed, dropped or deadline
   void rate_limited();
-  void charge(int window_key, int64_t amount);
+  void charge(int window, int64_t amount);
 
   // {"resolutionMs":..,"intervals":[..],"current":{..}}; names[key] is a
   // window's name. `resolution_ms` is kFineMs or kCoarseMs.
@@ -112,9 +112,9 @@ class History {
   std::vector<HistoryRecord> closed_fine(const std::vector<std::string>& names);
   // Puts stored rows back (a cold start): unreadable rows, rows past
   // retention and rows not before the open interval are skipped. Restored
-  // rows count as stored and as exported. key_of maps a window name to its
+  // rows count as stored and as exported. number_of maps a window name to its
   // write number.
-  void restore(const std::vector<HistoryRecord>& rows, const std::function<int(const std::string&)>& key_of);
+  void restore(const std::vector<HistoryRecord>& rows, const std::function<int(const std::string&)>& number_of);
   // Everything closed counts as not stored (storage may have lost it).
   void mark_unsaved();
   void clear();

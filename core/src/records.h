@@ -3,7 +3,7 @@
 // test compares the very same numbers. Four doubles per record:
 //   writes first:  [10 + WriteKind, at, amount, window]; PutPenalty carries
 //                  lift_pending (1 or 0) where the others carry amount; window
-//                  is a grant write's window number (Engine::window_key), 0 for the rest
+//                  is a grant write's window number (Engine::window_name), 0 for the rest
 //   then actions:  [Start=1 | Resolve=2, ticket, attempt, 0] or [Reject=3, ticket, code, status]
 #pragma once
 

@@ -16,22 +16,22 @@ bool Reservations::covers(const Call& c, const std::vector<Window>& windows, Mil
   for (const Window& w : windows) {
     const int64_t amount = c.cost_in(w.unit);
     if (amount <= 0) continue;
-    auto held = unwritten_.find(w.key);
-    if ((held == unwritten_.end() ? 0 : held->second) + amount > record_->units_in(w.key)) return false;
+    auto held = unwritten_.find(w.number);
+    if ((held == unwritten_.end() ? 0 : held->second) + amount > record_->units_in(w.number)) return false;
     if (static_cast<int64_t>(w.log.size()) >= w.cap) return false;  // its take may merge: rows to write
   }
   return true;
 }
 
-void Reservations::took_unwritten(int key, Millis at, int64_t amount) {
-  owed_.emplace(key, at);
-  unwritten_[key] += amount;
+void Reservations::took_unwritten(int window, Millis at, int64_t amount) {
+  owed_.emplace(window, at);
+  unwritten_[window] += amount;
 }
 
-void Reservations::noted_take(int key, int64_t amount) {
+void Reservations::noted_take(int window, int64_t amount) {
   if (!on_) return;
-  taken_since_[key] += amount;
-  last_take_[key] = amount;
+  taken_since_[window] += amount;
+  last_take_[window] = amount;
 }
 
 void Reservations::noted_start(Millis now) {
@@ -80,8 +80,8 @@ void Reservations::settle(Millis now) {
 
 bool Reservations::renewal_due(Millis now) const {
   if (now >= record_->until - record_->span / 2) return true;
-  for (const auto& [key, units] : record_->units) {
-    auto held = unwritten_.find(key);
+  for (const auto& [window, units] : record_->units) {
+    auto held = unwritten_.find(window);
     if (held != unwritten_.end() && 2 * held->second >= units) return true;
   }
   return false;
@@ -103,15 +103,15 @@ std::optional<Reservation> Reservations::sized(const std::vector<Window>& window
   r.until = now + s;
   r.span = s;
   for (const Window& w : windows) {
-    const int64_t taken = taken_since_[w.key];
-    const int64_t last = last_take_[w.key];
+    const int64_t taken = taken_since_[w.number];
+    const int64_t last = last_take_[w.number];
     if (last == 0 && taken == 0) continue;
     const double at_rate = std::ceil(std::min(2.0 * static_cast<double>(taken) * static_cast<double>(s) / elapsed,
                                               static_cast<double>(kMaxLimitPerWindow)));
     const int64_t wanted = std::max(static_cast<int64_t>(at_rate), 2 * last);
     const int64_t free = std::max<int64_t>(0, w.limit - w.log.used());
     const int64_t units = std::min({wanted, free, cap(w.limit)});
-    if (units > 0) r.units.emplace_back(w.key, units);
+    if (units > 0) r.units.emplace_back(w.number, units);
   }
   if (r.units.empty()) return std::nullopt;
   return r;
@@ -138,9 +138,9 @@ std::optional<Millis> Reservations::wake(Millis now) const {
 nlohmann::json Reservations::json(const std::vector<Window>& windows) const {
   if (!record_) return nullptr;
   nlohmann::json units = nlohmann::json::object();
-  for (const auto& [key, n] : record_->units) {
+  for (const auto& [window, n] : record_->units) {
     for (const Window& w : windows) {
-      if (w.key == key) units[w.name] = n;
+      if (w.number == window) units[w.name] = n;
     }
   }
   return {{"until", record_->until}, {"units", std::move(units)}};
@@ -150,7 +150,7 @@ std::string Reservations::text(const std::vector<Window>& windows) const {
   return record_ ? json(windows).dump() : std::string();
 }
 
-// Units per window (by key), counted at `now` whatever the record's end: a
+// Units per window (by number), counted at `now` whatever the record's end: a
 // take it covered was decided before its end, but its callback left once
 // the commit before it was durable, which may have been as late as the
 // crash (the clock a restore trusts for rows too); a grant dated in the
@@ -174,21 +174,21 @@ Reservation Reservations::read(std::string_view text, const std::vector<Window>&
     }
   }
   if (!readable) {
-    for (const Window& w : windows) r.units.emplace_back(w.key, cap(w.limit));
+    for (const Window& w : windows) r.units.emplace_back(w.number, cap(w.limit));
     return r;
   }
   for (const Window& w : windows) {
     auto it = doc["units"].find(w.name);
     if (it == doc["units"].end()) continue;
     const int64_t n = static_cast<int64_t>(std::ceil(std::min(it->get<double>(), static_cast<double>(w.limit))));
-    if (n > 0) r.units.emplace_back(w.key, n);
+    if (n > 0) r.units.emplace_back(w.number, n);
   }
   return r;
 }
 
-void Reservations::owe_restored(int key, Millis at, int64_t units) {
-  owed_.emplace(key, at);
-  unwritten_[key] = units;
+void Reservations::owe_restored(int window, Millis at, int64_t units) {
+  owed_.emplace(window, at);
+  unwritten_[window] = units;
 }
 
 void Reservations::restored(Reservation r, Millis now) {
@@ -196,8 +196,8 @@ void Reservations::restored(Reservation r, Millis now) {
   due_ = now + idle_ms();
 }
 
-int64_t Reservations::unwritten_in(int key) const {
-  auto it = unwritten_.find(key);
+int64_t Reservations::unwritten_in(int window) const {
+  auto it = unwritten_.find(window);
   return it == unwritten_.end() ? 0 : it->second;
 }
 

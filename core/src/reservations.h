@@ -63,10 +63,10 @@ constexpr Millis kMinReserveWindowMs = 10;
 struct Reservation {
   Millis until = 0;
   Millis span = kReserveSpanMs;                // how long it covers takes from when it was written
-  std::vector<std::pair<int, int64_t>> units;  // by window key; only windows with units > 0
-  int64_t units_in(int key) const {
+  std::vector<std::pair<int, int64_t>> units;  // by window number; only windows with units > 0
+  int64_t units_in(int window) const {
     for (const auto& [k, n] : units) {
-      if (k == key) return n;
+      if (k == window) return n;
     }
     return 0;
   }
@@ -80,11 +80,11 @@ class Reservations {
 
   // Whether every take of `c` fits in the record in force (see the contract).
   bool covers(const Call& c, const std::vector<Window>& windows, Millis now) const;
-  // A take the record covered: its row at `at` in window `key` is owed.
-  void took_unwritten(int key, Millis at, int64_t amount);
+  // A take the record covered: its row at `at` in window `window` is owed.
+  void took_unwritten(int window, Millis at, int64_t amount);
   // Every take, covered or not (for sizing): after noted_take for each of a
   // call's windows, noted_start once.
-  void noted_take(int key, int64_t amount);
+  void noted_take(int window, int64_t amount);
   void noted_start(Millis now);
   // How long without a take before the record is cleared: twice the run's
   // pace, at least kIdleSlotsWriteMs.
@@ -95,7 +95,7 @@ class Reservations {
   std::optional<bool> step(Millis now, bool stores);
   // After step() (and any write): drops timers a cleared record left.
   void settle(Millis now);
-  // The rows owed, (window key, date): rewrite them before replace().
+  // The rows owed, (window number, date): rewrite them before replace().
   const std::set<std::pair<int, Millis>>& owed_rows() const { return owed_; }
   // The new record (`keep`: sized to the recent rate; else none). True if
   // a record must be stored (PutReservation): one was or now is in force.
@@ -108,12 +108,12 @@ class Reservations {
   nlohmann::json json(const std::vector<Window>& windows) const;
   // A stored record, read for a restore (see reservations.cpp).
   static Reservation read(std::string_view text, const std::vector<Window>& windows, Millis now);
-  // A restore kept `r` in force; its units in window `key` are owed at `at`.
-  void owe_restored(int key, Millis at, int64_t units);
+  // A restore kept `r` in force; its units in window `window` are owed at `at`.
+  void owe_restored(int window, Millis at, int64_t units);
   void restored(Reservation r, Millis now);
 
   // Units taken under the record in force whose rows are not yet written.
-  int64_t unwritten_in(int key) const;
+  int64_t unwritten_in(int window) const;
   // A lift rewrites every log whole: nothing is owed any more.
   void lifted();
   // Reservations were switched off (after the last record was cleared).
@@ -131,7 +131,7 @@ class Reservations {
 
   bool on_ = false;
   std::optional<Reservation> record_;      // as last written (or restored)
-  std::map<int, int64_t> unwritten_;       // what takes made under it hold, by window key
+  std::map<int, int64_t> unwritten_;       // what takes made under it hold, by window number
   std::set<std::pair<int, Millis>> owed_;  // rows whose stored amount is behind the log
   // For sizing the next record: units taken per window since the record was
   // last written, the last take's amount, and when.

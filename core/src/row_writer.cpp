@@ -24,13 +24,13 @@ void RowWriter::flush(const Windows& windows, Millis now) {
   forget_owed();
 }
 
-void RowWriter::rewrite_row(int key, Millis at, const Windows& windows, Millis now, bool expired_stay) {
-  const Window* w = windows.by_key(key);
+void RowWriter::rewrite_row(int window, Millis at, const Windows& windows, Millis now, bool expired_stay) {
+  const Window* w = windows.by_number(window);
   if (w == nullptr) return;  // the window went: its rows were cleared with it
   if (const Grant* g = w->log.find(at)) {
-    put(WriteKind::PutGrant, at, g->amount, key);
+    put(WriteKind::PutGrant, at, g->amount, window);
   } else if (!expired_stay || at + w->ms > now) {
-    put(WriteKind::DeleteGrant, at, 0, key);
+    put(WriteKind::DeleteGrant, at, 0, window);
   }
 }
 

@@ -6,7 +6,7 @@
 //   something other than an expiry (DeleteGrantsThrough): rows owed may
 //   then ride on its commit for free. expiring() is true once it expires
 //   rows. clear() starts the next step's output.
-// - owe(key, at) notes that the row of window `key` at time `at` no longer
+// - owe(window, at) notes that the row of window `window` at time `at` no longer
 //   holds what the log holds (a refund lowered it; `moved`: a take was dated
 //   later, and its new row is not yet stored). A lowered row only
 //   over-counts until it is rewritten, the safe side; a moved take's row
@@ -52,11 +52,11 @@ namespace drl::internal {
 class RowWriter {
  public:
   // ---- this step's writes ---------------------------------------------------
-  void put(WriteKind kind, Millis at = 0, int64_t amount = 0, int window_key = 0) {
+  void put(WriteKind kind, Millis at = 0, int64_t amount = 0, int window = 0) {
     if (kind == WriteKind::PutGrant && at > newest_row_) newest_row_ = at;
     if (kind == WriteKind::DeleteGrantsThrough) ++expiries_;
     Write w{kind, at, amount};
-    w.window = window_key;
+    w.window = window;
     writes_.push_back(w);
   }
   // A record that is not a grant row (the penalty, its lift).
@@ -73,8 +73,8 @@ class RowWriter {
   Millis newest_row() const { return newest_row_; }
 
   // ---- rows owed -------------------------------------------------------------
-  void owe(int window_key, Millis at, bool moved = false) {
-    owed_.emplace_back(window_key, at);
+  void owe(int window, Millis at, bool moved = false) {
+    owed_.emplace_back(window, at);
     moved_ = moved_ || moved;
   }
   bool owes() const { return !owed_.empty(); }
@@ -95,16 +95,16 @@ class RowWriter {
 
   template <typename Rows>
   void rewrite(const Rows& rows, const Windows& windows, Millis now, bool expired_stay) {
-    for (const auto& [key, at] : rows) rewrite_row(key, at, windows, now, expired_stay);
+    for (const auto& [window, at] : rows) rewrite_row(window, at, windows, now, expired_stay);
   }
 
  private:
-  void rewrite_row(int key, Millis at, const Windows& windows, Millis now, bool expired_stay);
+  void rewrite_row(int window, Millis at, const Windows& windows, Millis now, bool expired_stay);
 
   std::vector<Write> writes_;
   size_t expiries_ = 0;  // writes_ that are DeleteGrantsThrough
   Millis newest_row_ = 0;
-  std::vector<std::pair<int, Millis>> owed_;  // (window key, time)
+  std::vector<std::pair<int, Millis>> owed_;  // (window number, time)
   std::optional<Millis> due_;
   bool moved_ = false;  // owed_ holds a take moved to a later date
 };

@@ -21,7 +21,7 @@ void Scheduler::advance(Millis t) {
   if (penalty.due(now)) lift();
   hold_unreleased();
   for (Window& w : windows) {
-    if (auto through = w.log.prune(w.ms, now)) rows.put(WriteKind::DeleteGrantsThrough, *through, 0, w.key);
+    if (auto through = w.log.prune(w.ms, now)) rows.put(WriteKind::DeleteGrantsThrough, *through, 0, w.number);
   }
   // A deadline already past when the host's event arrives (its timer came
   // late, or another event came first) is met now, before anything this
@@ -62,8 +62,8 @@ void Scheduler::lift() {
     const Grant g = penalty.lifted(w.log, w.limit, w.ms, refill_fraction());
     w.log.replace(g);
     w.epoch = windows.new_epoch();
-    rows.put(WriteKind::ClearGrants, 0, 0, w.key);
-    if (g.amount > 0) rows.put(WriteKind::PutGrant, g.at, g.amount, w.key);
+    rows.put(WriteKind::ClearGrants, 0, 0, w.number);
+    if (g.amount > 0) rows.put(WriteKind::PutGrant, g.at, g.amount, w.number);
   }
   penalty.lift();
   put_penalty();
@@ -142,10 +142,10 @@ void Scheduler::serve() {
   // Timeouts and deadlines fire whatever else waits, a penalty included.
   if (auto due = deadlines.next(); due && (!wake || due->first < *wake)) wake = due->first;
   if (auto due = queue.next_deadline(); due && (!wake || due->first < *wake)) wake = due->first;
-  record_slots();
-  record_owed_rows();
-  record_reservation();
-  record_released();
+  store_slots_record();
+  store_owed_rows();
+  store_reservation();
+  store_release_mark();
   if (released_due && (!wake || *released_due < *wake)) wake = released_due;
   if (auto due = slots.write_due(); due && (!wake || *due < *wake)) wake = due;
   if (auto due = rows.owed_due(); due && (!wake || *due < *wake)) wake = due;
@@ -212,12 +212,12 @@ void Scheduler::start(Ticket t, Call& c) {
   c.takes.clear();
   c.takes.reserve(windows.size());
   for (Window& w : windows) {
-    Take& take = c.takes.emplace_back(Take{w.key, w.epoch, 0, c.cost_in(w.unit), w.incarnation});
-    if (take.reserved > 0) {
-      take.at = (covered ? take_unwritten(w, take.reserved, dated) : grant(w, take.reserved, std::nullopt, dated)).at;
+    Take& take = c.takes.emplace_back(Take{w.number, w.epoch, 0, c.cost_in(w.unit), w.incarnation});
+    if (take.amount > 0) {
+      take.at = (covered ? take_unwritten(w, take.amount, dated) : grant(w, take.amount, std::nullopt, dated)).at;
       newest_take = std::max(newest_take, take.at);
-      reservations.noted_take(w.key, take.reserved);
-      history.charge(w.key, take.reserved);
+      reservations.noted_take(w.number, take.amount);
+      history.charge(w.number, take.amount);
     }
   }
   reservations.noted_start(now);
@@ -229,7 +229,7 @@ void Scheduler::start(Ticket t, Call& c) {
   ++running;
   // Keyed by the primary's grant time, where every call takes (unless a
   // reconfigure changed the default unit under a queued call: then now).
-  slot_started(t, c, c.takes[0].reserved > 0 ? c.takes[0].at : now);
+  slot_started(t, c, c.takes[0].amount > 0 ? c.takes[0].at : now);
   act(ActionKind::Start, t, c.attempt);
   note_unreleased(t, c);
   if (c.attempt == 1) history.started(now - c.arrived_at);

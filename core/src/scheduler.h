@@ -182,9 +182,12 @@ struct Scheduler {
   Millis cover_span() const;
 
   // Writes the slots record with this step (see slots_record.h).
-  void write_record();
+  void write_slots_record();
 
-  void record_slots();
+  // At the end of a step: writes the slots record when SlotsRecord::step
+  // says so (a start it does not cover; riding on a step that stores).
+  // "store_*" are the end-of-step decisions; "record" is only ever a noun.
+  void store_slots_record();
 
   // ---- grants dated when their callbacks leave (Engine::released) ----------
   //
@@ -246,7 +249,7 @@ struct Scheduler {
   // At the end of a step: the release mark rides on a step that stores
   // anyway; when it has moved past rows stored at or after the mark in
   // storage, it is written alone once the bucket has been quiet a while.
-  void record_released();
+  void store_release_mark();
 
   // ---- covering reservations (reservations.h) ------------------------------
 
@@ -260,12 +263,12 @@ struct Scheduler {
   void write_reservation(bool keep);
 
   // At the end of a step (see Reservations::step).
-  void record_reservation();
+  void store_reservation();
 
   // At the end of a step: the rows owed ride on a step that stores
   // something anyway, or are written alone once the bucket has been quiet
   // a while (RowWriter::step).
-  void record_owed_rows();
+  void store_owed_rows();
 
   // The penalty's deadline has come: every window's log becomes the one
   // grant Penalty::lifted() gives, so at most penaltyRefillFraction of each

@@ -12,7 +12,7 @@ void Scheduler::note_unreleased(Ticket t, const Call& c) {
   u.decided = now;
   u.first_at = now + lags.allowance();
   for (size_t i = 0; i < c.takes.size(); ++i) {
-    if (c.takes[i].reserved <= 0) continue;
+    if (c.takes[i].amount <= 0) continue;
     u.takes[u.n_takes++] = c.takes[i];
     u.first_at = std::min(u.first_at, c.takes[i].at);
   }
@@ -54,7 +54,7 @@ void Scheduler::move_takes(Unreleased& u, Millis to, bool defer) {
   Millis first = to;
   for (uint8_t i = 0; i < u.n_takes; ++i) {
     Take& was = u.takes[i];
-    Window* w = windows.by_key(was.key);
+    Window* w = windows.by_number(was.window);
     if (w == nullptr || w->incarnation != was.incarnation) continue;
     if (was.at >= to) {
       first = std::min(first, was.at);
@@ -64,15 +64,15 @@ void Scheduler::move_takes(Unreleased& u, Millis to, bool defer) {
     const bool shadow = (u.shadowed >> i) & 1U;
     if (c != nullptr && !shadow && w->epoch == was.epoch) {
       for (size_t k = 0; k < c->takes.size(); ++k) {
-        if (c->takes[k].key == was.key && c->takes[k].at == was.at) take = &c->takes[k];
+        if (c->takes[k].window == was.window && c->takes[k].at == was.at) take = &c->takes[k];
       }
     }
-    if ((take != nullptr || (shadow && w->epoch == was.epoch)) && w->log.shrink(was.at, was.reserved)) {
-      rows.owe(w->key, was.at);  // lowered with the next step that stores
+    if ((take != nullptr || (shadow && w->epoch == was.epoch)) && w->log.shrink(was.at, was.amount)) {
+      rows.owe(w->number, was.at);  // lowered with the next step that stores
     } else {
       take = nullptr;  // charged again; the attempt keeps its own take
     }
-    const internal::Grant g = defer ? take_deferred(*w, was.reserved, to) : grant(*w, was.reserved, std::nullopt, to);
+    const internal::Grant g = defer ? take_deferred(*w, was.amount, to) : grant(*w, was.amount, std::nullopt, to);
     if (take != nullptr) {
       take->at = g.at;
       u.shadowed &= static_cast<uint8_t>(~(1U << i));
@@ -89,11 +89,11 @@ void Scheduler::move_takes(Unreleased& u, Millis to, bool defer) {
 
 internal::Grant Scheduler::take_deferred(Window& w, int64_t amount, Millis dated) {
   const internal::Grant g = w.log.take(amount, w.ms, std::max(now, dated), w.cap);
-  rows.owe(w.key, g.at, /*moved=*/true);
+  rows.owe(w.number, g.at, /*moved=*/true);
   while (static_cast<int64_t>(w.log.size()) > w.cap) {
     auto [deleted, merged] = w.log.merge_oldest();
-    rows.put(WriteKind::DeleteGrant, deleted, 0, w.key);
-    rows.put(WriteKind::PutGrant, merged.at, merged.amount, w.key);
+    rows.put(WriteKind::DeleteGrant, deleted, 0, w.number);
+    rows.put(WriteKind::PutGrant, merged.at, merged.amount, w.number);
   }
   return g;
 }
@@ -106,14 +106,14 @@ void Scheduler::hold_unreleased() {
     if (u.first_at + shortest > now) continue;
     bool due = false;
     for (uint8_t i = 0; i < u.n_takes && !due; ++i) {
-      const Window* w = windows.by_key(u.takes[i].key);
+      const Window* w = windows.by_number(u.takes[i].window);
       due = w != nullptr && u.takes[i].at + w->ms <= now;
     }
     if (due) move_takes(u, now, /*defer=*/false);
   }
 }
 
-void Scheduler::record_released() {
+void Scheduler::store_release_mark() {
   if (!cfg || !dating) {
     released_due.reset();
     return;

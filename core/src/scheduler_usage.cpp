@@ -46,8 +46,9 @@ Expected<Call> Scheduler::costed(const Amounts& cost) {
 Error Scheduler::cost_too_large(const Window& w, const Call& c, bool named_units) const {
   std::string what = "cost " + std::to_string(c.cost_in(w.unit));
   if (named_units) what += " " + windows.unit_name(w.unit);
-  const std::string where =
-      w.key == 0 && !named_units ? "limitPerWindow " : "window " + nlohmann::json(w.name).dump() + "'s limitPerWindow ";
+  const std::string where = w.number == 0 && !named_units
+                                ? "limitPerWindow "
+                                : "window " + nlohmann::json(w.name).dump() + "'s limitPerWindow ";
   return Error::make(ErrorCode::CostTooLarge, ErrorKind::RangeError,
                      what + " exceeds " + where + std::to_string(w.limit) + ", so it could never be admitted");
 }
@@ -94,21 +95,21 @@ void Scheduler::settle_usage(const Call& c, const Amounts& usage) {
     }
     if (!used) continue;
     const int64_t real = static_cast<int64_t>(used->amount);
-    const Take* take = c.take_in(w.key);
+    const Take* take = c.take_in(w.number);
     // A take from an older window of this name reserved nothing in this one.
     if (take && take->incarnation != w.incarnation) take = nullptr;
-    const int64_t reserved = take ? take->reserved : 0;
+    const int64_t reserved = take ? take->amount : 0;
     if (real < reserved) {
       if (take->epoch != w.epoch || take->at + w.ms <= now) continue;
       // Stored later (RowWriter::owe): a row that still holds the
       // refunded amount only over-counts until then, the safe side.
       if (w.log.shrink(take->at, reserved - real)) {
-        rows.owe(w.key, take->at);
-        history.charge(w.key, real - reserved);
+        rows.owe(w.number, take->at);
+        history.charge(w.number, real - reserved);
       }
     } else if (real > reserved) {
       grant(w, real - reserved);
-      history.charge(w.key, real - reserved);
+      history.charge(w.number, real - reserved);
     }
   }
 }
@@ -155,8 +156,8 @@ void Scheduler::learn_from(const Call& c, std::string_view text) {
     // Admitted here since this attempt started, less its own take (which
     // the upstream did count): the safe side counts the whole grant of
     // that millisecond.
-    const Take* take = c.take_in(w->key);
-    const int64_t own = take != nullptr && take->epoch == w->epoch ? take->reserved : 0;
+    const Take* take = c.take_in(w->number);
+    const int64_t own = take != nullptr && take->epoch == w->epoch ? take->amount : 0;
     const int64_t since = std::max<int64_t>(0, w->log.live_at(1, c.started_at) - own);
     const int64_t allows = *o.remaining - since;
     // Dated so that it leaves the window at the upstream's reset (a reset

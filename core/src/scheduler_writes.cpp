@@ -47,22 +47,22 @@ void Scheduler::clear_output() {
   actions.clear();
 }
 
-void Scheduler::write_record() {
+void Scheduler::write_slots_record() {
   slots.write(now, cover_span());
   rows.put(Write{WriteKind::PutSlots});
 }
 
-void Scheduler::record_slots() {
+void Scheduler::store_slots_record() {
   if (!cfg) {
     slots.cancel_due();
   } else if (slots.step(now, cover_span(), running, rows.stores_anyway()) == SlotsRecord::Write) {
-    write_record();
+    write_slots_record();
   }
 }
 
 internal::Grant Scheduler::take_unwritten(Window& w, int64_t amount, Millis dated) {
   const internal::Grant g = w.log.take(amount, w.ms, dated, w.cap);
-  reservations.took_unwritten(w.key, g.at, amount);
+  reservations.took_unwritten(w.number, g.at, amount);
   return g;
 }
 
@@ -73,10 +73,10 @@ void Scheduler::write_reservation(bool keep) {
   if (reservations.replace(keep, windows.list(), now)) rows.put(WriteKind::PutReservation);
   // A new record extends the slots record's cover with it (cover_span), so
   // a sequential caller's starts do not rewrite the slots on their own.
-  if (reservations.record() && slots.any_live()) write_record();
+  if (reservations.record() && slots.any_live()) write_slots_record();
 }
 
-void Scheduler::record_reservation() {
+void Scheduler::store_reservation() {
   if (!cfg) {  // erased: EraseAll took the record along with the rows
     if (reservations.on()) reservations.erase();
     return;
@@ -85,7 +85,7 @@ void Scheduler::record_reservation() {
   reservations.settle(now);
 }
 
-void Scheduler::record_owed_rows() {
+void Scheduler::store_owed_rows() {
   if (!cfg) {
     rows.forget_owed();
   } else {
@@ -96,11 +96,11 @@ void Scheduler::record_owed_rows() {
 internal::Grant Scheduler::grant(Window& w, int64_t amount, std::optional<Millis> at, std::optional<Millis> dated) {
   const internal::Grant g =
       at ? w.log.take_at(amount, *at) : w.log.take(amount, w.ms, std::max(now, dated.value_or(now)), w.cap);
-  rows.put(WriteKind::PutGrant, g.at, g.amount, w.key);
+  rows.put(WriteKind::PutGrant, g.at, g.amount, w.number);
   while (static_cast<int64_t>(w.log.size()) > w.cap) {
     auto [deleted, merged] = w.log.merge_oldest();
-    rows.put(WriteKind::DeleteGrant, deleted, 0, w.key);
-    rows.put(WriteKind::PutGrant, merged.at, merged.amount, w.key);
+    rows.put(WriteKind::DeleteGrant, deleted, 0, w.number);
+    rows.put(WriteKind::PutGrant, merged.at, merged.amount, w.number);
   }
   return g;
 }

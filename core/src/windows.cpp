@@ -20,11 +20,11 @@ std::vector<int> Windows::configure(const Config& config) {
     w.incarnation = w.epoch;
     return w;
   };
-  Window primary = old.empty() || old[0].key != 0 ? Window{} : std::move(old[0]);
-  if (!old.empty() && old[0].key == 0) old.erase(old.begin());
+  Window primary = old.empty() || old[0].number != 0 ? Window{} : std::move(old[0]);
+  if (!old.empty() && old[0].number == 0) old.erase(old.begin());
   if (primary.epoch == 0) primary.incarnation = primary.epoch = new_epoch();
   primary.name = kPrimaryWindow;
-  primary.key = 0;
+  primary.number = 0;
   primary.unit = unit_index(config.bucket.unit);
   primary.limit = config.bucket.limit_per_window;
   primary.ms = config.bucket.window_ms;
@@ -34,7 +34,7 @@ std::vector<int> Windows::configure(const Config& config) {
     Window w = carried(wc.name, wc.unit);
     w.name = wc.name;
     w.cap = kMaxExtraLogEntries;
-    w.key = key_of(wc.name);
+    w.number = number_of(wc.name);
     w.unit = unit_index(wc.unit);
     w.limit = wc.limit_per_window;
     w.ms = wc.window_ms;
@@ -46,7 +46,7 @@ std::vector<int> Windows::configure(const Config& config) {
     if (std::find(counted_.begin(), counted_.end(), w.unit) == counted_.end()) counted_.push_back(w.unit);
   }
   std::vector<int> gone;
-  for (const Window& w : old) gone.push_back(w.key);
+  for (const Window& w : old) gone.push_back(w.number);
   return gone;
 }
 
@@ -55,14 +55,14 @@ void Windows::clear() {
   counted_.clear();
 }
 
-Window* Windows::by_key(int key) {
+Window* Windows::by_number(int number) {
   for (Window& w : windows_) {
-    if (w.key == key) return &w;
+    if (w.number == number) return &w;
   }
   return nullptr;
 }
 
-const Window* Windows::by_key(int key) const { return const_cast<Windows*>(this)->by_key(key); }
+const Window* Windows::by_number(int number) const { return const_cast<Windows*>(this)->by_number(number); }
 
 const Window* Windows::too_large(const Call& c) const {
   for (const Window& w : windows_) {
@@ -71,12 +71,12 @@ const Window* Windows::too_large(const Call& c) const {
   return nullptr;
 }
 
-int Windows::key_of(const std::string& name) {
-  for (size_t i = 1; i < keys_.size(); ++i) {
-    if (keys_[i] == name) return static_cast<int>(i);
+int Windows::number_of(const std::string& name) {
+  for (size_t i = 1; i < names_.size(); ++i) {
+    if (names_[i] == name) return static_cast<int>(i);
   }
-  keys_.push_back(name);
-  return static_cast<int>(keys_.size() - 1);
+  names_.push_back(name);
+  return static_cast<int>(names_.size() - 1);
 }
 
 int Windows::unit_index(const std::string& name) {

@@ -1,17 +1,17 @@
 // A bucket's windows: each one's limit, span and sliding log, and the two
-// append-only name tables they are numbered by (window names, the keys of
-// their stored rows; unit names, the units costs and usages count in).
+// append-only name tables they are numbered by (window names, whose numbers
+// key their stored rows; unit names, the units costs and usages count in).
 //
 // Contract:
-// - windows()[0] is the primary (the config's bucket, key 0); the rest are
-//   the config's `windows`, in its order. Empty when unconfigured.
-// - Keys and unit numbers are handed out once and never reused or renumbered:
-//   a stored row, a call's take and a history interval name a window by key,
-//   a call's cost a unit by number, across any reconfigure.
+// - windows()[0] is the primary (the config's bucket, number 0); the rest
+//   are the config's `windows`, in its order. Empty when unconfigured.
+// - Window and unit numbers are handed out once and never reused or
+//   renumbered: a stored row, a call's take and a history interval name a
+//   window by number, a call's cost a unit by number, across any reconfigure.
 // - configure() keeps a window's log across a reconfigure when the new
 //   config has a window of the same name counting the same unit (the primary
 //   always keeps its own); any other window starts empty with a new
-//   incarnation, and the keys of the windows that went are returned, for
+//   incarnation, and the numbers of the windows that went are returned, for
 //   their rows to be deleted.
 // - counted() lists each unit some window counts once, in window order, so
 //   an arrival resolves a unit name without allocating.
@@ -24,7 +24,7 @@
 //   drl::internal::Windows windows;
 //   assert(windows.configure(config).empty());
 //   assert(windows.size() == 2);
-//   assert(windows[1].key == 1);
+//   assert(windows[1].number == 1);
 //   assert(windows.unit_list() == "requests, tokens");
 //   const int tokens = windows.counted_unit("tokens");
 //   drl::internal::Call c;
@@ -37,7 +37,7 @@
 //   config.windows.clear();
 //   assert(windows.configure(config) == std::vector<int>{1});  // its rows go
 //   assert(windows.counted_unit("tokens") == -1);
-//   assert(windows.key_of("tpm") == 1);  // a name keeps its number
+//   assert(windows.number_of("tpm") == 1);  // a name keeps its number
 #pragma once
 
 #include <cstdint>
@@ -56,8 +56,8 @@ namespace drl::internal {
 // One window of a bucket: at most `limit` of `unit` granted in any `ms`.
 struct Window {
   std::string name;
-  int key = 0;   // its number in writes (Windows::keys); 0 for the primary
-  int unit = 0;  // its unit's number (Windows::units)
+  int number = 0;  // its number in writes (Windows::names); 0 for the primary
+  int unit = 0;    // its unit's number (Windows::units)
   int64_t limit = 0;
   int64_t ms = 0;
   // Changes whenever the log is replaced (a penalty's lift): a take from an
@@ -81,7 +81,7 @@ struct Window {
 
 class Windows {
  public:
-  // The windows of `config` (see the contract); returns the keys of the
+  // The windows of `config` (see the contract); returns the numbers of the
   // windows it no longer has.
   std::vector<int> configure(const Config& config);
   // Unconfigured (erased): no windows. Names keep their numbers.
@@ -99,9 +99,9 @@ class Windows {
   std::vector<Window>::const_iterator end() const { return windows_.end(); }
   const std::vector<Window>& list() const { return windows_; }
 
-  // The window of write number `key`; nullptr when none has it now.
-  Window* by_key(int key);
-  const Window* by_key(int key) const;
+  // The window numbered `number`; nullptr when none has it now.
+  Window* by_number(int number);
+  const Window* by_number(int number) const;
   // The first window whose limit the call's cost exceeds, if any.
   const Window* too_large(const Call& c) const;
   // A new log epoch (Window::epoch), for a log replaced whole.
@@ -109,10 +109,10 @@ class Windows {
 
   // ---- names ---------------------------------------------------------------
 
-  // The write number of window `name`, handed out if new (0 is the primary).
-  int key_of(const std::string& name);
-  // Window names by write number.
-  const std::vector<std::string>& keys() const { return keys_; }
+  // The number of window `name`, handed out if new (0 is the primary).
+  int number_of(const std::string& name);
+  // Window names by number.
+  const std::vector<std::string>& names() const { return names_; }
   // The number of unit `name`, handed out if new.
   int unit_index(const std::string& name);
   const std::vector<std::string>& units() const { return units_; }
@@ -128,7 +128,7 @@ class Windows {
 
  private:
   std::vector<Window> windows_;
-  std::vector<std::string> keys_{""};
+  std::vector<std::string> names_{""};
   std::vector<std::string> units_;
   std::vector<int> counted_;
   uint64_t next_epoch_ = 1;

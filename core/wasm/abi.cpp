@@ -141,7 +141,7 @@ DRL_EXPORT(drl_restore_window_rows) int drl_restore_window_rows(int h, int name_
 DRL_EXPORT(drl_window_key) int drl_window_key(int h, int window) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
-  g_out = e->window_key(window);
+  g_out = e->window_name(window);
   return static_cast<int>(g_out.size());
 }
 

@@ -125,6 +125,7 @@ interface CoreExports {
   drl_restore_begin(h: number, configLen: number, forcedUntil: number, liftPending: number, now: number): number;
   drl_restore_rows(h: number, count: number): number;
   drl_restore_window_rows(h: number, nameLen: number, count: number): number;
+  // A window number's name (Engine::window_name; the export keeps its first name).
   drl_window_key(h: number, window: number): number;
   drl_restore_slots(h: number, len: number): number;
   drl_restore_reservation(h: number, len: number): number;
@@ -315,7 +316,7 @@ export class Engine {
   readonly #h: number;
   // Window names by the number grant records carry (0, the primary, is ''):
   // fixed for the engine's life, until a restore starts it afresh.
-  #windowKeys: string[] = [''];
+  #windowNames: string[] = [''];
   // Unit numbers by name (drl_unit_number), so amounts cross as numbers
   // rather than JSON; fixed for the engine's life, like the window names.
   #unitNumbers = new Map<string, number>();
@@ -344,7 +345,7 @@ export class Engine {
   restore(snapshot: EngineSnapshot, now: number): void {
     const x = this.#x;
     const configLen = snapshot.config === undefined ? -1 : this.#core.putString(snapshot.config);
-    this.#windowKeys = [''];
+    this.#windowNames = [''];
     this.#unitNumbers.clear();
     x.drl_restore_begin(this.#h, configLen, snapshot.forcedUntil ?? 0, snapshot.liftPending ? 1 : 0, now);
     if (snapshot.released !== undefined) x.drl_restore_released(this.#h, snapshot.released);
@@ -652,7 +653,7 @@ export class Engine {
     const x = this.#x;
     const count = x.drl_output(this.#h);
     // The view after the call: drl_output may grow the memory it lies in.
-    const needs = into.decode(this.#core.heap(), x.drl_records() >>> 3, count, this.#windowKeys);
+    const needs = into.decode(this.#core.heap(), x.drl_records() >>> 3, count, this.#windowNames);
     // Fetched after decoding, since each fetch may grow memory under the records.
     if (needs & NEEDS_TEXTS) {
       // Each record is the whole text as it stands after the step: one read of each.
@@ -669,16 +670,16 @@ export class Engine {
     if (needs & NEEDS_NAMES) {
       // The output reads names from this table, so naming a window here names it there.
       for (let i = 0; i < into.writeCount; i++) {
-        const key = into.windowNumber(i);
-        if (key !== 0 && this.#windowKeys[key] === undefined) this.#windowKey(key);
+        const window = into.windowNumber(i);
+        if (window !== 0 && this.#windowNames[window] === undefined) this.#learnWindowName(window);
       }
     }
     return into;
   }
 
-  #windowKey(key: number): void {
-    this.#x.drl_window_key(this.#h, key);
-    this.#windowKeys[key] = this.#core.outString();
+  #learnWindowName(window: number): void {
+    this.#x.drl_window_key(this.#h, window);
+    this.#windowNames[window] = this.#core.outString();
   }
 
   free(): void {

@@ -78,7 +78,8 @@ TEST_CASE("start predictor: a full log frees each unit as its grant leaves, to t
   CHECK(b.predictor.earliest(b.call(2), 1100, kRefill) == 1200);
 }
 
-TEST_CASE("start predictor: the demand ahead counts higher priorities, and its own level up to it", "[start_predictor]") {
+TEST_CASE("start predictor: the demand ahead counts higher priorities, and its own level up to it",
+          "[start_predictor]") {
   Bucket b(2);
   b.enqueue(2, /*priority=*/1);  // ahead of every priority-0 call
   b.enqueue(1);

@@ -49,7 +49,7 @@ json window_stats(Engine& e, const std::string& name, Millis now) {
 std::map<Millis, int64_t> rows_of(const std::vector<Write>& writes, const Engine& e, const std::string& key,
                                   std::map<Millis, int64_t> rows = {}) {
   for (const Write& w : writes) {
-    if (e.window_key(w.window) != key) continue;
+    if (e.window_name(w.window) != key) continue;
     switch (w.kind) {
       case WriteKind::PutGrant:
         rows[w.at] = w.amount;
@@ -264,7 +264,7 @@ TEST_CASE("settle: a refund is written alone once the bucket has been quiet 500 
   e.tick(T0 + 100 + kIdleSlotsWrite);
   bool deleted = false;
   for (const Write& w : e.writes())
-    deleted = deleted || (w.kind == WriteKind::DeleteGrant && w.at == T0 && e.window_key(w.window) == "tpm");
+    deleted = deleted || (w.kind == WriteKind::DeleteGrant && w.at == T0 && e.window_name(w.window) == "tpm");
   CHECK(deleted);  // refunded to zero: the row goes
   CHECK(inspect(e).pending_refunds() == 0);
 }
@@ -371,7 +371,7 @@ TEST_CASE("windows: restore rebuilds every window from its rows, debt included, 
   again.restore(snap, T0 + 200);
   bool cleared = false;
   for (const Write& w : again.writes())
-    cleared = cleared || (w.kind == WriteKind::ClearGrants && again.window_key(w.window) == "gone");
+    cleared = cleared || (w.kind == WriteKind::ClearGrants && again.window_name(w.window) == "gone");
   CHECK(cleared);
 }
 
@@ -388,7 +388,7 @@ TEST_CASE("windows: a reconfigure keeps a window's log by name and unit, and del
   CHECK(window_stats(e, "tpm", T0 + 2)["used"] == 0);
   bool cleared = false;
   for (const Write& w : e.writes())
-    cleared = cleared || (w.kind == WriteKind::ClearGrants && e.window_key(w.window) == "tpm");
+    cleared = cleared || (w.kind == WriteKind::ClearGrants && e.window_name(w.window) == "tpm");
   CHECK(cleared);
   drain(e);
   // Removed: its rows are deleted; a queued call costing its unit is no longer held by it.

@@ -60,8 +60,8 @@ TEST_CASE("windows: a reconfigure keeps a log only for the same name counting th
   CHECK(windows[2].log.used() == 7);
   CHECK(windows[2].incarnation == tpm);
   CHECK(windows[2].limit == 900);
-  CHECK(windows[1].key == 2);  // keys follow the name, not the position
-  CHECK(windows[2].key == 1);
+  CHECK(windows[1].number == 2);  // keys follow the name, not the position
+  CHECK(windows[2].number == 1);
 
   // The primary keeps its log even when its unit changes; a window dropped returns its key.
   CHECK(windows.configure(bucket(10, "tokens")) == std::vector<int>{2, 1});
@@ -69,7 +69,7 @@ TEST_CASE("windows: a reconfigure keeps a log only for the same name counting th
   CHECK(windows.counted_units() == std::vector<std::string>{"tokens"});
   // Added again, a name gets its old key but a new incarnation.
   windows.configure(with(bucket(10, "tokens"), "tpm", "tokens", 500));
-  CHECK(windows[1].key == 1);
+  CHECK(windows[1].number == 1);
   CHECK(windows[1].incarnation != tpm);
   CHECK(windows[1].log.empty());
 }
@@ -81,12 +81,12 @@ TEST_CASE("windows: units counted once each, names numbered once and for good", 
   CHECK(windows.unit_list() == "tokens, requests");
   CHECK(windows.counted_unit("requests") == windows[1].unit);
   CHECK(windows.counted_unit("bytes") == -1);
-  CHECK(windows.by_key(windows[2].key) == &windows[2]);
-  CHECK(windows.by_key(99) == nullptr);
+  CHECK(windows.by_number(windows[2].number) == &windows[2]);
+  CHECK(windows.by_number(99) == nullptr);
   windows.clear();
   CHECK(windows.empty());
   CHECK(windows.counted_unit("tokens") == -1);  // nothing counts it while unconfigured
-  CHECK(windows.key_of("b") == 2);              // but names keep their numbers
+  CHECK(windows.number_of("b") == 2);           // but names keep their numbers
   CHECK(windows.unit_index("requests") == 1);
-  CHECK(windows.keys() == std::vector<std::string>{"", "a", "b"});
+  CHECK(windows.names() == std::vector<std::string>{"", "a", "b"});
 }

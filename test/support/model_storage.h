@@ -21,7 +21,7 @@ struct Storage {
   std::optional<std::string> config_text;
   std::map<Millis, int64_t> grants;  // the primary window's rows
   // The extra windows' rows, by window name (a grant write's Write::window,
-  // named by Engine::window_key). A window with no rows has no entry.
+  // named by Engine::window_name). A window with no rows has no entry.
   std::map<std::string, std::map<Millis, int64_t>> windows;
   Millis forced_until = 0;
   bool lift_pending = false;
@@ -36,11 +36,11 @@ struct Storage {
 
   void apply(const Engine& e) {
     apply(
-        e.writes(), e.config_text(), e.slots_text(), [&e](int window) { return e.window_key(window); },
+        e.writes(), e.config_text(), e.slots_text(), [&e](int window) { return e.window_name(window); },
         e.reservation_text());
   }
 
-  // `window_name` names a grant write's window (Engine::window_key); without
+  // `window_name` names a grant write's window (Engine::window_name); without
   // it extra windows are keyed "#<number>".
   void apply(const std::vector<Write>& writes, const std::string& current_config,
              const std::string& current_slots = std::string(),

@@ -89,7 +89,7 @@ struct Write {
   Millis at = 0;              // a grant's time; PutPenalty: the deadline (forcedUntil)
   int64_t amount = 0;         // PutGrant: the grant's amount
   bool lift_pending = false;  // PutPenalty: the penalty is still to be lifted at `at`
-  // Grant writes: which window's rows (Engine::window_key names it). 0 is the
+  // Grant writes: which window's rows (Engine::window_name names it). 0 is the
   // primary window, whose rows are keyed by time alone, as before windows.
   int window = 0;
   bool operator==(const Write& o) const {
@@ -340,7 +340,7 @@ class Engine {
   // names no writer, and finished() frees nothing this engine covered.
   void set_slot_key(uint64_t k0, uint64_t k1);
   // What the running attempt of `ticket` hands its callback: the identity of
-  // its slot ("ticket.attempt.key.start.tag": the attempt, the start the
+  // its slot ("ticket.attempt.number.start.tag": the attempt, the start the
   // slots record covers it from, when it started, and a keyed hash of the
   // four) and the attemptTimeoutMs it runs under. nullopt if it is not
   // running or no slot key was set.
@@ -463,10 +463,10 @@ class Engine {
   // The name of a grant write's window (Write::window): "" for the primary,
   // else the extra window's name. Stable for this engine's life (a window
   // removed by a reconfigure keeps its number).
-  const std::string& window_key(int window) const;
+  const std::string& window_name(int window) const;
   // Units by number, for a host that passes amounts as numbers: the number
   // of a unit some config of this engine named (stable for the engine's
-  // life, like window_key), or -1; and the name of a number ("" if none).
+  // life, like window_name), or -1; and the name of a number ("" if none).
   int unit_number(std::string_view unit) const;
   const std::string& unit_name(int unit) const;
 

@@ -13,6 +13,25 @@ function gate(): { wait: Promise<void>; open: () => void } {
   return { wait, open };
 }
 
+/**
+ * Holds a bucket's only slot: a call that runs until release(), begun once
+ * stats show it running. `done` settles with its value, `value`.
+ */
+async function holdOnlySlot(
+  stub: Awaited<ReturnType<typeof configured>>['stub'],
+  value: string,
+  onRelease?: () => void,
+): Promise<{ done: Promise<unknown>; release: () => void }> {
+  const hold = gate();
+  const done = stub.execute(async () => {
+    await hold.wait;
+    onRelease?.();
+    return { value };
+  });
+  await waitFor(async () => (await stub.stats()).running === 1, 5000, `the ${value} call to start`);
+  return { done, release: hold.open };
+}
+
 /** A whenAborted the test controls: resolves true on abort(), false on done(). */
 function abortable(): {
   whenAborted: () => Promise<boolean>;
@@ -72,12 +91,7 @@ describe('maxWaitMs', () => {
 
   it('rejects at the deadline when a slow callback holds the only slot', async () => {
     const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1 });
-    const hold = gate();
-    const slow = stub.execute(async () => {
-      await hold.wait;
-      return { value: 'slow' };
-    });
-    await waitFor(async () => (await stub.stats()).running === 1, 5000, 'the slow call to start');
+    const { done: slow, release } = await holdOnlySlot(stub, 'slow');
     let ran = false;
     const before = Date.now();
     const settled = await typed(stub).execute(
@@ -94,7 +108,7 @@ describe('maxWaitMs', () => {
     expect(waited).toBeGreaterThanOrEqual(250);
     expect(ran).toBe(false);
     expect(await stub.stats()).toMatchObject({ used: 1, queued: 0, running: 1 });
-    hold.open();
+    release();
     expect(await slow).toBe('slow');
   });
 
@@ -223,12 +237,7 @@ describe('withdrawing (whenAborted)', () => {
       concurrency: 1,
       attemptTimeoutMs: 30_000,
     });
-    const hold = gate();
-    const blocker = stub.execute(async () => {
-      await hold.wait;
-      return { value: 'blocker' };
-    });
-    await waitFor(async () => (await stub.stats()).running === 1, 5000, 'the blocker to start');
+    const { done: blocker, release } = await holdOnlySlot(stub, 'blocker');
     const watch = abortable();
     let abortedRan = false;
     const aborted = rejection(
@@ -253,7 +262,7 @@ describe('withdrawing (whenAborted)', () => {
     expect(error.message).toMatch(/^\[drl:cancelled\] /);
     expect(await stub.stats()).toMatchObject({ queued: 1, used: 1 }); // only the blocker took
     const released = Date.now();
-    hold.open();
+    release();
     expect(await blocker).toBe('blocker');
     expect(await behind).toBe('behind');
     expect(abortedRan).toBe(false);
@@ -318,12 +327,7 @@ describe('withdrawing (whenAborted)', () => {
 
   it("a whenAborted that fails (the caller's connection broke) withdraws the queued call", async () => {
     const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1 });
-    const hold = gate();
-    const blocker = stub.execute(async () => {
-      await hold.wait;
-      return {};
-    });
-    await waitFor(async () => (await stub.stats()).running === 1, 5000, 'the blocker to start');
+    const { done: blocker, release } = await holdOnlySlot(stub, 'blocker');
     let fail!: (error: Error) => void;
     const broken = new Promise<boolean>((_, reject) => (fail = reject));
     broken.catch(() => {}); // the object hears of it over RPC; here it is handled, not an unhandled rejection
@@ -332,18 +336,13 @@ describe('withdrawing (whenAborted)', () => {
     fail(new Error('Network connection lost.'));
     expect((await call).message).toMatch(/^\[drl:cancelled\] /);
     expect(await stub.stats()).toMatchObject({ queued: 0, used: 1 });
-    hold.open();
+    release();
     await blocker;
   });
 
   it("with relaysAbort, the callback's own whenAborted is the relay: an aborted queued call leaves at once and never runs", async () => {
     const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1 });
-    const hold = gate();
-    const blocker = stub.execute(async () => {
-      await hold.wait;
-      return { value: 'blocker' };
-    });
-    await waitFor(async () => (await stub.stats()).running === 1, 5000, 'the blocker to start');
+    const { done: blocker, release } = await holdOnlySlot(stub, 'blocker');
     const watch = abortable();
     let ran = false;
     const callback = Object.assign(
@@ -360,19 +359,14 @@ describe('withdrawing (whenAborted)', () => {
     watch.abort();
     expect((await aborted).message).toMatch(/^\[drl:cancelled\] /);
     expect(await stub.stats()).toMatchObject({ queued: 0, used: 1 });
-    hold.open();
+    release();
     expect(await blocker).toBe('blocker');
     expect(ran).toBe(false);
   });
 
   it('with relaysAbort, a callback without whenAborted (an adapter wrapped it) has no relay: it waits its turn and runs', async () => {
     const { stub } = await configured({ bucket: { limitPerWindow: 100, windowInMs: 60_000 }, concurrency: 1 });
-    const hold = gate();
-    const blocker = stub.execute(async () => {
-      await hold.wait;
-      return { value: 'blocker' };
-    });
-    await waitFor(async () => (await stub.stats()).running === 1, 5000, 'the blocker to start');
+    const { done: blocker, release } = await holdOnlySlot(stub, 'blocker');
     const wrapped = stub.execute(async () => ({ value: 'wrapped' }), { relaysAbort: true });
     await waitFor(async () => (await stub.stats()).queued === 1, 5000, 'the call to queue');
     // The object asks the callback for its relay as the call queues, and
@@ -381,7 +375,7 @@ describe('withdrawing (whenAborted)', () => {
     // call would have started and a withdrawal could no longer show.)
     await sleep(200);
     expect(await stub.stats()).toMatchObject({ queued: 1, used: 1 });
-    hold.open();
+    release();
     expect(await blocker).toBe('blocker');
     expect(await wrapped).toBe('wrapped');
   });
@@ -397,14 +391,8 @@ describe('withdrawing (whenAborted)', () => {
 describe('priorities', () => {
   it('a high-priority call arriving behind 50 low-priority ones starts next', async () => {
     const { stub } = await configured({ bucket: { limitPerWindow: 1000, windowInMs: 60_000 }, concurrency: 1 });
-    const hold = gate();
     const order: string[] = [];
-    const blocker = stub.execute(async () => {
-      await hold.wait;
-      order.push('blocker');
-      return {};
-    });
-    await waitFor(async () => (await stub.stats()).running === 1, 5000, 'the blocker to start');
+    const { done: blocker, release } = await holdOnlySlot(stub, 'blocker', () => order.push('blocker'));
     const low = Array.from({ length: 50 }, (_, i) =>
       stub.execute(
         async () => {
@@ -428,7 +416,7 @@ describe('priorities', () => {
       { priority: 1, queued: 1 },
       { priority: 0, queued: 50 },
     ]);
-    hold.open();
+    release();
     await Promise.all([blocker, high, ...low]);
     expect(order[0]).toBe('blocker');
     expect(order[1]).toBe('high');

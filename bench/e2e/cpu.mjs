@@ -1,90 +1,122 @@
 // CPU time per call of the whole workerd process (every isolate and thread:
-// the driver, the limiter, storage), for one build's limiter at a time:
-// steadier than throughput on a shared machine, since it counts work done,
-// not waiting. Alternates the builds given; prints medians. Figures only.
+// the driver, where the client's code runs, the limiter, storage): steadier
+// than throughput on a shared machine, since it counts work done, not
+// waiting. Every build given is loaded into ONE workerd (a driver and a
+// limiter Worker each), and its modes run in slices that alternate within
+// each round, so drift hits them alike. Prints medians over rounds and the
+// median of per-round ratios. Figures only.
 //
-//   node bench/e2e/cpu.mjs dist ../wt-old/dist [--c=1] [--ms=1500] [--runs=5] [--mode=raw|client]
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+//   node bench/e2e/cpu.mjs [dist ../wt-old/dist ...] [--c=1] [--calls=400] [--runs=9]
+//                          [--mode=raw,wire,client] [--work=plain|response|units]
+//
+// Modes (bench/e2e/driver-worker.js): `raw` is stub.execute(fn) with no
+// options; `client` is bound.call; `wire` is stub.execute with the client's
+// wire-5 options and a callback of the client's shape but none of its code,
+// so raw -> wire is what the client's form costs the object and the RPC
+// layer, and wire -> client what the client's own JS costs.
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Miniflare } from 'miniflare';
 import { benchLimiterWorker, driverScript, median, postJob } from './common.mjs';
+import { workerdCpuNs, workerdPid } from './workerd-cpu.mjs';
 
+const here = import.meta.dirname;
 const arg = (name, fallback) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
-const builds = process.argv
-  .slice(2)
-  .filter((a) => !a.startsWith('--'))
-  .map((d) => resolve(d));
+const named = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const builds = (named.length ? named : [join(here, '../../dist')]).map((d) => resolve(d));
 const C = Number(arg('c', '1'));
-const MS = Number(arg('ms', '1500'));
-const RUNS = Number(arg('runs', '5'));
-const MODE = arg('mode', 'raw');
-const TICKS = 100; // USER_HZ
+const CALLS = Number(arg('calls', '400'));
+const RUNS = Number(arg('runs', '9'));
+const MODES = arg('mode', 'raw,wire,client').split(',');
+const WORK = arg('work', 'plain');
+if (!['plain', 'response', 'units'].includes(WORK)) throw new Error(`--work must be plain, response or units`);
+const workFlags = { response: WORK === 'response', units: WORK === 'units' };
 
-function workerdPids() {
-  const out = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[1]) === process.pid && stat.includes('(workerd)')) out.push(Number(entry));
-    } catch {}
-  }
-  return out;
-}
-function cpuMs(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS; // utime + stime
-}
-
-async function once(dist) {
-  const persist = mkdtempSync(join(tmpdir(), 'drl-cpu-'));
-  const mf = new Miniflare({
-    durableObjectsPersist: persist,
-    workers: [
-      {
-        name: 'driver',
-        modules: true,
-        script: await driverScript(dist),
-        compatibilityDate: '2025-09-01',
-        durableObjects: { LIMITER: { className: 'BenchLimiterDO', scriptName: 'limiter' } },
-      },
-      await benchLimiterWorker(dist, 'limiter'),
-    ],
+const persist = mkdtempSync(join(tmpdir(), 'drl-cpu-'));
+const workers = [];
+for (const [i, dist] of builds.entries()) {
+  workers.push({
+    name: `driver-${i}`,
+    modules: true,
+    script: await driverScript(dist),
+    compatibilityDate: '2025-09-01',
+    durableObjects: { LIMITER: { className: 'BenchLimiterDO', scriptName: `limiter-${i}` } },
   });
-  try {
-    const name = 'cpu-small';
-    await postJob(mf, {
-      kind: 'configure',
-      ns: 'LIMITER',
-      name,
-      config: { bucket: { limitPerWindow: 1_000_000_000, windowInMs: 10 }, concurrency: 1_000_000 },
-    });
-    await postJob(mf, { kind: 'load', ns: 'LIMITER', name, mode: MODE, c: C, ms: 500 });
-    const [pid] = workerdPids();
-    const before = cpuMs(pid);
-    const r = await postJob(mf, { kind: 'load', ns: 'LIMITER', name, mode: MODE, c: C, ms: MS });
-    return { usPerCall: ((cpuMs(pid) - before) * 1000) / r.calls, perSec: (1000 * r.calls) / r.elapsedMs };
-  } finally {
-    await mf.dispose();
-    rmSync(persist, { recursive: true, force: true });
-  }
+  workers.push(await benchLimiterWorker(dist, `limiter-${i}`));
 }
+const mf = new Miniflare({ durableObjectsPersist: persist, workers });
+const job = async (i, body) => postJob(await mf.getWorker(`driver-${i}`), body);
 
-const results = new Map(builds.map((b) => [b, []]));
-for (let i = 0; i < RUNS; i++) for (const b of builds) results.get(b).push(await once(b));
-console.log(
-  `${MODE} calls at C=${C}, ${RUNS} runs of ${MS} ms each, builds alternating; workerd CPU (user+sys) per call`,
-);
-for (const [b, rs] of results) {
+const config = {
+  bucket: { limitPerWindow: 1_000_000_000, windowInMs: 10 },
+  concurrency: 1_000_000,
+  ...(workFlags.units && {
+    windows: {
+      long: { limitPerWindow: 1_000_000_000, windowInMs: 1_000 },
+      tpm: { unit: 'tokens', limitPerWindow: 1_000_000_000, windowInMs: 10 },
+    },
+  }),
+};
+const name = `cpu-${WORK}`;
+try {
+  await mf.ready;
+  const pid = workerdPid();
+  const targets = builds.flatMap((dist, i) => MODES.map((mode) => ({ i, dist, mode, key: `${i}:${mode}` })));
+  for (const t of targets) {
+    if (t.mode === MODES[0]) await job(t.i, { kind: 'configure', ns: 'LIMITER', name, config });
+    await job(t.i, { kind: 'load', ns: 'LIMITER', name, mode: t.mode, c: C, calls: CALLS, ...workFlags }); // warm-up
+  }
+  const rounds = [];
+  for (let r = 0; r < RUNS; r++) {
+    const round = {};
+    // Rotate the order each round so no target always runs first.
+    for (let k = 0; k < targets.length; k++) {
+      const t = targets[(k + r) % targets.length];
+      const before = workerdCpuNs(pid);
+      const out = await job(t.i, { kind: 'load', ns: 'LIMITER', name, mode: t.mode, c: C, calls: CALLS, ...workFlags });
+      const ns = workerdCpuNs(pid) - before;
+      if (out.failures) throw new Error(`${t.key}: ${out.failures} failures, e.g. ${out.firstError}`);
+      round[t.key] = { us: ns / 1000 / out.calls, perSec: (1000 * out.calls) / out.elapsedMs };
+    }
+    rounds.push(round);
+  }
   console.log(
-    `${b.padEnd(40)} cpu ${median(rs.map((r) => r.usPerCall))
-      .toFixed(0)
-      .padStart(5)} us/call   ${median(rs.map((r) => r.perSec))
-      .toFixed(0)
-      .padStart(6)} calls/s   (cpu runs: ${rs.map((r) => r.usPerCall.toFixed(0)).join(' ')})`,
+    `${WORK} work at C=${C}, ${RUNS} rounds of ${CALLS} calls per target, alternating in one workerd; workerd CPU (all threads) per call, medians`,
   );
+  for (const t of targets) {
+    const rs = rounds.map((x) => x[t.key]);
+    console.log(
+      `${`${t.dist} ${t.mode}`.padEnd(48)} cpu ${median(rs.map((x) => x.us))
+        .toFixed(1)
+        .padStart(6)} us/call  ${median(rs.map((x) => x.perSec))
+        .toFixed(0)
+        .padStart(6)} calls/s  (rounds: ${rs.map((x) => x.us.toFixed(0)).join(' ')})`,
+    );
+  }
+  // Per build: each mode's CPU per call over raw's, in the same round (raw/x: the throughput a CPU-bound run would see).
+  if (MODES.includes('raw')) {
+    for (const [i, dist] of builds.entries()) {
+      for (const mode of MODES.filter((m) => m !== 'raw')) {
+        const extra = median(rounds.map((x) => x[`${i}:${mode}`].us - x[`${i}:raw`].us));
+        const ratio = median(rounds.map((x) => x[`${i}:raw`].us / x[`${i}:${mode}`].us));
+        console.log(
+          `${`${dist} ${mode} vs raw`.padEnd(48)} +${extra.toFixed(1)} us/call, raw cpu / ${mode} cpu ${ratio.toFixed(2)}x`,
+        );
+      }
+    }
+  }
+  // Per mode: each later build against the first, in the same round.
+  for (let i = 1; i < builds.length; i++) {
+    for (const mode of MODES) {
+      const delta = median(rounds.map((x) => x[`${i}:${mode}`].us - x[`0:${mode}`].us));
+      console.log(
+        `${`${builds[i]} ${mode} vs ${builds[0]}`.padEnd(48)} ${delta >= 0 ? '+' : ''}${delta.toFixed(1)} us/call`,
+      );
+    }
+  }
+} finally {
+  await mf.dispose();
+  rmSync(persist, { recursive: true, force: true });
 }

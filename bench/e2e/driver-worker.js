@@ -26,6 +26,19 @@ const reportResponse = () => {
   return { value: res.status, status: res.status };
 };
 
+// The client's wire-5 form written by hand (mode 'wire'): the options it
+// sends and a callback that takes the object's AttemptStart and carries an
+// abort relay, but none of the client's own code. Between 'raw' and 'wire'
+// lies what the client's form costs the object and the RPC layer; between
+// 'wire' and 'client', the client's JS.
+const WIRE_FORM = Object.freeze({ wire: 5, settles: 'data', reportsThrows: true, relaysAbort: true });
+const neverAborted = () => new Promise(() => {});
+const wireCallback = (work) => {
+  const callback = () => work();
+  callback.whenAborted = neverAborted;
+  return callback;
+};
+
 function stubOf(env, ns, name) {
   const namespace = env[ns];
   return namespace.get(namespace.idFromName(name));
@@ -39,12 +52,17 @@ function caller(env, job) {
     if (job.response) return () => bound.call(responseUpstream, { read: readStatus });
     return () => bound.call(noopUpstream, { read: readStatus });
   }
+  if (job.mode === 'wire') {
+    const work = job.units ? reportUsage : job.response ? reportResponse : report;
+    const options = job.units ? { ...WIRE_FORM, cost: UNIT_COST } : WIRE_FORM;
+    return () => stubOf(env, job.ns, job.name).execute(wireCallback(work), options);
+  }
   if (job.units) return () => stubOf(env, job.ns, job.name).execute(reportUsage, { cost: UNIT_COST });
   if (job.response) return () => stubOf(env, job.ns, job.name).execute(reportResponse);
   return () => stubOf(env, job.ns, job.name).execute(report);
 }
 
-/** `c` callers in closed loops for `ms`; latencies in ms (workerd's clock: 1 ms steps, advanced by I/O). */
+/** `c` callers in closed loops for `ms` (or `calls` in all); latencies in ms (workerd's clock: 1 ms steps, advanced by I/O). */
 async function load(env, job) {
   const call = caller(env, job);
   const latencies = [];
@@ -52,8 +70,12 @@ async function load(env, job) {
   const deadline = started + job.ms;
   let failures = 0;
   let firstError;
+  // job.calls: a fixed number of calls instead of a time (cpu.mjs: the same
+  // work in every slice however slow the machine is at the moment).
+  let issued = 0;
+  const more = job.calls ? () => issued++ < job.calls : () => Date.now() < deadline;
   async function loop() {
-    while (Date.now() < deadline) {
+    while (more()) {
       const t0 = Date.now();
       try {
         await call();

@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Miniflare } from 'miniflare';
 import { benchLimiterWorker, driverScript, median, postJob } from './common.mjs';
+import { workerdCpuNs, workerdPid } from './workerd-cpu.mjs';
 
 const here = import.meta.dirname;
 const root = resolve(here, '../..');
@@ -104,19 +105,6 @@ const fmt = (n, d = 0) =>
   Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '-';
 const pad = (s, n) => String(s).padStart(n);
 
-/** The workerd process miniflare started (for its I/O counters). */
-function workerdPid() {
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[1]) === process.pid && stat.includes('(workerd)')) return Number(entry);
-    } catch {}
-  }
-  return undefined;
-}
-
 function ioBytes(pid) {
   if (!pid) return { write_bytes: NaN, wchar: NaN };
   const out = {};
@@ -206,6 +194,7 @@ function targets() {
 
 async function throughput(mf) {
   const results = {};
+  const pid = workerdPid();
   for (const c of CONCURRENCY) {
     const runs = {};
     for (const t of targets()) await job(mf, { kind: 'load', ...t, c, ms: 50 }); // warm-up
@@ -216,7 +205,11 @@ async function throughput(mf) {
       const list = targets();
       if (round % 2) for (let i = 2; i + 1 < list.length; i += 2) [list[i], list[i + 1]] = [list[i + 1], list[i]];
       for (const t of list) {
+        const cpu0 = workerdCpuNs(pid);
         const r = await job(mf, { kind: 'load', ...t, c, ms: SLICE_MS });
+        // workerd's CPU (every thread) per call in this slice: the work a call costs, which the
+        // machine's other load moves far less than it moves calls/s.
+        r.cpuUs = (workerdCpuNs(pid) - cpu0) / 1000 / r.calls;
         if (r.failures) throw new Error(`${t.key} at c=${c}: ${r.failures} failures, e.g. ${r.firstError}`);
         (runs[t.key] ??= []).push(r);
       }
@@ -233,8 +226,11 @@ async function throughput(mf) {
           // client@x only: the median over rounds of its calls/s over raw@x's
           // in the same round (adjacent slices), steadier than a ratio of
           // medians taken from different rounds.
+          cpuUs: median(rs.map((r) => r.cpuUs)),
           ...(key.startsWith('client@') && {
             vsRaw: median(rs.map((r, i) => perSec(r) / perSec(runs[`raw@${key.slice('client@'.length)}`][i]))),
+            // The same pairing for CPU per call: raw's over the client's (>= 0.85x is the same target).
+            cpuVsRaw: median(rs.map((r, i) => runs[`raw@${key.slice('client@'.length)}`][i].cpuUs / r.cpuUs)),
           }),
         },
       ]),
@@ -468,14 +464,28 @@ try {
         `\nThe client's cost (${location.label}): limiter.call calls/s / stub.execute calls/s in the same round (median over rounds), the same callback work (target >= 0.85x)`,
       );
       console.log(`${'work'.padEnd(34)}${CONCURRENCY.map((c) => pad(`C=${c}`, 8)).join('')}`);
-      for (const [label, key] of [
+      const WORKS = [
         ['plain object, 10 grants', '10'],
         ['plain object, 100,000 grants', '100,000'],
         ['a real Response, 10 grants', 'Response'],
         ['3 windows, usage reported', '3 windows'],
-      ]) {
+      ];
+      for (const [label, key] of WORKS) {
         const ratios = CONCURRENCY.map((c) => pad(`${fmt(results[c][`client@${key}`].vsRaw, 2)}x`, 8));
         console.log(`${label.padEnd(34)}${ratios.join('')}`);
+      }
+      console.log(
+        `\nThe client's cost in CPU (${location.label}): workerd CPU per call (all threads: driver, client, object, storage), ` +
+          'stub.execute / limiter.call us, and raw CPU / client CPU in the same round (median over rounds; the steadier figure to decide by)',
+      );
+      console.log(`${'work'.padEnd(34)}${CONCURRENCY.map((c) => pad(`C=${c}`, 22)).join('')}`);
+      for (const [label, key] of WORKS) {
+        const cells = CONCURRENCY.map((c) => {
+          const raw = results[c][`raw@${key}`];
+          const client = results[c][`client@${key}`];
+          return pad(`${fmt(raw.cpuUs)} / ${fmt(client.cpuUs)} ${fmt(client.cpuVsRaw, 2)}x`, 22);
+        });
+        console.log(`${label.padEnd(34)}${cells.join('')}`);
       }
     } finally {
       await mf.dispose();

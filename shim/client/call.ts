@@ -6,7 +6,14 @@
  * call's AbortSignal ends it as `fetch` does, with `signal.reason`, while it
  * waits (see abortRelay) and during the wait before a drop retry.
  */
-import { ENVELOPE_VERSION, OPTION_SINCE, type ExecuteOptions, type SettledError, type UnitCosts } from '../envelope.ts';
+import {
+  ENVELOPE_VERSION,
+  OPTION_SINCE,
+  type ExecuteOptions,
+  type SettledCall,
+  type SettledError,
+  type UnitCosts,
+} from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { messageOf } from '../errors.ts';
 import { costProblem, describe, INTEGER_RULES, integerProblem, raise } from '../rules.ts';
@@ -14,8 +21,8 @@ import type { NamespaceLike, StubLike } from './binder.ts';
 import { dropBackoffMs, dropError, reportDrop, sleep, type DropHook } from './drops.ts';
 import { CallDroppedError, errorFromSettled, settle, settleFromReport, UnsupportedOptionError } from './errors.ts';
 import type { ErrorHook, HookSlot, RateLimitHook, UsageHook } from './hooks.ts';
-import { reportingCallback, type AttemptTrace, type HookLayers, type ReportingCallback } from './report.ts';
-import { abortRelay, type AbortRelay } from './waiting.ts';
+import { reportingCallback, type AttemptTrace, type HookLayers } from './report.ts';
+import { abortRelay } from './waiting.ts';
 import { optionBeyond, optionsFor, readAnswer, wireOf, type Reading } from './wire.ts';
 
 /**
@@ -129,6 +136,10 @@ export interface CallContext {
   onDrop: DropHook | null | undefined;
   defaults: HookLayers['defaults'];
   waiting: WaitingDefaults;
+  /** What a call that sets none of the options the object acts on sends: plainOptions(waiting), made once per limiter. */
+  plain: ExecuteOptions;
+  /** The object's id per namespace, looked up once per limiter (see stubFor). */
+  ids: WeakMap<NamespaceLike, unknown>;
 }
 
 const CALL_OPTION_KEYS = new Set([
@@ -143,15 +154,33 @@ const CALL_OPTION_KEYS = new Set([
   'signal',
 ]);
 
-// What a call that sets none of the options the object acts on sends (the
-// common case): one frozen object shared by every such call, so a call
-// allocates none. Whoever adds to it copies it (see runCall).
-const PLAIN_OPTIONS: ExecuteOptions = Object.freeze({
+// The options every call sends. `wire` first: a wire-4 object names the
+// first unknown key it meets. The callback reports the work's throws as
+// data, so an exception from invoking it tells the object its caller is
+// gone; the object answers with its verdicts as data, so normal outcomes are
+// never logged as uncaught; and the callback carries the abort relay
+// (relaysAbort), so a call sends one function, not two (the wire-4 form
+// sends whenAborted instead).
+const WIRE_FORM: ExecuteOptions = Object.freeze({
   wire: ENVELOPE_VERSION,
   settles: 'data',
   reportsThrows: true,
   relaysAbort: true,
 });
+
+/**
+ * What a call that sets none of the options the object acts on sends (the
+ * common case): the wire form with the limiter's waiting defaults, made
+ * once per limiter and frozen, so such a call allocates none. Whoever adds
+ * to it copies it (see runCall).
+ */
+export function plainOptions(waiting: WaitingDefaults): ExecuteOptions {
+  if (waiting.priority === undefined && waiting.maxWaitMs === undefined) return WIRE_FORM;
+  const sent: ExecuteOptions = { ...WIRE_FORM };
+  if (waiting.priority !== undefined) sent.priority = waiting.priority;
+  if (waiting.maxWaitMs !== undefined) sent.maxWaitMs = waiting.maxWaitMs;
+  return Object.freeze(sent);
+}
 
 function checkHookSlot(value: unknown, what: string): void {
   if (value !== undefined && value !== null && typeof value !== 'function') {
@@ -159,7 +188,7 @@ function checkHookSlot(value: unknown, what: string): void {
   }
 }
 
-function checkCall(work: unknown, options: unknown, waiting: WaitingDefaults): ExecuteOptions {
+function checkCall(work: unknown, options: unknown, context: CallContext): ExecuteOptions {
   if (typeof work !== 'function') {
     const hint =
       describe(work) === 'a promise'
@@ -179,8 +208,8 @@ function checkCall(work: unknown, options: unknown, waiting: WaitingDefaults): E
       `call(fn, options): options must be an object with a read function (received ${describe(options)})`,
     );
   }
-  for (const key of Object.keys(options)) {
-    if (!CALL_OPTION_KEYS.has(key)) {
+  for (const key in options) {
+    if (!CALL_OPTION_KEYS.has(key) && Object.hasOwn(options, key)) {
       throw new TypeError(
         `call(fn, options): unknown option ${JSON.stringify(key)} (allowed: ${[...CALL_OPTION_KEYS].join(', ')})`,
       );
@@ -207,20 +236,16 @@ function checkCall(work: unknown, options: unknown, waiting: WaitingDefaults): E
       `call(fn, options): options.signal must be an AbortSignal, e.g. request.signal or AbortSignal.timeout(ms) (received ${describe(signal)})`,
     );
   }
-  // The call site's choice, else the limiter's default; a call-site null removes the default.
-  const wait = maxWaitMs === null ? undefined : ((maxWaitMs as number | undefined) ?? waiting.maxWaitMs);
-  const rank = (priority as number | undefined) ?? waiting.priority;
   // Only what is set is sent: a limiter Worker of an older wire version
   // refuses what it does not know (wire.ts), and a call that does not use it
   // must still reach it.
-  // `wire` first: a wire-4 object names the first unknown key it meets.
-  // The callback reports the work's throws as data, so an exception from
-  // invoking it tells the object its caller is gone; the object answers with
-  // its verdicts as data, so normal outcomes are never logged as uncaught;
-  // and the callback carries the abort relay (relaysAbort), so a call sends
-  // one function, not two (the wire-4 form sends whenAborted instead).
-  if (cost === undefined && rank === undefined && wait === undefined && maxRetries === undefined) return PLAIN_OPTIONS;
-  const sent: ExecuteOptions = { ...PLAIN_OPTIONS };
+  if (cost === undefined && priority === undefined && maxWaitMs === undefined && maxRetries === undefined)
+    return context.plain;
+  // The call site's choice, else the limiter's default; a call-site null removes the default.
+  const { waiting } = context;
+  const wait = maxWaitMs === null ? undefined : ((maxWaitMs as number | undefined) ?? waiting.maxWaitMs);
+  const rank = (priority as number | undefined) ?? waiting.priority;
+  const sent: ExecuteOptions = { ...WIRE_FORM };
   if (cost !== undefined) sent.cost = cost as number | UnitCosts;
   if (rank !== undefined) sent.priority = rank;
   if (wait !== undefined) sent.maxWaitMs = wait;
@@ -234,11 +259,12 @@ export async function runCall<T, V>(
   work: () => T | PromiseLike<T>,
   options: CallOptions<T, V>,
 ): Promise<V> {
-  const executeOptions = checkCall(work, options, context.waiting);
-  const calledAt = Date.now();
+  const executeOptions = checkCall(work, options, context);
   const { signal } = options;
   // As fetch does: an aborted signal ends the call before anything is sent.
   if (signal?.aborted) throw signal.reason;
+  // Read only for a drop retry's share of maxWaitMs.
+  const calledAt = executeOptions.maxWaitMs === undefined ? 0 : Date.now();
   const hooks: HookLayers = {
     callSite: options as HookLayers['callSite'],
     defaults: context.defaults,
@@ -253,8 +279,6 @@ export async function runCall<T, V>(
     // costing nothing, instead of when its callback would be invoked.
     const relay = abortRelay(signal);
     const callback = reportingCallback(work, options.read, hooks, trace, relay);
-    // A fresh stub every attempt: a stub whose connection broke fails again at once.
-    const stub = namespace.get(namespace.idFromName(name));
     // The first attempt sends maxWaitMs as given: the object's clock starts
     // the wait when the call arrives. A drop retry waits only what is left
     // of it since the call began (0: start now or fail).
@@ -262,14 +286,34 @@ export async function runCall<T, V>(
       attempt === 1 || executeOptions.maxWaitMs === undefined
         ? executeOptions
         : { ...executeOptions, maxWaitMs: Math.max(0, executeOptions.maxWaitMs - (Date.now() - calledAt)) };
+    let answer: unknown;
     let reading: Reading | undefined;
     let error: unknown;
+    // A fresh stub every attempt: a stub whose connection broke fails again
+    // at once. The id is the limiter's, looked up once (stubFor).
+    const stub = stubFor(context);
     try {
-      reading = await exchange(context, stub, callback, sent, trace, relay);
+      // The newest form the namespace is known to read; at most twice: a
+      // limiter Worker older than the form sent refuses it before taking
+      // anything or invoking the callback, and the same attempt goes again
+      // in its form. (Inline, not a helper: an async helper is one more
+      // promise and turn on every call.)
+      do {
+        const wire = wireOf(namespace);
+        if (wire < ENVELOPE_VERSION) {
+          const beyond = optionBeyond(sent, wire);
+          if (beyond !== undefined) {
+            throw new UnsupportedOptionError(name, beyond, OPTION_SINCE[beyond as keyof ExecuteOptions], wire);
+          }
+        }
+        answer = await stub.execute(callback, optionsFor(sent, wire, relay));
+        reading = readAnswer(answer, wire, trace, namespace);
+      } while (reading === 'older');
     } catch (transport) {
       // A fault: the object (or the connection to it) broke, or it kept an
       // error as a rejection on purpose (see shim/settled.ts).
       if (transport instanceof UnsupportedOptionError) throw transport;
+      reading = undefined;
       error = transport;
     } finally {
       relay.end();
@@ -277,17 +321,17 @@ export async function runCall<T, V>(
     // A usage hook answered something malformed: a bug in the caller's code
     // that must not pass quietly (the value, if any, is dropped with it).
     if (trace.usageError !== undefined) throw trace.usageError;
+    if (reading === 'value') return answer as V;
     let verdict: SettledError | undefined;
-    if (reading?.kind === 'value') return reading.value as V;
-    if (reading?.kind === 'report') {
+    if (reading === 'report') {
       // A plain test double ran the callback and handed its report back: the
       // outcome is the one the object reaches for a final attempt.
       const outcome = settleFromReport(trace.report!, trace.thrown);
       if (outcome.kind === 'throw') throw outcome.error;
       return (outcome as { value: V }).value;
     }
-    if (reading?.kind === 'settled') {
-      const { settled } = reading;
+    if (reading === 'settled') {
+      const settled = answer as SettledCall;
       if (settled.ok) return settled.value as V;
       verdict = settled.error;
       error = errorFromSettled(verdict);
@@ -310,6 +354,22 @@ export async function runCall<T, V>(
 }
 
 /**
+ * A fresh stub for the limiter's object. Its id is looked up once per
+ * namespace and kept (CallContext.ids): an id is a plain value that names
+ * the object, tied to no request, and idFromName hashes the name every time
+ * it is asked. A stub is not kept: one whose connection broke fails again.
+ */
+function stubFor(context: CallContext): StubLike {
+  const { namespace, ids } = context;
+  let id = ids.get(namespace);
+  if (id === undefined) {
+    id = namespace.idFromName(context.name);
+    ids.set(namespace, id);
+  }
+  return namespace.get(id);
+}
+
+/**
  * Tells the bucket that the attempt's callback finished after the object
  * died under it, so the restarted object frees the slot its restored record
  * holds for it instead of holding it until the attempt's timeout (see
@@ -326,8 +386,7 @@ async function tellFinished(context: CallContext, trace: AttemptTrace): Promise<
   const ranMs = Math.max(0, trace.endedAt - trace.startedAt);
   let sent: Promise<unknown>;
   try {
-    const { namespace, name } = context;
-    const stub = namespace.get(namespace.idFromName(name));
+    const stub = stubFor(context);
     if (typeof stub.finished !== 'function') return;
     sent = Promise.resolve(stub.finished(slot, ranMs)).catch(() => {});
   } catch {
@@ -343,31 +402,3 @@ async function tellFinished(context: CallContext, trace: AttemptTrace): Promise<
 
 /** The longest a call waits for its `finished` message to be delivered. */
 const FINISHED_WAIT_MS = 2000;
-
-/**
- * Sends one attempt in the newest form the namespace is known to read, and
- * reads the answer. At most twice: a limiter Worker older than the form sent
- * refuses it before taking anything or invoking the callback, and the same
- * attempt goes again in its form. A call with an option that form lacks is
- * not sent at all (UnsupportedOptionError).
- */
-async function exchange(
-  context: CallContext,
-  stub: StubLike,
-  callback: ReportingCallback,
-  sent: ExecuteOptions,
-  trace: AttemptTrace,
-  relay: AbortRelay,
-): Promise<Reading> {
-  const { name, namespace } = context;
-  for (;;) {
-    const wire = wireOf(namespace);
-    const beyond = optionBeyond(sent, wire);
-    if (beyond !== undefined) {
-      throw new UnsupportedOptionError(name, beyond, OPTION_SINCE[beyond as keyof ExecuteOptions], wire);
-    }
-    const answer = await stub.execute(callback, optionsFor(sent, wire, relay));
-    const reading = readAnswer(answer, wire, trace, namespace);
-    if (reading.kind !== 'older') return reading;
-  }
-}

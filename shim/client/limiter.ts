@@ -5,8 +5,8 @@
  * limiter is safe as a module-scope constant.
  */
 import { describe, INTEGER_RULES, integerProblem, nameProblem, raise } from '../rules.ts';
-import type { Binder } from './binder.ts';
-import { runCall, type CallOptions } from './call.ts';
+import type { Binder, NamespaceLike } from './binder.ts';
+import { plainOptions, runCall, type CallContext, type CallOptions } from './call.ts';
 import { DEFAULT_DROP_RETRIES, type DropHook } from './drops.ts';
 import type { ErrorHook, HookSlot, RateLimitHook, UsageHook } from './hooks.ts';
 import type { HookLayers } from './report.ts';
@@ -213,13 +213,17 @@ export function defineLimiter<E, R = Response>(definition: LimiterDefinition<E, 
     usage: definition.usage,
   } as HookLayers['defaults'];
   const waiting = { maxWaitMs: definition.maxWaitMs, priority: definition.priority };
+  // Made once per limiter, not per call: the options a plain call sends,
+  // and the object's id per namespace (a namespace is bound once per env).
+  const plain = plainOptions(waiting);
+  const ids = new WeakMap<NamespaceLike, unknown>();
   return {
     name,
     binding: binder.binding,
     dropRetries,
     for(env: E): BoundLimiter<R> {
       const namespace = binder.resolve(env);
-      const context = { name, namespace, dropRetries, onDrop, defaults, waiting };
+      const context: CallContext = { name, namespace, dropRetries, onDrop, defaults, waiting, plain, ids };
       return {
         name,
         call: <T, V>(fn: () => T | PromiseLike<T>, options: CallOptions<T, V>) => runCall(context, fn, options),

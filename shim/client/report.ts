@@ -235,12 +235,12 @@ function threw<V>(trace: AttemptTrace<V>, error: unknown): CallReport<V> {
   return ended(trace, { thrown: { message: messageOf(error) } });
 }
 
-/** The object's AttemptStart, if `value` is one (an older object passes nothing). */
+/** The object's AttemptStart, if `value` is one (an older object passes nothing); kept as it arrived, a copy of its own. */
 function attemptStart(value: unknown): AttemptStart | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const { slot, timeoutMs } = value as Record<string, unknown>;
   if (typeof slot !== 'string' || typeof timeoutMs !== 'number' || !(timeoutMs > 0)) return undefined;
-  return { slot, timeoutMs };
+  return value as AttemptStart;
 }
 
 /** Whether `await` would wait on `value` (it has a `then` method). */

@@ -37,25 +37,39 @@ export interface AbortRelay {
  * }
  */
 export function abortRelay(signal: AbortSignal | undefined): AbortRelay {
-  let asked: Promise<boolean> | undefined;
-  let answer: ((aborted: boolean) => void) | undefined;
-  let ended = false;
-  const onAbort = () => answer!(true);
-  return {
-    whenAborted() {
-      if (asked) return asked;
-      if (ended || signal?.aborted) return (asked = Promise.resolve(!ended));
-      asked = new Promise<boolean>((resolve) => {
-        answer = resolve;
-      });
-      signal?.addEventListener('abort', onAbort, { once: true });
-      return asked;
-    },
-    end() {
-      ended = true;
-      if (answer === undefined) return;
-      signal?.removeEventListener('abort', onAbort);
-      answer(false); // a no-op once it answered true
-    },
+  return new Relay(signal);
+}
+
+// A class, so a relay is one object and one function (the answer the object
+// asks for must be a function of its own): every attempt makes one.
+class Relay implements AbortRelay {
+  readonly #signal: AbortSignal | undefined;
+  #asked: Promise<boolean> | undefined;
+  #answer: ((aborted: boolean) => void) | undefined;
+  #onAbort: (() => void) | undefined;
+  #ended = false;
+
+  constructor(signal: AbortSignal | undefined) {
+    this.#signal = signal;
+  }
+
+  readonly whenAborted = (): Promise<boolean> => {
+    if (this.#asked) return this.#asked;
+    if (this.#ended || this.#signal?.aborted) return (this.#asked = Promise.resolve(!this.#ended));
+    this.#asked = new Promise<boolean>((resolve) => {
+      this.#answer = resolve;
+    });
+    if (this.#signal) {
+      this.#onAbort = () => this.#answer!(true);
+      this.#signal.addEventListener('abort', this.#onAbort, { once: true });
+    }
+    return this.#asked;
   };
+
+  end(): void {
+    this.#ended = true;
+    if (this.#answer === undefined) return;
+    if (this.#onAbort) this.#signal?.removeEventListener('abort', this.#onAbort);
+    this.#answer(false); // a no-op once it answered true
+  }
 }

@@ -59,8 +59,9 @@ export function optionsFor(options: ExecuteOptions, wire: number, relay: AbortRe
 }
 
 /**
- * What one answer of execute is:
- * - `settled`: the object's envelope (a verdict, or a success wrapped);
+ * What one answer of execute is (the answer itself stays with the caller, so
+ * reading it allocates nothing):
+ * - `settled`: the object's envelope, a SettledCall (a verdict, or a success wrapped);
  * - `value`: the value itself (a success on the wire-5 form, or a plain test
  *   double's answer);
  * - `report`: the very CallReport the callback returned, handed back by a
@@ -68,11 +69,7 @@ export function optionsFor(options: ExecuteOptions, wire: number, relay: AbortRe
  * - `older`: a wire-4 limiter Worker refused the wire-5 form (nothing taken,
  *   the callback not invoked): send it again in the wire-4 form.
  */
-export type Reading =
-  | { kind: 'settled'; settled: SettledCall }
-  | { kind: 'value'; value: unknown }
-  | { kind: 'report' }
-  | { kind: 'older' };
+export type Reading = 'settled' | 'value' | 'report' | 'older';
 
 /**
  * Reads `answer`, the resolution of an execute sent in the form of `wire`;
@@ -92,19 +89,19 @@ export function readAnswer(answer: unknown, wire: number, trace: AttemptTrace, n
     const brand = (answer as Record<string, unknown>)[WIRE_BRAND];
     if (typeof brand === 'number' && Object.hasOwn(answer, WIRE_BRAND)) {
       if (brand !== wireOf(namespace)) learn(namespace, brand);
-      return { kind: 'settled', settled: answer as SettledCall };
+      return 'settled';
     }
-    if (answer === trace.report) return { kind: 'report' };
+    if (answer === trace.report) return 'report';
     if (typeof (answer as { ok?: unknown }).ok === 'boolean') {
-      if (wire < 5) return { kind: 'settled', settled: answer as SettledCall };
+      if (wire < 5) return 'settled';
       // Only before the callback ran: a wire-4 object refuses the options first.
       if (!trace.started && refusesWire(answer as SettledCall)) {
         learn(namespace, 4);
-        return { kind: 'older' };
+        return 'older';
       }
     }
   }
-  return { kind: 'value', value: answer };
+  return 'value';
 }
 
 /** A wire-4 limiter Worker's refusal of the `wire` option, as it words it. */

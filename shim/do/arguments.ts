@@ -61,11 +61,10 @@ export function executeOptions(options: unknown): ExecuteArguments {
   }
   const { cost, reportsThrows, settles, priority, maxWaitMs, maxRetries, whenAborted, relaysAbort, wire } =
     options as Record<string, unknown>;
-  const waiting = { priority, maxWaitMs, maxRetries };
-  for (const option of ['priority', 'maxWaitMs', 'maxRetries'] as const) {
-    const value = waiting[option];
-    if (value !== undefined) raise(finiteProblem(value, option, INTEGER_RULES[option]), `${MARKERS.invalidArgument} `);
-  }
+  // One by one, not over a list: this runs on every call.
+  if (priority !== undefined) checkFinite(priority, 'priority');
+  if (maxWaitMs !== undefined) checkFinite(maxWaitMs, 'maxWaitMs');
+  if (maxRetries !== undefined) checkFinite(maxRetries, 'maxRetries');
   if (whenAborted !== undefined && typeof whenAborted !== 'function') {
     throw invalid(
       TypeError,
@@ -104,6 +103,10 @@ export function executeOptions(options: unknown): ExecuteArguments {
     whenAborted: whenAborted as ExecuteArguments['whenAborted'],
     relaysAbort: relaysAbort === true,
   };
+}
+
+function checkFinite(value: unknown, option: 'priority' | 'maxWaitMs' | 'maxRetries'): void {
+  raise(finiteProblem(value, option, INTEGER_RULES[option]), `${MARKERS.invalidArgument} `);
 }
 
 /**

@@ -35,6 +35,23 @@ async function setup(
 }
 
 describe('drop retries', () => {
+  it('looks the object up by name once per namespace, and sends every call on a fresh stub', async () => {
+    const { limiter, recording, name, stub } = await setup(0);
+    // Two bindings of the same namespace (as two requests make), two calls each.
+    for (const bound of [limiter.for({}), limiter.for({})]) {
+      for (let i = 0; i < 2; i++)
+        expect(await bound.call(() => new Response('ok'), { read: (res) => res.status })).toBe(200);
+    }
+    expect(recording.idFromNameCalls).toEqual([name]);
+    expect(new Set(recording.executes.map((e) => e.stub)).size).toBe(4);
+    // Another namespace (another env's binding) gets its own lookup.
+    const other = recordingNamespace();
+    const bound = defineLimiter({ binder: defineTestBinder(other.namespace), name }).for({});
+    await bound.call(() => new Response('ok'), { read: (res) => res.status });
+    expect(other.idFromNameCalls).toEqual([name]);
+    expect((await stub.stats()).used).toBe(5);
+  });
+
   it('retries a drop on a fresh stub and resolves once an attempt gets through', async () => {
     const { bound, recording, events, name, stub } = await setup(2);
     let ran = 0;
@@ -48,8 +65,9 @@ describe('drop retries', () => {
     expect(value).toBe('through');
     expect(ran).toBe(1);
     expect(recording.executes.map((e) => e.outcome)).toEqual(['dropped', 'dropped', 'delegated']);
-    // A fresh stub for every attempt, each looked up by name again.
-    expect(recording.idFromNameCalls).toEqual([name, name, name]);
+    // A fresh stub for every attempt (one whose connection broke fails
+    // again), from the id the limiter looked up once.
+    expect(recording.idFromNameCalls).toEqual([name]);
     expect(new Set(recording.executes.map((e) => e.stub)).size).toBe(3);
     expect(events.map(({ limiter, attempt, willRetry }) => ({ limiter, attempt, willRetry }))).toEqual([
       { limiter: name, attempt: 1, willRetry: true },

@@ -170,7 +170,7 @@ stage_asan() {
 
 stage_fuzz() {
   stage "fuzz targets (${DRL_FUZZ_SECONDS:=20}s each, ASan + UBSan)"
-  local targets=(config snapshot retry_after ratelimit_headers) target corpus
+  local targets=(config snapshot retry_after ratelimit_headers lease_exchange) target corpus
   configure_sanitized
   cmake --build build-asan -j2 --target "${targets[@]/#/fuzz_}" 2>&1 | grep -E 'error:' || true
   for target in "${targets[@]}"; do

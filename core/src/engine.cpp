@@ -18,9 +18,26 @@ Engine::~Engine() = default;
 Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
 
+namespace {
+
+// A child's holder counts the root's windows, fixed for its life.
+Status lease_windows_kept(const internal::Scheduler& s, const ParsedConfig& parsed) {
+  if (!s.lease) return Status::success();
+  const size_t held = s.lease->holder().windows();
+  const size_t given = parsed.config.windows.size() + 1;
+  if (held == given) return Status::success();
+  return Error::make(ErrorCode::InvalidConfig, ErrorKind::RangeError,
+                     "this engine is a lease child counting " + std::to_string(held) +
+                         " windows, the root's; the config has " + std::to_string(given) +
+                         ": a child's windows cannot change (make a new child, a new incarnation)");
+}
+
+}  // namespace
+
 Status Engine::configure(std::string_view config_json, Millis now) {
   auto parsed = parse_config(config_json);
   if (!parsed.ok()) return parsed.error();
+  if (Status kept = lease_windows_kept(*scheduler_, *parsed); !kept.ok()) return kept;
   scheduler_->advance(now);
   scheduler_->apply_config(std::move(*parsed));
   scheduler_->advance(now);  // a shorter window may have expired grants
@@ -32,6 +49,7 @@ Status Engine::reconfigure(std::string_view patch_json, Millis now) {
   if (!scheduler_->cfg) return scheduler_->not_configured();
   auto merged = apply_config_patch(scheduler_->cfg->text, patch_json);
   if (!merged.ok()) return merged.error();
+  if (Status kept = lease_windows_kept(*scheduler_, *merged); !kept.ok()) return kept;
   scheduler_->advance(now);
   scheduler_->apply_config(std::move(*merged));
   scheduler_->advance(now);
@@ -122,7 +140,10 @@ Status Engine::report(Ticket t, const Report& r, Millis now) {
   if (rate_limited && scheduler_->cfg) {
     scheduler_->history.rate_limited();
     // A 429 pauses everyone, even when the caller that saw it has gone.
-    scheduler_->penalise(internal::penalty_delay(scheduler_->config().retry, r, c->attempt, scheduler_->now));
+    const Millis delay = internal::penalty_delay(scheduler_->config().retry, r, c->attempt, scheduler_->now);
+    scheduler_->penalise(delay);
+    // A child stops at once and tells the root, which tells its siblings.
+    if (scheduler_->lease) scheduler_->lease->penalty(delay, scheduler_->now);
     scheduler_->advance(now);  // a zero delay lifts at once
   }
   // Past this point the bucket exists: erase() settles every running call,
@@ -278,6 +299,8 @@ bool Engine::reservations() const { return scheduler_->reservations.on(); }
 void Engine::set_release_dating(bool on) {
   scheduler_->dating = on;
   if (!on) {
+    // Takes no release will come for: read now, the latest they may be.
+    if (scheduler_->lease) scheduler_->lease->released(~uint64_t{0}, scheduler_->now);
     scheduler_->unreleased.clear();
     scheduler_->lags.drop_allowance();
     scheduler_->released_due.reset();

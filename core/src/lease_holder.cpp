@@ -45,6 +45,14 @@ void LeaseHolder::fold(std::vector<Use>& uses) const {
   }
 }
 
+void LeaseHolder::note_use(std::vector<Use>& uses, LeaseMillis at, int64_t amount) {
+  if (!uses.empty() && uses.back().at == at) {
+    uses.back().amount += amount;
+  } else {
+    uses.push_back({at, amount});
+  }
+}
+
 void LeaseHolder::close(size_t index) {
   Held& h = leases_[index];
   Pending p;
@@ -96,7 +104,8 @@ void LeaseHolder::advance(LeaseMillis now) {
   }
   while (!peaks_.empty() && peaks_.front().first + config_.rate_ms <= now) peaks_.pop_front();
   for (size_t i = 0; i < leases_.size();) {
-    if (leases_[i].end <= now) {
+    // A lease with a use not yet read stays open: its close must state it.
+    if (leases_[i].end <= now && leases_[i].unreleased.empty()) {
       close(i);
     } else {
       ++i;
@@ -123,7 +132,7 @@ void LeaseHolder::give_back(LeaseMillis now) {
     // for its slots, its uses would reach the root only at its end.
     const bool spent =
         had_units && h.running.empty() && std::all_of(h.left.begin(), h.left.end(), [](int64_t v) { return v == 0; });
-    if (spent || idle) {
+    if ((spent || idle) && h.unreleased.empty()) {
       close(i);
     } else {
       ++i;
@@ -137,7 +146,7 @@ bool LeaseHolder::fits(const std::vector<int64_t>& amounts, LeaseMillis now) con
     if (k >= config_.windows) return false;
     int64_t have = 0;
     for (const Held& h : leases_) {
-      if (h.end > now) have += h.left[k];
+      if (h.end > now + config_.release_margin_ms) have += h.left[k];
     }
     if (have < amounts[k]) return false;
   }
@@ -149,7 +158,7 @@ bool LeaseHolder::can_take(const std::vector<int64_t>& amounts, LeaseMillis now)
   return now_ >= penalty_end() && (fits(amounts, now_) || fits_floor(amounts) || open_gate(now_));
 }
 
-bool LeaseHolder::take(const std::vector<int64_t>& amounts, LeaseMillis now) {
+bool LeaseHolder::take(const std::vector<int64_t>& amounts, LeaseMillis now, uint64_t release) {
   advance(now);
   now = now_;
   if (now < penalty_end()) return false;
@@ -157,9 +166,10 @@ bool LeaseHolder::take(const std::vector<int64_t>& amounts, LeaseMillis now) {
     if (fits_floor(amounts)) {
       for (size_t k = 0; k < amounts.size(); ++k) {
         if (amounts[k] <= 0) continue;
-        floor_uses_[k].push_back({now, amounts[k]});
+        if (release == 0) floor_uses_[k].push_back({now, amounts[k]});
         floor_used_[k] += amounts[k];
       }
+      if (release != 0) floor_unreleased_.push_back({release, amounts});
     } else if (!open_gate(now)) {
       return false;
     }
@@ -171,17 +181,19 @@ bool LeaseHolder::take(const std::vector<int64_t>& amounts, LeaseMillis now) {
     // The leases that end first, so what is left lasts longest.
     for (Held& h : leases_) {
       if (need <= 0) break;
-      if (h.end <= now || h.left[k] == 0) continue;
+      if (h.end <= now + config_.release_margin_ms || h.left[k] == 0) continue;
       const int64_t t = std::min(need, h.left[k]);
       h.left[k] -= t;
       need -= t;
-      auto& uses = h.uses[k];
-      if (!uses.empty() && uses.back().at == now) {
-        uses.back().amount += t;
-      } else {
-        uses.push_back({now, t});
-        fold(uses);
+      if (release != 0) {
+        if (h.unreleased.empty() || h.unreleased.back().first != release) {
+          h.unreleased.push_back({release, std::vector<int64_t>(config_.windows, 0)});
+        }
+        h.unreleased.back().second[k] += t;
+        continue;
       }
+      note_use(h.uses[k], now, t);
+      fold(h.uses[k]);
     }
   }
   recent_.push_back({now, amounts});
@@ -190,12 +202,47 @@ bool LeaseHolder::take(const std::vector<int64_t>& amounts, LeaseMillis now) {
   return true;
 }
 
+// A use is read when its work leaves, which is no earlier than its take:
+// the reading the lease-end and dating margins start from (docs/leases.md,
+// "Uses read at their release").
+void LeaseHolder::release(uint64_t through, LeaseMillis now) {
+  advance(now);
+  now = now_;
+  for (Held& h : leases_) {
+    auto& pending = h.unreleased;
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (it->first > through) {
+        ++it;
+        continue;
+      }
+      if (h.end <= now) ++late_releases_;
+      for (size_t k = 0; k < it->second.size() && k < h.uses.size(); ++k) {
+        if (it->second[k] <= 0) continue;
+        note_use(h.uses[k], now, it->second[k]);
+        fold(h.uses[k]);
+      }
+      it = pending.erase(it);
+    }
+  }
+  for (auto it = floor_unreleased_.begin(); it != floor_unreleased_.end();) {
+    if (it->first > through) {
+      ++it;
+      continue;
+    }
+    for (size_t k = 0; k < it->second.size() && k < floor_uses_.size(); ++k) {
+      if (it->second[k] > 0) floor_uses_[k].push_back({now, it->second[k]});
+    }
+    it = floor_unreleased_.erase(it);
+  }
+  advance(now);  // a lease that ended while it waited closes now
+}
+
 std::optional<LeaseHolder::CallId> LeaseHolder::slot_acquire(LeaseMillis now) {
   advance(now);
   now = now_;
   if (now < penalty_end()) return std::nullopt;
   for (Held& h : leases_) {
-    if (h.end > now && usable_slots(h) > 0) {
+    if (h.end > now + config_.release_margin_ms && usable_slots(h) > 0) {
       const CallId id = next_call_++;
       h.running.emplace(id, now);
       last_active_ = now;

@@ -114,6 +114,10 @@ struct HolderConfig {
   std::vector<int64_t> floor_units;     // kFloor: per window, as the ledger's LeaseFloor
   int64_t floor_slots = 0;
   LeaseMillis unreachable_ms = 2'000;  // kFailOpen: an exchange unanswered this long
+  // A take from a lease needs this much of the lease left (a child engine
+  // sets it to its release allowance: a use must be released before its
+  // lease ends, see release()).
+  LeaseMillis release_margin_ms = 0;
 };
 
 class LeaseHolder {
@@ -123,7 +127,17 @@ class LeaseHolder {
   explicit LeaseHolder(HolderConfig config);
 
   bool can_take(const std::vector<int64_t>& amounts, LeaseMillis now);
-  bool take(const std::vector<int64_t>& amounts, LeaseMillis now);
+  // `release`: 0, the use is read now; else the use is not read until
+  // release(through >= release, ...) says its work left (a child engine's
+  // start number), and its lease stays open until then.
+  bool take(const std::vector<int64_t>& amounts, LeaseMillis now, uint64_t release = 0);
+  // Every take made with a `release` <= through has left by `now`: its uses
+  // are read now. A release at or after its lease's end breaks the lease-end
+  // margin (docs/leases.md, "Uses read at their release"): counted in
+  // late_releases().
+  void release(uint64_t through, LeaseMillis now);
+  void set_release_margin(LeaseMillis margin_ms) { config_.release_margin_ms = std::max<LeaseMillis>(0, margin_ms); }
+  uint64_t late_releases() const { return late_releases_; }
   std::optional<CallId> slot_acquire(LeaseMillis now);
   void slot_release(CallId call, LeaseMillis now);
   // An upstream 429 seen here, with the wait it asked for (Retry-After).
@@ -145,6 +159,7 @@ class LeaseHolder {
   int64_t held(size_t k, LeaseMillis now);
   int64_t free_slots(LeaseMillis now);
   size_t open_leases() const { return leases_.size(); }
+  size_t windows() const { return config_.windows; }
 
  private:
   struct Use {
@@ -160,6 +175,8 @@ class LeaseHolder {
     int64_t slots_returned = 0;          // idle slots given back (cumulative)
     std::vector<std::vector<Use>> uses;  // per window, folded
     std::map<CallId, LeaseMillis> running;
+    // Takes whose work has not left yet: (release number, units per window).
+    std::vector<std::pair<uint64_t, std::vector<int64_t>>> unreleased;
   };
   struct Pending {  // a close waiting to be sent, with readings, not ages
     uint64_t lease_id;
@@ -183,6 +200,7 @@ class LeaseHolder {
   }
   void close(size_t index);
   void fold(std::vector<Use>& uses) const;
+  static void note_use(std::vector<Use>& uses, LeaseMillis at, int64_t amount);
   bool fits(const std::vector<int64_t>& amounts, LeaseMillis now) const;
   bool fits_floor(const std::vector<int64_t>& amounts) const;
   bool open_gate(LeaseMillis now) const { return config_.when_short == WhenShort::kFailOpen && unreachable(now); }
@@ -223,6 +241,10 @@ class LeaseHolder {
   std::vector<std::deque<Use>> floor_uses_;
   std::vector<int64_t> floor_used_;
   std::map<CallId, LeaseMillis> floor_running_;
+  // Floor takes whose work has not left yet (counted in floor_used_, read
+  // into floor_uses_ at their release).
+  std::vector<std::pair<uint64_t, std::vector<int64_t>>> floor_unreleased_;
+  uint64_t late_releases_ = 0;
   // Its first reading + outlast(longest window, attempt timeout): a
   // restarted child's earlier incarnation may have spent the floor just
   // before, so a new one waits until those uses and calls surely stopped.

@@ -49,6 +49,7 @@ void Scheduler::time_out_attempts() {
     const Ticket t = due->second;
     Call& c = calls[t];
     attempt_ended(t, c);  // its deadline goes
+    if (lease) lease->attempt_timed_out(t);  // its slot there frees by the holder's own clock
     // The timeout it ran under, which a reconfigure since did not change.
     if (c.caller != Caller::Settled) reject(t, ErrorCode::AttemptTimeout, static_cast<int32_t>(c.timeout));
     release(t);
@@ -150,6 +151,7 @@ void Scheduler::serve() {
   if (auto due = slots.write_due(); due && (!wake || *due < *wake)) wake = due;
   if (auto due = rows.owed_due(); due && (!wake || *due < *wake)) wake = due;
   if (auto due = reservations.wake(now); due && (!wake || *due < *wake)) wake = due;
+  if (lease) lease_step();
   history.hold(queue.size(), running);
 }
 
@@ -195,6 +197,7 @@ void Scheduler::start_what_can() {
       wake = fits;
       break;
     }
+    if (lease && !lease_admits(t, c)) break;  // lease_step wakes when the holder may serve it
     if (from_queue) {
       queue.pop(t, c);
       ++active;
@@ -236,6 +239,7 @@ void Scheduler::start(Ticket t, Call& c) {
 }
 
 bool Scheduler::starts_at_once(const Call& c) const {
+  if (lease) return false;  // serve() asks the holder
   if (!queue.empty() || !ready.empty() || (!backoff.empty() && backoff.begin()->first <= now)) return false;
   if (active >= static_cast<size_t>(config().concurrency) || penalty.pending()) return false;
   for (const Window& w : windows) {
@@ -330,6 +334,7 @@ Call* Scheduler::end_attempt(Ticket t, Millis at) {
   Call* c = running_call(t);
   if (!c) return nullptr;
   attempt_ended(t, *c);
+  if (lease) lease->attempt_ended(t, std::max(now, at));
   advance(at);
   return c;
 }

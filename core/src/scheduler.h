@@ -42,6 +42,7 @@
 #include "drl/config.h"
 #include "drl/engine.h"
 #include "history.h"
+#include "lease_child.h"
 #include "penalty.h"
 #include "release_lags.h"
 #include "reservations.h"
@@ -135,6 +136,15 @@ struct Scheduler {
   std::optional<Millis> released_due;
 
   History history;  // what happened, per interval (history.h)
+
+  // ---- a child of a lease tree (lease_child.h; scheduler_lease.cpp) -------
+  std::unique_ptr<LeaseChild> lease;  // none: not a child
+  std::string lease_exchange;         // the text of the last Exchange action
+  // Whether the holder serves call `t` now (units and a slot, taken if so).
+  bool lease_admits(Ticket t, const Call& c);
+  // At the end of a step: the queued demand to the holder, an exchange due
+  // out as an action, and the holder's wake folded into `wake`.
+  void lease_step();
 
   // Grants: drop unreadable rows, round toward the safe side, cap amounts at
   // the largest limit any config allows (a smaller current limit is no sign

@@ -44,6 +44,7 @@ void Scheduler::release_through(uint64_t through) {
     lags.sample(now - u.decided);
     move_takes(u, now, /*defer=*/true);
   }
+  if (lease) lease->released(through, now);
 }
 
 void Scheduler::move_takes(Unreleased& u, Millis to, bool defer) {

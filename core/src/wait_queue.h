@@ -109,6 +109,11 @@ class WaitQueue {
   }
   // (priority, live calls) per level, highest first.
   std::vector<std::pair<int32_t, size_t>> by_priority() const;
+  // The demand queued at `priority` in `unit` (0 when no such level).
+  int64_t live_in(int32_t priority, int unit) const {
+    const auto it = levels_.find(priority);
+    return it == levels_.end() ? 0 : it->second.live_in(unit);
+  }
   void clear();
 
  private:

@@ -9,7 +9,9 @@
 //   actions: [1 Start | 2 Resolve, ticket, attempt, 0]  [3 Reject, ticket, code, status]
 //   writes:  [10 + WriteKind, at, amount, window]        (writes come first;
 //            PutPenalty: [15, forced_until, lift_pending 1 or 0, 0])
+//   [4 Exchange, 0, 0, 0]: a lease child's exchange, its text from drl_lease_exchange
 // Times are ms as doubles; tickets stay below 2^53, so JS numbers hold them.
+// A lease tree's messages and rows cross as JSON text (core/src/lease_wire.h).
 // As in drl::Engine, a call that takes the time takes it last (`now`).
 #include <cmath>
 #include <cstdint>
@@ -22,6 +24,8 @@
 
 #include "drl/engine.h"
 #include "drl/ratelimit_headers.h"
+#include "lease_wire.h"
+#include "ledger.h"
 #include "records.h"
 
 #define DRL_EXPORT(name) extern "C" __attribute__((export_name(#name), used))
@@ -575,4 +579,170 @@ DRL_EXPORT(drl_restore_history) int drl_restore_history(int h, int len, double n
   }
   e->restore_history(rows, to_ms(now));
   return 0;
+}
+
+// ---- a child of a lease tree (engine.h: make_lease_child) --------------------
+
+// The setup JSON in the scratch buffer.
+DRL_EXPORT(drl_make_lease_child) int drl_make_lease_child(int h, int len, double now) {
+  auto* e = engine(h);
+  return e ? status(e->make_lease_child(scratch(len), to_ms(now))) : kBadHandle;
+}
+
+// A LeaseGrant (the root's reply) in the scratch buffer.
+DRL_EXPORT(drl_lease_reply) int drl_lease_reply(int h, int len, double now) {
+  auto* e = engine(h);
+  return e ? status(e->lease_reply(scratch(len), to_ms(now))) : kBadHandle;
+}
+
+// A PenaltyNotice in the scratch buffer.
+DRL_EXPORT(drl_lease_notice) int drl_lease_notice(int h, int len, double now) {
+  auto* e = engine(h);
+  return e ? status(e->lease_notice(scratch(len), to_ms(now))) : kBadHandle;
+}
+
+// The exchange the latest Exchange action asks to send, into the out buffer; returns its length.
+DRL_EXPORT(drl_lease_exchange) int drl_lease_exchange(int h) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  g_out = e->lease_exchange();
+  return static_cast<int>(g_out.size());
+}
+
+// ---- the root's ledger (core/src/ledger.h) -----------------------------------
+//
+// A handle of its own, apart from the engines: made from its config (JSON,
+// lease_wire.h read_ledger_config), restored from its stored rows, fed
+// exchanges. Rows are JSON objects keyed "lease:<id>", "child:<id>" and
+// "next"; an exchange's result in the out buffer:
+//   {"reply": <LeaseGrant text> | null, "notice": <PenaltyNotice text> | null,
+//    "error": "" or why the ledger refused it as malformed,
+//    "writes": [{"op": "put", "key": ..., "row": {...}} | {"op": "delete", "key": ...}]}
+// The host makes the writes durable before it delivers the reply; the
+// notice goes to every other child at once.
+
+namespace {
+
+struct LedgerHandle {
+  drl::internal::Ledger ledger;
+  drl::internal::LedgerRows restoring;
+};
+
+std::vector<std::unique_ptr<LedgerHandle>> g_ledgers;
+
+LedgerHandle* ledger(int h) {
+  return h >= 1 && static_cast<size_t>(h) <= g_ledgers.size() ? g_ledgers[h - 1].get() : nullptr;
+}
+
+int lease_fail(const std::string& message) {
+  return fail(drl::Error::make(drl::ErrorCode::InvalidArgument, drl::ErrorKind::TypeError, message));
+}
+
+nlohmann::json ledger_write(const drl::internal::LedgerWrite& w) {
+  using Kind = drl::internal::LedgerWrite::Kind;
+  const auto row = [](const std::string& text) { return nlohmann::json::parse(text, nullptr, false); };
+  switch (w.kind) {
+    case Kind::kPutLease:
+      return {{"op", "put"},
+              {"key", "lease:" + std::to_string(w.lease.lease_id)},
+              {"row", row(drl::internal::write_lease_row(w.lease))}};
+    case Kind::kDeleteLease:
+      return {{"op", "delete"}, {"key", "lease:" + std::to_string(w.id)}};
+    case Kind::kPutChild:
+      return {{"op", "put"},
+              {"key", "child:" + std::to_string(w.child.child)},
+              {"row", row(drl::internal::write_child_row(w.child))}};
+    case Kind::kPutNextLeaseId:
+      return {{"op", "put"}, {"key", "next"}, {"row", {{"nextLeaseId", w.id}}}};
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+// The config JSON in the scratch buffer: a handle (>= 1), or -code with
+// the field that was wrong in the out buffer.
+DRL_EXPORT(drl_ledger_new) int drl_ledger_new(int len) {
+  std::string error;
+  auto config = drl::internal::read_ledger_config(scratch(len), error);
+  if (!config) return lease_fail(error);
+  g_ledgers.push_back(std::make_unique<LedgerHandle>(LedgerHandle{drl::internal::Ledger(*config), {}}));
+  return static_cast<int>(g_ledgers.size());
+}
+
+DRL_EXPORT(drl_ledger_free) void drl_ledger_free(int h) {
+  if (ledger(h)) g_ledgers[h - 1].reset();
+}
+
+// One stored row, {"key": ..., "row": {...}} in the scratch buffer, kept
+// until drl_ledger_restore_end. An unreadable row is an error: a lease the
+// root forgot would be lent twice, so the host must not serve on it.
+DRL_EXPORT(drl_ledger_restore_row) int drl_ledger_restore_row(int h, int len) {
+  auto* l = ledger(h);
+  if (!l) return kBadHandle;
+  const std::string_view input = scratch(len);
+  const auto doc =
+      nlohmann::json::parse(input.data(), input.data() + input.size(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("key") || !doc["key"].is_string() ||
+      !doc.contains("row")) {
+    return lease_fail("ledger row must be {\"key\": \"lease:<id>\" | \"child:<id>\" | \"next\", \"row\": {...}}");
+  }
+  const std::string key = doc["key"].get<std::string>();
+  const std::string text = doc["row"].dump();
+  std::string error;
+  if (key.rfind("lease:", 0) == 0) {
+    auto row = drl::internal::read_lease_row(text, error);
+    if (!row) return lease_fail(error);
+    l->restoring.leases[row->lease_id] = std::move(*row);
+  } else if (key.rfind("child:", 0) == 0) {
+    auto row = drl::internal::read_child_row(text, error);
+    if (!row) return lease_fail(error);
+    l->restoring.children[row->child] = std::move(*row);
+  } else if (key == "next") {
+    const auto& row = doc["row"];
+    if (!row.is_object() || !row.contains("nextLeaseId") || !row["nextLeaseId"].is_number_unsigned()) {
+      return lease_fail("ledger row \"next\" must be {\"nextLeaseId\": an integer >= 0}");
+    }
+    l->restoring.next_lease_id = row["nextLeaseId"].get<uint64_t>();
+  } else {
+    return lease_fail("ledger row key must be \"lease:<id>\", \"child:<id>\" or \"next\" (received \"" +
+                      key.substr(0, 40) + "\")");
+  }
+  return 0;
+}
+
+// Every stored row has been given: the ledger decides as it did before.
+DRL_EXPORT(drl_ledger_restore_end) int drl_ledger_restore_end(int h, double now) {
+  auto* l = ledger(h);
+  if (!l) return kBadHandle;
+  l->ledger.restore(l->restoring, to_ms(now));
+  l->restoring = {};
+  return 0;
+}
+
+// An exchange (JSON text in the scratch buffer) received at `now`: its
+// result (above) in the out buffer, or -code when the text is not an
+// exchange at all (then no reply: the ledger cannot say to whom).
+DRL_EXPORT(drl_ledger_exchange) int drl_ledger_exchange(int h, int len, double now) {
+  auto* l = ledger(h);
+  if (!l) return kBadHandle;
+  std::string error;
+  auto ex = drl::internal::read_exchange(scratch(len), error);
+  if (!ex) return lease_fail(error);
+  const drl::internal::ExchangeResult r = l->ledger.on_exchange(*ex, to_ms(now));
+  nlohmann::json writes = nlohmann::json::array();
+  for (const auto& w : r.writes) writes.push_back(ledger_write(w));
+  g_out = nlohmann::json{{"reply", r.reply ? nlohmann::json(drl::internal::write_grant(*r.reply)) : nullptr},
+                         {"notice", r.notice ? nlohmann::json(drl::internal::write_notice(*r.notice)) : nullptr},
+                         {"error", r.error},
+                         {"writes", std::move(writes)}}
+              .dump();
+  return static_cast<int>(g_out.size());
+}
+
+// Units of window k (k == the number of windows: slots) the ledger counts at `now`.
+DRL_EXPORT(drl_ledger_occupancy) double drl_ledger_occupancy(int h, int k, double now) {
+  auto* l = ledger(h);
+  if (!l || k < 0) return -1;
+  return static_cast<double>(l->ledger.occupancy(static_cast<size_t>(k), to_ms(now)));
 }

@@ -189,6 +189,75 @@ interface CoreExports {
   drl_history_unsaved(h: number): number;
   drl_history_closed(h: number): number;
   drl_restore_history(h: number, len: number, now: number): number;
+  drl_make_lease_child(h: number, len: number, now: number): number;
+  drl_lease_reply(h: number, len: number, now: number): number;
+  drl_lease_notice(h: number, len: number, now: number): number;
+  drl_lease_exchange(h: number): number;
+  drl_ledger_new(len: number): number;
+  drl_ledger_free(h: number): void;
+  drl_ledger_restore_row(h: number, len: number): number;
+  drl_ledger_restore_end(h: number, now: number): number;
+  drl_ledger_exchange(h: number, len: number, now: number): number;
+  drl_ledger_occupancy(h: number, k: number, now: number): number;
+}
+
+/**
+ * A lease child's setup (docs/leases.md; core/include/drl/engine.h, make_lease_child).
+ * Every knob left out takes the engine's default.
+ */
+export interface LeaseChildSetup {
+  /** This child's id at the root, >= 1. */
+  child: number;
+  /** Grows with every restart of the child (a new engine is a new incarnation), >= 1. */
+  incarnation: number;
+  /** How far a clock reading may lag (slackMs) and how fast a clock may drift (driftPpm); default 0 and 0. */
+  clock?: { slackMs?: number; driftPpm?: number };
+  /** What it does once its leases cannot serve a call: wait (default), spend its floor, or admit (not exact). */
+  whenShort?: 'failClosed' | 'floor' | 'failOpen';
+  /** With whenShort 'floor': what the root's config reserves for this child. */
+  floor?: { units: number[]; slots?: number };
+  retryMs?: number;
+  idleMs?: number;
+  stockMs?: number;
+  refreshMs?: number;
+  rateMs?: number;
+  closeWithinMs?: number;
+  maxGroups?: number;
+  unreachableMs?: number;
+  /** With release dating: the least of a lease left for a take (default 0: the engine's release allowance). */
+  releaseMarginMs?: number;
+}
+
+/** The root's ledger config (core/src/lease_wire.h, read_ledger_config). */
+export interface LeaseLedgerConfig {
+  /** The bucket's windows in the child engines' order: the primary, then the extra ones. */
+  windowsMs: number[];
+  limits: number[];
+  concurrency: number;
+  attemptTimeoutMs: number;
+  /** How long a child may use a lease, from its send. */
+  leaseMs: number;
+  /** Above leaseMs, leases grow to half the shortest window, up to this. */
+  maxLeaseMs?: number;
+  /** A child's demand is forgotten this long after it spoke (default 10 s). */
+  demandTtlMs?: number;
+  clock?: { slackMs?: number; driftPpm?: number };
+  /** Per child id: units per window and slots lent to no one else. */
+  floors?: Record<string, { units: number[]; slots?: number }>;
+}
+
+/** A row the ledger asks the host to store (put) or delete, keyed "lease:<id>", "child:<id>" or "next". */
+export type LeaseLedgerWrite = { op: 'put'; key: string; row: Record<string, unknown> } | { op: 'delete'; key: string };
+
+/** What the ledger answers to one exchange. */
+export interface LeaseLedgerResult {
+  /** The LeaseGrant to send back, once `writes` are durable; null for a seq already superseded. */
+  reply: string | null;
+  /** A PenaltyNotice to send every other child at once (it needs no write), or null. */
+  notice: string | null;
+  /** Why the ledger refused the exchange as malformed ('' when it did not). */
+  error: string;
+  writes: LeaseLedgerWrite[];
 }
 
 const ERROR_KINDS = [Error, TypeError, RangeError] as const;
@@ -250,6 +319,18 @@ export class Core {
 
   createEngine(): Engine {
     return new Engine(this, this.#x.drl_new());
+  }
+
+  /**
+   * The root's ledger of a lease tree, from its config; throws its
+   * [drl:invalid-argument] error naming the field when the config is wrong.
+   *
+   * @example
+   * const ledger = core.createLedger({ windowsMs: [60_000], limits: [100], concurrency: 5,
+   *   attemptTimeoutMs: 30_000, leaseMs: 2_000 });
+   */
+  createLedger(config: LeaseLedgerConfig): LeaseLedger {
+    return new LeaseLedger(this, this.check(this.#x.drl_ledger_new(this.putString(JSON.stringify(config)))));
   }
 
   /** Checks a complete config document by the engine's rules; throws its [drl:invalid-config] error. */
@@ -682,8 +763,73 @@ export class Engine {
     this.#windowNames[window] = this.#core.outString();
   }
 
+  /** Makes this configured engine a lease child (see LeaseChildSetup); its exchanges then come as 'exchange' actions. */
+  makeLeaseChild(setup: LeaseChildSetup, now: number): void {
+    this.#core.check(this.#x.drl_make_lease_child(this.#h, this.#core.putString(JSON.stringify(setup)), now));
+  }
+
+  /** The root's reply (a LeaseGrant's text, as the ledger wrote it). */
+  leaseReply(grantJson: string, now: number): void {
+    this.#core.check(this.#x.drl_lease_reply(this.#h, this.#core.putString(grantJson), now));
+  }
+
+  /** A PenaltyNotice the root fanned out. */
+  leaseNotice(noticeJson: string, now: number): void {
+    this.#core.check(this.#x.drl_lease_notice(this.#h, this.#core.putString(noticeJson), now));
+  }
+
+  /** The text of the latest 'exchange' action: send it to the root as it is. */
+  leaseExchange(): string {
+    this.#core.check(this.#x.drl_lease_exchange(this.#h));
+    return this.#core.outString();
+  }
+
   free(): void {
     this.#x.drl_free(this.#h);
+  }
+}
+
+/**
+ * The root's ledger of a lease tree (core/src/ledger.h): marshalling only.
+ * The host stores a result's writes, then delivers its reply; a restart
+ * restores every stored row before the first exchange.
+ *
+ * @example
+ * const result = ledger.exchange(exchangeText, Date.now());
+ * await storeAll(result.writes); // durable first
+ * if (result.reply !== null) reply(result.reply);
+ */
+export class LeaseLedger {
+  readonly #core: Core;
+  readonly #h: number;
+
+  constructor(core: Core, handle: number) {
+    this.#core = core;
+    this.#h = handle;
+  }
+
+  /** Puts stored rows back (as their puts wrote them: key and row); throws on a row it cannot read. */
+  restore(rows: Iterable<{ key: string; row: unknown }>, now: number): void {
+    const x = this.#core.exports;
+    for (const { key, row } of rows) {
+      this.#core.check(x.drl_ledger_restore_row(this.#h, this.#core.putString(JSON.stringify({ key, row }))));
+    }
+    x.drl_ledger_restore_end(this.#h, now);
+  }
+
+  /** An exchange's text as a child sent it, received at `now` by the root's clock. */
+  exchange(exchangeJson: string, now: number): LeaseLedgerResult {
+    this.#core.check(this.#core.exports.drl_ledger_exchange(this.#h, this.#core.putString(exchangeJson), now));
+    return JSON.parse(this.#core.outString()) as LeaseLedgerResult;
+  }
+
+  /** Units of window k (k = the number of windows: slots) counted at `now`. */
+  occupancy(k: number, now: number): number {
+    return this.#core.exports.drl_ledger_occupancy(this.#h, k, now);
+  }
+
+  free(): void {
+    this.#core.exports.drl_ledger_free(this.#h);
   }
 }
 

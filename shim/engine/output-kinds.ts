@@ -2,7 +2,7 @@
 // Run `npm run gen:contracts` after changing the source.
 
 /** Action kinds by their number in an output record (index 0 is unused). */
-export const ACTION_KINDS = ['', 'start', 'resolve', 'reject'] as const;
+export const ACTION_KINDS = ['', 'start', 'resolve', 'reject', 'exchange'] as const;
 
 /** Write kinds by number; a write's record kind is WRITE_RECORD_BASE plus it (index 0 is unused). */
 export const WRITE_KINDS = ['', 'putGrant', 'deleteGrantsThrough', 'deleteGrant', 'clearGrants', 'putPenalty', 'putConfig', 'eraseAll', 'putSlots', 'putReservation', 'putReleased'] as const;

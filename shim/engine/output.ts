@@ -36,6 +36,8 @@ export type EngineWrite =
 export type EngineAction =
   | { kind: 'start'; ticket: number; attempt: number }
   | { kind: 'resolve'; ticket: number; attempt: number }
+  // A lease child's exchange: its text from Engine.leaseExchange().
+  | { kind: 'exchange' }
   | { kind: 'reject'; ticket: number; code: ErrorId; status: number };
 
 export type EngineWriteKind = EngineWrite['kind'];
@@ -169,6 +171,7 @@ export class EngineOutput {
     const kind = this.actionKind(i);
     const ticket = this.actionTicket(i);
     if (kind === 'reject') return { kind, ticket, code: this.actionCode(i), status: this.actionStatus(i) };
+    if (kind === 'exchange') return { kind };
     return { kind, ticket, attempt: this.actionAttempt(i) };
   }
 
@@ -233,6 +236,7 @@ export class EngineOutput {
       const kind = ACTION_NUMBER.get(a.kind);
       if (kind === undefined || kind === 0) throw new TypeError(`unknown action kind ${String(a.kind)}`);
       if (a.kind === 'reject') out.#putAction(kind, a.ticket, CODE_NUMBER.get(a.code) ?? 0, a.status);
+      else if (a.kind === 'exchange') out.#putAction(kind, 0, 0, 0);
       else out.#putAction(kind, a.ticket, a.attempt, 0);
     }
     return out;

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "lease_engine_child.h"
 #include "lease_holder.h"
 #include "ledger.h"
 
@@ -104,6 +105,12 @@ struct Child {
   int64_t near = true;
   std::vector<std::pair<int64_t, int64_t>> partitions;  // real [from, to)
   std::map<uint64_t, LeaseMillis> first_sent;           // seq -> reading (the third fault's rewrite)
+  // Engines: the child engine, its callers by ticket until they start, and
+  // the wait of a 429 its next report brings.
+  std::unique_ptr<EngineChild> engine;
+  std::map<Ticket, Call> waiting;
+  int64_t next_429 = 0;
+  uint64_t late_seen = 0;  // its engine's late releases already counted
 };
 
 class Sim {
@@ -133,6 +140,10 @@ class Sim {
   int64_t max_latency(const Child& c) const { return far_ms_ > 0 ? far_ms_ + 5 : c.near ? 3 : 150; }
   void root_receive(size_t i, Exchange ex, int64_t t);
   void step_child(size_t i, int64_t t);
+  // Engines: the child's engine at real time t, and what a host does with a step.
+  void make_engine(size_t i, int64_t t);
+  void handle(size_t i, int64_t t, EngineChild::Step step);
+  void schedule_wake(size_t i, int64_t t, LeaseMillis now, std::optional<LeaseMillis> wake);
   void crash_root(int64_t t);
   void check();
 
@@ -181,6 +192,7 @@ class Sim {
   std::vector<Penalty> penalties_;
   std::vector<std::vector<std::pair<int64_t, int64_t>>> granted_limits_;  // per dimension: (real time, limit)
   int64_t arrivals_ = 0;
+  int64_t lag_ms_ = 0;  // engines: a callback leaves up to this long after its start
 };
 
 void Sim::arrive(size_t i, const Call& call) {
@@ -188,6 +200,13 @@ void Sim::arrive(size_t i, const Call& call) {
   at(call.arrived, [this, i, call]() {
     Child& c = children_[i];
     if (!c.up) return;  // its callers are turned away while it restarts
+    if (c.engine) {
+      const LeaseMillis now = c.clock.read(call.arrived, rng_);
+      auto step = c.engine->arrive(call.cost, call.priority, patience_ms_, now);
+      c.waiting[step.ticket] = call;
+      handle(i, call.arrived, std::move(step));
+      return;
+    }
     c.queue.push(call);
     step_child(i, call.arrived);
   });
@@ -358,13 +377,17 @@ void Sim::setup() {
         ++result_.child_crashes;
         c.up = false;
         c.holder.reset();
+        c.engine.reset();
+        c.waiting.clear();
         c.queue.clear();  // its callers see the drop
-        at(t + uniform(0, 500), [this, i]() {
+        const int64_t back = t + uniform(0, 500);
+        at(back, [this, i, back]() {
           Child& c = children_[i];
           c.up = true;
           ++c.incarnation;
           c.holder = std::make_unique<LeaseHolder>(holder_config(i));
           c.first_sent.clear();
+          if (options_.engines) make_engine(i, back);
         });
       });
     }
@@ -408,6 +431,14 @@ void Sim::setup() {
     setup_ << ", floors " << floor_units_[0] << " units, " << floor_slots_ << " slots each";
   }
   for (size_t i = 0; i < n; ++i) children_[i].holder = std::make_unique<LeaseHolder>(holder_config(i));
+  if (options_.engines) {
+    // The host's release lag: a few ms in the object; up to 100 ms here so
+    // that reading a use at its decision instead is found.
+    lag_ms_ = options_.fault == LeaseFault::kReleasedAtDecision ? uniform(60, 150) : uniform(0, 100);
+    result_.release_lag_ms = lag_ms_;
+    setup_ << ", engines, release lag up to " << lag_ms_ << " ms";
+    for (size_t i = 0; i < n; ++i) make_engine(i, 0);
+  }
   result_.floors = when_short_ == internal::WhenShort::kFloor;
   result_.calm = !faulty;
   result_.window_ms = t0;
@@ -520,6 +551,10 @@ void Sim::root_receive(size_t i, Exchange ex, int64_t t) {
 void Sim::penalty(size_t i, int64_t t, int64_t duration) {
   Child& c = children_[i];
   if (!c.up) return;
+  if (c.engine) {
+    c.next_429 = duration;  // its next report is the 429 (counted then)
+    return;
+  }
   penalties_.push_back({t, duration, i});
   c.holder->on_penalty(duration, c.clock.read(t, rng_));
   step_child(i, t);
@@ -539,6 +574,7 @@ void Sim::notify(size_t from, internal::PenaltyNotice notice, int64_t t) {
     at(arrive, [this, j, notice, arrive]() {
       Child& c = children_[j];
       if (!c.up || !c.holder) return;
+      if (c.engine) return handle(j, arrive, c.engine->notice(notice, c.clock.read(arrive, rng_)));
       c.holder->on_notice(notice, c.clock.read(arrive, rng_));
       step_child(j, arrive);
     });
@@ -572,6 +608,7 @@ void Sim::deliver(size_t i, LeaseGrant g, int64_t t, uint64_t incarnation) {
     const auto sent = c.first_sent.find(g.seq);
     if (sent != c.first_sent.end()) g.duration_ms += std::max<LeaseMillis>(0, now - sent->second);
   }
+  if (c.engine) return handle(i, t, c.engine->reply(g, now));
   c.holder->on_grant(g, now);
   step_child(i, t);
 }
@@ -580,6 +617,7 @@ void Sim::step_child(size_t i, int64_t t) {
   Child& c = children_[i];
   if (!c.up) return;
   const LeaseMillis now = c.clock.read(t, rng_);
+  if (c.engine) return handle(i, t, c.engine->tick(now));
   LeaseHolder& h = *c.holder;
   c.queue.give_up_before(t - patience_ms_);
   // The head blocks those behind it, as in the engine.
@@ -614,7 +652,12 @@ void Sim::step_child(size_t i, int64_t t) {
     c.first_sent.emplace(ex->seq, now);
     send_to_root(i, *ex, t);
   }
-  if (auto wake = h.next_wake(now)) {
+  schedule_wake(i, t, now, h.next_wake(now));
+}
+
+void Sim::schedule_wake(size_t i, int64_t t, LeaseMillis now, std::optional<LeaseMillis> wake) {
+  Child& c = children_[i];
+  if (wake) {
     const int64_t real = t + std::max<int64_t>(1, *wake - now);
     if (c.wake_at <= t || real < c.wake_at) {
       c.wake_at = real;
@@ -626,6 +669,105 @@ void Sim::step_child(size_t i, int64_t t) {
       });
     }
   }
+}
+
+void Sim::make_engine(size_t i, int64_t t) {
+  Child& c = children_[i];
+  // The bucket's config, the root's windows: its own windows count only its
+  // takes, so they never bind before its leases do.
+  std::ostringstream config;
+  config << R"({"bucket":{"limitPerWindow":)" << config_.limits[0] << R"(,"windowInMs":)" << config_.windows_ms[0]
+         << R"(,"unit":"requests"},"concurrency":)" << config_.concurrency << R"(,"attemptTimeoutMs":)"
+         << config_.attempt_timeout_ms << R"(,"retry":{"maxRetries":0,"maxDelayInMs":60000})";
+  if (config_.windows_ms.size() > 1) {
+    config << R"(,"windows":{"tokens":{"unit":"tokens","limitPerWindow":)" << config_.limits[1] << R"(,"windowInMs":)"
+           << config_.windows_ms[1] << "}}";
+  }
+  config << "}";
+  const internal::HolderConfig h = holder_config(i);
+  std::ostringstream setup;
+  setup << R"({"child":)" << h.child << R"(,"incarnation":)" << h.incarnation << R"(,"clock":{"slackMs":)"
+        << h.clocks.slack_ms << R"(,"driftPpm":)" << h.clocks.drift_ppm << R"(},"retryMs":)" << h.retry_ms
+        << R"(,"idleMs":)" << h.idle_ms << R"(,"stockMs":)" << h.stock_ms << R"(,"refreshMs":)" << h.refresh_ms
+        << R"(,"rateMs":)" << h.rate_ms << R"(,"closeWithinMs":)" << h.close_within_ms << R"(,"maxGroups":)"
+        << h.max_groups << R"(,"unreachableMs":)"
+        << h.unreachable_ms
+        // A release read after its lease ended would break the lease-end
+        // margin: the host's largest lag, on the child's clock, plus the
+        // lag of the two readings.
+        << R"(,"releaseMarginMs":)" << h.clocks.outlast(lag_ms_) + h.clocks.slack_ms;
+  if (h.when_short == internal::WhenShort::kFloor) {
+    setup << R"(,"whenShort":"floor","floor":{"units":[)";
+    for (size_t k = 0; k < h.floor_units.size(); ++k) setup << (k ? "," : "") << h.floor_units[k];
+    setup << R"(],"slots":)" << h.floor_slots << "}";
+  } else if (h.when_short == internal::WhenShort::kFailOpen) {
+    setup << R"(,"whenShort":"failOpen")";
+  }
+  setup << "}";
+  c.engine = std::make_unique<EngineChild>(config.str(), setup.str(), c.clock.read(t, rng_));
+  c.waiting.clear();
+  c.late_seen = 0;
+}
+
+// What a host does with an engine's step: starts its callbacks, which leave
+// when the step's commit is durable (the release lag) and report when done;
+// sends its exchange; sets its timer.
+void Sim::handle(size_t i, int64_t t, EngineChild::Step step) {
+  Child& c = children_[i];
+  if (!step.error.empty() && result_.ok) {
+    result_.ok = false;
+    result_.failure = "child " + std::to_string(i) + " refused an event: " + step.error + " (" + setup_.str() + ")";
+  }
+  if (!c.up || !c.engine) return;
+  const LeaseMillis now = c.clock.read(t, rng_);
+  if (!step.starts.empty()) {
+    const uint64_t incarnation = c.incarnation;
+    std::vector<std::pair<Ticket, Call>> started;
+    for (Ticket ticket : step.starts) {
+      const auto it = c.waiting.find(ticket);
+      if (it == c.waiting.end()) continue;  // a retry: none here (maxRetries 0)
+      started.push_back(*it);
+      c.waiting.erase(it);
+      starts_.push_back({t, i});
+      ++result_.calls;
+    }
+    const int64_t left = t + uniform(0, lag_ms_);
+    if (options_.fault == LeaseFault::kReleasedAtDecision) {
+      // The fault: told they left now, though they leave at `left`.
+      handle(i, t, c.engine->released(step.through, now));
+    }
+    at(left, [this, i, t, left, incarnation, started, through = step.through]() {
+      Child& c = children_[i];
+      // A child that crashed before its commit was durable never let them go.
+      if (!c.up || c.incarnation != incarnation) return;
+      for (const auto& [ticket, call] : started) {
+        for (size_t k = 0; k < call.cost.size(); ++k) uses_[k].push_back({left, call.cost[k]});
+        // It counts until it ends, or until its attempt timed out (from its start).
+        calls_.push_back({left, std::max(left, std::min(left + call.duration, t + config_.attempt_timeout_ms))});
+        const int64_t end = left + call.duration;
+        at(end, [this, i, end, incarnation, ticket = ticket]() {
+          Child& c = children_[i];
+          if (!c.up || c.incarnation != incarnation) return;
+          const int64_t wait = c.next_429;
+          auto step = c.engine->report(ticket, wait > 0, wait, c.clock.read(end, rng_));
+          // A report after its attempt timed out is ignored: the 429 waits for the next.
+          if (wait > 0 && step.reported) penalties_.push_back({end, wait, i}), c.next_429 = 0;
+          handle(i, end, std::move(step));
+        });
+      }
+      if (options_.fault != LeaseFault::kReleasedAtDecision) {
+        handle(i, left, c.engine->released(through, c.clock.read(left, rng_)));
+      }
+    });
+  }
+  if (step.exchange) {
+    c.first_sent.emplace(step.exchange->seq, now);
+    send_to_root(i, *step.exchange, t);
+  }
+  const uint64_t late = c.engine->engine().lease_late_releases();
+  result_.late_releases += late - c.late_seen;
+  c.late_seen = late;
+  schedule_wake(i, t, now, step.wake);
 }
 
 void Sim::check() {

@@ -21,6 +21,9 @@ enum class LeaseFault {
   kFreeUsedAtReceipt,     // closes reach the root with their uses stripped: used units freed at receipt
   kDateWithoutMargin,     // ages grow by the dating margin: uses dated at receipt - age
   kChildEndsFromReceipt,  // grants stretched so the child's lease ends at its receipt + the duration
+  // Engines only: the host tells each child engine its callbacks left when
+  // it decided them, though they leave later: uses read at the decision.
+  kReleasedAtDecision,
 };
 
 // A fixed scenario instead of a random schedule (the sizing benchmark,
@@ -44,6 +47,11 @@ struct LeaseSimOptions {
   LeaseFault fault = LeaseFault::kNone;
   const LeaseScenario* scenario = nullptr;  // a random schedule when null
   bool fail_open = false;                   // every child fails open (not exact: the schedules find it over)
+  // Every child a real drl::Engine made a lease child (lease_engine_child.h),
+  // driven through its public API: arrive, report, released, tick,
+  // lease_reply, lease_notice; its callbacks leave a release lag after their
+  // start (up to lag_ms, the host's output gate), and run from there.
+  bool engines = false;
 };
 
 struct LeaseSimResult {
@@ -71,11 +79,13 @@ struct LeaseSimResult {
   // faults were off.
   double utilisation = 0;
   double load = 0;
-  bool calm = false;       // no loss, crash, restart, partition, cut
-  int64_t window_ms = 0;   // window 0's length
-  bool all_near = false;   // every child 1-3 ms from the root (else some 40-150 ms)
-  bool floors = false;     // every child had a static floor (WhenShort::kFloor)
-  size_t floor_calls = 0;  // calls that started on a floor (no lease covered them)
+  bool calm = false;           // no loss, crash, restart, partition, cut
+  int64_t window_ms = 0;       // window 0's length
+  bool all_near = false;       // every child 1-3 ms from the root (else some 40-150 ms)
+  bool floors = false;         // every child had a static floor (WhenShort::kFloor)
+  size_t floor_calls = 0;      // calls that started on a floor (no lease covered them)
+  int64_t release_lag_ms = 0;  // engines: the most a callback's release lagged its start
+  uint64_t late_releases = 0;  // engines: releases after their lease's end (Engine::lease_late_releases)
   // The shared penalty: 429s seen at one child, and for each other child
   // the last real time it started a call while one was in force, after
   // the 429 (0 when it started none). Without faults each must be within

@@ -420,6 +420,36 @@ class Engine {
   // closed at `now`, or unreadable are skipped.
   void restore_history(const std::vector<HistoryRow>& rows, Millis now);
 
+  // ---- a child of a lease tree (docs/leases.md, "A child engine") ----------
+  // Makes this configured engine a child: its calls start only when the
+  // leases it holds from the root serve them too (units of every window,
+  // and a slot), and it asks the root for leases through Exchange actions.
+  // `setup_json`: {"child": id >= 1, "incarnation": >= 1, a new one after
+  // every restart, "clock": {"slackMs", "driftPpm"}, "whenShort":
+  // "failClosed" (default) | "floor" | "failOpen", "floor": {"units": [per
+  // window], "slots"}, and optional sizing knobs: retryMs, idleMs, stockMs,
+  // refreshMs, rateMs, closeWithinMs, maxGroups, unreachableMs; and
+  // releaseMarginMs, with release dating the least a lease must have left
+  // for a take, default 0: the engine's release allowance}. The windows
+  // (in order: the primary, then the extra ones as configured) and the
+  // attempt timeout are the bucket's config, which must be the root's; a
+  // reconfigure may change limits but not the number of windows.
+  // InvalidArgument naming the field when the setup is malformed; once made,
+  // a child stays one (a restarted host makes a new engine, a new incarnation).
+  Status make_lease_child(std::string_view setup_json, Millis now);
+  bool lease_child() const;
+  // The root's reply to the exchange out (a LeaseGrant as JSON text), or a
+  // PenaltyNotice it fanned out. A reply for another child, incarnation or
+  // seq changes nothing; a malformed one is InvalidArgument naming the field.
+  Status lease_reply(std::string_view grant_json, Millis now);
+  Status lease_notice(std::string_view notice_json, Millis now);
+  // The exchange the latest Exchange action asks the host to send to the
+  // root (JSON text, see core/src/lease_wire.h); "" before the first.
+  const std::string& lease_exchange() const;
+  // Uses released after their lease ended (docs/leases.md, "Uses read at
+  // their release"): 0 unless the host's release lag outran the margin.
+  uint64_t lease_late_releases() const;
+
   // When the host must next call tick(); nullopt when no one waits on time.
   std::optional<Millis> next_wake() const;
   bool configured() const;

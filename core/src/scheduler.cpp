@@ -48,7 +48,7 @@ void Scheduler::time_out_attempts() {
   for (auto due = deadlines.next(); due && due->first <= now; due = deadlines.next()) {
     const Ticket t = due->second;
     Call& c = calls[t];
-    attempt_ended(t, c);  // its deadline goes
+    attempt_ended(t, c);                     // its deadline goes
     if (lease) lease->attempt_timed_out(t);  // its slot there frees by the holder's own clock
     // The timeout it ran under, which a reconfigure since did not change.
     if (c.caller != Caller::Settled) reject(t, ErrorCode::AttemptTimeout, static_cast<int32_t>(c.timeout));

@@ -1,0 +1,209 @@
+// A child's leases, how much it asks for and gives back, and when: the
+// sizing of docs/leases.md ("Sizing"). The rest of LeaseHolder is in
+// lease_holder.cpp; the contract in lease_holder.h.
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "lease_holder.h"
+
+namespace drl::internal {
+
+// How long before a refresh can land: the last round trip with a quarter
+// of headroom and the lag of both readings that measured it.
+LeaseMillis LeaseHolder::lead() const {
+  return rtt_ > 0 ? rtt_ + rtt_ / 4 + 2 * config_.clocks.slack_ms : config_.retry_ms / 2;
+}
+
+int64_t LeaseHolder::queued_units(size_t k) const {
+  int64_t total = 0;
+  for (const DemandLevel& d : queued_) total += k < d.units.size() ? d.units[k] : 0;
+  return total;
+}
+
+int64_t LeaseHolder::queued_slots() const {
+  int64_t total = 0;
+  for (const DemandLevel& d : queued_) total += d.slots;
+  return total;
+}
+
+// Units of window k its recent rate spends over `span`, rounded up.
+int64_t LeaseHolder::expected(size_t k, LeaseMillis span) const {
+  if (config_.rate_ms <= 0 || k >= recent_sum_.size() || recent_sum_[k] <= 0 || span <= 0) return 0;
+  return (recent_sum_[k] * span + config_.rate_ms - 1) / config_.rate_ms;
+}
+
+// Idle slots worth keeping beyond the queue's: units without a slot are
+// useless, so while it uses units it keeps its recent peak of calls (at
+// least one); a child with no rate keeps none.
+int64_t LeaseHolder::slots_to_keep() const {
+  int64_t running = 0;
+  for (const Held& h : leases_) running += static_cast<int64_t>(h.running.size());
+  const bool active = std::any_of(recent_sum_.begin(), recent_sum_.end(), [](int64_t v) { return v > 0; });
+  const int64_t peak = peaks_.empty() ? 0 : peaks_.front().second;
+  return queued_slots() + (active ? std::max<int64_t>(1, peak - running) : 0);
+}
+
+// The low mark: what it holds beyond the lead will not cover its queue and
+// its rate over the lead, so a refresh sent now lands just in time.
+bool LeaseHolder::needs_refresh(LeaseMillis now) const {
+  const size_t n = config_.windows;
+  std::vector<int64_t> usable(n, 0);
+  int64_t free = 0;
+  for (const Held& h : leases_) {
+    if (h.end <= now + lead()) continue;
+    for (size_t k = 0; k < n; ++k) usable[k] += h.left[k];
+    free += usable_slots(h);
+  }
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t need = queued_units(k) + expected(k, lead());
+    if (need > 0 && usable[k] < need) return true;
+  }
+  return free < queued_slots();
+}
+
+// Closes that give something back go at once (paced); a spent lease's close
+// frees nothing the root does not already date, so it waits for another
+// reason to exchange, at most close_within_ms (it must land within a window
+// of its uses, or they count until the lease's end instead).
+bool LeaseHolder::closes_due(LeaseMillis now) const {
+  return std::any_of(pending_.begin(), pending_.end(),
+                     [&](const Pending& p) { return p.gives_back || p.closed_at + config_.close_within_ms <= now; });
+}
+
+std::vector<DemandLevel> LeaseHolder::demand(LeaseMillis now) const {
+  const size_t n = config_.windows;
+  // What will still be usable once a reply could be here.
+  std::vector<int64_t> usable(n, 0);
+  int64_t free_slots = 0;
+  for (const Held& h : leases_) {
+    if (h.end <= now + lead()) continue;
+    for (size_t k = 0; k < n; ++k) usable[k] += h.left[k];
+    free_slots += usable_slots(h);
+  }
+  std::vector<DemandLevel> levels = queued_;
+  std::sort(levels.begin(), levels.end(),
+            [](const DemandLevel& a, const DemandLevel& b) { return a.priority > b.priority; });
+  for (DemandLevel& d : levels) {
+    d.units.resize(n, 0);
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t covered = std::min(d.units[k], usable[k]);
+      d.units[k] -= covered;
+      usable[k] -= covered;
+    }
+    const int64_t covered = std::min(d.slots, free_slots);
+    d.slots -= covered;
+    free_slots -= covered;
+  }
+  // The stock: the recent rate over the lead and stock_ms, beyond the
+  // queue, and the slots it keeps for it (slots_to_keep less the queue's).
+  DemandLevel stock;
+  stock.priority = levels.empty() ? 0 : levels.back().priority;
+  stock.units.assign(n, 0);
+  for (size_t k = 0; k < n; ++k) {
+    stock.units[k] = std::max<int64_t>(0, expected(k, config_.stock_ms + lead()) - usable[k]);
+  }
+  stock.slots = std::max<int64_t>(0, slots_to_keep() - queued_slots() - free_slots);
+  levels.push_back(stock);
+  levels.erase(std::remove_if(levels.begin(), levels.end(),
+                              [](const DemandLevel& d) {
+                                return d.slots == 0 &&
+                                       std::all_of(d.units.begin(), d.units.end(), [](int64_t u) { return u == 0; });
+                              }),
+               levels.end());
+  return levels;
+}
+
+// Nothing usable for what is queued: an exchange cannot wait for refresh_ms.
+bool LeaseHolder::starved(LeaseMillis now) const {
+  int64_t slots = 0;
+  for (const DemandLevel& d : queued_) slots += d.slots;
+  if (slots == 0) return false;
+  int64_t free = 0;
+  std::vector<int64_t> held(config_.windows, 0);
+  for (const Held& h : leases_) {
+    if (h.end <= now) continue;
+    free += usable_slots(h);
+    for (size_t k = 0; k < config_.windows; ++k) held[k] += h.left[k];
+  }
+  return free == 0 || std::any_of(held.begin(), held.end(), [](int64_t v) { return v == 0; });
+}
+
+// Between two exchanges: refresh_ms, a quarter of it while the head of the
+// queue cannot start. Not zero: at overload a starved child asking on every
+// reply would get a trickle each time and fill the ledger with leases; with
+// several children asking, a freed unit waits about refresh_ms / 4 / the
+// children at the root.
+LeaseMillis LeaseHolder::spacing(LeaseMillis now) const {
+  return starved(now) ? config_.refresh_ms / 4 : config_.refresh_ms;
+}
+
+bool LeaseHolder::wants_more(LeaseMillis now) const {
+  return now >= not_before_ && (starved(now) || needs_refresh(now));
+}
+
+// Only when composing an exchange (never between a take and the
+// slot_acquire that goes with it): spent leases, and all of them when idle.
+void LeaseHolder::give_back(LeaseMillis now) {
+  bool queued = false;
+  for (const DemandLevel& d : queued_) {
+    queued |= d.slots > 0 || std::any_of(d.units.begin(), d.units.end(), [](int64_t u) { return u > 0; });
+  }
+  bool running = false;
+  for (const Held& h : leases_) running |= !h.running.empty();
+  const bool idle = !queued && !running && last_active_ + config_.idle_ms <= now;
+  for (size_t i = 0; i < leases_.size();) {
+    const Held& h = leases_[i];
+    const bool had_units = std::any_of(h.uses.begin(), h.uses.end(), [](const auto& u) { return !u.empty(); }) ||
+                           std::any_of(h.left.begin(), h.left.end(), [](int64_t v) { return v > 0; });
+    // Spent: no unit left, no call running. Its idle slots go back with the
+    // close and the exchange asks again for those the child keeps: kept open
+    // for its slots, its uses would reach the root only at its end.
+    const bool spent =
+        had_units && h.running.empty() && std::all_of(h.left.begin(), h.left.end(), [](int64_t v) { return v == 0; });
+    if ((spent || idle) && h.unreleased.empty()) {
+      close(i);
+    } else {
+      ++i;
+    }
+  }
+}
+
+std::vector<LeaseReturn> LeaseHolder::returns(LeaseMillis now) {
+  const size_t n = config_.windows;
+  // Units: walking the leases by end, keep what the rate (with half again of
+  // headroom) and the queue can spend before each ends, and never more than
+  // twice what a refresh would ask for; the rest lapses unused otherwise, or
+  // sits idle while another child could have it.
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t queued = queued_units(k);
+    const int64_t most = 2 * (queued + expected(k, lead() + config_.stock_ms)) + 1;
+    int64_t kept = 0;
+    for (Held& h : leases_) {
+      if (h.end <= now) continue;
+      const int64_t spendable = queued + expected(k, (h.end - now) * 3 / 2) + 1;
+      const int64_t keep =
+          std::min({h.left[k], std::max<int64_t>(0, spendable - kept), std::max<int64_t>(0, most - kept)});
+      h.returned[k] += h.left[k] - keep;
+      h.left[k] = keep;
+      kept += keep;
+    }
+  }
+  // Slots: idle ones beyond what it keeps, from the leases that end last.
+  int64_t free = 0;
+  for (const Held& h : leases_) free += usable_slots(h);
+  int64_t excess = free - slots_to_keep();
+  std::vector<LeaseReturn> out;
+  for (auto it = leases_.rbegin(); it != leases_.rend(); ++it) {
+    Held& h = *it;
+    const int64_t back = std::min(std::max<int64_t>(excess, 0), usable_slots(h));
+    h.slots_returned += back;
+    excess -= back;
+    // Cumulative: every open lease that ever gave some back says so again.
+    const bool units_back = std::any_of(h.returned.begin(), h.returned.end(), [](int64_t v) { return v > 0; });
+    if (h.slots_returned > 0 || units_back) out.push_back({h.id, h.returned, h.slots_returned});
+  }
+  return out;
+}
+
+}  // namespace drl::internal

@@ -21,18 +21,13 @@ using drl::testing::run_lease_sim;
 
 namespace {
 
-uint64_t env(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::strtoull(v, nullptr, 10) : fallback;
-}
-
 // DRL_LEASE_ENGINE_SCHEDULES runs more (or fewer); else a tenth of the lease
 // schedules (DRL_LEASE_SCHEDULES, or a fifth of DRL_PROPERTY_SCHEDULES, as
 // lease_property.cpp counts them): 200 in the release stage, 30 under the
 // sanitizers. DRL_LEASE_SEED replays one.
 uint64_t schedule_count() {
-  const uint64_t lease = env("DRL_LEASE_SCHEDULES", std::max<uint64_t>(100, env("DRL_PROPERTY_SCHEDULES", 10'000) / 5));
-  return env("DRL_LEASE_ENGINE_SCHEDULES", std::max<uint64_t>(20, lease / 10));
+  return drl::testing::env_count("DRL_LEASE_ENGINE_SCHEDULES",
+                                 std::max<uint64_t>(20, drl::testing::lease_schedule_count() / 10));
 }
 
 LeaseSimResult run(uint64_t seed, LeaseFault fault) {
@@ -46,7 +41,7 @@ LeaseSimResult run(uint64_t seed, LeaseFault fault) {
 }  // namespace
 
 TEST_CASE("lease engine property: child engines keep every window and the cap", "[lease-engine-property]") {
-  const uint64_t one = env("DRL_LEASE_SEED", 0);
+  const uint64_t one = drl::testing::env_count("DRL_LEASE_SEED", 0);
   const uint64_t count = one ? 1 : schedule_count();
   LeaseSimResult total;
   size_t failures = 0, calm = 0;
@@ -97,7 +92,7 @@ TEST_CASE("lease engine property: child engines keep every window and the cap", 
 TEST_CASE("lease engine property: the schedules catch uses read at their decision", "[lease-engine-property]") {
   // Stops at the first violation unless DRL_LEASE_FAULT_TALLY is set.
   const uint64_t count = std::max<uint64_t>(200, schedule_count());
-  const bool tally = env("DRL_LEASE_FAULT_TALLY", 0) != 0;
+  const bool tally = drl::testing::env_count("DRL_LEASE_FAULT_TALLY", 0) != 0;
   size_t found = 0;
   uint64_t first = 0, scanned = 0;
   for (uint64_t seed = 1; seed <= count && (tally || !found); ++seed, ++scanned) {

@@ -18,22 +18,15 @@ using drl::testing::run_lease_sim;
 
 namespace {
 
-uint64_t env(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::strtoull(v, nullptr, 10) : fallback;
-}
-
 // DRL_LEASE_SCHEDULES runs more (or fewer); else a fifth of the engine's
 // property count when CI sets one (10,000 in the release stage, 3,000 under
 // the sanitizers), else 2,000. DRL_LEASE_SEED replays one.
-uint64_t schedule_count() {
-  return env("DRL_LEASE_SCHEDULES", std::max<uint64_t>(100, env("DRL_PROPERTY_SCHEDULES", 10'000) / 5));
-}
+uint64_t schedule_count() { return drl::testing::lease_schedule_count(); }
 
 }  // namespace
 
 TEST_CASE("lease property: no window over its limit, no moment over the cap", "[lease-property]") {
-  const uint64_t one = env("DRL_LEASE_SEED", 0);
+  const uint64_t one = drl::testing::env_count("DRL_LEASE_SEED", 0);
   const uint64_t count = one ? 1 : schedule_count();
   LeaseSimResult total;
   size_t failures = 0, calm = 0, light = 0, light_calls = 0, light_exchanges = 0, floors = 0, floor_calls = 0;
@@ -140,7 +133,7 @@ TEST_CASE("lease property: the schedules catch each fault reintroduced", "[lease
   // scan took 90 s); DRL_LEASE_FAULT_TALLY=1 scans every seed and prints how
   // many find one, the figures docs/leases.md gives.
   const uint64_t count = std::max<uint64_t>(600, schedule_count() / 2);
-  const bool tally = env("DRL_LEASE_FAULT_TALLY", 0) != 0;
+  const bool tally = drl::testing::env_count("DRL_LEASE_FAULT_TALLY", 0) != 0;
   const std::pair<LeaseFault, const char*> faults[] = {
       {LeaseFault::kFreeUsedAtReceipt, "a used unit freed at receipt"},
       {LeaseFault::kDateWithoutMargin, "a use dated at receipt - age, without the margin"},
@@ -170,7 +163,7 @@ TEST_CASE("lease property: failing open is not exact, the schedules find windows
   // the gate, and windows go over. Like the faults above, it stops at the
   // first unless DRL_LEASE_FAULT_TALLY is set.
   const uint64_t count = std::max<uint64_t>(100, schedule_count() / 10);  // about 60% of them go over
-  const bool tally = env("DRL_LEASE_FAULT_TALLY", 0) != 0;
+  const bool tally = drl::testing::env_count("DRL_LEASE_FAULT_TALLY", 0) != 0;
   size_t over = 0, scanned = 0;
   for (uint64_t seed = 1; seed <= count && (tally || !over); ++seed, ++scanned) {
     drl::testing::LeaseSimOptions o;

@@ -2,6 +2,7 @@
 #include "lease_sim.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <map>
@@ -887,6 +888,15 @@ LeaseSimResult Sim::run() {
 LeaseSimResult run_lease_sim(const LeaseSimOptions& options) {
   Sim sim(options);
   return sim.run();
+}
+
+uint64_t env_count(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::strtoull(v, nullptr, 10) : fallback;
+}
+
+uint64_t lease_schedule_count() {
+  return env_count("DRL_LEASE_SCHEDULES", std::max<uint64_t>(100, env_count("DRL_PROPERTY_SCHEDULES", 10'000) / 5));
 }
 
 }  // namespace drl::testing

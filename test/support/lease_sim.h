@@ -99,4 +99,13 @@ struct LeaseSimResult {
 
 LeaseSimResult run_lease_sim(const LeaseSimOptions& options);
 
+// A count from the environment (DRL_LEASE_SCHEDULES, DRL_LEASE_SEED, ...),
+// else `fallback`.
+uint64_t env_count(const char* name, uint64_t fallback);
+
+// The lease schedules a run makes: DRL_LEASE_SCHEDULES, else a fifth of the
+// engine's property count when CI sets one (DRL_PROPERTY_SCHEDULES), at
+// least 100, else 2,000.
+uint64_t lease_schedule_count();
+
 }  // namespace drl::testing

@@ -23,6 +23,11 @@ namespace {
 // A child's holder counts the root's windows, fixed for its life.
 Status lease_windows_kept(const internal::Scheduler& s, const ParsedConfig& parsed) {
   if (!s.lease) return Status::success();
+  if (s.tree_child && !parsed.config.tree.enabled) {
+    return Error::make(ErrorCode::InvalidConfig, ErrorKind::RangeError,
+                       "tree: this bucket runs as a lease tree, and a config without tree would end it; "
+                       "a tree is turned off by a new bucket");
+  }
   const size_t held = s.lease->holder().windows();
   const size_t given = parsed.config.windows.size() + 1;
   if (held == given) return Status::success();

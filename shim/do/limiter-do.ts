@@ -482,7 +482,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     if (this.#treeJoined) return;
     let incarnation = 0;
     this.#host.flush(() => {
-      incarnation = this.#tree.nextIncarnation();
+      incarnation = this.#tree.nextIncarnation('root');
     });
     this.#host.sendExchangesTo(async (exchange) => this.#rootExchange(exchange));
     this.#host.run(() => this.#engine.makeTreeChild(ROOT_REGION, incarnation, now));
@@ -502,7 +502,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     const rootId = ns.idFromName(child.bucket);
     const text = await ns.get(rootId).treeSetup(child.region);
     if (text === null) {
-      if (this.#tree.incarnation() === 0) return;
+      if (this.#tree.role() !== 'child') return;
       throw new Error(
         `${MARKERS.misconfigured} ${JSON.stringify(treeChildName(child.bucket, child.region))} is a child of ${JSON.stringify(child.bucket)}, which is no longer a tree root`,
       );
@@ -512,7 +512,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     let incarnation = 0;
     this.#host.flush(() => {
       this.#storage.putName(treeChildName(child.bucket, child.region));
-      incarnation = this.#tree.nextIncarnation();
+      incarnation = this.#tree.nextIncarnation('child');
     });
     this.#name = treeChildName(child.bucket, child.region);
     this.#treeChild = child;
@@ -631,7 +631,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
    */
   async #treeReady(name: string | null, declaration: Declaration): Promise<void> {
     const child = name === null ? undefined : treeChildOf(name);
-    const plain = declaration.kind === 'valid' || (this.#engine.configText() && this.#tree.incarnation() === 0);
+    const plain = declaration.kind === 'valid' || (this.#engine.configText() && this.#tree.role() !== 'child');
     if (child && !plain) {
       await this.#joinTree(child);
       return;

@@ -16,6 +16,9 @@ const TREE = 'drl_tree';
 const LEDGER_PREFIX = 'ledger/';
 const REGION_PREFIX = 'region/';
 const INCARNATION = 'incarnation';
+// 'root' or 'child': what this object last started as, so a bucket whose
+// own name looks like <bucket>@<region> stays a root after a restart.
+const ROLE = 'role';
 
 /** The largest exchange text the root reads: the ledger's reader refuses more (core/src/lease_wire.h, kMaxWireBytes). */
 export const MAX_EXCHANGE_BYTES = 1 << 20;
@@ -80,15 +83,23 @@ export class TreeStorage {
     return Number.isSafeInteger(stored) && stored > 0 ? stored : 0;
   }
 
+  /** What this object last started as in a tree, if anything. */
+  role(): 'root' | 'child' | undefined {
+    if (!this.#exists()) return undefined;
+    const row = this.#sql.exec<{ value: string }>(`SELECT value FROM ${TREE} WHERE key = ?`, ROLE).toArray()[0];
+    return row?.value === 'root' || row?.value === 'child' ? row.value : undefined;
+  }
+
   /**
-   * Stores the next incarnation and returns it. The output gate holds every
-   * message this object sends until the write is durable, so no exchange of
-   * the new incarnation leaves before it is.
+   * Stores the next incarnation, starting as `role`, and returns it. The
+   * output gate holds every message this object sends until the write is
+   * durable, so no exchange of the new incarnation leaves before it is.
    */
-  nextIncarnation(): number {
+  nextIncarnation(role: 'root' | 'child'): number {
     const next = this.incarnation() + 1;
     this.#ensure();
     this.#sql.exec(`INSERT OR REPLACE INTO ${TREE} (key, value) VALUES (?, ?)`, INCARNATION, String(next));
+    this.#sql.exec(`INSERT OR REPLACE INTO ${TREE} (key, value) VALUES (?, ?)`, ROLE, role);
     return next;
   }
 

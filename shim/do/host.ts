@@ -175,6 +175,7 @@ export class EngineHost {
     queueMicrotask(() => {
       send(text).then(
         (reply) => {
+          if (reply === '') return; // a resend the root had answered already: the answer is on its way
           try {
             this.#engine.leaseReply(reply, Date.now());
           } catch (error) {

@@ -175,7 +175,7 @@ export class EngineHost {
     queueMicrotask(() => {
       send(text).then(
         (reply) => {
-          if (reply === '') return; // a resend the root had answered already: the answer is on its way
+          if (reply === '') return; // the root answers nothing to a seq it has moved past
           try {
             this.#engine.leaseReply(reply, Date.now());
           } catch (error) {

@@ -227,6 +227,20 @@ describe('a lease tree on Durable Objects', { timeout: 180_000 }, () => {
     }
   });
 
+  it('keeps its config at the root: a child refuses configure, the root refuses ending the tree', async () => {
+    const name = await treeBucket();
+    const child = bucket(`${name}@weur`);
+    await settleAll(runCalls(child, 1, []));
+    const configure = await rejection(child.configure(`${name}@weur`, TREE));
+    expect(configure.message).toMatch(/^\[drl:invalid-argument\] configure was sent to .*a child of the lease tree/);
+    const reconfigure = await rejection(child.reconfigure({ concurrency: 1 }));
+    expect(reconfigure.message).toMatch(/^\[drl:invalid-argument\] reconfigure was sent to /);
+    const ending = await rejection(bucket(name).reconfigure({ tree: null }));
+    expect(ending.message).toMatch(/^\[drl:invalid-config\] tree: this bucket runs as a lease tree/);
+    // Limits may change; the ledger lends under the new ones.
+    expect((await bucket(name).reconfigure({ bucket: { limitPerWindow: 3 } })).limit).toBe(3);
+  });
+
   it('refuses a malformed exchange naming the field', async () => {
     const name = await treeBucket();
     const root = bucket(name);

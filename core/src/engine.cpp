@@ -25,8 +25,8 @@ Status lease_windows_kept(const internal::Scheduler& s, const ParsedConfig& pars
   if (!s.lease) return Status::success();
   if (s.tree_child && !parsed.config.tree.enabled) {
     return Error::make(ErrorCode::InvalidConfig, ErrorKind::RangeError,
-                       "tree: this bucket runs as a lease tree, and a config without tree would end it; "
-                       "a tree is turned off by a new bucket");
+                       "tree: this bucket runs as a lease tree, which a config without tree cannot end "
+                       "while it runs: serve a new bucket without one");
   }
   const size_t held = s.lease->holder().windows();
   const size_t given = parsed.config.windows.size() + 1;

@@ -2,7 +2,7 @@
 // person wrote them, one amount of a cost, and the Waiting options. The
 // client words the same rules in shim/rules.ts (test/node/contracts.test.ts
 // checks the words agree). Rules that need the bucket's windows (a cost's
-// units, a usage) are Scheduler::costed and Scheduler::usage_problem.
+// units, a usage) are Scheduler::costed and Scheduler::usage_of.
 //
 // Example:
 //   assert(drl::internal::number_text(2.0) == "2");

@@ -129,14 +129,19 @@ Expected<Ticket> Engine::arrive(const Amounts& cost, const Waiting& waiting, Mil
 }
 
 Status Engine::report(Ticket t, const Report& r, Millis now) {
+  // A usage is checked before anything changes; only a running call's is
+  // (a report for any other ticket is refused below whatever it carries).
+  std::optional<internal::Usage> usage;
   if (r.usage && scheduler_->cfg && scheduler_->running_call(t)) {
-    if (auto problem = scheduler_->usage_problem(*r.usage)) return *problem;
+    auto checked = scheduler_->usage_of(*r.usage);
+    if (!checked.ok()) return checked.error();
+    usage = *checked;
   }
   scheduler_->release_reported(t, now);
   Call* c = scheduler_->end_attempt(t, now);
   if (!c) return scheduler_->unknown_ticket(t, "report");
   // Settled first, at the report's time, so a refund frees room for the calls served below.
-  if (r.usage && scheduler_->cfg) scheduler_->settle_usage(*c, *r.usage);
+  if (usage) scheduler_->settle_usage(*c, *usage);
   if (r.rate_limit_headers && scheduler_->cfg) {
     scheduler_->learn_from(*c, *r.rate_limit_headers);
     scheduler_->advance(now);  // a reset already past lifts at once

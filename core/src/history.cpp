@@ -176,7 +176,11 @@ std::vector<HistoryRecord> History::Ring::since(HistoryMillis& through, const st
   if (open.at < 0) return out;
   const HistoryMillis newest = open.at - resolution_ms;
   const HistoryMillis oldest = open.at - static_cast<HistoryMillis>(kept) * resolution_ms;
-  for (HistoryMillis at = std::max(through + resolution_ms, oldest); at <= newest; at += resolution_ms) {
+  // through -1: nothing handed out yet, so from the oldest kept (on the grid;
+  // through + resolution_ms would be off it).
+  const HistoryMillis first =
+      through < 0 ? std::max<HistoryMillis>(0, oldest) : std::max(through + resolution_ms, oldest);
+  for (HistoryMillis at = first; at <= newest; at += resolution_ms) {
     const HistoryInterval* iv = find(at);
     if (iv && !iv->empty()) out.push_back(HistoryRecord{resolution_ms, at, history_interval_json(*iv, names)});
   }

@@ -7,6 +7,30 @@
 // step; an interval closes lazily, at the first event after it ends. Closed
 // intervals keep their counts and the p50, p95 and max of their waits; only
 // the two open intervals keep a histogram of waits.
+//
+// Contract:
+// - Every hook counts in both open intervals (10 s and 60 s). advance(now)
+//   closes every interval that ended by `now`; the intervals in a gap
+//   without events keep the queued and running levels the last event left.
+// - Memory is fixed: each resolution keeps its ring (an hour of 10 s, a day
+//   of 60 s), the oldest overwritten.
+// - unsaved() hands out each closed, non-empty interval once, oldest first,
+//   until mark_unsaved() says storage may have lost them; closed_fine()
+//   does the same for the 10 s intervals, for an export.
+// - A wait percentile is at most 1/32 below the true value, never above.
+//
+// Example:
+//   drl::internal::History history;
+//   history.advance(/*now=*/1'000);
+//   history.arrived();
+//   history.started(/*wait=*/40);
+//   history.completed();
+//   history.advance(12'000);  // the 10 s interval [0, 10 s) closes
+//   const std::vector<drl::HistoryRow> rows = history.unsaved({""});
+//   assert(rows.size() == 1);
+//   assert(rows[0].resolution_ms == 10'000);
+//   assert(rows[0].at == 0);
+//   assert(history.unsaved({""}).empty());  // handed out once
 #pragma once
 
 #include <array>

@@ -96,6 +96,7 @@ void LeaseHolder::advance(LeaseMillis now) {
       uses.pop_front();
     }
   }
+  for (Held& h : leases_) recycle(h, now);
   while (!recent_.empty() && recent_.front().first + config_.rate_ms <= now) {
     for (size_t k = 0; k < recent_sum_.size() && k < recent_.front().second.size(); ++k) {
       recent_sum_[k] -= recent_.front().second[k];
@@ -111,6 +112,35 @@ void LeaseHolder::advance(LeaseMillis now) {
       ++i;
     }
   }
+}
+
+// A used unit is free again once this clock shows outlast(T) after its use
+// was read: the use has then left every real window (two readings less than
+// T apart in real time read less than outlast(T) apart, as for the floor),
+// so spending the unit again never overlaps its last use, and a return or a
+// close without it frees it at the root no earlier than that (docs/leases.md,
+// "Reuse inside a lease"). Folded groups are dated at their latest use, so
+// they come back no earlier than their units' own uses would.
+void LeaseHolder::recycle(Held& h, LeaseMillis now) const {
+  for (size_t k = 0; k < h.uses.size() && k < config_.windows_ms.size(); ++k) {
+    auto& uses = h.uses[k];
+    const LeaseMillis out = config_.clocks.outlast(config_.windows_ms[k]);
+    size_t freed = 0;
+    while (freed < uses.size() && uses[freed].at + out <= now) h.left[k] += uses[freed++].amount;
+    uses.erase(uses.begin(), uses.begin() + static_cast<std::ptrdiff_t>(freed));
+  }
+}
+
+// Whether some unit of h used so far comes back (recycle) while h can still
+// serve a take.
+bool LeaseHolder::recycles_in_time(const Held& h) const {
+  for (size_t k = 0; k < h.uses.size() && k < config_.windows_ms.size(); ++k) {
+    if (!h.uses[k].empty() &&
+        h.uses[k].front().at + config_.clocks.outlast(config_.windows_ms[k]) < h.end - config_.release_margin_ms) {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool LeaseHolder::fits(const std::vector<int64_t>& amounts, LeaseMillis now) const {
@@ -394,6 +424,9 @@ std::optional<LeaseMillis> LeaseHolder::next_wake(LeaseMillis now) {
   for (const Held& h : leases_) {
     ahead(h.end);
     ahead(h.end - lead());  // refresh ahead of the end
+    for (size_t k = 0; k < h.uses.size() && k < config_.windows_ms.size(); ++k) {
+      if (!h.uses[k].empty()) ahead(h.uses[k].front().at + config_.clocks.outlast(config_.windows_ms[k]));  // recycle
+    }
     for (const auto& [call, start] : h.running) ahead(start + timeout);
   }
   if (!leases_.empty()) ahead(last_active_ + config_.idle_ms);

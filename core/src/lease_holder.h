@@ -7,13 +7,19 @@
 //   first sent the exchange the lease answers + the grant's duration (a
 //   retry keeps the first reading). take() consumes from the leases that end
 //   first; a take that does not fit takes nothing.
+// - A used unit comes back to its lease once this clock shows outlast(T)
+//   after the use was read (its use has then left every real window), and
+//   is spent, returned or left out of the close like an unused one. A lease
+//   whose used units come back before its end is not spent. Needs
+//   windows_ms; without it no unit comes back.
 // - A slot runs one call at a time and is reusable within its lease. A call
 //   is released by slot_release(), or by the holder once its clock shows
 //   stretch(attempt timeout) + S since the start (the call then has stopped
 //   counting in real time); a later slot_release() of it changes nothing.
 // - A lease closes once: when it ended (or its grant arrived after its
 //   end), and, when next_exchange() composes an exchange, when it is spent
-//   (nothing left in any window, no call running on it) or the holder has
+//   (nothing left in any window and none coming back before its end, no
+//   call running on it) or the holder has
 //   been idle (no take, queue or call) for idle_ms. Idle slots beyond its
 //   queue (keeping one) go back in the exchange's returns, from the leases
 //   that end last. The close
@@ -58,6 +64,7 @@
 //   config.incarnation = 1;
 //   config.windows = 1;
 //   config.attempt_timeout_ms = 500;
+//   config.windows_ms = {50};  // exact clocks here: a used unit comes back 50 ms after its use
 //   drl::internal::LeaseHolder holder(config);
 //   holder.set_queued({{/*priority=*/0, /*units=*/{3}, /*slots=*/1}}, /*now=*/100);
 //   auto ask = holder.next_exchange(100);
@@ -73,8 +80,9 @@
 //   grant.slots = 1;
 //   grant.duration_ms = 200;
 //   holder.on_grant(grant, /*now=*/130);  // the lease ends at 100 + 200
-//   assert(holder.take({2}, 299));
-//   assert(!holder.take({2}, 299));  // 1 left
+//   assert(holder.take({2}, 200));
+//   assert(!holder.take({2}, 249));  // 1 left
+//   assert(holder.take({2}, 250));   // the first 2 came back: their use left the window
 //   assert(!holder.can_take({1}, 300));  // ended
 #pragma once
 
@@ -110,7 +118,7 @@ struct HolderConfig {
   size_t max_groups = 8;                // K: use groups per window in a close
   ClockBounds clocks;
   WhenShort when_short = WhenShort::kFailClosed;
-  std::vector<LeaseMillis> windows_ms;  // kFloor: the windows' lengths
+  std::vector<LeaseMillis> windows_ms;  // the windows' lengths: a used unit comes back after outlast(T); kFloor
   std::vector<int64_t> floor_units;     // kFloor: per window, as the ledger's LeaseFloor
   int64_t floor_slots = 0;
   LeaseMillis unreachable_ms = 2'000;  // kFailOpen: an exchange unanswered this long
@@ -198,6 +206,9 @@ class LeaseHolder {
   static int64_t usable_slots(const Held& h) {
     return h.slots - h.slots_returned - static_cast<int64_t>(h.running.size());
   }
+  void recycle(Held& h, LeaseMillis now) const;
+  bool recycles_in_time(const Held& h) const;
+  int64_t usable_by(const Held& h, size_t k, LeaseMillis by) const;
   void close(size_t index);
   void fold(std::vector<Use>& uses) const;
   static void note_use(std::vector<Use>& uses, LeaseMillis at, int64_t amount);

@@ -44,6 +44,20 @@ int64_t LeaseHolder::slots_to_keep() const {
   return queued_slots() + (active ? std::max<int64_t>(1, peak - running) : 0);
 }
 
+// Units of window k lease h can serve at `by`: what is left, and the used
+// units that come back by then (recycle).
+int64_t LeaseHolder::usable_by(const Held& h, size_t k, LeaseMillis by) const {
+  int64_t n = h.left[k];
+  if (k < h.uses.size() && k < config_.windows_ms.size()) {
+    const LeaseMillis cycle = config_.clocks.outlast(config_.windows_ms[k]);
+    for (const Use& u : h.uses[k]) {
+      if (u.at + cycle > by) break;  // by time (folding keeps the order)
+      n += u.amount;
+    }
+  }
+  return n;
+}
+
 // The low mark: what it holds beyond the lead will not cover its queue and
 // its rate over the lead, so a refresh sent now lands just in time.
 bool LeaseHolder::needs_refresh(LeaseMillis now) const {
@@ -52,7 +66,7 @@ bool LeaseHolder::needs_refresh(LeaseMillis now) const {
   int64_t free = 0;
   for (const Held& h : leases_) {
     if (h.end <= now + lead()) continue;
-    for (size_t k = 0; k < n; ++k) usable[k] += h.left[k];
+    for (size_t k = 0; k < n; ++k) usable[k] += usable_by(h, k, now + lead());
     free += usable_slots(h);
   }
   for (size_t k = 0; k < n; ++k) {
@@ -78,7 +92,7 @@ std::vector<DemandLevel> LeaseHolder::demand(LeaseMillis now) const {
   int64_t free_slots = 0;
   for (const Held& h : leases_) {
     if (h.end <= now + lead()) continue;
-    for (size_t k = 0; k < n; ++k) usable[k] += h.left[k];
+    for (size_t k = 0; k < n; ++k) usable[k] += usable_by(h, k, now + lead());
     free_slots += usable_slots(h);
   }
   std::vector<DemandLevel> levels = queued_;
@@ -159,8 +173,10 @@ void LeaseHolder::give_back(LeaseMillis now) {
     // Spent: no unit left, no call running. Its idle slots go back with the
     // close and the exchange asks again for those the child keeps: kept open
     // for its slots, its uses would reach the root only at its end.
-    const bool spent =
-        had_units && h.running.empty() && std::all_of(h.left.begin(), h.left.end(), [](int64_t v) { return v == 0; });
+    // A lease whose units come back before its end (recycle) is not spent.
+    const bool spent = had_units && h.running.empty() &&
+                       std::all_of(h.left.begin(), h.left.end(), [](int64_t v) { return v == 0; }) &&
+                       !recycles_in_time(h);
     if ((spent || idle) && h.unreleased.empty()) {
       close(i);
     } else {
@@ -179,9 +195,13 @@ std::vector<LeaseReturn> LeaseHolder::returns(LeaseMillis now) {
     const int64_t queued = queued_units(k);
     const int64_t most = 2 * (queued + expected(k, lead() + config_.stock_ms)) + 1;
     int64_t kept = 0;
+    // A used unit comes back after outlast(T) (recycle), so no lease needs
+    // stock for longer than that: its units serve the rate again after it.
+    const LeaseMillis cycle = k < config_.windows_ms.size() ? config_.clocks.outlast(config_.windows_ms[k])
+                                                            : std::numeric_limits<LeaseMillis>::max();
     for (Held& h : leases_) {
       if (h.end <= now) continue;
-      const int64_t spendable = queued + expected(k, (h.end - now) * 3 / 2) + 1;
+      const int64_t spendable = queued + expected(k, std::min(h.end - now, cycle) * 3 / 2) + 1;
       const int64_t keep =
           std::min({h.left[k], std::max<int64_t>(0, spendable - kept), std::max<int64_t>(0, most - kept)});
       h.returned[k] += h.left[k] - keep;

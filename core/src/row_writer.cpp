@@ -12,7 +12,7 @@ void RowWriter::step(const Windows& windows, Millis now, Millis quiet_ms) {
   if (owed_.empty()) return;
   // (A row moved to its release must be written before its old row can be
   // deleted as expired.)
-  if (stores_anyway() || (moved_ && expiring()) || (due_ && now >= *due_)) {
+  if (writes_beyond_expiries() || (moved_ && expiring()) || (due_ && now >= *due_)) {
     flush(windows, now);
   } else if (!due_) {
     due_ = now + quiet_ms;

@@ -2,7 +2,7 @@
 // order) and the grant rows owed to a later step.
 //
 // Contract:
-// - put() appends a write. stores_anyway() is true once the step writes
+// - put() appends a write. writes_beyond_expiries() is true once the step writes
 //   something other than an expiry (DeleteGrantsThrough): rows owed may
 //   then ride on its commit for free. expiring() is true once it expires
 //   rows. clear() starts the next step's output.
@@ -62,7 +62,7 @@ class RowWriter {
   // A record that is not a grant row (the penalty, its lift).
   void put(const Write& w) { writes_.push_back(w); }
   const std::vector<Write>& writes() const { return writes_; }
-  bool stores_anyway() const { return writes_.size() > expiries_; }
+  bool writes_beyond_expiries() const { return writes_.size() > expiries_; }
   bool expiring() const { return expiries_ > 0; }
   void clear() {
     writes_.clear();

@@ -81,6 +81,20 @@ struct Unreleased {
   uint8_t shadowed = 0;  // bit i: takes[i] is a charge of its own, not the attempt's take
 };
 
+// A report's usage by unit number (Scheduler::usage_of): at most one entry
+// per unit a window counts.
+struct Usage {
+  std::array<std::pair<int, int64_t>, kMaxWindows> units{};
+  size_t size = 0;
+  // The amount used of `unit`, or nullptr when the report did not name it.
+  const int64_t* of(int unit) const {
+    for (size_t i = 0; i < size; ++i) {
+      if (units[i].first == unit) return &units[i].second;
+    }
+    return nullptr;
+  }
+};
+
 struct Scheduler {
   std::optional<ParsedConfig> cfg;
   std::string empty_text;
@@ -359,14 +373,16 @@ struct Scheduler {
   Error cost_too_large(const Window& w, const Call& c, bool named_units) const;
   Expected<Call> costed(const Amounts& cost);
 
-  // Checks a report's usage against the windows; nullopt when it is usable.
-  std::optional<Error> usage_problem(const Amounts& usage) const;
+  // A report's usage checked against the windows, each amount's unit by
+  // number (a unit given twice counts its last amount), or why it is not
+  // usable. Resolved once: settle_usage takes it as it is.
+  Expected<Usage> usage_of(const Amounts& usage) const;
 
   // Corrects the attempt's reservations by what it really used. A refund
   // shrinks the grant the attempt took, where it is dated, if that grant is
   // still live in the same log (else it is kept: the safe side); an excess is
   // charged as a new grant now, and may put the window in debt.
-  void settle_usage(const Call& c, const Amounts& usage);
+  void settle_usage(const Call& c, const Usage& usage);
 
   // ---- learning from the upstream's headers -----------------------------
 

@@ -128,7 +128,7 @@ void Scheduler::store_release_mark() {
   // Quiet: no start for as long as a reservation would stay in force (a
   // sequential caller's pace keeps putting it off; its renewals carry it).
   const Millis quiet = last_start_at + std::max(kIdleSlotsWriteMs, reservations.idle_ms());
-  if (rows.stores_anyway() || (behind && now >= quiet)) {
+  if (rows.writes_beyond_expiries() || (behind && now >= quiet)) {
     if (rows.owes()) rows.flush(windows, now);  // the moved rows the mark now vouches for
     rows.put(WriteKind::PutReleased, mark);
     released_stored = mark;

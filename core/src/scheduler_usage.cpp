@@ -53,9 +53,11 @@ Error Scheduler::cost_too_large(const Window& w, const Call& c, bool named_units
                      what + " exceeds " + where + std::to_string(w.limit) + ", so it could never be admitted");
 }
 
-std::optional<Error> Scheduler::usage_problem(const Amounts& usage) const {
+Expected<Usage> Scheduler::usage_of(const Amounts& usage) const {
+  Usage out;
   for (const Amount& a : usage) {
-    if (windows.counted_unit(a.unit) < 0) {
+    const int unit = windows.counted_unit(a.unit);
+    if (unit < 0) {
       return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
                          "usage names unit " + nlohmann::json(a.unit).dump() +
                              ", which no window counts (units: " + windows.unit_list() + ")");
@@ -69,32 +71,20 @@ std::optional<Error> Scheduler::usage_problem(const Amounts& usage) const {
           "usage." + a.unit + " must be an integer between 0 and " + std::to_string(static_cast<int64_t>(kMaxUsage)) +
               " (received " + number_text(a.amount) + ")");
     }
+    size_t i = 0;
+    while (i < out.size && out.units[i].first != unit) ++i;
+    // Each is a unit some window counts, so at most kMaxWindows distinct.
+    if (i == out.size) ++out.size;
+    out.units[i] = {unit, static_cast<int64_t>(a.amount)};
   }
-  return std::nullopt;
+  return out;
 }
 
-void Scheduler::settle_usage(const Call& c, const Amounts& usage) {
-  // Each amount's unit by number, once (usage_problem has checked that some
-  // window counts it); a unit given twice counts its last amount.
-  std::array<std::pair<int, const Amount*>, kMaxWindows> used_units{};
-  size_t n_used = 0;
-  for (const Amount& a : usage) {
-    const int unit = windows.counted_unit(a.unit);
-    size_t i = 0;
-    while (i < n_used && used_units[i].first != unit) ++i;
-    if (i == n_used) {
-      if (n_used == used_units.size()) continue;  // (never: each is a unit some window counts)
-      ++n_used;
-    }
-    used_units[i] = {unit, &a};
-  }
+void Scheduler::settle_usage(const Call& c, const Usage& usage) {
   for (Window& w : windows) {
-    const Amount* used = nullptr;
-    for (size_t i = 0; i < n_used; ++i) {
-      if (used_units[i].first == w.unit) used = used_units[i].second;
-    }
+    const int64_t* used = usage.of(w.unit);
     if (!used) continue;
-    const int64_t real = static_cast<int64_t>(used->amount);
+    const int64_t real = *used;
     const Take* take = c.take_in(w.number);
     // A take from an older window of this name reserved nothing in this one.
     if (take && take->incarnation != w.incarnation) take = nullptr;

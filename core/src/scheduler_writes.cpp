@@ -55,7 +55,7 @@ void Scheduler::write_slots_record() {
 void Scheduler::store_slots_record() {
   if (!cfg) {
     slots.cancel_due();
-  } else if (slots.step(now, cover_span(), running, rows.stores_anyway()) == SlotsRecord::Write) {
+  } else if (slots.step(now, cover_span(), running, rows.writes_beyond_expiries()) == SlotsRecord::Write) {
     write_slots_record();
   }
 }
@@ -81,7 +81,7 @@ void Scheduler::store_reservation() {
     if (reservations.on()) reservations.erase();
     return;
   }
-  if (auto keep = reservations.step(now, rows.stores_anyway())) write_reservation(*keep);
+  if (auto keep = reservations.step(now, rows.writes_beyond_expiries())) write_reservation(*keep);
   reservations.settle(now);
 }
 

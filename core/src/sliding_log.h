@@ -1,7 +1,31 @@
-// The sliding log: grants ordered by time with a running sum.
+// The sliding log: one window's grants, ordered by time, with a running sum.
 // Internal to the engine; the rules it implements are in docs/architecture.md,
 // "The engine's rules". As in the engine's API, the time a call is about comes
 // last.
+//
+// Contract:
+// - A grant dated `at` counts in the window until `at + window`: prune()
+//   drops the grants whose time has come, live_at() sums those still
+//   counting at a time. used() is the sum of the grants held.
+// - take() dates a grant on the window's grid (drl::grid_step_ms), rounded
+//   up, and never before the newest grant (it then joins it), so the log
+//   stays ordered; take_at() inserts at an exact, possibly older, time.
+// - fits_at() is exact for a pruned log: the earliest time at or after
+//   `now` at which `amount` more fits under `limit`, if nothing else is
+//   taken meanwhile.
+// - shrink() and merge_oldest() only lower a window's count or date a grant
+//   later: the safe side for a limit.
+//
+// Example:
+//   drl::internal::SlidingLog log;
+//   log.take(3, /*window=*/1000, /*now=*/100);
+//   log.take(2, 1000, 400);
+//   assert(log.used() == 5);
+//   assert(log.fits_at(/*amount=*/1, /*limit=*/5, 1000, /*now=*/500) == 1100);  // when the first 3 leave
+//   assert(log.live_at(1000, 1100) == 2);
+//   assert(log.prune(1000, 1100) == std::optional<int64_t>(100));  // the newest row to delete
+//   assert(log.used() == 2);
+//   assert(log.shrink(/*at=*/400, 1)->amount == 1);  // a refund of the grant dated 400
 #pragma once
 
 #include <cstdint>

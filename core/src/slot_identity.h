@@ -10,6 +10,25 @@
 // slots record stores. Another engine's identity (a stale one, or one of the
 // live engine itself), an altered one, or one made up fails the tag, except
 // with probability 2^-64 per try.
+//
+// Contract:
+// - slot_identity_text() and parse_slot_identity() are inverses; the parser
+//   refuses any other shape or a number out of range, and checks no tag.
+// - slot_tag() depends on every number of the identity and on the key.
+//
+// Example:
+//   const drl::internal::SlotKey key{0x1234, 0x5678};
+//   drl::internal::SlotIdentity id;
+//   id.ticket = 7;
+//   id.attempt = 1;
+//   id.key_at = 1000;
+//   id.started = 1005;
+//   id.tag = drl::internal::slot_tag(key, id);
+//   const auto parsed = drl::internal::parse_slot_identity(drl::internal::slot_identity_text(id));
+//   assert(parsed.has_value());
+//   assert(drl::internal::slot_tag(key, *parsed) == parsed->tag);  // the engine that started it
+//   assert(drl::internal::slot_tag(drl::internal::SlotKey{0x1234, 0x5679}, *parsed) != parsed->tag);  // another
+//   assert(!drl::internal::parse_slot_identity("7.1.1000").has_value());
 #pragma once
 
 #include <cstdint>

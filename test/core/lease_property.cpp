@@ -138,6 +138,7 @@ TEST_CASE("lease property: the schedules catch each fault reintroduced", "[lease
       {LeaseFault::kFreeUsedAtReceipt, "a used unit freed at receipt"},
       {LeaseFault::kDateWithoutMargin, "a use dated at receipt - age, without the margin"},
       {LeaseFault::kChildEndsFromReceipt, "the child's lease ending at its receipt + the duration"},
+      {LeaseFault::kReuseWithoutMargin, "a used unit reused once its child's clock shows T after the use"},
   };
   for (const auto& [fault, name] : faults) {
     size_t found = 0;

@@ -36,17 +36,17 @@ Write delete_grant(drl::Millis at) { return Write{WriteKind::DeleteGrant, at, 0}
 
 TEST_CASE("row writer: only a write other than an expiry stores anyway", "[row_writer]") {
   RowWriter rows;
-  CHECK_FALSE(rows.stores_anyway());
+  CHECK_FALSE(rows.writes_beyond_expiries());
   rows.put(WriteKind::DeleteGrantsThrough, 100);
   CHECK(rows.expiring());
-  CHECK_FALSE(rows.stores_anyway());
+  CHECK_FALSE(rows.writes_beyond_expiries());
   rows.put(WriteKind::PutGrant, 300, 1);
-  CHECK(rows.stores_anyway());
+  CHECK(rows.writes_beyond_expiries());
   CHECK(rows.newest_row() == 300);
   rows.clear();
   CHECK(rows.writes().empty());
   CHECK_FALSE(rows.expiring());
-  CHECK_FALSE(rows.stores_anyway());
+  CHECK_FALSE(rows.writes_beyond_expiries());
   CHECK(rows.newest_row() == 300);  // across steps: the release mark's question
 }
 

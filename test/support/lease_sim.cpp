@@ -111,6 +111,10 @@ struct Child {
   std::unique_ptr<EngineChild> engine;
   std::map<Ticket, Call> waiting;
   int64_t next_429 = 0;
+  // When its last started callbacks left: a host's commits are durable in
+  // order, so a step's callbacks never leave before an earlier step's (the
+  // contract of LeaseHolder::release: a release covers starts that left).
+  int64_t last_left = 0;
   uint64_t late_seen = 0;  // its engine's late releases already counted
 };
 
@@ -220,7 +224,7 @@ void Sim::setup_scenario(const LeaseScenario& s) {
   config_.limits = limits_;
   config_.concurrency = s.concurrency;
   config_.attempt_timeout_ms = 500;
-  config_.lease_ms = s.far ? 800 : 400;
+  config_.lease_ms = s.lease_ms > 0 ? s.lease_ms : s.far ? 800 : 400;
   config_.demand_ttl_ms = 2000;
   config_.max_lease_ms = 30'000;
   // Workers' Date.now() stands still during a turn: 10 ms of lag; a clock
@@ -461,6 +465,11 @@ internal::HolderConfig Sim::holder_config(size_t i) const {
   h.close_within_ms = config_.windows_ms[0] / 4;
   h.when_short = when_short_;
   h.windows_ms = config_.windows_ms;
+  if (options_.fault == LeaseFault::kReuseWithoutMargin) {
+    // outlast(T') = stretch(T') + S <= T - 1: the use's own window, no margin.
+    for (LeaseMillis& t : h.windows_ms)
+      t = std::max<LeaseMillis>(1, t - bounds_.slack_ms - 2 * (bounds_.stretch(t) - t) - 1);
+  }
   h.floor_units = floor_units_;
   h.floor_slots = floor_slots_;
   h.unreachable_ms = retry_ms_;
@@ -732,7 +741,8 @@ void Sim::handle(size_t i, int64_t t, EngineChild::Step step) {
       starts_.push_back({t, i});
       ++result_.calls;
     }
-    const int64_t left = t + uniform(0, lag_ms_);
+    const int64_t left = std::max(t + uniform(0, lag_ms_), c.last_left);
+    c.last_left = left;
     if (options_.fault == LeaseFault::kReleasedAtDecision) {
       // The fault: told they left now, though they leave at `left`.
       handle(i, t, c.engine->released(step.through, now));

@@ -21,6 +21,10 @@ enum class LeaseFault {
   kFreeUsedAtReceipt,     // closes reach the root with their uses stripped: used units freed at receipt
   kDateWithoutMargin,     // ages grow by the dating margin: uses dated at receipt - age
   kChildEndsFromReceipt,  // grants stretched so the child's lease ends at its receipt + the duration
+  // Bare holders only: each told its windows are shorter by the margin, so a
+  // used unit comes back once its clock shows T after the use (no allowance
+  // for a lagging reading or a fast clock).
+  kReuseWithoutMargin,
   // Engines only: the host tells each child engine its callbacks left when
   // it decided them, though they leave later: uses read at the decision.
   kReleasedAtDecision,
@@ -40,6 +44,7 @@ struct LeaseScenario {
   int64_t run_ms = 20'000;
   int64_t hot_period_ms = 5'000;  // kHotspot: how long one child stays hot
   int64_t penalty_at_ms = 0;      // a 429 at child 0 then, asking for a second's wait (0: none)
+  int64_t lease_ms = 0;           // the ledger's lease_ms (0: 800 ms far, 400 ms near)
 };
 
 struct LeaseSimOptions {

@@ -107,6 +107,47 @@ export interface LimiterConfig {
    * limits stay as they are.
    */
   learn?: LimiterLearn;
+  /**
+   * Serve this bucket as a lease tree (docs/leases.md, "Turning a tree on"):
+   * the object named after the bucket is its root and keeps a ledger of
+   * leases; objects named `<bucket>@<region>` are its children, each
+   * admitting calls from the leases it holds, so callers near a child wait
+   * on it, not on the root. `{}` turns it on with every default. Off when
+   * absent. Costs the root one write per exchange (about one per
+   * `stockMs` per busy child), never one per call.
+   */
+  tree?: LimiterTree;
+}
+
+/** A lease tree's settings: every field has a default. */
+export interface LimiterTree {
+  /** How long a child may use a lease, from its request, in ms. Default 2000; must be well above the round trip. */
+  leaseMs?: number;
+  /** Above leaseMs, a lease lasts up to half the shortest window, at most this (0: never above leaseMs). Default 30000. */
+  maxLeaseMs?: number;
+  /**
+   * What a child does when its leases cannot serve a call and the root does
+   * not answer: 'failClosed' waits (the default), 'floor' spends its floor
+   * (`floors`), 'failOpen' admits every call after `unreachableMs` (NOT
+   * exact: the limit may be exceeded).
+   */
+  whenShort?: 'failClosed' | 'floor' | 'failOpen';
+  /**
+   * Per region ('root' for the root's own calls): units of each window (by
+   * name: `bucket` for the primary) and slots reserved for that child, lent
+   * to no other. Their sums must fit each limit and the concurrency.
+   */
+  floors?: Record<string, { units?: Record<string, number>; slots?: number }>;
+  /** How far a clock reading may lag (Date.now() stands still during a turn), in ms. Default 20. */
+  clockSlackMs?: number;
+  /** How fast any clock may drift, in parts per million. Default 100. */
+  driftPpm?: number;
+  /** A child asks for its recent rate over the round trip plus this, in ms. Default 100. */
+  stockMs?: number;
+  /** An exchange left unanswered is resent after this, in ms. Default 500. */
+  retryMs?: number;
+  /** With whenShort 'failOpen': admit once an exchange has gone unanswered this long, in ms. Default 2000. */
+  unreachableMs?: number;
 }
 
 /** What a bucket learns from, and where each reported dimension goes. */
@@ -140,6 +181,8 @@ export type LimiterConfigPatch = {
   retry?: { [K in keyof NonNullable<LimiterConfig['retry']>]?: NonNullable<LimiterConfig['retry']>[K] | null } | null;
   /** `null` turns learning off. */
   learn?: { headers?: LimiterLearn['headers'] | null; map?: { [dimension: string]: string | null } | null } | null;
+  /** Tree settings merge by field; `null` removes one (removing `tree` itself from a running tree is refused). */
+  tree?: { [K in keyof LimiterTree]?: LimiterTree[K] | null } | null;
 };
 
 /**
@@ -381,7 +424,11 @@ export interface LimiterStats {
   /** The stored config, exactly as given (no defaults mixed in). */
   config: LimiterConfig;
   /** The same with every default filled in. */
-  effective: Omit<Required<LimiterConfig>, 'learn'> & { learn: Required<LimiterLearn> | null };
+  effective: Omit<Required<LimiterConfig>, 'learn' | 'tree'> & {
+    learn: Required<LimiterLearn> | null;
+    /** Present when the bucket is a lease tree. */
+    tree?: Required<LimiterTree>;
+  };
   now: number;
   limit: number;
   windowInMs: number;

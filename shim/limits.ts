@@ -85,6 +85,19 @@ export const HEADER_CONVENTIONS = ['auto', 'github', 'openai', 'anthropic', 'iet
  */
 export const MAX_CONFIG_DEPTH = 32;
 
+/**
+ * The longest region of a tree child (<bucket>@<region>), a lowercase letter, then lowercase
+ * letters or digits: Cloudflare's location hints (wnam, weur, apac, ...) fit, and the child id made
+ * from it stays below 2^53. (drl::kMaxRegionBytes)
+ */
+export const MAX_REGION_BYTES = 10;
+
+/**
+ * The region name of a tree root's own engine (a child of its own ledger), so no child object may
+ * take it. (drl::kRootRegion)
+ */
+export const ROOT_REGION = 'root';
+
 /** The highest priority a call may have, and negated the lowest. (drl::kMaxPriority) */
 export const MAX_PRIORITY = 1000;
 

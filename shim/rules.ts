@@ -11,7 +11,16 @@
 import type { Core } from './engine/loader.ts';
 import { MAX_NAME_LENGTH, REGISTRY_NAME } from './envelope.ts';
 import { MARKERS } from './error-ids.ts';
-import { MAX_CONFIG_DEPTH, MAX_DELAY_MS, MAX_NAME_BYTES, MAX_PRIORITY, MAX_RETRIES, MAX_WINDOWS } from './limits.ts';
+import {
+  MAX_CONFIG_DEPTH,
+  MAX_DELAY_MS,
+  MAX_NAME_BYTES,
+  MAX_PRIORITY,
+  MAX_REGION_BYTES,
+  MAX_RETRIES,
+  MAX_WINDOWS,
+  ROOT_REGION,
+} from './limits.ts';
 
 /** A broken rule: the class to raise and the sentence naming what, which rule, and what was received. */
 export interface Problem {
@@ -154,6 +163,60 @@ export const NAME_RULE = `a letter, then at most ${MAX_NAME_BYTES - 1} letters, 
 
 /** The name rule (NAME_RULE) as a pattern: what drl::valid_name accepts. Unit and window names follow it. */
 export const UNIT_NAME = new RegExp(`^[A-Za-z][A-Za-z0-9_-]{0,${MAX_NAME_BYTES - 1}}$`);
+
+/**
+ * The region rule in words (a tree child's `<bucket>@<region>`), as the
+ * engine words it (core/src/tree_config.cpp, drl::region_rule).
+ */
+export const REGION_RULE = `a lowercase letter, then at most ${MAX_REGION_BYTES - 1} lowercase letters or digits, not "${ROOT_REGION}"`;
+
+const REGION = new RegExp(`^[a-z][a-z0-9]{0,${MAX_REGION_BYTES - 1}}$`);
+
+/**
+ * Cloudflare's location hints: a tree child of one of these regions is
+ * placed there (`locationHint`) when its object is first made.
+ */
+export const LOCATION_HINTS: readonly string[] = ['wnam', 'enam', 'sam', 'weur', 'eeur', 'apac', 'oc', 'afr', 'me'];
+
+/**
+ * Whether `region` breaks the region rule (REGION_RULE, what drl::valid_region accepts).
+ *
+ * @example
+ * regionProblem('weur', 'region'); // null
+ * regionProblem('root', 'region'); // { kind: RangeError, message: 'region must be ...' }
+ */
+export function regionProblem(region: unknown, what: string): Problem | null {
+  if (typeof region !== 'string')
+    return { kind: TypeError, message: `${what} must be a string (received ${describe(region)})` };
+  if (REGION.test(region) && region !== ROOT_REGION) return null;
+  return { kind: RangeError, message: `${what} must be ${REGION_RULE} (received ${quote(region.slice(0, 40))})` };
+}
+
+/**
+ * The instance name of the tree child of `bucket` in `region`: `<bucket>@<region>`.
+ *
+ * @example
+ * treeChildName('api', 'weur'); // 'api@weur'
+ */
+export function treeChildName(bucket: string, region: string): string {
+  return `${bucket}@${region}`;
+}
+
+/**
+ * The bucket and region an instance name addresses as a tree child (the
+ * text after its last `@` a valid region, a non-empty bucket before it), or
+ * undefined for a name that cannot be one.
+ *
+ * @example
+ * treeChildOf('api@weur'); // { bucket: 'api', region: 'weur' }
+ * treeChildOf('api'); // undefined
+ */
+export function treeChildOf(name: string): { bucket: string; region: string } | undefined {
+  const at = name.lastIndexOf('@');
+  if (at <= 0) return undefined;
+  const region = name.slice(at + 1);
+  return regionProblem(region, 'region') === null ? { bucket: name.slice(0, at), region } : undefined;
+}
 
 /**
  * A key of `what` for a message: `options.cost.tokens` for a unit name, a

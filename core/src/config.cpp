@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tree_config.h"
 #include "utf8_text.h"
 
 namespace drl {
@@ -59,7 +60,8 @@ class Checker {
       add(ErrorKind::TypeError, "", std::string("config must be an object (received ") + doc.type_name() + ")");
       return;
     }
-    reject_unknown(doc, "config", "", {"bucket", "concurrency", "attemptTimeoutMs", "retry", "windows", "learn"});
+    reject_unknown(doc, "config", "",
+                   {"bucket", "concurrency", "attemptTimeoutMs", "retry", "windows", "learn", "tree"});
 
     const json* bucket = find(doc, "bucket");
     if (bucket == nullptr || bucket->is_null()) {
@@ -107,6 +109,10 @@ class Checker {
         check_learn(*learn);
       }
     }
+
+    // After the windows and the concurrency: floors name the one and fit both.
+    const json* tree = find(doc, "tree");
+    if (tree != nullptr && !tree->is_null()) internal::check_tree(*tree, config, problems);
   }
 
   void add(ErrorKind kind, std::string path, std::string message) {
@@ -550,6 +556,7 @@ std::string effective_config_json(const Config& config) {
   } else {
     out["learn"] = nullptr;
   }
+  if (config.tree.enabled) out["tree"] = internal::tree_json(config.tree);
   // A caller-built Config could hold NaN; dump() writes it as null rather
   // than throwing, which parse_config would then reject (the desired outcome).
   return out.dump();

@@ -23,6 +23,11 @@ namespace {
 // A child's holder counts the root's windows, fixed for its life.
 Status lease_windows_kept(const internal::Scheduler& s, const ParsedConfig& parsed) {
   if (!s.lease) return Status::success();
+  if (s.tree_child && !parsed.config.tree.enabled) {
+    return Error::make(ErrorCode::InvalidConfig, ErrorKind::RangeError,
+                       "tree: this bucket runs as a lease tree, which a config without tree cannot end "
+                       "while it runs: serve a new bucket without one");
+  }
   const size_t held = s.lease->holder().windows();
   const size_t given = parsed.config.windows.size() + 1;
   if (held == given) return Status::success();

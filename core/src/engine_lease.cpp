@@ -4,6 +4,7 @@
 #include "drl/engine.h"
 #include "lease_wire.h"
 #include "scheduler.h"
+#include "tree_config.h"
 
 namespace drl {
 
@@ -32,6 +33,21 @@ Status Engine::make_lease_child(std::string_view setup_json, Millis now) {
   s.advance(now);
   s.serve();  // what is queued already asks
   return Status::success();
+}
+
+Status Engine::make_tree_child(std::string_view region, uint64_t incarnation, Millis now) {
+  internal::Scheduler& s = *scheduler_;
+  if (!s.cfg) return s.not_configured();
+  if (!s.config().tree.enabled) {
+    return Error::make(ErrorCode::InvalidConfig, ErrorKind::RangeError,
+                       "tree: this bucket's config has no tree, so it has no children");
+  }
+  if (!valid_region(region) && region != kRootRegion) {
+    return lease_error("make_tree_child: region " + std::string(region.substr(0, 40)) + " is not " + region_rule());
+  }
+  Status made = make_lease_child(internal::tree_child_setup(s.config(), region, incarnation), now);
+  if (made.ok()) s.tree_child = true;
+  return made;
 }
 
 bool Engine::lease_child() const { return scheduler_->lease != nullptr; }

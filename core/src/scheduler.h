@@ -153,6 +153,7 @@ struct Scheduler {
 
   // ---- a child of a lease tree (lease_child.h; scheduler_lease.cpp) -------
   std::unique_ptr<LeaseChild> lease;  // none: not a child
+  bool tree_child = false;            // made from the config's tree: it must stay on
   std::string lease_exchange;         // the text of the last Exchange action
   // Whether the holder serves call `t` now (units and a slot, taken if so).
   bool lease_admits(Ticket t, const Call& c);

@@ -27,6 +27,7 @@
 #include "lease_wire.h"
 #include "ledger.h"
 #include "records.h"
+#include "tree_config.h"
 
 #define DRL_EXPORT(name) extern "C" __attribute__((export_name(#name), used))
 
@@ -589,6 +590,17 @@ DRL_EXPORT(drl_make_lease_child) int drl_make_lease_child(int h, int len, double
   return e ? status(e->make_lease_child(scratch(len), to_ms(now))) : kBadHandle;
 }
 
+// The region in the scratch buffer: a child made from the bucket's tree (Engine::make_tree_child).
+DRL_EXPORT(drl_make_tree_child) int drl_make_tree_child(int h, int len, double incarnation, double now) {
+  auto* e = engine(h);
+  if (!e) return kBadHandle;
+  if (!(incarnation >= 1 && incarnation <= 9e15)) {
+    return fail(drl::Error::make(drl::ErrorCode::InvalidArgument, drl::ErrorKind::RangeError,
+                                 "make_tree_child: incarnation must be an integer >= 1"));
+  }
+  return status(e->make_tree_child(scratch(len), static_cast<uint64_t>(incarnation), to_ms(now)));
+}
+
 // A LeaseGrant (the root's reply) in the scratch buffer.
 DRL_EXPORT(drl_lease_reply) int drl_lease_reply(int h, int len, double now) {
   auto* e = engine(h);
@@ -667,6 +679,20 @@ DRL_EXPORT(drl_ledger_new) int drl_ledger_new(int len) {
   auto config = drl::internal::read_ledger_config(scratch(len), error);
   if (!config) return lease_fail(error);
   g_ledgers.push_back(std::make_unique<LedgerHandle>(LedgerHandle{drl::internal::Ledger(*config), {}}));
+  return static_cast<int>(g_ledgers.size());
+}
+
+// A bucket's config JSON in the scratch buffer, its tree on: the root's
+// ledger made from it (tree_config.h), or -code naming what was wrong.
+DRL_EXPORT(drl_ledger_for_bucket) int drl_ledger_for_bucket(int len) {
+  auto parsed = drl::parse_config(scratch(len));
+  if (!parsed.ok()) return fail(parsed.error());
+  if (!parsed->config.tree.enabled) {
+    return fail(drl::Error::make(drl::ErrorCode::InvalidConfig, drl::ErrorKind::RangeError,
+                                 "tree: this bucket's config has no tree, so it has no ledger"));
+  }
+  g_ledgers.push_back(std::make_unique<LedgerHandle>(
+      LedgerHandle{drl::internal::Ledger(drl::internal::tree_ledger_config(parsed->config)), {}}));
   return static_cast<int>(g_ledgers.size());
 }
 

@@ -58,7 +58,8 @@ export interface StubLike {
  */
 export interface NamespaceLike {
   idFromName(name: string): unknown;
-  get(id: unknown): StubLike;
+  /** `options.locationHint` comes only for a tree child in one of Cloudflare's regions (BindOptions.region). */
+  get(id: unknown, options?: { locationHint?: string }): StubLike;
 }
 
 /**

@@ -138,8 +138,10 @@ export interface CallContext {
   waiting: WaitingDefaults;
   /** What a call that sets none of the options the object acts on sends: plainOptions(waiting), made once per limiter. */
   plain: ExecuteOptions;
-  /** The object's id per namespace, looked up once per limiter (see stubFor). */
+  /** The object's id per namespace, looked up once per limiter and region (see stubFor). */
   ids: WeakMap<NamespaceLike, unknown>;
+  /** Where a tree child's object is placed when first made (BindOptions.region, when it is a location hint). */
+  locationHint?: string | undefined;
 }
 
 const CALL_OPTION_KEYS = new Set([
@@ -366,7 +368,9 @@ function stubFor(context: CallContext): StubLike {
     id = namespace.idFromName(context.name);
     ids.set(namespace, id);
   }
-  return namespace.get(id);
+  return context.locationHint === undefined
+    ? namespace.get(id)
+    : namespace.get(id, { locationHint: context.locationHint });
 }
 
 /**

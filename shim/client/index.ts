@@ -8,7 +8,7 @@ export {
   type NamespaceLike,
   type StubLike,
 } from './binder.ts';
-export { defineLimiter, type BoundLimiter, type Limiter, type LimiterDefinition } from './limiter.ts';
+export { defineLimiter, type BindOptions, type BoundLimiter, type Limiter, type LimiterDefinition } from './limiter.ts';
 export type { CallOptions } from './call.ts';
 export type { ErrorHook, FailureDescription, HookSlot, RateLimitHook, RateLimitSignal, UsageHook } from './hooks.ts';
 export { DEFAULT_DROP_RETRIES, type DropEvent, type DropHook } from './drops.ts';

@@ -4,7 +4,16 @@
  * to an env per request. Defining does no I/O and starts no timer, so a
  * limiter is safe as a module-scope constant.
  */
-import { describe, INTEGER_RULES, integerProblem, nameProblem, raise } from '../rules.ts';
+import {
+  describe,
+  INTEGER_RULES,
+  integerProblem,
+  LOCATION_HINTS,
+  nameProblem,
+  raise,
+  regionProblem,
+  treeChildName,
+} from '../rules.ts';
 import type { Binder, NamespaceLike } from './binder.ts';
 import { plainOptions, runCall, type CallContext, type CallOptions } from './call.ts';
 import { DEFAULT_DROP_RETRIES, type DropHook } from './drops.ts';
@@ -69,7 +78,7 @@ export interface LimiterDefinition<E = Cloudflare.Env, R = Response> {
 // R is the response type of its limiter's hooks: unused in the members, kept so the type says which limiter it came from.
 // eslint-disable-next-line @typescript-eslint/no-unused-vars
 export interface BoundLimiter<R = Response> {
-  /** The bucket's instance name. */
+  /** The instance name its calls reach: the bucket's, or `<name>@<region>` for a tree child. */
   readonly name: string;
   /**
    * Runs `fn` when the bucket admits it, in this isolate, and resolves with
@@ -102,6 +111,24 @@ export interface BoundLimiter<R = Response> {
  * // later, where env exists:
  * await api.for(env).call(() => fetch(url), { read: (res) => res.text() });
  */
+/**
+ * How `for(env, options)` binds.
+ *
+ * @example
+ * const near: BindOptions = { region: 'weur' }; // calls go to the child <name>@weur
+ */
+export interface BindOptions {
+  /**
+   * For a bucket served as a lease tree (its config's `tree`): the region of
+   * the child to call, `<name>@<region>` (a lowercase letter, then at most
+   * 9 lowercase letters or digits; one of Cloudflare's location hints, such
+   * as 'weur' or 'apac', also places it there). Absent: the root, `<name>`,
+   * as for any bucket. A bucket that is not a tree has no children: its
+   * `<name>@<region>` is an unconfigured object.
+   */
+  region?: string;
+}
+
 export interface Limiter<E = Cloudflare.Env, R = Response> {
   /** The bucket's instance name. */
   readonly name: string;
@@ -112,9 +139,14 @@ export interface Limiter<E = Cloudflare.Env, R = Response> {
   /**
    * Binds to one env. Checks at runtime that the binding exists and is a
    * Durable Object namespace, else throws an Error naming the binding wanted
-   * and the Durable Object bindings env does hold.
+   * and the Durable Object bindings env does hold. `options.region` calls a
+   * tree's child in that region (see BindOptions), and throws a
+   * TypeError/RangeError when it breaks the region rule.
+   *
+   * @example
+   * await api.for(env, { region: 'weur' }).call(() => fetch(url), { read: (res) => res.text() });
    */
-  for(env: E): BoundLimiter<R>;
+  for(env: E, options?: BindOptions): BoundLimiter<R>;
 }
 
 const DEFINITION_KEYS = new Set([
@@ -217,17 +249,56 @@ export function defineLimiter<E, R = Response>(definition: LimiterDefinition<E, 
   // and the object's id per namespace (a namespace is bound once per env).
   const plain = plainOptions(waiting);
   const ids = new WeakMap<NamespaceLike, unknown>();
+  // The same per tree child, by region.
+  const regionIds = new Map<string, WeakMap<NamespaceLike, unknown>>();
+  const childIds = (region: string): WeakMap<NamespaceLike, unknown> => {
+    let found = regionIds.get(region);
+    if (!found) regionIds.set(region, (found = new WeakMap()));
+    return found;
+  };
   return {
     name,
     binding: binder.binding,
     dropRetries,
-    for(env: E): BoundLimiter<R> {
+    for(env: E, options?: BindOptions): BoundLimiter<R> {
       const namespace = binder.resolve(env);
-      const context: CallContext = { name, namespace, dropRetries, onDrop, defaults, waiting, plain, ids };
+      const region = bindRegion(options);
+      const context: CallContext =
+        region === undefined
+          ? { name, namespace, dropRetries, onDrop, defaults, waiting, plain, ids }
+          : {
+              name: treeChildName(name, region),
+              namespace,
+              dropRetries,
+              onDrop,
+              defaults,
+              waiting,
+              plain,
+              ids: childIds(region),
+              locationHint: LOCATION_HINTS.includes(region) ? region : undefined,
+            };
       return {
-        name,
+        name: context.name,
         call: <T, V>(fn: () => T | PromiseLike<T>, options: CallOptions<T, V>) => runCall(context, fn, options),
       };
     },
   };
+}
+
+/** The region `for(env, options)` binds to, checked; undefined for the root. */
+function bindRegion(options: unknown): string | undefined {
+  if (options === undefined) return undefined;
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new TypeError(
+      `limiter.for(env, options): options must be an object { region } (received ${describe(options)})`,
+    );
+  }
+  const unknown = Object.keys(options).filter((key) => key !== 'region');
+  if (unknown.length > 0) {
+    throw new TypeError(`limiter.for(env, options): unknown key ${JSON.stringify(unknown[0])} (allowed: region)`);
+  }
+  const { region } = options as { region?: unknown };
+  if (region === undefined) return undefined;
+  raise(regionProblem(region, 'region'), 'limiter.for(env, options): ');
+  return region as string;
 }

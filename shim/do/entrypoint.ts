@@ -18,15 +18,19 @@ import {
   type LimiterStats,
 } from '../envelope.ts';
 import type { LimiterService } from '../rpc-surface.ts';
+import { treeChildOf } from '../rules.ts';
 import { answerFailure, answerForm } from '../settled.ts';
 import { checkName } from './arguments.ts';
-import { limiterNamespace, registryStub, type LimiterDO, type LimiterEnv } from './limiter-do.ts';
+import { limiterNamespace, registryStub, treeChildStub, type LimiterDO, type LimiterEnv } from './limiter-do.ts';
 import { later } from './rpc.ts';
 
 export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements LimiterService {
+  // A name `<bucket>@<region>` reaches the tree child there (placed in the
+  // region when it is a location hint); any other name, its object.
   #bucket(name: string): DurableObjectStub<LimiterDO> {
     const ns = limiterNamespace(this.env);
-    return ns.get(ns.idFromName(checkName(name)));
+    const child = treeChildOf(checkName(name));
+    return child ? treeChildStub(ns, child.bucket, child.region) : ns.get(ns.idFromName(name));
   }
 
   /** LimiterDO's execute on the bucket `name`; with `settles: 'data'` or `wire`, a bad name is settled as data too. */

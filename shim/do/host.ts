@@ -78,6 +78,9 @@ export class EngineHost {
   #releaseTimer = false;
   #writesApplied = 0;
   #writesDurable = 0;
+  // A lease child's way to its root (see sendExchangesTo).
+  #exchange: ((text: string) => Promise<string>) | undefined;
+  #rebuilt: (() => void) | undefined;
 
   constructor(engine: Engine, storage: LimiterStorage, durable: DurableObjectStorage) {
     this.#engine = engine;
@@ -136,6 +139,54 @@ export class EngineHost {
     } catch {
       // An export is best effort: it never fails the calls of the step.
     }
+  }
+
+  /**
+   * Makes this host a lease child's (docs/leases.md): every exchange the
+   * engine asks for goes to `send` (the root, by RPC or in this object),
+   * and its answer back to the engine. A failed send is dropped: the
+   * engine resends on its own schedule (retryMs) while no reply came.
+   */
+  sendExchangesTo(send: (text: string) => Promise<string>): void {
+    this.#exchange = send;
+  }
+
+  /**
+   * Called after a write failed and the engine was rebuilt from storage. A
+   * rebuilt engine is no lease child any more (its leases lived in memory):
+   * a tree member resets its object, whose next start is a new incarnation.
+   */
+  onRebuilt(hook: () => void): void {
+    this.#rebuilt = hook;
+  }
+
+  /** A PenaltyNotice the root fanned out (see LimiterDO.leaseNotice). */
+  leaseNotice(text: string): void {
+    this.#engine.leaseNotice(text, Date.now());
+    this.flushSoon();
+  }
+
+  #sendExchange(): void {
+    const send = this.#exchange;
+    if (!send) return;
+    const text = this.#engine.leaseExchange();
+    // Sent after this step, never from inside it: a root in this object
+    // answers at once, and the reply must not re-enter the drain.
+    queueMicrotask(() => {
+      send(text).then(
+        (reply) => {
+          if (reply === '') return; // the root answers nothing to a seq it has moved past
+          try {
+            this.#engine.leaseReply(reply, Date.now());
+          } catch (error) {
+            logOnce('reply', `the root's reply could not be read (${(error as Error).message})`);
+            return;
+          }
+          this.flushSoon();
+        },
+        (error: unknown) => logOnce('send', `an exchange with the root failed (${String(error)}); it is resent`),
+      );
+    });
   }
 
   /** Runs an engine call, turning its coded errors into the object's errors. */
@@ -362,6 +413,7 @@ export class EngineHost {
       this.#engine.drain();
     }
     this.#arm();
+    this.#rebuilt?.();
     return error;
   }
 
@@ -454,6 +506,10 @@ export class EngineHost {
 
   /** Carries out action `i` of `out`. */
   #act(out: EngineOutput, i: number): void {
+    if (out.actionKind(i) === 'exchange') {
+      this.#sendExchange();
+      return;
+    }
     const ticket = out.actionTicket(i);
     const call = this.#calls.get(ticket);
     if (!call) return;
@@ -610,6 +666,16 @@ function notCallable(error: unknown): boolean {
 function thrownByCallback(fn: () => unknown, error: unknown): boolean {
   if (!(fn instanceof RpcStub)) return true;
   return typeof error === 'object' && error !== null && (error as { remote?: unknown }).remote === true;
+}
+
+// What a lease child's host has logged already: one line per kind of
+// failure per isolate, so a root down for minutes does not flood the log.
+const logged = new Set<string>();
+
+function logOnce(kind: string, message: string): void {
+  if (logged.has(kind)) return;
+  logged.add(kind);
+  console.warn(`durable-rate-limiter: ${message}`);
 }
 
 /** Runs an engine call whose [drl:unknown-ticket] means "already settled": nothing to undo. */

@@ -21,6 +21,7 @@ export {
   type LimiterHistoryInterval,
   type LimiterPing,
   type LimiterStats,
+  type LimiterTree,
   type LimiterWindow,
   type WindowStats,
   type LimitsDocument,

@@ -26,8 +26,9 @@ import {
   type LimiterStats,
 } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
+import { ROOT_REGION } from '../limits.ts';
 import type { LimiterRpc } from '../rpc-surface.ts';
-import { configJson, describe } from '../rules.ts';
+import { configJson, describe, LOCATION_HINTS, regionProblem, treeChildName, treeChildOf } from '../rules.ts';
 import { answerFailure, answerForm, answerValue } from '../settled.ts';
 import {
   checkCallback,
@@ -42,6 +43,7 @@ import { EngineHost } from './host.ts';
 import { notTheRegistry, RegistryTable, type BucketPresence } from './registry.ts';
 import { later } from './rpc.ts';
 import { LimiterStorage } from './storage.ts';
+import { checkLeaseText, hasTree, TreeRoot, TreeStorage } from './tree.ts';
 
 // ---- the binding: how the object's code finds its own namespace ------------
 //
@@ -85,6 +87,21 @@ export function limiterNamespace(env: LimiterEnv): DurableObjectNamespace<Limite
   return ns;
 }
 
+/**
+ * The stub of the tree child of `bucket` in `region` (`<bucket>@<region>`),
+ * placed in that region when it is one of Cloudflare's location hints.
+ */
+export function treeChildStub(
+  ns: DurableObjectNamespace<LimiterDO>,
+  bucket: string,
+  region: string,
+): DurableObjectStub<LimiterDO> {
+  const id = ns.idFromName(treeChildName(bucket, region));
+  return LOCATION_HINTS.includes(region)
+    ? ns.get(id, { locationHint: region as DurableObjectLocationHint })
+    : ns.get(id);
+}
+
 /** The stub of the registry instance, which lists every configured bucket. */
 export function registryStub(ns: DurableObjectNamespace<LimiterDO>): DurableObjectStub<LimiterDO> {
   return ns.get(ns.idFromName(REGISTRY_NAME));
@@ -108,14 +125,32 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   // while any is, presence() says 'configuring', so the registry keeps the
   // name. A count, since two configures may overlap on one instance.
   #configuring = 0;
+  // The lease tree (tree.ts): its rows, the ledger when this object is a
+  // tree's root, and whether its engine is a tree child already (the root's
+  // own engine is one of its ledger, a child's of its root's).
+  readonly #tree: TreeStorage;
+  #treeRoot: TreeRoot | undefined;
+  #treeChild: { bucket: string; region: string } | undefined;
+  #treeJoined = false;
 
   constructor(ctx: DurableObjectState, env: LimiterEnv) {
     super(ctx, env);
     this.#core = createCore();
     this.#engine = this.#core.createEngine();
+    this.#tree = new TreeStorage(ctx.storage.sql);
     this.#storage = new LimiterStorage(ctx.storage);
     this.#host = new EngineHost(this.#engine, this.#storage, ctx.storage);
     this.#name = this.#host.restore()?.name ?? null;
+    this.#host.onRebuilt(() => {
+      if (!this.#treeJoined) return;
+      // Its leases are gone with the engine it had: a new instance joins
+      // again as a new incarnation, and the old one's leases lapse.
+      try {
+        this.ctx.abort('a write failed under a lease tree member: it restarts as a new incarnation');
+      } catch {
+        // abort throws in the current context too: the reset is under way
+      }
+    });
     this.#host.exportHistoryTo(() => {
       const dataset = this.env.DRL_ANALYTICS;
       return dataset === undefined ? undefined : (closed) => this.#exportHistory(dataset, closed);
@@ -165,7 +200,9 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       const text = configJson(config, 'config');
       this.#core.validateConfig(text);
       if (!this.#declarationDone) await this.#declarationReady();
+      this.#refuseOnTreeChild('configure');
       await this.#configureBucket(name, text);
+      this.#startTreeRoot();
       return this.stats();
     });
   }
@@ -239,8 +276,10 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     return later(async () => {
       if (!this.#declarationDone) await this.#declarationReady();
       const text = configJson(patch, 'patch');
+      this.#refuseOnTreeChild('reconfigure');
       this.#host.run(() => this.#engine.reconfigure(text, Date.now()));
       this.#host.flush();
+      this.#startTreeRoot();
       return this.stats();
     });
   }
@@ -344,6 +383,146 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     });
   }
 
+  // ---- the lease tree (tree.ts; docs/leases.md, "Turning a tree on") -------
+
+  /**
+   * @internal The root's side of a child's exchange (a lease child's
+   * Exchange as JSON text): fed to the ledger with this object's clock, its
+   * rows stored, and the reply (a LeaseGrant's text, '' for a resend
+   * already superseded) answered once they are durable (the output gate).
+   * A penalty notice it raises goes to every child at once. Refuses text
+   * that is not an exchange with [drl:invalid-argument] naming the field.
+   */
+  leaseExchange(text: string): Promise<string> {
+    return later(async () => {
+      checkLeaseText(text, 'leaseExchange(text): text');
+      if (!this.#declarationDone) await this.#declarationReady();
+      return this.#rootExchange(text);
+    });
+  }
+
+  /**
+   * @internal A child's join: the bucket's config text (the child's engine
+   * is configured from it and made the child of `region`), or null when
+   * this bucket is not a tree. The root keeps the region, for its notices.
+   */
+  treeSetup(region: string): Promise<string | null> {
+    return later(async () => {
+      const problem = regionProblem(region, 'treeSetup(region): region');
+      if (problem) throw new problem.kind(`${MARKERS.invalidArgument} ${problem.message}`);
+      if (!this.#declarationDone) await this.#declarationReady();
+      const root = this.#treeRoot;
+      if (!root) return null;
+      root.join(region);
+      return this.#engine.configText() || null;
+    });
+  }
+
+  /** @internal A penalty notice the root fanned out: this child stops as long as the 429 asked. */
+  leaseNotice(text: string): Promise<void> {
+    return later(async () => {
+      checkLeaseText(text, 'leaseNotice(text): text');
+      if (!this.#declarationDone) await this.#declarationReady();
+      if (!this.#treeJoined) return; // not a tree member (yet): it has no penalty to share
+      this.#host.leaseNotice(text);
+    });
+  }
+
+  #rootExchange(text: string): string {
+    const root = this.#treeRoot;
+    if (!root) {
+      throw new Error(
+        `${MARKERS.misconfigured} leaseExchange was sent to ${JSON.stringify(this.#name)}, which is not a tree root: its config has no tree`,
+      );
+    }
+    const { reply, notice } = root.exchange(text, (rows) => this.#host.flush(rows));
+    if (notice !== null) this.#fanOut(root, notice);
+    return reply;
+  }
+
+  /** A notice to every child the root knows, and to its own engine; fire and forget. */
+  #fanOut(root: TreeRoot, notice: string): void {
+    this.#host.leaseNotice(notice);
+    const bucket = this.#name;
+    if (bucket === null) return;
+    const ns = limiterNamespace(this.env);
+    for (const region of root.regions) {
+      treeChildStub(ns, bucket, region)
+        .leaseNotice(notice)
+        .catch((error: unknown) => noticeFailed(region, error));
+    }
+  }
+
+  /** configure and reconfigure belong to the root: a child runs on its config. */
+  #refuseOnTreeChild(what: string): void {
+    if (!this.#treeChild || !this.#treeJoined) return;
+    throw new RangeError(
+      `${MARKERS.invalidArgument} ${what} was sent to ${JSON.stringify(treeChildName(this.#treeChild.bucket, this.#treeChild.region))}, a child of the lease tree ${JSON.stringify(this.#treeChild.bucket)}: configure the root, ${JSON.stringify(this.#treeChild.bucket)}`,
+    );
+  }
+
+  /**
+   * When the config has a tree and this object is not a child: the ledger
+   * (re)made from the config and its rows, and, once per instance, the
+   * object's own engine made the root's child with a new incarnation, its
+   * exchanges answered here. Run after every config change.
+   */
+  #startTreeRoot(): void {
+    if (this.#treeChild && this.#treeJoined) return;
+    const text = this.#engine.configText();
+    if (!text || !hasTree(text)) {
+      this.#treeRoot?.free();
+      this.#treeRoot = undefined;
+      return;
+    }
+    const now = Date.now();
+    const root = new TreeRoot(this.#core, this.#tree, text, now);
+    this.#treeRoot?.free();
+    this.#treeRoot = root;
+    if (this.#treeJoined) return;
+    let incarnation = 0;
+    this.#host.flush(() => {
+      incarnation = this.#tree.nextIncarnation('root');
+    });
+    this.#host.sendExchangesTo(async (exchange) => this.#rootExchange(exchange));
+    this.#host.run(() => this.#engine.makeTreeChild(ROOT_REGION, incarnation, now));
+    this.#treeJoined = true;
+    this.#host.flushSoon();
+  }
+
+  /**
+   * A child's join, once per instance: the root's config (treeSetup), the
+   * engine configured from it and stored with a new incarnation, then made
+   * the child of its region, its exchanges sent to the root. Leaves the
+   * object as it was when the root is no tree (a plain bucket may have such
+   * a name), unless it joined before.
+   */
+  async #joinTree(child: { bucket: string; region: string }): Promise<void> {
+    const ns = limiterNamespace(this.env);
+    const rootId = ns.idFromName(child.bucket);
+    const text = await ns.get(rootId).treeSetup(child.region);
+    if (text === null) {
+      if (this.#tree.role() !== 'child') return;
+      throw new Error(
+        `${MARKERS.misconfigured} ${JSON.stringify(treeChildName(child.bucket, child.region))} is a child of ${JSON.stringify(child.bucket)}, which is no longer a tree root`,
+      );
+    }
+    const now = Date.now();
+    this.#host.run(() => this.#engine.configure(text, now));
+    let incarnation = 0;
+    this.#host.flush(() => {
+      this.#storage.putName(treeChildName(child.bucket, child.region));
+      incarnation = this.#tree.nextIncarnation('child');
+    });
+    this.#name = treeChildName(child.bucket, child.region);
+    this.#treeChild = child;
+    // A stub per exchange: one whose root was reset stays broken.
+    this.#host.sendExchangesTo((exchange) => ns.get(rootId).leaseExchange(exchange));
+    this.#host.run(() => this.#engine.makeTreeChild(child.region, incarnation, now));
+    this.#treeJoined = true;
+    this.#host.flushSoon();
+  }
+
   // ---- registry (only on the instance named REGISTRY_NAME) -----------------
 
   /** @internal Adds a name to the registry. */
@@ -411,15 +590,17 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       this.#declarationCheck.catch(() => {}); // handled by each caller that awaits it
       return this.#declarationCheck;
     }
-    this.#declarationCheck = this.#applyDeclaration(name!, declaration).then(
-      () => {
-        this.#declarationDone = true;
-      },
-      (error: unknown) => {
-        this.#declarationCheck = undefined;
-        throw error;
-      },
-    );
+    this.#declarationCheck = this.#applyDeclaration(name!, declaration)
+      .then(() => this.#treeReady(name, declaration))
+      .then(
+        () => {
+          this.#declarationDone = true;
+        },
+        (error: unknown) => {
+          this.#declarationCheck = undefined;
+          throw error;
+        },
+      );
     return this.#declarationCheck;
   }
 
@@ -443,10 +624,34 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     await this.#configureBucket(name, declaration.text, declaration.fingerprint);
   }
 
+  /**
+   * After the declaration: a name `<bucket>@<region>` that holds no bucket
+   * of its own (nothing stored but as a tree child, nothing declared) joins
+   * its root's tree; any other object whose config has a tree is a root.
+   */
+  async #treeReady(name: string | null, declaration: Declaration): Promise<void> {
+    const child = name === null ? undefined : treeChildOf(name);
+    const plain = declaration.kind === 'valid' || (this.#engine.configText() && this.#tree.role() !== 'child');
+    if (child && !plain) {
+      await this.#joinTree(child);
+      return;
+    }
+    this.#startTreeRoot();
+  }
+
   #isRegistry(): boolean {
     const ns = this.env.RATE_LIMITER;
     return ns !== undefined && this.ctx.id.equals(ns.idFromName(REGISTRY_NAME));
   }
+}
+
+// Notices that could not reach a child, logged once per region per isolate.
+const noticeLogged = new Set<string>();
+
+function noticeFailed(region: string, error: unknown): void {
+  if (noticeLogged.has(region)) return;
+  noticeLogged.add(region);
+  console.warn(`durable-rate-limiter: a penalty notice could not reach the child in ${region} (${String(error)})`);
 }
 
 /**

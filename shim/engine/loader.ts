@@ -190,10 +190,12 @@ interface CoreExports {
   drl_history_closed(h: number): number;
   drl_restore_history(h: number, len: number, now: number): number;
   drl_make_lease_child(h: number, len: number, now: number): number;
+  drl_make_tree_child(h: number, len: number, incarnation: number, now: number): number;
   drl_lease_reply(h: number, len: number, now: number): number;
   drl_lease_notice(h: number, len: number, now: number): number;
   drl_lease_exchange(h: number): number;
   drl_ledger_new(len: number): number;
+  drl_ledger_for_bucket(len: number): number;
   drl_ledger_free(h: number): void;
   drl_ledger_restore_row(h: number, len: number): number;
   drl_ledger_restore_end(h: number, now: number): number;
@@ -331,6 +333,17 @@ export class Core {
    */
   createLedger(config: LeaseLedgerConfig): LeaseLedger {
     return new LeaseLedger(this, this.check(this.#x.drl_ledger_new(this.putString(JSON.stringify(config)))));
+  }
+
+  /**
+   * The root's ledger made from a bucket's config text whose `tree` is on
+   * (the same windows, limits and tree the children are made from).
+   *
+   * @example
+   * const ledger = core.createTreeLedger(engine.configText());
+   */
+  createTreeLedger(configText: string): LeaseLedger {
+    return new LeaseLedger(this, this.check(this.#x.drl_ledger_for_bucket(this.putString(configText))));
   }
 
   /** Checks a complete config document by the engine's rules; throws its [drl:invalid-config] error. */
@@ -766,6 +779,15 @@ export class Engine {
   /** Makes this configured engine a lease child (see LeaseChildSetup); its exchanges then come as 'exchange' actions. */
   makeLeaseChild(setup: LeaseChildSetup, now: number): void {
     this.#core.check(this.#x.drl_make_lease_child(this.#h, this.#core.putString(JSON.stringify(setup)), now));
+  }
+
+  /**
+   * Makes this engine, configured with a `tree`, the child of `region` (or
+   * "root", the root's own engine) with the tree's setup (docs/leases.md,
+   * "Turning a tree on"); `incarnation` grows with every construction.
+   */
+  makeTreeChild(region: string, incarnation: number, now: number): void {
+    this.#core.check(this.#x.drl_make_tree_child(this.#h, this.#core.putString(region), incarnation, now));
   }
 
   /** The root's reply (a LeaseGrant's text, as the ledger wrote it). */

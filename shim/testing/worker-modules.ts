@@ -19,6 +19,7 @@ export const WORKER_MODULES: readonly MiniflareModule[] = [
   { type: 'ESModule', path: 'do/registry.js' },
   { type: 'ESModule', path: 'do/rpc.js' },
   { type: 'ESModule', path: 'do/storage.js' },
+  { type: 'ESModule', path: 'do/tree.js' },
   { type: 'ESModule', path: 'engine/loader.js' },
   { type: 'ESModule', path: 'engine/module.js' },
   { type: 'ESModule', path: 'engine/output-kinds.js' },

@@ -295,9 +295,10 @@ TEST_CASE("missing required fields", "[config]") {
 TEST_CASE("unknown keys are rejected at every level", "[config]") {
   drl::Error e = failure(with("/foo", 1));
   CHECK(e.kind == ErrorKind::TypeError);
-  CHECK(e.message ==
-        kPrefix +
-            R"(unknown key "foo" in config (allowed: bucket, concurrency, attemptTimeoutMs, retry, windows, learn))");
+  CHECK(
+      e.message ==
+      kPrefix +
+          R"(unknown key "foo" in config (allowed: bucket, concurrency, attemptTimeoutMs, retry, windows, learn, tree))");
 
   e = failure(with("/bucket/limit", 1));
   CHECK(e.kind == ErrorKind::TypeError);
@@ -335,13 +336,14 @@ TEST_CASE("every problem is reported together", "[config]") {
 
   const drl::Error e = failure(doc);
   CHECK(e.kind == ErrorKind::TypeError);  // the kind of the first problem
-  CHECK(e.message ==
-        kPrefix +
-            R"(unknown key "extra" in config (allowed: bucket, concurrency, attemptTimeoutMs, retry, windows, learn); )"
-            R"(bucket.limitPerWindow must be an integer between 1 and 1000000000 (received 0); )"
-            R"(bucket.windowInMs must be a number, an integer between 1 and 31622400000 )"
-            R"((received "60000"); )"
-            R"(concurrency must be an integer between 1 and 1000000 (received 1.5))");
+  CHECK(
+      e.message ==
+      kPrefix +
+          R"(unknown key "extra" in config (allowed: bucket, concurrency, attemptTimeoutMs, retry, windows, learn, tree); )"
+          R"(bucket.limitPerWindow must be an integer between 1 and 1000000000 (received 0); )"
+          R"(bucket.windowInMs must be a number, an integer between 1 and 31622400000 )"
+          R"((received "60000"); )"
+          R"(concurrency must be an integer between 1 and 1000000 (received 1.5))");
 
   const drl::Error three = failure(
       R"({"bucket":{"limitPerWindow":-1,"windowInMs":60000},"concurrency":0,

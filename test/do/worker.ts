@@ -39,6 +39,18 @@ export class CountingLimiterDO extends LimiterDO {
   writeCounts(): WriteCounts {
     return { ...this.#counts };
   }
+
+  // The exchanges this object answered as a tree root (tree.test.ts).
+  #exchanges = 0;
+
+  override leaseExchange(text: string): Promise<string> {
+    this.#exchanges += 1;
+    return super.leaseExchange(text);
+  }
+
+  exchangeCount(): number {
+    return this.#exchanges;
+  }
 }
 
 /**

@@ -69,14 +69,17 @@ expectType<LimiterService>({} as LimiterEntrypoint);
 
 // ... and adds no RPC method the surface lacks: the entrypoint none, the
 // object only the registry's own calls between objects (presence: what a
-// bucket's object says of itself, asked by the registry before it prunes).
+// bucket's object says of itself, asked by the registry before it prunes)
+// and a lease tree's (docs/leases.md: a child's join and exchanges with its
+// root, the root's notices to its children).
+type TreeCalls = 'leaseExchange' | 'treeSetup' | 'leaseNotice';
 type OwnMethods<C, Base> = { [K in Exclude<keyof C, keyof Base>]: C[K] extends Method ? K : never }[Exclude<
   keyof C,
   keyof Base
 >];
 type RegistryCalls = 'registerName' | 'unregisterName' | 'presence';
 assertTrue<Equal<OwnMethods<LimiterEntrypoint, WorkerEntrypoint>, keyof LimiterService>>();
-assertTrue<Equal<OwnMethods<LimiterDO, DurableObject>, keyof LimiterRpc | RegistryCalls>>();
+assertTrue<Equal<OwnMethods<LimiterDO, DurableObject>, keyof LimiterRpc | RegistryCalls | TreeCalls>>();
 
 // ---- the stubs the client and the fake take are the object's execute --------
 

@@ -83,6 +83,30 @@ struct RetryConfig {
   bool respect_retry_after = true;
 };
 
+// A lease tree (docs/leases.md; opt-in with `tree`): the object named
+// after the bucket is its root and keeps the ledger, objects named
+// `<bucket>@<region>` are its children. Every field but `enabled` has a
+// default; core/src/tree_config.h turns it into the ledger's config and each
+// child's setup.
+struct TreeFloor {
+  std::string region;                                  // the child it is reserved for
+  std::vector<std::pair<std::string, int64_t>> units;  // window name -> units, as given
+  int64_t slots = 0;
+};
+
+struct TreeConfig {
+  bool enabled = false;
+  int64_t lease_ms = 2'000;               // D: how long a child may use a lease, from its send
+  int64_t max_lease_ms = 30'000;          // above lease_ms, a long window lends up to half its length, up to this
+  std::string when_short = "failClosed";  // or "floor", "failOpen": when its leases cannot serve a call
+  std::vector<TreeFloor> floors;          // by region
+  int64_t clock_slack_ms = 20;            // S: a reading may lag its clock by this (Date.now() stands still in a turn)
+  int64_t drift_ppm = 100;                // rho: every clock runs within 1 +- this / 10^6 of real time
+  int64_t stock_ms = 100;                 // a child asks for its rate over the round trip plus this
+  int64_t retry_ms = 500;                 // an unanswered exchange is resent after this
+  int64_t unreachable_ms = 2'000;         // failOpen: admits once an exchange went unanswered this long
+};
+
 struct Config {
   BucketConfig bucket;
   int64_t concurrency = 0;
@@ -92,6 +116,7 @@ struct Config {
   RetryConfig retry;
   std::vector<WindowConfig> windows;  // extra windows, by name
   LearnConfig learn;
+  TreeConfig tree;
 };
 
 // One broken rule. `path` is dotted ("bucket.windowInMs"); `message` is the
@@ -117,6 +142,14 @@ bool valid_name(std::string_view name);
 // client's included (shim/rules.ts NAME_RULE builds the same words):
 // "a letter, then at most 31 letters, digits, _ or -".
 std::string name_rule();
+
+// Whether `region` names a tree child (`<bucket>@<region>`): a lowercase
+// letter, then lowercase letters or digits, at most kMaxRegionBytes in all,
+// and not kRootRegion (the root's own).
+bool valid_region(std::string_view region);
+
+// That rule in words: "a lowercase letter, then at most 9 lowercase letters or digits, not \"root\"".
+std::string region_rule();
 
 // Every problem found in `json_text`; empty means valid.
 std::vector<ConfigProblem> validate_config(std::string_view json_text);

@@ -437,6 +437,12 @@ class Engine {
   // InvalidArgument naming the field when the setup is malformed; once made,
   // a child stays one (a restarted host makes a new engine, a new incarnation).
   Status make_lease_child(std::string_view setup_json, Millis now);
+  // The same from the bucket's own config, whose `tree` must be on
+  // (docs/leases.md, "Turning a tree on"): the child of `region` (a valid
+  // region, or kRootRegion for the root's own engine) with the tree's
+  // clock bounds, policy, floor and sizing. Its configs must then keep the
+  // tree on: InvalidConfig naming `tree` otherwise.
+  Status make_tree_child(std::string_view region, uint64_t incarnation, Millis now);
   bool lease_child() const;
   // The root's reply to the exchange out (a LeaseGrant as JSON text), or a
   // PenaltyNotice it fanned out. A reply for another child, incarnation or

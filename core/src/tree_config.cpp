@@ -1,0 +1,306 @@
+#include "tree_config.h"
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "drl/limits.h"
+#include "utf8_text.h"
+
+namespace drl {
+
+bool valid_region(std::string_view region) {
+  if (region.empty() || region.size() > kMaxRegionBytes || region == kRootRegion) return false;
+  if (region[0] < 'a' || region[0] > 'z') return false;
+  for (char c : region) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
+std::string region_rule() {
+  return "a lowercase letter, then at most " + std::to_string(kMaxRegionBytes - 1) +
+         " lowercase letters or digits, not \"" + kRootRegion + "\"";
+}
+
+namespace internal {
+namespace {
+
+using nlohmann::json;
+
+// Above 10^6 a clock may stand still, which bounds nothing (the ledger's
+// reader refuses it too).
+constexpr int64_t kMaxDriftPpm = 100'000;
+constexpr std::size_t kMaxShownBytes = 80;
+
+std::string show(const json& value) {
+  return shorten(value.dump(-1, ' ', false, json::error_handler_t::replace), kMaxShownBytes);
+}
+
+class TreeChecker {
+ public:
+  TreeChecker(Config& config, std::vector<ConfigProblem>& problems) : config_(config), problems_(problems) {}
+
+  void check(const json& tree) {
+    if (!tree.is_object()) {
+      add(ErrorKind::TypeError, "tree",
+          "tree must be an object such as {} (every field has a default) (received " + show(tree) + ")");
+      return;
+    }
+    TreeConfig& t = config_.tree;
+    t.enabled = true;
+    reject_unknown(tree, "tree",
+                   {"leaseMs", "maxLeaseMs", "whenShort", "floors", "clockSlackMs", "driftPpm", "stockMs", "retryMs",
+                    "unreachableMs"});
+    integer(tree, "tree", "leaseMs", 1, kMaxDelayMs, t.lease_ms);
+    integer(tree, "tree", "maxLeaseMs", 0, kMaxDelayMs, t.max_lease_ms);
+    integer(tree, "tree", "clockSlackMs", 0, kMaxDelayMs, t.clock_slack_ms);
+    integer(tree, "tree", "driftPpm", 0, kMaxDriftPpm, t.drift_ppm);
+    integer(tree, "tree", "stockMs", 0, kMaxDelayMs, t.stock_ms);
+    integer(tree, "tree", "retryMs", 1, kMaxDelayMs, t.retry_ms);
+    integer(tree, "tree", "unreachableMs", 0, kMaxDelayMs, t.unreachable_ms);
+    const auto when = tree.find("whenShort");
+    if (when != tree.end() && !when->is_null()) {
+      const std::string name = when->is_string() ? when->get<std::string>() : "";
+      if (name == "failClosed" || name == "floor" || name == "failOpen") {
+        t.when_short = name;
+      } else {
+        add(when->is_string() ? ErrorKind::RangeError : ErrorKind::TypeError, "tree.whenShort",
+            "tree.whenShort must be \"failClosed\", \"floor\" or \"failOpen\" (received " + show(*when) + ")");
+      }
+    }
+    const auto floors = tree.find("floors");
+    if (floors != tree.end() && !floors->is_null()) check_floors(*floors);
+    if (t.when_short == "floor" && t.floors.empty()) {
+      add(ErrorKind::RangeError, "tree.whenShort",
+          "tree.whenShort is \"floor\", but tree.floors reserves nothing for any child: name a floor per region");
+    }
+  }
+
+ private:
+  void add(ErrorKind kind, std::string path, std::string message) {
+    problems_.push_back(ConfigProblem{kind, std::move(path), std::move(message)});
+  }
+
+  void reject_unknown(const json& obj, const std::string& path, std::initializer_list<const char*> allowed) {
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+      bool known = false;
+      std::string list;
+      for (const char* name : allowed) {
+        known = known || it.key() == name;
+        list += std::string(list.empty() ? "" : ", ") + name;
+      }
+      if (!known) {
+        add(ErrorKind::TypeError, path + "." + it.key(),
+            "unknown key " + show(json(it.key())) + " in " + path + " (allowed: " + list + ")");
+      }
+    }
+  }
+
+  // An optional integer field: `out` keeps its default when absent or null.
+  bool integer(const json& obj, const std::string& where, const char* key, int64_t lo, int64_t hi, int64_t& out) {
+    const auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return true;
+    const std::string path = where + "." + key;
+    const std::string rule = "an integer between " + std::to_string(lo) + " and " + std::to_string(hi);
+    if (!it->is_number()) {
+      add(ErrorKind::TypeError, path, path + " must be a number, " + rule + " (received " + show(*it) + ")");
+      return false;
+    }
+    const double d = it->get<double>();
+    if (!std::isfinite(d) || std::floor(d) != d || d < static_cast<double>(lo) || d > static_cast<double>(hi)) {
+      add(ErrorKind::RangeError, path, path + " must be " + rule + " (received " + show(*it) + ")");
+      return false;
+    }
+    out = static_cast<int64_t>(d);
+    return true;
+  }
+
+  // {"<region>": {"units": {"<window>": n}, "slots": n}}; then the sums.
+  void check_floors(const json& floors) {
+    if (!floors.is_object()) {
+      add(ErrorKind::TypeError, "tree.floors",
+          "tree.floors must be an object of regions, such as {\"weur\":{\"units\":{\"bucket\":10},\"slots\":1}} "
+          "(received " +
+              show(floors) + ")");
+      return;
+    }
+    for (auto it = floors.begin(); it != floors.end(); ++it) {
+      const std::string path = "tree.floors." + it.key();
+      if (!valid_region(it.key()) && it.key() != kRootRegion) {
+        add(ErrorKind::RangeError, path,
+            "tree.floors has the key " + show(json(it.key())) + ", which is not a region (" + region_rule() +
+                ", or \"" + kRootRegion + "\" for the root's own)");
+        continue;
+      }
+      if (!it.value().is_object()) {
+        add(ErrorKind::TypeError, path, path + " must be an object such as {\"units\":{\"bucket\":10},\"slots\":1}");
+        continue;
+      }
+      reject_unknown(it.value(), path, {"units", "slots"});
+      TreeFloor floor;
+      floor.region = it.key();
+      integer(it.value(), path, "slots", 0, config_.concurrency, floor.slots);
+      const auto units = it.value().find("units");
+      if (units != it.value().end() && !units->is_null()) read_units(*units, path + ".units", floor);
+      config_.tree.floors.push_back(std::move(floor));
+    }
+    check_sums();
+  }
+
+  void read_units(const json& units, const std::string& path, TreeFloor& floor) {
+    if (!units.is_object()) {
+      add(ErrorKind::TypeError, path, path + " must be an object of window names, such as {\"bucket\":10}");
+      return;
+    }
+    for (auto it = units.begin(); it != units.end(); ++it) {
+      const std::optional<int64_t> limit = limit_of(it.key());
+      if (!limit) {
+        add(ErrorKind::RangeError, path + "." + it.key(),
+            path + " names window " + show(json(it.key())) +
+                ", which this config does not have (windows: " + window_names() + ")");
+        continue;
+      }
+      int64_t amount = 0;
+      if (integer(units, path, it.key().c_str(), 0, *limit, amount)) floor.units.emplace_back(it.key(), amount);
+    }
+  }
+
+  // Every floor is lent to no one, so together they must fit each limit.
+  void check_sums() {
+    std::vector<std::pair<std::string, int64_t>> limits = {{kPrimaryWindow, config_.bucket.limit_per_window}};
+    for (const WindowConfig& w : config_.windows) limits.emplace_back(w.name, w.limit_per_window);
+    for (const auto& [name, limit] : limits) {
+      int64_t reserved = 0;
+      for (const TreeFloor& f : config_.tree.floors) {
+        for (const auto& [window, amount] : f.units) reserved += window == name ? amount : 0;
+      }
+      if (reserved > limit) {
+        add(ErrorKind::RangeError, "tree.floors",
+            "tree.floors reserve " + std::to_string(reserved) + " units of window " + name + ", above its limit " +
+                std::to_string(limit));
+      }
+    }
+    int64_t slots = 0;
+    for (const TreeFloor& f : config_.tree.floors) slots += f.slots;
+    if (slots > config_.concurrency) {
+      add(ErrorKind::RangeError, "tree.floors",
+          "tree.floors reserve " + std::to_string(slots) + " slots, above the concurrency " +
+              std::to_string(config_.concurrency));
+    }
+  }
+
+  std::optional<int64_t> limit_of(const std::string& window) const {
+    if (window == kPrimaryWindow) return config_.bucket.limit_per_window;
+    for (const WindowConfig& w : config_.windows) {
+      if (w.name == window) return w.limit_per_window;
+    }
+    return std::nullopt;
+  }
+
+  std::string window_names() const {
+    std::string names = kPrimaryWindow;
+    for (const WindowConfig& w : config_.windows) names += ", " + w.name;
+    return names;
+  }
+
+  Config& config_;
+  std::vector<ConfigProblem>& problems_;
+};
+
+// A floor's units in the engine's window order.
+std::vector<int64_t> floor_units(const Config& config, const TreeFloor& floor) {
+  std::vector<int64_t> units(config.windows.size() + 1, 0);
+  for (const auto& [window, amount] : floor.units) {
+    if (window == kPrimaryWindow) units[0] = amount;
+    for (size_t k = 0; k < config.windows.size(); ++k) {
+      if (config.windows[k].name == window) units[k + 1] = amount;
+    }
+  }
+  return units;
+}
+
+}  // namespace
+
+void check_tree(const json& tree, Config& config, std::vector<ConfigProblem>& problems) {
+  TreeChecker(config, problems).check(tree);
+}
+
+nlohmann::ordered_json tree_json(const TreeConfig& tree) {
+  nlohmann::ordered_json out;
+  out["leaseMs"] = tree.lease_ms;
+  out["maxLeaseMs"] = tree.max_lease_ms;
+  out["whenShort"] = tree.when_short;
+  out["floors"] = nlohmann::ordered_json::object();
+  for (const TreeFloor& f : tree.floors) {
+    auto& floor = out["floors"][f.region];
+    floor["units"] = nlohmann::ordered_json::object();
+    for (const auto& [window, amount] : f.units) floor["units"][window] = amount;
+    floor["slots"] = f.slots;
+  }
+  out["clockSlackMs"] = tree.clock_slack_ms;
+  out["driftPpm"] = tree.drift_ppm;
+  out["stockMs"] = tree.stock_ms;
+  out["retryMs"] = tree.retry_ms;
+  out["unreachableMs"] = tree.unreachable_ms;
+  return out;
+}
+
+uint64_t region_child_id(std::string_view region) {
+  uint64_t id = 0;
+  uint64_t place = 1;
+  for (char c : region) {
+    const uint64_t digit =
+        c >= 'a' && c <= 'z' ? static_cast<uint64_t>(c - 'a') + 1 : static_cast<uint64_t>(c - '0') + 27;
+    id += digit * place;
+    place *= 37;
+  }
+  return id;
+}
+
+LedgerConfig tree_ledger_config(const Config& config) {
+  LedgerConfig c;
+  c.windows_ms.push_back(config.bucket.window_ms);
+  c.limits.push_back(config.bucket.limit_per_window);
+  for (const WindowConfig& w : config.windows) {
+    c.windows_ms.push_back(w.window_ms);
+    c.limits.push_back(w.limit_per_window);
+  }
+  c.concurrency = config.concurrency;
+  c.attempt_timeout_ms = config.attempt_timeout_ms;
+  c.lease_ms = config.tree.lease_ms;
+  c.max_lease_ms = config.tree.max_lease_ms;
+  c.clocks.slack_ms = config.tree.clock_slack_ms;
+  c.clocks.drift_ppm = config.tree.drift_ppm;
+  for (const TreeFloor& f : config.tree.floors) {
+    c.floors[region_child_id(f.region)] = LeaseFloor{floor_units(config, f), f.slots};
+  }
+  return c;
+}
+
+std::string tree_child_setup(const Config& config, std::string_view region, uint64_t incarnation) {
+  const TreeConfig& t = config.tree;
+  json setup = {{"child", region_child_id(region)},
+                {"incarnation", incarnation},
+                {"clock", {{"slackMs", t.clock_slack_ms}, {"driftPpm", t.drift_ppm}}},
+                {"whenShort", t.when_short},
+                {"stockMs", t.stock_ms},
+                {"retryMs", t.retry_ms},
+                {"unreachableMs", t.unreachable_ms}};
+  if (t.when_short == "floor") {
+    // A region the config reserves nothing for has a floor of zero: it waits.
+    TreeFloor none;
+    const TreeFloor* floor = &none;
+    for (const TreeFloor& f : t.floors) floor = f.region == region ? &f : floor;
+    setup["floor"] = {{"units", floor_units(config, *floor)}, {"slots", floor->slots}};
+  }
+  return setup.dump();
+}
+
+}  // namespace internal
+}  // namespace drl

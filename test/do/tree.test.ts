@@ -1,0 +1,270 @@
+// Verifies a bucket served as a lease tree on Durable Objects (docs/leases.md,
+// "Turning a tree on"): children named <bucket>@<region> admit calls from
+// leases of the root's ledger, together never more than the limit in any
+// window nor more than the cap at once, also across a child's or the root's
+// restart; the root writes per exchange, not per call; invalid tree config
+// and malformed exchanges are refused naming the field.
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import type { LimiterDO } from '../../shim/do/index.ts';
+import type { LimiterConfig } from '../../shim/envelope.ts';
+import { bucket, rejection, sleep, tablesOf, uniqueName, waitFor } from './helpers.ts';
+import type { CountingLimiterDO } from './worker.ts';
+
+const WINDOW_MS = 1000;
+const LIMIT = 6;
+const CAP = 2;
+const TREE: LimiterConfig = {
+  bucket: { limitPerWindow: LIMIT, windowInMs: WINDOW_MS },
+  concurrency: CAP,
+  // A crashed child's leased slots count until its lease's end plus this
+  // (a call it started may still run): short, so the tests need not wait.
+  attemptTimeoutMs: 3_000,
+  // Leases well above the round trip to the root, which a loaded machine
+  // stretches to hundreds of ms (a shorter lease would arrive ended).
+  tree: { leaseMs: 2_000, clockSlackMs: 5 },
+};
+
+/** When each callback that really ran started and ended, by the shared clock. */
+interface Ran {
+  start: number;
+  end: number;
+}
+
+/**
+ * Runs `calls` calls on `stub`, each callback recording its run and taking
+ * `ms`; each resolves whether its call succeeded (a restart may reject some:
+ * the checks are on what ran), handled at once so none goes unhandled.
+ */
+function runCalls(stub: DurableObjectStub<LimiterDO>, calls: number, ran: Ran[], ms = 15): Promise<boolean>[] {
+  const out: Promise<boolean>[] = [];
+  for (let k = 0; k < calls; k++) {
+    const call = stub.execute(async () => {
+      const start = Date.now();
+      await sleep(ms);
+      ran.push({ start, end: Date.now() });
+      return { value: k, status: 200 };
+    }) as unknown as Promise<unknown>;
+    out.push(
+      call.then(
+        () => true,
+        () => false,
+      ),
+    );
+  }
+  return out;
+}
+
+/** The most starts in any window of WINDOW_MS (each window starting at a start). */
+function mostInAWindow(ran: readonly Ran[]): number {
+  const starts = ran.map((r) => r.start).sort((a, b) => a - b);
+  let most = 0;
+  for (let i = 0, j = 0; i < starts.length; i++) {
+    while (starts[j]! < starts[i]! - WINDOW_MS + 1) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return most;
+}
+
+/** The most callbacks running at one moment (an end before a start at the same ms). */
+function mostAtOnce(ran: readonly Ran[]): number {
+  const events = ran.flatMap((r) => [
+    [r.start, 1],
+    [r.end, -1],
+  ]);
+  events.sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!);
+  let running = 0;
+  let most = 0;
+  for (const [, step] of events) {
+    running += step!;
+    most = Math.max(most, running);
+  }
+  return most;
+}
+
+/** Waits for every call; how many succeeded. */
+async function settleAll(calls: Promise<boolean>[]): Promise<number> {
+  return (await Promise.all(calls)).filter(Boolean).length;
+}
+
+/** The rows of an object's tree table, by key. */
+async function treeRows(stub: DurableObjectStub): Promise<Map<string, string>> {
+  return runInDurableObject(stub, async (_instance, state) => {
+    const rows = state.storage.sql
+      .exec<{ key: string; value: string }>(`SELECT key, value FROM drl_tree`)
+      .toArray()
+      .map((row) => [String(row.key), String(row.value)] as const);
+    return new Map(rows);
+  });
+}
+
+/** Aborts an object as the runtime resets one: memory is lost, storage kept. */
+async function abortObject(stub: DurableObjectStub): Promise<void> {
+  const error = await rejection(
+    runInDurableObject(stub, (_instance, state) => {
+      state.abort('reset by the test');
+    }),
+  );
+  expect(error.message).toContain('reset by the test');
+}
+
+async function treeBucket(config: LimiterConfig = TREE): Promise<string> {
+  const name = uniqueName('tree');
+  await bucket(name).configure(name, config);
+  return name;
+}
+
+// Each run waits on real windows and on exchanges between objects, which a
+// loaded machine slows many times over: a generous bound, never a timed check.
+describe('a lease tree on Durable Objects', { timeout: 180_000 }, () => {
+  it('two children serving at once never run more than the limit in a window nor the cap at once', async () => {
+    const name = await treeBucket();
+    const ran: Ran[] = [];
+    const calls = [
+      ...runCalls(bucket(`${name}@weur`), 12, ran),
+      ...runCalls(bucket(`${name}@apac`), 12, ran),
+      ...runCalls(bucket(name), 4, ran), // the root serves its own callers from its ledger too
+    ];
+    expect(await settleAll(calls)).toBe(28);
+    expect(ran).toHaveLength(28);
+    expect(mostInAWindow(ran)).toBeLessThanOrEqual(LIMIT);
+    expect(mostAtOnce(ran)).toBeLessThanOrEqual(CAP);
+    // Both children joined the root, which keeps them for its notices.
+    const rows = await treeRows(bucket(name));
+    expect([...rows.keys()].filter((key) => key.startsWith('region/')).sort()).toEqual(['region/apac', 'region/weur']);
+  });
+
+  it('the root writes per exchange, not per call', async () => {
+    const ns = (env as unknown as { COUNTING_LIMITER: DurableObjectNamespace<CountingLimiterDO> }).COUNTING_LIMITER;
+    const name = uniqueName('tree-writes');
+    const root = ns.get(ns.idFromName(name));
+    await root.configure(name, {
+      bucket: { limitPerWindow: 10_000, windowInMs: 60_000 },
+      concurrency: 20,
+      tree: { stockMs: 2_000 },
+    });
+    const before = await root.writeCounts();
+    const child = ns.get(ns.idFromName(`${name}@weur`));
+    const ran: Ran[] = [];
+    // Waves of calls: the child asks once for its queue, then serves from
+    // the stock its rate earns it.
+    let served = 0;
+    for (let wave = 0; wave < 6; wave++) {
+      served += await settleAll(runCalls(child as unknown as DurableObjectStub<LimiterDO>, 20, ran, 1));
+    }
+    expect(served).toBe(120);
+    const exchanges = await root.exchangeCount();
+    const after = await root.writeCounts();
+    const statements = after.statements - before.statements;
+    // Far fewer exchanges than calls, and the root's writes follow the
+    // exchanges (a lease row, the child's row, the next id, a region), never
+    // the calls.
+    expect(exchanges).toBeGreaterThan(0);
+    expect(exchanges).toBeLessThan(served / 4);
+    expect(statements).toBeLessThanOrEqual(exchanges * 4 + 2);
+  });
+
+  it('a child aborted mid-run comes back as a new incarnation, and its old leases lapse', async () => {
+    const name = await treeBucket();
+    const child = bucket(`${name}@weur`);
+    const sibling = bucket(`${name}@eeur`);
+    const ran: Ran[] = [];
+    const first = runCalls(child, 4, ran, 200);
+    await waitFor(() => ran.length > 0, 20_000, 'a first call to end');
+    await abortObject(child);
+    await settleAll(first);
+    expect((await treeRows(bucket(`${name}@weur`))).get('incarnation')).toBe('1');
+
+    // A stub whose object was reset stays broken: a fresh one reaches the new instance.
+    const after = [...runCalls(bucket(`${name}@weur`), 6, ran), ...runCalls(sibling, 6, ran)];
+    await settleAll(after);
+    expect((await treeRows(bucket(`${name}@weur`))).get('incarnation')).toBe('2');
+    // The root knows the child's new incarnation; whatever the old one held
+    // counted until it lapsed, so no window ever held more than the limit.
+    const rootRows = await treeRows(bucket(name));
+    const childRows = [...rootRows]
+      .filter(([key]) => key.startsWith('ledger/child:'))
+      .map(([, row]) => JSON.parse(row));
+    expect(childRows.map((row: { incarnation: number }) => row.incarnation).sort()).toEqual([1, 2]);
+    expect(mostInAWindow(ran)).toBeLessThanOrEqual(LIMIT);
+    expect(mostAtOnce(ran)).toBeLessThanOrEqual(CAP);
+  });
+
+  it('the root restarted mid-run keeps its ledger', async () => {
+    const name = await treeBucket();
+    const root = bucket(name);
+    const ran: Ran[] = [];
+    const first = [...runCalls(bucket(`${name}@weur`), 6, ran), ...runCalls(bucket(`${name}@eeur`), 6, ran)];
+    await waitFor(() => ran.length >= 3, 20_000, 'three calls to end');
+    const leasesBefore = [...(await treeRows(root)).keys()].filter((key) => key.startsWith('ledger/lease:'));
+    expect(leasesBefore.length).toBeGreaterThan(0);
+    await abortObject(root);
+    await settleAll(first);
+    await settleAll([...runCalls(bucket(`${name}@weur`), 4, ran), ...runCalls(bucket(`${name}@eeur`), 4, ran)]);
+    // The restored ledger counted every lease out before the restart: no
+    // window over the limit, and no lease id lent twice.
+    expect(mostInAWindow(ran)).toBeLessThanOrEqual(LIMIT);
+    expect(mostAtOnce(ran)).toBeLessThanOrEqual(CAP);
+    const next = JSON.parse((await treeRows(bucket(name))).get('ledger/next')!) as { nextLeaseId: number };
+    const lentBefore = leasesBefore.map((key) => Number(key.slice('ledger/lease:'.length)));
+    expect(next.nextLeaseId).toBeGreaterThan(Math.max(...lentBefore));
+  });
+
+  it('refuses an invalid tree config naming the field, storing nothing', async () => {
+    const cases: [LimiterConfig['tree'], RegExp][] = [
+      [{ leaseMs: 0 }, /tree\.leaseMs must be an integer between 1 and/],
+      [{ whenShort: 'later' as 'floor' }, /tree\.whenShort must be "failClosed", "floor" or "failOpen"/],
+      [
+        { floors: { weur: { units: { bucket: 5 } }, eeur: { units: { bucket: 5 } } } },
+        /tree\.floors reserve 10 units of window bucket, above its limit 6/,
+      ],
+      [
+        { floors: { weur: { units: { tpm: 1 } } } },
+        /tree\.floors\.weur\.units names window "tpm", which this config does not have/,
+      ],
+      [{ floors: { 'West Europe': {} } }, /tree\.floors has the key "West Europe", which is not a region/],
+      [{ whenShort: 'floor' }, /tree\.whenShort is "floor", but tree\.floors reserves nothing/],
+      [{ speed: 1 } as LimiterConfig['tree'], /unknown key "speed" in tree/],
+    ];
+    for (const [tree, message] of cases) {
+      const name = uniqueName('tree-invalid');
+      const error = await rejection(bucket(name).configure(name, { ...TREE, tree }));
+      expect(error.message).toMatch(/^\[drl:invalid-config\]/);
+      expect(error.message).toMatch(message);
+      expect(await tablesOf(name)).toEqual([]);
+    }
+  });
+
+  it('keeps its config at the root: a child refuses configure, the root refuses ending the tree', async () => {
+    const name = await treeBucket();
+    const child = bucket(`${name}@weur`);
+    await settleAll(runCalls(child, 1, []));
+    const configure = await rejection(child.configure(`${name}@weur`, TREE));
+    expect(configure.message).toMatch(/^\[drl:invalid-argument\] configure was sent to .*a child of the lease tree/);
+    const reconfigure = await rejection(child.reconfigure({ concurrency: 1 }));
+    expect(reconfigure.message).toMatch(/^\[drl:invalid-argument\] reconfigure was sent to /);
+    const ending = await rejection(bucket(name).reconfigure({ tree: null }));
+    expect(ending.message).toMatch(/^\[drl:invalid-config\] tree: this bucket runs as a lease tree/);
+    // Limits may change; the ledger lends under the new ones.
+    expect((await bucket(name).reconfigure({ bucket: { limitPerWindow: 3 } })).limit).toBe(3);
+  });
+
+  it('refuses a malformed exchange naming the field', async () => {
+    const name = await treeBucket();
+    const root = bucket(name);
+    const seq = await rejection(root.leaseExchange('{"child":1,"incarnation":1,"seq":"x"}'));
+    expect(seq.message).toMatch(/^\[drl:invalid-argument\] exchange\.seq must be an integer/);
+    const notText = await rejection(root.leaseExchange(42 as unknown as string));
+    expect(notText.message).toMatch(/^\[drl:invalid-argument\] leaseExchange\(text\): text must be a string/);
+    const huge = await rejection(root.leaseExchange(' '.repeat((1 << 20) + 1)));
+    expect(huge.message).toMatch(/at most 1048576 characters/);
+    // A bucket without a tree has no ledger to ask.
+    const plain = uniqueName('plain');
+    await bucket(plain).configure(plain, { bucket: { limitPerWindow: 5, windowInMs: 1000 }, concurrency: 1 });
+    const noTree = await rejection(bucket(plain).leaseExchange('{"child":1,"incarnation":1,"seq":1}'));
+    expect(noTree.message).toMatch(/^\[drl:misconfigured\] .* is not a tree root/);
+    // Nor has it children: <plain>@weur is an unconfigured object, as before trees.
+    const orphan = await rejection(bucket(`${plain}@weur`).stats());
+    expect(orphan.message).toContain('[drl:no-such-limiter]');
+  });
+});

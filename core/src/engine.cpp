@@ -30,7 +30,28 @@ Status lease_windows_kept(const internal::Scheduler& s, const ParsedConfig& pars
   }
   const size_t held = s.lease->holder().windows();
   const size_t given = parsed.config.windows.size() + 1;
-  if (held == given) return Status::success();
+  if (held == given) {
+    // Nor their lengths: the root counts every unit it lent for the window
+    // it lent it under, and a longer window would outlast those counts.
+    for (const internal::Window& w : s.windows) {
+      int64_t ms = parsed.config.bucket.window_ms;
+      for (const WindowConfig& wc : parsed.config.windows) {
+        if (wc.name == w.name) ms = wc.window_ms;
+      }
+      if (w.name != kPrimaryWindow && std::none_of(parsed.config.windows.begin(), parsed.config.windows.end(),
+                                                   [&](const WindowConfig& wc) { return wc.name == w.name; })) {
+        continue;  // renamed: the count check above is the one that applies
+      }
+      if (ms != w.ms) {
+        return Error::make(
+            ErrorCode::InvalidConfig, ErrorKind::RangeError,
+            "this bucket runs as a lease tree, whose window lengths cannot change while it runs (" +
+                (w.name == kPrimaryWindow ? std::string("bucket.windowInMs") : "windows." + w.name + ".windowInMs") +
+                " is " + std::to_string(w.ms) + ", the config gives " + std::to_string(ms) + "): serve a new bucket");
+      }
+    }
+    return Status::success();
+  }
   return Error::make(ErrorCode::InvalidConfig, ErrorKind::RangeError,
                      "this engine is a lease child counting " + std::to_string(held) +
                          " windows, the root's; the config has " + std::to_string(given) +

@@ -122,4 +122,8 @@ TEST_CASE("an engine made a tree child keeps its tree", "[tree]") {
   const auto dropped = e.reconfigure(R"({"tree":null})", 2);
   REQUIRE(!dropped.ok());
   CHECK(dropped.error().message.find("[drl:invalid-config] tree:") == 0);
+  // Nor a window's length: the root counted what it lent under the old one.
+  const auto longer = e.reconfigure(R"({"bucket":{"windowInMs":2000}})", 3);
+  REQUIRE(!longer.ok());
+  CHECK(longer.error().message.find("bucket.windowInMs is 1000, the config gives 2000") != std::string::npos);
 }

@@ -34,21 +34,22 @@ Status lease_windows_kept(const internal::Scheduler& s, const ParsedConfig& pars
     // Nor their lengths: the root counts every unit it lent for the window
     // it lent it under, and a longer window would outlast those counts.
     for (const internal::Window& w : s.windows) {
-      int64_t ms = parsed.config.bucket.window_ms;
-      for (const WindowConfig& wc : parsed.config.windows) {
-        if (wc.name == w.name) ms = wc.window_ms;
+      const bool primary = w.name == kPrimaryWindow;
+      const auto named = std::find_if(parsed.config.windows.begin(), parsed.config.windows.end(),
+                                      [&](const WindowConfig& wc) { return wc.name == w.name; });
+      if (!primary && named == parsed.config.windows.end()) {
+        return Error::make(ErrorCode::InvalidConfig, ErrorKind::RangeError,
+                           "this bucket runs as a lease tree, whose windows cannot change while it runs (the config "
+                           "has no window " +
+                               w.name + "): serve a new bucket");
       }
-      if (w.name != kPrimaryWindow && std::none_of(parsed.config.windows.begin(), parsed.config.windows.end(),
-                                                   [&](const WindowConfig& wc) { return wc.name == w.name; })) {
-        continue;  // renamed: the count check above is the one that applies
-      }
-      if (ms != w.ms) {
-        return Error::make(
-            ErrorCode::InvalidConfig, ErrorKind::RangeError,
-            "this bucket runs as a lease tree, whose window lengths cannot change while it runs (" +
-                (w.name == kPrimaryWindow ? std::string("bucket.windowInMs") : "windows." + w.name + ".windowInMs") +
-                " is " + std::to_string(w.ms) + ", the config gives " + std::to_string(ms) + "): serve a new bucket");
-      }
+      const int64_t ms = primary ? parsed.config.bucket.window_ms : named->window_ms;
+      if (ms == w.ms) continue;
+      return Error::make(ErrorCode::InvalidConfig, ErrorKind::RangeError,
+                         "this bucket runs as a lease tree, whose window lengths cannot change while it runs (" +
+                             (primary ? std::string("bucket.windowInMs") : "windows." + w.name + ".windowInMs") +
+                             " is " + std::to_string(w.ms) + ", the config gives " + std::to_string(ms) +
+                             "): serve a new bucket");
     }
     return Status::success();
   }

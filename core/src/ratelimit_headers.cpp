@@ -14,6 +14,7 @@ namespace drl {
 namespace {
 
 using internal::days_from_civil;
+using internal::kMsPerDay;
 using internal::days_in_month;
 using internal::is_digit;
 
@@ -27,7 +28,6 @@ constexpr int64_t kEpochMsThreshold = 1'000'000'000'000;
 constexpr int64_t kEpochSecondsThreshold = 1'000'000'000;
 // A response states a handful of IETF policies; more is noise, and bounds the output.
 constexpr std::size_t kMaxIetfPolicies = 8;
-constexpr int64_t kMsPerDay = 86'400'000;
 
 constexpr std::string_view kDefault = "default";
 

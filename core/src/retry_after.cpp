@@ -9,6 +9,7 @@ namespace drl {
 namespace {
 
 using internal::days_from_civil;
+using internal::kMsPerDay;
 using internal::days_in_month;
 using internal::is_digit;
 using internal::is_leap_year;
@@ -16,7 +17,6 @@ using internal::is_ows;
 using internal::trim_ows;
 
 constexpr int64_t kMsPerSecond = 1000;
-constexpr int64_t kMsPerDay = 86'400'000;
 
 // delay-seconds, extended with an optional decimal fraction. Scans the whole
 // value even once saturated, so "9999...9x" is still rejected.

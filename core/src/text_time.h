@@ -55,6 +55,8 @@ inline int days_in_month(int64_t year, int month) {
   return month == 2 && is_leap_year(year) ? 29 : kDays[month - 1];
 }
 
+constexpr int64_t kMsPerDay = 86'400'000;
+
 // Howard Hinnant's days_from_civil: days since 1970-01-01 in the proleptic
 // Gregorian calendar, exact for negative years too.
 inline int64_t days_from_civil(int64_t year, int month, int day) {

@@ -34,6 +34,9 @@ struct StringMaker<drl::Action> {
       case drl::ActionKind::Reject:
         out << "Reject{" << a.ticket << ", " << drl::error_code_id(a.code) << ", status " << a.status << "}";
         break;
+      case drl::ActionKind::Exchange:
+        out << "Exchange{}";
+        break;
     }
     return out.str();
   }

@@ -1852,6 +1852,10 @@ class Runner {
           c.state = HostState::Settled;
           ++result_.settled;
           break;
+        case ActionKind::Exchange:
+          // Only a lease tree's child asks its root for leases.
+          fail("an Exchange action from an engine outside a lease tree");
+          break;
       }
     }
     if (started && inspect(engine_).forced_until() > now) fail("a take started while a penalty was active");

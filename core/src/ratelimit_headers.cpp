@@ -14,9 +14,9 @@ namespace drl {
 namespace {
 
 using internal::days_from_civil;
-using internal::kMsPerDay;
 using internal::days_in_month;
 using internal::is_digit;
+using internal::kMsPerDay;
 
 // Past any real quota or count; also keeps every ms/us product below 2^63.
 constexpr int64_t kMaxValue = 1'000'000'000'000'000;  // 1e15

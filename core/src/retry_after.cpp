@@ -9,11 +9,11 @@ namespace drl {
 namespace {
 
 using internal::days_from_civil;
-using internal::kMsPerDay;
 using internal::days_in_month;
 using internal::is_digit;
 using internal::is_leap_year;
 using internal::is_ows;
+using internal::kMsPerDay;
 using internal::trim_ows;
 
 constexpr int64_t kMsPerSecond = 1000;

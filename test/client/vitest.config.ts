@@ -1,5 +1,6 @@
 import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
 import { defineConfig } from 'vitest/config';
+import { TEST_FILE_WORKERS } from '../shared/pool.ts';
 
 // The client's tests, inside workerd, against the real object.
 export default defineConfig({
@@ -17,5 +18,6 @@ export default defineConfig({
   test: {
     include: ['test/client/**/*.test.ts'],
     testTimeout: 60_000,
+    maxWorkers: TEST_FILE_WORKERS,
   },
 });

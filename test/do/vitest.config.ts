@@ -1,5 +1,6 @@
 import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
 import { defineConfig } from 'vitest/config';
+import { TEST_FILE_WORKERS } from '../shared/pool.ts';
 import { DECLARED_LIMITS } from './declared-limits.ts';
 
 // A second application in its own isolate. The test hands it a function that
@@ -52,5 +53,6 @@ export default defineConfig({
   test: {
     include: ['test/do/**/*.test.ts'],
     testTimeout: 60_000,
+    maxWorkers: TEST_FILE_WORKERS,
   },
 });

@@ -1,5 +1,5 @@
 /** The readable form of /stats: one row per bucket, and one line per window under a bucket that counts several. */
-import type { WindowStats } from '../shim/envelope.ts';
+import type { TreeUnits, WindowStats } from '../shim/envelope.ts';
 import { count, duration } from '../shim/format.ts';
 import { windowLimit, windowsOf, type AnyLimiterStats } from './windows.ts';
 
@@ -105,6 +105,11 @@ export function statsTable(buckets: Record<string, AnyLimiterStats>): string {
       ];
     });
   if (rows.length === 0) return 'No bucket is configured yet: run `npx durable-rate-limiter configure`.';
+  return aligned(header, rows);
+}
+
+/** Rows of cells as text columns, two spaces apart. */
+function aligned(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
   return [header, ...rows]
     .map((cells) =>
@@ -114,6 +119,46 @@ export function statsTable(buckets: Record<string, AnyLimiterStats>): string {
         .trimEnd(),
     )
     .join('\n');
+}
+
+/**
+ * Each lease tree's children as its root counts them (stats' `tree`, see
+ * docs/leases.md): one table per tree, a row per child with the primary
+ * window's units (held in running leases, used, lapsed, wanted), its slots,
+ * and its exchanges with the root; a line per extra window under it. Empty
+ * when no bucket is a tree.
+ *
+ * @example
+ * treeTables({ 'chat-api': stats });
+ * // ['chat-api: a lease tree, 5/6 counted (bucket), slots 1/2\nregion  held  used  ...']
+ */
+export function treeTables(buckets: Record<string, AnyLimiterStats>): string[] {
+  const header = ['region', 'held', 'used', 'lapsed', 'wanted', 'slots', 'exchanges', 'per min', 'last'];
+  const tables: string[] = [];
+  for (const [name, s] of Object.entries(buckets).sort(([a], [b]) => a.localeCompare(b))) {
+    const tree = s.tree;
+    if (tree?.role !== 'root') continue;
+    const rows = tree.children.flatMap((c) => {
+      const [primary, ...extra] = c.windows;
+      const units = (w: TreeUnits) => [String(w.held), String(w.used), String(w.lapsed), String(w.wanted)];
+      return [
+        [
+          c.region,
+          ...(primary ? units(primary) : ['-', '-', '-', '-']),
+          `${c.slots.held + c.slots.used + c.slots.lapsed}`,
+          String(c.exchanges),
+          String(c.exchangesPerMinute),
+          c.lastExchangeAt === null ? '-' : `${Math.max(0, Math.round((s.now - c.lastExchangeAt) / 1000))} s ago`,
+        ],
+        ...extra.map((w) => [`  · ${w.name}`, ...units(w)]),
+      ];
+    });
+    const counted = tree.windows.map((w) => `${w.counted}/${w.limit} counted (${w.name})`).join(', ');
+    tables.push(
+      `${name}: a lease tree, ${counted}, slots ${tree.slots.counted}/${tree.slots.limit}\n${aligned(header, rows)}`,
+    );
+  }
+  return tables;
 }
 
 /** A time of day in UTC to the second, as a log line starts: 2026-12-01T22:01:37Z. */

@@ -487,6 +487,59 @@ export interface LimiterStats {
    * the first release.
    */
   releaseLag: { samples: number; p50: number | null; p99: number | null; max: number | null; allowance: number };
+  /**
+   * This object's part in a lease tree (docs/leases.md); absent when the
+   * bucket is not one. The root shows the whole bucket and every child; a
+   * child names its root (its own windows above are what it admitted).
+   */
+  tree?: TreeStats;
+}
+
+/** LimiterStats.tree: the root's view of the whole bucket, or a child's place in it. */
+export type TreeStats =
+  | {
+      role: 'root';
+      /** Per window: what the root counts against the limit now, across every child. */
+      windows: { name: string; limit: number; counted: number }[];
+      /** The same for concurrency slots. */
+      slots: { limit: number; counted: number };
+      /** Every child the root knows, its own engine (region `root`) included. */
+      children: TreeChildStats[];
+    }
+  | { role: 'child'; root: string; region: string };
+
+/**
+ * One child as its root counts it now. In each window and in `slots`,
+ * everything counted for the child is `held + used + lapsed`; `granted`,
+ * `returned`, `reportedUsed`, `exchanges` and the rate count from the root's
+ * last start (in memory only).
+ */
+export interface TreeChildStats {
+  region: string;
+  /** Bumped at each of the child's starts. */
+  incarnation: number;
+  windows: (TreeUnits & { name: string; reportedUsed: number })[];
+  slots: TreeUnits;
+  /** Exchanges with the root (each a new request; resends not counted). */
+  exchanges: number;
+  /** Exchanges a minute, between its first and latest seen. */
+  exchangesPerMinute: number;
+  lastExchangeAt: number | null;
+}
+
+/** A child's units of one window (or its slots), as TreeChildStats counts them. */
+export interface TreeUnits {
+  /** In its running leases, not returned. */
+  held: number;
+  /** Reported used (slots: calls still running), until they leave the window. */
+  used: number;
+  /** In leases that ended without a report, or from before the child restarted: counted until the window passes. */
+  lapsed: number;
+  /** What it last asked for and was not granted (0 once the root forgets an idle child's demand). */
+  wanted: number;
+  granted: number;
+  /** Returned unused, or left over when a lease closed. */
+  returned: number;
 }
 
 /** One window in LimiterStats. */

@@ -9,7 +9,7 @@ import { readStats } from '../admin-client.ts';
 import { DECLARATION_VAR, declareLimits } from '../declaration.ts';
 import { CliError } from '../errors.ts';
 import { saveLimits } from '../limits-file.ts';
-import { learnedNotes, statsLine, statsTable } from '../stats-table.ts';
+import { learnedNotes, statsLine, statsTable, treeTables } from '../stats-table.ts';
 import type { Ui } from '../ui.ts';
 import { resolveTarget, shown, type TargetOptions } from './target.ts';
 
@@ -45,6 +45,7 @@ export async function statsCommand(
     (r) => `${Object.keys(r.buckets).length} bucket(s)`,
   );
   ui.note(statsTable(buckets), 'Live buckets');
+  for (const table of treeTables(buckets)) ui.note(table, 'Lease tree: each child as its root counts it');
   // What the upstream's own headers say where it disagrees with the config (buckets with `learn`).
   for (const note of learnedNotes(buckets)) ui.warn(note);
   if (pruned?.length) ui.warn(`Pruned names with no bucket behind them: ${pruned.join(', ')}`);
@@ -141,7 +142,7 @@ async function watchStats(ui: Ui, options: TargetOptions & { json: boolean }, in
       if (options.json) out.write(`${JSON.stringify({ at, ...answer })}\n`);
       else if (!tty) out.write(`${statsLine(answer.buckets, at)}\n`);
       else {
-        last = [statsTable(answer.buckets), ...notesOf(answer)];
+        last = [statsTable(answer.buckets), ...treeTables(answer.buckets), ...notesOf(answer)];
         frame([
           `Live buckets at ${new Date(at).toISOString().slice(11, 19)} UTC, ${every} (Ctrl-C to stop)`,
           '',

@@ -222,13 +222,23 @@ bool Ledger::apply_close(const LeaseClose& close, const Exchange& ex, LeaseMilli
   const auto dated = [&](LeaseMillis age) {
     return std::min(now - age + config_.clocks.dating_margin(), lease.end_at);
   };
+  ChildTally& t = tally(ex.child, now);
   lease.closed = true;
   lease.uses.assign(n, {});
   for (size_t k = 0; k < n && k < close.uses.size(); ++k) {
     for (const UseGroup& g : close.uses[k]) {
       if (g.amount > 0) lease.uses[k].push_back({dated(g.age_ms), g.amount});
+      t.used[k] += std::max<int64_t>(0, g.amount);
     }
   }
+  // What was leased and neither returned before nor used comes back now.
+  for (size_t k = 0; k < n; ++k) {
+    int64_t used = 0;
+    for (const DatedUse& u : lease.uses[k]) used += u.amount;
+    t.returned[k] += std::max<int64_t>(0, lease.units[k] - lease.returned[k] - used);
+  }
+  t.returned[n] +=
+      std::max<int64_t>(0, lease.slots - lease.slots_returned - static_cast<int64_t>(close.running_ages.size()));
   lease.running_at.clear();
   for (LeaseMillis age : close.running_ages) lease.running_at.push_back(dated(age));
   lease.returned.assign(n, 0);
@@ -246,14 +256,16 @@ bool Ledger::apply_return(const LeaseReturn& ret, const Exchange& ex, std::vecto
   LeaseRow& lease = it->second;
   if (lease.child != ex.child || lease.incarnation != ex.incarnation || lease.closed) return false;
   bool changed = false;
+  ChildTally& t = tally(ex.child, now_);
   // Cumulative: the largest seen wins, so a duplicate or an older return
   // changes nothing; never more than was leased.
   for (size_t k = 0; k < ret.units.size(); ++k) {
     const int64_t v = std::min(ret.units[k], lease.units[k]);
-    if (v > lease.returned[k]) lease.returned[k] = v, changed = true;
+    if (v > lease.returned[k]) t.returned[k] += v - lease.returned[k], lease.returned[k] = v, changed = true;
   }
   const int64_t s = std::min(ret.slots, lease.slots);
-  if (s > lease.slots_returned) lease.slots_returned = s, changed = true;
+  if (s > lease.slots_returned)
+    t.returned[windows()] += s - lease.slots_returned, lease.slots_returned = s, changed = true;
   if (changed) {
     LedgerWrite w;
     w.kind = LedgerWrite::Kind::kPutLease;
@@ -388,6 +400,8 @@ LeaseGrant Ledger::decide(const Exchange& ex, ChildRow& row, LeaseMillis now, st
   lease.units.assign(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(n));
   lease.slots = got[n];
   lease.returned.assign(n, 0);
+  ChildTally& t = tally(ex.child, now);
+  for (size_t k = 0; k <= n; ++k) t.granted[k] += got[k];
   g.lease_id = lease.lease_id;
   g.units = lease.units;
   g.slots = lease.slots;
@@ -419,6 +433,57 @@ LeaseGrant Ledger::decide(const Exchange& ex, ChildRow& row, LeaseMillis now, st
   writes.push_back(std::move(nw));
   rows_.leases.emplace(lease.lease_id, std::move(lease));
   return g;
+}
+
+ChildTally& Ledger::tally(uint64_t child, LeaseMillis now) {
+  ChildTally& t = tallies_[child];
+  if (t.exchanges == 0 && t.first_at == 0) t.first_at = now;
+  t.last_at = std::max(t.last_at, now);
+  const size_t dims = windows() + 1;
+  if (t.granted.size() != dims) t.granted.resize(dims), t.returned.resize(dims), t.used.resize(dims);
+  return t;
+}
+
+std::vector<ChildView> Ledger::children(LeaseMillis now) const {
+  now = std::max(now, now_);
+  const size_t n = windows();
+  std::map<uint64_t, ChildView> views;
+  const auto view = [&](uint64_t child) -> ChildView& {
+    ChildView& v = views[child];
+    if (v.held.empty()) {
+      v.child = child;
+      v.held.assign(n + 1, 0), v.used.assign(n + 1, 0), v.lapsed.assign(n + 1, 0), v.wanted.assign(n + 1, 0);
+    }
+    return v;
+  };
+  for (const auto& [id, row] : rows_.children) {
+    ChildView& v = view(id);
+    v.incarnation = row.incarnation;
+    if (row.demand_at + config_.demand_ttl_ms <= now) continue;  // forgotten, as fair_share forgets it
+    for (const DemandLevel& d : row.demand) {
+      for (size_t k = 0; k <= n; ++k) v.wanted[k] += want(d, k, n);
+    }
+  }
+  for (const auto& entry : rows_.leases) {
+    const LeaseRow& lease = entry.second;  // named: a lambda cannot capture a structured binding in C++17
+    ChildView& v = view(lease.child);
+    const bool superseded = lease.incarnation < v.incarnation;
+    for_each_interval(lease, [&](size_t k, LeaseMillis end, int64_t amount) {
+      if (end <= now || amount <= 0) return;
+      if (lease.closed) {
+        v.used[k] += amount;
+      } else if (superseded || lease.end_at <= now) {
+        v.lapsed[k] += amount;
+      } else {
+        v.held[k] += amount;
+      }
+    });
+  }
+  for (const auto& [id, t] : tallies_) view(id).tally = t;
+  std::vector<ChildView> out;
+  out.reserve(views.size());
+  for (auto& [id, v] : views) out.push_back(std::move(v));
+  return out;
 }
 
 ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
@@ -465,6 +530,7 @@ ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
     return result;
   }
   row.last_seq = ex.seq;
+  ++tally(ex.child, now).exchanges;
   row.last_reply = decide(ex, row, now, result.writes);
   result.reply = row.last_reply;
   // Not stored: a resent reply carries what is left when it is resent.

@@ -146,6 +146,29 @@ struct ExchangeResult {
   std::optional<PenaltyNotice> notice;  // send to every other child now (not after the writes)
 };
 
+// What the ledger has seen of one child since it started, for stats. In
+// memory only: a restarted root counts from zero again.
+struct ChildTally {
+  LeaseMillis first_at = 0;  // its first exchange this ledger answered
+  LeaseMillis last_at = 0;   // its latest
+  uint64_t exchanges = 0;    // exchanges with a new seq
+  // Per window, then slots: granted in leases, returned unused, and (per
+  // window) the uses its closes reported.
+  std::vector<int64_t> granted, returned, used;
+};
+
+// One child as the root counts it at a moment (stats), per window, then
+// slots. Everything the ledger counts for it is held + used + lapsed.
+struct ChildView {
+  uint64_t child = 0;
+  uint64_t incarnation = 0;
+  std::vector<int64_t> held;    // in leases still running, not returned
+  std::vector<int64_t> used;    // reported used (slots: still running), until they leave the window
+  std::vector<int64_t> lapsed;  // in leases that ended unreported, or of an incarnation before its restart
+  std::vector<int64_t> wanted;  // its latest demand, less what it was granted since (none once forgotten)
+  ChildTally tally;
+};
+
 class Ledger {
  public:
   explicit Ledger(LedgerConfig config);
@@ -162,6 +185,8 @@ class Ledger {
   LeaseMillis penalty_left(LeaseMillis now) const;
   // Units of window k (k == windows: slots) counted at `now`.
   int64_t occupancy(size_t k, LeaseMillis now) const;
+  // Every child the ledger knows (its rows) or heard from since it started.
+  std::vector<ChildView> children(LeaseMillis now) const;
   const LedgerRows& rows() const { return rows_; }
   const LedgerConfig& config() const { return config_; }
 
@@ -180,8 +205,11 @@ class Ledger {
   int64_t fair_share(size_t k, uint64_t child, int64_t free, LeaseMillis now) const;
   void prune(LeaseMillis now, std::vector<LedgerWrite>& writes);
 
+  ChildTally& tally(uint64_t child, LeaseMillis now);
+
   LedgerConfig config_;
   LedgerRows rows_;
+  std::map<uint64_t, ChildTally> tallies_;
   LeaseMillis now_ = 0;
   // The latest-ending penalty reported: at penalty_at_ (a reading), at most
   // penalty_ms_ real ms remained. In memory only: a restarted root learns it

@@ -263,6 +263,15 @@ uint64_t region_child_id(std::string_view region) {
   return id;
 }
 
+std::string child_region(uint64_t id) {
+  std::string region;
+  for (; id > 0; id /= 37) {
+    const uint64_t digit = id % 37;
+    region += digit == 0 ? '?' : digit <= 26 ? static_cast<char>('a' + digit - 1) : static_cast<char>('0' + digit - 27);
+  }
+  return region;
+}
+
 LedgerConfig tree_ledger_config(const Config& config) {
   LedgerConfig c;
   c.windows_ms.push_back(config.bucket.window_ms);

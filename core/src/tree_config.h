@@ -50,6 +50,8 @@ nlohmann::ordered_json tree_json(const TreeConfig& tree);
 // The child id of a region (valid_region, or kRootRegion): its letters and
 // digits as the digits 1-36 of a number in base 37, the first the lowest.
 uint64_t region_child_id(std::string_view region);
+// Its inverse: the region whose child id is `id` ("" for 0).
+std::string child_region(uint64_t id);
 
 // The root's ledger, from a config whose tree is enabled.
 LedgerConfig tree_ledger_config(const Config& config);

@@ -766,6 +766,47 @@ DRL_EXPORT(drl_ledger_exchange) int drl_ledger_exchange(int h, int len, double n
   return static_cast<int>(g_out.size());
 }
 
+// Every child the ledger knows, as the root counts it at `now` (ledger.h,
+// ChildView), in the out buffer: a JSON array of
+//   {"region", "incarnation", "windows": [per window], "slots": {...},
+//    "exchanges", "exchangesPerMinute", "lastExchangeAt"}
+// where a window and the slots are {"held", "used", "lapsed", "wanted",
+// "granted", "returned"} (granted and returned: since the ledger started)
+// and a window also has "reportedUsed" (the same).
+DRL_EXPORT(drl_ledger_children) int drl_ledger_children(int h, double now) {
+  auto* l = ledger(h);
+  if (!l) return kBadHandle;
+  const drl::internal::LeaseMillis at = to_ms(now);
+  nlohmann::json out = nlohmann::json::array();
+  for (const drl::internal::ChildView& v : l->ledger.children(at)) {
+    const drl::internal::ChildTally& t = v.tally;
+    const auto dim = [&](size_t k) {
+      const auto of = [&](const std::vector<int64_t>& xs) { return k < xs.size() ? xs[k] : 0; };
+      return nlohmann::json{{"held", of(v.held)},     {"used", of(v.used)},       {"lapsed", of(v.lapsed)},
+                            {"wanted", of(v.wanted)}, {"granted", of(t.granted)}, {"returned", of(t.returned)}};
+    };
+    nlohmann::json windows = nlohmann::json::array();
+    const size_t n = v.held.size() - 1;
+    for (size_t k = 0; k < n; ++k) {
+      nlohmann::json w = dim(k);
+      w["reportedUsed"] = k < t.used.size() ? t.used[k] : 0;
+      windows.push_back(std::move(w));
+    }
+    // Exchanges a minute over what the ledger saw of it (none: 0).
+    const double span = static_cast<double>(t.last_at - t.first_at);
+    const double rate = t.exchanges < 2 || span <= 0 ? 0 : static_cast<double>(t.exchanges - 1) * 60000.0 / span;
+    out.push_back({{"region", drl::internal::child_region(v.child)},
+                   {"incarnation", v.incarnation},
+                   {"windows", std::move(windows)},
+                   {"slots", dim(n)},
+                   {"exchanges", t.exchanges},
+                   {"exchangesPerMinute", std::round(rate * 10) / 10},
+                   {"lastExchangeAt", t.exchanges > 0 ? nlohmann::json(t.last_at) : nlohmann::json(nullptr)}});
+  }
+  g_out = out.dump();
+  return static_cast<int>(g_out.size());
+}
+
 // Units of window k (k == the number of windows: slots) the ledger counts at `now`.
 DRL_EXPORT(drl_ledger_occupancy) double drl_ledger_occupancy(int h, int k, double now) {
   auto* l = ledger(h);

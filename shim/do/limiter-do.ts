@@ -24,6 +24,7 @@ import {
   type LimiterHistoryInterval,
   type LimiterPing,
   type LimiterStats,
+  type TreeStats,
 } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { ROOT_REGION } from '../limits.ts';
@@ -287,9 +288,9 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   stats(): Promise<LimiterStats> {
     return later(async () => {
       if (!this.#declarationDone) await this.#declarationReady();
-      const stats = this.#host.run(() => this.#engine.stats(Date.now()));
+      const stats = this.#host.run(() => this.#engine.stats(Date.now())) as unknown as Omit<LimiterStats, 'name'>;
       this.#host.flush();
-      return { name: this.#name, ...stats } as unknown as LimiterStats;
+      return { name: this.#name, ...stats, ...this.#treeStats(stats) };
     });
   }
 
@@ -454,6 +455,15 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   }
 
   /** configure and reconfigure belong to the root: a child runs on its config. */
+  /** stats' `tree`: the root's whole-bucket view, a child's place, or nothing. */
+  #treeStats(stats: Omit<LimiterStats, 'name'>): { tree?: TreeStats } {
+    if (this.#treeChild && this.#treeJoined) {
+      return { tree: { role: 'child', root: this.#treeChild.bucket, region: this.#treeChild.region } };
+    }
+    if (!this.#treeRoot) return {};
+    return { tree: this.#treeRoot.stats(stats.windows, stats.effective.concurrency) };
+  }
+
   #refuseOnTreeChild(what: string): void {
     if (!this.#treeChild || !this.#treeJoined) return;
     throw new RangeError(

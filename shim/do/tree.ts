@@ -7,6 +7,7 @@
  * stores, restores and carries text.
  */
 import type { Core, LeaseLedger, LeaseLedgerWrite } from '../engine/loader.ts';
+import type { TreeStats } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { describe } from '../rules.ts';
 
@@ -185,6 +186,23 @@ export class TreeRoot {
   /** Units of window k (k = the number of windows: slots) the ledger counts now. */
   occupancy(k: number): number {
     return this.#ledger.occupancy(k, Date.now());
+  }
+
+  /**
+   * The whole bucket as the ledger counts it now, and every child: what
+   * stats shows under `tree`. `windows` are the bucket's, in its order.
+   */
+  stats(windows: readonly { name: string; limit: number }[], concurrency: number): TreeStats {
+    const now = Date.now();
+    return {
+      role: 'root',
+      windows: windows.map((w, k) => ({ name: w.name, limit: w.limit, counted: this.#ledger.occupancy(k, now) })),
+      slots: { limit: concurrency, counted: this.#ledger.occupancy(windows.length, now) },
+      children: this.#ledger.children(now).map((child) => ({
+        ...child,
+        windows: child.windows.map((w, k) => ({ name: windows[k]?.name ?? String(k), ...w })),
+      })),
+    };
   }
 
   free(): void {

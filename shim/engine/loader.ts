@@ -14,7 +14,7 @@
  * const out = engine.drain(); // apply its writes, then act (see EngineOutput)
  */
 
-import type { LimiterHistoryInterval } from '../envelope.ts';
+import type { LimiterHistoryInterval, TreeChildStats } from '../envelope.ts';
 import type { ErrorId } from '../error-ids.ts';
 import { ERROR_ID_BY_CODE, EngineOutput, NEEDS_NAMES, NEEDS_TEXTS } from './output.ts';
 
@@ -201,6 +201,7 @@ interface CoreExports {
   drl_ledger_restore_end(h: number, now: number): number;
   drl_ledger_exchange(h: number, len: number, now: number): number;
   drl_ledger_occupancy(h: number, k: number, now: number): number;
+  drl_ledger_children(h: number, now: number): number;
 }
 
 /**
@@ -261,6 +262,11 @@ export interface LeaseLedgerResult {
   error: string;
   writes: LeaseLedgerWrite[];
 }
+
+/** One child as the ledger counts it (core/wasm/abi.cpp, drl_ledger_children): its windows by index. */
+export type LeaseLedgerChild = Omit<TreeChildStats, 'windows'> & {
+  windows: Omit<TreeChildStats['windows'][number], 'name'>[];
+};
 
 const ERROR_KINDS = [Error, TypeError, RangeError] as const;
 // Rows per restore chunk: 64 KiB of doubles, so restoring a full log never
@@ -848,6 +854,12 @@ export class LeaseLedger {
   /** Units of window k (k = the number of windows: slots) counted at `now`. */
   occupancy(k: number, now: number): number {
     return this.#core.exports.drl_ledger_occupancy(this.#h, k, now);
+  }
+
+  /** Every child the ledger knows, as it counts them at `now` (windows by index: the bucket's order). */
+  children(now: number): LeaseLedgerChild[] {
+    this.#core.check(this.#core.exports.drl_ledger_children(this.#h, now));
+    return JSON.parse(this.#core.outString()) as LeaseLedgerChild[];
   }
 
   free(): void {

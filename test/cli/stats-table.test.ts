@@ -4,7 +4,7 @@
 // own used, remaining, "full again" and debt, and stats from an object older
 // than windows (no `windows`, no `units`) read as one window.
 import { describe, expect, it } from 'vitest';
-import { learnedNotes, statsLine, statsTable } from '../../cli/stats-table.ts';
+import { learnedNotes, statsLine, statsTable, treeTables } from '../../cli/stats-table.ts';
 import type { AnyLimiterStats } from '../../cli/windows.ts';
 import type { WindowStats } from '../../shim/envelope.ts';
 
@@ -241,5 +241,75 @@ describe('the stats line', () => {
         'read-api: 3/60 per 1 min, running 1/5, queued 0, penalty -',
     );
     expect(statsLine({}, NOW)).toBe(`${new Date(NOW).toISOString().slice(0, 19)}Z  no bucket is configured yet`);
+  });
+});
+
+describe('treeTables', () => {
+  const units = (held: number, used: number, lapsed = 0, wanted = 0) => ({
+    held,
+    used,
+    lapsed,
+    wanted,
+    granted: held + used + lapsed,
+    returned: 0,
+  });
+
+  it("shows each child of a tree's root, with its extra windows under it, and nothing for other buckets", () => {
+    const root = stats({
+      tree: {
+        role: 'root',
+        windows: [
+          { name: 'bucket', limit: 60, counted: 9 },
+          { name: 'tpm', limit: 1000, counted: 400 },
+        ],
+        slots: { limit: 5, counted: 2 },
+        children: [
+          {
+            region: 'weur',
+            incarnation: 2,
+            windows: [
+              { name: 'bucket', ...units(4, 3), reportedUsed: 3 },
+              { name: 'tpm', ...units(100, 300), reportedUsed: 300 },
+            ],
+            slots: units(1, 1),
+            exchanges: 12,
+            exchangesPerMinute: 6.5,
+            lastExchangeAt: NOW - 2_000,
+          },
+          {
+            region: 'apac',
+            incarnation: 1,
+            windows: [
+              { name: 'bucket', ...units(0, 0, 2, 5), reportedUsed: 0 },
+              { name: 'tpm', ...units(0, 0), reportedUsed: 0 },
+            ],
+            slots: units(0, 0),
+            exchanges: 1,
+            exchangesPerMinute: 0,
+            lastExchangeAt: null,
+          },
+        ],
+      },
+    });
+    const child = stats({ tree: { role: 'child', root: 'chat-api', region: 'weur' } });
+    const tables = treeTables({ 'chat-api': root, 'chat-api@weur': child, plain: stats() });
+    expect(tables).toHaveLength(1);
+    const [title, header, weur, weurTpm, apac, apacTpm] = tables[0]!.split('\n');
+    expect(title).toBe('chat-api: a lease tree, 9/60 counted (bucket), 400/1000 counted (tpm), slots 2/5');
+    expect(cells(header!)[0]).toEqual([
+      'region',
+      'held',
+      'used',
+      'lapsed',
+      'wanted',
+      'slots',
+      'exchanges',
+      'per min',
+      'last',
+    ]);
+    expect(cells(weur!)[0]).toEqual(['weur', '4', '3', '0', '0', '2', '12', '6.5', '2 s ago']);
+    expect(cells(weurTpm!)[0]).toEqual(['· tpm', '100', '300', '0', '0']);
+    expect(cells(apac!)[0]).toEqual(['apac', '0', '0', '2', '5', '0', '1', '0', '-']);
+    expect(cells(apacTpm!)[0]).toEqual(['· tpm', '0', '0', '0', '0']);
   });
 });

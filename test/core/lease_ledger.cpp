@@ -296,3 +296,64 @@ TEST_CASE("ledger: floors are lent to no one, and a config whose floors pass a l
   CHECK(Ledger::check_config(c) ==
         "lease config refused: floors reserve 11 units of window 0 (1000 ms), above its limit 10");
 }
+
+TEST_CASE("ledger: children() splits what counts for each child into held, used and lapsed") {
+  // S = 0, drift 0: a use reported with age a at receipt r is dated r - a.
+  Ledger ledger(one_window());
+  const auto a = ledger.on_exchange(ask(1, 1, 6, 1), 1000).reply;  // E = 1200
+  const auto b = ledger.on_exchange(ask(2, 1, 3), 1000).reply;     // E = 1200, never reported
+  REQUIRE(a->units[0] == 6);
+  REQUIRE(b->units[0] == 3);
+  // Child 1 returns 2 unused, then closes having used 3 (1 more left over), its slot idle.
+  Exchange ret = ask(1, 2, 0);
+  ret.returns = {{a->lease_id, {2}, 0}};
+  ledger.on_exchange(ret, 1050);
+  auto views = ledger.children(1050);
+  REQUIRE(views.size() == 2);
+  CHECK(views[0].child == 1);
+  CHECK(views[0].held == std::vector<int64_t>{4, 1});
+  CHECK(views[0].tally.returned == std::vector<int64_t>{2, 0});
+  ledger.on_exchange(close(1, 3, a->lease_id, {{20, 3}}), 1100);
+
+  views = ledger.children(1100);
+  const auto& one = views[0];
+  const auto& two = views[1];
+  CHECK(one.held == std::vector<int64_t>{0, 0});
+  CHECK(one.used == std::vector<int64_t>{3, 0});
+  CHECK(one.lapsed == std::vector<int64_t>{0, 0});
+  CHECK(one.tally.granted == std::vector<int64_t>{6, 1});
+  CHECK(one.tally.returned == std::vector<int64_t>{3, 1});  // 2 returned, then 1 unit and the slot at the close
+  CHECK(one.tally.used == std::vector<int64_t>{3, 0});
+  CHECK(one.tally.exchanges == 3);
+  CHECK(two.held == std::vector<int64_t>{3, 0});
+  // Every unit the ledger counts is someone's.
+  CHECK(one.held[0] + one.used[0] + one.lapsed[0] + two.held[0] + two.used[0] + two.lapsed[0] ==
+        ledger.occupancy(0, 1100));
+
+  // Past E = 1200 child 2's lease lapsed: still counted until E + T.
+  views = ledger.children(1200);
+  CHECK(views[1].held == std::vector<int64_t>{0, 0});
+  CHECK(views[1].lapsed == std::vector<int64_t>{3, 0});
+  CHECK(ledger.children(2199)[1].lapsed[0] == 3);
+  CHECK(ledger.children(2200)[1].lapsed[0] == 0);
+  // Child 1's uses, dated 1080, leave the window at 2080.
+  CHECK(ledger.children(2079)[0].used[0] == 3);
+  CHECK(ledger.children(2080)[0].used[0] == 0);
+}
+
+TEST_CASE("ledger: children() counts a restarted child's old leases as lapsed, and what it still wants") {
+  Ledger ledger(one_window());
+  ledger.on_exchange(ask(1, 1, 4), 1000);
+  Exchange restarted = ask(1, 1, 8);  // wants 8, 6 are free
+  restarted.incarnation = 2;
+  const auto fresh = ledger.on_exchange(restarted, 1010).reply;
+  REQUIRE(fresh->units[0] == 6);
+  const auto views = ledger.children(1010);
+  REQUIRE(views.size() == 1);
+  CHECK(views[0].incarnation == 2);
+  CHECK(views[0].held[0] == 6);
+  CHECK(views[0].lapsed[0] == 4);  // the first incarnation's lease never closes
+  CHECK(views[0].wanted[0] == 2);  // asked 8, granted 6
+  // A demand the ledger has forgotten (demand_ttl_ms) is no longer wanted.
+  CHECK(ledger.children(1010 + 10'000)[0].wanted[0] == 0);
+}

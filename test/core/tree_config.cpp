@@ -12,6 +12,7 @@
 #include "tree_config.h"
 
 using drl::Engine;
+using drl::internal::child_region;
 using drl::internal::read_child_setup;
 using drl::internal::region_child_id;
 using drl::internal::tree_child_setup;
@@ -80,8 +81,10 @@ TEST_CASE("regions are one to one with child ids below 2^53", "[tree]") {
   std::set<uint64_t> ids;
   for (const char* r : {"wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me", "root", "a", "aa", "ba"}) {
     ids.insert(region_child_id(r));
+    CHECK(child_region(region_child_id(r)) == r);  // stats name a child by its region
   }
   CHECK(ids.size() == 13);
+  CHECK(child_region(region_child_id("9999999999")) == "9999999999");
 }
 
 TEST_CASE("the ledger and each child are made from the config", "[tree]") {

@@ -134,6 +134,49 @@ describe('a lease tree on Durable Objects', { timeout: 180_000 }, () => {
     expect([...rows.keys()].filter((key) => key.startsWith('region/')).sort()).toEqual(['region/apac', 'region/weur']);
   });
 
+  it("stats show the whole bucket at the root and each child's part in it", async () => {
+    const name = await treeBucket();
+    const ran: Ran[] = [];
+    const calls = [...runCalls(bucket(`${name}@weur`), 8, ran), ...runCalls(bucket(`${name}@apac`), 4, ran)];
+    expect(await settleAll(calls)).toBe(12);
+
+    const child = await bucket(`${name}@weur`).stats();
+    expect(child.tree).toEqual({ role: 'child', root: name, region: 'weur' });
+    const root = await bucket(name).stats();
+    const tree = root.tree;
+    if (tree?.role !== 'root') throw new Error(`the root's stats say ${JSON.stringify(tree)}`);
+    expect(tree.windows).toEqual([{ name: 'bucket', limit: LIMIT, counted: expect.any(Number) }]);
+    expect(tree.slots).toEqual({ limit: CAP, counted: expect.any(Number) });
+    expect(tree.windows[0]!.counted).toBeLessThanOrEqual(LIMIT);
+    const byRegion = new Map(tree.children.map((c) => [c.region, c]));
+    expect([...byRegion.keys()].sort()).toEqual(['apac', 'weur']);
+    // Every unit the root counts is some child's: held, used or lapsed.
+    const parts = (k: number) =>
+      tree.children.reduce((sum, c) => sum + c.windows[k]!.held + c.windows[k]!.used + c.windows[k]!.lapsed, 0);
+    expect(parts(0)).toBe(tree.windows[0]!.counted);
+    const slots = tree.children.reduce((sum, c) => sum + c.slots.held + c.slots.used + c.slots.lapsed, 0);
+    expect(slots).toBe(tree.slots.counted);
+    for (const [region, served] of [
+      ['weur', 8],
+      ['apac', 4],
+    ] as const) {
+      const c = byRegion.get(region)!;
+      expect(c.incarnation).toBeGreaterThanOrEqual(1);
+      expect(c.exchanges).toBeGreaterThan(0);
+      expect(c.lastExchangeAt).toEqual(expect.any(Number));
+      expect(c.windows[0]!.name).toBe('bucket');
+      // It ran on what it was granted (a unit whose use has left the window
+      // serves again, so fewer than it ran); what it returned was granted.
+      expect(c.windows[0]!.granted).toBeGreaterThan(0);
+      expect(c.windows[0]!.returned).toBeLessThanOrEqual(c.windows[0]!.granted);
+      expect(c.windows[0]!.reportedUsed).toBeLessThanOrEqual(served);
+    }
+    // A bucket that is no tree has no tree in its stats.
+    const plain = uniqueName('plain');
+    await bucket(plain).configure(plain, { bucket: { limitPerWindow: 5, windowInMs: 1000 }, concurrency: 1 });
+    expect((await bucket(plain).stats()).tree).toBeUndefined();
+  });
+
   it('the root writes per exchange, not per call', async () => {
     const ns = (env as unknown as { COUNTING_LIMITER: DurableObjectNamespace<CountingLimiterDO> }).COUNTING_LIMITER;
     const name = uniqueName('tree-writes');

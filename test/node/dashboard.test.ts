@@ -24,6 +24,7 @@ import {
   readHistory,
   snapshotTime,
   startText,
+  treeView,
   type HistoryAnswer,
   type HistoryInterval,
 } from '../../shim/do/dashboard/view.ts';
@@ -260,6 +261,71 @@ describe("the overview's numbers", () => {
     ]);
     expect(snapshotTime({ a: stats(), b: stats({ now: NOW + 7 }) })).toBe(NOW + 7);
     expect(snapshotTime({})).toBeNull();
+  });
+});
+
+describe("a lease tree's page", () => {
+  const units = (held: number, used: number, lapsed: number, wanted: number) => ({
+    held,
+    used,
+    lapsed,
+    wanted,
+    granted: held + used + lapsed,
+    returned: 1,
+  });
+
+  it("shows the root's whole bucket and each child, and nothing for a child or a plain bucket", () => {
+    const root = stats({
+      tree: {
+        role: 'root',
+        windows: [{ name: 'bucket', limit: 60, counted: 9 }],
+        slots: { limit: 5, counted: 2 },
+        children: [
+          {
+            region: 'weur',
+            incarnation: 3,
+            windows: [{ name: 'bucket', ...units(4, 3, 2, 1), reportedUsed: 3 }],
+            slots: units(1, 1, 0, 0),
+            exchanges: 12,
+            exchangesPerMinute: 6.5,
+            lastExchangeAt: NOW - 2_000,
+          },
+          {
+            region: 'apac',
+            incarnation: 1,
+            windows: [{ name: 'bucket', ...units(0, 0, 0, 0), reportedUsed: 0 }],
+            slots: units(0, 0, 0, 0),
+            exchanges: 0,
+            exchangesPerMinute: 0,
+            lastExchangeAt: null,
+          },
+        ],
+      },
+    });
+    expect(treeView(root)).toEqual({
+      windows: [{ name: 'bucket', counted: 9, limit: 60 }],
+      slots: { counted: 2, limit: 5 },
+      children: [
+        {
+          region: 'weur',
+          windows: [{ name: 'bucket', held: 4, used: 3, lapsed: 2, wanted: 1 }],
+          slots: 2,
+          exchanges: 12,
+          perMinute: 6.5,
+          last: '2 s ago',
+        },
+        {
+          region: 'apac',
+          windows: [{ name: 'bucket', held: 0, used: 0, lapsed: 0, wanted: 0 }],
+          slots: 0,
+          exchanges: 0,
+          perMinute: 0,
+          last: '-',
+        },
+      ],
+    });
+    expect(treeView(stats({ tree: { role: 'child', root: 'api', region: 'weur' } }))).toBeNull();
+    expect(treeView(stats())).toBeNull();
   });
 });
 

@@ -16,9 +16,11 @@ import {
   secondsLeft,
   snapshotTime,
   startText,
+  treeView,
   type BucketView,
   type HistoryAnswer,
   type StatsAnswer,
+  type TreeView,
 } from './view.ts';
 
 const KEY_ITEM = 'durable-rate-limiter:key';
@@ -361,6 +363,51 @@ function bucketTable(rows: BucketView[], linked: boolean): HTMLElement {
   );
 }
 
+/** A lease tree's root: the whole bucket as its ledger counts it, then a row per child. */
+function treeTable(tree: TreeView): HTMLElement {
+  const whole = [
+    ...tree.windows.map((w) => `${w.name} ${count(w.counted)} of ${count(w.limit)}`),
+    `slots ${count(tree.slots.counted)} of ${count(tree.slots.limit)}`,
+  ].join(', ');
+  const columns = ['Region', 'Windows: held / used / lapsed', 'Slots', 'Exchanges', 'Last exchange'];
+  const body = h('tbody');
+  for (const c of tree.children) {
+    body.append(
+      h(
+        'tr',
+        { 'data-region': c.region },
+        h('th', { scope: 'row' }, c.region),
+        h(
+          'td',
+          {},
+          h(
+            'ul',
+            { class: 'windows' },
+            ...c.windows.map((w) =>
+              h(
+                'li',
+                {},
+                `${w.name}: ${count(w.held)} / ${count(w.used)} / ${count(w.lapsed)}`,
+                w.wanted > 0 ? ` (wants ${count(w.wanted)} more)` : '',
+              ),
+            ),
+          ),
+        ),
+        h('td', { 'data-field': 'slots' }, count(c.slots)),
+        h('td', { 'data-field': 'exchanges' }, `${count(c.exchanges)} (${c.perMinute} a minute)`),
+        h('td', { 'data-field': 'last' }, c.last),
+      ),
+    );
+  }
+  return h(
+    'table',
+    { class: 'buckets tree' },
+    h('caption', {}, `Lease tree: counted across every child, ${whole}`),
+    h('thead', {}, h('tr', {}, ...columns.map((t) => h('th', { scope: 'col' }, t)))),
+    body,
+  );
+}
+
 /** Redraws keeping the keyboard focus (and open <details>) where they were. */
 function keepingFocus(redraw: () => void): void {
   const focused = (document.activeElement as HTMLElement | null)?.dataset?.focus;
@@ -416,6 +463,8 @@ function draw(): void {
     let section = view.querySelector<HTMLElement>(`section[data-page="${CSS.escape(bucket)}"]`);
     if (!section) section = bucketPage(bucket);
     section.querySelector('.live')!.replaceChildren(bucketTable([row], false));
+    const tree = treeView(answer.buckets[bucket]!);
+    section.querySelector('.tree')!.replaceChildren(...(tree ? [treeTable(tree)] : []));
     section.querySelector('.config')!.textContent = JSON.stringify(
       answer.buckets[bucket]!.effective ?? answer.buckets[bucket]!.config,
       null,
@@ -443,6 +492,7 @@ function bucketPage(bucket: string): HTMLElement {
     { 'data-page': bucket },
     h('h2', {}, bucket),
     h('div', { class: 'live' }),
+    h('div', { class: 'tree' }),
     h('h3', {}, 'History'),
     h('p', {}, h('label', { for: 'resolution' }, 'Show '), select),
     h('div', { class: 'history', 'aria-live': 'off' }, 'Loading the history…'),

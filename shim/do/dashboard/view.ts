@@ -106,6 +106,50 @@ export function bucketRows(buckets: Record<string, LimiterStats>): BucketView[] 
     });
 }
 
+/** One child of a lease tree, as the bucket page's tree table shows it. */
+export interface TreeChildView {
+  region: string;
+  /** Per window, the child's units as its root counts them (docs/leases.md, "Watching a tree"). */
+  windows: { name: string; held: number; used: number; lapsed: number; wanted: number }[];
+  /** Slots counted for it: held, running or lapsed. */
+  slots: number;
+  exchanges: number;
+  perMinute: number;
+  /** "3 s ago", or "-" before its first exchange. */
+  last: string;
+}
+
+/** A lease tree's root, as its bucket page shows it: the whole bucket, then each child. */
+export interface TreeView {
+  windows: { name: string; counted: number; limit: number }[];
+  slots: { counted: number; limit: number };
+  children: TreeChildView[];
+}
+
+/**
+ * The tree a root's stats describe, or null (a child, or a bucket that is
+ * no tree: its page shows no tree table).
+ *
+ * @example
+ * treeView(stats)?.children.map((c) => c.region); // ['apac', 'weur']
+ */
+export function treeView(stats: LimiterStats): TreeView | null {
+  const tree = stats.tree;
+  if (tree?.role !== 'root') return null;
+  return {
+    windows: tree.windows.map((w) => ({ name: w.name, counted: w.counted, limit: w.limit })),
+    slots: { counted: tree.slots.counted, limit: tree.slots.limit },
+    children: tree.children.map((c) => ({
+      region: c.region,
+      windows: c.windows.map((w) => ({ name: w.name, held: w.held, used: w.used, lapsed: w.lapsed, wanted: w.wanted })),
+      slots: c.slots.held + c.slots.used + c.slots.lapsed,
+      exchanges: c.exchanges,
+      perMinute: c.exchangesPerMinute,
+      last: c.lastExchangeAt === null ? '-' : `${secondsLeft(stats.now, c.lastExchangeAt)} s ago`,
+    })),
+  };
+}
+
 /** "in 3 s", or "when a slot frees" when the windows allow a start now (the concurrency cap decides). */
 export function startText(at: number | null, now: number): string {
   if (at === null) return '-';

@@ -429,6 +429,26 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     });
   }
 
+  /**
+   * @internal The root's config changed (the root sends this to every child
+   * it knows after a configure or reconfigure): this child reads it again
+   * and runs on it, keeping its leases. It pulls the config rather than
+   * taking it from the notice, so notices that arrive late or out of order
+   * leave it on the newest.
+   */
+  treeRefresh(): Promise<void> {
+    return later(async () => {
+      if (!this.#declarationDone) await this.#declarationReady();
+      const child = this.#treeChild;
+      if (!child || !this.#treeJoined) return; // it reads the config when it joins
+      const ns = limiterNamespace(this.env);
+      const text = await ns.get(ns.idFromName(child.bucket)).treeSetup(child.region);
+      if (text === null || text === this.#engine.configText()) return;
+      this.#host.run(() => this.#engine.configure(text, Date.now()));
+      this.#host.flush();
+    });
+  }
+
   #rootExchange(text: string): string {
     const root = this.#treeRoot;
     if (!root) {
@@ -439,6 +459,22 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     const { reply, notice } = root.exchange(text, (rows) => this.#host.flush(rows));
     if (notice !== null) this.#fanOut(root, notice);
     return reply;
+  }
+
+  /**
+   * The root's config changed: every child it knows reads it again
+   * (treeRefresh); fire and forget. A child the notice misses runs on the
+   * config it has until its next start (docs/leases.md, "Turning a tree on").
+   */
+  #refreshChildren(root: TreeRoot): void {
+    const bucket = this.#name;
+    if (bucket === null) return;
+    const ns = limiterNamespace(this.env);
+    for (const region of root.regions) {
+      treeChildStub(ns, bucket, region)
+        .treeRefresh()
+        .catch((error: unknown) => noticeFailed(region, error, 'a config change'));
+    }
   }
 
   /** A notice to every child the root knows, and to its own engine; fire and forget. */
@@ -454,7 +490,6 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     }
   }
 
-  /** configure and reconfigure belong to the root: a child runs on its config. */
   /** stats' `tree`: the root's whole-bucket view, a child's place, or nothing. */
   #treeStats(stats: Omit<LimiterStats, 'name'>): { tree?: TreeStats } {
     if (this.#treeChild && this.#treeJoined) {
@@ -464,6 +499,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     return { tree: this.#treeRoot.stats(stats.windows, stats.effective.concurrency) };
   }
 
+  /** configure and reconfigure belong to the root: a child runs on its config. */
   #refuseOnTreeChild(what: string): void {
     if (!this.#treeChild || !this.#treeJoined) return;
     throw new RangeError(
@@ -489,7 +525,10 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     const root = new TreeRoot(this.#core, this.#tree, text, now);
     this.#treeRoot?.free();
     this.#treeRoot = root;
-    if (this.#treeJoined) return;
+    if (this.#treeJoined) {
+      this.#refreshChildren(root);
+      return;
+    }
     let incarnation = 0;
     this.#host.flush(() => {
       incarnation = this.#tree.nextIncarnation('root');
@@ -658,10 +697,11 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
 // Notices that could not reach a child, logged once per region per isolate.
 const noticeLogged = new Set<string>();
 
-function noticeFailed(region: string, error: unknown): void {
-  if (noticeLogged.has(region)) return;
-  noticeLogged.add(region);
-  console.warn(`durable-rate-limiter: a penalty notice could not reach the child in ${region} (${String(error)})`);
+function noticeFailed(region: string, error: unknown, what = 'a penalty notice'): void {
+  const key = `${what} ${region}`;
+  if (noticeLogged.has(key)) return;
+  noticeLogged.add(key);
+  console.warn(`durable-rate-limiter: ${what} could not reach the child in ${region} (${String(error)})`);
 }
 
 /**

@@ -177,6 +177,28 @@ describe('a lease tree on Durable Objects', { timeout: 180_000 }, () => {
     expect((await bucket(plain).stats()).tree).toBeUndefined();
   });
 
+  it("a root's reconfigure reaches its running children, which keep their leases", async () => {
+    const name = await treeBucket();
+    const child = bucket(`${name}@weur`);
+    const ran: Ran[] = [];
+    expect(await settleAll(runCalls(child, 3, ran))).toBe(3);
+    const incarnation = async () => {
+      const tree = (await bucket(name).stats()).tree;
+      if (tree?.role !== 'root') throw new Error(`the root's stats say ${JSON.stringify(tree)}`);
+      return tree.children.find((c) => c.region === 'weur')!.incarnation;
+    };
+    const before = await incarnation();
+    await bucket(name).reconfigure({ bucket: { limitPerWindow: 20 }, attemptTimeoutMs: 4_000 });
+    await waitFor(async () => (await child.stats()).limit === 20, 20_000, 'the child to run on the raised limit');
+    expect((await child.stats()).effective.attemptTimeoutMs).toBe(4_000);
+    await bucket(name).reconfigure({ bucket: { limitPerWindow: 4 } });
+    await waitFor(async () => (await child.stats()).limit === 4, 20_000, 'the child to run on the lowered limit');
+    // Not restarted: the same incarnation, and it still serves.
+    expect(await incarnation()).toBe(before);
+    expect(await settleAll(runCalls(child, 2, ran))).toBe(2);
+    expect(mostInAWindow(ran)).toBeLessThanOrEqual(20);
+  });
+
   it('the root writes per exchange, not per call', async () => {
     const ns = (env as unknown as { COUNTING_LIMITER: DurableObjectNamespace<CountingLimiterDO> }).COUNTING_LIMITER;
     const name = uniqueName('tree-writes');

@@ -71,8 +71,8 @@ expectType<LimiterService>({} as LimiterEntrypoint);
 // object only the registry's own calls between objects (presence: what a
 // bucket's object says of itself, asked by the registry before it prunes)
 // and a lease tree's (docs/leases.md: a child's join and exchanges with its
-// root, the root's notices to its children).
-type TreeCalls = 'leaseExchange' | 'treeSetup' | 'leaseNotice';
+// root, the root's notices and config changes to its children).
+type TreeCalls = 'leaseExchange' | 'treeSetup' | 'leaseNotice' | 'treeRefresh';
 type OwnMethods<C, Base> = { [K in Exclude<keyof C, keyof Base>]: C[K] extends Method ? K : never }[Exclude<
   keyof C,
   keyof Base

@@ -108,6 +108,31 @@ export function statsTable(buckets: Record<string, AnyLimiterStats>): string {
   return aligned(header, rows);
 }
 
+/**
+ * What a lease tree's children say is wrong, one sentence each: leases that
+ * arrived already ended (the lease is shorter than the round trip to the
+ * root, so the child never spends it) and a root that stopped answering.
+ *
+ * @example
+ * treeNotes({ 'api@weur': stats });
+ * // ['api@weur: 4 of 4 leases from api arrived already ended (round trip 450 ms): raise tree.leaseMs above the round trip']
+ */
+export function treeNotes(buckets: Record<string, AnyLimiterStats>): string[] {
+  const notes: string[] = [];
+  for (const [name, s] of Object.entries(buckets).sort(([a], [b]) => a.localeCompare(b))) {
+    const tree = s.tree;
+    if (tree?.role !== 'child') continue;
+    if (tree.leasesArrivedEnded > 0) {
+      const rtt = tree.roundTripMs === null ? '' : ` (round trip ${count(tree.roundTripMs)} ms)`;
+      notes.push(
+        `${name}: ${tree.leasesArrivedEnded} of ${tree.leasesReceived} leases from ${tree.root} arrived already ended${rtt}: raise tree.leaseMs above the round trip`,
+      );
+    }
+    if (tree.unreachable) notes.push(`${name}: its root ${tree.root} has not answered for tree.unreachableMs`);
+  }
+  return notes;
+}
+
 /** Rows of cells as text columns, two spaces apart. */
 function aligned(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));

@@ -506,7 +506,28 @@ export type TreeStats =
       /** Every child the root knows, its own engine (region `root`) included. */
       children: TreeChildStats[];
     }
-  | { role: 'child'; root: string; region: string };
+  | {
+      role: 'child';
+      root: string;
+      region: string;
+      /** Units of each window usable now from its leases. */
+      held: { name: string; units: number }[];
+      /** Slots free now in its leases. */
+      freeSlots: number;
+      openLeases: number;
+      /** Leases granted to it since it started, and how many had already ended when they arrived. */
+      leasesReceived: number;
+      /**
+       * Leases that had ended by the child's clock when they arrived: never
+       * spent. Above 0, `tree.leaseMs` is shorter than the round trip to the
+       * root (`roundTripMs`): raise it.
+       */
+      leasesArrivedEnded: number;
+      /** Its last exchange's round trip to the root, or null before the first. */
+      roundTripMs: number | null;
+      /** An exchange has been unanswered for `tree.unreachableMs`. */
+      unreachable: boolean;
+    };
 
 /**
  * One child as its root counts it now. In each window and in `slots`,

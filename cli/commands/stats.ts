@@ -9,7 +9,7 @@ import { readStats } from '../admin-client.ts';
 import { DECLARATION_VAR, declareLimits } from '../declaration.ts';
 import { CliError } from '../errors.ts';
 import { saveLimits } from '../limits-file.ts';
-import { learnedNotes, statsLine, statsTable, treeTables } from '../stats-table.ts';
+import { learnedNotes, statsLine, statsTable, treeNotes, treeTables } from '../stats-table.ts';
 import type { Ui } from '../ui.ts';
 import { resolveTarget, shown, type TargetOptions } from './target.ts';
 
@@ -47,7 +47,7 @@ export async function statsCommand(
   ui.note(statsTable(buckets), 'Live buckets');
   for (const table of treeTables(buckets)) ui.note(table, 'Lease tree: each child as its root counts it');
   // What the upstream's own headers say where it disagrees with the config (buckets with `learn`).
-  for (const note of learnedNotes(buckets)) ui.warn(note);
+  for (const note of [...learnedNotes(buckets), ...treeNotes(buckets)]) ui.warn(note);
   if (pruned?.length) ui.warn(`Pruned names with no bucket behind them: ${pruned.join(', ')}`);
   if (invalid && Object.keys(invalid).length > 0) {
     // Declared with a config the engine refuses: every call on them rejects until the declaration is fixed.
@@ -99,6 +99,7 @@ function intervalMs(text: string | undefined): number {
 function notesOf({ buckets, pruned, invalid }: Awaited<ReturnType<typeof readStats>>): string[] {
   return [
     ...learnedNotes(buckets),
+    ...treeNotes(buckets),
     ...(pruned?.length ? [`Pruned names with no bucket behind them: ${pruned.join(', ')}`] : []),
     ...Object.entries(invalid ?? {}).map(
       ([name, error]) => `Invalid declaration (${DECLARATION_VAR}) of ${name}: ${error}`,

@@ -103,6 +103,20 @@ Expected<std::string> Engine::stats(Millis now) {
       {"reservation", s.reservations.json(s.windows.list())},
       {"releaseLag", s.lags.json()},
   };
+  if (s.lease) {
+    // A tree child's holder (docs/leases.md, "Watching a tree").
+    internal::LeaseHolder& holder = scheduler_->lease->holder();
+    nlohmann::json held = nlohmann::json::array();
+    for (size_t k = 0; k < holder.windows(); ++k) held.push_back(holder.held(k, s.now));
+    const internal::LeaseMillis rtt = holder.round_trip_ms();
+    out["lease"] = {{"held", std::move(held)},
+                    {"freeSlots", holder.free_slots(s.now)},
+                    {"openLeases", holder.open_leases()},
+                    {"leasesReceived", holder.leases_received()},
+                    {"leasesArrivedEnded", holder.leases_arrived_ended()},
+                    {"roundTripMs", rtt > 0 ? nlohmann::json(rtt) : nlohmann::json(nullptr)},
+                    {"unreachable", holder.unreachable(s.now)}};
+  }
   return out.dump();
 }
 

@@ -396,6 +396,8 @@ void LeaseHolder::on_grant(const LeaseGrant& g, LeaseMillis now) {
   h.returned.assign(config_.windows, 0);
   h.slots = g.slots;
   h.uses.assign(config_.windows, {});
+  ++leases_received_;
+  if (h.end <= now) ++leases_arrived_ended_;
   const auto at = std::upper_bound(leases_.begin(), leases_.end(), h.end,
                                    [](LeaseMillis end, const Held& other) { return end < other.end; });
   leases_.insert(at, std::move(h));

@@ -168,6 +168,12 @@ class LeaseHolder {
   int64_t free_slots(LeaseMillis now);
   size_t open_leases() const { return leases_.size(); }
   size_t windows() const { return config_.windows; }
+  // Leases granted to it, and how many of them had ended by its own clock
+  // when they arrived (a lease shorter than the round trip to the root is
+  // never spent: stats say so).
+  uint64_t leases_received() const { return leases_received_; }
+  uint64_t leases_arrived_ended() const { return leases_arrived_ended_; }
+  LeaseMillis round_trip_ms() const { return rtt_; }  // the last one measured (0: none yet)
 
  private:
   struct Use {
@@ -256,6 +262,7 @@ class LeaseHolder {
   // into floor_uses_ at their release).
   std::vector<std::pair<uint64_t, std::vector<int64_t>>> floor_unreleased_;
   uint64_t late_releases_ = 0;
+  uint64_t leases_received_ = 0, leases_arrived_ended_ = 0;
   // Its first reading + outlast(longest window, attempt timeout): a
   // restarted child's earlier incarnation may have spent the floor just
   // before, so a new one waits until those uses and calls surely stopped.

@@ -288,9 +288,9 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   stats(): Promise<LimiterStats> {
     return later(async () => {
       if (!this.#declarationDone) await this.#declarationReady();
-      const stats = this.#host.run(() => this.#engine.stats(Date.now())) as unknown as Omit<LimiterStats, 'name'>;
+      const { lease, ...stats } = this.#host.run(() => this.#engine.stats(Date.now())) as unknown as EngineStats;
       this.#host.flush();
-      return { name: this.#name, ...stats, ...this.#treeStats(stats) };
+      return { name: this.#name, ...stats, ...this.#treeStats(stats, lease) };
     });
   }
 
@@ -491,9 +491,18 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   }
 
   /** stats' `tree`: the root's whole-bucket view, a child's place, or nothing. */
-  #treeStats(stats: Omit<LimiterStats, 'name'>): { tree?: TreeStats } {
-    if (this.#treeChild && this.#treeJoined) {
-      return { tree: { role: 'child', root: this.#treeChild.bucket, region: this.#treeChild.region } };
+  #treeStats(stats: Omit<LimiterStats, 'name'>, lease: EngineStats['lease']): { tree?: TreeStats } {
+    if (this.#treeChild && this.#treeJoined && lease) {
+      const { held, ...rest } = lease;
+      return {
+        tree: {
+          role: 'child',
+          root: this.#treeChild.bucket,
+          region: this.#treeChild.region,
+          held: stats.windows.map((w, k) => ({ name: w.name, units: held[k] ?? 0 })),
+          ...rest,
+        },
+      };
     }
     if (!this.#treeRoot) return {};
     return { tree: this.#treeRoot.stats(stats.windows, stats.effective.concurrency) };
@@ -695,6 +704,11 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
 }
 
 // Notices that could not reach a child, logged once per region per isolate.
+/** The engine's stats: LimiterStats without the name, and a tree member's holder (core/src/engine_views.cpp). */
+type EngineStats = Omit<LimiterStats, 'name'> & {
+  lease?: Omit<Extract<TreeStats, { role: 'child' }>, 'role' | 'root' | 'region' | 'held'> & { held: number[] };
+};
+
 const noticeLogged = new Set<string>();
 
 function noticeFailed(region: string, error: unknown, what = 'a penalty notice'): void {

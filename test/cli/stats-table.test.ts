@@ -4,7 +4,7 @@
 // own used, remaining, "full again" and debt, and stats from an object older
 // than windows (no `windows`, no `units`) read as one window.
 import { describe, expect, it } from 'vitest';
-import { learnedNotes, statsLine, statsTable, treeTables } from '../../cli/stats-table.ts';
+import { learnedNotes, statsLine, statsTable, treeNotes, treeTables } from '../../cli/stats-table.ts';
 import type { AnyLimiterStats } from '../../cli/windows.ts';
 import type { WindowStats } from '../../shim/envelope.ts';
 
@@ -244,6 +244,36 @@ describe('the stats line', () => {
   });
 });
 
+/** A tree child's stats.tree: healthy unless `over` says otherwise. */
+const childTree = (over: Partial<Extract<NonNullable<AnyLimiterStats['tree']>, { role: 'child' }>> = {}) => ({
+  role: 'child' as const,
+  root: 'chat-api',
+  region: 'weur',
+  held: [{ name: 'bucket', units: 3 }],
+  freeSlots: 1,
+  openLeases: 1,
+  leasesReceived: 4,
+  leasesArrivedEnded: 0,
+  roundTripMs: 40,
+  unreachable: false,
+  ...over,
+});
+
+describe('treeNotes', () => {
+  it('names a child whose leases arrive ended, and one whose root stopped answering', () => {
+    expect(treeNotes({ 'chat-api@weur': stats({ tree: childTree() }), plain: stats() })).toEqual([]);
+    expect(
+      treeNotes({
+        'chat-api@weur': stats({ tree: childTree({ leasesArrivedEnded: 4, roundTripMs: 450 }) }),
+        'chat-api@apac': stats({ tree: childTree({ region: 'apac', unreachable: true }) }),
+      }),
+    ).toEqual([
+      'chat-api@apac: its root chat-api has not answered for tree.unreachableMs',
+      'chat-api@weur: 4 of 4 leases from chat-api arrived already ended (round trip 450 ms): raise tree.leaseMs above the round trip',
+    ]);
+  });
+});
+
 describe('treeTables', () => {
   const units = (held: number, used: number, lapsed = 0, wanted = 0) => ({
     held,
@@ -291,7 +321,7 @@ describe('treeTables', () => {
         ],
       },
     });
-    const child = stats({ tree: { role: 'child', root: 'chat-api', region: 'weur' } });
+    const child = stats({ tree: childTree() });
     const tables = treeTables({ 'chat-api': root, 'chat-api@weur': child, plain: stats() });
     expect(tables).toHaveLength(1);
     const [title, header, weur, weurTpm, apac, apacTpm] = tables[0]!.split('\n');

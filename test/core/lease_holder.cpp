@@ -313,3 +313,23 @@ TEST_CASE("lease holder: fail open admits only once an exchange has gone unanswe
   CHECK(h.slot_acquire(1800));
   CHECK(h.slot_acquire(1800));
 }
+
+TEST_CASE("lease holder: counts the leases it received and those that arrived already ended") {
+  LeaseHolder h(config());
+  CHECK(h.round_trip_ms() == 0);
+  // Sent at 1000, a 300 ms lease answered at 1250: it arrives with 50 ms left.
+  const Exchange first = ask(h, 5, 0, 1000);
+  h.on_grant(lease(first, 1, 5, 0, 300), 1250);
+  CHECK(h.leases_received() == 1);
+  CHECK(h.leases_arrived_ended() == 0);
+  CHECK(h.round_trip_ms() == 250);
+  CHECK(h.held(0, 1250) == 5);
+  // Its lease ended: the next ask, answered after 400 ms with a 300 ms
+  // lease, arrives ended and is never spent.
+  const Exchange second = ask(h, 5, 0, 1400);
+  h.on_grant(lease(second, 2, 5, 0, 300), 1800);
+  CHECK(h.leases_received() == 2);
+  CHECK(h.leases_arrived_ended() == 1);
+  CHECK(h.round_trip_ms() == 400);
+  CHECK(h.held(0, 1800) == 0);
+}

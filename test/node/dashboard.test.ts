@@ -324,7 +324,19 @@ describe("a lease tree's page", () => {
         },
       ],
     });
-    expect(treeView(stats({ tree: { role: 'child', root: 'api', region: 'weur' } }))).toBeNull();
+    const child = {
+      role: 'child' as const,
+      root: 'api',
+      region: 'weur',
+      held: [{ name: 'bucket', units: 3 }],
+      freeSlots: 1,
+      openLeases: 1,
+      leasesReceived: 2,
+      leasesArrivedEnded: 0,
+      roundTripMs: 30,
+      unreachable: false,
+    };
+    expect(treeView(stats({ tree: child }))).toBeNull();
     expect(treeView(stats())).toBeNull();
   });
 });

@@ -120,40 +120,82 @@ const ANSWER_SHAPES = {
  * answer is checked whole here (its layer is known here only); `false`
  * means "no opinion" to the rateLimit and error hooks, and is refused from
  * a usage hook, whose type never allowed it.
+ *
+ * Synchronous while the hooks are: the answer comes back as is, and a
+ * promise only once a hook answers one (a call whose hooks are plain
+ * functions then costs no promise and no turn). A malformed answer throws,
+ * or rejects when it came from a promise.
  */
-export async function consultHooks(
+export function consultHooks(
   kind: keyof typeof ANSWER_SHAPES,
   callSite: HookSlot<AnyHook>,
   fallback: HookSlot<AnyHook>,
   result: unknown,
   body: unknown,
-): Promise<object | undefined> {
+): object | undefined | Promise<object | undefined> {
   if (callSite === null) return undefined;
-  for (const [layer, hook] of [
-    ['call site', callSite],
-    ['limiter default', fallback],
-  ] as const) {
-    if (typeof hook !== 'function') continue;
-    const answer: unknown = await (hook as (result: unknown, body: unknown) => unknown)(result, body);
-    if (answer === undefined || answer === null || (answer === false && kind !== 'usage')) continue;
-    if (typeof answer !== 'object') {
-      const error = new TypeError(
-        `the ${kind} hook (${layer}) must return ${ANSWER_SHAPES[kind]} (received ${describe(answer)})`,
+  return askFrom(0, kind, callSite, fallback, result, body);
+}
+
+const LAYERS = ['call site', 'limiter default'] as const;
+
+/** consultHooks from layer `first` on (0: the call site, 1: the limiter's default). */
+function askFrom(
+  first: 0 | 1,
+  kind: keyof typeof ANSWER_SHAPES,
+  callSite: HookSlot<AnyHook>,
+  fallback: HookSlot<AnyHook>,
+  result: unknown,
+  body: unknown,
+): object | undefined | Promise<object | undefined> {
+  for (let layer: 0 | 1 = first; ; layer = 1) {
+    const hook = layer === 0 ? callSite : fallback;
+    if (typeof hook === 'function') {
+      const answer: unknown = (hook as (result: unknown, body: unknown) => unknown)(result, body);
+      if (isThenable(answer)) {
+        return Promise.resolve(answer).then(
+          (settled) =>
+            judged(kind, layer, settled) ??
+            (layer === 0 ? askFrom(1, kind, callSite, fallback, result, body) : undefined),
+        );
+      }
+      const real = judged(kind, layer, answer);
+      if (real !== undefined) return real;
+    }
+    if (layer === 1) return undefined;
+  }
+}
+
+/** A hook's answer: the object it answered, undefined for "no opinion", or a throw naming the hook when malformed. */
+function judged(kind: keyof typeof ANSWER_SHAPES, layer: 0 | 1, answer: unknown): object | undefined {
+  if (answer === undefined || answer === null || (answer === false && kind !== 'usage')) return undefined;
+  if (typeof answer !== 'object') {
+    const error = new TypeError(
+      `the ${kind} hook (${LAYERS[layer]}) must return ${ANSWER_SHAPES[kind]} (received ${describe(answer)})`,
+    );
+    if (kind === 'usage') malformedUsage.add(error);
+    throw error;
+  }
+  if (kind === 'usage') {
+    try {
+      raise(
+        unitCostsProblem(answer, 'usage', 0),
+        `the usage hook (${LAYERS[layer]}) must return ${ANSWER_SHAPES.usage}: `,
       );
-      if (kind === 'usage') malformedUsage.add(error);
+    } catch (error) {
+      malformedUsage.add(error as object);
       throw error;
     }
-    if (kind === 'usage') {
-      try {
-        raise(unitCostsProblem(answer, 'usage', 0), `the usage hook (${layer}) must return ${ANSWER_SHAPES.usage}: `);
-      } catch (error) {
-        malformedUsage.add(error as object);
-        throw error;
-      }
-    }
-    return answer;
   }
-  return undefined;
+  return answer;
+}
+
+/** Whether `await` would wait on `value` (it has a `then` method). */
+export function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    ((typeof value === 'object' && value !== null) || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
 }
 
 /** A rateLimit answer's pause, if it is one the object can use. */

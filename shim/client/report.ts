@@ -10,6 +10,7 @@ import { messageOf } from '../errors.ts';
 import {
   checkedFailure,
   consultHooks,
+  isThenable,
   malformedUsage,
   signalDelay,
   type ErrorHook,
@@ -39,47 +40,63 @@ interface HookSet {
  * rate limit), then the rateLimit, error and usage hooks through their chain.
  * A rateLimit signal makes `status` 429 and keeps the real one as
  * `upstreamStatus`; a usage answer (checked in consultHooks) is `usage`.
- * With no hook in either layer the report is built at once (httpReport).
+ * The report comes back at once while every hook answers a plain value, as
+ * a promise once one answers a promise. A hook's throw (or rejection)
+ * propagates; a malformed usage answer goes to `badUsage` instead.
  */
-export async function buildReport<V>(
+export function buildReport<V>(
   result: unknown,
   value: V,
   hooks: HookLayers,
   badUsage: (error: unknown) => void = (error) => {
     throw error;
   },
-): Promise<CallReport<V>> {
-  const signal = hasHook(hooks.callSite.rateLimit, hooks.defaults.rateLimit)
-    ? await consultHooks('rateLimit', hooks.callSite.rateLimit, hooks.defaults.rateLimit, result, value)
+): CallReport<V> | Promise<CallReport<V>> {
+  const { callSite, defaults } = hooks;
+  const signal = hasHook(callSite.rateLimit, defaults.rateLimit)
+    ? consultHooks('rateLimit', callSite.rateLimit, defaults.rateLimit, result, value)
     : undefined;
-  const report = httpReport(result, value, signal !== undefined);
-  if (signal) {
-    // It crosses as a 429, the one status the object treats as a rate limit;
-    // the upstream's own answer is kept beside it.
-    report.rateLimited = true;
-    if (report.status !== undefined && report.status !== 429) report.upstreamStatus = report.status;
-    report.status = 429;
-    const ms = signalDelay(signal);
-    if (ms !== undefined) report.retryAfterMs = ms;
-  }
-
-  const failure = hasHook(hooks.callSite.error, hooks.defaults.error)
-    ? await consultHooks('error', hooks.callSite.error, hooks.defaults.error, result, value)
-    : undefined;
-  if (failure) report.failure = checkedFailure(failure);
-
-  if (hasHook(hooks.callSite.usage, hooks.defaults.usage)) {
-    try {
-      const usage = await consultHooks('usage', hooks.callSite.usage, hooks.defaults.usage, result, value);
-      if (usage) report.usage = usage as UnitCosts;
-    } catch (error) {
+  return then(signal, (signal) => {
+    const report = httpReport(result, value, signal !== undefined);
+    if (signal) {
+      // It crosses as a 429, the one status the object treats as a rate limit;
+      // the upstream's own answer is kept beside it.
+      report.rateLimited = true;
+      if (report.status !== undefined && report.status !== 429) report.upstreamStatus = report.status;
+      report.status = 429;
+      const ms = signalDelay(signal);
+      if (ms !== undefined) report.retryAfterMs = ms;
+    }
+    const failure = hasHook(callSite.error, defaults.error)
+      ? consultHooks('error', callSite.error, defaults.error, result, value)
+      : undefined;
+    return then(failure, (failure) => {
+      if (failure) report.failure = checkedFailure(failure);
+      if (!hasHook(callSite.usage, defaults.usage)) return report;
+      const measured = (usage: object | undefined) => {
+        if (usage) report.usage = usage as UnitCosts;
+        return report;
+      };
       // A malformed answer: the work ran, so the report goes without a usage
       // (the reservation stands) rather than as a throw the object retries.
-      if (!malformedUsage.has(error as object)) throw error;
-      badUsage(error);
-    }
-  }
-  return report;
+      const malformed = (error: unknown) => {
+        if (!malformedUsage.has(error as object)) throw error;
+        badUsage(error);
+        return report;
+      };
+      try {
+        const usage = consultHooks('usage', callSite.usage, defaults.usage, result, value);
+        return usage instanceof Promise ? usage.then(measured, malformed) : measured(usage);
+      } catch (error) {
+        return malformed(error);
+      }
+    });
+  });
+}
+
+/** `next(value)`, at once when `value` is plain, after it settles when it is a promise. */
+function then<T, U>(value: T | Promise<T>, next: (value: T) => U | Promise<U>): U | Promise<U> {
+  return value instanceof Promise ? value.then(next) : next(value);
 }
 
 /**
@@ -159,7 +176,7 @@ export type ReportingCallback<V = unknown> = ((start?: unknown) => CallReport<V>
  * It carries the attempt's abort relay as its `whenAborted` property (see
  * ExecuteOptions.relaysAbort): the object asks it there, running nothing.
  *
- * When `work` and `read` answer plain values and no hook is set, it returns
+ * When `work`, `read` and every hook answer plain values, it returns
  * the report itself rather than a promise of it: the report is the same, and
  * the RPC layer then sends it back at once instead of waiting on a promise.
  */
@@ -197,8 +214,17 @@ function runAttempt<T, V>(
     const result = work();
     if (isThenable(result)) return finishLater(result, read, hooks, trace);
     const value = read(result);
-    if (hooked || isThenable(value)) return finishLater(result, () => value, hooks, trace);
-    return ended(trace, httpReport(result, carried(value), false));
+    if (isThenable(value)) return finishLater(result, () => value, hooks, trace);
+    if (!hooked) return ended(trace, httpReport(result, carried(value), false));
+    // Hooks that answer plain values finish here too: no promise, no turn.
+    const report = buildReport(result, carried(value), hooks, (error) => {
+      trace.usageError ??= error;
+    });
+    if (!(report instanceof Promise)) return ended(trace, report);
+    return report.then(
+      (report) => ended(trace, report),
+      (error: unknown) => threw(trace, error),
+    );
   } catch (error) {
     return threw(trace, error);
   }
@@ -241,14 +267,6 @@ function attemptStart(value: unknown): AttemptStart | undefined {
   const { slot, timeoutMs } = value as Record<string, unknown>;
   if (typeof slot !== 'string' || typeof timeoutMs !== 'number' || !(timeoutMs > 0)) return undefined;
   return value as AttemptStart;
-}
-
-/** Whether `await` would wait on `value` (it has a `then` method). */
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (
-    ((typeof value === 'object' && value !== null) || typeof value === 'function') &&
-    typeof (value as { then?: unknown }).then === 'function'
-  );
 }
 
 /**

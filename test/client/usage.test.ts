@@ -330,10 +330,8 @@ describe('usage hook: the hot path', () => {
     const bare = await turns({});
     // Plain work, a plain read and no hook: the report is answered at once, not as a promise.
     expect(bare).toBe(1);
-    const measured = await turns({ usage: () => ({ tokens: 1 }) });
     expect(await turns({ usage: null }, { usage: () => ({ tokens: 1 }) })).toBe(bare);
     expect(await turns({ usage: undefined }, { usage: null })).toBe(bare);
-    expect(measured).toBeGreaterThan(bare);
     const report = await reportingCallback(
       () => 1,
       (n) => n,
@@ -343,6 +341,33 @@ describe('usage hook: the hot path', () => {
     )();
     expect(report).toEqual({ value: 1 });
     expect('usage' in report).toBe(false);
+  });
+
+  it('hooks that answer plain values take no extra turn either; one that answers a promise is awaited', async () => {
+    const bare = await turns({});
+    const plain = { tokens: 1 };
+    expect(await turns({ usage: () => plain })).toBe(bare);
+    expect(await turns({}, { usage: () => plain, error: () => null, rateLimit: () => undefined })).toBe(bare);
+    expect(await turns({ usage: () => Promise.resolve(plain) })).toBeGreaterThan(bare);
+    // The call site's hook has no opinion in a promise: the default is asked after it settles.
+    expect(await turns({ error: () => Promise.resolve(null) }, { usage: () => plain })).toBeGreaterThan(bare);
+    const both = async (layers: HookLayers) =>
+      await reportingCallback(
+        () => ({ status: 503 }),
+        () => 'v',
+        layers,
+        { started: false },
+        abortRelay(undefined),
+      )();
+    const failure = { message: 'HTTP 503', retryable: true };
+    const sync = await both({ callSite: { usage: () => plain }, defaults: { error: () => failure } });
+    const async = await both({
+      callSite: { usage: () => Promise.resolve(plain) },
+      defaults: { error: () => Promise.resolve(failure) },
+    });
+    // The same report either way.
+    expect(sync).toEqual({ value: 'v', status: 503, failure, usage: plain });
+    expect(async).toEqual(sync);
   });
 });
 

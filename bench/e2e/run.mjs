@@ -18,8 +18,8 @@ const root = resolve(here, '../..');
 // --dist=<dir>: measure another build (e.g. a previous release's, for before/after figures).
 const dist = resolve(process.argv.find((a) => a.startsWith('--dist='))?.slice('--dist='.length) ?? join(root, 'dist'));
 const QUICK = process.argv.includes('--quick');
-const SLICE_MS = QUICK ? 150 : 400; // one target's share of a round
-const ROUNDS = QUICK ? 2 : 5; // figures are medians over rounds
+const SLICE_MS = QUICK ? 150 : 250; // one target's share of a round
+const ROUNDS = QUICK ? 2 : 9; // figures are medians over rounds (9 short rounds: a steadier median than 5 long ones)
 const CONCURRENCY = [1, 16, 64];
 const LOGS = [
   { label: '10', bucket: 'bench-small', seed: 0 },

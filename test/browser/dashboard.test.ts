@@ -30,6 +30,7 @@ const CHROMIUM = process.env.DRL_CHROMIUM ?? '/usr/bin/chromium';
 const ADMIN_KEY = `dash-${crypto.randomUUID()}`;
 const PENALISED = 'dash-penalty';
 const PENALTY_MS = 40_000;
+const TREE = 'dash-tree';
 
 interface WindowStats {
   name: string;
@@ -61,6 +62,20 @@ interface HistoryBody {
   resolutionMs: number;
   intervals: HistoryPoint[];
   current: HistoryPoint;
+}
+
+/** A root's `tree` in GET /stats (the fields the page shows). */
+interface DrawnTree {
+  role: 'root';
+  windows: { name: string; limit: number; counted: number }[];
+  slots: { limit: number; counted: number };
+  children: {
+    region: string;
+    windows: { name: string; held: number; used: number; lapsed: number; wanted: number }[];
+    slots: { held: number; used: number; lapsed: number };
+    exchanges: number;
+    exchangesPerMinute: number;
+  }[];
 }
 
 let stack: { [k: string]: any };
@@ -103,11 +118,23 @@ beforeAll(async () => {
   stampede = runStampede(stack, { app: 'application', consumers, query, deadlineMs: 5 * 60_000, log: () => {} }).catch(
     () => undefined,
   );
-  // A second bucket, to be paused by a penalty later.
+  // A second bucket, to be paused by a penalty later, and a lease tree.
   const configured = await stack.configure({
     [PENALISED]: { bucket: { limitPerWindow: 10, windowInMs: 60_000 }, concurrency: 2 },
+    [TREE]: { bucket: { limitPerWindow: 20, windowInMs: 60_000 }, concurrency: 2, tree: {} },
   });
   if (!configured.ok) throw new Error(`configure failed: ${JSON.stringify(configured.body)}`);
+  // Calls through the tree's child for region weur (the entrypoint takes <bucket>@<region>).
+  const treeCalls = JSON.parse(
+    await stack.get(
+      'application',
+      consumers[0],
+      `/fault-calls?${new URLSearchParams({ bucket: `${TREE}@weur`, probe: 'dash-tree', work: 'sleep', ms: '0', calls: '3', tag: 'tree', via: 'service' })}`,
+    ),
+  ) as { records: { outcome: string }[] };
+  if (treeCalls.records.some((r) => r.outcome !== 'ok')) {
+    throw new Error(`a call through the tree's child failed: ${JSON.stringify(treeCalls.records)}`);
+  }
 
   browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
   page = await browser.newPage();
@@ -584,6 +611,54 @@ describe('the dashboard page', () => {
       page.off('request', answer);
       await page.setRequestInterception(false);
     }
+  });
+
+  it("a tree root's page lists its children with the numbers of the GET /stats answer it drew", async () => {
+    await page.evaluate((name) => {
+      location.hash = `#/bucket/${encodeURIComponent(name)}`;
+    }, TREE);
+    await page.waitForSelector('table.tree tr[data-region="weur"]', { timeout: 15_000 });
+    // Paused, the page keeps one snapshot and says which (the newest object clock in it).
+    const wasPaused = (await page.$eval('#pause', (e) => e.getAttribute('aria-pressed'))) === 'true';
+    if (!wasPaused) await page.click('#pause');
+    await page.waitForFunction(() =>
+      document.getElementById('status')!.textContent!.startsWith('Paused: showing the stats of '),
+    );
+    const shownAt = Date.parse(await page.$eval('#updated', (e) => (e as HTMLTimeElement).dateTime));
+    const table = await page.$eval('table.tree', (t) => ({
+      caption: t.querySelector('caption')!.textContent,
+      rows: [...t.querySelectorAll<HTMLElement>('tbody tr')].map((tr) => ({
+        region: tr.dataset.region,
+        windows: [...tr.querySelectorAll('ul.windows li')].map((li) => li.textContent),
+        slots: tr.querySelector('[data-field="slots"]')!.textContent,
+        exchanges: tr.querySelector('[data-field="exchanges"]')!.textContent,
+      })),
+    }));
+    const bodies = (await Promise.all(received)).filter((b): b is StatsBody => b !== null);
+    const drawn = bodies.filter((b) => Math.max(...Object.values(b.buckets).map((s) => s.now)) === shownAt);
+    expect(drawn).toHaveLength(1);
+    const tree = (drawn[0]!.buckets[TREE] as unknown as { tree: DrawnTree }).tree;
+    expect(tree.role).toBe('root');
+    const w = tree.windows[0]!;
+    expect(table.caption).toBe(
+      `Lease tree: counted across every child, ${w.name} ${w.counted} of ${w.limit}, slots ${tree.slots.counted} of ${tree.slots.limit}`,
+    );
+    expect(table.rows).toEqual(
+      tree.children.map((c) => ({
+        region: c.region,
+        windows: c.windows.map(
+          (u) => `${u.name}: ${u.held} / ${u.used} / ${u.lapsed}${u.wanted > 0 ? ` (wants ${u.wanted} more)` : ''}`,
+        ),
+        slots: String(c.slots.held + c.slots.used + c.slots.lapsed),
+        exchanges: `${c.exchanges} (${c.exchangesPerMinute} a minute)`,
+      })),
+    );
+    // The child that served the three calls is there, and its root counts them.
+    const weur = tree.children.find((c) => c.region === 'weur')!;
+    expect(weur.exchanges).toBeGreaterThan(0);
+    expect(weur.windows[0]!.held + weur.windows[0]!.used + weur.windows[0]!.lapsed).toBeGreaterThanOrEqual(3);
+    await shot('tree');
+    if (!wasPaused) await page.click('#pause');
   });
 
   it('ran under its CSP with nothing refused and no error in the console', () => {

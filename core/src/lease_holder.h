@@ -31,7 +31,8 @@
 //   beyond the lead time (its round trip, with headroom) will not cover its
 //   queue and its recent use rate over the lead, or the head of its queue
 //   cannot start; it then asks for its queue and its rate over the lead +
-//   stock_ms. So a steady child exchanges about once per stock_ms. In every
+//   its stock span (stock_ms, at least a thirtieth of the window). So a
+//   steady child exchanges about once per stock span. In every
 //   exchange it gives back (cumulative returns) the units its rate says it
 //   cannot spend before their lease ends, or beyond twice what it would ask
 //   for, and the idle slots beyond its queue and its recent peak of calls
@@ -111,7 +112,7 @@ struct HolderConfig {
   LeaseMillis attempt_timeout_ms = 0;   // A
   LeaseMillis retry_ms = 500;           // resend an unanswered exchange after this
   LeaseMillis idle_ms = 2'000;          // give everything back after this long with no take and no queue
-  LeaseMillis stock_ms = 100;           // H: a refresh asks for the recent use rate over the lead + this
+  LeaseMillis stock_ms = 100;           // H: a refresh asks for the recent use rate over the lead + this (stock_span)
   LeaseMillis refresh_ms = 0;           // between exchanges, unless it holds nothing its queue can use
   LeaseMillis rate_ms = 1'000;          // the recent use rate is measured over this
   LeaseMillis close_within_ms = 1'000;  // a spent lease's close waits at most this for another exchange
@@ -226,6 +227,8 @@ class LeaseHolder {
   bool starved(LeaseMillis now) const;
   LeaseMillis spacing(LeaseMillis now) const;
   LeaseMillis lead() const;
+  // How much of its rate a child stocks for window k beyond the lead.
+  LeaseMillis stock_span(size_t k) const;
   void learn_penalty(LeaseMillis left, LeaseMillis now);
   LeaseMillis penalty_end() const;
 

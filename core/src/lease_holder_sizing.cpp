@@ -15,6 +15,17 @@ LeaseMillis LeaseHolder::lead() const {
   return rtt_ > 0 ? rtt_ + rtt_ / 4 + 2 * config_.clocks.slack_ms : config_.retry_ms / 2;
 }
 
+// The stock of window k: stock_ms, and at least a thirtieth of the window.
+// A steady child exchanges about once per stock span; a long window's
+// stock is then a small share of its limit (the children's stocks together
+// are at most their rate over window / 30, so at most about 3% of the limit
+// idles in them), and a 60 s window's children exchange every 2 s or so
+// instead of every 100 ms.
+LeaseMillis LeaseHolder::stock_span(size_t k) const {
+  const LeaseMillis window = k < config_.windows_ms.size() ? config_.windows_ms[k] : 0;
+  return std::max(config_.stock_ms, window / 30);
+}
+
 int64_t LeaseHolder::queued_units(size_t k) const {
   int64_t total = 0;
   for (const DemandLevel& d : queued_) total += k < d.units.size() ? d.units[k] : 0;
@@ -109,13 +120,13 @@ std::vector<DemandLevel> LeaseHolder::demand(LeaseMillis now) const {
     d.slots -= covered;
     free_slots -= covered;
   }
-  // The stock: the recent rate over the lead and stock_ms, beyond the
+  // The stock: the recent rate over the lead and the stock span, beyond the
   // queue, and the slots it keeps for it (slots_to_keep less the queue's).
   DemandLevel stock;
   stock.priority = levels.empty() ? 0 : levels.back().priority;
   stock.units.assign(n, 0);
   for (size_t k = 0; k < n; ++k) {
-    stock.units[k] = std::max<int64_t>(0, expected(k, config_.stock_ms + lead()) - usable[k]);
+    stock.units[k] = std::max<int64_t>(0, expected(k, stock_span(k) + lead()) - usable[k]);
   }
   stock.slots = std::max<int64_t>(0, slots_to_keep() - queued_slots() - free_slots);
   levels.push_back(stock);
@@ -193,7 +204,7 @@ std::vector<LeaseReturn> LeaseHolder::returns(LeaseMillis now) {
   // sits idle while another child could have it.
   for (size_t k = 0; k < n; ++k) {
     const int64_t queued = queued_units(k);
-    const int64_t most = 2 * (queued + expected(k, lead() + config_.stock_ms)) + 1;
+    const int64_t most = 2 * (queued + expected(k, lead() + stock_span(k))) + 1;
     int64_t kept = 0;
     // A used unit comes back after outlast(T) (recycle), so no lease needs
     // stock for longer than that: its units serve the rate again after it.

@@ -222,6 +222,36 @@ TEST_CASE("lease holder: it refreshes once its stock will not last the lead, and
   CHECK(refresh->demand[0].units[0] == (99 * 512 + 999) / 1000 - 1);
 }
 
+TEST_CASE("lease holder: a window's stock is stock_ms, and at least a thirtieth of the window") {
+  // The run above (99 takes a second, a lead of 12 ms) with a window: the
+  // refresh asks for the rate over the lead + max(stock_ms, window / 30).
+  const auto asked = [](int64_t window_ms) {
+    HolderConfig c = config();
+    c.windows_ms = {window_ms};
+    c.stock_ms = 500;
+    c.rate_ms = 1000;
+    c.refresh_ms = 0;
+    LeaseHolder h(c);
+    const Exchange first = ask(h, 10, 0, 1000);
+    h.on_grant(lease(first, 9, 100, 0, 100'000), 1010);
+    h.set_queued({}, 1010);
+    std::optional<Exchange> refresh;
+    for (int64_t t = 1010; t < 2000; t += 10) {
+      REQUIRE(h.take({1}, t));
+      if (auto ex = h.next_exchange(t)) refresh = ex;
+    }
+    REQUIRE(refresh);
+    REQUIRE(refresh->demand.size() == 1);
+    return refresh->demand[0].units[0];
+  };
+  const auto over = [](int64_t stock) { return (99 * (12 + stock) + 999) / 1000 - 1; };
+  CHECK(asked(3'000) == over(500));   // a thirtieth is 100: stock_ms rules
+  CHECK(asked(14'999) == over(500));  // 499
+  CHECK(asked(18'000) == over(600));  // 600: the window rules
+  CHECK(asked(60'000) == over(2'000));
+  CHECK(over(600) > over(500));  // the figures tell the spans apart
+}
+
 TEST_CASE("lease holder: it gives back the units its rate cannot spend before their lease ends") {
   HolderConfig c = config();
   c.rate_ms = 1000;

@@ -102,7 +102,7 @@ struct TreeConfig {
   std::vector<TreeFloor> floors;          // by region
   int64_t clock_slack_ms = 20;            // S: a reading may lag its clock by this (Date.now() stands still in a turn)
   int64_t drift_ppm = 100;                // rho: every clock runs within 1 +- this / 10^6 of real time
-  int64_t stock_ms = 100;                 // a child asks for its rate over the round trip plus this
+  int64_t stock_ms = 100;                 // a child stocks its rate over the round trip + this (>= window/30)
   int64_t retry_ms = 500;                 // an unanswered exchange is resent after this
   int64_t unreachable_ms = 2'000;         // failOpen: admits once an exchange went unanswered this long
 };

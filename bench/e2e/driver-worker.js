@@ -103,8 +103,74 @@ async function load(env, job) {
   };
 }
 
+/**
+ * Open-loop load on a lease tree (bench/e2e/tree.mjs): for each stream,
+ * calls arrive every 1000 / rate ms for `ms` through the client, at the
+ * stream's region (null: the root itself), each waiting at most
+ * `maxWaitMs`. Returns, per stream, when each callback started (the ground
+ * truth for the limit), each admitted call's latency, and how the rest
+ * ended.
+ */
+async function openLoad(env, job) {
+  const started = Date.now();
+  const streams = job.streams.map((s) => ({ ...s, starts: [], latencies: [], refused: 0, failed: 0, firstError: '' }));
+  const calls = [];
+  for (const stream of streams) {
+    const bound = defineLimiter({ binder: defineBinder(job.ns), name: job.name }).for(
+      env,
+      stream.region ? { region: stream.region } : {},
+    );
+    const gapMs = 1000 / stream.rate;
+    calls.push(
+      (async () => {
+        const inflight = [];
+        for (let k = 0; ; k++) {
+          const due = started + k * gapMs;
+          if (due - started >= job.ms) break;
+          const wait = due - Date.now();
+          if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+          const t0 = Date.now();
+          inflight.push(
+            bound
+              .call(
+                () => {
+                  stream.starts.push(Date.now());
+                  return { status: 200, headers: {} };
+                },
+                { read: readStatus, maxWaitMs: job.maxWaitMs },
+              )
+              .then(
+                () => stream.latencies.push(Date.now() - t0),
+                (error) => {
+                  if (error?.name === 'DeadlineError') stream.refused++;
+                  else {
+                    stream.failed++;
+                    stream.firstError ||= String(error?.message ?? error);
+                  }
+                },
+              ),
+          );
+        }
+        await Promise.all(inflight);
+      })(),
+    );
+  }
+  await Promise.all(calls);
+  return streams.map(({ region, rate, starts, latencies, refused, failed, firstError }) => ({
+    region,
+    rate,
+    starts,
+    latencies,
+    refused,
+    failed,
+    firstError,
+  }));
+}
+
 async function handle(env, job) {
   switch (job.kind) {
+    case 'open-load':
+      return await openLoad(env, job);
     case 'configure':
       return await stubOf(env, job.ns, job.name).configure(job.name, job.config);
     case 'seed': {

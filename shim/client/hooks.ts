@@ -132,22 +132,9 @@ export function consultHooks(
   fallback: HookSlot<AnyHook>,
   result: unknown,
   body: unknown,
+  first: 0 | 1 = 0, // the layer to start from (1: the call site's hook had no opinion)
 ): object | undefined | Promise<object | undefined> {
   if (callSite === null) return undefined;
-  return askFrom(0, kind, callSite, fallback, result, body);
-}
-
-const LAYERS = ['call site', 'limiter default'] as const;
-
-/** consultHooks from layer `first` on (0: the call site, 1: the limiter's default). */
-function askFrom(
-  first: 0 | 1,
-  kind: keyof typeof ANSWER_SHAPES,
-  callSite: HookSlot<AnyHook>,
-  fallback: HookSlot<AnyHook>,
-  result: unknown,
-  body: unknown,
-): object | undefined | Promise<object | undefined> {
   for (let layer: 0 | 1 = first; ; layer = 1) {
     const hook = layer === 0 ? callSite : fallback;
     if (typeof hook === 'function') {
@@ -156,7 +143,7 @@ function askFrom(
         return Promise.resolve(answer).then(
           (settled) =>
             judged(kind, layer, settled) ??
-            (layer === 0 ? askFrom(1, kind, callSite, fallback, result, body) : undefined),
+            (layer === 0 ? consultHooks(kind, callSite, fallback, result, body, 1) : undefined),
         );
       }
       const real = judged(kind, layer, answer);
@@ -165,6 +152,8 @@ function askFrom(
     if (layer === 1) return undefined;
   }
 }
+
+const LAYERS = ['call site', 'limiter default'] as const;
 
 /** A hook's answer: the object it answered, undefined for "no opinion", or a throw naming the hook when malformed. */
 function judged(kind: keyof typeof ANSWER_SHAPES, layer: 0 | 1, answer: unknown): object | undefined {

@@ -325,7 +325,10 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     return later(async () => {
       if (!this.#declarationDone) await this.#declarationReady();
       const checked = checkFinished(slot, ranMs);
-      return this.#host.finished(checked.slot, checked.ranMs);
+      if (this.#host.finished(checked.slot, checked.ranMs)) return true;
+      // A slot the root granted: this child passed the call on to it.
+      if (this.#passThrough && this.#treeChild) return this.#rootStub(this.#treeChild).finished(slot, ranMs);
+      return false;
     });
   }
 
@@ -723,7 +726,9 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
 // Notices that could not reach a child, logged once per region per isolate.
 /** The engine's stats: LimiterStats without the name, and a tree member's holder (core/src/engine_views.cpp). */
 type EngineStats = Omit<LimiterStats, 'name'> & {
-  lease?: Omit<Extract<TreeStats, { role: 'child' }>, 'role' | 'root' | 'region' | 'held'> & { held: number[] };
+  lease?: Omit<Extract<TreeStats, { role: 'child' }>, 'role' | 'root' | 'region' | 'held' | 'passThrough'> & {
+    held: number[];
+  };
 };
 
 const noticeLogged = new Set<string>();

@@ -275,7 +275,12 @@ describe('treeNotes', () => {
   });
 
   it('names a child that passes its calls through to the root', () => {
-    const tree = childTree({ passThrough: true, held: [{ name: 'bucket', units: 0 }], openLeases: 0, leasesReceived: 0 });
+    const tree = childTree({
+      passThrough: true,
+      held: [{ name: 'bucket', units: 0 }],
+      openLeases: 0,
+      leasesReceived: 0,
+    });
     expect(treeNotes({ 'chat-api@weur': stats({ tree }) })).toEqual([
       'chat-api@weur: passes every call through to its root chat-api (tree.passThrough)',
     ]);

@@ -68,7 +68,7 @@ TEST_CASE("every broken tree rule names its field", "[tree]") {
   CHECK(first_problem(R"({"whenShort":"floor"})").first == "tree.whenShort");
 }
 
-TEST_CASE("a quota too small to split passes through; passThrough overrides", "[tree]") {
+TEST_CASE("a quota too small to split passes through, unless passThrough says", "[tree]") {
   const auto passes = [](const std::string& doc) {
     auto parsed = drl::parse_config(doc);
     REQUIRE(parsed.ok());

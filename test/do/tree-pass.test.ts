@@ -4,9 +4,10 @@
 // of its own, so the limit and the cap hold across root and children; they
 // take no leases; a reconfigure switches lending on and off at the children;
 // the root's errors reach the caller unchanged; bad values name the field.
+import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import type { LimiterDO } from '../../shim/do/index.ts';
-import type { LimiterConfig, LimiterStats, TreeStats } from '../../shim/envelope.ts';
+import type { AttemptStart, LimiterConfig, LimiterStats, TreeStats } from '../../shim/envelope.ts';
 import { bucket, rejection, sleep, typed, uniqueName, waitFor } from './helpers.ts';
 
 const WINDOW_MS = 1000;
@@ -179,6 +180,42 @@ describe('pass-through in a lease tree', { timeout: 120_000 }, () => {
     });
     expect(settled.ok).toBe(false);
     if (!settled.ok) expect(settled.error.id).toBe('deadline-exceeded');
+  });
+
+  it('a callback that ends after the root restarted frees its slot through the child', async () => {
+    const name = await treeBucket({ ...TINY, attemptTimeoutMs: 60_000 });
+    const child = bucket(`${name}@weur`);
+    let start: AttemptStart | undefined;
+    let finish: () => void = () => {};
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    const call = child.execute(
+      async (attempt?: AttemptStart) => {
+        start = attempt;
+        await finished;
+        return { value: 1, status: 200 };
+      },
+      { reportsThrows: true },
+    ) as unknown as Promise<unknown>;
+    const outcome = call.then(
+      () => 'served',
+      () => 'broken',
+    );
+    await waitFor(() => start !== undefined, 10_000, 'the callback to start');
+    const error = await rejection(
+      runInDurableObject(bucket(name), (_instance, state) => {
+        state.abort('reset by the test');
+      }),
+    );
+    expect(error.message).toContain('reset by the test');
+    expect(await outcome).toBe('broken');
+    // The restarted root holds the slot: the callback may still be running.
+    expect((await bucket(name).stats()).restoredSlots).toBe(1);
+    await sleep(1100); // past the slots record's entry (its start + 1 s)
+    finish();
+    // The child granted no slot: it passes the slot on to the root, which frees it.
+    expect(await child.finished(start!.slot, 1100)).toBe(true);
+    expect((await bucket(name).stats()).restoredSlots).toBe(0);
+    expect(await child.finished(start!.slot, 1100)).toBe(false);
   });
 
   it('a bad tree.passThrough is refused naming it', async () => {

@@ -109,9 +109,10 @@ export function statsTable(buckets: Record<string, AnyLimiterStats>): string {
 }
 
 /**
- * What a lease tree's children say is wrong, one sentence each: leases that
- * arrived already ended (the lease is shorter than the round trip to the
- * root, so the child never spends it) and a root that stopped answering.
+ * What a lease tree's children say is wrong or unusual, one sentence each:
+ * leases that arrived already ended (the lease is shorter than the round
+ * trip to the root, so the child never spends it), a root that stopped
+ * answering, and a child that passes its calls through to the root.
  *
  * @example
  * treeNotes({ 'api@weur': stats });
@@ -129,6 +130,7 @@ export function treeNotes(buckets: Record<string, AnyLimiterStats>): string[] {
       );
     }
     if (tree.unreachable) notes.push(`${name}: its root ${tree.root} has not answered for tree.unreachableMs`);
+    if (tree.passThrough) notes.push(`${name}: passes every call through to its root ${tree.root} (tree.passThrough)`);
   }
   return notes;
 }
@@ -179,8 +181,9 @@ export function treeTables(buckets: Record<string, AnyLimiterStats>): string[] {
       ];
     });
     const counted = tree.windows.map((w) => `${w.counted}/${w.limit} counted (${w.name})`).join(', ');
+    const passing = tree.passThrough ? ', children pass calls through' : '';
     tables.push(
-      `${name}: a lease tree, ${counted}, slots ${tree.slots.counted}/${tree.slots.limit}\n${aligned(header, rows)}`,
+      `${name}: a lease tree${passing}, ${counted}, slots ${tree.slots.counted}/${tree.slots.limit}\n${aligned(header, rows)}`,
     );
   }
   return tables;

@@ -148,6 +148,13 @@ export interface LimiterTree {
   retryMs?: number;
   /** With whenShort 'failOpen': admit once an exchange has gone unanswered this long, in ms. Default 2000. */
   unreachableMs?: number;
+  /**
+   * Whether the children pass every call through to the root instead of
+   * taking leases: 'auto' (the default) passes through when a window's limit
+   * is below 10 or the concurrency is 1 (too small to split; docs/leases.md,
+   * "Too small to split").
+   */
+  passThrough?: 'auto' | boolean;
 }
 
 /** What a bucket learns from, and where each reported dimension goes. */
@@ -503,6 +510,8 @@ export type TreeStats =
       windows: { name: string; limit: number; counted: number }[];
       /** The same for concurrency slots. */
       slots: { limit: number; counted: number };
+      /** Its children pass every call through to it (`tree.passThrough`): they take no leases. */
+      passThrough: boolean;
       /** Every child the root knows, its own engine (region `root`) included. */
       children: TreeChildStats[];
     }
@@ -510,6 +519,11 @@ export type TreeStats =
       role: 'child';
       root: string;
       region: string;
+      /**
+       * It passes every call through to its root (`tree.passThrough`): it
+       * takes no leases, and what it held when it switched it spends or returns.
+       */
+      passThrough: boolean;
       /** Units of each window usable now from its leases. */
       held: { name: string; units: number }[];
       /** Slots free now in its leases. */

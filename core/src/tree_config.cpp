@@ -56,7 +56,7 @@ class TreeChecker {
     t.enabled = true;
     reject_unknown(tree, "tree",
                    {"leaseMs", "maxLeaseMs", "whenShort", "floors", "clockSlackMs", "driftPpm", "stockMs", "retryMs",
-                    "unreachableMs"});
+                    "unreachableMs", "passThrough"});
     integer(tree, "tree", "leaseMs", 1, kMaxDelayMs, t.lease_ms);
     integer(tree, "tree", "maxLeaseMs", 0, kMaxDelayMs, t.max_lease_ms);
     integer(tree, "tree", "clockSlackMs", 0, kMaxDelayMs, t.clock_slack_ms);
@@ -72,6 +72,15 @@ class TreeChecker {
       } else {
         add(when->is_string() ? ErrorKind::RangeError : ErrorKind::TypeError, "tree.whenShort",
             "tree.whenShort must be \"failClosed\", \"floor\" or \"failOpen\" (received " + show(*when) + ")");
+      }
+    }
+    const auto pass = tree.find("passThrough");
+    if (pass != tree.end() && !pass->is_null()) {
+      if (pass->is_boolean()) {
+        t.pass_through = pass->get<bool>();
+      } else if (!(pass->is_string() && pass->get<std::string>() == "auto")) {
+        add(pass->is_string() ? ErrorKind::RangeError : ErrorKind::TypeError, "tree.passThrough",
+            "tree.passThrough must be \"auto\", true or false (received " + show(*pass) + ")");
       }
     }
     const auto floors = tree.find("floors");
@@ -248,7 +257,23 @@ nlohmann::ordered_json tree_json(const TreeConfig& tree) {
   out["stockMs"] = tree.stock_ms;
   out["retryMs"] = tree.retry_ms;
   out["unreachableMs"] = tree.unreachable_ms;
+  if (tree.pass_through) {
+    out["passThrough"] = *tree.pass_through;
+  } else {
+    out["passThrough"] = "auto";
+  }
   return out;
+}
+
+bool tree_passes_through(const Config& config) {
+  if (!config.tree.enabled) return false;
+  if (config.tree.pass_through) return *config.tree.pass_through;
+  if (config.concurrency < kPassThroughBelowSlots) return true;
+  if (config.bucket.limit_per_window < kPassThroughBelowUnits) return true;
+  for (const WindowConfig& w : config.windows) {
+    if (w.limit_per_window < kPassThroughBelowUnits) return true;
+  }
+  return false;
 }
 
 uint64_t region_child_id(std::string_view region) {

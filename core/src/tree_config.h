@@ -47,6 +47,16 @@ void check_tree(const nlohmann::json& tree, Config& config, std::vector<ConfigPr
 // The effective tree, every default filled in, for effective_config_json.
 nlohmann::ordered_json tree_json(const TreeConfig& tree);
 
+// "auto" passes through below these (docs/leases.md, "Sizing", "Too small
+// to split"): a window's limit under kPassThroughBelowUnits, or a single slot.
+inline constexpr int64_t kPassThroughBelowUnits = 10;
+inline constexpr int64_t kPassThroughBelowSlots = 2;
+
+// Whether the children of a tree with this config pass every call through
+// to the root (tree.passThrough, "auto" by the limits above); false without
+// a tree.
+bool tree_passes_through(const Config& config);
+
 // The child id of a region (valid_region, or kRootRegion): its letters and
 // digits as the digits 1-36 of a number in base 37, the first the lowest.
 uint64_t region_child_id(std::string_view region);

@@ -104,6 +104,14 @@ DRL_EXPORT(drl_validate_config) int drl_validate_config(int len) {
   return parsed.ok() ? 0 : fail(parsed.error());
 }
 
+// Whether a tree's children pass calls through to the root with this config
+// (internal::tree_passes_through): 1 or 0, or -code when it is invalid.
+DRL_EXPORT(drl_tree_passes_through) int drl_tree_passes_through(int len) {
+  auto parsed = drl::parse_config(scratch(len));
+  if (!parsed.ok()) return fail(parsed.error());
+  return drl::internal::tree_passes_through(parsed->config) ? 1 : 0;
+}
+
 DRL_EXPORT(drl_reconfigure) int drl_reconfigure(int h, int len, double now) {
   auto* e = engine(h);
   return e ? status(e->reconfigure(scratch(len), to_ms(now))) : kBadHandle;

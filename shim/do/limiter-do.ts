@@ -133,6 +133,9 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   #treeRoot: TreeRoot | undefined;
   #treeChild: { bucket: string; region: string } | undefined;
   #treeJoined = false;
+  // A joined child whose config is too small to split (tree.passThrough, the
+  // engine's rule): every execute goes to the root, callback stub and all.
+  #passThrough = false;
 
   constructor(ctx: DurableObjectState, env: LimiterEnv) {
     super(ctx, env);
@@ -175,6 +178,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       try {
         if (!this.#declarationDone) await this.#declarationReady();
         checkCallback(fn);
+        if (this.#passThrough && this.#treeChild) return await this.#rootStub(this.#treeChild).execute(fn, options);
         const { cost, reportsThrows, priority, maxWaitMs, maxRetries, whenAborted, relaysAbort } =
           executeOptions(options);
         const ticket = this.#host.run(() => this.#engine.arrive(cost, Date.now(), { priority, maxWaitMs, maxRetries }));
@@ -299,6 +303,8 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     return later(async () => {
       if (!this.#declarationDone) await this.#declarationReady();
       checkPauseMs(ms);
+      // Its calls run at the root: the root pauses them (and tells every child).
+      if (this.#passThrough && this.#treeChild) await this.#rootStub(this.#treeChild).pause(ms);
       this.#host.run(() => this.#engine.pause(ms, Date.now()));
       this.#host.flush();
       return this.stats();
@@ -319,7 +325,10 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     return later(async () => {
       if (!this.#declarationDone) await this.#declarationReady();
       const checked = checkFinished(slot, ranMs);
-      return this.#host.finished(checked.slot, checked.ranMs);
+      if (this.#host.finished(checked.slot, checked.ranMs)) return true;
+      // A slot the root granted: this child passed the call on to it.
+      if (this.#passThrough && this.#treeChild) return this.#rootStub(this.#treeChild).finished(slot, ranMs);
+      return false;
     });
   }
 
@@ -446,7 +455,14 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       if (text === null || text === this.#engine.configText()) return;
       this.#host.run(() => this.#engine.configure(text, Date.now()));
       this.#host.flush();
+      this.#passThrough = this.#core.treePassesThrough(text);
     });
+  }
+
+  /** The root of this child's tree (a stub per call: one whose root was reset stays broken). */
+  #rootStub(child: { bucket: string }): DurableObjectStub<LimiterDO> {
+    const ns = limiterNamespace(this.env);
+    return ns.get(ns.idFromName(child.bucket));
   }
 
   #rootExchange(text: string): string {
@@ -499,13 +515,16 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
           role: 'child',
           root: this.#treeChild.bucket,
           region: this.#treeChild.region,
+          passThrough: this.#passThrough,
           held: stats.windows.map((w, k) => ({ name: w.name, units: held[k] ?? 0 })),
           ...rest,
         },
       };
     }
     if (!this.#treeRoot) return {};
-    return { tree: this.#treeRoot.stats(stats.windows, stats.effective.concurrency) };
+    const text = this.#engine.configText();
+    const passThrough = text ? this.#core.treePassesThrough(text) : false;
+    return { tree: this.#treeRoot.stats(stats.windows, stats.effective.concurrency, passThrough) };
   }
 
   /** configure and reconfigure belong to the root: a child runs on its config. */
@@ -574,6 +593,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     });
     this.#name = treeChildName(child.bucket, child.region);
     this.#treeChild = child;
+    this.#passThrough = this.#core.treePassesThrough(text);
     // A stub per exchange: one whose root was reset stays broken.
     this.#host.sendExchangesTo((exchange) => ns.get(rootId).leaseExchange(exchange));
     this.#host.run(() => this.#engine.makeTreeChild(child.region, incarnation, now));
@@ -706,7 +726,9 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
 // Notices that could not reach a child, logged once per region per isolate.
 /** The engine's stats: LimiterStats without the name, and a tree member's holder (core/src/engine_views.cpp). */
 type EngineStats = Omit<LimiterStats, 'name'> & {
-  lease?: Omit<Extract<TreeStats, { role: 'child' }>, 'role' | 'root' | 'region' | 'held'> & { held: number[] };
+  lease?: Omit<Extract<TreeStats, { role: 'child' }>, 'role' | 'root' | 'region' | 'held' | 'passThrough'> & {
+    held: number[];
+  };
 };
 
 const noticeLogged = new Set<string>();

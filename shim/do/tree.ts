@@ -192,10 +192,11 @@ export class TreeRoot {
    * The whole bucket as the ledger counts it now, and every child: what
    * stats shows under `tree`. `windows` are the bucket's, in its order.
    */
-  stats(windows: readonly { name: string; limit: number }[], concurrency: number): TreeStats {
+  stats(windows: readonly { name: string; limit: number }[], concurrency: number, passThrough: boolean): TreeStats {
     const now = Date.now();
     return {
       role: 'root',
+      passThrough,
       windows: windows.map((w, k) => ({ name: w.name, limit: w.limit, counted: this.#ledger.occupancy(k, now) })),
       slots: { limit: concurrency, counted: this.#ledger.occupancy(windows.length, now) },
       children: this.#ledger.children(now).map((child) => ({

@@ -122,6 +122,7 @@ interface CoreExports {
   drl_configure(h: number, len: number, now: number): number;
   drl_reconfigure(h: number, len: number, now: number): number;
   drl_validate_config(len: number): number;
+  drl_tree_passes_through(len: number): number;
   drl_restore_begin(h: number, configLen: number, forcedUntil: number, liftPending: number, now: number): number;
   drl_restore_rows(h: number, count: number): number;
   drl_restore_window_rows(h: number, nameLen: number, count: number): number;
@@ -355,6 +356,16 @@ export class Core {
   /** Checks a complete config document by the engine's rules; throws its [drl:invalid-config] error. */
   validateConfig(configJson: string): void {
     this.check(this.#x.drl_validate_config(this.putString(configJson)));
+  }
+
+  /**
+   * Whether the children of a tree bucket with this config pass every call
+   * through to the root (its `tree.passThrough`, "auto" decided by the
+   * engine: docs/leases.md, "Too small to split"); false without a tree.
+   * Throws the config's [drl:invalid-config] error.
+   */
+  treePassesThrough(configJson: string): boolean {
+    return this.check(this.#x.drl_tree_passes_through(this.putString(configJson))) === 1;
   }
 
   /** Copies a string into the scratch buffer; returns its byte length. */

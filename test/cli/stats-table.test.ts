@@ -249,6 +249,7 @@ const childTree = (over: Partial<Extract<NonNullable<AnyLimiterStats['tree']>, {
   role: 'child' as const,
   root: 'chat-api',
   region: 'weur',
+  passThrough: false,
   held: [{ name: 'bucket', units: 3 }],
   freeSlots: 1,
   openLeases: 1,
@@ -272,6 +273,18 @@ describe('treeNotes', () => {
       'chat-api@weur: 4 of 4 leases from chat-api arrived already ended (round trip 450 ms): raise tree.leaseMs above the round trip',
     ]);
   });
+
+  it('names a child that passes its calls through to the root', () => {
+    const tree = childTree({
+      passThrough: true,
+      held: [{ name: 'bucket', units: 0 }],
+      openLeases: 0,
+      leasesReceived: 0,
+    });
+    expect(treeNotes({ 'chat-api@weur': stats({ tree }) })).toEqual([
+      'chat-api@weur: passes every call through to its root chat-api (tree.passThrough)',
+    ]);
+  });
 });
 
 describe('treeTables', () => {
@@ -288,6 +301,7 @@ describe('treeTables', () => {
     const root = stats({
       tree: {
         role: 'root',
+        passThrough: false,
         windows: [
           { name: 'bucket', limit: 60, counted: 9 },
           { name: 'tpm', limit: 1000, counted: 400 },
@@ -341,5 +355,20 @@ describe('treeTables', () => {
     expect(cells(weurTpm!)[0]).toEqual(['· tpm', '100', '300', '0', '0']);
     expect(cells(apac!)[0]).toEqual(['apac', '0', '0', '2', '5', '0', '1', '0', '-']);
     expect(cells(apacTpm!)[0]).toEqual(['· tpm', '0', '0', '0', '0']);
+  });
+
+  it("says when a tree's children pass calls through to its root", () => {
+    const root = stats({
+      tree: {
+        role: 'root',
+        passThrough: true,
+        windows: [{ name: 'bucket', limit: 3, counted: 2 }],
+        slots: { limit: 2, counted: 1 },
+        children: [],
+      },
+    });
+    expect(treeTables({ 'tiny-api': root })[0]!.split('\n')[0]).toBe(
+      'tiny-api: a lease tree, children pass calls through, 2/3 counted (bucket), slots 1/2',
+    );
   });
 });

@@ -68,6 +68,35 @@ TEST_CASE("every broken tree rule names its field", "[tree]") {
   CHECK(first_problem(R"({"whenShort":"floor"})").first == "tree.whenShort");
 }
 
+TEST_CASE("a quota too small to split passes through, unless passThrough says", "[tree]") {
+  const auto passes = [](const std::string& doc) {
+    auto parsed = drl::parse_config(doc);
+    REQUIRE(parsed.ok());
+    return drl::internal::tree_passes_through(parsed->config);
+  };
+  // "auto": 10 units in the smallest window and 3 slots are enough to lend.
+  CHECK(!passes(with_tree("{}")));
+  CHECK(passes(with_tree(R"({"passThrough":true})")));
+  CHECK(!passes(with_tree(R"({"passThrough":"auto"})")));
+  // Below 10 units in any window, or a single slot, the children pass through.
+  const std::string tiny = R"({"bucket":{"limitPerWindow":3,"windowInMs":1000},"concurrency":2,"tree":)";
+  CHECK(passes(tiny + "{}}"));
+  CHECK(!passes(tiny + R"({"passThrough":false}})"));
+  CHECK(passes(R"({"bucket":{"limitPerWindow":100,"windowInMs":1000},"windows":{"day":{"limitPerWindow":9,)"
+               R"("windowInMs":86400000}},"concurrency":5,"tree":{}})"));
+  CHECK(passes(R"({"bucket":{"limitPerWindow":100,"windowInMs":1000},"concurrency":1,"tree":{}})"));
+  CHECK(!passes(R"({"bucket":{"limitPerWindow":3,"windowInMs":1000},"concurrency":1})"));
+  // The effective config says which was asked for.
+  auto parsed = drl::parse_config(with_tree(R"({"passThrough":false})"));
+  REQUIRE(parsed.ok());
+  CHECK(drl::effective_config_json(parsed->config).find(R"("passThrough":false)") != std::string::npos);
+  CHECK(drl::effective_config_json(drl::parse_config(with_tree("{}"))->config).find(R"("passThrough":"auto")") !=
+        std::string::npos);
+  CHECK(first_problem(R"({"passThrough":"yes"})").second ==
+        R"(tree.passThrough must be "auto", true or false (received "yes"))");
+  CHECK(first_problem(R"({"passThrough":1})").first == "tree.passThrough");
+}
+
 TEST_CASE("regions are one to one with child ids below 2^53", "[tree]") {
   CHECK(drl::valid_region("weur"));
   CHECK(drl::valid_region("a1"));

@@ -278,6 +278,7 @@ describe("a lease tree's page", () => {
     const root = stats({
       tree: {
         role: 'root',
+        passThrough: false,
         windows: [{ name: 'bucket', limit: 60, counted: 9 }],
         slots: { limit: 5, counted: 2 },
         children: [
@@ -328,6 +329,7 @@ describe("a lease tree's page", () => {
       role: 'child' as const,
       root: 'api',
       region: 'weur',
+      passThrough: false,
       held: [{ name: 'bucket', units: 3 }],
       freeSlots: 1,
       openLeases: 1,

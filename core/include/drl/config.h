@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -105,6 +106,9 @@ struct TreeConfig {
   int64_t stock_ms = 100;                 // a child stocks its rate over the round trip + this (>= window/30)
   int64_t retry_ms = 500;                 // an unanswered exchange is resent after this
   int64_t unreachable_ms = 2'000;         // failOpen: admits once an exchange went unanswered this long
+  // Children pass every call through to the root instead of taking leases:
+  // true, false, or unset for "auto" (internal::tree_passes_through).
+  std::optional<bool> pass_through;
 };
 
 struct Config {

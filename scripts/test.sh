@@ -267,9 +267,12 @@ stage_verify() {
   # spends 30% of the upstream's quota directly; the stampede twice, learning
   # from the upstream's rate-limit headers off then on: every call completes,
   # and the upstream's 429s with learning on are at most 10% of those with it
-  # off). Each prints "verify: N passed, N failed" (one per assertion group).
+  # off), and the lease tree over three limiter runtimes (--regions: a
+  # latency matrix, lost and duplicated tree messages, a partition, a child's
+  # and the root's workerd SIGKILLed by PID). Each prints "verify: N passed,
+  # N failed" (one per assertion group).
   count_check "tsc -p verify/tsconfig.json" node_modules/.bin/tsc -p verify/tsconfig.json --noEmit
-  for run in "--ci" "--ci --tokens=low" "--ci --faults" "--ci --kills=3" "--ci --mixed" "--ci --outside"; do
+  for run in "--ci" "--ci --tokens=low" "--ci --faults" "--ci --kills=3" "--ci --mixed" "--ci --outside" "--ci --regions"; do
     log=build/verify${run// /}.log
     timeout 300 node verify/local/run.mjs $run 2>&1 | tee "$log" | grep -E '^(verify|  (PASS|FAIL))'
     count_log "$log" verify

@@ -59,14 +59,16 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Stack, bundleWorkers, consumerName, uncaughtLines } from './stack.mjs';
+import { Stack, TRANSPORT_BROKEN, bundleWorkers, consumerName, uncaughtLines } from './stack.mjs';
 import { runStampede } from './stampede.mjs';
 
-// What workerd logs for an RPC whose peer runtime was restarted or killed.
-const TRANSPORT_BROKEN =
-  /stack = Error: (Network connection lost\.|Worker "[^"]+" not found\. Make sure it is running locally\.)/;
-
 const argv = process.argv.slice(2);
+// The lease tree over several runtimes is a run of its own (regions.mjs).
+if (argv.includes('--regions')) {
+  const { regionsRun } = await import('./regions.mjs');
+  await regionsRun(argv);
+  process.exit();
+}
 let kills = 0;
 let attemptTimeout;
 let tokensMode;

@@ -29,6 +29,8 @@ const out = join(verify, '.build');
 export const LIMITER = 'drl-verify-limiter';
 export const UPSTREAM = 'drl-verify-upstream';
 export const consumerName = (k) => `drl-verify-consumer-${k}`;
+/** The --regions run's limiter Worker of a region ('root': the root's, named LIMITER). */
+export const regionLimiter = (region) => (region === 'root' ? LIMITER : `${LIMITER}-${region}`);
 const COMPAT = '2025-09-01';
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -51,6 +53,9 @@ export function uncaughtLines(file) {
     .split('\n')
     .filter((line) => line.includes('source = Uncaught'));
 }
+// What workerd logs for an RPC whose peer runtime was restarted or killed.
+export const TRANSPORT_BROKEN =
+  /stack = Error: (Network connection lost\.|Worker "[^"]+" not found\. Make sure it is running locally\.)/;
 const WORKERD_DETAIL = /^workerd\/\S+: (info|debug):/;
 
 /** miniflare's handleRuntimeStdio for `runtime`: keep each line in `file`, echo what is not runtime detail. */
@@ -78,9 +83,15 @@ export async function bundleWorkers() {
   }
   const { build } = await import('esbuild');
   mkdirSync(out, { recursive: true });
-  for (const name of ['limiter', 'upstream', 'consumer']) {
+  // limiter-regions: the --regions run's limiter Worker (verify/limiter/src/regions.ts).
+  for (const [name, entry] of [
+    ['limiter', 'limiter/src/index.ts'],
+    ['limiter-regions', 'limiter/src/regions.ts'],
+    ['upstream', 'upstream/src/index.ts'],
+    ['consumer', 'consumer/src/index.ts'],
+  ]) {
     await build({
-      entryPoints: [join(verify, name, 'src/index.ts')],
+      entryPoints: [join(verify, entry)],
       outfile: join(out, name, 'index.js'),
       bundle: true,
       format: 'esm',
@@ -203,6 +214,64 @@ export class Stack {
     return this.runtime(name).pid;
   }
 
+  /**
+   * The --regions run's limiter runtimes: `region` 'root' is the runtime
+   * named 'limiter' (the root of every tree, the registry, the admin routes
+   * the run reads), any other region is 'limiter-<region>', a runtime of its
+   * own holding that region's tree children on storage of its own. Each
+   * reaches the others through REGION_<region> bindings over the dev
+   * registry, delayed and disturbed as `net` says (verify/limiter/src/regions.ts).
+   */
+  startRegion(region, regions, net) {
+    const runtime = region === 'root' ? 'limiter' : `limiter-${region}`;
+    const others = ['root', ...regions].filter((r) => r !== region);
+    return this.#start(runtime, {
+      name: regionLimiter(region),
+      modulesRoot: out,
+      modules: [
+        { type: 'ESModule', path: join(out, 'limiter-regions/index.js') },
+        { type: 'CompiledWasm', path: join(out, 'core.wasm') },
+      ],
+      compatibilityDate: COMPAT,
+      durableObjects: {
+        RATE_LIMITER: { className: 'LimiterDO', useSQLite: true },
+        ...Object.fromEntries(
+          others.map((r) => [`REGION_${r}`, { className: 'LimiterDO', scriptName: regionLimiter(r) }]),
+        ),
+      },
+      durableObjectsPersist: region === 'root' ? this.#limiterStorage : `${this.#limiterStorage}-${region}`,
+      bindings: { DRL_CONFIG_KEY: this.adminKey, DRL_REGION: region, DRL_NET: JSON.stringify(net) },
+      unsafeDevRegistryPath: this.#registry,
+      unsafeDevRegistryDurableObjectProxy: true,
+    });
+  }
+
+  /** Cuts `regions` off from every other runtime (empty: heals), in every limiter runtime running. */
+  async cut(regions) {
+    for (const [name, { mf }] of this.#runtimes) {
+      if (name !== 'limiter' && !name.startsWith('limiter-')) continue;
+      const res = await mf.dispatchFetch('http://limiter/net', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${this.adminKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ cut: regions }),
+      });
+      if (!res.ok) throw new Error(`POST /net on ${name} answered ${res.status}: ${await res.text()}`);
+    }
+  }
+
+  /** Each limiter runtime's network counters (GET /net). */
+  async netCounters() {
+    const out = {};
+    for (const [name, { mf }] of this.#runtimes) {
+      if (name !== 'limiter' && !name.startsWith('limiter-')) continue;
+      const res = await mf.dispatchFetch('http://limiter/net', {
+        headers: { authorization: `Bearer ${this.adminKey}` },
+      });
+      out[name] = await res.json();
+    }
+    return out;
+  }
+
   /** The limiter Worker (LimiterDO, LimiterEntrypoint, the admin routes) on its persisted storage. */
   startLimiter() {
     return this.#start('limiter', {
@@ -225,9 +294,11 @@ export class Stack {
    * An application runtime: `consumers` (names) and, if `upstream`, the fake
    * upstream. `probeHome` is the consumer that holds the run's ProbeDO
    * class (the others bind it cross-script); null leaves PROBE unbound
-   * (routes that need no notebook, like /fault-calls).
+   * (routes that need no notebook, like /fault-calls). `limiterOf(worker)`
+   * names the limiter Worker a consumer's LIMITER and CLOCK reach (the
+   * --regions run: its region's); by default the one limiter.
    */
-  startApplication(name, { consumers, upstream = false, probeHome = null }) {
+  startApplication(name, { consumers, upstream = false, probeHome = null, limiterOf = () => LIMITER }) {
     const consumer = (worker) => ({
       name: worker,
       modulesRoot: out,
@@ -246,8 +317,8 @@ export class Stack {
             }),
       },
       serviceBindings: {
-        LIMITER: { name: LIMITER, entrypoint: 'LimiterEntrypoint' },
-        CLOCK: { name: LIMITER, entrypoint: 'ClockEntrypoint' },
+        LIMITER: { name: limiterOf(worker), entrypoint: 'LimiterEntrypoint' },
+        CLOCK: { name: limiterOf(worker), entrypoint: 'ClockEntrypoint' },
         UPSTREAM: UPSTREAM,
       },
     });
@@ -300,6 +371,17 @@ export class Stack {
     if (kill) await this.kill('limiter');
     else await this.stop('limiter');
     const { pid } = await this.startLimiter();
+    return { oldPid, pid, down, up: Date.now(), downMs: Date.now() - down };
+  }
+
+  /** SIGKILLs (`kill`) or stops a region's limiter runtime and starts it again on its storage (startRegion). */
+  async restartRegion(region, regions, net, { kill }) {
+    const runtime = region === 'root' ? 'limiter' : `limiter-${region}`;
+    const oldPid = this.pid(runtime);
+    const down = Date.now();
+    if (kill) await this.kill(runtime);
+    else await this.stop(runtime);
+    const { pid } = await this.startRegion(region, regions, net);
     return { oldPid, pid, down, up: Date.now(), downMs: Date.now() - down };
   }
 

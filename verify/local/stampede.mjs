@@ -19,11 +19,12 @@ const KILL_GAP_MS = 1000;
 /**
  * @param {import('./stack.mjs').Stack} stack
  * @param {{ app: string, consumers: string[], query: URLSearchParams, faults?: boolean, kills?: number,
- *           expect?: string[], deadlineMs: number, log?: (line: string) => void }} run
+ *           expect?: string[], deadlineMs: number, log?: (line: string) => void,
+ *           during?: (run: { plan: object, event: (at: number, what: string) => Promise<void>, done: () => boolean }) => Promise<void> }} run
  */
 export async function runStampede(
   stack,
-  { app, consumers, query, faults = false, kills = 0, expect = [], deadlineMs, log = console.log },
+  { app, consumers, query, faults = false, kills = 0, expect = [], deadlineMs, log = console.log, during },
 ) {
   const get = (worker, path) => stack.get(app, worker, path);
   const home = consumers[0];
@@ -56,6 +57,9 @@ export async function runStampede(
   );
   let sharesDone = false;
   Promise.allSettled(shares).then(() => (sharesDone = true));
+  // The caller's own disruptions (the --regions run's), beside the shares;
+  // they end before the report is read.
+  const disrupted = during ? during({ plan, event, done: () => sharesDone }) : Promise.resolve();
 
   // When the kills fall: random moments in the middle of the expected run.
   const meanLatency = (plan.faults.latencyMinMs + plan.faults.latencyMaxMs) / 2;
@@ -149,6 +153,7 @@ export async function runStampede(
       );
     }
   }
+  await disrupted;
   const timedOut = !sharesDone;
   // The outside consumer stops with the stampede (its requests after the run's end are not reported anyway).
   if (plan.outside)

@@ -159,6 +159,13 @@ export interface RunPlan {
   outside?: OutsidePlan;
   /** The bucket's `learn.headers` (it learns from the upstream's rate-limit headers); absent: learning off. */
   learn?: LearnHeaders;
+  /**
+   * The --regions run: the bucket is a lease tree (`tree` in its config,
+   * with `leaseMs`) and caller k calls its child in `regions[k % length]`
+   * (the name `<bucket>@<region>`), through that region's limiter runtime.
+   * Absent: one object, as always.
+   */
+  tree?: { regions: string[]; leaseMs: number };
   /** The shared instant every caller sleeps until (ms since the epoch). */
   startAt: number;
   faults: UpstreamFaults;
@@ -189,7 +196,14 @@ export function limiterConfig(plan: RunPlan) {
     ...(plan.maxRetries === undefined ? {} : { retry: { maxRetries: plan.maxRetries } }),
     ...(plan.attemptTimeoutMs === undefined ? {} : { attemptTimeoutMs: plan.attemptTimeoutMs }),
     ...(plan.learn === undefined ? {} : { learn: { headers: plan.learn } }),
+    ...(plan.tree === undefined ? {} : { tree: { leaseMs: plan.tree.leaseMs } }),
   };
+}
+
+/** The bucket caller `caller` calls: its region's child in a tree run, otherwise the bucket. */
+export function callerBucket(plan: Pick<RunPlan, 'bucket' | 'tree'>, caller: number): string {
+  if (!plan.tree) return plan.bucket;
+  return `${plan.bucket}@${plan.tree.regions[caller % plan.tree.regions.length]}`;
 }
 
 /** The outside consumer's plan for `fraction` of a `limit` per `windowMs` quota: steady, from one window before the start. */

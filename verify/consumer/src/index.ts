@@ -145,6 +145,16 @@ function learningFrom(url: URL, limit: number, windowMs: number): Pick<RunPlan, 
   };
 }
 
+/** `regions=weur,apac` [none]: the bucket is a lease tree, caller k calls region k mod n's child; `leaseMs=` [4000]. */
+function treeFrom(url: URL): Pick<RunPlan, 'tree'> {
+  const regions = url.searchParams.get('regions');
+  if (!regions) return {};
+  const list = regions.split(',');
+  if (list.some((r) => !/^[a-z][a-z0-9]{0,15}$/.test(r)))
+    throw new RangeError('?regions= is a comma-separated list of lowercase region names, e.g. weur,apac');
+  return { tree: { regions: list, leaseMs: intParam(url, 'leaseMs', 4_000, 1, 3_600_000) } };
+}
+
 /** A run's plan from /start's query. Defaults: the seed's load run (10 x 10 calls at 10/min, stampede in 60 s). */
 export function planFrom(url: URL, probeId: string): RunPlan {
   const [latencyMin, latencyMax] = (
@@ -179,6 +189,7 @@ export function planFrom(url: URL, probeId: string): RunPlan {
     ...(tokens ? { tokens } : {}),
     ...(interactive ? { interactive } : {}),
     ...learningFrom(url, limit, windowMs),
+    ...treeFrom(url),
     startAt: Date.now() + numberParam(url, 'delay', 60, 0, 86_400) * 1000,
     faults: {
       latencyMinMs: latencyMin!,

@@ -5,7 +5,14 @@
  * A Workflow instance runs this after sleeping until the shared instant; the
  * local run asks several consumer Workers to run it.
  */
-import { callId, interactiveCount, interactiveId, interactiveSendAt, type RunPlan } from '../../shared/plan.ts';
+import {
+  callerBucket,
+  callId,
+  interactiveCount,
+  interactiveId,
+  interactiveSendAt,
+  type RunPlan,
+} from '../../shared/plan.ts';
 import type { CallRecord } from '../../shared/report.ts';
 import { recordedCall } from './recorded-call.ts';
 
@@ -16,7 +23,7 @@ function oneCall(env: Env, plan: RunPlan, caller: number, index: number): Promis
   return recordedCall(env, {
     id,
     caller,
-    bucket: plan.bucket,
+    bucket: callerBucket(plan, caller),
     via: plan.via,
     ...(plan.dropRetries === undefined ? {} : { dropRetries: plan.dropRetries }),
     ...(plan.tokens === undefined ? {} : { tokens: plan.tokens.estimate }),
@@ -32,7 +39,7 @@ function interactiveCall(env: Env, plan: RunPlan, caller: number, k: number): Pr
   return recordedCall(env, {
     id,
     caller,
-    bucket: plan.bucket,
+    bucket: callerBucket(plan, caller),
     via: plan.via,
     ...(plan.dropRetries === undefined ? {} : { dropRetries: plan.dropRetries }),
     ...(plan.tokens === undefined ? {} : { tokens: plan.tokens.estimate }),

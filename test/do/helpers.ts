@@ -81,3 +81,36 @@ export async function tablesOf(name: string): Promise<string[]> {
       .map((row) => row.name),
   );
 }
+
+/** When a callback that really ran started and ended, by the shared clock. */
+export interface Ran {
+  start: number;
+  end: number;
+}
+
+/** The most starts in any rolling window of `windowMs` (each window starting at a start). */
+export function mostInAWindow(ran: readonly Ran[], windowMs: number): number {
+  const starts = ran.map((r) => r.start).sort((a, b) => a - b);
+  let most = 0;
+  for (let i = 0, j = 0; i < starts.length; i++) {
+    while (starts[j]! < starts[i]! - windowMs + 1) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return most;
+}
+
+/** The most callbacks running at one moment (an end before a start at the same ms). */
+export function mostAtOnce(ran: readonly Ran[]): number {
+  const events = ran.flatMap((r) => [
+    [r.start, 1],
+    [r.end, -1],
+  ]);
+  events.sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!);
+  let running = 0;
+  let most = 0;
+  for (const [, step] of events) {
+    running += step!;
+    most = Math.max(most, running);
+  }
+  return most;
+}

@@ -414,7 +414,7 @@ std::optional<LeaseMillis> LeaseHolder::next_wake(LeaseMillis now) {
     at(out_last_sent_ + config_.retry_ms);
   } else {
     const LeaseMillis paced = exchanged_ ? std::max(now, last_exchange_ + spacing(now)) : now;
-    for (const Pending& p : pending_) at(p.gives_back ? paced : std::max(paced, p.closed_at + config_.close_within_ms));
+    for (const Pending& p : pending_) at(p.gives_back ? paced : std::max(paced, p.closed_at + close_wait()));
     if (starved(now) || needs_refresh(now)) at(std::max(paced, not_before_));
   }
   // Only what lies ahead: a time already passed was dealt with by advance().

@@ -37,7 +37,8 @@
 //   cannot spend before their lease ends, or beyond twice what it would ask
 //   for, and the idle slots beyond its queue and its recent peak of calls
 //   (none once it holds no units). A spent lease's close waits for another
-//   reason to exchange, at most close_within_ms; one that gives something
+//   reason to exchange, at most close_wait() (close_within_ms, up to a
+//   stock span for long windows); one that gives something
 //   back does not wait.
 // - At most one new exchange per refresh_ms, or per refresh_ms / 4 while
 //   the head of its queue cannot start from what it holds.
@@ -208,7 +209,10 @@ class LeaseHolder {
   int64_t queued_slots() const;
   int64_t expected(size_t k, LeaseMillis span) const;
   int64_t slots_to_keep() const;
+  LeaseMillis slot_horizon() const;
+  int64_t lasting_free_slots(LeaseMillis now, LeaseMillis span) const;
   bool needs_refresh(LeaseMillis now) const;
+  LeaseMillis close_wait() const;
   bool closes_due(LeaseMillis now) const;
   static int64_t usable_slots(const Held& h) {
     return h.slots - h.slots_returned - static_cast<int64_t>(h.running.size());

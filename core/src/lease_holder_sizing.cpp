@@ -69,8 +69,49 @@ int64_t LeaseHolder::usable_by(const Held& h, size_t k, LeaseMillis by) const {
   return n;
 }
 
+// How far ahead a refresh is sized: the lead and the longest stock span.
+LeaseMillis LeaseHolder::slot_horizon() const {
+  LeaseMillis horizon = lead();
+  for (size_t k = 0; k < config_.windows; ++k) horizon = std::max(horizon, lead() + stock_span(k));
+  return horizon;
+}
+
+// Idle slots in the leases that will still hold units `span` from now. A
+// lease's slots go back with its close once its units are spent
+// (give_back), so a lease the queue and the rate will empty by then cannot
+// count for the slots the child keeps: counted, the child asked for no
+// slots while an old lease ran out, then stood without a slot for a round
+// trip when that lease closed (npm run bench:regions: four calls waited
+// 70-260 ms at one hand-over, 150 ms from the root). The rate is taken
+// from the leases that end first, as take() does.
+int64_t LeaseHolder::lasting_free_slots(LeaseMillis now, LeaseMillis span) const {
+  const size_t n = config_.windows;
+  const LeaseMillis by = now + span;
+  std::vector<int64_t> to_spend(n, 0);
+  for (size_t k = 0; k < n; ++k) to_spend[k] = queued_units(k) + expected(k, span);
+  int64_t free = 0;
+  for (const Held& h : leases_) {
+    if (h.end <= now + lead()) continue;
+    bool had_units = false;
+    bool keeps_units = false;
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t usable = usable_by(h, k, by);
+      const int64_t spent = std::min(usable, to_spend[k]);
+      to_spend[k] -= spent;
+      had_units |= usable > 0 || (k < h.uses.size() && !h.uses[k].empty());
+      keeps_units |= usable > spent;
+    }
+    if (keeps_units || !had_units || !h.running.empty()) free += usable_slots(h);
+  }
+  return free;
+}
+
 // The low mark: what it holds beyond the lead will not cover its queue and
-// its rate over the lead, so a refresh sent now lands just in time.
+// its rate over the lead, so a refresh sent now lands just in time. For
+// slots: its queue's, or none idle left once the leases the rate empties
+// within the lead have taken theirs back (not merely fewer than it keeps:
+// that asked for a slot at a time, an exchange each; and never while it
+// has none idle now: at a full cap that would ask on every reply).
 bool LeaseHolder::needs_refresh(LeaseMillis now) const {
   const size_t n = config_.windows;
   std::vector<int64_t> usable(n, 0);
@@ -84,28 +125,47 @@ bool LeaseHolder::needs_refresh(LeaseMillis now) const {
     const int64_t need = queued_units(k) + expected(k, lead());
     if (need > 0 && usable[k] < need) return true;
   }
-  return free < queued_slots();
+  if (free < queued_slots()) return true;
+  return free > 0 && slots_to_keep() > 0 && lasting_free_slots(now, lead()) == 0;
+}
+
+// How long a spent lease's close may wait for another reason to exchange:
+// close_within_ms, and for long windows up to one stock span (a steady
+// child refreshes about that often, so the close rides on the refresh
+// instead of costing an exchange of its own), at most a quarter of the
+// shortest window (it must land within a window of its uses, or they count
+// until the lease's end instead).
+LeaseMillis LeaseHolder::close_wait() const {
+  LeaseMillis span = std::numeric_limits<LeaseMillis>::max();
+  LeaseMillis shortest = std::numeric_limits<LeaseMillis>::max();
+  for (size_t k = 0; k < config_.windows_ms.size(); ++k) {
+    span = std::min(span, stock_span(k));
+    shortest = std::min(shortest, config_.windows_ms[k]);
+  }
+  if (config_.windows_ms.empty()) return config_.close_within_ms;
+  return std::max(config_.close_within_ms, std::min(span, shortest / 4));
 }
 
 // Closes that give something back go at once (paced); a spent lease's close
 // frees nothing the root does not already date, so it waits for another
-// reason to exchange, at most close_within_ms (it must land within a window
-// of its uses, or they count until the lease's end instead).
+// reason to exchange, at most close_wait().
 bool LeaseHolder::closes_due(LeaseMillis now) const {
+  const LeaseMillis wait = close_wait();
   return std::any_of(pending_.begin(), pending_.end(),
-                     [&](const Pending& p) { return p.gives_back || p.closed_at + config_.close_within_ms <= now; });
+                     [&](const Pending& p) { return p.gives_back || p.closed_at + wait <= now; });
 }
 
 std::vector<DemandLevel> LeaseHolder::demand(LeaseMillis now) const {
   const size_t n = config_.windows;
   // What will still be usable once a reply could be here.
   std::vector<int64_t> usable(n, 0);
-  int64_t free_slots = 0;
   for (const Held& h : leases_) {
     if (h.end <= now + lead()) continue;
     for (size_t k = 0; k < n; ++k) usable[k] += usable_by(h, k, now + lead());
-    free_slots += usable_slots(h);
   }
+  // Slots only from the leases that outlast what this refresh is sized for
+  // (the lead and the stock span): the others' go back when they are spent.
+  int64_t free_slots = lasting_free_slots(now, lead());
   std::vector<DemandLevel> levels = queued_;
   std::sort(levels.begin(), levels.end(),
             [](const DemandLevel& a, const DemandLevel& b) { return a.priority > b.priority; });
@@ -220,10 +280,10 @@ std::vector<LeaseReturn> LeaseHolder::returns(LeaseMillis now) {
       kept += keep;
     }
   }
-  // Slots: idle ones beyond what it keeps, from the leases that end last.
-  int64_t free = 0;
-  for (const Held& h : leases_) free += usable_slots(h);
-  int64_t excess = free - slots_to_keep();
+  // Slots: idle ones beyond what it keeps, from the leases that end last;
+  // what it keeps counts only the leases that outlast a refresh's horizon,
+  // as demand() does (a spent lease's slots go back with its close).
+  int64_t excess = lasting_free_slots(now, lead()) - slots_to_keep();
   std::vector<LeaseReturn> out;
   for (auto it = leases_.rbegin(); it != leases_.rend(); ++it) {
     Held& h = *it;

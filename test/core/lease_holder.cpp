@@ -252,6 +252,83 @@ TEST_CASE("lease holder: a window's stock is stock_ms, and at least a thirtieth 
   CHECK(over(600) > over(500));  // the figures tell the spans apart
 }
 
+TEST_CASE("lease holder: it asks for slots before the lease that holds them is spent, not after") {
+  // Lease 9 holds both slots and 20 units; lease 10 holds 100 units and no
+  // slot. A spent lease's idle slots go back with its close, so once lease 9
+  // is spent the child would stand without a slot for a round trip (100 ms
+  // here): the refresh must leave while lease 9 still serves.
+  HolderConfig c = config();
+  c.rate_ms = 1000;
+  c.refresh_ms = 0;
+  LeaseHolder h(c);
+  const Exchange first = ask(h, 20, 2, 1000);
+  h.on_grant(lease(first, 9, 20, 2, 100'000), 1100);  // a round trip of 100 ms: the lead is 125
+  const Exchange second = ask(h, 120, 0, 1100);
+  h.on_grant(lease(second, 10, 100, 0, 100'000), 1200);
+  h.set_queued({}, 1200);
+  std::optional<Exchange> refresh;
+  int64_t takes = 0;
+  for (int64_t t = 1210; t < 1500 && !refresh; t += 10) {
+    const auto call = h.slot_acquire(t);
+    REQUIRE(call);
+    REQUIRE(h.take({1}, t));
+    ++takes;
+    h.slot_release(*call, t + 2);
+    refresh = h.next_exchange(t + 2);
+  }
+  REQUIRE(refresh);
+  CHECK(takes < 20);  // lease 9 still had units when it asked
+  int64_t slots = 0;
+  for (const auto& level : refresh->demand) slots += level.slots;
+  CHECK(slots >= 1);
+  // Every slot busy: nothing to lose to a close, so no exchange on that account.
+  LeaseHolder busy(c);
+  const Exchange only = ask(busy, 50, 1, 1000);
+  busy.on_grant(lease(only, 9, 50, 1, 100'000), 1100);
+  busy.set_queued({}, 1100);
+  for (int64_t t = 1110; t < 1500; t += 10) {
+    const auto call = busy.slot_acquire(t);
+    REQUIRE(call);
+    REQUIRE(busy.take({1}, t));
+    CHECK(!busy.next_exchange(t));
+    busy.slot_release(*call, t + 5);
+  }
+}
+
+TEST_CASE("lease holder: a spent lease's close waits up to a stock span for a long window, to ride a refresh") {
+  // close_within_ms (200 here), or for long windows the shortest stock
+  // span (2 s for 60 s), at most a quarter of the shortest window: a steady
+  // child refreshes about once per stock span, so the close costs no
+  // exchange of its own.
+  const auto close_sent_after = [](std::vector<int64_t> windows_ms) {
+    HolderConfig c = config();
+    c.windows_ms = std::move(windows_ms);
+    c.rate_ms = 100;
+    c.refresh_ms = 0;
+    LeaseHolder h(c);
+    // Shorter than the windows, so no used unit comes back inside it.
+    int64_t duration = 100'000;
+    for (int64_t w : c.windows_ms) duration = std::min(duration, w * 9 / 10);
+    const Exchange first = ask(h, 5, 0, 1000);
+    h.on_grant(lease(first, 9, 5, 0, duration), 1100);
+    h.set_queued({}, 1100);
+    for (int64_t t = 1101; t <= 1105; ++t) REQUIRE(h.take({1}, t));
+    // Past the rate's span: the spent lease closes here and asks for nothing.
+    CHECK(!h.next_exchange(1300));
+    for (int64_t t = 1301; t < 5000; ++t) {
+      if (auto ex = h.next_exchange(t)) {
+        CHECK(ex->closes.size() == 1);
+        return t - 1300;
+      }
+    }
+    return int64_t{-1};
+  };
+  CHECK(close_sent_after({}) == 200);
+  CHECK(close_sent_after({1'000}) == 200);             // a 1 s window: close_within_ms
+  CHECK(close_sent_after({60'000}) == 2'000);          // a thirtieth of 60 s
+  CHECK(close_sent_after({60'000, 30'000}) == 1'000);  // the shorter stock span
+}
+
 TEST_CASE("lease holder: it gives back the units its rate cannot spend before their lease ends") {
   HolderConfig c = config();
   c.rate_ms = 1000;

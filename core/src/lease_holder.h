@@ -209,7 +209,6 @@ class LeaseHolder {
   int64_t queued_slots() const;
   int64_t expected(size_t k, LeaseMillis span) const;
   int64_t slots_to_keep() const;
-  LeaseMillis slot_horizon() const;
   int64_t lasting_free_slots(LeaseMillis now, LeaseMillis span) const;
   bool needs_refresh(LeaseMillis now) const;
   LeaseMillis close_wait() const;

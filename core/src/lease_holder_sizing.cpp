@@ -69,13 +69,6 @@ int64_t LeaseHolder::usable_by(const Held& h, size_t k, LeaseMillis by) const {
   return n;
 }
 
-// How far ahead a refresh is sized: the lead and the longest stock span.
-LeaseMillis LeaseHolder::slot_horizon() const {
-  LeaseMillis horizon = lead();
-  for (size_t k = 0; k < config_.windows; ++k) horizon = std::max(horizon, lead() + stock_span(k));
-  return horizon;
-}
-
 // Idle slots in the leases that will still hold units `span` from now. A
 // lease's slots go back with its close once its units are spent
 // (give_back), so a lease the queue and the rate will empty by then cannot
@@ -163,8 +156,8 @@ std::vector<DemandLevel> LeaseHolder::demand(LeaseMillis now) const {
     if (h.end <= now + lead()) continue;
     for (size_t k = 0; k < n; ++k) usable[k] += usable_by(h, k, now + lead());
   }
-  // Slots only from the leases that outlast what this refresh is sized for
-  // (the lead and the stock span): the others' go back when they are spent.
+  // Slots only from the leases that outlast the lead: the others' go back
+  // with their close once they are spent.
   int64_t free_slots = lasting_free_slots(now, lead());
   std::vector<DemandLevel> levels = queued_;
   std::sort(levels.begin(), levels.end(),
@@ -281,8 +274,8 @@ std::vector<LeaseReturn> LeaseHolder::returns(LeaseMillis now) {
     }
   }
   // Slots: idle ones beyond what it keeps, from the leases that end last;
-  // what it keeps counts only the leases that outlast a refresh's horizon,
-  // as demand() does (a spent lease's slots go back with its close).
+  // what it keeps counts only the leases that outlast the lead, as demand()
+  // does (a spent lease's slots go back with its close).
   int64_t excess = lasting_free_slots(now, lead()) - slots_to_keep();
   std::vector<LeaseReturn> out;
   for (auto it = leases_.rbegin(); it != leases_.rend(); ++it) {

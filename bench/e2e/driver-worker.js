@@ -1,7 +1,7 @@
 // The driver Worker: makes the calls, so both RPC hops of a call (driver ->
 // object, object -> the driver's callback) are real workerd RPC. run.mjs
 // bundles it with dist/client and posts it one job per request.
-import { defineBinder, defineLimiter } from '../../dist/client/index.js';
+import { defineBinder, defineLimiter, defineTestBinder } from '../../dist/client/index.js';
 
 // A no-op upstream: the callback's work costs nothing, so only the limiter
 // and the platform are measured. It answers a plain Response-like object
@@ -44,10 +44,41 @@ function stubOf(env, ns, name) {
   return namespace.get(namespace.idFromName(name));
 }
 
+/**
+ * The client's binder for a job: the Durable Object binding `job.ns`, or,
+ * with `job.service`, LimiterEntrypoint over that service binding (the
+ * bucket's name is the id; bench/e2e/regions.mjs reaches each region's
+ * limiter runtime this way).
+ */
+function binderOf(env, job) {
+  if (!job.service) return defineBinder(job.ns);
+  const service = env[job.service];
+  return defineTestBinder({
+    idFromName: (name) => name,
+    get: (name) => ({
+      execute: (fn, options) => service.execute(name, fn, options),
+      finished: (slot, ranMs) => service.finished(name, slot, ranMs),
+    }),
+  });
+}
+
+/** The bucket's admin methods, over the job's binding (see binderOf). */
+function adminOf(env, job) {
+  if (!job.service) return stubOf(env, job.ns, job.name);
+  const service = env[job.service];
+  return {
+    configure: (name, config) => service.configure(name, config),
+    stats: () => service.stats(job.name),
+  };
+}
+
 /** One caller's call, as the job's target and mode say. */
 function caller(env, job) {
   if (job.mode === 'client') {
-    const bound = defineLimiter({ binder: defineBinder(job.ns), name: job.name }).for(env);
+    const bound = defineLimiter({ binder: binderOf(env, job), name: job.name }).for(
+      env,
+      job.region ? { region: job.region } : {},
+    );
     if (job.units) return () => bound.call(noopUpstream, { read: readStatus, cost: UNIT_COST, usage });
     if (job.response) return () => bound.call(responseUpstream, { read: readStatus });
     return () => bound.call(noopUpstream, { read: readStatus });
@@ -113,10 +144,18 @@ async function load(env, job) {
  */
 async function openLoad(env, job) {
   const started = Date.now();
-  const streams = job.streams.map((s) => ({ ...s, starts: [], latencies: [], refused: 0, failed: 0, firstError: '' }));
+  const streams = job.streams.map((s) => ({
+    ...s,
+    starts: [],
+    waits: [],
+    latencies: [],
+    refused: 0,
+    failed: 0,
+    firstError: '',
+  }));
   const calls = [];
   for (const stream of streams) {
-    const bound = defineLimiter({ binder: defineBinder(job.ns), name: job.name }).for(
+    const bound = defineLimiter({ binder: binderOf(env, job), name: job.name }).for(
       env,
       stream.region ? { region: stream.region } : {},
     );
@@ -134,7 +173,9 @@ async function openLoad(env, job) {
             bound
               .call(
                 () => {
-                  stream.starts.push(Date.now());
+                  const now = Date.now();
+                  stream.starts.push(now);
+                  stream.waits.push(now - t0);
                   return { status: 200, headers: {} };
                 },
                 { read: readStatus, maxWaitMs: job.maxWaitMs },
@@ -156,10 +197,11 @@ async function openLoad(env, job) {
     );
   }
   await Promise.all(calls);
-  return streams.map(({ region, rate, starts, latencies, refused, failed, firstError }) => ({
+  return streams.map(({ region, rate, starts, waits, latencies, refused, failed, firstError }) => ({
     region,
     rate,
     starts,
+    waits,
     latencies,
     refused,
     failed,
@@ -172,7 +214,7 @@ async function handle(env, job) {
     case 'open-load':
       return await openLoad(env, job);
     case 'configure':
-      return await stubOf(env, job.ns, job.name).configure(job.name, job.config);
+      return await adminOf(env, job).configure(job.name, job.config);
     case 'seed': {
       const stub = stubOf(env, job.ns, job.name);
       await stub.benchSeed(job.count, job.step);
@@ -200,7 +242,7 @@ async function handle(env, job) {
     case 'counters':
       return await stubOf(env, job.ns, job.name).benchCounters();
     case 'stats':
-      return await stubOf(env, job.ns, job.name).stats();
+      return await adminOf(env, job).stats();
     default:
       throw new Error(`unknown job ${job.kind}`);
   }

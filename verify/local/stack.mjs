@@ -221,11 +221,13 @@ export class Stack {
    * own holding that region's tree children on storage of its own. Each
    * reaches the others through REGION_<region> bindings over the dev
    * registry, delayed and disturbed as `net` says (verify/limiter/src/regions.ts).
+   * `beside`: more Workers in the same process (bench/e2e/regions.mjs puts
+   * its callers next to their child this way).
    */
-  startRegion(region, regions, net) {
+  startRegion(region, regions, net, { beside = [] } = {}) {
     const runtime = region === 'root' ? 'limiter' : `limiter-${region}`;
     const others = ['root', ...regions].filter((r) => r !== region);
-    return this.#start(runtime, {
+    const limiter = {
       name: regionLimiter(region),
       modulesRoot: out,
       modules: [
@@ -239,10 +241,26 @@ export class Stack {
           others.map((r) => [`REGION_${r}`, { className: 'LimiterDO', scriptName: regionLimiter(r) }]),
         ),
       },
-      durableObjectsPersist: region === 'root' ? this.#limiterStorage : `${this.#limiterStorage}-${region}`,
       bindings: { DRL_CONFIG_KEY: this.adminKey, DRL_REGION: region, DRL_NET: JSON.stringify(net) },
+    };
+    return this.#start(runtime, {
+      durableObjectsPersist: region === 'root' ? this.#limiterStorage : `${this.#limiterStorage}-${region}`,
       unsafeDevRegistryPath: this.#registry,
       unsafeDevRegistryDurableObjectProxy: true,
+      workers: [limiter, ...beside],
+    });
+  }
+
+  /**
+   * A runtime of the given Workers (miniflare's `workers` options) on the
+   * run's dev registry, so their bindings reach the limiter runtimes by
+   * script name (bench/e2e/regions.mjs starts its driver this way).
+   */
+  startWorkers(name, workers) {
+    return this.#start(name, {
+      unsafeDevRegistryPath: this.#registry,
+      unsafeDevRegistryDurableObjectProxy: true,
+      workers,
     });
   }
 

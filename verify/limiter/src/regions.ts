@@ -17,7 +17,7 @@
  * message between two children crosses both regions' latencies; one inside
  * a runtime is not delayed. POST /net { cut: ["<region>", ...] } (the admin
  * key) partitions those regions from every other; GET /net answers the
- * counters.
+ * counters (every call that crossed, and per method).
  */
 import {
   handleAdminRequest,
@@ -47,7 +47,7 @@ const MESSAGES = new Set(['leaseExchange', 'leaseNotice']);
 
 // One isolate per runtime: this is the runtime's view of the network.
 const cut = new Set<string>();
-const counters = { crossed: 0, lost: 0, duplicated: 0, refusedByCut: 0 };
+const counters = { crossed: 0, lost: 0, duplicated: 0, refusedByCut: 0, byMethod: {} as Record<string, number> };
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -83,6 +83,7 @@ function remoteStub(stub: DurableObjectStub, net: Net, from: string, to: string)
         (target as unknown as Record<string, (...a: unknown[]) => unknown>)[prop]!(...args);
       return async (...args: unknown[]) => {
         counters.crossed++;
+        counters.byMethod[prop] = (counters.byMethod[prop] ?? 0) + 1;
         const message = MESSAGES.has(prop);
         const lost = message && Math.random() < net.loss;
         const requestLost = lost && Math.random() < 0.5;

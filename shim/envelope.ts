@@ -551,7 +551,11 @@ export type TreeStats =
  */
 export interface TreeChildStats {
   region: string;
-  /** Bumped at each of the child's starts. */
+  /**
+   * Bumped at each of the child's starts; 0 for a child that joined but
+   * never exchanged (one that passes calls through), listed with nothing
+   * counted.
+   */
   incarnation: number;
   windows: (TreeUnits & { name: string; reportedUsed: number })[];
   slots: TreeUnits;

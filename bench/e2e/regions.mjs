@@ -269,9 +269,14 @@ async function distance() {
 }
 
 console.log(
-  `bench:regions: a lease tree over ${REGIONS.length + 1} limiter runtimes (workerd processes) and a driver, ` +
+  `bench:regions: a lease tree over ${REGIONS.length + 1} limiter runtimes (workerd processes) and their callers, ` +
     `on local workerd${QUICK ? ' (quick)' : ''}`,
 );
+// A watchdog: a wedged runtime must not hold the bench forever.
+setTimeout(() => {
+  console.error('bench:regions: no end after 15 minutes; stopping');
+  process.exit(1);
+}, 15 * 60_000).unref();
 await bundleWorkers();
 if (ONLY !== 'distance') await throughput();
 if (ONLY !== 'throughput') await distance();

@@ -7,7 +7,7 @@
  * stores, restores and carries text.
  */
 import type { Core, LeaseLedger, LeaseLedgerWrite } from '../engine/loader.ts';
-import type { TreeStats } from '../envelope.ts';
+import type { TreeChildStats, TreeStats } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
 import { describe } from '../rules.ts';
 
@@ -199,11 +199,34 @@ export class TreeRoot {
       passThrough,
       windows: windows.map((w, k) => ({ name: w.name, limit: w.limit, counted: this.#ledger.occupancy(k, now) })),
       slots: { limit: concurrency, counted: this.#ledger.occupancy(windows.length, now) },
-      children: this.#ledger.children(now).map((child) => ({
-        ...child,
-        windows: child.windows.map((w, k) => ({ name: windows[k]?.name ?? String(k), ...w })),
-      })),
+      children: this.#children(windows, now),
     };
+  }
+
+  /**
+   * The ledger's children, then every other region that joined with
+   * nothing counted (a child that passes calls through never exchanges).
+   */
+  #children(windows: readonly { name: string }[], now: number): TreeChildStats[] {
+    const out: TreeChildStats[] = this.#ledger.children(now).map((child) => ({
+      ...child,
+      windows: child.windows.map((w, k) => ({ name: windows[k]?.name ?? String(k), ...w })),
+    }));
+    const listed = new Set(out.map((child) => child.region));
+    const none = { held: 0, used: 0, lapsed: 0, wanted: 0, granted: 0, returned: 0 };
+    for (const region of [...this.#regions].sort()) {
+      if (listed.has(region)) continue;
+      out.push({
+        region,
+        incarnation: 0,
+        windows: windows.map((w) => ({ name: w.name, ...none, reportedUsed: 0 })),
+        slots: { ...none },
+        exchanges: 0,
+        exchangesPerMinute: 0,
+        lastExchangeAt: null,
+      });
+    }
+    return out;
   }
 
   free(): void {

@@ -76,3 +76,13 @@ export const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
+
+/** `n` with thousands separators and `d` decimals; '-' when it is not a finite number. */
+export const fmt = (n, d = 0) =>
+  Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '-';
+
+/** The `q` quantile of `xs` (nearest rank); NaN when empty. */
+export const pct = (xs, q) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))] : NaN;
+};

@@ -1,7 +1,8 @@
 // The driver Worker: makes the calls, so both RPC hops of a call (driver ->
 // object, object -> the driver's callback) are real workerd RPC. run.mjs
 // bundles it with dist/client and posts it one job per request.
-import { defineBinder, defineLimiter, defineTestBinder } from '../../dist/client/index.js';
+import { defineBinder, defineLimiter } from '../../dist/client/index.js';
+import { serviceBinder } from '../../verify/consumer/src/limiter-client.ts';
 
 // A no-op upstream: the callback's work costs nothing, so only the limiter
 // and the platform are measured. It answers a plain Response-like object
@@ -46,20 +47,12 @@ function stubOf(env, ns, name) {
 
 /**
  * The client's binder for a job: the Durable Object binding `job.ns`, or,
- * with `job.service`, LimiterEntrypoint over that service binding (the
- * bucket's name is the id; bench/e2e/regions.mjs reaches each region's
- * limiter runtime this way).
+ * with `job.service`, LimiterEntrypoint over that service binding, through
+ * the verify consumer's adapter (bench/e2e/regions.mjs reaches each
+ * region's limiter runtime this way).
  */
 function binderOf(env, job) {
-  if (!job.service) return defineBinder(job.ns);
-  const service = env[job.service];
-  return defineTestBinder({
-    idFromName: (name) => name,
-    get: (name) => ({
-      execute: (fn, options) => service.execute(name, fn, options),
-      finished: (slot, ranMs) => service.finished(name, slot, ranMs),
-    }),
-  });
+  return job.service ? serviceBinder(env[job.service]) : defineBinder(job.ns);
 }
 
 /** The bucket's admin methods, over the job's binding (see binderOf). */

@@ -29,8 +29,8 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { resolve } from 'node:path';
-import { bundleWorkers, regionLimiter, Stack } from '../../verify/local/stack.mjs';
-import { driverScript, median, postJob } from './common.mjs';
+import { bundleWorkers, regionLimiter, regionRuntime, Stack } from '../../verify/local/stack.mjs';
+import { driverScript, fmt, median, pct, postJob } from './common.mjs';
 
 const here = import.meta.dirname;
 const dist = resolve(here, '../../dist');
@@ -47,13 +47,6 @@ const ROUNDS = QUICK ? 2 : 3;
 const ROUND_MS = QUICK ? 3_000 : 6_000;
 const CALLERS = 16; // closed-loop callers per region (the single object gets both regions' callers)
 const STEADY_MS = QUICK ? 10_000 : 30_000;
-
-const fmt = (n, d = 0) =>
-  Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '-';
-const pct = (xs, q) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))] : NaN;
-};
 
 /** CPU seconds a process has used (user + system), from /proc. */
 function cpuSeconds(pid) {
@@ -85,15 +78,14 @@ async function startStack(net, { beside = false } = {}) {
       beside: beside ? [driverWorker(`drl-bench-driver-${region}`, [region])] : [],
     });
   if (!beside) await stack.startWorkers('driver', [driverWorker('drl-bench-driver', ['root', ...REGIONS])]);
-  const runtimeOf = (region) => (region === 'root' ? 'limiter' : `limiter-${region}`);
   // A job for the callers in `region` (beside), or for the one driver.
   const job = async (body, region = 'root') => {
     const worker = beside
-      ? await stack.runtime(runtimeOf(region)).mf.getWorker(`drl-bench-driver-${region}`)
+      ? await stack.runtime(regionRuntime(region)).mf.getWorker(`drl-bench-driver-${region}`)
       : await stack.runtime('driver').mf.getWorker('drl-bench-driver');
     return postJob(worker, body);
   };
-  const runtimes = ['limiter', ...REGIONS.map(runtimeOf), ...(beside ? [] : ['driver'])];
+  const runtimes = ['limiter', ...REGIONS.map(regionRuntime), ...(beside ? [] : ['driver'])];
   return { stack, job, runtimes };
 }
 
@@ -159,7 +151,7 @@ async function throughput() {
           throw new Error(`${label}: ${failures} calls failed, e.g. ${parts.find((p) => p.failures).firstError}`);
         const perS = calls / wallS;
         rates[label].push(perS);
-        const held = label === 'one' ? cpu.limiter : REGIONS.reduce((n, r) => n + cpu[`limiter-${r}`], 0);
+        const held = label === 'one' ? cpu.limiter : REGIONS.reduce((n, r) => n + cpu[regionRuntime(r)], 0);
         cpuPerCall[label].push((held * 1e6) / calls);
         const p50 = median(parts.map((p) => p.p50Ms));
         console.log(

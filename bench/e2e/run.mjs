@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Miniflare } from 'miniflare';
-import { benchLimiterWorker, driverScript, median, postJob } from './common.mjs';
+import { benchLimiterWorker, driverScript, fmt, median, postJob } from './common.mjs';
 import { workerdCpuNs, workerdPid } from './workerd-cpu.mjs';
 
 const here = import.meta.dirname;
@@ -101,8 +101,6 @@ const job = postJob;
 
 // ---- helpers ---------------------------------------------------------------------
 
-const fmt = (n, d = 0) =>
-  Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '-';
 const pad = (s, n) => String(s).padStart(n);
 
 function ioBytes(pid) {

@@ -18,7 +18,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Miniflare } from 'miniflare';
-import { benchLimiterWorker, driverScript, postJob } from './common.mjs';
+import { benchLimiterWorker, driverScript, fmt, pct, postJob } from './common.mjs';
 
 const here = import.meta.dirname;
 const dist = resolve(here, '../../dist');
@@ -48,12 +48,6 @@ const mf = new Miniflare({
 });
 
 const job = (body) => postJob(mf, body);
-const fmt = (n, d = 0) =>
-  Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '-';
-const pct = (xs, q) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))] : NaN;
-};
 
 /** The most starts in any rolling window of `windowMs` (starts sorted). */
 function mostInWindow(starts, windowMs) {

@@ -129,13 +129,13 @@ bool LeaseHolder::needs_refresh(LeaseMillis now) const {
 // shortest window (it must land within a window of its uses, or they count
 // until the lease's end instead).
 LeaseMillis LeaseHolder::close_wait() const {
+  if (config_.windows_ms.empty()) return config_.close_within_ms;
   LeaseMillis span = std::numeric_limits<LeaseMillis>::max();
   LeaseMillis shortest = std::numeric_limits<LeaseMillis>::max();
   for (size_t k = 0; k < config_.windows_ms.size(); ++k) {
     span = std::min(span, stock_span(k));
     shortest = std::min(shortest, config_.windows_ms[k]);
   }
-  if (config_.windows_ms.empty()) return config_.close_within_ms;
   return std::max(config_.close_within_ms, std::min(span, shortest / 4));
 }
 

@@ -26,6 +26,7 @@ import {
   bundleWorkers,
   consumerName,
   regionLimiter,
+  regionRuntime,
   sleep,
   Stack,
   TRANSPORT_BROKEN,
@@ -69,7 +70,7 @@ export async function regionsRun(args) {
       limiterOf: (worker) => regionLimiter(regionOf(worker)),
     });
     console.log(
-      `  workerd pids: root ${stack.pid('limiter')}, ${REGIONS.map((r) => `${r} ${stack.pid(`limiter-${r}`)}`).join(', ')}, ` +
+      `  workerd pids: root ${stack.pid('limiter')}, ${REGIONS.map((r) => `${r} ${stack.pid(regionRuntime(r))}`).join(', ')}, ` +
         `application ${stack.pid('application')}`,
     );
 
@@ -169,7 +170,7 @@ async function disturb(stack, { plan, event, done }, size, kills) {
   ].entries()) {
     await until(at(fraction));
     if (done()) return;
-    const runtime = region === 'root' ? 'limiter' : `limiter-${region}`;
+    const runtime = regionRuntime(region);
     const pid = stack.pid(runtime);
     const r = await stack.restartRegion(region, REGIONS, NET, { kill: true });
     const line = `kill ${k + 1}/2: the ${region} runtime's workerd (pid ${pid}) SIGKILLed; back after ${r.downMs} ms on its storage (pid ${r.pid})`;

@@ -31,6 +31,8 @@ export const UPSTREAM = 'drl-verify-upstream';
 export const consumerName = (k) => `drl-verify-consumer-${k}`;
 /** The --regions run's limiter Worker of a region ('root': the root's, named LIMITER). */
 export const regionLimiter = (region) => (region === 'root' ? LIMITER : `${LIMITER}-${region}`);
+/** The Stack's name for a --regions run's limiter runtime: 'limiter' for the root's, else 'limiter-<region>'. */
+export const regionRuntime = (region) => (region === 'root' ? 'limiter' : `limiter-${region}`);
 const COMPAT = '2025-09-01';
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -225,7 +227,6 @@ export class Stack {
    * its callers next to their child this way).
    */
   startRegion(region, regions, net, { beside = [] } = {}) {
-    const runtime = region === 'root' ? 'limiter' : `limiter-${region}`;
     const others = ['root', ...regions].filter((r) => r !== region);
     const limiter = {
       name: regionLimiter(region),
@@ -243,21 +244,19 @@ export class Stack {
       },
       bindings: { DRL_CONFIG_KEY: this.adminKey, DRL_REGION: region, DRL_NET: JSON.stringify(net) },
     };
-    return this.#start(runtime, {
+    return this.startWorkers(regionRuntime(region), [limiter, ...beside], {
       durableObjectsPersist: region === 'root' ? this.#limiterStorage : `${this.#limiterStorage}-${region}`,
-      unsafeDevRegistryPath: this.#registry,
-      unsafeDevRegistryDurableObjectProxy: true,
-      workers: [limiter, ...beside],
     });
   }
 
   /**
-   * A runtime of the given Workers (miniflare's `workers` options) on the
-   * run's dev registry, so their bindings reach the limiter runtimes by
-   * script name (bench/e2e/regions.mjs starts its driver this way).
+   * A runtime of the given Workers (miniflare's `workers` options, and
+   * `shared` options such as persistence) on the run's dev registry, so
+   * their bindings reach the other runtimes by script name.
    */
-  startWorkers(name, workers) {
+  startWorkers(name, workers, shared = {}) {
     return this.#start(name, {
+      ...shared,
       unsafeDevRegistryPath: this.#registry,
       unsafeDevRegistryDurableObjectProxy: true,
       workers,
@@ -340,24 +339,20 @@ export class Stack {
         UPSTREAM: UPSTREAM,
       },
     });
-    return this.#start(name, {
-      unsafeDevRegistryPath: this.#registry,
-      unsafeDevRegistryDurableObjectProxy: true,
-      workers: [
-        ...consumers.map(consumer),
-        ...(upstream
-          ? [
-              {
-                name: UPSTREAM,
-                modulesRoot: out,
-                modules: [{ type: 'ESModule', path: join(out, 'upstream/index.js') }],
-                compatibilityDate: COMPAT,
-                durableObjects: { QUOTA: { className: 'QuotaDO', useSQLite: true } },
-              },
-            ]
-          : []),
-      ],
-    });
+    return this.startWorkers(name, [
+      ...consumers.map(consumer),
+      ...(upstream
+        ? [
+            {
+              name: UPSTREAM,
+              modulesRoot: out,
+              modules: [{ type: 'ESModule', path: join(out, 'upstream/index.js') }],
+              compatibilityDate: COMPAT,
+              durableObjects: { QUOTA: { className: 'QuotaDO', useSQLite: true } },
+            },
+          ]
+        : []),
+    ]);
   }
 
   /** SIGKILLs a runtime's workerd by PID, then lets miniflare clean up after it. Returns ms until gone. */
@@ -394,7 +389,7 @@ export class Stack {
 
   /** SIGKILLs (`kill`) or stops a region's limiter runtime and starts it again on its storage (startRegion). */
   async restartRegion(region, regions, net, { kill }) {
-    const runtime = region === 'root' ? 'limiter' : `limiter-${region}`;
+    const runtime = regionRuntime(region);
     const oldPid = this.pid(runtime);
     const down = Date.now();
     if (kill) await this.kill(runtime);

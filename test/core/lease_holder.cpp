@@ -222,34 +222,58 @@ TEST_CASE("lease holder: it refreshes once its stock will not last the lead, and
   CHECK(refresh->demand[0].units[0] == (99 * 512 + 999) / 1000 - 1);
 }
 
+namespace {
+
+// The run above (99 takes a second, a lead of 12 ms) with a window: what
+// the refresh asks for. The first lease holds 100 units: all the first
+// exchange asked for (10) when `in_full`, half of it (200) otherwise.
+int64_t stock_asked(int64_t window_ms, bool in_full) {
+  HolderConfig c = config();
+  c.windows_ms = {window_ms};
+  c.stock_ms = 500;
+  c.rate_ms = 1000;
+  c.refresh_ms = 0;
+  LeaseHolder h(c);
+  const Exchange first = ask(h, in_full ? 10 : 200, 0, 1000);
+  h.on_grant(lease(first, 9, 100, 0, 100'000), 1010);
+  h.set_queued({}, 1010);
+  std::optional<Exchange> refresh;
+  for (int64_t t = 1010; t < 2000; t += 10) {
+    REQUIRE(h.take({1}, t));
+    if (auto ex = h.next_exchange(t)) refresh = ex;
+  }
+  REQUIRE(refresh);
+  REQUIRE(refresh->demand.size() == 1);
+  return refresh->demand[0].units[0];
+}
+
+// 99 units a second over the lead (12 ms) + `stock`, less the 1 it holds.
+int64_t over(int64_t stock) { return (99 * (12 + stock) + 999) / 1000 - 1; }
+
+}  // namespace
+
 TEST_CASE("lease holder: a window's stock is stock_ms, and at least a thirtieth of the window") {
-  // The run above (99 takes a second, a lead of 12 ms) with a window: the
-  // refresh asks for the rate over the lead + max(stock_ms, window / 30).
-  const auto asked = [](int64_t window_ms) {
-    HolderConfig c = config();
-    c.windows_ms = {window_ms};
-    c.stock_ms = 500;
-    c.rate_ms = 1000;
-    c.refresh_ms = 0;
-    LeaseHolder h(c);
-    const Exchange first = ask(h, 10, 0, 1000);
-    h.on_grant(lease(first, 9, 100, 0, 100'000), 1010);
-    h.set_queued({}, 1010);
-    std::optional<Exchange> refresh;
-    for (int64_t t = 1010; t < 2000; t += 10) {
-      REQUIRE(h.take({1}, t));
-      if (auto ex = h.next_exchange(t)) refresh = ex;
-    }
-    REQUIRE(refresh);
-    REQUIRE(refresh->demand.size() == 1);
-    return refresh->demand[0].units[0];
-  };
-  const auto over = [](int64_t stock) { return (99 * (12 + stock) + 999) / 1000 - 1; };
-  CHECK(asked(3'000) == over(500));   // a thirtieth is 100: stock_ms rules
-  CHECK(asked(14'999) == over(500));  // 499
-  CHECK(asked(18'000) == over(600));  // 600: the window rules
-  CHECK(asked(60'000) == over(2'000));
+  // After a grant short of the ask: the refresh asks for the rate over the
+  // lead + max(stock_ms, window / 30).
+  CHECK(stock_asked(3'000, false) == over(500));   // a thirtieth is 100: stock_ms rules
+  CHECK(stock_asked(14'999, false) == over(500));  // 499
+  CHECK(stock_asked(18'000, false) == over(600));  // 600: the window rules
+  CHECK(stock_asked(60'000, false) == over(2'000));
   CHECK(over(600) > over(500));  // the figures tell the spans apart
+}
+
+TEST_CASE("lease holder: while the root grants all it asks, a slow child stocks for kStockCalls calls") {
+  // 99 calls over the last second: kStockCalls (64) of them take 646 ms,
+  // more than stock_ms (500). After a grant of all it asked the stock
+  // stretches to that, at most a quarter of the window; a thirtieth of a
+  // long window still rules when it is longer.
+  static_assert(drl::internal::kStockCalls == 64);
+  CHECK(stock_asked(3'000, true) == over(646));     // the calls rule
+  CHECK(stock_asked(2'400, true) == over(600));     // a quarter of the window
+  CHECK(stock_asked(60'000, true) == over(2'000));  // a thirtieth is longer
+  CHECK(stock_asked(3'000, false) == over(500));    // a short grant: no stretch
+  CHECK(over(646) > over(600));
+  CHECK(over(600) > over(500));
 }
 
 TEST_CASE("lease holder: it asks for slots before the lease that holds them is spent, not after") {
@@ -327,6 +351,33 @@ TEST_CASE("lease holder: a spent lease's close waits up to a stock span for a lo
   CHECK(close_sent_after({1'000}) == 200);             // a 1 s window: close_within_ms
   CHECK(close_sent_after({60'000}) == 2'000);          // a thirtieth of 60 s
   CHECK(close_sent_after({60'000, 30'000}) == 1'000);  // the shorter stock span
+}
+
+TEST_CASE("lease holder: a spent lease's idle slots ride a refresh after a full grant, go at once after a short one") {
+  // A close that gives idle slots back goes at once while the root is
+  // short (a sibling may be waiting for them), and waits close_wait() like
+  // any spent lease's close after a reply that granted all it asked for:
+  // the root had room, so the slots need not cost an exchange of their own.
+  const auto close_sent_after = [](int64_t slots_granted) {
+    HolderConfig c = config();
+    c.rate_ms = 100;
+    c.refresh_ms = 0;
+    LeaseHolder h(c);
+    const Exchange first = ask(h, 5, 2, 1000);
+    h.on_grant(lease(first, 9, 5, slots_granted, 100'000), 1100);
+    h.set_queued({}, 1100);
+    for (int64_t t = 1101; t <= 1105; ++t) REQUIRE(h.take({1}, t));
+    for (int64_t t = 1300; t < 5000; ++t) {
+      if (auto ex = h.next_exchange(t)) {
+        CHECK(ex->closes.size() == 1);
+        CHECK(ex->demand.empty());
+        return t - 1300;
+      }
+    }
+    return int64_t{-1};
+  };
+  CHECK(close_sent_after(2) == 200);  // all it asked: close_within_ms
+  CHECK(close_sent_after(1) == 0);    // one slot short: at once
 }
 
 TEST_CASE("lease holder: it gives back the units its rate cannot spend before their lease ends") {

@@ -9,7 +9,9 @@
 // over its limit), and says so. Then, per window and distance, a run in
 // which one child sees a 429 asking for a second's wait: the latest any
 // other child started a call after it, against the bound (docs/leases.md).
-// Last, the 1 s window's rows again with leases of 4 s (leaseMs 4000),
+// Then slow children (a 60 s window of 6,000: 10-16 calls a second per
+// child at 0.5x-0.8x). Last, the 1 s window's rows again with leases of
+// 4 s (leaseMs 4000),
 // long enough for a child to reuse its units (docs/leases.md, "Reuse inside
 // a lease").
 //
@@ -79,6 +81,27 @@ int main(int argc, char** argv) {
                   window == 1000 ? "1 s" : "60 s", far ? "150ms" : "1-3ms", static_cast<long long>(r.penalty_stop_max),
                   static_cast<long long>(r.penalty_bound), r.ok ? "" : r.failure.c_str());
       std::fflush(stdout);
+    }
+  }
+  // Slow children: a 60 s window of 6,000 (100 calls a second over five
+  // children), so at 0.5x-0.8x each child makes 10-16 calls a second. While
+  // the root has room a child stocks for kStockCalls calls (docs/leases.md,
+  // "Sizing"), so it exchanges about once per 64 calls whatever its rate.
+  if (!only || std::strcmp(only, "60s") == 0) {
+    std::printf("\nslow children (60 s window, 6,000 per window):\n");
+    for (const bool far : {false, true}) {
+      for (const Row& row : rows) {
+        LeaseScenario s;
+        s.window_ms = 60'000;
+        s.limit = 6'000;
+        s.run_ms = 300'000;
+        s.hot_period_ms = 30'000;
+        s.concurrency = 400;
+        s.load = row.load;
+        s.shape = row.shape;
+        s.far = far;
+        row_line(s, "60 s", far ? "150ms" : "1-3ms", row.name);
+      }
     }
   }
   // Leases four windows long (leaseMs 4 s for the 1 s window): a child

@@ -38,7 +38,8 @@
 //   exchange it gives back (cumulative returns) the units its rate says it
 //   cannot spend before their lease ends, or beyond twice what it would ask
 //   for, and the idle slots beyond its queue and its recent peak of calls
-//   (none once it holds no units). A spent lease's close waits for another
+//   (twice that while the root grants all it asks; none once it holds no
+//   units). A spent lease's close waits for another
 //   reason to exchange, at most close_wait() (close_within_ms, up to a
 //   stock span for long windows); one that gives unused units back does
 //   not wait, nor one that gives idle slots back unless the root's last

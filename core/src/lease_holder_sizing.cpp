@@ -54,13 +54,16 @@ int64_t LeaseHolder::expected(size_t k, LeaseMillis span) const {
 
 // Idle slots worth keeping beyond the queue's: units without a slot are
 // useless, so while it uses units it keeps its recent peak of calls (at
-// least one); a child with no rate keeps none.
+// least one), twice that while the root grants all it asks (ample_: a
+// burst above the peak then finds a slot instead of costing an exchange,
+// and an idle slot costs nobody); a child with no rate keeps none.
 int64_t LeaseHolder::slots_to_keep() const {
   int64_t running = 0;
   for (const Held& h : leases_) running += static_cast<int64_t>(h.running.size());
   const bool active = std::any_of(recent_sum_.begin(), recent_sum_.end(), [](int64_t v) { return v > 0; });
   const int64_t peak = peaks_.empty() ? 0 : peaks_.front().second;
-  return queued_slots() + (active ? std::max<int64_t>(1, peak - running) : 0);
+  const int64_t wanted = ample_ ? 2 * peak : peak;
+  return queued_slots() + (active ? std::max<int64_t>(1, wanted - running) : 0);
 }
 
 // Units of window k lease h can serve at `by`: what is left, and the used

@@ -380,6 +380,36 @@ TEST_CASE("lease holder: a spent lease's idle slots ride a refresh after a full 
   CHECK(close_sent_after(1) == 0);    // one slot short: at once
 }
 
+TEST_CASE("lease holder: it keeps twice its recent peak of calls in slots while the root grants all it asks") {
+  // Two calls run at once (a peak of 2, both slots busy) and a third waits
+  // for a slot: the exchange asks for the queued call's slot and for the
+  // idle ones it keeps beyond it, max(1, peak - running) after a short
+  // grant, 2 x peak - running after a grant of all it asked.
+  const auto slots_asked = [](int64_t units_granted) {
+    HolderConfig c = config();
+    c.rate_ms = 1000;
+    c.refresh_ms = 0;
+    LeaseHolder h(c);
+    const Exchange first = ask(h, 10, 2, 1000);
+    h.on_grant(lease(first, 9, units_granted, 2, 100'000), 1010);
+    h.set_queued({}, 1010);
+    const auto a = h.slot_acquire(1020);
+    const auto b = h.slot_acquire(1020);
+    REQUIRE(a);
+    REQUIRE(b);
+    REQUIRE(h.take({1}, 1020));
+    REQUIRE(h.take({1}, 1020));
+    h.set_queued({{0, {1}, 1}}, 1030);
+    const auto ex = h.next_exchange(1030);
+    REQUIRE(ex);
+    int64_t slots = 0;
+    for (const auto& level : ex->demand) slots += level.slots;
+    return slots;
+  };
+  CHECK(slots_asked(10) == 1 + 2);  // all it asked: 2 x 2 - 2 idle slots kept beyond the queue's
+  CHECK(slots_asked(9) == 1 + 1);   // one unit short: max(1, 2 - 2)
+}
+
 TEST_CASE("lease holder: it gives back the units its rate cannot spend before their lease ends") {
   HolderConfig c = config();
   c.rate_ms = 1000;

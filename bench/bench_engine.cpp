@@ -7,7 +7,8 @@
 // "3 windows" runs the same takes through a bucket with three windows in two
 // units: the primary (L requests per 10*L ms), `long` (2*L requests per
 // 20*L ms, so it is full too) and `tpm` (100*L tokens per 10*L ms), each take
-// reserving 100 tokens and reporting a usage of 90 (a refund per take).
+// reserving 100 tokens; "3 windows, refund" reports a usage of 90 as well,
+// so each take also rewrites its tokens (a refund per take).
 // Prints one JSON line per limit and shape; bench/run.mjs turns them into the table.
 //
 // Then the queue (issue 15), at a bucket whose log is full so nobody starts:
@@ -60,7 +61,12 @@ std::vector<std::pair<double, double>> full_log(int64_t window, double amount, i
   return rows;
 }
 
-Figures run(int64_t limit, int takes, bool three) {
+// The bucket's shape: one window; three windows in two units, the cost as
+// reserved; the same with a usage below the cost reported (a refund).
+enum class Shape { One, Three, ThreeRefund };
+
+Figures run(int64_t limit, int takes, Shape shape) {
+  const bool three = shape != Shape::One;
   const int64_t step = kStep;
   const int64_t window = limit * step;
   const size_t heap_before = mallinfo2().uordblks;
@@ -86,7 +92,7 @@ Figures run(int64_t limit, int takes, bool three) {
 
   const drl::Amounts cost{{"tokens", 100}};
   drl::Report report{200};
-  if (three) report.usage = drl::Amounts{{"tokens", 90}};
+  if (shape == Shape::ThreeRefund) report.usage = drl::Amounts{{"tokens", 90}};
   drl::Millis now = kStart;
   size_t sink = 0;
   const auto t0 = std::chrono::steady_clock::now();
@@ -277,24 +283,25 @@ void bench_queue(int64_t limit, int64_t window, int arrivals, int predictions) {
 
 int main(int argc, char** argv) {
   const int takes = argc > 1 ? std::atoi(argv[1]) : 200'000;
-  // One and three windows alternate in rounds, so drift on a shared machine
-  // lands on both; each figure is the median of its rounds.
+  // The shapes alternate in rounds, so drift on a shared machine lands on
+  // all of them; each figure is the median of its rounds.
   constexpr int kRounds = 5;
+  constexpr Shape kShapes[] = {Shape::One, Shape::Three, Shape::ThreeRefund};
   for (int64_t limit : {100LL, 10'000LL, 1'000'000LL}) {
-    run(limit, takes / 10, false);  // warm-up
-    run(limit, takes / 10, true);
-    std::vector<Figures> rounds[2];
+    for (const Shape shape : kShapes) run(limit, takes / 10, shape);  // warm-up
+    std::vector<Figures> rounds[3];
     for (int r = 0; r < kRounds; ++r) {
-      for (const bool three : {false, true}) rounds[three].push_back(run(limit, takes / kRounds, three));
+      for (const Shape shape : kShapes) rounds[static_cast<int>(shape)].push_back(run(limit, takes / kRounds, shape));
     }
-    for (const bool three : {false, true}) {
-      auto& fs = rounds[three];
+    for (const Shape shape : kShapes) {
+      auto& fs = rounds[static_cast<int>(shape)];
       std::sort(fs.begin(), fs.end(), [](const Figures& a, const Figures& b) { return a.ns_per_take < b.ns_per_take; });
       const Figures& f = fs[kRounds / 2];
       std::printf(
-          "{\"engine\":\"native\",\"windows\":%d,\"limit\":%lld,\"nsPerTake\":%.1f,\"heapBytes\":%zu,\"logEntries\":%"
-          "zu}\n",
-          three ? 3 : 1, static_cast<long long>(limit), f.ns_per_take, f.heap_bytes, f.entries);
+          "{\"engine\":\"native\",\"windows\":%d,\"refund\":%s,\"limit\":%lld,\"nsPerTake\":%.1f,\"heapBytes\":%"
+          "zu,\"logEntries\":%zu}\n",
+          shape == Shape::One ? 1 : 3, shape == Shape::ThreeRefund ? "true" : "false", static_cast<long long>(limit),
+          f.ns_per_take, f.heap_bytes, f.entries);
     }
   }
   const int arrivals = argc > 2 ? std::atoi(argv[2]) : 500'000;

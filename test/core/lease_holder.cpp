@@ -39,12 +39,28 @@ LeaseGrant lease(const Exchange& ex, uint64_t id, int64_t units, int64_t slots, 
   return g;
 }
 
-// Asks for `units` at `now` and answers with a lease of them.
+// Queues a call of `units` and `slots` at `now`: the exchange that asks for it.
 Exchange ask(LeaseHolder& h, int64_t units, int64_t slots, int64_t now) {
   h.set_queued({{0, {units}, slots}}, now);
   auto ex = h.next_exchange(now);
   REQUIRE(ex);
   return *ex;
+}
+
+// A holder whose use rate is read over `rate_ms` and that refreshes only
+// when sizing says so (no refresh_ms timer).
+HolderConfig paced(int64_t rate_ms) {
+  HolderConfig c = config();
+  c.rate_ms = rate_ms;
+  c.refresh_ms = 0;
+  return c;
+}
+
+// Answers `asked` with lease 9 of `units` and `slots` for `duration` at
+// `now`, and empties the queue: what it holds is then all there is.
+void grant(LeaseHolder& h, const Exchange& asked, int64_t units, int64_t slots, int64_t duration, int64_t now) {
+  h.on_grant(lease(asked, 9, units, slots, duration), now);
+  h.set_queued({}, now);
 }
 
 }  // namespace
@@ -69,8 +85,7 @@ TEST_CASE("lease holder: a lease ends at the first send + its duration, by the c
 TEST_CASE("lease holder: a close states the uses folded into K groups dated at their latest use") {
   LeaseHolder h(config());
   const Exchange ex = ask(h, 10, 0, 1000);
-  h.on_grant(lease(ex, 9, 10, 0, 500), 1010);
-  h.set_queued({}, 1010);
+  grant(h, ex, 10, 0, 500, 1010);
   h.take({2}, 1100);
   h.take({1}, 1101);  // merged with 1100: the cheapest pair to date later
   h.take({3}, 1300);
@@ -200,14 +215,11 @@ TEST_CASE("lease holder: an idle child gives everything back") {
 }
 
 TEST_CASE("lease holder: it refreshes once its stock will not last the lead, and asks for its rate over lead + stock") {
-  HolderConfig c = config();
+  HolderConfig c = paced(1000);
   c.stock_ms = 500;
-  c.rate_ms = 1000;
-  c.refresh_ms = 0;
   LeaseHolder h(c);
   const Exchange first = ask(h, 10, 0, 1000);
-  h.on_grant(lease(first, 9, 100, 0, 100'000), 1010);  // a round trip of 10 ms: the lead is 10 + 10/4
-  h.set_queued({}, 1010);
+  grant(h, first, 100, 0, 100'000, 1010);  // a round trip of 10 ms: the lead is 10 + 10/4
   // One unit every 10 ms: no exchange while what it holds covers its rate
   // over the lead (ceil(99 x 12 / 1000) = 2 units), one once it does not.
   std::vector<int64_t> asked_at;
@@ -228,15 +240,12 @@ namespace {
 // the refresh asks for. The first lease holds 100 units: all the first
 // exchange asked for (10) when `in_full`, half of it (200) otherwise.
 int64_t stock_asked(int64_t window_ms, bool in_full) {
-  HolderConfig c = config();
+  HolderConfig c = paced(1000);
   c.windows_ms = {window_ms};
   c.stock_ms = 500;
-  c.rate_ms = 1000;
-  c.refresh_ms = 0;
   LeaseHolder h(c);
   const Exchange first = ask(h, in_full ? 10 : 200, 0, 1000);
-  h.on_grant(lease(first, 9, 100, 0, 100'000), 1010);
-  h.set_queued({}, 1010);
+  grant(h, first, 100, 0, 100'000, 1010);
   std::optional<Exchange> refresh;
   for (int64_t t = 1010; t < 2000; t += 10) {
     REQUIRE(h.take({1}, t));
@@ -281,10 +290,7 @@ TEST_CASE("lease holder: it asks for slots before the lease that holds them is s
   // slot. A spent lease's idle slots go back with its close, so once lease 9
   // is spent the child would stand without a slot for a round trip (100 ms
   // here): the refresh must leave while lease 9 still serves.
-  HolderConfig c = config();
-  c.rate_ms = 1000;
-  c.refresh_ms = 0;
-  LeaseHolder h(c);
+  LeaseHolder h(paced(1000));
   const Exchange first = ask(h, 20, 2, 1000);
   h.on_grant(lease(first, 9, 20, 2, 100'000), 1100);  // a round trip of 100 ms: the lead is 125
   const Exchange second = ask(h, 120, 0, 1100);
@@ -306,10 +312,8 @@ TEST_CASE("lease holder: it asks for slots before the lease that holds them is s
   for (const auto& level : refresh->demand) slots += level.slots;
   CHECK(slots >= 1);
   // Every slot busy: nothing to lose to a close, so no exchange on that account.
-  LeaseHolder busy(c);
-  const Exchange only = ask(busy, 50, 1, 1000);
-  busy.on_grant(lease(only, 9, 50, 1, 100'000), 1100);
-  busy.set_queued({}, 1100);
+  LeaseHolder busy(paced(1000));
+  grant(busy, ask(busy, 50, 1, 1000), 50, 1, 100'000, 1100);
   for (int64_t t = 1110; t < 1500; t += 10) {
     const auto call = busy.slot_acquire(t);
     REQUIRE(call);
@@ -325,17 +329,14 @@ TEST_CASE("lease holder: a spent lease's close waits up to a stock span for a lo
   // child refreshes about once per stock span, so the close costs no
   // exchange of its own.
   const auto close_sent_after = [](std::vector<int64_t> windows_ms) {
-    HolderConfig c = config();
+    HolderConfig c = paced(100);
     c.windows_ms = std::move(windows_ms);
-    c.rate_ms = 100;
-    c.refresh_ms = 0;
     LeaseHolder h(c);
     // Shorter than the windows, so no used unit comes back inside it.
     int64_t duration = 100'000;
     for (int64_t w : c.windows_ms) duration = std::min(duration, w * 9 / 10);
     const Exchange first = ask(h, 5, 0, 1000);
-    h.on_grant(lease(first, 9, 5, 0, duration), 1100);
-    h.set_queued({}, 1100);
+    grant(h, first, 5, 0, duration, 1100);
     for (int64_t t = 1101; t <= 1105; ++t) REQUIRE(h.take({1}, t));
     // Past the rate's span: the spent lease closes here and asks for nothing.
     CHECK(!h.next_exchange(1300));
@@ -359,13 +360,9 @@ TEST_CASE("lease holder: a spent lease's idle slots ride a refresh after a full 
   // any spent lease's close after a reply that granted all it asked for:
   // the root had room, so the slots need not cost an exchange of their own.
   const auto close_sent_after = [](int64_t slots_granted) {
-    HolderConfig c = config();
-    c.rate_ms = 100;
-    c.refresh_ms = 0;
-    LeaseHolder h(c);
+    LeaseHolder h(paced(100));
     const Exchange first = ask(h, 5, 2, 1000);
-    h.on_grant(lease(first, 9, 5, slots_granted, 100'000), 1100);
-    h.set_queued({}, 1100);
+    grant(h, first, 5, slots_granted, 100'000, 1100);
     for (int64_t t = 1101; t <= 1105; ++t) REQUIRE(h.take({1}, t));
     for (int64_t t = 1300; t < 5000; ++t) {
       if (auto ex = h.next_exchange(t)) {
@@ -386,13 +383,9 @@ TEST_CASE("lease holder: it keeps twice its recent peak of calls in slots while 
   // idle ones it keeps beyond it, max(1, peak - running) after a short
   // grant, 2 x peak - running after a grant of all it asked.
   const auto slots_asked = [](int64_t units_granted) {
-    HolderConfig c = config();
-    c.rate_ms = 1000;
-    c.refresh_ms = 0;
-    LeaseHolder h(c);
+    LeaseHolder h(paced(1000));
     const Exchange first = ask(h, 10, 2, 1000);
-    h.on_grant(lease(first, 9, units_granted, 2, 100'000), 1010);
-    h.set_queued({}, 1010);
+    grant(h, first, units_granted, 2, 100'000, 1010);
     const auto a = h.slot_acquire(1020);
     const auto b = h.slot_acquire(1020);
     REQUIRE(a);
@@ -411,13 +404,9 @@ TEST_CASE("lease holder: it keeps twice its recent peak of calls in slots while 
 }
 
 TEST_CASE("lease holder: it gives back the units its rate cannot spend before their lease ends") {
-  HolderConfig c = config();
-  c.rate_ms = 1000;
-  c.refresh_ms = 0;
-  LeaseHolder h(c);
+  LeaseHolder h(paced(1000));
   const Exchange first = ask(h, 100, 0, 1000);
-  h.on_grant(lease(first, 9, 100, 0, 1000), 1010);  // ends at 2000
-  h.set_queued({}, 1010);
+  grant(h, first, 100, 0, 1000, 1010);                                  // ends at 2000
   for (int64_t t = 1100; t <= 1500; t += 100) REQUIRE(h.take({1}, t));  // 5 a second
   // A queued call needs a slot: an exchange, which carries the returns.
   h.set_queued({{0, {0}, 1}}, 1800);

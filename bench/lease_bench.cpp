@@ -10,7 +10,8 @@
 // which one child sees a 429 asking for a second's wait: the latest any
 // other child started a call after it, against the bound (docs/leases.md).
 // Then slow children (a 60 s window of 6,000: 10-16 calls a second per
-// child at 0.5x-0.8x). Last, the 1 s window's rows again with leases of
+// child at 0.5x-0.8x), with what caused their exchanges at steady load
+// (ExchangeCauses, core/src/lease_holder.h). Last, the 1 s window's rows again with leases of
 // 4 s (leaseMs 4000),
 // long enough for a child to reuse its units (docs/leases.md, "Reuse inside
 // a lease").
@@ -49,6 +50,18 @@ int main(int argc, char** argv) {
                 static_cast<double>(r.exchanges) / static_cast<double>(r.calls ? r.calls : 1), r.utilisation,
                 r.utilisation / r.load, r.ok ? "0 windows" : r.failure.c_str());
     std::fflush(stdout);
+    return r;
+  };
+  // Why the children's exchanges went, per admitted call (the first cause
+  // that applied: see ExchangeCauses).
+  const auto causes_line = [](const LeaseSimResult& r, const char* root, const char* name) {
+    const auto per = [&](uint64_t n) { return static_cast<double>(n) / static_cast<double>(r.calls ? r.calls : 1); };
+    const auto& c = r.causes;
+    std::printf(
+        "  %-5s %-11s units %.4f  starved %.4f  kept slots %.4f  queued slots %.4f  slots back %.4f  "
+        "units back %.4f  closes %.4f  penalty %.4f\n",
+        root, name, per(c.units), per(c.starved), per(c.kept_slots), per(c.queued_slots), per(c.slots_back),
+        per(c.units_back), per(c.closes), per(c.penalty));
   };
   for (const int64_t window : {1000, 60'000}) {
     if (only && std::strcmp(only, window == 1000 ? "1s" : "60s") != 0) continue;
@@ -89,6 +102,7 @@ int main(int argc, char** argv) {
   // "Sizing"), so it exchanges about once per 64 calls whatever its rate.
   if (!only || std::strcmp(only, "60s") == 0) {
     std::printf("\nslow children (60 s window, 6,000 per window):\n");
+    std::vector<std::pair<LeaseSimResult, const char*>> steady;
     for (const bool far : {false, true}) {
       for (const Row& row : rows) {
         LeaseScenario s;
@@ -100,8 +114,13 @@ int main(int argc, char** argv) {
         s.load = row.load;
         s.shape = row.shape;
         s.far = far;
-        row_line(s, "60 s", far ? "150ms" : "1-3ms", row.name);
+        const LeaseSimResult r = row_line(s, "60 s", far ? "150ms" : "1-3ms", row.name);
+        if (row.load < 1) steady.push_back({r, row.name});
       }
+    }
+    std::printf("what caused the slow children's exchanges at steady load, per admitted call:\n");
+    for (size_t i = 0; i < steady.size(); ++i) {
+      causes_line(steady[i].first, i < steady.size() / 2 ? "1-3ms" : "150ms", steady[i].second);
     }
   }
   // Leases four windows long (leaseMs 4 s for the 1 s window): a child

@@ -335,6 +335,7 @@ std::optional<Exchange> LeaseHolder::next_exchange(LeaseMillis now) {
     if (!closes_due(now) && !wants_more(now)) return std::nullopt;
     if (exchanged_ && now < last_exchange_ + spacing(now)) return std::nullopt;
   }
+  count_cause(now);
   penalty_report_ = false;
   Exchange ex;
   ex.child = config_.child;

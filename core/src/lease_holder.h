@@ -138,6 +138,19 @@ struct HolderConfig {
   LeaseMillis release_margin_ms = 0;
 };
 
+// Why a holder's new exchanges went (resends not counted): the first cause
+// that applied, in this order. For benchmarks and tuning (lease_bench).
+struct ExchangeCauses {
+  uint64_t penalty = 0;       // a penalty to report
+  uint64_t units_back = 0;    // a close giving unused units back
+  uint64_t slots_back = 0;    // a close giving idle slots back while the root was short
+  uint64_t closes = 0;        // a spent or ended lease's close, after close_wait()
+  uint64_t starved = 0;       // the head of its queue has no slot, or a window no units
+  uint64_t units = 0;         // what it holds will not cover its queue and rate over the lead
+  uint64_t queued_slots = 0;  // fewer idle slots than its queue needs
+  uint64_t kept_slots = 0;    // its idle slots all sit on leases its rate empties within the lead
+};
+
 class LeaseHolder {
  public:
   using CallId = uint64_t;
@@ -184,6 +197,7 @@ class LeaseHolder {
   uint64_t leases_received() const { return leases_received_; }
   uint64_t leases_arrived_ended() const { return leases_arrived_ended_; }
   LeaseMillis round_trip_ms() const { return rtt_; }  // the last one measured (0: none yet)
+  const ExchangeCauses& causes() const { return causes_; }
 
  private:
   struct Use {
@@ -223,7 +237,11 @@ class LeaseHolder {
   int64_t expected(size_t k, LeaseMillis span) const;
   int64_t slots_to_keep() const;
   int64_t lasting_free_slots(LeaseMillis now, LeaseMillis span) const;
-  bool needs_refresh(LeaseMillis now) const;
+  // The low mark's cause (needs_refresh): none, units, queued_slots or kept_slots.
+  enum class Refresh : uint8_t { kNone, kUnits, kQueuedSlots, kKeptSlots };
+  Refresh refresh_cause(LeaseMillis now) const;
+  bool needs_refresh(LeaseMillis now) const { return refresh_cause(now) != Refresh::kNone; }
+  void count_cause(LeaseMillis now);
   LeaseMillis close_wait() const;
   bool closes_due(LeaseMillis now) const;
   static int64_t usable_slots(const Held& h) {
@@ -266,6 +284,7 @@ class LeaseHolder {
   std::vector<Pending> out_closes_;
   LeaseMillis not_before_ = 0;  // after a refusal: when asking again may help
   LeaseMillis last_exchange_ = 0;
+  ExchangeCauses causes_;
   bool exchanged_ = false;
   LeaseMillis rtt_ = 0;  // the last round trip measured (0: none yet)
   // Whether the last reply granted all the exchange asked for, every

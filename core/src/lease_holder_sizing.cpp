@@ -116,7 +116,7 @@ int64_t LeaseHolder::lasting_free_slots(LeaseMillis now, LeaseMillis span) const
 // within the lead have taken theirs back (not merely fewer than it keeps:
 // that asked for a slot at a time, an exchange each; and never while it
 // has none idle now: at a full cap that would ask on every reply).
-bool LeaseHolder::needs_refresh(LeaseMillis now) const {
+LeaseHolder::Refresh LeaseHolder::refresh_cause(LeaseMillis now) const {
   const size_t n = config_.windows;
   std::vector<int64_t> usable(n, 0);
   int64_t free = 0;
@@ -127,10 +127,40 @@ bool LeaseHolder::needs_refresh(LeaseMillis now) const {
   }
   for (size_t k = 0; k < n; ++k) {
     const int64_t need = queued_units(k) + expected(k, lead());
-    if (need > 0 && usable[k] < need) return true;
+    if (need > 0 && usable[k] < need) return Refresh::kUnits;
   }
-  if (free < queued_slots()) return true;
-  return free > 0 && slots_to_keep() > 0 && lasting_free_slots(now, lead()) == 0;
+  if (free < queued_slots()) return Refresh::kQueuedSlots;
+  if (free > 0 && slots_to_keep() > 0 && lasting_free_slots(now, lead()) == 0) return Refresh::kKeptSlots;
+  return Refresh::kNone;
+}
+
+void LeaseHolder::count_cause(LeaseMillis now) {
+  const auto any = [&](auto pred) { return std::any_of(pending_.begin(), pending_.end(), pred); };
+  if (penalty_report_) {
+    ++causes_.penalty;
+  } else if (any([](const Pending& p) { return p.gives_units; })) {
+    ++causes_.units_back;
+  } else if (any([&](const Pending& p) { return urgent(p); })) {
+    ++causes_.slots_back;
+  } else if (closes_due(now)) {
+    ++causes_.closes;
+  } else if (starved(now)) {
+    ++causes_.starved;
+  } else {
+    switch (refresh_cause(now)) {
+      case Refresh::kUnits:
+        ++causes_.units;
+        break;
+      case Refresh::kQueuedSlots:
+        ++causes_.queued_slots;
+        break;
+      case Refresh::kKeptSlots:
+        ++causes_.kept_slots;
+        break;
+      case Refresh::kNone:
+        break;
+    }
+  }
 }
 
 // How long a spent lease's close may wait for another reason to exchange:

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <string>
 
+#include "lease_holder.h"
+
 namespace drl::testing {
 
 // A test-only fault, injected by rewriting messages in the simulated network
@@ -65,11 +67,12 @@ struct LeaseSimResult {
   std::string setup;    // the schedule's parameters, for a replay
   // What the schedule exercised.
   size_t children = 0;
-  size_t uses = 0;       // takes of window 0
-  size_t calls = 0;      // calls started
-  size_t exchanges = 0;  // exchanges the root received (copies included)
-  size_t grants = 0;     // leases granted
-  size_t lost = 0;       // messages lost (loss, partition, a node down)
+  size_t uses = 0;                  // takes of window 0
+  size_t calls = 0;                 // calls started
+  size_t exchanges = 0;             // exchanges the root received (copies included)
+  internal::ExchangeCauses causes;  // why the children's new exchanges went
+  size_t grants = 0;                // leases granted
+  size_t lost = 0;                  // messages lost (loss, partition, a node down)
   size_t duplicated = 0;
   size_t child_crashes = 0;
   size_t root_restarts = 0;

@@ -182,6 +182,9 @@ class Sim {
   internal::LedgerConfig config_;
   std::vector<int64_t> limits_;
   int64_t run_ms_ = 0;
+  // Whether `t` is at steady load: after the first window (the children's
+  // ramp from no history), before the callers stop.
+  bool steady(int64_t t) const { return t >= config_.windows_ms[0] && t < run_ms_; }
   double loss_ = 0, dup_ = 0, delay_ = 0;
   internal::ClockBounds bounds_;
   LeaseMillis retry_ms_ = 0, idle_ms_ = 0, stock_ms_ = 0, patience_ms_ = 0;
@@ -519,6 +522,7 @@ void Sim::root_receive(size_t i, Exchange ex, int64_t t) {
     return;
   }
   ++result_.exchanges;
+  result_.steady_exchanges += steady(t);
   const LeaseMillis margin = bounds_.dating_margin();
   for (auto& close : ex.closes) {
     if (options_.fault == LeaseFault::kFreeUsedAtReceipt) close.uses.clear();
@@ -660,6 +664,7 @@ void Sim::step_child(size_t i, int64_t t) {
     calls_.push_back({t, t + std::min(head.duration, config_.attempt_timeout_ms)});
     starts_.push_back({t, i});
     ++result_.calls;
+    result_.steady_calls += steady(t);
     const uint64_t incarnation = c.incarnation;
     const int64_t end = t + head.duration;
     at(end, [this, i, id, end, incarnation]() {
@@ -753,6 +758,7 @@ void Sim::handle(size_t i, int64_t t, EngineChild::Step step) {
       c.waiting.erase(it);
       starts_.push_back({t, i});
       ++result_.calls;
+      result_.steady_calls += steady(t);
     }
     const int64_t left = std::max(t + uniform(0, lag_ms_), c.last_left);
     c.last_left = left;

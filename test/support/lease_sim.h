@@ -71,8 +71,12 @@ struct LeaseSimResult {
   size_t calls = 0;                 // calls started
   size_t exchanges = 0;             // exchanges the root received (copies included)
   internal::ExchangeCauses causes;  // why the children's new exchanges went
-  size_t grants = 0;                // leases granted
-  size_t lost = 0;                  // messages lost (loss, partition, a node down)
+  // The same two from the end of the first window to the callers' end:
+  // steady load, without the children's ramp from no history.
+  size_t steady_calls = 0;
+  size_t steady_exchanges = 0;
+  size_t grants = 0;  // leases granted
+  size_t lost = 0;    // messages lost (loss, partition, a node down)
   size_t duplicated = 0;
   size_t child_crashes = 0;
   size_t root_restarts = 0;

@@ -313,7 +313,18 @@ int64_t Ledger::fair_share(size_t k, uint64_t child, int64_t free, LeaseMillis n
     if (id != child && row.demand_at + config_.demand_ttl_ms <= now) continue;
     for (const DemandLevel& d : row.demand) {
       const int64_t w = want(d, k, n);
-      if (w > 0) levels[d.priority].push_back({id, w});
+      if (w <= 0) continue;
+      // One want per child and priority: a child's queue and its stock go
+      // at one priority, and two entries of one child would each be capped
+      // at the water level the other's share already raised it to.
+      auto& wants = levels[d.priority];
+      const uint64_t owner = id;  // named: a lambda cannot capture a structured binding in C++17
+      const auto same = std::find_if(wants.begin(), wants.end(), [&](const auto& e) { return e.first == owner; });
+      if (same == wants.end()) {
+        wants.push_back({id, w});
+      } else {
+        same->second += w;
+      }
     }
   }
   int64_t share = 0;

@@ -178,6 +178,26 @@ TEST_CASE("ledger: equal priorities split what is free, and no one gets more tha
   CHECK(ledger.on_exchange(ask(3, 1, 2), 1002).reply->units[0] == 2);
 }
 
+TEST_CASE("ledger: two levels of one child at one priority are one want, granted in full while there is room") {
+  // A child's queue and its stock go at the same priority: 1 unit and 1
+  // slot for a queued call, 6 units and 1 slot of stock. With room for all
+  // of it, it gets all of it (each level capped at the other's water level,
+  // it got 6 units and 1 slot).
+  Ledger ledger(one_window());
+  Exchange ex = ask(1, 1, 1, 1);
+  ex.demand.push_back({0, {6}, 1});
+  const auto g = ledger.on_exchange(ex, 1000).reply;
+  REQUIRE(g->refusal == Refusal::kNone);
+  CHECK(g->units[0] == 7);
+  CHECK(g->slots == 2);
+  // Short of room, the same want is split with a sibling at that priority.
+  Ledger split(one_window());
+  split.set_limits({0}, 3);
+  CHECK(split.on_exchange(ask(2, 1, 10), 1000).reply->refusal == Refusal::kNothingFree);
+  split.set_limits({8}, 3);
+  CHECK(split.on_exchange(ex, 1001).reply->units[0] == 4);
+}
+
 TEST_CASE("ledger: what is free goes to the child furthest below its share, none held back for one at it") {
   Ledger ledger(one_window());
   // Child 1 holds 6 and still wants 10; child 2 holds none.

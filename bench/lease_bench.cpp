@@ -13,10 +13,9 @@
 // other child started a call after it, against the bound (docs/leases.md).
 // Then slow children (a 60 s window of 6,000: 10-16 calls a second per
 // child at 0.5x-0.8x), with what caused their exchanges at steady load
-// (ExchangeCauses, core/src/lease_holder.h). Last, the 1 s window's rows again with leases of
-// 4 s (leaseMs 4000),
-// long enough for a child to reuse its units (docs/leases.md, "Reuse inside
-// a lease").
+// (ExchangeCauses, core/src/lease_holder.h). Last, the 1 s window's rows
+// again with leases of 4 s (leaseMs 4000), long enough for a child to
+// reuse its units (docs/leases.md, "Reuse inside a lease").
 //
 //   build/lease_bench            every scenario
 //   build/lease_bench 1s         only the 1 s window's (or 60s)
@@ -45,12 +44,12 @@ int main(int argc, char** argv) {
   std::printf("%-6s %-5s %-13s %10s %10s %12s %12s %16s %s\n", "window", "root", "load", "calls", "exch/call",
               "after 1st W", "utilisation", "started/offered", "over limit");
   bool all_ok = true;
+  const auto per_call = [](uint64_t exchanges, uint64_t calls) {
+    return static_cast<double>(exchanges) / static_cast<double>(calls ? calls : 1);
+  };
   const auto row_line = [&](const LeaseScenario& s, const char* window, const char* root, const char* name) {
     const LeaseSimResult r = run_lease_sim({1, drl::testing::LeaseFault::kNone, &s});
     all_ok &= r.ok;
-    const auto per_call = [](size_t exchanges, size_t calls) {
-      return static_cast<double>(exchanges) / static_cast<double>(calls ? calls : 1);
-    };
     std::printf("%-6s %-5s %-13s %10zu %10.4f %12.4f %12.3f %16.3f %s\n", window, root, name, r.calls,
                 per_call(r.exchanges, r.calls), per_call(r.steady_exchanges, r.steady_calls), r.utilisation,
                 r.utilisation / r.load, r.ok ? "0 windows" : r.failure.c_str());
@@ -59,8 +58,8 @@ int main(int argc, char** argv) {
   };
   // Why the children's exchanges went, per admitted call (the first cause
   // that applied: see ExchangeCauses).
-  const auto causes_line = [](const LeaseSimResult& r, const char* root, const char* name) {
-    const auto per = [&](uint64_t n) { return static_cast<double>(n) / static_cast<double>(r.calls ? r.calls : 1); };
+  const auto causes_line = [&](const LeaseSimResult& r, const char* root, const char* name) {
+    const auto per = [&](uint64_t n) { return per_call(n, r.calls); };
     const auto& c = r.causes;
     std::printf(
         "  %-5s %-11s units %.4f  starved %.4f  kept slots %.4f  queued slots %.4f  slots back %.4f  "

@@ -149,6 +149,15 @@ struct ExchangeCauses {
   uint64_t units = 0;         // what it holds will not cover its queue and rate over the lead
   uint64_t queued_slots = 0;  // fewer idle slots than its queue needs
   uint64_t kept_slots = 0;    // its idle slots all sit on leases its rate empties within the lead
+
+  uint64_t total() const {
+    return penalty + units_back + slots_back + closes + starved + units + queued_slots + kept_slots;
+  }
+  ExchangeCauses& operator+=(const ExchangeCauses& o) {
+    penalty += o.penalty, units_back += o.units_back, slots_back += o.slots_back, closes += o.closes;
+    starved += o.starved, units += o.units, queued_slots += o.queued_slots, kept_slots += o.kept_slots;
+    return *this;
+  }
 };
 
 class LeaseHolder {

@@ -235,9 +235,6 @@ TEST_CASE("lease holder: it refreshes once its stock will not last the lead, and
 }
 
 TEST_CASE("lease holder: it counts what caused each new exchange, and no resend") {
-  const auto total = [](const drl::internal::ExchangeCauses& c) {
-    return c.penalty + c.units_back + c.slots_back + c.closes + c.starved + c.units + c.queued_slots + c.kept_slots;
-  };
   // 99 takes a second from a lease of 100 units (as in the case above),
   // until the holder asks again.
   const auto run_low = [](LeaseHolder& h, const Exchange& first, int64_t slots) {
@@ -252,17 +249,17 @@ TEST_CASE("lease holder: it counts what caused each new exchange, and no resend"
   const Exchange first = ask(with_slot, 10, 1, 1000);
   CHECK(with_slot.causes().starved == 1);  // a queued call and nothing held
   REQUIRE(with_slot.next_exchange(1300));  // the same exchange, resent: no new cause
-  CHECK(total(with_slot.causes()) == 1);
+  CHECK(with_slot.causes().total() == 1);
   run_low(with_slot, first, 1);
   // Its only slot sits on the lease its rate empties within the lead: that
   // asks first, one take before the units fall short.
   CHECK(with_slot.causes().kept_slots == 1);
-  CHECK(total(with_slot.causes()) == 2);
+  CHECK(with_slot.causes().total() == 2);
 
   LeaseHolder no_slots(paced(1000));
   run_low(no_slots, ask(no_slots, 10, 0, 1000), 0);
   CHECK(no_slots.causes().units == 2);  // its queue, then its rate over the lead
-  CHECK(total(no_slots.causes()) == 2);
+  CHECK(no_slots.causes().total() == 2);
 }
 
 namespace {

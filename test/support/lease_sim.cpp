@@ -133,18 +133,6 @@ class Sim {
   void setup_scenario(const LeaseScenario& s);
   void arrive(size_t i, const Call& call);
   internal::HolderConfig holder_config(size_t i) const;
-  void add_causes(const LeaseHolder& h) {
-    const internal::ExchangeCauses& from = h.causes();
-    internal::ExchangeCauses& to = result_.causes;
-    to.penalty += from.penalty;
-    to.units_back += from.units_back;
-    to.slots_back += from.slots_back;
-    to.closes += from.closes;
-    to.starved += from.starved;
-    to.units += from.units;
-    to.queued_slots += from.queued_slots;
-    to.kept_slots += from.kept_slots;
-  }
   bool partitioned(const Child& c, int64_t t) const;
   int64_t latency(const Child& c) {
     if (far_ms_ > 0) return uniform(far_ms_ - 5, far_ms_ + 5);
@@ -396,7 +384,7 @@ void Sim::setup() {
         if (!c.up) return;
         ++result_.child_crashes;
         c.up = false;
-        add_causes(*c.holder);
+        result_.causes += c.holder->causes();
         c.holder.reset();
         c.engine.reset();
         c.waiting.clear();
@@ -884,7 +872,7 @@ LeaseSimResult Sim::run() {
   }
   result_.uses = uses_[0].size();
   for (const Child& c : children_) {
-    if (c.holder) add_causes(*c.holder);  // one down at the end was counted when it went
+    if (c.holder) result_.causes += c.holder->causes();  // one down at the end was counted when it went
   }
   // The most calls the bucket could start over the run: its tightest window
   // (a rested bucket spends a whole limit at once, so ceil(run / window)

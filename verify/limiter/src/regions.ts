@@ -13,7 +13,8 @@
  * this is the harness's stand-in for locations, not part of the package.
  *
  * DRL_NET (JSON): { latencyMs: { "<region>": one-way ms to the root },
- * loss, duplicate } (fractions of leaseExchange / leaseNotice messages). A
+ * loss, duplicate } (fractions of leaseExchange / leaseNotice messages,
+ * spread evenly: see `falls`, so every run loses and duplicates some). A
  * message between two children crosses both regions' latencies; one inside
  * a runtime is not delayed. POST /net { cut: ["<region>", ...] } (the admin
  * key) partitions those regions from every other; GET /net answers the
@@ -48,6 +49,20 @@ const MESSAGES = new Set(['leaseExchange', 'leaseNotice']);
 // One isolate per runtime: this is the runtime's view of the network.
 const cut = new Set<string>();
 const counters = { crossed: 0, lost: 0, duplicated: 0, refusedByCut: 0, byMethod: {} as Record<string, number> };
+let messages = 0; // tree messages sent from this runtime
+let losses = 0;
+
+/**
+ * Whether the k-th message (from 1) is one of a `fraction` of them, spread
+ * evenly from the `first`: a run of 1 / fraction messages has exactly one,
+ * so a short run still sees the fault, where a random draw at 5% misses
+ * every message of a run of 40 one time in eight.
+ */
+function falls(fraction: number, k: number, first: number): boolean {
+  if (fraction <= 0 || k < first) return false;
+  const at = (k - first) * fraction;
+  return Math.floor(at) !== Math.floor(at - fraction);
+}
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -85,8 +100,11 @@ function remoteStub(stub: DurableObjectStub, net: Net, from: string, to: string)
         counters.crossed++;
         counters.byMethod[prop] = (counters.byMethod[prop] ?? 0) + 1;
         const message = MESSAGES.has(prop);
-        const lost = message && Math.random() < net.loss;
-        const requestLost = lost && Math.random() < 0.5;
+        const k = message ? ++messages : 0;
+        // Losses from the 5th message, duplicates from the 3rd; a lost
+        // message alternates between its request and its answer.
+        const lost = message && falls(net.loss, k, 5);
+        const requestLost = lost && losses++ % 2 === 0;
         await sleep(oneWayMs(net, from, to));
         if (partitioned(from, to)) {
           counters.refusedByCut++;
@@ -96,7 +114,7 @@ function remoteStub(stub: DurableObjectStub, net: Net, from: string, to: string)
           counters.lost++;
           throw new Error(`[harness] ${prop} from ${from} to ${to}: request lost`);
         }
-        if (message && Math.random() < net.duplicate) {
+        if (message && falls(net.duplicate, k, 3)) {
           // The same message again, a little later: it may overtake the first's answer.
           counters.duplicated++;
           void sleep(oneWayMs(net, from, to) * Math.random()).then(() =>

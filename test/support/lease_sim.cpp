@@ -653,6 +653,7 @@ void Sim::step_child(size_t i, int64_t t) {
     starts_.push_back({t, i});
     ++result_.calls;
     result_.steady_calls += steady(t);
+    if (steady(t)) result_.steady_waits.push_back(t - head.arrived);
     const uint64_t incarnation = c.incarnation;
     const int64_t end = t + head.duration;
     at(end, [this, i, id, end, incarnation]() {
@@ -747,6 +748,7 @@ void Sim::handle(size_t i, int64_t t, EngineChild::Step step) {
       starts_.push_back({t, i});
       ++result_.calls;
       result_.steady_calls += steady(t);
+      if (steady(t)) result_.steady_waits.push_back(t - started.back().second.arrived);
     }
     const int64_t left = std::max(t + uniform(0, lag_ms_), c.last_left);
     c.last_left = left;

@@ -75,6 +75,9 @@ struct LeaseSimResult {
   // steady load, without the children's ramp from no history.
   size_t steady_calls = 0;
   size_t steady_exchanges = 0;
+  // How long each call of those started waited after it arrived, ms (in
+  // start order): what a caller sees of the sizing below the limit.
+  std::vector<int64_t> steady_waits;
   size_t grants = 0;  // leases granted
   size_t lost = 0;    // messages lost (loss, partition, a node down)
   size_t duplicated = 0;

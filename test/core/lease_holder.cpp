@@ -431,6 +431,43 @@ TEST_CASE("lease holder: it keeps twice its recent peak of calls in slots while 
   CHECK(slots_asked(9) == 1 + 1);   // one unit short: max(1, 2 - 2)
 }
 
+TEST_CASE("lease holder: calls still running on a lease about to be spent do not keep its idle slots") {
+  // Lease 9: 20 units and 6 slots; a call every 10 ms, each running 30 ms
+  // (3 at a time). Its units run out within the lead, and its last call
+  // ends 30 ms after that: the lease then closes and its idle slots go
+  // with it. So while the root has room (it granted all that was asked),
+  // the refresh asks for every slot the child keeps, 2 x its peak less
+  // those running, counting none of lease 9's; after a short grant they
+  // count until the lease closes (children competing for the cap would
+  // otherwise each ask for a second set).
+  const auto refresh_slots = [](int64_t units_granted) {
+    LeaseHolder h(paced(1000));
+    const Exchange first = ask(h, 20, 6, 1000);
+    grant(h, first, units_granted, 6, 100'000, 1100);              // a round trip of 100 ms: the lead is 125
+    std::vector<std::pair<int64_t, LeaseHolder::CallId>> running;  // (end, call)
+    for (int64_t t = 1110; t < 1400; t += 10) {
+      while (!running.empty() && running.front().first <= t) {
+        h.slot_release(running.front().second, running.front().first);
+        running.erase(running.begin());
+      }
+      const auto call = h.slot_acquire(t);
+      REQUIRE(call);
+      REQUIRE(h.take({1}, t));
+      running.push_back({t + 30, *call});
+      if (auto ex = h.next_exchange(t)) {
+        CHECK(h.held(0, t) > 0);  // sent before the units ran out
+        CHECK(running.size() == 3);
+        int64_t slots = 0;
+        for (const auto& level : ex->demand) slots += level.slots;
+        return slots;
+      }
+    }
+    return int64_t{-1};
+  };
+  CHECK(refresh_slots(20) == 2 * 3 - 3);  // the 3 idle slots on lease 9 not counted
+  CHECK(refresh_slots(19) == 0);          // one unit short: they count, its peak of 3 is covered
+}
+
 TEST_CASE("lease holder: it gives back the units its rate cannot spend before their lease ends") {
   LeaseHolder h(paced(1000));
   const Exchange first = ask(h, 100, 0, 1000);

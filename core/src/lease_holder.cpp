@@ -331,11 +331,11 @@ std::optional<Exchange> LeaseHolder::next_exchange(LeaseMillis now) {
     penalty_report_ = false;
     return out_;
   }
-  if (!penalty_report_) {
-    if (!closes_due(now) && !wants_more(now)) return std::nullopt;
-    if (exchanged_ && now < last_exchange_ + spacing(now)) return std::nullopt;
-  }
-  count_cause(now);
+  const ExchangeCause cause = exchange_cause(now);
+  if (cause == ExchangeCause::kNone) return std::nullopt;
+  // A penalty goes at once; anything else is paced.
+  if (cause != ExchangeCause::kPenalty && exchanged_ && now < last_exchange_ + spacing(now)) return std::nullopt;
+  causes_.count(cause);
   penalty_report_ = false;
   Exchange ex;
   ex.child = config_.child;

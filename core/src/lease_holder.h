@@ -138,18 +138,33 @@ struct HolderConfig {
   LeaseMillis release_margin_ms = 0;
 };
 
-// Why a holder's new exchanges went (resends not counted): the first cause
-// that applied, in this order. For benchmarks and tuning (lease_bench).
-struct ExchangeCauses {
-  uint64_t penalty = 0;       // a penalty to report
-  uint64_t units_back = 0;    // a close giving unused units back
-  uint64_t slots_back = 0;    // a close giving idle slots back while the root was short
-  uint64_t closes = 0;        // a spent or ended lease's close, after close_wait()
-  uint64_t starved = 0;       // the head of its queue has no slot, or a window no units
-  uint64_t units = 0;         // what it holds will not cover its queue and rate over the lead
-  uint64_t queued_slots = 0;  // fewer idle slots than its queue needs
-  uint64_t kept_slots = 0;    // its idle slots all sit on leases its rate empties within the lead
+// Why a holder sends a new exchange (resends aside): the first of these
+// that applies, in this order; kNone, no exchange is due.
+enum class ExchangeCause : uint8_t {
+  kNone,
+  kPenalty,      // a penalty to report
+  kUnitsBack,    // a close giving unused units back
+  kSlotsBack,    // a close giving idle slots back while the root was short
+  kCloses,       // a spent or ended lease's close, after close_wait()
+  kStarved,      // the head of its queue has no slot, or a window no units
+  kUnits,        // what it holds will not cover its queue and rate over the lead
+  kQueuedSlots,  // fewer idle slots than its queue needs
+  kKeptSlots,    // its idle slots all sit on leases its rate empties within the lead
+};
 
+// The new exchanges a holder sent, by cause. For benchmarks and tuning
+// (lease_bench).
+struct ExchangeCauses {
+  uint64_t penalty = 0;
+  uint64_t units_back = 0;
+  uint64_t slots_back = 0;
+  uint64_t closes = 0;
+  uint64_t starved = 0;
+  uint64_t units = 0;
+  uint64_t queued_slots = 0;
+  uint64_t kept_slots = 0;
+
+  void count(ExchangeCause cause);  // adds one to the cause's count (none for kNone)
   uint64_t total() const {
     return penalty + units_back + slots_back + closes + starved + units + queued_slots + kept_slots;
   }
@@ -246,13 +261,12 @@ class LeaseHolder {
   int64_t expected(size_t k, LeaseMillis span) const;
   int64_t slots_to_keep() const;
   int64_t lasting_free_slots(LeaseMillis now, LeaseMillis span) const;
-  // The low mark's cause (needs_refresh): none, units, queued_slots or kept_slots.
-  enum class Refresh : uint8_t { kNone, kUnits, kQueuedSlots, kKeptSlots };
-  Refresh refresh_cause(LeaseMillis now) const;
-  bool needs_refresh(LeaseMillis now) const { return refresh_cause(now) != Refresh::kNone; }
-  void count_cause(LeaseMillis now);
+  // The low mark's cause: kNone, kUnits, kQueuedSlots or kKeptSlots.
+  ExchangeCause refresh_cause(LeaseMillis now) const;
+  bool needs_refresh(LeaseMillis now) const { return refresh_cause(now) != ExchangeCause::kNone; }
+  // Why a new exchange is due now, before its pacing (kNone: it is not).
+  ExchangeCause exchange_cause(LeaseMillis now) const;
   LeaseMillis close_wait() const;
-  bool closes_due(LeaseMillis now) const;
   static int64_t usable_slots(const Held& h) {
     return h.slots - h.slots_returned - static_cast<int64_t>(h.running.size());
   }
@@ -266,7 +280,6 @@ class LeaseHolder {
   bool fits_floor(const std::vector<int64_t>& amounts) const;
   bool open_gate(LeaseMillis now) const { return config_.when_short == WhenShort::kFailOpen && unreachable(now); }
   std::vector<DemandLevel> demand(LeaseMillis now) const;
-  bool wants_more(LeaseMillis now) const;
   bool starved(LeaseMillis now) const;
   LeaseMillis spacing(LeaseMillis now) const;
   LeaseMillis lead() const;

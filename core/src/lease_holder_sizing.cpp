@@ -123,7 +123,7 @@ int64_t LeaseHolder::lasting_free_slots(LeaseMillis now, LeaseMillis span) const
 // within the lead have taken theirs back (not merely fewer than it keeps:
 // that asked for a slot at a time, an exchange each; and never while it
 // has none idle now: at a full cap that would ask on every reply).
-LeaseHolder::Refresh LeaseHolder::refresh_cause(LeaseMillis now) const {
+ExchangeCause LeaseHolder::refresh_cause(LeaseMillis now) const {
   const size_t n = config_.windows;
   std::vector<int64_t> usable(n, 0);
   int64_t free = 0;
@@ -134,40 +134,11 @@ LeaseHolder::Refresh LeaseHolder::refresh_cause(LeaseMillis now) const {
   }
   for (size_t k = 0; k < n; ++k) {
     const int64_t need = queued_units(k) + expected(k, lead());
-    if (need > 0 && usable[k] < need) return Refresh::kUnits;
+    if (need > 0 && usable[k] < need) return ExchangeCause::kUnits;
   }
-  if (free < queued_slots()) return Refresh::kQueuedSlots;
-  if (free > 0 && slots_to_keep() > 0 && lasting_free_slots(now, lead()) == 0) return Refresh::kKeptSlots;
-  return Refresh::kNone;
-}
-
-void LeaseHolder::count_cause(LeaseMillis now) {
-  const auto any = [&](auto pred) { return std::any_of(pending_.begin(), pending_.end(), pred); };
-  if (penalty_report_) {
-    ++causes_.penalty;
-  } else if (any([](const Pending& p) { return p.gives_units; })) {
-    ++causes_.units_back;
-  } else if (any([&](const Pending& p) { return urgent(p); })) {
-    ++causes_.slots_back;
-  } else if (closes_due(now)) {
-    ++causes_.closes;
-  } else if (starved(now)) {
-    ++causes_.starved;
-  } else {
-    switch (refresh_cause(now)) {
-      case Refresh::kUnits:
-        ++causes_.units;
-        break;
-      case Refresh::kQueuedSlots:
-        ++causes_.queued_slots;
-        break;
-      case Refresh::kKeptSlots:
-        ++causes_.kept_slots;
-        break;
-      case Refresh::kNone:
-        break;
-    }
-  }
+  if (free < queued_slots()) return ExchangeCause::kQueuedSlots;
+  if (free > 0 && slots_to_keep() > 0 && lasting_free_slots(now, lead()) == 0) return ExchangeCause::kKeptSlots;
+  return ExchangeCause::kNone;
 }
 
 // How long a spent lease's close may wait for another reason to exchange:
@@ -187,13 +158,52 @@ LeaseMillis LeaseHolder::close_wait() const {
   return std::max(config_.close_within_ms, std::min(span, shortest / 4));
 }
 
+void ExchangeCauses::count(ExchangeCause cause) {
+  switch (cause) {
+    case ExchangeCause::kNone:
+      return;
+    case ExchangeCause::kPenalty:
+      ++penalty;
+      return;
+    case ExchangeCause::kUnitsBack:
+      ++units_back;
+      return;
+    case ExchangeCause::kSlotsBack:
+      ++slots_back;
+      return;
+    case ExchangeCause::kCloses:
+      ++closes;
+      return;
+    case ExchangeCause::kStarved:
+      ++starved;
+      return;
+    case ExchangeCause::kUnits:
+      ++units;
+      return;
+    case ExchangeCause::kQueuedSlots:
+      ++queued_slots;
+      return;
+    case ExchangeCause::kKeptSlots:
+      ++kept_slots;
+      return;
+  }
+}
+
 // Closes that give something back go at once (paced); a spent lease's close
 // frees nothing the root does not already date, so it waits for another
-// reason to exchange, at most close_wait().
-bool LeaseHolder::closes_due(LeaseMillis now) const {
+// reason to exchange, at most close_wait(). Then asks: after a refusal
+// not before the root said something may free, and only when starved or
+// at the low mark. One decision, so what lease_bench counts is what sent.
+ExchangeCause LeaseHolder::exchange_cause(LeaseMillis now) const {
+  if (penalty_report_) return ExchangeCause::kPenalty;
+  const auto any = [&](auto pred) { return std::any_of(pending_.begin(), pending_.end(), pred); };
+  if (any([](const Pending& p) { return p.gives_units; })) return ExchangeCause::kUnitsBack;
+  if (any([&](const Pending& p) { return urgent(p); })) return ExchangeCause::kSlotsBack;
   const LeaseMillis wait = close_wait();
-  return std::any_of(pending_.begin(), pending_.end(),
-                     [&](const Pending& p) { return urgent(p) || p.closed_at + wait <= now; });
+  if (any([&](const Pending& p) { return p.closed_at + wait <= now; })) return ExchangeCause::kCloses;
+  if (now < not_before_) return ExchangeCause::kNone;
+  if (starved(now)) return ExchangeCause::kStarved;
+  return refresh_cause(now);
 }
 
 std::vector<DemandLevel> LeaseHolder::demand(LeaseMillis now) const {
@@ -262,10 +272,6 @@ bool LeaseHolder::starved(LeaseMillis now) const {
 // children at the root.
 LeaseMillis LeaseHolder::spacing(LeaseMillis now) const {
   return starved(now) ? config_.refresh_ms / 4 : config_.refresh_ms;
-}
-
-bool LeaseHolder::wants_more(LeaseMillis now) const {
-  return now >= not_before_ && (starved(now) || needs_refresh(now));
 }
 
 // Only when composing an exchange (never between a take and the

@@ -372,6 +372,7 @@ void LeaseHolder::on_grant(const LeaseGrant& g, LeaseMillis now) {
   if (g.child == config_.child) learn_penalty(g.penalty_ms, now);
   if (!out_ || g.child != config_.child || g.incarnation != config_.incarnation || g.seq != out_->seq) return;
   rtt_ = std::max<LeaseMillis>(1, now - out_last_sent_);
+  contended_ = g.slots_wanted > 0;
   // An exchange that asked for nothing says nothing about the root's room.
   if (g.refusal == Refusal::kNone && !out_->demand.empty()) {
     ample_ = true;
@@ -391,6 +392,9 @@ void LeaseHolder::on_grant(const LeaseGrant& g, LeaseMillis now) {
   out_closes_.clear();
   switch (g.refusal) {
     case Refusal::kNone:
+      // Slots alone, the root short of units: ask for units again when
+      // it said one frees, as after a refusal.
+      if (g.retry_in_ms > 0) not_before_ = now + std::max<LeaseMillis>(1, g.retry_in_ms - rtt_);
       break;
     case Refusal::kNothingFree:
       // Less the round trip: the next ask then reaches the root about when

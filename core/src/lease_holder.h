@@ -250,8 +250,9 @@ class LeaseHolder {
     bool gives_slots = false;
   };
   // Whether a close goes at once (paced) rather than waiting close_wait():
-  // its unused units; its idle slots, unless the root last had room to spare.
-  bool urgent(const Pending& p) const { return p.gives_units || (p.gives_slots && !ample_); }
+  // its unused units; its idle slots, unless the root last had room to
+  // spare and no other child waited for a slot.
+  bool urgent(const Pending& p) const { return p.gives_units || (p.gives_slots && (!ample_ || contended_)); }
 
   void advance(LeaseMillis now);
   void give_back(LeaseMillis now);
@@ -260,6 +261,7 @@ class LeaseHolder {
   int64_t queued_slots() const;
   int64_t expected(size_t k, LeaseMillis span) const;
   int64_t slots_to_keep() const;
+  int64_t startable_calls(LeaseMillis by) const;
   int64_t lasting_free_slots(LeaseMillis now, LeaseMillis span) const;
   // The low mark's cause: kNone, kUnits, kQueuedSlots or kKeptSlots.
   ExchangeCause refresh_cause(LeaseMillis now) const;
@@ -315,6 +317,11 @@ class LeaseHolder {
   // stock for more calls (stock_span). lent_ms_: that lease's duration.
   bool ample_ = false;
   LeaseMillis lent_ms_ = 0;
+  // Whether the last reply said other children want slots the root does
+  // not have free (LeaseGrant::slots_wanted): then idle slots beyond the
+  // recent peak go back, and promptly, even while this child's own asks
+  // are granted in full.
+  bool contended_ = false;
   // The latest-ending penalty known: at the reading penalty_at_, at most
   // penalty_ms_ real ms remained; penalty_report_: seen here, not yet sent.
   LeaseMillis penalty_at_ = 0, penalty_ms_ = 0;

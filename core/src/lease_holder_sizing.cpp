@@ -62,8 +62,37 @@ int64_t LeaseHolder::slots_to_keep() const {
   for (const Held& h : leases_) running += static_cast<int64_t>(h.running.size());
   const bool active = std::any_of(recent_sum_.begin(), recent_sum_.end(), [](int64_t v) { return v > 0; });
   const int64_t peak = peaks_.empty() ? 0 : peaks_.front().second;
-  const int64_t wanted = ample_ ? 2 * peak : peak;
+  const int64_t wanted = ample_ && !contended_ ? 2 * peak : peak;
   return queued_slots() + (active ? std::max<int64_t>(1, wanted - running) : 0);
+}
+
+// Of the queued calls, how many the units it holds could start by `by`,
+// highest priority first (a level's calls taken as equal in cost). Slots
+// beyond these and its rate's are useless to it until units come: while
+// other children wait for slots (contended_), it gives them back.
+int64_t LeaseHolder::startable_calls(LeaseMillis by) const {
+  const size_t n = config_.windows;
+  std::vector<int64_t> usable(n, 0);
+  for (const Held& h : leases_) {
+    if (h.end <= by) continue;
+    for (size_t k = 0; k < n; ++k) usable[k] += usable_by(h, k, by);
+  }
+  std::vector<DemandLevel> levels = queued_;
+  std::stable_sort(levels.begin(), levels.end(),
+                   [](const DemandLevel& a, const DemandLevel& b) { return a.priority > b.priority; });
+  int64_t calls = 0;
+  for (const DemandLevel& d : levels) {
+    int64_t fit = d.slots;
+    for (size_t k = 0; k < n && k < d.units.size(); ++k) {
+      if (d.units[k] > 0) fit = std::min(fit, usable[k] * d.slots / d.units[k]);
+    }
+    for (size_t k = 0; k < n && k < d.units.size(); ++k) {
+      if (d.slots > 0) usable[k] -= std::min(usable[k], (d.units[k] * fit + d.slots - 1) / d.slots);
+    }
+    calls += fit;
+    if (fit < d.slots) break;  // a higher priority's call waits first
+  }
+  return calls;
 }
 
 // Units of window k lease h can serve at `by`: what is left, and the used
@@ -331,6 +360,15 @@ std::vector<LeaseReturn> LeaseHolder::returns(LeaseMillis now) {
   // what it keeps counts only the leases that outlast the lead, as demand()
   // does (a spent lease's slots go back with its close).
   int64_t excess = lasting_free_slots(now, lead()) - slots_to_keep();
+  if (contended_) {
+    // Every idle slot counts then, also those of a lease whose units are
+    // out until they come back: kept, they serve no call, and the child
+    // short of them has the units.
+    int64_t free = 0;
+    for (const Held& h : leases_) free += h.end > now ? usable_slots(h) : 0;
+    const int64_t keep = slots_to_keep() - queued_slots() + startable_calls(now);
+    excess = std::max(excess, free - keep);
+  }
   std::vector<LeaseReturn> out;
   for (auto it = leases_.rbegin(); it != leases_.rend(); ++it) {
     Held& h = *it;

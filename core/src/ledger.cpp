@@ -93,6 +93,22 @@ LeaseMillis Ledger::penalty_left(LeaseMillis now) const {
   return config_.clocks.left_after(penalty_ms_, std::max(now, now_) - penalty_at_);
 }
 
+int64_t Ledger::slots_wanted(uint64_t child, LeaseMillis now) const {
+  now = std::max(now, now_);
+  int64_t wanted = 0;
+  for (const auto& [id, row] : rows_.children) {
+    if (id == child || row.demand_at + config_.demand_ttl_ms <= now) continue;
+    for (const DemandLevel& d : row.demand) wanted += d.slots;
+  }
+  if (wanted == 0) return 0;
+  return std::max<int64_t>(0, wanted - std::max<int64_t>(0, limit(windows()) - occupancy(windows(), now)));
+}
+
+void Ledger::stamp(LeaseGrant& reply, LeaseMillis now) const {
+  reply.penalty_ms = penalty_left(now);
+  reply.slots_wanted = slots_wanted(reply.child, now);
+}
+
 LeaseMillis Ledger::duration() const {
   if (config_.max_lease_ms <= config_.lease_ms || config_.windows_ms.empty()) return config_.lease_ms;
   const LeaseMillis shortest = *std::min_element(config_.windows_ms.begin(), config_.windows_ms.end());
@@ -392,8 +408,11 @@ LeaseGrant Ledger::decide(const Exchange& ex, ChildRow& row, LeaseMillis now, st
       });
     }
   }
+  // Short of units, it lends the slots alone: the child may hold units
+  // that wait for a slot (a lease of four windows reuses its units, and a
+  // child refused for units would otherwise keep none to start them with).
+  if (short_of_units) std::fill(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(n), 0);
   if (short_of_units || !got_any) {
-    g.refusal = Refusal::kNothingFree;
     // The first end the ledger knows of; a close from another child may free
     // units sooner, so never more than a quarter of the shortest window
     // (also when nothing counts at all: a limit cut below the ask).
@@ -401,7 +420,10 @@ LeaseGrant Ledger::decide(const Exchange& ex, ChildRow& row, LeaseMillis now, st
     for (LeaseMillis t : config_.windows_ms) shortest = std::min(shortest, t);
     const LeaseMillis cap = std::max<LeaseMillis>(1, shortest / 4);
     g.retry_in_ms = next_free == std::numeric_limits<LeaseMillis>::max() ? cap : std::min(cap, next_free - now);
-    return g;
+    if (got[n] == 0) {
+      g.refusal = Refusal::kNothingFree;
+      return g;
+    }
   }
   LeaseRow lease;
   lease.lease_id = rows_.next_lease_id++;
@@ -523,7 +545,7 @@ ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
   if (it != rows_.children.end() && ex.incarnation < it->second.incarnation) {
     result.reply = reply_to(ex);
     result.reply->refusal = Refusal::kStaleIncarnation;
-    result.reply->penalty_ms = penalty_left(now);
+    stamp(*result.reply, now);
     return result;
   }
   if (it == rows_.children.end() || ex.incarnation > it->second.incarnation) {
@@ -537,7 +559,7 @@ ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
   if (ex.seq < row.last_seq) return result;  // its reply was answered and superseded
   if (ex.seq == row.last_seq) {
     result.reply = row.last_reply;  // a retry: the same answer, not a second lease
-    result.reply->penalty_ms = penalty_left(now);
+    stamp(*result.reply, now);
     return result;
   }
   row.last_seq = ex.seq;
@@ -545,7 +567,7 @@ ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
   row.last_reply = decide(ex, row, now, result.writes);
   result.reply = row.last_reply;
   // Not stored: a resent reply carries what is left when it is resent.
-  result.reply->penalty_ms = penalty_left(now);
+  stamp(*result.reply, now);
   LedgerWrite cw;
   cw.kind = LedgerWrite::Kind::kPutChild;
   cw.child = row;

@@ -23,6 +23,9 @@
 // - A penalty an exchange reports (from any copy, whatever its seq) that
 //   ends later than the one the root knew of comes back as a notice for
 //   every other child; every reply carries what is left of it.
+// - Every reply also carries how many slots the other children asked for
+//   beyond what is free (slots_wanted): a child with idle slots to spare
+//   then gives them back (docs/leases.md, "Sizing").
 // - `now` is the root's reading at (or after) the receipt; an older `now`
 //   counts as the newest seen.
 //
@@ -183,6 +186,9 @@ class Ledger {
 
   // At most how many real ms the penalty the root knows of still lasts.
   LeaseMillis penalty_left(LeaseMillis now) const;
+  // Slots the children other than `child` want (their demand not yet
+  // forgotten) beyond the slots free at `now`.
+  int64_t slots_wanted(uint64_t child, LeaseMillis now) const;
   // Units of window k (k == windows: slots) counted at `now`.
   int64_t occupancy(size_t k, LeaseMillis now) const;
   // Every child the ledger knows (its rows) or heard from since it started.
@@ -204,6 +210,8 @@ class Ledger {
   LeaseGrant decide(const Exchange& ex, ChildRow& row, LeaseMillis now, std::vector<LedgerWrite>& writes);
   int64_t fair_share(size_t k, uint64_t child, int64_t free, LeaseMillis now) const;
   void prune(LeaseMillis now, std::vector<LedgerWrite>& writes);
+  // What every reply carries as it leaves, stored or not: penalty_ms, slots_wanted.
+  void stamp(LeaseGrant& reply, LeaseMillis now) const;
 
   ChildTally& tally(uint64_t child, LeaseMillis now);
 

@@ -200,6 +200,24 @@ TEST_CASE("lease holder: after a refusal it waits the time the root gave, less i
   CHECK(again->seq == ex.seq + 1);
 }
 
+TEST_CASE("lease holder: a lease of slots alone asks for units again when the root said they free") {
+  // The root was short of units and lent the slot alone, saying a unit
+  // frees in 250 ms: the queued call waits for that, less the round trip,
+  // rather than asking again at once.
+  LeaseHolder h(config());
+  const Exchange ex = ask(h, 5, 1, 1000);
+  LeaseGrant slot = lease(ex, 9, 0, 1, 100'000);
+  slot.retry_in_ms = 250;
+  h.on_grant(slot, 1010);
+  CHECK(h.free_slots(1010) == 1);
+  CHECK(!h.next_exchange(1249));
+  const auto again = h.next_exchange(1250);
+  REQUIRE(again);
+  REQUIRE(again->demand.size() == 1);
+  CHECK(again->demand[0].units == std::vector<int64_t>{5});
+  CHECK(again->demand[0].slots == 0);  // the slot it holds serves the call
+}
+
 TEST_CASE("lease holder: an idle child gives everything back") {
   LeaseHolder h(config());
   const Exchange ex = ask(h, 5, 1, 1000);
@@ -429,6 +447,67 @@ TEST_CASE("lease holder: it keeps twice its recent peak of calls in slots while 
   };
   CHECK(slots_asked(10) == 1 + 2);  // all it asked: 2 x 2 - 2 idle slots kept beyond the queue's
   CHECK(slots_asked(9) == 1 + 1);   // one unit short: max(1, 2 - 2)
+}
+
+TEST_CASE("lease holder: while other children wait for slots, it keeps its peak, not twice it") {
+  // As above after a grant of all it asked, but the reply said siblings
+  // want slots the root does not have (slots_wanted): slots kept idle for a
+  // peak that may come would keep theirs from calls that wait now.
+  const auto slots_asked = [](int64_t slots_wanted) {
+    LeaseHolder h(paced(1000));
+    const Exchange first = ask(h, 10, 2, 1000);
+    LeaseGrant g = lease(first, 9, 10, 2, 100'000);
+    g.slots_wanted = slots_wanted;
+    h.on_grant(g, 1010);
+    h.set_queued({}, 1010);
+    const auto a = h.slot_acquire(1020);
+    const auto b = h.slot_acquire(1020);
+    REQUIRE(a);
+    REQUIRE(b);
+    REQUIRE(h.take({1}, 1020));
+    REQUIRE(h.take({1}, 1020));
+    h.set_queued({{0, {1}, 1}}, 1030);
+    const auto ex = h.next_exchange(1030);
+    REQUIRE(ex);
+    int64_t slots = 0;
+    for (const auto& level : ex->demand) slots += level.slots;
+    return slots;
+  };
+  CHECK(slots_asked(0) == 1 + 2);  // 2 x 2 - 2
+  CHECK(slots_asked(3) == 1 + 1);  // max(1, 2 - 2)
+}
+
+TEST_CASE("lease holder: while other children wait for slots, it gives back those its units cannot start") {
+  // Lease 9: 4 units and 6 slots for 100 s of a 1 s window. Its 4 units
+  // are spent one call at a time (a peak of 1) and come back at 2020; 2
+  // calls wait for them. Until then its idle slots serve no call: with no
+  // sibling short of slots it keeps them all (it will need them at 2020),
+  // while siblings wait for slots it keeps only its peak's, 1 (the queued
+  // calls ask for theirs again when their units come).
+  const auto slots_returned = [](int64_t slots_wanted) {
+    HolderConfig c = paced(1000);
+    c.windows_ms = {1000};  // its used units come back at 2020 on
+    LeaseHolder h(c);
+    const Exchange first = ask(h, 4, 6, 1000);
+    LeaseGrant g = lease(first, 9, 4, 6, 100'000);
+    g.slots_wanted = slots_wanted;
+    h.on_grant(g, 1010);
+    h.set_queued({}, 1010);
+    for (int64_t t = 1020; t < 1060; t += 10) {
+      const auto call = h.slot_acquire(t);
+      REQUIRE(call);
+      REQUIRE(h.take({1}, t));
+      h.slot_release(*call, t + 5);
+    }
+    h.set_queued({{0, {1}, 2}}, 1070);
+    const auto ex = h.next_exchange(1070);
+    REQUIRE(ex);
+    int64_t slots = 0;
+    for (const auto& r : ex->returns) slots += r.slots;
+    return slots;
+  };
+  CHECK(slots_returned(0) == 0);
+  CHECK(slots_returned(2) == 6 - 1);
 }
 
 TEST_CASE("lease holder: calls still running on a lease about to be spent do not keep its idle slots") {

@@ -157,6 +157,47 @@ TEST_CASE("ledger: a lowered limit grants nothing until occupancy falls under it
   CHECK(granted->units[0] == 5);  // the new limit, not the old
 }
 
+TEST_CASE("ledger: short of units it lends the slots alone, and refuses only when it has no slot either") {
+  // A child may hold units (a lease of four windows reuses them) and wait
+  // for a slot: a refusal for units would leave it none to start them with.
+  Ledger ledger(one_window());
+  const auto first = ledger.on_exchange(ask(1, 1, 10, 1), 1000).reply;
+  REQUIRE(first->units[0] == 10);
+  const auto slots = ledger.on_exchange(ask(2, 1, 3, 1), 1010).reply;
+  CHECK(slots->refusal == Refusal::kNone);
+  CHECK(slots->units[0] == 0);
+  CHECK(slots->slots == 1);
+  // When to ask for units again: a quarter window at most, as a refusal.
+  CHECK(slots->retry_in_ms == 250);
+  // What it still wants of units counts for the others' shares.
+  const auto views = ledger.children(1010);
+  REQUIRE(views.size() == 2);
+  CHECK(views[1].wanted == std::vector<int64_t>{3, 0});
+  CHECK(ledger.on_exchange(ask(3, 1, 1, 1), 1020).reply->slots == 1);
+  // No unit and no slot free: a refusal, as before.
+  const auto refused = ledger.on_exchange(ask(4, 1, 1, 1), 1030).reply;
+  CHECK(refused->refusal == Refusal::kNothingFree);
+  CHECK(refused->slots == 0);
+}
+
+TEST_CASE("ledger: every reply says how many slots the other children want beyond those free") {
+  Ledger ledger(one_window());
+  const auto holder = ledger.on_exchange(ask(1, 1, 1, 3), 1000).reply;
+  REQUIRE(holder->slots == 3);
+  CHECK(holder->slots_wanted == 0);
+  // Child 2 wants 2 slots and none is free (it gets its unit); its own
+  // want does not count in its reply.
+  const auto unit = ledger.on_exchange(ask(2, 1, 1, 2), 1001).reply;
+  REQUIRE(unit->slots == 0);
+  CHECK(unit->slots_wanted == 0);
+  // Child 1's next reply says so; child 1's own granted ask wants nothing more.
+  CHECK(ledger.on_exchange(ask(1, 2, 0), 1002).reply->slots_wanted == 2);
+  // Its resent reply too, as it leaves.
+  CHECK(ledger.on_exchange(ask(1, 2, 0), 1003).reply->slots_wanted == 2);
+  // A demand is forgotten after demand_ttl_ms, and with it the want.
+  CHECK(ledger.on_exchange(ask(1, 3, 0), 1001 + 10'000).reply->slots_wanted == 0);
+}
+
 TEST_CASE("ledger: max-min fair shares, higher priorities first, never more than asked") {
   Ledger ledger(one_window());
   // Two children ask while nothing is free: their demand is recorded.

@@ -8,19 +8,22 @@
 // (calls started / the most the window admits over the run; target >= 0.97
 // for 60 s windows, >= 0.85 for 1 s), and below the limit how long calls
 // waited from arrival to start (99th percentile and longest, ms), for five children 1-3 ms from the root
-// or all 150 ms from it. Every run also checks the ground truth (no window
+// or all 150 ms from it. Leases as a tree's config makes them by default
+// (leaseMs 2 s; a 60 s window's lend for 30 s). Every run also checks the ground truth (no window
 // over its limit), and says so. Then, per window and distance, a run in
 // which one child sees a 429 asking for a second's wait: the latest any
 // other child started a call after it, against the bound (docs/leases.md).
 // Then slow children (a 60 s window of 6,000: 10-16 calls a second per
 // child at 0.5x-0.8x), with what caused their exchanges at steady load
 // (ExchangeCauses, core/src/lease_holder.h). Last, the 1 s window's rows
-// again with leases of 4 s (leaseMs 4000), long enough for a child to
-// reuse its units (docs/leases.md, "Reuse inside a lease").
+// again with leases of 4 s (leaseMs 4000): a child reuses each unit about
+// four times per lease (docs/leases.md, "Reuse inside a lease").
 //
 //   build/lease_bench            every scenario
 //   build/lease_bench 1s         only the 1 s window's (or 60s)
 //   DRL_LEASE_SEED=2 build/lease_bench   the same scenarios, other draws
+//   DRL_LEASE_MS=8000 build/lease_bench 1s   the last rows with leases of 8 s
+//   DRL_LEASE_CAP=100000 ...             and a concurrency cap that never binds
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -150,15 +153,18 @@ int main(int argc, char** argv) {
   // reuses each unit once its use left the window, so one exchange serves
   // it many times (docs/leases.md, "Reuse inside a lease").
   if (!only || std::strcmp(only, "1s") == 0) {
-    std::printf("\nleases of 4 s (leaseMs 4000) for the 1 s window:\n");
+    const int64_t lease_ms = static_cast<int64_t>(drl::testing::env_count("DRL_LEASE_MS", 4000));
+    const int64_t cap = static_cast<int64_t>(drl::testing::env_count("DRL_LEASE_CAP", 400));
+    std::printf("\nleases of %g s (leaseMs %lld) for the 1 s window, concurrency %lld:\n",
+                static_cast<double>(lease_ms) / 1000, static_cast<long long>(lease_ms), static_cast<long long>(cap));
     for (const bool far : {false, true}) {
       for (const Row& row : rows) {
         LeaseScenario s;
-        s.lease_ms = 4000;
+        s.lease_ms = lease_ms;
         s.load = row.load;
         s.shape = row.shape;
         s.far = far;
-        s.concurrency = 400;
+        s.concurrency = cap;
         row_line(s, "1 s", far ? "150ms" : "1-3ms", row.name);
       }
     }

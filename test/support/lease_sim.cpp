@@ -13,6 +13,7 @@
 #include <sstream>
 #include <vector>
 
+#include "drl/config.h"
 #include "lease_engine_child.h"
 #include "lease_holder.h"
 #include "ledger.h"
@@ -227,7 +228,7 @@ void Sim::setup_scenario(const LeaseScenario& s) {
   config_.limits = limits_;
   config_.concurrency = s.concurrency;
   config_.attempt_timeout_ms = 500;
-  config_.lease_ms = s.lease_ms > 0 ? s.lease_ms : s.far ? 800 : 400;
+  config_.lease_ms = s.lease_ms > 0 ? s.lease_ms : TreeConfig{}.lease_ms;
   config_.demand_ttl_ms = 2000;
   config_.max_lease_ms = 30'000;
   // Workers' Date.now() stands still during a turn: 10 ms of lag; a clock

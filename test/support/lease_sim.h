@@ -46,7 +46,7 @@ struct LeaseScenario {
   int64_t run_ms = 20'000;
   int64_t hot_period_ms = 5'000;  // kHotspot: how long one child stays hot
   int64_t penalty_at_ms = 0;      // a 429 at child 0 then, asking for a second's wait (0: none)
-  int64_t lease_ms = 0;           // the ledger's lease_ms (0: 800 ms far, 400 ms near)
+  int64_t lease_ms = 0;           // the ledger's lease_ms (0: a tree's default, drl::TreeConfig{}.lease_ms)
 };
 
 struct LeaseSimOptions {

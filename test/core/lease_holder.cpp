@@ -427,36 +427,14 @@ TEST_CASE("lease holder: it keeps twice its recent peak of calls in slots while 
   // Two calls run at once (a peak of 2, both slots busy) and a third waits
   // for a slot: the exchange asks for the queued call's slot and for the
   // idle ones it keeps beyond it, max(1, peak - running) after a short
-  // grant, 2 x peak - running after a grant of all it asked.
-  const auto slots_asked = [](int64_t units_granted) {
+  // grant, 2 x peak - running after a grant of all it asked, unless the
+  // reply said siblings want slots the root does not have (slots_wanted):
+  // idle slots kept for a peak that may come would keep theirs from calls
+  // that wait now.
+  const auto slots_asked = [](int64_t units_granted, int64_t slots_wanted) {
     LeaseHolder h(paced(1000));
     const Exchange first = ask(h, 10, 2, 1000);
-    grant(h, first, units_granted, 2, 100'000, 1010);
-    const auto a = h.slot_acquire(1020);
-    const auto b = h.slot_acquire(1020);
-    REQUIRE(a);
-    REQUIRE(b);
-    REQUIRE(h.take({1}, 1020));
-    REQUIRE(h.take({1}, 1020));
-    h.set_queued({{0, {1}, 1}}, 1030);
-    const auto ex = h.next_exchange(1030);
-    REQUIRE(ex);
-    int64_t slots = 0;
-    for (const auto& level : ex->demand) slots += level.slots;
-    return slots;
-  };
-  CHECK(slots_asked(10) == 1 + 2);  // all it asked: 2 x 2 - 2 idle slots kept beyond the queue's
-  CHECK(slots_asked(9) == 1 + 1);   // one unit short: max(1, 2 - 2)
-}
-
-TEST_CASE("lease holder: while other children wait for slots, it keeps its peak, not twice it") {
-  // As above after a grant of all it asked, but the reply said siblings
-  // want slots the root does not have (slots_wanted): slots kept idle for a
-  // peak that may come would keep theirs from calls that wait now.
-  const auto slots_asked = [](int64_t slots_wanted) {
-    LeaseHolder h(paced(1000));
-    const Exchange first = ask(h, 10, 2, 1000);
-    LeaseGrant g = lease(first, 9, 10, 2, 100'000);
+    LeaseGrant g = lease(first, 9, units_granted, 2, 100'000);
     g.slots_wanted = slots_wanted;
     h.on_grant(g, 1010);
     h.set_queued({}, 1010);
@@ -473,8 +451,9 @@ TEST_CASE("lease holder: while other children wait for slots, it keeps its peak,
     for (const auto& level : ex->demand) slots += level.slots;
     return slots;
   };
-  CHECK(slots_asked(0) == 1 + 2);  // 2 x 2 - 2
-  CHECK(slots_asked(3) == 1 + 1);  // max(1, 2 - 2)
+  CHECK(slots_asked(10, 0) == 1 + 2);  // all it asked: 2 x 2 - 2 idle slots kept beyond the queue's
+  CHECK(slots_asked(9, 0) == 1 + 1);   // one unit short: max(1, 2 - 2)
+  CHECK(slots_asked(10, 3) == 1 + 1);  // all it asked, but siblings wait for 3 slots
 }
 
 TEST_CASE("lease holder: while other children wait for slots, it gives back those its units cannot start") {

@@ -44,7 +44,7 @@ import { EngineHost } from './host.ts';
 import { notTheRegistry, RegistryTable, type BucketPresence } from './registry.ts';
 import { later } from './rpc.ts';
 import { LimiterStorage } from './storage.ts';
-import { checkLeaseText, hasTree, TreeRoot, TreeStorage } from './tree.ts';
+import { checkLeaseText, checkSender, configTag, type ExchangeSender, hasTree, TreeRoot, TreeStorage } from './tree.ts';
 
 // ---- the binding: how the object's code finds its own namespace ------------
 //
@@ -133,6 +133,9 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   #treeRoot: TreeRoot | undefined;
   #treeChild: { bucket: string; region: string } | undefined;
   #treeJoined = false;
+  // A joined child's config tag (configTag of the root's text it runs on),
+  // sent with each exchange.
+  #childConfigTag = '';
   // A joined child whose config is too small to split (tree.passThrough, the
   // engine's rule): every execute goes to the root, callback stub and all.
   #passThrough = false;
@@ -400,14 +403,21 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
    * Exchange as JSON text): fed to the ledger with this object's clock, its
    * rows stored, and the reply (a LeaseGrant's text, '' for a resend
    * already superseded) answered once they are durable (the output gate).
-   * A penalty notice it raises goes to every child at once. Refuses text
-   * that is not an exchange with [drl:invalid-argument] naming the field.
+   * A penalty notice it raises goes to every child at once. `from` (a
+   * child's region and its config's tag, absent from a child of an older
+   * release): a child on another config than the root's is told to read it
+   * again (treeRefresh), so one that missed the notice of a change catches
+   * up at its next exchange. Refuses text that is not an exchange, or a
+   * malformed `from`, with [drl:invalid-argument] naming the field.
    */
-  leaseExchange(text: string): Promise<string> {
+  leaseExchange(text: string, from?: ExchangeSender): Promise<string> {
     return later(async () => {
       checkLeaseText(text, 'leaseExchange(text): text');
+      const sender = checkSender(from, 'leaseExchange(text, from): from');
       if (!this.#declarationDone) await this.#declarationReady();
-      return this.#rootExchange(text);
+      const reply = this.#rootExchange(text);
+      if (sender) this.#catchUp(sender);
+      return reply;
     });
   }
 
@@ -456,6 +466,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       this.#host.run(() => this.#engine.configure(text, Date.now()));
       this.#host.flush();
       this.#passThrough = this.#core.treePassesThrough(text);
+      this.#childConfigTag = configTag(text);
     });
   }
 
@@ -478,9 +489,24 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   }
 
   /**
+   * A child exchanged on a config other than the root's (its notice was
+   * lost, or is still on its way): it reads the config again, and the root
+   * knows its region from now on (for its notices). Fire and forget.
+   */
+  #catchUp(sender: ExchangeSender): void {
+    const root = this.#treeRoot;
+    const bucket = this.#name;
+    if (!root || bucket === null || sender.config === root.configTag) return;
+    root.join(sender.region);
+    treeChildStub(limiterNamespace(this.env), bucket, sender.region)
+      .treeRefresh()
+      .catch((error: unknown) => noticeFailed(sender.region, error, 'a config change'));
+  }
+
+  /**
    * The root's config changed: every child it knows reads it again
-   * (treeRefresh); fire and forget. A child the notice misses runs on the
-   * config it has until its next start (docs/leases.md, "Turning a tree on").
+   * (treeRefresh); fire and forget. A child the notice misses reads it when
+   * its next exchange shows the root it runs on another config (#catchUp).
    */
   #refreshChildren(root: TreeRoot): void {
     const bucket = this.#name;
@@ -594,8 +620,11 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     this.#name = treeChildName(child.bucket, child.region);
     this.#treeChild = child;
     this.#passThrough = this.#core.treePassesThrough(text);
+    this.#childConfigTag = configTag(text);
     // A stub per exchange: one whose root was reset stays broken.
-    this.#host.sendExchangesTo((exchange) => ns.get(rootId).leaseExchange(exchange));
+    this.#host.sendExchangesTo((exchange) =>
+      ns.get(rootId).leaseExchange(exchange, { region: child.region, config: this.#childConfigTag }),
+    );
     this.#host.run(() => this.#engine.makeTreeChild(child.region, incarnation, now));
     this.#treeJoined = true;
     this.#host.flushSoon();

@@ -9,7 +9,7 @@
 import type { Core, LeaseLedger, LeaseLedgerWrite } from '../engine/loader.ts';
 import type { TreeChildStats, TreeStats } from '../envelope.ts';
 import { MARKERS } from '../error-ids.ts';
-import { describe } from '../rules.ts';
+import { describe, regionProblem } from '../rules.ts';
 
 const TREE = 'drl_tree';
 // A ledger row's key in TREE: the ledger's own key ("lease:<id>",
@@ -40,6 +40,51 @@ export function checkLeaseText(text: unknown, what: string): string {
     );
   }
   return text;
+}
+
+/**
+ * A short fingerprint of a config text (two 32-bit FNV-1a hashes, hex): a
+ * child sends its config's with each exchange, so a root whose config
+ * changed can tell the child to read it again when the notice was lost.
+ */
+export function configTag(configText: string): string {
+  let a = 0x811c9dc5;
+  let b = 0x01000193 ^ configText.length;
+  for (let i = 0; i < configText.length; i++) {
+    const c = configText.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+  }
+  return (a >>> 0).toString(16).padStart(8, '0') + (b >>> 0).toString(16).padStart(8, '0');
+}
+
+/** Who sent an exchange (leaseExchange's second argument): its region and its config's tag. */
+export interface ExchangeSender {
+  region: string;
+  config: string;
+}
+
+/**
+ * leaseExchange's `from`, checked at the boundary: absent (a child of a
+ * release before it sends none) or `{ region, config }`. Throws
+ * [drl:invalid-argument] naming what was wrong.
+ */
+export function checkSender(from: unknown, what: string): ExchangeSender | undefined {
+  if (from === undefined) return undefined;
+  if (from === null || typeof from !== 'object' || Array.isArray(from)) {
+    throw new TypeError(
+      `${MARKERS.invalidArgument} ${what} must be an object { region, config } (received ${describe(from)})`,
+    );
+  }
+  const { region, config } = from as { region?: unknown; config?: unknown };
+  const problem = regionProblem(region, `${what}.region`);
+  if (problem) throw new problem.kind(`${MARKERS.invalidArgument} ${problem.message}`);
+  if (typeof config !== 'string' || config.length > 64) {
+    throw new TypeError(
+      `${MARKERS.invalidArgument} ${what}.config must be a string of at most 64 characters (received ${describe(config)})`,
+    );
+  }
+  return { region: region as string, config };
 }
 
 /** The tree's rows in the object's SQLite storage. Nothing exists until the first write. */
@@ -146,9 +191,12 @@ export class TreeRoot {
   readonly #ledger: LeaseLedger;
   readonly #storage: TreeStorage;
   readonly #regions: Set<string>;
+  /** The tag of the config the ledger was made from (configTag). */
+  readonly configTag: string;
 
   constructor(core: Core, storage: TreeStorage, configText: string, now: number) {
     this.#storage = storage;
+    this.configTag = configTag(configText);
     this.#ledger = core.createTreeLedger(configText);
     try {
       this.#ledger.restore(storage.ledgerRows(), now);

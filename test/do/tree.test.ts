@@ -195,6 +195,51 @@ describe('a lease tree on Durable Objects', { timeout: 180_000 }, () => {
     expect(mostInAWindow(ran, WINDOW_MS)).toBeLessThanOrEqual(20);
   });
 
+  it('a child that missed the notice of a config change reads it at its next exchange', async () => {
+    const name = await treeBucket();
+    const child = bucket(`${name}@weur`);
+    const ran: Ran[] = [];
+    expect(await settleAll(runCalls(child, 3, ran))).toBe(3);
+    // The root forgets that the child joined, as if its notice were lost:
+    // the reconfigure below builds the root's ledger from storage, without
+    // the region, so no notice leaves for weur.
+    await runInDurableObject(bucket(name), async (_instance, state) => {
+      state.storage.sql.exec(`DELETE FROM drl_tree WHERE key = 'region/weur'`);
+    });
+    await bucket(name).reconfigure({ bucket: { limitPerWindow: 20 } });
+    // The child's next exchanges carry the tag of the config it runs on;
+    // the root answers them and tells it to read the new one.
+    await waitFor(
+      async () => {
+        await settleAll(runCalls(child, 1, ran));
+        await sleep(100);
+        return (await child.stats()).limit === 20;
+      },
+      20_000,
+      'the child to run on the raised limit',
+    );
+    // And the root knows the region again, for its next notice.
+    await bucket(name).reconfigure({ bucket: { limitPerWindow: 4 } });
+    await waitFor(async () => (await child.stats()).limit === 4, 20_000, 'the child to run on the lowered limit');
+    expect(mostInAWindow(ran, WINDOW_MS)).toBeLessThanOrEqual(20);
+  });
+
+  it('refuses an exchange whose sender is malformed, naming the field', async () => {
+    const name = await treeBucket();
+    const exchange = '{"child":1,"incarnation":1,"seq":1}';
+    const root = bucket(name);
+    const notObject = await rejection(root.leaseExchange(exchange, 'weur' as never));
+    expect(notObject.message).toMatch(
+      /^\[drl:invalid-argument\] leaseExchange\(text, from\): from must be an object \{ region, config \}/,
+    );
+    const region = await rejection(root.leaseExchange(exchange, { region: 'Not A Region', config: 'x' }));
+    expect(region.message).toMatch(/^\[drl:invalid-argument\] leaseExchange\(text, from\): from\.region must be /);
+    const config = await rejection(root.leaseExchange(exchange, { region: 'weur', config: 7 as never }));
+    expect(config.message).toMatch(
+      /^\[drl:invalid-argument\] leaseExchange\(text, from\): from\.config must be a string of at most 64 characters \(received 7\)/,
+    );
+  });
+
   it('the root writes per exchange, not per call', async () => {
     const ns = (env as unknown as { COUNTING_LIMITER: DurableObjectNamespace<CountingLimiterDO> }).COUNTING_LIMITER;
     const name = uniqueName('tree-writes');

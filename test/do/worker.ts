@@ -43,9 +43,9 @@ export class CountingLimiterDO extends LimiterDO {
   // The exchanges this object answered as a tree root (tree.test.ts).
   #exchanges = 0;
 
-  override leaseExchange(text: string): Promise<string> {
+  override leaseExchange(text: string, from?: Parameters<LimiterDO['leaseExchange']>[1]): Promise<string> {
     this.#exchanges += 1;
-    return super.leaseExchange(text);
+    return super.leaseExchange(text, from);
   }
 
   exchangeCount(): number {

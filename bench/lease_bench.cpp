@@ -24,6 +24,7 @@
 //   DRL_LEASE_SEED=2 build/lease_bench   the same scenarios, other draws
 //   DRL_LEASE_MS=8000 build/lease_bench 1s   the last rows with leases of 8 s
 //   DRL_LEASE_CAP=100000 ...             and a concurrency cap that never binds
+//   DRL_LEASE_CAUSES=1 ...               what caused the exchanges, every row
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -55,6 +56,8 @@ int main(int argc, char** argv) {
   std::printf("%-6s %-5s %-13s %10s %10s %12s %12s %16s %14s %s\n", "window", "root", "load", "calls", "exch/call",
               "after 1st W", "utilisation", "started/offered", "wait p99/max", "over limit");
   bool all_ok = true;
+  // DRL_LEASE_CAUSES=1: what caused the exchanges, after every row.
+  const bool every_cause = drl::testing::env_count("DRL_LEASE_CAUSES", 0) != 0;
   const auto per_call = [](uint64_t exchanges, uint64_t calls) {
     return static_cast<double>(exchanges) / static_cast<double>(calls ? calls : 1);
   };
@@ -69,15 +72,6 @@ int main(int argc, char** argv) {
                   static_cast<long long>(w.back()));
     return text;
   };
-  const auto row_line = [&](const LeaseScenario& s, const char* window, const char* root, const char* name) {
-    const LeaseSimResult r = run_lease_sim({seed, drl::testing::LeaseFault::kNone, &s});
-    all_ok &= r.ok;
-    std::printf("%-6s %-5s %-13s %10zu %10.4f %12.4f %12.3f %16.3f %14s %s\n", window, root, name, r.calls,
-                per_call(r.exchanges, r.calls), per_call(r.steady_exchanges, r.steady_calls), r.utilisation,
-                r.utilisation / r.load, waits(r).c_str(), r.ok ? "0 windows" : r.failure.c_str());
-    std::fflush(stdout);
-    return r;
-  };
   // Why the children's exchanges went, per admitted call (the first cause
   // that applied: see ExchangeCauses).
   const auto causes_line = [&](const LeaseSimResult& r, const char* root, const char* name) {
@@ -88,6 +82,16 @@ int main(int argc, char** argv) {
         "units back %.4f  closes %.4f  penalty %.4f\n",
         root, name, per(c.units), per(c.starved), per(c.kept_slots), per(c.queued_slots), per(c.slots_back),
         per(c.units_back), per(c.closes), per(c.penalty));
+  };
+  const auto row_line = [&](const LeaseScenario& s, const char* window, const char* root, const char* name) {
+    const LeaseSimResult r = run_lease_sim({seed, drl::testing::LeaseFault::kNone, &s});
+    all_ok &= r.ok;
+    std::printf("%-6s %-5s %-13s %10zu %10.4f %12.4f %12.3f %16.3f %14s %s\n", window, root, name, r.calls,
+                per_call(r.exchanges, r.calls), per_call(r.steady_exchanges, r.steady_calls), r.utilisation,
+                r.utilisation / r.load, waits(r).c_str(), r.ok ? "0 windows" : r.failure.c_str());
+    std::fflush(stdout);
+    if (every_cause) causes_line(r, root, name);
+    return r;
   };
   for (const int64_t window : {1000, 60'000}) {
     if (only && std::strcmp(only, window == 1000 ? "1s" : "60s") != 0) continue;

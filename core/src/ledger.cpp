@@ -409,8 +409,9 @@ LeaseGrant Ledger::decide(const Exchange& ex, ChildRow& row, LeaseMillis now, st
     }
   }
   // Short of units, it lends the slots alone: the child may hold units
-  // that wait for a slot (a lease of four windows reuses its units, and a
-  // child refused for units would otherwise keep none to start them with).
+  // that wait for a slot (a lease longer than the window reuses its units,
+  // and a child refused for units would otherwise get no slot to start
+  // them with).
   if (short_of_units) std::fill(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(n), 0);
   if (short_of_units || !got_any) {
     // The first end the ledger knows of; a close from another child may free

@@ -7,10 +7,11 @@
 // ramp from no history), and the use of the limit at 1.5x overload
 // (calls started / the most the window admits over the run; target >= 0.97
 // for 60 s windows, >= 0.85 for 1 s), and below the limit how long calls
-// waited from arrival to start (99th percentile and longest, ms), for five children 1-3 ms from the root
-// or all 150 ms from it. Leases as a tree's config makes them by default
-// (leaseMs 2 s; a 60 s window's lend for 30 s). Every run also checks the ground truth (no window
-// over its limit), and says so. Then, per window and distance, a run in
+// waited from arrival to start (99th percentile and longest, ms), for
+// five children 1-3 ms from the root or all 150 ms from it, with the
+// leases a tree's config lends by default (leaseMs 2 s; a 60 s window's
+// last 30 s). Every run also checks the ground truth (no window over its
+// limit), and says so. Then, per window and distance, a run in
 // which one child sees a 429 asking for a second's wait: the latest any
 // other child started a call after it, against the bound (docs/leases.md).
 // Then slow children (a 60 s window of 6,000: 10-16 calls a second per

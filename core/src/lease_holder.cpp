@@ -390,17 +390,16 @@ void LeaseHolder::on_grant(const LeaseGrant& g, LeaseMillis now) {
   }
   out_.reset();
   out_closes_.clear();
+  // A refusal, or a lease of slots alone (the root short of units): ask
+  // again less the round trip, so the ask reaches the root about when its
+  // first unit frees, not a round trip after.
+  if (g.refusal == Refusal::kNothingFree || (g.refusal == Refusal::kNone && g.retry_in_ms > 0)) {
+    not_before_ = now + std::max<LeaseMillis>(1, g.retry_in_ms - rtt_);
+  }
   switch (g.refusal) {
     case Refusal::kNone:
-      // Slots alone, the root short of units: ask for units again when
-      // it said one frees, as after a refusal.
-      if (g.retry_in_ms > 0) not_before_ = now + std::max<LeaseMillis>(1, g.retry_in_ms - rtt_);
       break;
     case Refusal::kNothingFree:
-      // Less the round trip: the next ask then reaches the root about when
-      // its first unit frees, not a round trip after.
-      not_before_ = now + std::max<LeaseMillis>(1, g.retry_in_ms - rtt_);
-      return;
     case Refusal::kNothingAsked:
       return;
     case Refusal::kStaleIncarnation:

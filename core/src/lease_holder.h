@@ -39,11 +39,16 @@
 //   cannot spend before their lease ends, or beyond twice what it would ask
 //   for, and the idle slots beyond its queue and its recent peak of calls
 //   (twice that while the root grants all it asks; none once it holds no
-//   units). A spent lease's close waits for another
+//   units). While the root's last reply said other children wait for
+//   slots (LeaseGrant::slots_wanted), it keeps its peak only, and of the
+//   queue's slots only those its units can start now. A spent lease's
+//   close waits for another
 //   reason to exchange, at most close_wait() (close_within_ms, up to a
 //   stock span for long windows); one that gives unused units back does
 //   not wait, nor one that gives idle slots back unless the root's last
-//   reply granted all that was asked.
+//   reply granted all that was asked and no other child waited for a slot.
+// - After a refusal, or a lease of slots alone, it asks for units again
+//   retry_in_ms less its round trip after the reply.
 // - At most one new exchange per refresh_ms, or per refresh_ms / 4 while
 //   the head of its queue cannot start from what it holds.
 // - One exchange at a time, resent unchanged every retry_ms until the
@@ -260,6 +265,7 @@ class LeaseHolder {
   int64_t queued_units(size_t k) const;
   int64_t queued_slots() const;
   int64_t expected(size_t k, LeaseMillis span) const;
+  int64_t peak_slots() const;
   int64_t slots_to_keep() const;
   int64_t startable_calls(LeaseMillis by) const;
   int64_t lasting_free_slots(LeaseMillis now, LeaseMillis span) const;

@@ -54,17 +54,20 @@ int64_t LeaseHolder::expected(size_t k, LeaseMillis span) const {
 
 // Idle slots worth keeping beyond the queue's: units without a slot are
 // useless, so while it uses units it keeps its recent peak of calls (at
-// least one), twice that while the root grants all it asks (ample_: a
-// burst above the peak then finds a slot instead of costing an exchange,
-// and an idle slot costs nobody); a child with no rate keeps none.
-int64_t LeaseHolder::slots_to_keep() const {
+// least one), twice that while the root grants all it asks and no sibling
+// waits for a slot (ample_ and not contended_: a burst above the peak then
+// finds a slot instead of costing an exchange, and an idle slot costs
+// nobody); a child with no rate keeps none.
+int64_t LeaseHolder::peak_slots() const {
   int64_t running = 0;
   for (const Held& h : leases_) running += static_cast<int64_t>(h.running.size());
   const bool active = std::any_of(recent_sum_.begin(), recent_sum_.end(), [](int64_t v) { return v > 0; });
   const int64_t peak = peaks_.empty() ? 0 : peaks_.front().second;
   const int64_t wanted = ample_ && !contended_ ? 2 * peak : peak;
-  return queued_slots() + (active ? std::max<int64_t>(1, wanted - running) : 0);
+  return active ? std::max<int64_t>(1, wanted - running) : 0;
 }
+
+int64_t LeaseHolder::slots_to_keep() const { return queued_slots() + peak_slots(); }
 
 // Of the queued calls, how many the units it holds could start by `by`,
 // highest priority first (a level's calls taken as equal in cost). Slots
@@ -268,7 +271,7 @@ std::vector<DemandLevel> LeaseHolder::demand(LeaseMillis now) const {
   for (size_t k = 0; k < n; ++k) {
     stock.units[k] = std::max<int64_t>(0, expected(k, stock_span(k) + lead()) - usable[k]);
   }
-  stock.slots = std::max<int64_t>(0, slots_to_keep() - queued_slots() - free_slots);
+  stock.slots = std::max<int64_t>(0, peak_slots() - free_slots);
   levels.push_back(stock);
   levels.erase(std::remove_if(levels.begin(), levels.end(),
                               [](const DemandLevel& d) {
@@ -366,7 +369,7 @@ std::vector<LeaseReturn> LeaseHolder::returns(LeaseMillis now) {
     // short of them has the units.
     int64_t free = 0;
     for (const Held& h : leases_) free += h.end > now ? usable_slots(h) : 0;
-    const int64_t keep = slots_to_keep() - queued_slots() + startable_calls(now);
+    const int64_t keep = peak_slots() + startable_calls(now);
     excess = std::max(excess, free - keep);
   }
   std::vector<LeaseReturn> out;

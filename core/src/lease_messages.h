@@ -125,8 +125,9 @@ struct LeaseGrant {
   int64_t slots = 0;
   LeaseMillis duration_ms = 0;  // from the child's first send of the exchange, by its own clock
   Refusal refusal = Refusal::kNone;
-  LeaseMillis retry_in_ms =
-      0;  // with kNothingFree, or a lease of slots alone: until the root's next unit (or slot) frees
+  // With kNothingFree, or a lease of slots alone (the root short of
+  // units): until the root's next unit (or slot) frees.
+  LeaseMillis retry_in_ms = 0;
   LeaseMillis penalty_ms = 0;  // the penalty the root knows of, as Exchange::penalty_ms, as the reply leaves
   // Slots the other children asked for beyond what the root has free, as
   // the reply leaves (0: none short; absent on the wire, from a root that

@@ -23,6 +23,9 @@
 // - A penalty an exchange reports (from any copy, whatever its seq) that
 //   ends later than the one the root knew of comes back as a notice for
 //   every other child; every reply carries what is left of it.
+// - When a window the child asked for has no unit free, it lends the
+//   child's slots alone, with retry_in_ms; it refuses (kNothingFree) only
+//   when it can lend neither.
 // - Every reply also carries how many slots the other children asked for
 //   beyond what is free (slots_wanted): a child with idle slots to spare
 //   then gives them back (docs/leases.md, "Sizing").

@@ -133,9 +133,6 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
   #treeRoot: TreeRoot | undefined;
   #treeChild: { bucket: string; region: string } | undefined;
   #treeJoined = false;
-  // A joined child's config tag (configTag of the root's text it runs on),
-  // sent with each exchange.
-  #childConfigTag = '';
   // A joined child whose config is too small to split (tree.passThrough, the
   // engine's rule): every execute goes to the root, callback stub and all.
   #passThrough = false;
@@ -416,7 +413,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       const sender = checkSender(from, 'leaseExchange(text, from): from');
       if (!this.#declarationDone) await this.#declarationReady();
       const reply = this.#rootExchange(text);
-      if (sender) this.#catchUp(sender);
+      if (sender) await this.#catchUp(sender);
       return reply;
     });
   }
@@ -466,7 +463,6 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
       this.#host.run(() => this.#engine.configure(text, Date.now()));
       this.#host.flush();
       this.#passThrough = this.#core.treePassesThrough(text);
-      this.#childConfigTag = configTag(text);
     });
   }
 
@@ -490,13 +486,13 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
 
   /**
    * A child exchanged on a config other than the root's (its notice was
-   * lost, or is still on its way): it reads the config again, and the root
-   * knows its region from now on (for its notices). Fire and forget.
+   * lost, or is still on its way): it reads the config again (fire and
+   * forget), and the root knows its region from now on (for its notices).
    */
-  #catchUp(sender: ExchangeSender): void {
+  async #catchUp(sender: ExchangeSender): Promise<void> {
     const root = this.#treeRoot;
     const bucket = this.#name;
-    if (!root || bucket === null || sender.config === root.configTag) return;
+    if (!root || bucket === null || sender.config === (await root.configTag)) return;
     root.join(sender.region);
     treeChildStub(limiterNamespace(this.env), bucket, sender.region)
       .treeRefresh()
@@ -620,10 +616,13 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
     this.#name = treeChildName(child.bucket, child.region);
     this.#treeChild = child;
     this.#passThrough = this.#core.treePassesThrough(text);
-    this.#childConfigTag = configTag(text);
-    // A stub per exchange: one whose root was reset stays broken.
-    this.#host.sendExchangesTo((exchange) =>
-      ns.get(rootId).leaseExchange(exchange, { region: child.region, config: this.#childConfigTag }),
+    // A stub per exchange: one whose root was reset stays broken. The tag
+    // of the config the engine runs on as the exchange leaves.
+    this.#host.sendExchangesTo(async (exchange) =>
+      ns.get(rootId).leaseExchange(exchange, {
+        region: child.region,
+        config: await configTag(this.#engine.configText() ?? ''),
+      }),
     );
     this.#host.run(() => this.#engine.makeTreeChild(child.region, incarnation, now));
     this.#treeJoined = true;

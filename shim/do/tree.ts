@@ -42,20 +42,23 @@ export function checkLeaseText(text: unknown, what: string): string {
   return text;
 }
 
+// The last text configTag digested: a child asks for its tag at every
+// exchange, and its config rarely changes.
+let lastTag: { text: string; tag: Promise<string> } | undefined;
+
 /**
- * A short fingerprint of a config text (two 32-bit FNV-1a hashes, hex): a
- * child sends its config's with each exchange, so a root whose config
+ * A fingerprint of a config text (the first 16 bytes of its SHA-256, hex):
+ * a child sends its config's with each exchange, so a root whose config
  * changed can tell the child to read it again when the notice was lost.
  */
-export function configTag(configText: string): string {
-  let a = 0x811c9dc5;
-  let b = 0x01000193 ^ configText.length;
-  for (let i = 0; i < configText.length; i++) {
-    const c = configText.charCodeAt(i);
-    a = Math.imul(a ^ c, 0x01000193);
-    b = Math.imul(b ^ c, 0x5bd1e995);
+export function configTag(configText: string): Promise<string> {
+  if (lastTag?.text !== configText) {
+    const tag = crypto.subtle
+      .digest('SHA-256', new TextEncoder().encode(configText))
+      .then((digest) => [...new Uint8Array(digest, 0, 16)].map((b) => b.toString(16).padStart(2, '0')).join(''));
+    lastTag = { text: configText, tag };
   }
-  return (a >>> 0).toString(16).padStart(8, '0') + (b >>> 0).toString(16).padStart(8, '0');
+  return lastTag.tag;
 }
 
 /** Who sent an exchange (leaseExchange's second argument): its region and its config's tag. */
@@ -192,7 +195,7 @@ export class TreeRoot {
   readonly #storage: TreeStorage;
   readonly #regions: Set<string>;
   /** The tag of the config the ledger was made from (configTag). */
-  readonly configTag: string;
+  readonly configTag: Promise<string>;
 
   constructor(core: Core, storage: TreeStorage, configText: string, now: number) {
     this.#storage = storage;

@@ -26,6 +26,7 @@
 //   DRL_LEASE_MS=8000 build/lease_bench 1s   the last rows with leases of 8 s
 //   DRL_LEASE_CAP=100000 ...             and a concurrency cap that never binds
 //   DRL_LEASE_CAUSES=1 ...               what caused the exchanges, every row
+//   DRL_LEASE_ACCOUNT=1 ...              where the limit and the cap were, every row
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +60,8 @@ int main(int argc, char** argv) {
   bool all_ok = true;
   // DRL_LEASE_CAUSES=1: what caused the exchanges, after every row.
   const bool every_cause = drl::testing::env_count("DRL_LEASE_CAUSES", 0) != 0;
+  // DRL_LEASE_ACCOUNT=1: where the limit was at steady load, after every row.
+  const bool account = drl::testing::env_count("DRL_LEASE_ACCOUNT", 0) != 0;
   const auto per_call = [](uint64_t exchanges, uint64_t calls) {
     return static_cast<double>(exchanges) / static_cast<double>(calls ? calls : 1);
   };
@@ -85,13 +88,23 @@ int main(int argc, char** argv) {
         per(c.units_back), per(c.closes), per(c.penalty));
   };
   const auto row_line = [&](const LeaseScenario& s, const char* window, const char* root, const char* name) {
-    const LeaseSimResult r = run_lease_sim({seed, drl::testing::LeaseFault::kNone, &s});
+    drl::testing::LeaseSimOptions options{seed, drl::testing::LeaseFault::kNone, &s};
+    options.account = account;
+    const LeaseSimResult r = run_lease_sim(options);
     all_ok &= r.ok;
     std::printf("%-6s %-5s %-13s %10zu %10.4f %12.4f %12.3f %16.3f %14s %s\n", window, root, name, r.calls,
                 per_call(r.exchanges, r.calls), per_call(r.steady_exchanges, r.steady_calls), r.utilisation,
                 r.utilisation / r.load, waits(r).c_str(), r.ok ? "0 windows" : r.failure.c_str());
     std::fflush(stdout);
     if (every_cause) causes_line(r, root, name);
+    if (account) {
+      const auto& a = r.account;
+      std::printf(
+          "  %-5s %-11s limit: used %.3f  root free %.3f  in flight %.3f  held (no call %.3f, no slot %.3f, "
+          "other %.3f)  counted after %.3f; cap: running %.3f  idle %.3f  root free %.3f\n",
+          root, name, a.used, a.root_free, a.in_flight, a.held_no_call, a.held_no_slot, a.held_other, a.counted_after,
+          a.slots_running, a.slots_idle, a.slots_root_free);
+    }
     return r;
   };
   for (const int64_t window : {1000, 60'000}) {

@@ -178,6 +178,11 @@ class Sim {
   internal::ClockBounds bounds_;
   LeaseMillis retry_ms_ = 0, idle_ms_ = 0, stock_ms_ = 0, patience_ms_ = 0;
   int64_t far_ms_ = 0;  // a scenario's far root: every link this long, +-5 ms
+  // LeaseSimOptions::account: units granted whose reply is on its way, and
+  // an RNG of its own for the samples' clock readings.
+  int64_t in_flight_units_ = 0;
+  std::mt19937_64 sample_rng_{7};
+  void sample(int64_t t);
   internal::WhenShort when_short_ = internal::WhenShort::kFailClosed;
   std::vector<int64_t> floor_units_;
   int64_t floor_slots_ = 0;
@@ -223,6 +228,9 @@ void Sim::arrive(size_t i, const Call& call) {
 
 void Sim::setup_scenario(const LeaseScenario& s) {
   const int64_t t0 = s.window_ms;
+  if (options_.account && !options_.engines) {
+    for (int64_t t = t0; t < s.run_ms; t += 10) at(t, [this, t]() { sample(t); });
+  }
   config_.windows_ms = {t0};
   limits_ = {s.limit};
   config_.limits = limits_;
@@ -559,6 +567,7 @@ void Sim::root_receive(size_t i, Exchange ex, int64_t t) {
       int64_t arrive = now + latency(c);
       if (chance(delay_)) arrive += uniform(0, 500);
       const LeaseGrant g = *result.reply;
+      if (options_.account && !g.units.empty()) in_flight_units_ += g.units[0];
       at(arrive, [this, i, g, arrive, incarnation]() { deliver(i, g, arrive, incarnation); });
     }
   });
@@ -618,6 +627,7 @@ void Sim::deliver(size_t i, LeaseGrant g, int64_t t, uint64_t incarnation) {
     ++result_.lost;
     return;
   }
+  if (options_.account && !g.units.empty()) in_flight_units_ -= g.units[0];
   const LeaseMillis now = c.clock.read(t, rng_);
   if (options_.fault == LeaseFault::kChildEndsFromReceipt && incarnation == c.incarnation &&
       g.refusal == internal::Refusal::kNone) {
@@ -866,6 +876,42 @@ void Sim::check() {
   if (!result_.ok) result_.failure = why.str() + " (" + setup_.str() + ")";
 }
 
+void Sim::sample(int64_t t) {
+  LeaseAccount& a = result_.account;
+  const double limit = static_cast<double>(limits_[0]);
+  const double cap = static_cast<double>(config_.concurrency);
+  int64_t used = 0;
+  for (auto it = uses_[0].rbegin(); it != uses_[0].rend() && it->first > t - config_.windows_ms[0]; ++it) {
+    used += it->second;
+  }
+  int64_t running = 0;
+  // calls_ is in start order; none holds its slot past the attempt timeout.
+  for (auto it = calls_.rbegin(); it != calls_.rend() && it->first > t - config_.attempt_timeout_ms; ++it) {
+    running += it->first <= t && it->second > t;
+  }
+  const LeaseMillis root_now = root_clock_.read(t, sample_rng_);
+  const int64_t occupied = ledger_->occupancy(0, root_now);
+  int64_t held = 0, idle_slots = 0;
+  double no_call = 0, no_slot = 0, other = 0;
+  for (Child& c : children_) {
+    if (!c.up || !c.holder) continue;
+    const LeaseMillis now = c.clock.read(t, sample_rng_);
+    const int64_t h = c.holder->held(0, now);
+    const int64_t free = c.holder->free_slots(now);
+    held += h, idle_slots += free;
+    (c.queue.head() == nullptr ? no_call : free == 0 ? no_slot : other) += static_cast<double>(h);
+  }
+  ++a.samples;
+  a.used += static_cast<double>(used) / limit;
+  a.root_free += static_cast<double>(limits_[0] - occupied) / limit;
+  a.in_flight += static_cast<double>(in_flight_units_) / limit;
+  a.held_no_call += no_call / limit, a.held_no_slot += no_slot / limit, a.held_other += other / limit;
+  a.counted_after += static_cast<double>(occupied - used - held - in_flight_units_) / limit;
+  a.slots_running += static_cast<double>(running) / cap;
+  a.slots_idle += static_cast<double>(idle_slots) / cap;
+  a.slots_root_free += static_cast<double>(config_.concurrency - ledger_->occupancy(limits_.size(), root_now)) / cap;
+}
+
 LeaseSimResult Sim::run() {
   while (!events_.empty()) {
     Event e = events_.top();
@@ -902,6 +948,13 @@ LeaseSimResult Sim::run() {
   result_.utilisation = static_cast<double>(started) / best;
   result_.load = static_cast<double>(arrivals_) / best;
   result_.setup = setup_.str();
+  if (LeaseAccount& a = result_.account; a.samples > 0) {
+    const double n = static_cast<double>(a.samples);
+    for (double* v : {&a.used, &a.root_free, &a.in_flight, &a.held_no_call, &a.held_no_slot, &a.held_other,
+                      &a.counted_after, &a.slots_running, &a.slots_idle, &a.slots_root_free}) {
+      *v /= n;
+    }
+  }
   check();
   return result_;
 }

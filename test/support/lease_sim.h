@@ -59,6 +59,27 @@ struct LeaseSimOptions {
   // lease_reply, lease_notice; its callbacks leave a release lag after their
   // start (up to lag_ms, the host's output gate), and run from there.
   bool engines = false;
+  // Scenarios with bare holders: sample, every 10 ms of steady load, where
+  // window 0's limit is (LeaseSimResult::account). Sampling reads the
+  // holders, so a run with it differs a little from one without.
+  bool account = false;
+};
+
+// Where a window's limit was at steady load, as shares of it (means over
+// samples every 10 ms): what the sum of them is, the limit.
+struct LeaseAccount {
+  size_t samples = 0;
+  double used = 0;           // real uses in the rolling window (ground truth)
+  double root_free = 0;      // not counted at the root: free to grant
+  double in_flight = 0;      // granted, the reply not yet at its child
+  double held_no_call = 0;   // usable at a child whose queue is empty
+  double held_no_slot = 0;   // usable at a child whose head waits for a slot
+  double held_other = 0;     // usable at a child that could start its head
+  double counted_after = 0;  // counted at the root beyond all of the above:
+                             // uses that left the window, dated late or not
+                             // yet reported, and units waiting to be reused
+  // Slots, as shares of the cap.
+  double slots_running = 0, slots_idle = 0, slots_root_free = 0;
 };
 
 struct LeaseSimResult {
@@ -110,6 +131,7 @@ struct LeaseSimResult {
   size_t penalty_stops = 0;  // (penalty, other child) pairs
   int64_t penalty_stop_sum = 0, penalty_stop_max = 0;
   int64_t penalty_bound = 0;  // the largest bound of any pair
+  LeaseAccount account;       // with LeaseSimOptions::account
 };
 
 LeaseSimResult run_lease_sim(const LeaseSimOptions& options);

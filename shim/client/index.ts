@@ -10,6 +10,7 @@ export {
 } from './binder.ts';
 export { defineLimiter, type BindOptions, type BoundLimiter, type Limiter, type LimiterDefinition } from './limiter.ts';
 export type { CallOptions } from './call.ts';
+export { regionNear, type LocationHint } from './regions.ts';
 export type { ErrorHook, FailureDescription, HookSlot, RateLimitHook, RateLimitSignal, UsageHook } from './hooks.ts';
 export { DEFAULT_DROP_RETRIES, type DropEvent, type DropHook } from './drops.ts';
 export {

@@ -124,7 +124,8 @@ export interface BindOptions {
    * 9 lowercase letters or digits; one of Cloudflare's location hints, such
    * as 'weur' or 'apac', also places it there). Absent: the root, `<name>`,
    * as for any bucket. A bucket that is not a tree has no children: its
-   * `<name>@<region>` is an unconfigured object.
+   * `<name>@<region>` is an unconfigured object. `regionNear(request)`
+   * names the location hint a request came from (undefined: the root).
    */
   region?: string;
 }

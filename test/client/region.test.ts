@@ -3,7 +3,14 @@
 // locationHint when the region is a Cloudflare location hint), callers with
 // no region reach the root, and a bad region throws at bind time naming it.
 import { describe, expect, it } from 'vitest';
-import { defineBinder, defineLimiter, defineTestBinder, NoSuchLimiterError } from '../../shim/client/index.ts';
+import {
+  defineBinder,
+  defineLimiter,
+  defineTestBinder,
+  NoSuchLimiterError,
+  regionNear,
+} from '../../shim/client/index.ts';
+import { LOCATION_HINTS } from '../../shim/rules.ts';
 import { bucket, configured, rejection, testEnv } from './helpers.ts';
 
 describe('limiter.for(env, { region })', () => {
@@ -56,5 +63,60 @@ describe('limiter.for(env, { region })', () => {
     const api = defineLimiter({ binder: defineBinder.unchecked('RATE_LIMITER'), name });
     const error = await rejection(api.for(testEnv, { region: 'weur' }).call(() => 1, { read: (v) => v }));
     expect(error).toBeInstanceOf(NoSuchLimiterError);
+  });
+});
+
+describe('regionNear(request)', () => {
+  const from = (cf: Record<string, unknown>) => ({ cf });
+
+  it('names the location hint of the part of the world a request came from', () => {
+    expect(regionNear(from({ continent: 'NA', longitude: '-122.42', country: 'US' }))).toBe('wnam');
+    expect(regionNear(from({ continent: 'NA', longitude: '-73.94', country: 'US' }))).toBe('enam');
+    expect(regionNear(from({ continent: 'NA' }))).toBe('enam'); // no longitude: the east
+    expect(regionNear(from({ continent: 'SA', country: 'BR' }))).toBe('sam');
+    expect(regionNear(from({ continent: 'EU', longitude: '2.35', country: 'FR' }))).toBe('weur');
+    expect(regionNear(from({ continent: 'EU', longitude: '26.10', country: 'RO' }))).toBe('eeur');
+    expect(regionNear(from({ continent: 'AS', country: 'JP' }))).toBe('apac');
+    expect(regionNear(from({ continent: 'AS', country: 'AE' }))).toBe('me');
+    expect(regionNear(from({ continent: 'AS', country: 'TR' }))).toBe('eeur');
+    expect(regionNear(from({ continent: 'OC', country: 'AU' }))).toBe('oc');
+    expect(regionNear(from({ continent: 'AF', country: 'ZA' }))).toBe('afr');
+  });
+
+  it('draws the lines at 100 degrees west and 20 degrees east', () => {
+    expect(regionNear(from({ continent: 'NA', longitude: -100.01 }))).toBe('wnam');
+    expect(regionNear(from({ continent: 'NA', longitude: -100 }))).toBe('enam');
+    expect(regionNear(from({ continent: 'EU', longitude: 20 }))).toBe('weur');
+    expect(regionNear(from({ continent: 'EU', longitude: 20.01 }))).toBe('eeur');
+  });
+
+  it('says nothing (the root) when the request does not say where it came from', () => {
+    expect(regionNear(undefined)).toBeUndefined();
+    expect(regionNear(null)).toBeUndefined();
+    expect(regionNear(new Request('https://example.com/'))).toBeUndefined();
+    expect(regionNear(from({}))).toBeUndefined();
+    expect(regionNear(from({ continent: 'AN' }))).toBeUndefined();
+    expect(regionNear(from({ continent: 42 }))).toBeUndefined();
+    expect(regionNear({ cf: 'EU' })).toBeUndefined();
+    // A longitude that is not a number reads as absent.
+    expect(regionNear(from({ continent: 'EU', longitude: 'east' }))).toBe('weur');
+  });
+
+  it('answers only location hints, which bind as regions and place their child', () => {
+    const continents = ['NA', 'SA', 'EU', 'AS', 'OC', 'AF'];
+    const seen = new Set<string>();
+    for (const continent of continents) {
+      for (const country of ['US', 'AE', 'TR', 'JP']) {
+        for (const longitude of ['-150', '0', '40']) {
+          const hint = regionNear(from({ continent, country, longitude }));
+          expect(hint).toBeDefined();
+          seen.add(hint as string);
+        }
+      }
+    }
+    expect([...seen].sort()).toEqual([...LOCATION_HINTS].sort());
+    const api = defineLimiter({ binder: defineBinder.unchecked('RATE_LIMITER'), name: 'near' });
+    for (const hint of seen) expect(api.for(testEnv, { region: hint }).name).toBe(`near@${hint}`);
+    expect(api.for(testEnv, { region: regionNear(new Request('https://example.com/')) }).name).toBe('near');
   });
 });

@@ -13,10 +13,12 @@ import {
   type DoBindings,
   type Limiter,
   type LimiterStub,
+  type LocationHint,
   type NamespaceLike,
   type RateLimitHook,
   type UnitCosts,
   type UsageHook,
+  regionNear,
 } from '../../shim/client/index.ts';
 import type { LimiterDO, SettledCall, SettledError } from '../../shim/do/index.ts';
 
@@ -331,3 +333,13 @@ void [
   waiting,
   deadlineVerdict,
 ];
+
+// ---- regionNear: a request's location hint, or undefined -------------------
+
+declare const request: Request;
+assertTrue<Equal<ReturnType<typeof regionNear>, LocationHint | undefined>>();
+const nearest: LocationHint | undefined = regionNear(request);
+defineLimiter({ binder, name: 'near' }).for(env, { region: regionNear(request) });
+expectType<string | undefined>(nearest);
+// @ts-expect-error a region is not a request
+regionNear('weur');

@@ -50,7 +50,8 @@
 // - After a refusal, or a lease of slots alone, it asks for units again
 //   retry_in_ms less its round trip after the reply.
 // - At most one new exchange per refresh_ms, or per refresh_ms / 4 while
-//   the head of its queue cannot start from what it holds.
+//   the head of its queue cannot start from what it holds; no pacing while
+//   the root's last reply granted all that was asked.
 // - One exchange at a time, resent unchanged every retry_ms until the
 //   reply with this incarnation and seq arrives; any other reply is
 //   ignored. Leases live in memory only: a restarted child is a new

@@ -82,6 +82,28 @@ TEST_CASE("lease holder: a lease ends at the first send + its duration, by the c
   CHECK(h.free_slots(1500) == 0);
 }
 
+TEST_CASE("lease holder: unpaced while the root grants all it asks, paced after a short grant") {
+  HolderConfig c = config();
+  c.refresh_ms = 400;
+  {
+    LeaseHolder h(c);
+    const Exchange ex = ask(h, 2, 1, 1000);
+    h.on_grant(lease(ex, 9, 2, 1, 5000), 1010);  // all it asked: the root has room
+    REQUIRE(h.take({2}, 1010));
+    h.set_queued({{0, {1}, 1}}, 1011);  // one more call, and no unit for it
+    CHECK(h.next_exchange(1011));       // it asks again at once
+  }
+  {
+    LeaseHolder h(c);
+    const Exchange ex = ask(h, 2, 1, 1000);
+    h.on_grant(lease(ex, 9, 1, 1, 5000), 1010);  // one unit of the two: the root is short
+    REQUIRE(h.take({1}, 1010));
+    h.set_queued({{0, {1}, 1}}, 1011);
+    CHECK(!h.next_exchange(1099));  // starved: refresh_ms / 4 after the last exchange (1000)
+    CHECK(h.next_exchange(1100));
+  }
+}
+
 TEST_CASE("lease holder: a close states the uses folded into K groups dated at their latest use") {
   LeaseHolder h(config());
   const Exchange ex = ask(h, 10, 0, 1000);

@@ -5,6 +5,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 
 #include "drl/config.h"
 #include "drl/engine.h"
@@ -133,10 +134,35 @@ TEST_CASE("the ledger and each child are made from the config", "[tree]") {
   CHECK(weur->incarnation == 4);
   CHECK(weur->floor_units == std::vector<int64_t>{2, 50});
   CHECK(weur->floor_slots == 1);
+  // Paced by the shortest window (1 s here), as lease_bench measures: a new
+  // exchange at most every eighth of it, the rate over all of it.
+  CHECK(weur->refresh_ms == 125);
+  CHECK(weur->rate_ms == 1000);
   // A region with no floor of its own spends none.
   auto apac = read_child_setup(tree_child_setup(parsed->config, "apac", 1), error);
   REQUIRE(apac.has_value());
   CHECK(apac->floor_units == std::vector<int64_t>{0, 0});
+}
+
+TEST_CASE("a child's pacing follows the shortest window, up to 1 s", "[tree]") {
+  const auto setup = [](const char* windows) {
+    auto parsed = drl::parse_config(std::string(R"({"bucket":{"limitPerWindow":100,"windowInMs":)") + windows +
+                                    R"(,"concurrency":2,"tree":{}})");
+    REQUIRE(parsed.ok());
+    std::string error;
+    auto child = read_child_setup(tree_child_setup(parsed->config, "weur", 1), error);
+    REQUIRE(child.has_value());
+    return std::make_pair(child->refresh_ms, child->rate_ms);
+  };
+  CHECK(setup("60000}") == std::make_pair<int64_t, int64_t>(1000, 1000));
+  CHECK(setup("8000}") == std::make_pair<int64_t, int64_t>(1000, 1000));
+  CHECK(setup("7992}") == std::make_pair<int64_t, int64_t>(999, 1000));
+  CHECK(setup("1999}") == std::make_pair<int64_t, int64_t>(249, 1000));
+  CHECK(setup("999}") == std::make_pair<int64_t, int64_t>(124, 999));
+  CHECK(setup("7}") == std::make_pair<int64_t, int64_t>(0, 7));
+  // An extra window shorter than the bucket's sets it.
+  CHECK(setup(R"(60000},"windows":{"burst":{"limitPerWindow":5,"windowInMs":400}})") ==
+        std::make_pair<int64_t, int64_t>(50, 400));
 }
 
 TEST_CASE("an engine made a tree child keeps its tree", "[tree]") {

@@ -11,12 +11,15 @@
 #include <queue>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <vector>
 
 #include "drl/config.h"
 #include "lease_engine_child.h"
 #include "lease_holder.h"
+#include "lease_wire.h"
 #include "ledger.h"
+#include "tree_config.h"
 
 namespace drl::testing {
 
@@ -178,6 +181,10 @@ class Sim {
   internal::ClockBounds bounds_;
   LeaseMillis retry_ms_ = 0, idle_ms_ = 0, stock_ms_ = 0, patience_ms_ = 0;
   int64_t far_ms_ = 0;  // a scenario's far root: every link this long, +-5 ms
+  // A scenario's children: the holder a tree's child runs with
+  // (tree_child_setup of the scenario's bucket), not the random schedules'
+  // draws.
+  std::optional<internal::HolderConfig> scenario_holder_;
   // LeaseSimOptions::account: units granted whose reply is on its way, and
   // an RNG of its own for the samples' clock readings.
   int64_t in_flight_units_ = 0;
@@ -237,17 +244,29 @@ void Sim::setup_scenario(const LeaseScenario& s) {
   config_.concurrency = s.concurrency;
   config_.attempt_timeout_ms = 500;
   config_.lease_ms = s.lease_ms > 0 ? s.lease_ms : TreeConfig{}.lease_ms;
-  config_.demand_ttl_ms = 2000;
-  config_.max_lease_ms = 30'000;
-  // Workers' Date.now() stands still during a turn: 10 ms of lag; a clock
-  // rate within 100 ppm.
-  bounds_.slack_ms = 10;
-  bounds_.drift_ppm = 100;
+  // What a tree runs with its config's defaults: the ledger's, the clock
+  // bounds, and each child's holder as the engine makes it
+  // (tree_child_setup, read back as Engine::make_tree_child does).
+  Config bucket;
+  bucket.bucket.limit_per_window = s.limit;
+  bucket.bucket.window_ms = t0;
+  bucket.concurrency = s.concurrency;
+  bucket.attempt_timeout_ms = config_.attempt_timeout_ms;
+  bucket.tree.enabled = true;
+  bucket.tree.lease_ms = config_.lease_ms;
+  const TreeConfig& tree = bucket.tree;
+  config_.demand_ttl_ms = internal::LedgerConfig{}.demand_ttl_ms;
+  config_.max_lease_ms = tree.max_lease_ms;
+  bounds_.slack_ms = tree.clock_slack_ms;
+  bounds_.drift_ppm = tree.drift_ppm;
   config_.clocks = bounds_;
-  retry_ms_ = s.far ? 600 : 100;
-  idle_ms_ = 2000;
-  stock_ms_ = std::min<int64_t>(t0 / 5, 5000);
-  groups_ = 8;
+  std::string error;
+  scenario_holder_ = internal::read_child_setup(internal::tree_child_setup(bucket, "a", 1), error);
+  if (!scenario_holder_) throw std::logic_error("tree_child_setup: " + error);
+  retry_ms_ = scenario_holder_->retry_ms;
+  idle_ms_ = scenario_holder_->idle_ms;
+  stock_ms_ = scenario_holder_->stock_ms;
+  groups_ = scenario_holder_->max_groups;
   run_ms_ = s.run_ms;
   patience_ms_ = 2000;
   far_ms_ = s.far ? 150 : 0;
@@ -476,6 +495,11 @@ internal::HolderConfig Sim::holder_config(size_t i) const {
   h.refresh_ms = std::min<int64_t>(config_.windows_ms[0] / 8, 1000);
   h.rate_ms = std::min<int64_t>(config_.windows_ms[0], 2000);
   h.close_within_ms = config_.windows_ms[0] / 4;
+  if (scenario_holder_) {
+    h.refresh_ms = scenario_holder_->refresh_ms;
+    h.rate_ms = scenario_holder_->rate_ms;
+    h.close_within_ms = scenario_holder_->close_within_ms;
+  }
   h.when_short = when_short_;
   h.windows_ms = config_.windows_ms;
   if (options_.fault == LeaseFault::kReuseWithoutMargin) {

@@ -172,11 +172,16 @@ export const REGION_RULE = `a lowercase letter, then at most ${MAX_REGION_BYTES 
 
 const REGION = new RegExp(`^[a-z][a-z0-9]{0,${MAX_REGION_BYTES - 1}}$`);
 
+const HINTS = ['wnam', 'enam', 'sam', 'weur', 'eeur', 'apac', 'oc', 'afr', 'me'] as const;
+
+/** A Cloudflare location hint: where a tree's child named after it is placed. */
+export type LocationHint = (typeof HINTS)[number];
+
 /**
  * Cloudflare's location hints: a tree child of one of these regions is
  * placed there (`locationHint`) when its object is first made.
  */
-export const LOCATION_HINTS: readonly string[] = ['wnam', 'enam', 'sam', 'weur', 'eeur', 'apac', 'oc', 'afr', 'me'];
+export const LOCATION_HINTS: readonly string[] = HINTS;
 
 /**
  * Whether `region` breaks the region rule (REGION_RULE, what drl::valid_region accepts).

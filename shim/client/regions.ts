@@ -2,8 +2,9 @@
 // where the request came from, read from its `cf` properties
 // (docs/trees.md, "Turning it on").
 
-/** A Cloudflare location hint: where a tree's child named after it is placed. */
-export type LocationHint = 'wnam' | 'enam' | 'sam' | 'weur' | 'eeur' | 'apac' | 'oc' | 'afr' | 'me';
+import type { LocationHint } from '../rules.ts';
+
+export type { LocationHint };
 
 // Countries Cloudflare reports on the Asian continent that its `me`
 // (Middle East) hint serves better than `apac`, and those nearer `eeur`.

@@ -263,10 +263,6 @@ void Sim::setup_scenario(const LeaseScenario& s) {
   std::string error;
   scenario_holder_ = internal::read_child_setup(internal::tree_child_setup(bucket, "a", 1), error);
   if (!scenario_holder_) throw std::logic_error("tree_child_setup: " + error);
-  retry_ms_ = scenario_holder_->retry_ms;
-  idle_ms_ = scenario_holder_->idle_ms;
-  stock_ms_ = scenario_holder_->stock_ms;
-  groups_ = scenario_holder_->max_groups;
   run_ms_ = s.run_ms;
   patience_ms_ = 2000;
   far_ms_ = s.far ? 150 : 0;
@@ -484,22 +480,25 @@ void Sim::setup() {
 }
 
 internal::HolderConfig Sim::holder_config(size_t i) const {
+  // A scenario's child is the one a tree makes (tree_child_setup); a random
+  // schedule's pacing is drawn in setup().
   internal::HolderConfig h;
+  if (scenario_holder_) {
+    h = *scenario_holder_;
+  } else {
+    h.retry_ms = retry_ms_;
+    h.idle_ms = idle_ms_;
+    h.stock_ms = stock_ms_;
+    h.refresh_ms = std::min<int64_t>(config_.windows_ms[0] / 8, 1000);
+    h.rate_ms = std::min<int64_t>(config_.windows_ms[0], 2000);
+    h.close_within_ms = config_.windows_ms[0] / 4;
+    h.unreachable_ms = retry_ms_;
+    h.max_groups = groups_;
+  }
   h.child = i + 1;
   h.incarnation = children_.size() > i ? children_[i].incarnation : 1;
   h.windows = config_.windows_ms.size();
   h.attempt_timeout_ms = config_.attempt_timeout_ms;
-  h.retry_ms = retry_ms_;
-  h.idle_ms = idle_ms_;
-  h.stock_ms = stock_ms_;
-  h.refresh_ms = std::min<int64_t>(config_.windows_ms[0] / 8, 1000);
-  h.rate_ms = std::min<int64_t>(config_.windows_ms[0], 2000);
-  h.close_within_ms = config_.windows_ms[0] / 4;
-  if (scenario_holder_) {
-    h.refresh_ms = scenario_holder_->refresh_ms;
-    h.rate_ms = scenario_holder_->rate_ms;
-    h.close_within_ms = scenario_holder_->close_within_ms;
-  }
   h.when_short = when_short_;
   h.windows_ms = config_.windows_ms;
   if (options_.fault == LeaseFault::kReuseWithoutMargin) {
@@ -509,8 +508,6 @@ internal::HolderConfig Sim::holder_config(size_t i) const {
   }
   h.floor_units = floor_units_;
   h.floor_slots = floor_slots_;
-  h.unreachable_ms = retry_ms_;
-  h.max_groups = groups_;
   h.clocks = bounds_;
   return h;
 }

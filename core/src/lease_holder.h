@@ -36,12 +36,14 @@
 //   quarter of the window). So a steady child exchanges about once per
 //   stock span. In every
 //   exchange it gives back (cumulative returns) the units its rate says it
-//   cannot spend before their lease ends, or beyond twice what it would ask
-//   for, and the idle slots beyond its queue and its recent peak of calls
-//   (twice that while the root grants all it asks; none once it holds no
-//   units). While the root's last reply said other children wait for
-//   slots (LeaseGrant::slots_wanted), it keeps its peak only, and of the
-//   queue's slots only those its units can start now. A spent lease's
+//   cannot spend before their lease ends, or beyond what it would ask for
+//   less the used units that come back within the lead, and the idle slots
+//   beyond its queue and its recent peak of calls (twice that while the
+//   root grants all it asks; none once it holds no units). While the root's
+//   last reply said other children wait for slots
+//   (LeaseGrant::slots_wanted), it keeps only the slots its units can start
+//   within the lead. While the root is short, holding more than twice the
+//   units it keeps is a reason to exchange of its own. A spent lease's
 //   close waits for another
 //   reason to exchange, at most close_wait() (close_within_ms, up to a
 //   stock span for long windows); one that gives unused units back does
@@ -267,6 +269,8 @@ class LeaseHolder {
   int64_t queued_slots() const;
   int64_t expected(size_t k, LeaseMillis span) const;
   int64_t peak_slots() const;
+  int64_t units_to_keep(size_t k, LeaseMillis now) const;  // unused units of window k worth keeping
+  bool holds_spare_units(LeaseMillis now) const;           // twice those while the root is short
   int64_t slots_to_keep() const;
   int64_t startable_calls(LeaseMillis by) const;
   int64_t lasting_free_slots(LeaseMillis now, LeaseMillis span) const;

@@ -483,8 +483,9 @@ TEST_CASE("lease holder: while other children wait for slots, it gives back thos
   // are spent one call at a time (a peak of 1) and come back at 2020; 2
   // calls wait for them. Until then its idle slots serve no call: with no
   // sibling short of slots it keeps them all (it will need them at 2020),
-  // while siblings wait for slots it keeps only its peak's, 1 (the queued
-  // calls ask for theirs again when their units come).
+  // while siblings wait for slots it keeps none: its units cannot start a
+  // call within the lead (the queued calls ask for their slots again when
+  // their units come, and a peak kept idle would serve no call until then).
   const auto slots_returned = [](int64_t slots_wanted) {
     HolderConfig c = paced(1000);
     c.windows_ms = {1000};  // its used units come back at 2020 on
@@ -508,7 +509,7 @@ TEST_CASE("lease holder: while other children wait for slots, it gives back thos
     return slots;
   };
   CHECK(slots_returned(0) == 0);
-  CHECK(slots_returned(2) == 6 - 1);
+  CHECK(slots_returned(2) == 6);
 }
 
 TEST_CASE("lease holder: calls still running on a lease about to be spent do not keep its idle slots") {
@@ -549,7 +550,9 @@ TEST_CASE("lease holder: calls still running on a lease about to be spent do not
 }
 
 TEST_CASE("lease holder: it gives back the units its rate cannot spend before their lease ends") {
-  LeaseHolder h(paced(1000));
+  HolderConfig c = paced(1000);
+  c.stock_ms = 1000;  // what a refresh would bring it to (7) does not bind
+  LeaseHolder h(c);
   const Exchange first = ask(h, 100, 0, 1000);
   grant(h, first, 100, 0, 1000, 1010);                                  // ends at 2000
   for (int64_t t = 1100; t <= 1500; t += 100) REQUIRE(h.take({1}, t));  // 5 a second
@@ -561,6 +564,44 @@ TEST_CASE("lease holder: it gives back the units its rate cannot spend before th
   // 200 ms left: ceil(5 x 300 / 1000) = 2 with half again of headroom, + 1.
   CHECK(ex->returns[0].units == std::vector<int64_t>{95 - 3});
   CHECK(h.held(0, 1800) == 3);
+}
+
+TEST_CASE(
+    "lease holder: while the root is short, units beyond twice what it keeps go back in an exchange of their own") {
+  // It asked for 100 and got 60 (the root is short), took 10 at 1010 and
+  // then nothing: a rate of 10 a second. What it keeps of its 50 unused
+  // units is what a refresh would bring it to, its rate over the lead
+  // (12 ms) and the stock span (a thirtieth of the 1 s window), 1, + 1,
+  // less the used units that come back within the lead: the 10 taken at
+  // 1010 come back at 2010. Holding more than twice that is a reason to
+  // exchange, once its rate has half of rate_ms of history to be read from.
+  struct Outcome {
+    bool sent = false;
+    int64_t returned = 0;
+  };
+  const auto at = [](int64_t now, int64_t granted) {
+    HolderConfig c = paced(1000);
+    c.windows_ms = {1000};
+    LeaseHolder h(c);
+    const Exchange first = ask(h, 100, 0, 1000);
+    grant(h, first, granted, 0, 100'000, 1010);
+    REQUIRE(h.take({10}, 1010));
+    Outcome o;
+    const auto ex = h.next_exchange(now);
+    if (!ex) return o;
+    o.sent = true;
+    CHECK(h.causes().units_back == 1);
+    for (const auto& level : ex->demand) CHECK(level.units == std::vector<int64_t>{0});
+    for (const auto& r : ex->returns) o.returned += r.units[0];
+    return o;
+  };
+  CHECK(!at(1509, 60).sent);  // history from 1010: less than half of rate_ms
+  const Outcome short_grant = at(1510, 60);
+  CHECK(short_grant.sent);
+  CHECK(short_grant.returned == 50 - 2);  // keeps 1 + 1
+  CHECK(at(1997, 60).returned == 50 - 2);
+  CHECK(at(1998, 60).returned == 50);  // by 2010 its 10 used units are back: it keeps none
+  CHECK(!at(1510, 100).sent);          // all it asked: the root has room
 }
 
 TEST_CASE("lease holder: a 429 stops it at once and goes to the root at once, a resend if one is out") {

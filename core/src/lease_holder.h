@@ -38,15 +38,16 @@
 //   exchange it gives back (cumulative returns) the units its rate says it
 //   cannot spend before their lease ends, or beyond what it would ask for
 //   less the used units that come back within the lead, and the idle slots
-//   beyond its queue and its recent peak of calls (twice that while the
+//   beyond its queue and its recent peak of calls (over rate_ms, or a
+//   stock span when longer; twice that while the
 //   root grants all it asks; none once it holds no units). While the root's
 //   last reply said other children wait for slots
 //   (LeaseGrant::slots_wanted), it keeps only the slots its units can start
 //   within the lead. While the root is short, holding more than twice the
 //   units it keeps is a reason to exchange of its own. A spent lease's
 //   close waits for another
-//   reason to exchange, at most close_wait() (close_within_ms, up to a
-//   stock span for long windows); one that gives unused units back does
+//   reason to exchange, at most close_wait() (close_within_ms, up to two
+//   stock spans for long windows); one that gives unused units back does
 //   not wait, nor one that gives idle slots back unless the root's last
 //   reply granted all that was asked and no other child waited for a slot.
 // - After a refusal, or a lease of slots alone, it asks for units again

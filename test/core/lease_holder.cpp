@@ -391,11 +391,11 @@ TEST_CASE("lease holder: it asks for slots before the lease that holds them is s
   }
 }
 
-TEST_CASE("lease holder: a spent lease's close waits up to a stock span for a long window, to ride a refresh") {
-  // close_within_ms (200 here), or for long windows the shortest stock
-  // span (2 s for 60 s), at most a quarter of the shortest window: a steady
-  // child refreshes about once per stock span, so the close costs no
-  // exchange of its own.
+TEST_CASE("lease holder: a spent lease's close waits up to two stock spans for a long window, to ride a refresh") {
+  // close_within_ms (200 here), or for long windows twice the shortest
+  // stock span (2 s for 60 s), at most a quarter of the shortest window: a
+  // steady child refreshes about once per stock span, so the close costs
+  // no exchange of its own (waiting one span, it raced the refresh).
   const auto close_sent_after = [](std::vector<int64_t> windows_ms) {
     HolderConfig c = paced(100);
     c.windows_ms = std::move(windows_ms);
@@ -408,7 +408,7 @@ TEST_CASE("lease holder: a spent lease's close waits up to a stock span for a lo
     for (int64_t t = 1101; t <= 1105; ++t) REQUIRE(h.take({1}, t));
     // Past the rate's span: the spent lease closes here and asks for nothing.
     CHECK(!h.next_exchange(1300));
-    for (int64_t t = 1301; t < 5000; ++t) {
+    for (int64_t t = 1301; t < 10'000; ++t) {
       if (auto ex = h.next_exchange(t)) {
         CHECK(ex->closes.size() == 1);
         return t - 1300;
@@ -417,9 +417,9 @@ TEST_CASE("lease holder: a spent lease's close waits up to a stock span for a lo
     return int64_t{-1};
   };
   CHECK(close_sent_after({}) == 200);
-  CHECK(close_sent_after({1'000}) == 200);             // a 1 s window: close_within_ms
-  CHECK(close_sent_after({60'000}) == 2'000);          // a thirtieth of 60 s
-  CHECK(close_sent_after({60'000, 30'000}) == 1'000);  // the shorter stock span
+  CHECK(close_sent_after({1'000}) == 200);                 // a 1 s window: close_within_ms
+  CHECK(close_sent_after({60'000}) == 2 * 2'000);          // a thirtieth of 60 s
+  CHECK(close_sent_after({60'000, 30'000}) == 2 * 1'000);  // the shorter stock span
 }
 
 TEST_CASE("lease holder: a spent lease's idle slots ride a refresh after a full grant, go at once after a short one") {
@@ -476,6 +476,44 @@ TEST_CASE("lease holder: it keeps twice its recent peak of calls in slots while 
   CHECK(slots_asked(10, 0) == 1 + 2);  // all it asked: 2 x 2 - 2 idle slots kept beyond the queue's
   CHECK(slots_asked(9, 0) == 1 + 1);   // one unit short: max(1, 2 - 2)
   CHECK(slots_asked(10, 3) == 1 + 1);  // all it asked, but siblings wait for 3 slots
+}
+
+TEST_CASE("lease holder: a peak of calls counts for a stock span when that is longer than rate_ms") {
+  // A 60 s window: three calls overlap at 1020 (a peak of 3), then one
+  // call at a time every 200 ms. At 2600 the peak of the last rate_ms (1 s)
+  // is 1, but the slots it keeps serve until its next refresh, a stock
+  // span away (here 64 calls at its rate, about 12 s): the peak of 3 still
+  // counts. A queued call needing 4 slots (3 idle) makes it ask: 1 for the
+  // queue, and 2 x 3 kept beyond it (the root granted all it asked).
+  const auto slots_asked = [](std::vector<int64_t> windows_ms) {
+    HolderConfig c = paced(1000);
+    c.windows_ms = std::move(windows_ms);
+    LeaseHolder h(c);
+    const Exchange first = ask(h, 100, 3, 1000);
+    grant(h, first, 100, 3, 100'000, 1010);
+    std::vector<LeaseHolder::CallId> calls;
+    for (int i = 0; i < 3; ++i) {
+      const auto call = h.slot_acquire(1020);
+      REQUIRE(call);
+      REQUIRE(h.take({1}, 1020));
+      calls.push_back(*call);
+    }
+    for (const auto call : calls) h.slot_release(call, 1030);
+    for (int64_t t = 1100; t <= 2500; t += 200) {
+      const auto call = h.slot_acquire(t);
+      REQUIRE(call);
+      REQUIRE(h.take({1}, t));
+      h.slot_release(*call, t + 10);
+    }
+    h.set_queued({{0, {1}, 4}}, 2600);
+    const auto ex = h.next_exchange(2600);
+    REQUIRE(ex);
+    int64_t slots = 0;
+    for (const auto& level : ex->demand) slots += level.slots;
+    return slots;
+  };
+  CHECK(slots_asked({60'000}) == 1 + 2 * 3);
+  CHECK(slots_asked({}) == 1 + 2 * 1);  // no window, no stock span: the last rate_ms only
 }
 
 TEST_CASE("lease holder: while other children wait for slots, it gives back those its units cannot start") {

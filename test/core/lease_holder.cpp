@@ -482,7 +482,7 @@ TEST_CASE("lease holder: a peak of calls counts for a stock span when that is lo
   // A 60 s window: three calls overlap at 1020 (a peak of 3), then one
   // call at a time every 200 ms. At 2600 the peak of the last rate_ms (1 s)
   // is 1, but the slots it keeps serve until its next refresh, a stock
-  // span away (here 64 calls at its rate, about 12 s): the peak of 3 still
+  // span away (here 64 calls at its rate, about 13 s): the peak of 3 still
   // counts. A queued call needing 4 slots (3 idle) makes it ask: 1 for the
   // queue, and 2 x 3 kept beyond it (the root granted all it asked).
   const auto slots_asked = [](std::vector<int64_t> windows_ms) {

@@ -63,6 +63,17 @@ void grant(LeaseHolder& h, const Exchange& asked, int64_t units, int64_t slots, 
   h.set_queued({}, now);
 }
 
+// Starts a call of one unit every `every` ms from `from` until before
+// `until`, each releasing its slot `runs` ms after its start.
+void calls_one_at_a_time(LeaseHolder& h, int64_t from, int64_t until, int64_t every, int64_t runs) {
+  for (int64_t t = from; t < until; t += every) {
+    const auto call = h.slot_acquire(t);
+    REQUIRE(call);
+    REQUIRE(h.take({1}, t));
+    h.slot_release(*call, t + runs);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("lease holder: a lease ends at the first send + its duration, by the child's clock") {
@@ -499,12 +510,7 @@ TEST_CASE("lease holder: a peak of calls counts for a stock span when that is lo
       calls.push_back(*call);
     }
     for (const auto call : calls) h.slot_release(call, 1030);
-    for (int64_t t = 1100; t <= 2500; t += 200) {
-      const auto call = h.slot_acquire(t);
-      REQUIRE(call);
-      REQUIRE(h.take({1}, t));
-      h.slot_release(*call, t + 10);
-    }
+    calls_one_at_a_time(h, 1100, 2501, 200, 10);
     h.set_queued({{0, {1}, 4}}, 2600);
     const auto ex = h.next_exchange(2600);
     REQUIRE(ex);
@@ -533,12 +539,7 @@ TEST_CASE("lease holder: while other children wait for slots, it gives back thos
     g.slots_wanted = slots_wanted;
     h.on_grant(g, 1010);
     h.set_queued({}, 1010);
-    for (int64_t t = 1020; t < 1060; t += 10) {
-      const auto call = h.slot_acquire(t);
-      REQUIRE(call);
-      REQUIRE(h.take({1}, t));
-      h.slot_release(*call, t + 5);
-    }
+    calls_one_at_a_time(h, 1020, 1060, 10, 5);
     h.set_queued({{0, {1}, 2}}, 1070);
     const auto ex = h.next_exchange(1070);
     REQUIRE(ex);

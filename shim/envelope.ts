@@ -122,12 +122,15 @@ export interface LimiterConfig {
 /** A lease tree's settings: every field has a default. */
 export interface LimiterTree {
   /**
-   * How long a child may use a lease, from its request, in ms. Default 2000; must be well above the round trip.
-   * Longer leases let a far child reuse each unit more often (a 1 s window 150 ms from the root uses about 0.75 of
-   * its limit with 2 s leases, 0.85 with 8 s) but keep a restarted child's units counted that much longer.
+   * How long a child may use a lease, from its request, in ms: the shortest lease. Default 2000; must be well above
+   * the round trip. A far child's leases last longer on their own (see maxLeaseMs), so it reuses each unit more
+   * often; a longer lease keeps a restarted child's units counted that much longer.
    */
   leaseMs?: number;
-  /** Above leaseMs, a lease lasts up to half the shortest window, at most this (0: never above leaseMs). Default 30000. */
+  /**
+   * Above leaseMs, a lease lasts up to half the shortest window or 32 of its child's round trips to the root (a child
+   * 150 ms away: about 9.6 s), at most this (0: never above leaseMs). Default 30000.
+   */
   maxLeaseMs?: number;
   /**
    * What a child does when its leases cannot serve a call and the root does

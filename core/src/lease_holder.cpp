@@ -363,6 +363,7 @@ std::optional<Exchange> LeaseHolder::next_exchange(LeaseMillis now) {
   }
   ex.returns = returns(now);
   ex.penalty_ms = penalty;
+  ex.round_trip_ms = rtt_;
   if (now >= not_before_) ex.demand = demand(now);
   out_closes_ = std::move(pending_);
   pending_.clear();

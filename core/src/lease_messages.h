@@ -105,6 +105,11 @@ struct Exchange {
   // exchange: a resend carries the newest, and the root takes it from every
   // copy, whatever its seq (docs/leases.md, "The shared penalty").
   LeaseMillis penalty_ms = 0;
+  // The child's last measured round trip to the root (0: none yet; absent
+  // on the wire, from a child that predates it, reads as 0). A root that
+  // knows it lends a far child a longer lease (Ledger::duration), so its
+  // exchanges spend a smaller part of each lease on the way.
+  LeaseMillis round_trip_ms = 0;
 };
 
 enum class Refusal : uint8_t {

@@ -321,7 +321,8 @@ std::string write_exchange(const Exchange& ex) {
   // build the text in the documented order by hand.
   return "{\"child\":" + std::to_string(ex.child) + ",\"incarnation\":" + std::to_string(ex.incarnation) +
          ",\"seq\":" + std::to_string(ex.seq) + ",\"closes\":" + dump(closes) + ",\"returns\":" + dump(returns) +
-         ",\"demand\":" + dump(write_demand(ex.demand)) + ",\"penaltyMs\":" + std::to_string(ex.penalty_ms) + "}";
+         ",\"demand\":" + dump(write_demand(ex.demand)) + ",\"penaltyMs\":" + std::to_string(ex.penalty_ms) +
+         ",\"roundTripMs\":" + std::to_string(ex.round_trip_ms) + "}";
 }
 
 std::string write_grant(const LeaseGrant& grant) { return dump(grant_value(grant)); }
@@ -367,6 +368,7 @@ std::optional<Exchange> read_exchange(std::string_view text, std::string& error)
   ex.incarnation = static_cast<uint64_t>(r.integer(*doc, p, "incarnation", 0, kMaxWireInt));
   ex.seq = static_cast<uint64_t>(r.integer(*doc, p, "seq", 0, kMaxWireInt));
   ex.penalty_ms = r.integer(*doc, p, "penaltyMs", 0, kMaxWireInt, 0);
+  ex.round_trip_ms = r.integer(*doc, p, "roundTripMs", 0, kMaxWireInt, 0);
   if (const json* closes = r.array(*doc, p, "closes", kMaxWireList)) {
     for (size_t i = 0; i < closes->size() && !r.failed(); ++i) {
       const std::string pc = p + ".closes[" + std::to_string(i) + "]";

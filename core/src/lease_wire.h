@@ -20,9 +20,10 @@
 //   ex.incarnation = 1;
 //   ex.seq = 3;
 //   ex.demand.push_back({/*priority=*/0, /*units=*/{5}, /*slots=*/1});
+//   ex.round_trip_ms = 300;
 //   const std::string text = drl::internal::write_exchange(ex);
 //   assert(text == R"({"child":2,"incarnation":1,"seq":3,"closes":[],"returns":[],)"
-//                  R"("demand":[{"priority":0,"slots":1,"units":[5]}],"penaltyMs":0})");
+//                  R"("demand":[{"priority":0,"slots":1,"units":[5]}],"penaltyMs":0,"roundTripMs":300})");
 //   std::string error;
 //   auto back = drl::internal::read_exchange(text, error);
 //   assert(back.has_value());

@@ -109,10 +109,13 @@ void Ledger::stamp(LeaseGrant& reply, LeaseMillis now) const {
   reply.slots_wanted = slots_wanted(reply.child, now);
 }
 
-LeaseMillis Ledger::duration() const {
+LeaseMillis Ledger::duration(const Exchange& ex) const {
   if (config_.max_lease_ms <= config_.lease_ms || config_.windows_ms.empty()) return config_.lease_ms;
   const LeaseMillis shortest = *std::min_element(config_.windows_ms.begin(), config_.windows_ms.end());
-  return std::clamp(shortest / 2, config_.lease_ms, config_.max_lease_ms);
+  // A far child's exchanges are on the way for a round trip each: a lease
+  // of kRoundTripsPerLease of them spends at most a 32nd of its time there.
+  const LeaseMillis far = std::min(ex.round_trip_ms, config_.max_lease_ms) * kRoundTripsPerLease;
+  return std::clamp(std::max(shortest / 2, far), config_.lease_ms, config_.max_lease_ms);
 }
 
 // What the ledger may lend: the limit less every child's floor.
@@ -430,7 +433,7 @@ LeaseGrant Ledger::decide(const Exchange& ex, ChildRow& row, LeaseMillis now, st
   lease.lease_id = rows_.next_lease_id++;
   lease.child = ex.child;
   lease.incarnation = ex.incarnation;
-  lease.end_at = now + config_.clocks.lease_end_extra(duration());
+  lease.end_at = now + config_.clocks.lease_end_extra(duration(ex));
   lease.units.assign(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(n));
   lease.slots = got[n];
   lease.returned.assign(n, 0);
@@ -439,7 +442,7 @@ LeaseGrant Ledger::decide(const Exchange& ex, ChildRow& row, LeaseMillis now, st
   g.lease_id = lease.lease_id;
   g.units = lease.units;
   g.slots = lease.slots;
-  g.duration_ms = duration();
+  g.duration_ms = duration(ex);
   // What it still wants, for the shares of the others: less what it got,
   // taken from its highest levels first.
   std::sort(row.demand.begin(), row.demand.end(),

@@ -79,15 +79,22 @@ struct LeaseFloor {
   int64_t slots = 0;
 };
 
+// A lease lasts at least this many of its child's round trips, within
+// [lease_ms, max_lease_ms] (LedgerConfig): 150 ms away (a 300 ms round
+// trip), 9.6 s; 1-10 ms away, lease_ms.
+constexpr int64_t kRoundTripsPerLease = 32;
+
 struct LedgerConfig {
   std::vector<LeaseMillis> windows_ms;  // T_k
   std::vector<int64_t> limits;          // L_k
   int64_t concurrency = 0;              // C
   LeaseMillis attempt_timeout_ms = 0;   // A
   LeaseMillis lease_ms = 0;             // D: how long a child may use a lease, from its send
-  // Above lease_ms: D grows to half the shortest window, up to this. A long
-  // window lends for longer (a child refreshes when its stock runs low, not
-  // when its lease ends); a crashed child's units count D + T.
+  // Above lease_ms: D grows to half the shortest window, or to
+  // kRoundTripsPerLease of the child's round trip, up to this. A long window
+  // lends for longer (a child refreshes when its stock runs low, not when
+  // its lease ends), and so does a far child (fewer of its exchanges on the
+  // way); a crashed child's units count D + T.
   LeaseMillis max_lease_ms = 0;
   LeaseMillis demand_ttl_ms = 10'000;     // a child's demand is forgotten this long after it spoke
   std::map<uint64_t, LeaseFloor> floors;  // by child: lent to no one, so every limit is lent less their sum
@@ -203,7 +210,7 @@ class Ledger {
   // The dimensions: the windows, then the slots (index windows()).
   size_t windows() const { return config_.windows_ms.size(); }
   LeaseMillis hold(size_t k) const;
-  LeaseMillis duration() const;
+  LeaseMillis duration(const Exchange& ex) const;
   int64_t limit(size_t k) const;
   template <typename Fn>
   void for_each_interval(const LeaseRow& lease, Fn fn) const;  // fn(dimension, end, amount)

@@ -721,14 +721,17 @@ TEST_CASE("lease holder: counts the leases it received and those that arrived al
   CHECK(h.round_trip_ms() == 0);
   // Sent at 1000, a 300 ms lease answered at 1250: it arrives with 50 ms left.
   const Exchange first = ask(h, 5, 0, 1000);
+  CHECK(first.round_trip_ms == 0);  // none measured yet
   h.on_grant(lease(first, 1, 5, 0, 300), 1250);
   CHECK(h.leases_received() == 1);
   CHECK(h.leases_arrived_ended() == 0);
   CHECK(h.round_trip_ms() == 250);
   CHECK(h.held(0, 1250) == 5);
   // Its lease ended: the next ask, answered after 400 ms with a 300 ms
-  // lease, arrives ended and is never spent.
+  // lease, arrives ended and is never spent. It tells the root the round
+  // trip it measured (the root may lend longer: Ledger::duration).
   const Exchange second = ask(h, 5, 0, 1400);
+  CHECK(second.round_trip_ms == 250);
   h.on_grant(lease(second, 2, 5, 0, 300), 1800);
   CHECK(h.leases_received() == 2);
   CHECK(h.leases_arrived_ended() == 1);

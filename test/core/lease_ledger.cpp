@@ -263,6 +263,41 @@ TEST_CASE("ledger: a long window lends for longer, never below lease_ms nor abov
   CHECK(short_window.on_exchange(ask(1, 1, 1), 1000).reply->duration_ms == 2000);  // never below lease_ms
 }
 
+TEST_CASE("ledger: a far child is lent for 32 of its round trips, within lease_ms and max_lease_ms") {
+  LedgerConfig c = one_window();
+  c.windows_ms = {1000};
+  c.lease_ms = 2000;
+  c.max_lease_ms = 30'000;
+  c.limits = {100};
+  Ledger ledger(c);
+  const auto lent = [&](uint64_t child, int64_t round_trip) {
+    Exchange ex = ask(child, 1, 1);
+    ex.round_trip_ms = round_trip;
+    return ledger.on_exchange(ex, 1000).reply->duration_ms;
+  };
+  CHECK(lent(1, 0) == 2000);    // none measured yet: lease_ms
+  CHECK(lent(2, 62) == 2000);   // 1984: below lease_ms
+  CHECK(lent(3, 63) == 2016);   // 32 round trips
+  CHECK(lent(4, 300) == 9600);  // 150 ms away
+  CHECK(lent(5, 937) == 29'984);
+  CHECK(lent(6, 938) == 30'000);  // capped at max_lease_ms
+  CHECK(lent(7, 9'007'199'254'740'991) == 30'000);
+  // The root counts the lease that long: unreported, its units stay
+  // counted a window past its end, not past a lease_ms lease's.
+  Ledger one(c);
+  Exchange far = ask(1, 1, 4);
+  far.round_trip_ms = 300;
+  REQUIRE(one.on_exchange(far, 1000).reply->units[0] == 4);
+  CHECK(one.occupancy(0, 1000 + c.clocks.lease_end_extra(2000) + 1000) == 4);
+  CHECK(one.occupancy(0, 1000 + c.clocks.lease_end_extra(9600) + 999) == 4);
+  // maxLeaseMs 0 (or at most leaseMs): every lease lasts leaseMs.
+  c.max_lease_ms = 0;
+  Ledger fixed(c);
+  Exchange ex = ask(1, 1, 1);
+  ex.round_trip_ms = 300;
+  CHECK(fixed.on_exchange(ex, 1000).reply->duration_ms == 2000);
+}
+
 TEST_CASE("ledger: a malformed exchange is refused naming what was wrong, and nothing is stored") {
   Ledger ledger(one_window());
   Exchange bad = ask(1, 1, 2);

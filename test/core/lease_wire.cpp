@@ -18,6 +18,7 @@ Exchange full_exchange() {
   ex.returns = {{8, {1, 0}, 1}};
   ex.demand = {{5, {4, 900}, 2}, {-3, {1, 0}, 0}};
   ex.penalty_ms = 1500;
+  ex.round_trip_ms = 310;
   return ex;
 }
 
@@ -33,6 +34,24 @@ TEST_CASE("lease wire: an exchange reads back as written") {
   CHECK(back->closes[0].running_ages == std::vector<LeaseMillis>{15, 9});
   CHECK(back->demand[1].priority == -3);
   CHECK(back->penalty_ms == 1500);
+  CHECK(back->round_trip_ms == 310);
+}
+
+TEST_CASE("lease wire: an exchange from a child that predates roundTripMs reads as no round trip") {
+  std::string older = write_exchange(full_exchange());
+  const std::string field = R"(,"roundTripMs":310)";
+  REQUIRE(older.find(field) != std::string::npos);
+  older.erase(older.find(field), field.size());
+  std::string error;
+  const auto back = read_exchange(older, error);
+  REQUIRE(back);
+  CHECK(back->round_trip_ms == 0);
+  CHECK(back->penalty_ms == 1500);
+  // A root that predates it reads the new field as any field it does not
+  // know: ignored (the reader looks fields up by name).
+  const auto with_unknown = read_exchange(R"({"child":1,"incarnation":1,"seq":1,"laterField":[1,2]})", error);
+  REQUIRE(with_unknown);
+  CHECK(with_unknown->seq == 1);
 }
 
 TEST_CASE("lease wire: a grant, a notice and the rows read back as written") {
@@ -112,6 +131,8 @@ TEST_CASE("lease wire: a malformed exchange is refused naming the field") {
             .rfind("exchange.demand[0].priority must be an integer between", 0) == 0);
   CHECK(refused(R"({"child":1,"incarnation":1,"seq":1,"penaltyMs":"soon"})") ==
         R"(exchange.penaltyMs must be an integer between 0 and 9007199254740991 (received "soon"))");
+  CHECK(refused(R"({"child":1,"incarnation":1,"seq":1,"roundTripMs":-1})") ==
+        "exchange.roundTripMs must be an integer between 0 and 9007199254740991 (received -1)");
   CHECK(refused(std::string("{\"child\":1}\0", 12)) == "exchange is not valid JSON: it holds a NUL byte");
 }
 

@@ -392,7 +392,7 @@ void LeaseHolder::on_grant(const LeaseGrant& g, LeaseMillis now) {
     }
     int64_t slots = 0;
     for (const DemandLevel& d : out_->demand) slots += d.slots;
-    ample_ &= g.slots >= slots;
+    ample_ &= g.slots >= slots && g.units_wanted == 0;
     lent_ms_ = g.duration_ms;
   } else if (g.refusal != Refusal::kNothingAsked) {
     ample_ = false;

@@ -32,9 +32,9 @@
 //   queue and its recent use rate over the lead, or the head of its queue
 //   cannot start; it then asks for its queue and its rate over the lead +
 //   its stock span (stock_ms, at least a thirtieth of the window; while
-//   the root grants all it asks, enough for kStockCalls calls, at most a
-//   quarter of the window). So a steady child exchanges about once per
-//   stock span. In every
+//   the root grants all it asks and no other child waits for units,
+//   enough for kStockCalls calls, at most a quarter of the window). So a
+//   steady child exchanges about once per stock span. In every
 //   exchange it gives back (cumulative returns) the units its rate says it
 //   cannot spend before their lease ends, or beyond what it would ask for
 //   less the used units that come back within the lead, and the idle slots
@@ -43,8 +43,10 @@
 //   root grants all it asks; none once it holds no units). While the root's
 //   last reply said other children wait for slots
 //   (LeaseGrant::slots_wanted), it keeps only the slots its units can start
-//   within the lead. While the root is short, holding more than twice the
-//   units it keeps is a reason to exchange of its own. A spent lease's
+//   within the lead. While the root is short (it granted less than asked,
+//   or said other children wait for units: LeaseGrant::units_wanted),
+//   holding more than twice the units it keeps is a reason to exchange of
+//   its own. A spent lease's
 //   close waits for another
 //   reason to exchange, at most close_wait() (close_within_ms, up to two
 //   stock spans for long windows); one that gives unused units back does
@@ -324,9 +326,12 @@ class LeaseHolder {
   bool exchanged_ = false;
   LeaseMillis rtt_ = 0;  // the last round trip measured (0: none yet)
   // Whether the last reply granted all the exchange asked for, every
-  // window's units and the slots: the root had room to spare, so a spent
-  // lease's idle slots need not hurry back (urgent), and a slow child may
-  // stock for more calls (stock_span). lent_ms_: that lease's duration.
+  // window's units and the slots, and said no other child waits for units
+  // (LeaseGrant::units_wanted): the root had room to spare, so a spent
+  // lease's idle slots need not hurry back (urgent), a slow child may
+  // stock for more calls (stock_span), and units beyond what it keeps are
+  // no reason to exchange (holds_spare_units). lent_ms_: that lease's
+  // duration.
   bool ample_ = false;
   LeaseMillis lent_ms_ = 0;
   // Whether the last reply said other children want slots the root does

@@ -138,6 +138,9 @@ struct LeaseGrant {
   // the reply leaves (0: none short; absent on the wire, from a root that
   // predates it, reads as 0). Not part of the frozen reply, as penalty_ms.
   int64_t slots_wanted = 0;
+  // Units the other children asked for beyond what the root has free, in
+  // the window where that is most, as the reply leaves (as slots_wanted).
+  int64_t units_wanted = 0;
 };
 
 // root -> every child, sent at once when an exchange reports a penalty that

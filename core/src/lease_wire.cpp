@@ -52,7 +52,8 @@ json grant_value(const LeaseGrant& g) {
           {"refusal", refusal_name(g.refusal)},
           {"retryInMs", g.retry_in_ms},
           {"penaltyMs", g.penalty_ms},
-          {"slotsWanted", g.slots_wanted}};
+          {"slotsWanted", g.slots_wanted},
+          {"unitsWanted", g.units_wanted}};
 }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -210,6 +211,7 @@ class Reader {
     out.retry_in_ms = integer(g, p, "retryInMs", 0, kMaxWireInt, 0);
     out.penalty_ms = integer(g, p, "penaltyMs", 0, kMaxWireInt, 0);
     out.slots_wanted = integer(g, p, "slotsWanted", 0, kMaxWireInt, 0);
+    out.units_wanted = integer(g, p, "unitsWanted", 0, kMaxWireInt, 0);
     if (failed()) return std::nullopt;
     const auto r = g.find("refusal");
     const std::string name = r != g.end() && r->is_string() ? r->get<std::string>() : "";

@@ -104,9 +104,26 @@ int64_t Ledger::slots_wanted(uint64_t child, LeaseMillis now) const {
   return std::max<int64_t>(0, wanted - std::max<int64_t>(0, limit(windows()) - occupancy(windows(), now)));
 }
 
+// Units the other children asked for beyond what is free, in the window
+// where that shortfall is largest.
+int64_t Ledger::units_wanted(uint64_t child, LeaseMillis now) const {
+  now = std::max(now, now_);
+  int64_t most = 0;
+  for (size_t k = 0; k < windows(); ++k) {
+    int64_t wanted = 0;
+    for (const auto& [id, row] : rows_.children) {
+      if (id == child || row.demand_at + config_.demand_ttl_ms <= now) continue;
+      for (const DemandLevel& d : row.demand) wanted += k < d.units.size() ? d.units[k] : 0;
+    }
+    if (wanted > 0) most = std::max(most, wanted - std::max<int64_t>(0, limit(k) - occupancy(k, now)));
+  }
+  return most;
+}
+
 void Ledger::stamp(LeaseGrant& reply, LeaseMillis now) const {
   reply.penalty_ms = penalty_left(now);
   reply.slots_wanted = slots_wanted(reply.child, now);
+  reply.units_wanted = units_wanted(reply.child, now);
 }
 
 LeaseMillis Ledger::duration(const Exchange& ex) const {

@@ -26,8 +26,9 @@
 // - When a window the child asked for has no unit free, it lends the
 //   child's slots alone, with retry_in_ms; it refuses (kNothingFree) only
 //   when it can lend neither.
-// - Every reply also carries how many slots the other children asked for
-//   beyond what is free (slots_wanted): a child with idle slots to spare
+// - Every reply also carries how many slots, and units of the window
+//   shortest of them, the other children asked for beyond what is free
+//   (slots_wanted, units_wanted): a child with idle slots or spare units
 //   then gives them back (docs/leases.md, "Sizing").
 // - `now` is the root's reading at (or after) the receipt; an older `now`
 //   counts as the newest seen.
@@ -199,6 +200,7 @@ class Ledger {
   // Slots the children other than `child` want (their demand not yet
   // forgotten) beyond the slots free at `now`.
   int64_t slots_wanted(uint64_t child, LeaseMillis now) const;
+  int64_t units_wanted(uint64_t child, LeaseMillis now) const;
   // Units of window k (k == windows: slots) counted at `now`.
   int64_t occupancy(size_t k, LeaseMillis now) const;
   // Every child the ledger knows (its rows) or heard from since it started.
@@ -220,7 +222,7 @@ class Ledger {
   LeaseGrant decide(const Exchange& ex, ChildRow& row, LeaseMillis now, std::vector<LedgerWrite>& writes);
   int64_t fair_share(size_t k, uint64_t child, int64_t free, LeaseMillis now) const;
   void prune(LeaseMillis now, std::vector<LedgerWrite>& writes);
-  // What every reply carries as it leaves, stored or not: penalty_ms, slots_wanted.
+  // What every reply carries as it leaves, stored or not: penalty_ms, slots_wanted, units_wanted.
   void stamp(LeaseGrant& reply, LeaseMillis now) const;
 
   ChildTally& tally(uint64_t child, LeaseMillis now);

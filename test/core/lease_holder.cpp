@@ -618,12 +618,15 @@ TEST_CASE(
     bool sent = false;
     int64_t returned = 0;
   };
-  const auto at = [](int64_t now, int64_t granted) {
+  const auto at = [](int64_t now, int64_t granted, int64_t units_wanted = 0) {
     HolderConfig c = paced(1000);
     c.windows_ms = {1000};
     LeaseHolder h(c);
     const Exchange first = ask(h, 100, 0, 1000);
-    grant(h, first, granted, 0, 100'000, 1010);
+    LeaseGrant g = lease(first, 9, granted, 0, 100'000);
+    g.units_wanted = units_wanted;
+    h.on_grant(g, 1010);
+    h.set_queued({}, 1010);
     REQUIRE(h.take({10}, 1010));
     Outcome o;
     const auto ex = h.next_exchange(now);
@@ -641,6 +644,11 @@ TEST_CASE(
   CHECK(at(1997, 60).returned == 50 - 2);
   CHECK(at(1998, 60).returned == 50);  // by 2010 its 10 used units are back: it keeps none
   CHECK(!at(1510, 100).sent);          // all it asked: the root has room
+  // All it asked, but other children want units the root does not have:
+  // short all the same (a child a hotspot left is granted in full, being
+  // below its share, and sat on its stock while the hotspot's child waited).
+  CHECK(at(1510, 100, 1).returned == 90 - 2);
+  CHECK(!at(1509, 100, 1).sent);
 }
 
 TEST_CASE("lease holder: a 429 stops it at once and goes to the root at once, a resend if one is out") {

@@ -251,6 +251,34 @@ TEST_CASE("ledger: what is free goes to the child furthest below its share, none
   CHECK(ledger.on_exchange(ask(2, 1, 10), 1002).reply->units[0] == 4);
 }
 
+TEST_CASE("ledger: every reply says how many units the other children want beyond those free") {
+  LedgerConfig c = one_window();
+  c.windows_ms = {1000, 60'000};
+  c.limits = {10, 100};
+  Ledger ledger(c);
+  const auto two = [](uint64_t child, uint64_t seq, int64_t first, int64_t second) {
+    Exchange ex = ask(child, seq, 0);
+    if (first > 0 || second > 0) ex.demand = {{0, {first, second}, 0}};
+    return ex;
+  };
+  const auto holder = ledger.on_exchange(two(1, 1, 8, 8), 1000).reply;
+  REQUIRE(holder->units == std::vector<int64_t>{8, 8});
+  CHECK(holder->units_wanted == 0);
+  // Child 2 wants 5 and 50: it gets 2 and 50, and still wants 3 of the
+  // first window; its own want does not count in its reply.
+  const auto short_grant = ledger.on_exchange(two(2, 1, 5, 50), 1001).reply;
+  REQUIRE(short_grant->units == std::vector<int64_t>{2, 50});
+  CHECK(short_grant->units_wanted == 0);
+  // Child 3 wants 50 of the second: it gets the 42 left and wants 8 more.
+  CHECK(ledger.on_exchange(two(3, 1, 0, 50), 1002).reply->units_wanted == 3);
+  // Child 1's next reply: 3 beyond the none free of the first window, 8 of
+  // the second; the window where that is most says it.
+  CHECK(ledger.on_exchange(two(1, 2, 0, 0), 1003).reply->units_wanted == 8);
+  CHECK(ledger.on_exchange(two(2, 2, 0, 0), 1004).reply->units_wanted == 8);  // child 3's alone
+  // Forgotten after demand_ttl_ms, and with it the want.
+  CHECK(ledger.on_exchange(two(1, 3, 0, 0), 1002 + 10'000).reply->units_wanted == 0);
+}
+
 TEST_CASE("ledger: a long window lends for longer, never below lease_ms nor above max_lease_ms") {
   LedgerConfig c = one_window();
   c.windows_ms = {60'000};

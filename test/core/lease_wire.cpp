@@ -63,20 +63,24 @@ TEST_CASE("lease wire: a grant, a notice and the rows read back as written") {
   g.retry_in_ms = 250;
   g.penalty_ms = 40;
   g.slots_wanted = 6;
+  g.units_wanted = 40;
   std::string error;
   const auto grant = read_grant(write_grant(g), error);
   REQUIRE(grant);
   CHECK(write_grant(*grant) == write_grant(g));
   CHECK(grant->refusal == Refusal::kNothingFree);
   CHECK(grant->slots_wanted == 6);
-  // A root that predates slotsWanted leaves it out: it reads as 0.
+  CHECK(grant->units_wanted == 40);
+  // A root that predates slotsWanted and unitsWanted leaves them out: they read as 0.
   std::string older = write_grant(g);
-  const std::string field = R"(,"slotsWanted":6)";
-  REQUIRE(older.find(field) != std::string::npos);
-  older.erase(older.find(field), field.size());
+  for (const std::string field : {R"(,"slotsWanted":6)", R"(,"unitsWanted":40)"}) {
+    REQUIRE(older.find(field) != std::string::npos);
+    older.erase(older.find(field), field.size());
+  }
   const auto old_grant = read_grant(older, error);
   REQUIRE(old_grant);
   CHECK(old_grant->slots_wanted == 0);
+  CHECK(old_grant->units_wanted == 0);
   CHECK(old_grant->retry_in_ms == 250);
 
   const auto notice = read_notice(write_notice({700}), error);

@@ -43,8 +43,9 @@ for (const arg of args)
 
 const REGIONS = ['weur', 'apac'];
 const COMPAT = '2025-09-01';
-const ROUNDS = QUICK ? 2 : 3;
+const ROUNDS = QUICK ? 2 : 5;
 const ROUND_MS = QUICK ? 3_000 : 6_000;
+const WARM_MS = QUICK ? 1_000 : 4_000;
 const CALLERS = 16; // closed-loop callers per region (the single object gets both regions' callers)
 const STEADY_MS = QUICK ? 10_000 : 30_000;
 
@@ -132,9 +133,12 @@ async function throughput() {
           ),
         ),
       );
-    // Warm both: the children join the tree and take their first leases.
-    await loadOne(1_000);
-    await loadTree(1_000);
+    // Warm both: the children join the tree and take their first leases,
+    // and every isolate's code is compiled. After 1 s each, the tree's
+    // first round ran at half the speed of the next ones, its children at
+    // 51-57% CPU (5,398 calls/s, then 13,157 and 13,454).
+    await loadOne(WARM_MS);
+    await loadTree(WARM_MS);
     const rates = { one: [], tree: [] };
     // CPU of the processes that hold the bucket's objects (and their callers), per call.
     const cpuPerCall = { one: [], tree: [] };
@@ -162,9 +166,12 @@ async function throughput() {
     }
     const one = median(rates.one);
     const tree = median(rates.tree);
+    // Each round's tree against the one object just before it: drift on
+    // this shared machine hits both alike.
+    const paired = median(rates.tree.map((t, i) => t / rates.one[i]));
     console.log(
       `   median: one object ${fmt(one)} calls/s, two children in two processes ${fmt(tree)} calls/s: ` +
-        `${fmt(tree / one, 2)}x (target >= 1.7x)`,
+        `${fmt(tree / one, 2)}x; median of the rounds' ratios ${fmt(paired, 2)}x (target >= 1.7x)`,
     );
     console.log(
       `   CPU per call in the processes serving it (callers included): one object ${fmt(median(cpuPerCall.one))} µs, ` +

@@ -546,6 +546,11 @@ export type TreeStats =
       leasesArrivedEnded: number;
       /** Its last exchange's round trip to the root, or null before the first. */
       roundTripMs: number | null;
+      /**
+       * How long its last lease lasts, or null before the first: `tree.leaseMs`,
+       * longer far from the root (32 round trips, up to `tree.maxLeaseMs`).
+       */
+      leaseMs: number | null;
       /** An exchange has been unanswered for `tree.unreachableMs`. */
       unreachable: boolean;
     };

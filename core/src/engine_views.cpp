@@ -109,13 +109,15 @@ Expected<std::string> Engine::stats(Millis now) {
     nlohmann::json held = nlohmann::json::array();
     for (size_t k = 0; k < holder.windows(); ++k) held.push_back(holder.held(k, s.now));
     const internal::LeaseMillis rtt = holder.round_trip_ms();
-    out["lease"] = {{"held", std::move(held)},
-                    {"freeSlots", holder.free_slots(s.now)},
-                    {"openLeases", holder.open_leases()},
-                    {"leasesReceived", holder.leases_received()},
-                    {"leasesArrivedEnded", holder.leases_arrived_ended()},
-                    {"roundTripMs", rtt > 0 ? nlohmann::json(rtt) : nlohmann::json(nullptr)},
-                    {"unreachable", holder.unreachable(s.now)}};
+    out["lease"] = {
+        {"held", std::move(held)},
+        {"freeSlots", holder.free_slots(s.now)},
+        {"openLeases", holder.open_leases()},
+        {"leasesReceived", holder.leases_received()},
+        {"leasesArrivedEnded", holder.leases_arrived_ended()},
+        {"roundTripMs", rtt > 0 ? nlohmann::json(rtt) : nlohmann::json(nullptr)},
+        {"leaseMs", holder.last_lease_ms() > 0 ? nlohmann::json(holder.last_lease_ms()) : nlohmann::json(nullptr)},
+        {"unreachable", holder.unreachable(s.now)}};
   }
   return out.dump();
 }

@@ -426,6 +426,7 @@ void LeaseHolder::on_grant(const LeaseGrant& g, LeaseMillis now) {
   h.slots = g.slots;
   h.uses.assign(config_.windows, {});
   ++leases_received_;
+  last_lease_ms_ = g.duration_ms;
   if (h.end <= now) ++leases_arrived_ended_;
   const auto at = std::upper_bound(leases_.begin(), leases_.end(), h.end,
                                    [](LeaseMillis end, const Held& other) { return end < other.end; });

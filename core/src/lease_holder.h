@@ -232,6 +232,9 @@ class LeaseHolder {
   uint64_t leases_received() const { return leases_received_; }
   uint64_t leases_arrived_ended() const { return leases_arrived_ended_; }
   LeaseMillis round_trip_ms() const { return rtt_; }  // the last one measured (0: none yet)
+  // The duration of the last lease granted to it (0: none yet): longer
+  // than the bucket's leaseMs when it is far from the root (Ledger::duration).
+  LeaseMillis last_lease_ms() const { return last_lease_ms_; }
   const ExchangeCauses& causes() const { return causes_; }
 
  private:
@@ -353,6 +356,7 @@ class LeaseHolder {
   std::vector<std::pair<uint64_t, std::vector<int64_t>>> floor_unreleased_;
   uint64_t late_releases_ = 0;
   uint64_t leases_received_ = 0, leases_arrived_ended_ = 0;
+  LeaseMillis last_lease_ms_ = 0;
   // Its first reading + outlast(longest window, attempt timeout): a
   // restarted child's earlier incarnation may have spent the floor just
   // before, so a new one waits until those uses and calls surely stopped.

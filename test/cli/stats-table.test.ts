@@ -256,6 +256,7 @@ const childTree = (over: Partial<Extract<NonNullable<AnyLimiterStats['tree']>, {
   leasesReceived: 4,
   leasesArrivedEnded: 0,
   roundTripMs: 40,
+  leaseMs: 2_000,
   unreachable: false,
   ...over,
 });

@@ -730,7 +730,9 @@ TEST_CASE("lease holder: counts the leases it received and those that arrived al
   // Sent at 1000, a 300 ms lease answered at 1250: it arrives with 50 ms left.
   const Exchange first = ask(h, 5, 0, 1000);
   CHECK(first.round_trip_ms == 0);  // none measured yet
+  CHECK(h.last_lease_ms() == 0);
   h.on_grant(lease(first, 1, 5, 0, 300), 1250);
+  CHECK(h.last_lease_ms() == 300);
   CHECK(h.leases_received() == 1);
   CHECK(h.leases_arrived_ended() == 0);
   CHECK(h.round_trip_ms() == 250);

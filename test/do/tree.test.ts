@@ -130,6 +130,7 @@ describe('a lease tree on Durable Objects', { timeout: 180_000 }, () => {
       leasesReceived: expect.any(Number),
       leasesArrivedEnded: expect.any(Number),
       roundTripMs: expect.any(Number),
+      leaseMs: expect.any(Number),
       unreachable: false,
     });
     if (child.tree?.role !== 'child') throw new Error('not a child');
@@ -138,6 +139,10 @@ describe('a lease tree on Durable Objects', { timeout: 180_000 }, () => {
     // counts them exactly).
     expect(child.tree.leasesReceived).toBeGreaterThan(0);
     expect(child.tree.leasesArrivedEnded).toBeLessThan(child.tree.leasesReceived);
+    // Its leases last tree.leaseMs, or 32 of its round trips when that is
+    // longer (a loaded machine's stub calls), never above maxLeaseMs.
+    expect(child.tree.leaseMs).toBeGreaterThanOrEqual(2_000);
+    expect(child.tree.leaseMs).toBeLessThanOrEqual(30_000);
     const root = await bucket(name).stats();
     const tree = root.tree;
     if (tree?.role !== 'root') throw new Error(`the root's stats say ${JSON.stringify(tree)}`);

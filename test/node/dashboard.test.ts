@@ -336,6 +336,7 @@ describe("a lease tree's page", () => {
       leasesReceived: 2,
       leasesArrivedEnded: 0,
       roundTripMs: 30,
+      leaseMs: 2_000,
       unreachable: false,
     };
     expect(treeView(stats({ tree: child }))).toBeNull();

@@ -575,6 +575,10 @@ export interface TreeChildStats {
   exchanges: number;
   /** Exchanges a minute, between its first and latest seen. */
   exchangesPerMinute: number;
+  /** The round trip to the root its latest exchange stated, or null (none yet, or a child that predates it). */
+  roundTripMs: number | null;
+  /** How long the latest lease lent to it lasts: `tree.leaseMs`, or 32 round trips far from the root. Null: none yet. */
+  leaseMs: number | null;
   lastExchangeAt: number | null;
 }
 

@@ -456,6 +456,7 @@ LeaseGrant Ledger::decide(const Exchange& ex, ChildRow& row, LeaseMillis now, st
   lease.returned.assign(n, 0);
   ChildTally& t = tally(ex.child, now);
   for (size_t k = 0; k <= n; ++k) t.granted[k] += got[k];
+  t.lease_ms = duration(ex);
   g.lease_id = lease.lease_id;
   g.units = lease.units;
   g.slots = lease.slots;
@@ -584,7 +585,9 @@ ExchangeResult Ledger::on_exchange(const Exchange& ex, LeaseMillis now) {
     return result;
   }
   row.last_seq = ex.seq;
-  ++tally(ex.child, now).exchanges;
+  ChildTally& t = tally(ex.child, now);
+  ++t.exchanges;
+  t.round_trip_ms = ex.round_trip_ms;
   row.last_reply = decide(ex, row, now, result.writes);
   result.reply = row.last_reply;
   // Not stored: a resent reply carries what is left when it is resent.

@@ -163,9 +163,11 @@ struct ExchangeResult {
 // What the ledger has seen of one child since it started, for stats. In
 // memory only: a restarted root counts from zero again.
 struct ChildTally {
-  LeaseMillis first_at = 0;  // its first exchange this ledger answered
-  LeaseMillis last_at = 0;   // its latest
-  uint64_t exchanges = 0;    // exchanges with a new seq
+  LeaseMillis first_at = 0;       // its first exchange this ledger answered
+  LeaseMillis last_at = 0;        // its latest
+  uint64_t exchanges = 0;         // exchanges with a new seq
+  LeaseMillis round_trip_ms = 0;  // the round trip its latest exchange stated (0: none)
+  LeaseMillis lease_ms = 0;       // the duration of the latest lease lent to it (0: none)
   // Per window, then slots: granted in leases, returned unused, and (per
   // window) the uses its closes reported.
   std::vector<int64_t> granted, returned, used;

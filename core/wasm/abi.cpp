@@ -777,7 +777,7 @@ DRL_EXPORT(drl_ledger_exchange) int drl_ledger_exchange(int h, int len, double n
 // Every child the ledger knows, as the root counts it at `now` (ledger.h,
 // ChildView), in the out buffer: a JSON array of
 //   {"region", "incarnation", "windows": [per window], "slots": {...},
-//    "exchanges", "exchangesPerMinute", "lastExchangeAt"}
+//    "exchanges", "exchangesPerMinute", "roundTripMs", "leaseMs", "lastExchangeAt"}
 // where a window and the slots are {"held", "used", "lapsed", "wanted",
 // "granted", "returned"} (granted and returned: since the ledger started)
 // and a window also has "reportedUsed" (the same).
@@ -809,6 +809,8 @@ DRL_EXPORT(drl_ledger_children) int drl_ledger_children(int h, double now) {
                    {"slots", dim(n)},
                    {"exchanges", t.exchanges},
                    {"exchangesPerMinute", std::round(rate * 10) / 10},
+                   {"roundTripMs", t.round_trip_ms > 0 ? nlohmann::json(t.round_trip_ms) : nlohmann::json(nullptr)},
+                   {"leaseMs", t.lease_ms > 0 ? nlohmann::json(t.lease_ms) : nlohmann::json(nullptr)},
                    {"lastExchangeAt", t.exchanges > 0 ? nlohmann::json(t.last_at) : nlohmann::json(nullptr)}});
   }
   g_out = out.dump();

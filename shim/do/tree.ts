@@ -274,6 +274,8 @@ export class TreeRoot {
         slots: { ...none },
         exchanges: 0,
         exchangesPerMinute: 0,
+        roundTripMs: null,
+        leaseMs: null,
         lastExchangeAt: null,
       });
     }

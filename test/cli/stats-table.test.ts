@@ -319,6 +319,8 @@ describe('treeTables', () => {
             slots: units(1, 1),
             exchanges: 12,
             exchangesPerMinute: 6.5,
+            roundTripMs: 30,
+            leaseMs: 2_000,
             lastExchangeAt: NOW - 2_000,
           },
           {
@@ -331,6 +333,8 @@ describe('treeTables', () => {
             slots: units(0, 0),
             exchanges: 1,
             exchangesPerMinute: 0,
+            roundTripMs: 30,
+            leaseMs: 2_000,
             lastExchangeAt: null,
           },
         ],

@@ -310,6 +310,13 @@ TEST_CASE("ledger: a far child is lent for 32 of its round trips, within lease_m
   CHECK(lent(5, 937) == 29'984);
   CHECK(lent(6, 938) == 30'000);  // capped at max_lease_ms
   CHECK(lent(7, 9'007'199'254'740'991) == 30'000);
+  // Stats show each child's round trip and lease length (by child id).
+  const auto views = ledger.children(1000);
+  REQUIRE(views.size() == 7);
+  CHECK(views[0].tally.round_trip_ms == 0);
+  CHECK(views[0].tally.lease_ms == 2000);
+  CHECK(views[3].tally.round_trip_ms == 300);
+  CHECK(views[3].tally.lease_ms == 9600);
   // The root counts the lease that long: unreported, its units stay
   // counted a window past its end, not past a lease_ms lease's.
   Ledger one(c);

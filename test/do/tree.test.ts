@@ -171,7 +171,14 @@ describe('a lease tree on Durable Objects', { timeout: 180_000 }, () => {
       expect(c.windows[0]!.granted).toBeGreaterThan(0);
       expect(c.windows[0]!.returned).toBeLessThanOrEqual(c.windows[0]!.granted);
       expect(c.windows[0]!.reportedUsed).toBeLessThanOrEqual(served);
+      // How long its last lease lasts: tree.leaseMs, or 32 of the round
+      // trips it stated (null on its first exchange) when that is longer.
+      expect(c.leaseMs).toBeGreaterThanOrEqual(2_000);
+      expect(c.leaseMs).toBeLessThanOrEqual(30_000);
+      expect(c.roundTripMs === null || c.roundTripMs > 0).toBe(true);
     }
+    // The same lease as the child counts it.
+    expect(byRegion.get('weur')!.leaseMs).toBe(child.tree.leaseMs);
     // A bucket that is no tree has no tree in its stats.
     const plain = uniqueName('plain');
     await bucket(plain).configure(plain, { bucket: { limitPerWindow: 5, windowInMs: 1000 }, concurrency: 1 });

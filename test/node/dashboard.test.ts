@@ -289,6 +289,8 @@ describe("a lease tree's page", () => {
             slots: units(1, 1, 0, 0),
             exchanges: 12,
             exchangesPerMinute: 6.5,
+            roundTripMs: 30,
+            leaseMs: 2_000,
             lastExchangeAt: NOW - 2_000,
           },
           {
@@ -298,6 +300,8 @@ describe("a lease tree's page", () => {
             slots: units(0, 0, 0, 0),
             exchanges: 0,
             exchangesPerMinute: 0,
+            roundTripMs: 30,
+            leaseMs: 2_000,
             lastExchangeAt: null,
           },
         ],

@@ -26,10 +26,10 @@
 // - When a window the child asked for has no unit free, it lends the
 //   child's slots alone, with retry_in_ms; it refuses (kNothingFree) only
 //   when it can lend neither.
-// - Every reply also carries how many slots, and units of the window
-//   shortest of them, the other children asked for beyond what is free
-//   (slots_wanted, units_wanted): a child with idle slots or spare units
-//   then gives them back (docs/leases.md, "Sizing").
+// - Every reply also carries how many slots the other children asked for
+//   beyond what is free (slots_wanted), and how many units, in the window
+//   where that is most (units_wanted): a child with idle slots or spare
+//   units then gives them back (docs/leases.md, "Sizing").
 // - `now` is the root's reading at (or after) the receipt; an older `now`
 //   counts as the newest seen.
 //
@@ -202,6 +202,7 @@ class Ledger {
   // Slots the children other than `child` want (their demand not yet
   // forgotten) beyond the slots free at `now`.
   int64_t slots_wanted(uint64_t child, LeaseMillis now) const;
+  // The same for units, in the window where it is most.
   int64_t units_wanted(uint64_t child, LeaseMillis now) const;
   // Units of window k (k == windows: slots) counted at `now`.
   int64_t occupancy(size_t k, LeaseMillis now) const;

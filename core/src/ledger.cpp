@@ -93,30 +93,25 @@ LeaseMillis Ledger::penalty_left(LeaseMillis now) const {
   return config_.clocks.left_after(penalty_ms_, std::max(now, now_) - penalty_at_);
 }
 
-int64_t Ledger::slots_wanted(uint64_t child, LeaseMillis now) const {
+// What the children other than `child` want of dimension k (k ==
+// windows(): slots) beyond what is free at `now`, from their demand not yet
+// forgotten.
+int64_t Ledger::others_short(uint64_t child, size_t k, LeaseMillis now) const {
   now = std::max(now, now_);
   int64_t wanted = 0;
   for (const auto& [id, row] : rows_.children) {
     if (id == child || row.demand_at + config_.demand_ttl_ms <= now) continue;
-    for (const DemandLevel& d : row.demand) wanted += d.slots;
+    for (const DemandLevel& d : row.demand) wanted += k == windows() ? d.slots : k < d.units.size() ? d.units[k] : 0;
   }
   if (wanted == 0) return 0;
-  return std::max<int64_t>(0, wanted - std::max<int64_t>(0, limit(windows()) - occupancy(windows(), now)));
+  return std::max<int64_t>(0, wanted - std::max<int64_t>(0, limit(k) - occupancy(k, now)));
 }
 
-// Units the other children asked for beyond what is free, in the window
-// where that shortfall is largest.
+int64_t Ledger::slots_wanted(uint64_t child, LeaseMillis now) const { return others_short(child, windows(), now); }
+
 int64_t Ledger::units_wanted(uint64_t child, LeaseMillis now) const {
-  now = std::max(now, now_);
   int64_t most = 0;
-  for (size_t k = 0; k < windows(); ++k) {
-    int64_t wanted = 0;
-    for (const auto& [id, row] : rows_.children) {
-      if (id == child || row.demand_at + config_.demand_ttl_ms <= now) continue;
-      for (const DemandLevel& d : row.demand) wanted += k < d.units.size() ? d.units[k] : 0;
-    }
-    if (wanted > 0) most = std::max(most, wanted - std::max<int64_t>(0, limit(k) - occupancy(k, now)));
-  }
+  for (size_t k = 0; k < windows(); ++k) most = std::max(most, others_short(child, k, now));
   return most;
 }
 

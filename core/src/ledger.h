@@ -217,6 +217,7 @@ class Ledger {
   LeaseMillis hold(size_t k) const;
   LeaseMillis duration(const Exchange& ex) const;
   int64_t limit(size_t k) const;
+  int64_t others_short(uint64_t child, size_t k, LeaseMillis now) const;
   template <typename Fn>
   void for_each_interval(const LeaseRow& lease, Fn fn) const;  // fn(dimension, end, amount)
   std::string check(const Exchange& ex) const;

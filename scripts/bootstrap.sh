@@ -3,11 +3,11 @@
 # does nothing when it is already there. Shared by the README's commands and
 # by .ci/run.
 #
-#   bash scripts/bootstrap.sh demo   the demonstration: emscripten, nlohmann,
+#   bash scripts/bootstrap.sh demo   the demonstration: emscripten, RapidJSON,
 #                                    cmake and the package's npm dependencies
 #                                    (core.wasm, dist/ and local workerd)
 #   bash scripts/bootstrap.sh        everything the tests need besides: the
-#                                    native engine's Catch2, clang,
+#                                    native tests' Catch2 and nlohmann, clang,
 #                                    clang-format and libFuzzer, chromium
 #                                    and the browser test's puppeteer-core
 set -euo pipefail
@@ -18,13 +18,14 @@ case "$profile" in demo | test) ;; *) echo "bootstrap: unknown profile '$profile
 missing=()
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 command -v emcc >/dev/null 2>&1 || missing+=(emscripten)
-[ -f /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
+[ -f /usr/include/rapidjson/document.h ] || missing+=(rapidjson-dev)
 command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
 if [ "$profile" = test ]; then
   command -v g++ >/dev/null 2>&1 || missing+=(g++)
   command -v clang++ >/dev/null 2>&1 || missing+=(clang)
   command -v clang-format >/dev/null 2>&1 || missing+=(clang-format)
   [ -f /usr/include/catch2/catch.hpp ] || missing+=(catch2)
+  [ -f /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
   # libFuzzer's runtime ships separately from clang on Debian.
   compgen -G '/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a' >/dev/null || missing+=(libclang-rt-dev)
   # The dashboard's browser test drives Debian's chromium (puppeteer-core downloads no browser).

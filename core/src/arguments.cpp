@@ -1,15 +1,20 @@
 #include "arguments.h"
 
+#include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
+
+#include "json.h"
 
 namespace drl::internal {
 
 std::string number_text(double v) {
   if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
   if (v == std::floor(v) && std::fabs(v) < 9.2e18) return std::to_string(static_cast<long long>(v));
-  return nlohmann::json(v).dump();
+  std::string out;
+  json::Writer(out).num(v);
+  return out;
 }
 
 std::optional<Error> amount_problem(double v, std::string_view path, std::string_view unit) {
@@ -81,23 +86,28 @@ Expected<Amounts> parse_amounts(std::string_view json_text, std::string_view wha
       std::count(json_text.begin(), json_text.end(), '{') > 1) {
     return invalid(ErrorKind::TypeError, name + " must be a flat object of units to integers");
   }
-  const auto doc = nlohmann::json::parse(json_text.data(), json_text.data() + json_text.size(), nullptr,
-                                         /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    return invalid(ErrorKind::TypeError, name + " must be an object of units to integers");
-  }
-  if (doc.size() > kMaxWindows) {
+  const internal::json::Parsed parsed(json_text, 1);
+  const internal::json::Value& doc = parsed.doc;
+  if (!doc.IsObject()) return invalid(ErrorKind::TypeError, name + " must be an object of units to integers");
+  if (doc.MemberCount() > kMaxWindows) {
     return invalid(ErrorKind::RangeError, name + " must name at most " + std::to_string(kMaxWindows) +
-                                              " units, one per window (received " + std::to_string(doc.size()) + ")");
+                                              " units, one per window (received " + std::to_string(doc.MemberCount()) +
+                                              ")");
   }
+  // In unit-name order, whatever order the keys were written in, so the
+  // first problem named is the same for the same object.
+  std::vector<const internal::json::Value::Member*> members;
+  for (const auto& m : doc.GetObject()) members.push_back(&m);
+  std::sort(members.begin(), members.end(),
+            [](const auto* a, const auto* b) { return internal::json::view(a->name) < internal::json::view(b->name); });
   Amounts out;
-  for (auto it = doc.begin(); it != doc.end(); ++it) {
-    if (!it.value().is_number()) {
+  for (const auto* m : members) {
+    const std::string unit = internal::json::text(m->name);
+    if (!m->value.IsNumber()) {
       return invalid(ErrorKind::TypeError,
-                     name + "." + it.key() + " must be a number (received " +
-                         it.value().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ")");
+                     name + "." + unit + " must be a number (received " + internal::json::dump(m->value) + ")");
     }
-    out.push_back(Amount{it.key(), it.value().get<double>()});
+    out.push_back(Amount{unit, m->value.GetDouble()});
   }
   return out;
 }

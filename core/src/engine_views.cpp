@@ -4,29 +4,33 @@
 
 #include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "engine_inspector.h"
+#include "json.h"
 #include "scheduler.h"
 
 namespace drl {
 
 namespace {
 // What the upstream's headers last said about a window (null: nothing yet).
-// A document this engine wrote or already validated, parsed through the
-// same (pointer range) instantiation of the parser as every other parse:
-// each distinct input type would link a whole second parser into core.wasm.
-nlohmann::json parse_checked(const std::string& text) {
-  return nlohmann::json::parse(text.data(), text.data() + text.size());
-}
-
-nlohmann::json learned_json(const internal::Window& w) {
-  if (!w.learned) return nullptr;
-  auto field = [](const std::optional<int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-  return {{"limit", field(w.learned->limit)},
-          {"remaining", field(w.learned->remaining)},
-          {"reset", field(w.learned->reset_at)},
-          {"seenAt", w.learned->seen_at}};
+void write_learned(internal::json::Writer& out, const internal::Window& w) {
+  if (!w.learned) {
+    out.null();
+    return;
+  }
+  auto field = [&](const char* name, const std::optional<int64_t>& v) {
+    out.key(name);
+    if (v) {
+      out.num(*v);
+    } else {
+      out.null();
+    }
+  };
+  out.begin_object();
+  field("limit", w.learned->limit);
+  field("remaining", w.learned->remaining);
+  field("reset", w.learned->reset_at);
+  out.key("seenAt").num(w.learned->seen_at).end_object();
 }
 }  // namespace
 
@@ -43,83 +47,96 @@ Expected<std::string> Engine::stats(Millis now) {
   };
   const int64_t used = s.log().used();
   const Millis reset_at = reset_of(s.windows[0]);
-  nlohmann::json windows = nlohmann::json::array();
-  for (const internal::Window& w : s.windows) {
-    const int64_t in_window = w.log.used();
-    windows.push_back({
-        {"name", w.name},
-        {"unit", s.windows.unit_name(w.unit)},
-        {"limit", w.limit},
-        {"windowInMs", w.ms},
-        {"used", in_window},
-        {"remaining", penalised ? 0 : std::max<int64_t>(0, w.limit - in_window)},
-        {"resetAt", reset_of(w)},
-        {"debt", std::max<int64_t>(0, in_window - w.limit)},
-        {"learned", learned_json(w)},
-    });
-  }
-  nlohmann::json units = s.windows.counted_units();
-  // The queue's first and last calls' predicted starts, and its levels.
-  nlohmann::json predicted = {{"head", nullptr}, {"tail", nullptr}};
-  nlohmann::json by_priority = nlohmann::json::array();
-  if (!s.queue.empty()) {
-    const Ticket head = scheduler_->queue.head();
-    const Ticket tail = scheduler_->queue.tail();
-    if (head != 0) predicted["head"] = s.predict(s.calls.at(head));
-    if (tail != 0) predicted["tail"] = s.predict(s.calls.at(tail));
-    for (const auto& [priority, live] : s.queue.by_priority())
-      by_priority.push_back({{"priority", priority}, {"queued", live}});
-  }
-
   // The newest grants are the interesting ones; a huge log is summarised.
   constexpr size_t kStatsGrants = 1000;
-  nlohmann::json grants = nlohmann::json::array();
   const auto& log = s.log().grants();
   const size_t skip = log.size() > kStatsGrants ? log.size() - kStatsGrants : 0;
-  for (size_t i = skip; i < log.size(); ++i) grants.push_back({log[i].at, log[i].amount});
 
-  nlohmann::json out = {
-      {"config", parse_checked(s.cfg->text)},
-      {"effective", parse_checked(effective_config_json(s.config()))},
-      {"now", s.now},
-      {"limit", s.limit()},
-      {"windowInMs", s.window()},
-      {"used", used},
-      {"remaining", penalised ? 0 : std::max<int64_t>(0, s.limit() - used)},
-      {"resetAt", reset_at},
-      {"penalised", penalised},
-      {"forcedUntil", s.penalty.until() > 0 ? nlohmann::json(s.penalty.until()) : nlohmann::json(nullptr)},
-      {"active", s.active},
-      {"running", s.running},
-      {"restoredSlots", s.slots.restored_held()},
-      {"queued", s.queue.size()},
-      {"liveGrants", log.size()},
-      {"grants", std::move(grants)},
-      {"grantsTruncated", skip > 0},
-      {"windows", std::move(windows)},
-      {"units", std::move(units)},
-      {"predictedStart", std::move(predicted)},
-      {"queuedByPriority", std::move(by_priority)},
-      {"reservation", s.reservations.json(s.windows.list())},
-      {"releaseLag", s.lags.json()},
-  };
+  std::string text;
+  internal::json::Writer out(text);
+  out.begin_object();
+  // The stored config is this engine's own canonical text: valid JSON.
+  out.key("config").raw(s.cfg->text);
+  out.key("effective").raw(effective_config_json(s.config()));
+  out.key("now").num(s.now);
+  out.key("limit").num(s.limit());
+  out.key("windowInMs").num(s.window());
+  out.key("used").num(used);
+  out.key("remaining").num(penalised ? 0 : std::max<int64_t>(0, s.limit() - used));
+  out.key("resetAt").num(reset_at);
+  out.key("penalised").boolean(penalised);
+  out.key("forcedUntil").positive_or_null(s.penalty.until());
+  out.key("active").num(s.active);
+  out.key("running").num(s.running);
+  out.key("restoredSlots").num(s.slots.restored_held());
+  out.key("queued").num(s.queue.size());
+  out.key("liveGrants").num(log.size());
+  out.key("grants").begin_array();
+  for (size_t i = skip; i < log.size(); ++i) out.begin_array().num(log[i].at).num(log[i].amount).end_array();
+  out.end_array();
+  out.key("grantsTruncated").boolean(skip > 0);
+  out.key("windows").begin_array();
+  for (const internal::Window& w : s.windows) {
+    const int64_t in_window = w.log.used();
+    out.begin_object();
+    out.key("name").str(w.name);
+    out.key("unit").str(s.windows.unit_name(w.unit));
+    out.key("limit").num(w.limit);
+    out.key("windowInMs").num(w.ms);
+    out.key("used").num(in_window);
+    out.key("remaining").num(penalised ? 0 : std::max<int64_t>(0, w.limit - in_window));
+    out.key("resetAt").num(reset_of(w));
+    out.key("debt").num(std::max<int64_t>(0, in_window - w.limit));
+    write_learned(out.key("learned"), w);
+    out.end_object();
+  }
+  out.end_array();
+  out.key("units").begin_array();
+  for (const std::string& unit : s.windows.counted_units()) out.str(unit);
+  out.end_array();
+  // The queue's first and last calls' predicted starts, and its levels.
+  const Ticket head = s.queue.empty() ? 0 : scheduler_->queue.head();
+  const Ticket tail = s.queue.empty() ? 0 : scheduler_->queue.tail();
+  out.key("predictedStart").begin_object().key("head");
+  if (head != 0) {
+    out.num(s.predict(s.calls.at(head)));
+  } else {
+    out.null();
+  }
+  out.key("tail");
+  if (tail != 0) {
+    out.num(s.predict(s.calls.at(tail)));
+  } else {
+    out.null();
+  }
+  out.end_object();
+  out.key("queuedByPriority").begin_array();
+  if (!s.queue.empty()) {
+    for (const auto& [priority, live] : s.queue.by_priority()) {
+      out.begin_object().key("priority").num(priority).key("queued").num(live).end_object();
+    }
+  }
+  out.end_array();
+  s.reservations.write_stats(out.key("reservation"), s.windows.list());
+  s.lags.write_stats(out.key("releaseLag"));
   if (s.lease) {
     // A tree child's holder (docs/leases.md, "Watching a tree").
     internal::LeaseHolder& holder = scheduler_->lease->holder();
-    nlohmann::json held = nlohmann::json::array();
-    for (size_t k = 0; k < holder.windows(); ++k) held.push_back(holder.held(k, s.now));
-    const internal::LeaseMillis rtt = holder.round_trip_ms();
-    out["lease"] = {
-        {"held", std::move(held)},
-        {"freeSlots", holder.free_slots(s.now)},
-        {"openLeases", holder.open_leases()},
-        {"leasesReceived", holder.leases_received()},
-        {"leasesArrivedEnded", holder.leases_arrived_ended()},
-        {"roundTripMs", rtt > 0 ? nlohmann::json(rtt) : nlohmann::json(nullptr)},
-        {"leaseMs", holder.last_lease_ms() > 0 ? nlohmann::json(holder.last_lease_ms()) : nlohmann::json(nullptr)},
-        {"unreachable", holder.unreachable(s.now)}};
+    out.key("lease").begin_object();
+    out.key("held").begin_array();
+    for (size_t k = 0; k < holder.windows(); ++k) out.num(holder.held(k, s.now));
+    out.end_array();
+    out.key("freeSlots").num(holder.free_slots(s.now));
+    out.key("openLeases").num(holder.open_leases());
+    out.key("leasesReceived").num(holder.leases_received());
+    out.key("leasesArrivedEnded").num(holder.leases_arrived_ended());
+    out.key("roundTripMs").positive_or_null(holder.round_trip_ms());
+    out.key("leaseMs").positive_or_null(holder.last_lease_ms());
+    out.key("unreachable").boolean(holder.unreachable(s.now));
+    out.end_object();
   }
-  return out.dump();
+  out.end_object();
+  return text;
 }
 
 namespace {

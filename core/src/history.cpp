@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <optional>
+#include "json.h"
 
 namespace drl::internal {
 
@@ -104,7 +104,7 @@ std::string history_interval_json(const HistoryInterval& iv, const std::vector<s
   out += ",\"units\":{";
   for (uint8_t i = 0; i < iv.n_units; ++i) {
     if (i > 0) out += ',';
-    out += nlohmann::json(name_of(names, iv.unit_windows[i])).dump();
+    out += json::quote(name_of(names, iv.unit_windows[i]));
     out += ':' + std::to_string(iv.units[i]);
   }
   out += '}';
@@ -304,19 +304,19 @@ std::vector<HistoryRecord> History::closed_fine(const std::vector<std::string>& 
 namespace {
 
 // A stored count: a non-negative integer, else nullopt (the row is damaged).
-std::optional<uint32_t> count_field(const nlohmann::json& doc, const char* name) {
-  auto it = doc.find(name);
-  if (it == doc.end()) return 0u;
-  if (!it->is_number_integer() && !it->is_number_unsigned()) return std::nullopt;
-  const int64_t v = it->get<int64_t>();
+std::optional<uint32_t> count_field(const json::Value& doc, const char* name) {
+  const json::Value* it = json::find(doc, name);
+  if (it == nullptr) return 0u;
+  if (!it->IsInt64()) return std::nullopt;
+  const int64_t v = it->GetInt64();
   if (v < 0 || v > static_cast<int64_t>(std::numeric_limits<uint32_t>::max())) return std::nullopt;
   return static_cast<uint32_t>(v);
 }
 
-std::optional<HistoryMillis> ms_field(const nlohmann::json& doc, const char* name) {
-  auto it = doc.find(name);
-  if (it == doc.end() || (!it->is_number_integer() && !it->is_number_unsigned())) return std::nullopt;
-  const int64_t v = it->get<int64_t>();
+std::optional<HistoryMillis> ms_field(const json::Value& doc, const char* name) {
+  const json::Value* it = json::find(doc, name);
+  if (it == nullptr || !it->IsInt64()) return std::nullopt;
+  const int64_t v = it->GetInt64();
   if (v < 0) return std::nullopt;
   return v;
 }
@@ -330,9 +330,10 @@ void History::restore(const std::vector<HistoryRecord>& rows, const std::functio
     const HistoryMillis at = row.at;
     if (r.open.at < 0 || at < 0 || at % r.resolution_ms != 0) continue;
     if (at >= r.open.at || at < r.open.at - static_cast<HistoryMillis>(r.kept) * r.resolution_ms) continue;
-    const auto doc = nlohmann::json::parse(row.data.data(), row.data.data() + row.data.size(), nullptr,
-                                           /*allow_exceptions=*/false);
-    if (doc.is_discarded() || !doc.is_object()) continue;
+    // Two levels deep (units, wait): anything deeper is not a row.
+    const json::Parsed parsed(row.data, 2);
+    const json::Value& doc = parsed.doc;
+    if (!doc.IsObject()) continue;
     HistoryInterval iv;
     iv.at = at;
     bool readable = true;
@@ -351,20 +352,20 @@ void History::restore(const std::vector<HistoryRecord>& rows, const std::functio
     read("deadline", iv.deadline);
     read("queued", iv.queued);
     read("running", iv.running);
-    if (auto units = doc.find("units"); units != doc.end()) {
-      if (!units->is_object()) readable = false;
-      for (auto u = units->begin(); readable && u != units->end(); ++u) {
-        if (!u->is_number_integer()) {
+    if (const json::Value* units = json::find(doc, "units")) {
+      if (!units->IsObject()) readable = false;
+      for (auto u = units->MemberBegin(); readable && u != units->MemberEnd(); ++u) {
+        if (!u->value.IsInt64()) {
           readable = false;
           break;
         }
-        iv.charge(number_of(u.key()), u->get<int64_t>());
+        iv.charge(number_of(json::text(u->name)), u->value.GetInt64());
       }
     }
-    if (auto wait = doc.find("wait"); wait != doc.end() && !wait->is_null()) {
-      auto p50 = wait->is_object() ? ms_field(*wait, "p50") : std::nullopt;
-      auto p95 = wait->is_object() ? ms_field(*wait, "p95") : std::nullopt;
-      auto max = wait->is_object() ? ms_field(*wait, "max") : std::nullopt;
+    if (const json::Value* wait = json::find(doc, "wait"); wait != nullptr && !wait->IsNull()) {
+      auto p50 = wait->IsObject() ? ms_field(*wait, "p50") : std::nullopt;
+      auto p95 = wait->IsObject() ? ms_field(*wait, "p95") : std::nullopt;
+      auto max = wait->IsObject() ? ms_field(*wait, "max") : std::nullopt;
       if (p50 && p95 && max) {
         iv.wait_p50 = *p50;
         iv.wait_p95 = *p95;

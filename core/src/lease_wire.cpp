@@ -1,13 +1,12 @@
 // The wire form of the lease messages and rows: see lease_wire.h.
 #include "lease_wire.h"
 
-#include <nlohmann/json.hpp>
-
 #include "drl/limits.h"
+#include "json.h"
 
 namespace drl::internal {
 
-using nlohmann::json;
+using json::Value;
 
 namespace {
 
@@ -16,13 +15,19 @@ constexpr int64_t kMaxWireInt = 9'007'199'254'740'991;  // 2^53 - 1: a JS number
 // a group), shallow enough that a hostile nesting is refused at once.
 constexpr int kMaxWireDepth = 8;
 
-json ints(const std::vector<int64_t>& v) { return json(v); }
-
-json write_demand(const std::vector<DemandLevel>& demand) {
-  json out = json::array();
-  for (const DemandLevel& d : demand)
-    out.push_back({{"priority", d.priority}, {"units", ints(d.units)}, {"slots", d.slots}});
-  return out;
+void write_demand(json::Writer& out, const std::vector<DemandLevel>& demand) {
+  out.begin_array();
+  for (const DemandLevel& d : demand) {
+    out.begin_object()
+        .key("priority")
+        .num(d.priority)
+        .key("slots")
+        .num(d.slots)
+        .key("units")
+        .ints(d.units)
+        .end_object();
+  }
+  out.end_array();
 }
 
 const char* refusal_name(Refusal r) {
@@ -41,22 +46,22 @@ const char* refusal_name(Refusal r) {
   return "none";
 }
 
-json grant_value(const LeaseGrant& g) {
-  return {{"child", g.child},
-          {"incarnation", g.incarnation},
-          {"seq", g.seq},
-          {"leaseId", g.lease_id},
-          {"units", ints(g.units)},
-          {"slots", g.slots},
-          {"durationMs", g.duration_ms},
-          {"refusal", refusal_name(g.refusal)},
-          {"retryInMs", g.retry_in_ms},
-          {"penaltyMs", g.penalty_ms},
-          {"slotsWanted", g.slots_wanted},
-          {"unitsWanted", g.units_wanted}};
+void write_grant_value(json::Writer& out, const LeaseGrant& g) {
+  out.begin_object();
+  out.key("child").num(g.child);
+  out.key("incarnation").num(g.incarnation);
+  out.key("seq").num(g.seq);
+  out.key("leaseId").num(g.lease_id);
+  out.key("units").ints(g.units);
+  out.key("slots").num(g.slots);
+  out.key("durationMs").num(g.duration_ms);
+  out.key("refusal").str(refusal_name(g.refusal));
+  out.key("retryInMs").num(g.retry_in_ms);
+  out.key("penaltyMs").num(g.penalty_ms);
+  out.key("slotsWanted").num(g.slots_wanted);
+  out.key("unitsWanted").num(g.units_wanted);
+  out.end_object();
 }
-
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // Reads one document, naming every field that breaks its shape by its path.
 class Reader {
@@ -65,49 +70,40 @@ class Reader {
 
   bool failed() const { return !error_.empty(); }
 
-  std::optional<json> parse(std::string_view text, const std::string& what) {
+  // The document's object, or nullptr with the reason in the error.
+  // Whether the text is small enough to read at all.
+  bool fits(std::string_view text, const std::string& what) {
     error_.clear();
-    if (text.size() > kMaxWireBytes) {
-      fail(what + " is too large (" + std::to_string(text.size()) + " bytes, at most " + std::to_string(kMaxWireBytes) +
-           ")");
-      return std::nullopt;
+    if (text.size() <= kMaxWireBytes) return true;
+    fail(what + " is too large (" + std::to_string(text.size()) + " bytes, at most " + std::to_string(kMaxWireBytes) +
+         ")");
+    return false;
+  }
+
+  // The document's object, or nullptr with the reason in the error.
+  const Value* object_of(const json::Parsed& doc, const std::string& what) {
+    if (doc.too_deep) {
+      // Refused while reading, never built: a deep nesting costs no stack.
+      fail(what + " is " + doc.error);
+      return nullptr;
     }
-    // A raw NUL would end nlohmann's input early and hide what follows.
-    if (text.find('\0') != std::string_view::npos) {
-      fail(what + " is not valid JSON: it holds a NUL byte");
-      return std::nullopt;
+    if (!doc.error.empty()) {
+      fail(what + " is not valid JSON: " + doc.error);
+      return nullptr;
     }
-    bool too_deep = false;
-    json::parser_callback_t depth = [&too_deep](int level, json::parse_event_t event, json&) {
-      if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-          level >= kMaxWireDepth) {
-        too_deep = true;
-        return false;  // dropped, never built: a deep nesting costs no stack
-      }
-      return true;
-    };
-    json doc = json::parse(text.data(), text.data() + text.size(), depth, /*allow_exceptions=*/false);
-    if (too_deep) {
-      fail(what + " is nested too deeply (more than " + std::to_string(kMaxWireDepth) + " levels)");
-      return std::nullopt;
+    if (!doc.doc.IsObject()) {
+      fail(what + " must be a JSON object (received " + shown(doc.doc) + ")");
+      return nullptr;
     }
-    if (doc.is_discarded()) {
-      fail(what + " is not valid JSON");
-      return std::nullopt;
-    }
-    if (!doc.is_object()) {
-      fail(what + " must be a JSON object (received " + shown(doc) + ")");
-      return std::nullopt;
-    }
-    return doc;
+    return &doc.doc;
   }
 
   // An integer field in [lo, hi]; absent: `fallback` when given, else an error.
-  int64_t integer(const json& obj, const std::string& path, const char* key, int64_t lo, int64_t hi,
+  int64_t integer(const Value& obj, const std::string& path, const char* key, int64_t lo, int64_t hi,
                   std::optional<int64_t> fallback = std::nullopt) {
     if (failed()) return 0;
-    const auto it = obj.find(key);
-    if (it == obj.end()) {
+    const Value* it = json::find(obj, key);
+    if (it == nullptr) {
       if (fallback) return *fallback;
       fail(path + "." + key + " is missing");
       return 0;
@@ -115,20 +111,20 @@ class Reader {
     return number(*it, path + "." + key, lo, hi);
   }
 
-  int64_t number(const json& v, const std::string& path, int64_t lo, int64_t hi) {
+  int64_t number(const Value& v, const std::string& path, int64_t lo, int64_t hi) {
     if (failed()) return 0;
     int64_t n = 0;
     bool ok = false;
-    if (v.is_number_unsigned()) {
-      const auto u = v.get<uint64_t>();
+    if (v.IsUint64()) {
+      const uint64_t u = v.GetUint64();
       ok = u <= static_cast<uint64_t>(hi);
       n = ok ? static_cast<int64_t>(u) : 0;
-    } else if (v.is_number_integer()) {
-      n = v.get<int64_t>();
+    } else if (v.IsInt64()) {
+      n = v.GetInt64();
       ok = true;
-    } else if (v.is_number_float()) {
-      // 5.0 is an integer; 5.5, NaN and 1e300 are not.
-      const double d = v.get<double>();
+    } else if (v.IsDouble()) {
+      // 5.0 is an integer; 5.5 and 1e300 are not.
+      const double d = v.GetDouble();
       ok = d >= -9.007199254740991e15 && d <= 9.007199254740991e15 && d == static_cast<double>(static_cast<int64_t>(d));
       n = ok ? static_cast<int64_t>(d) : 0;
     }
@@ -140,55 +136,55 @@ class Reader {
     return n;
   }
 
-  const json* array(const json& obj, const std::string& path, const char* key, size_t most, bool required = false) {
+  const Value* array(const Value& obj, const std::string& path, const char* key, size_t most, bool required = false) {
     if (failed()) return nullptr;
-    const auto it = obj.find(key);
-    if (it == obj.end()) {
+    const Value* it = json::find(obj, key);
+    if (it == nullptr) {
       if (required) fail(path + "." + key + " is missing");
       return nullptr;
     }
     return list(*it, path + "." + key, most);
   }
 
-  const json* list(const json& v, const std::string& path, size_t most) {
+  const Value* list(const Value& v, const std::string& path, size_t most) {
     if (failed()) return nullptr;
-    if (!v.is_array()) {
+    if (!v.IsArray()) {
       fail(path + " must be an array (received " + shown(v) + ")");
       return nullptr;
     }
-    if (v.size() > most) {
-      fail(path + " has " + std::to_string(v.size()) + " entries, at most " + std::to_string(most));
+    if (v.Size() > most) {
+      fail(path + " has " + std::to_string(v.Size()) + " entries, at most " + std::to_string(most));
       return nullptr;
     }
     return &v;
   }
 
-  const json* object(const json& v, const std::string& path) {
+  const Value* object(const Value& v, const std::string& path) {
     if (failed()) return nullptr;
-    if (!v.is_object()) {
+    if (!v.IsObject()) {
       fail(path + " must be an object (received " + shown(v) + ")");
       return nullptr;
     }
     return &v;
   }
 
-  std::vector<int64_t> amounts(const json& obj, const std::string& path, const char* key, int64_t lo = 0) {
+  std::vector<int64_t> amounts(const Value& obj, const std::string& path, const char* key, int64_t lo = 0) {
     std::vector<int64_t> out;
-    const json* a = array(obj, path, key, kMaxWindows, /*required=*/true);
+    const Value* a = array(obj, path, key, kMaxWindows, /*required=*/true);
     if (!a) return out;
-    for (size_t i = 0; i < a->size() && !failed(); ++i) {
+    for (size_t i = 0; i < a->Size() && !failed(); ++i) {
       out.push_back(number((*a)[i], path + "." + key + "[" + std::to_string(i) + "]", lo, kMaxWireInt));
     }
     return out;
   }
 
-  std::vector<DemandLevel> demand(const json& obj, const std::string& path) {
+  std::vector<DemandLevel> demand(const Value& obj, const std::string& path) {
     std::vector<DemandLevel> out;
-    const json* a = array(obj, path, "demand", kMaxWireList);
+    const Value* a = array(obj, path, "demand", kMaxWireList);
     if (!a) return out;
-    for (size_t i = 0; i < a->size() && !failed(); ++i) {
+    for (size_t i = 0; i < a->Size() && !failed(); ++i) {
       const std::string p = path + ".demand[" + std::to_string(i) + "]";
-      const json* d = object((*a)[i], p);
+      const Value* d = object((*a)[i], p);
       if (!d) break;
       DemandLevel level;
       level.priority = static_cast<int32_t>(integer(*d, p, "priority", -kMaxPriority, kMaxPriority));
@@ -199,7 +195,7 @@ class Reader {
     return out;
   }
 
-  std::optional<LeaseGrant> grant(const json& g, const std::string& p) {
+  std::optional<LeaseGrant> grant(const Value& g, const std::string& p) {
     LeaseGrant out;
     out.child = static_cast<uint64_t>(integer(g, p, "child", 0, kMaxWireInt));
     out.incarnation = static_cast<uint64_t>(integer(g, p, "incarnation", 0, kMaxWireInt));
@@ -213,8 +209,8 @@ class Reader {
     out.slots_wanted = integer(g, p, "slotsWanted", 0, kMaxWireInt, 0);
     out.units_wanted = integer(g, p, "unitsWanted", 0, kMaxWireInt, 0);
     if (failed()) return std::nullopt;
-    const auto r = g.find("refusal");
-    const std::string name = r != g.end() && r->is_string() ? r->get<std::string>() : "";
+    const Value* r = json::find(g, "refusal");
+    const std::string name = r != nullptr && r->IsString() ? json::text(*r) : "";
     bool known = false;
     for (Refusal each : {Refusal::kNone, Refusal::kNothingFree, Refusal::kNothingAsked, Refusal::kStaleIncarnation,
                          Refusal::kMalformed}) {
@@ -224,27 +220,27 @@ class Reader {
       fail(p +
            ".refusal must be one of \"none\", \"nothingFree\", \"nothingAsked\", \"staleIncarnation\", "
            "\"malformed\" (received " +
-           (r == g.end() ? std::string("nothing") : shown(*r)) + ")");
+           (r == nullptr ? std::string("nothing") : shown(*r)) + ")");
       return std::nullopt;
     }
     return out;
   }
 
   // [[at or age, amount], ...] per window.
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> groups(const json& obj, const std::string& path,
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> groups(const Value& obj, const std::string& path,
                                                                const char* key, int64_t lo) {
     std::vector<std::vector<std::pair<int64_t, int64_t>>> out;
-    const json* windows = array(obj, path, key, kMaxWindows, /*required=*/true);
+    const Value* windows = array(obj, path, key, kMaxWindows, /*required=*/true);
     if (!windows) return out;
-    for (size_t w = 0; w < windows->size() && !failed(); ++w) {
+    for (size_t w = 0; w < windows->Size() && !failed(); ++w) {
       const std::string pw = path + "." + key + "[" + std::to_string(w) + "]";
-      const json* list_w = list((*windows)[w], pw, kMaxWireList);
+      const Value* list_w = list((*windows)[w], pw, kMaxWireList);
       if (!list_w) break;
       out.emplace_back();
-      for (size_t i = 0; i < list_w->size() && !failed(); ++i) {
+      for (size_t i = 0; i < list_w->Size() && !failed(); ++i) {
         const std::string pg = pw + "[" + std::to_string(i) + "]";
-        const json& g = (*list_w)[i];
-        if (!g.is_array() || g.size() != 2) {
+        const Value& g = (*list_w)[i];
+        if (!g.IsArray() || g.Size() != 2) {
           fail(pg + " must be a pair [" + (lo < 0 ? "atMs" : "ageMs") + ", amount] (received " + shown(g) + ")");
           break;
         }
@@ -256,32 +252,32 @@ class Reader {
     return out;
   }
 
-  std::vector<int64_t> times(const json& obj, const std::string& path, const char* key, int64_t lo) {
+  std::vector<int64_t> times(const Value& obj, const std::string& path, const char* key, int64_t lo) {
     std::vector<int64_t> out;
-    const json* a = array(obj, path, key, kMaxWireList, /*required=*/true);
+    const Value* a = array(obj, path, key, kMaxWireList, /*required=*/true);
     if (!a) return out;
-    for (size_t i = 0; i < a->size() && !failed(); ++i) {
+    for (size_t i = 0; i < a->Size() && !failed(); ++i) {
       out.push_back(number((*a)[i], path + "." + key + "[" + std::to_string(i) + "]", lo, kMaxWireInt));
     }
     return out;
   }
 
-  bool boolean(const json& obj, const std::string& path, const char* key) {
+  bool boolean(const Value& obj, const std::string& path, const char* key) {
     if (failed()) return false;
-    const auto it = obj.find(key);
-    if (it == obj.end() || !it->is_boolean()) {
+    const Value* it = json::find(obj, key);
+    if (it == nullptr || !it->IsBool()) {
       fail(path + "." + key + " must be true or false (received " +
-           (it == obj.end() ? std::string("nothing") : shown(*it)) + ")");
+           (it == nullptr ? std::string("nothing") : shown(*it)) + ")");
       return false;
     }
-    return it->get<bool>();
+    return it->GetBool();
   }
 
-  ClockBounds clock(const json& obj, const std::string& path) {
+  ClockBounds clock(const Value& obj, const std::string& path) {
     ClockBounds c;
-    const auto it = obj.find("clock");
-    if (it == obj.end() || failed()) return c;
-    const json* o = object(*it, path + ".clock");
+    const Value* it = json::find(obj, "clock");
+    if (it == nullptr || failed()) return c;
+    const Value* o = object(*it, path + ".clock");
     if (!o) return c;
     c.slack_ms = integer(*o, path + ".clock", "slackMs", 0, kMaxDelayMs, 0);
     // Below 10^6: a clock that may stand still gives no bound at all.
@@ -294,8 +290,8 @@ class Reader {
   }
 
  private:
-  static std::string shown(const json& v) {
-    std::string s = dump(v);
+  static std::string shown(const Value& v) {
+    std::string s = json::dump(v);
     return s.size() > 60 ? s.substr(0, 57) + "..." : s;
   }
 
@@ -304,66 +300,98 @@ class Reader {
 
 }  // namespace
 
-std::string write_exchange(const Exchange& ex) {
-  json closes = json::array();
-  for (const LeaseClose& c : ex.closes) {
-    json uses = json::array();
-    for (const auto& window : c.uses) {
-      json groups = json::array();
-      for (const UseGroup& g : window) groups.push_back({g.age_ms, g.amount});
-      uses.push_back(std::move(groups));
-    }
-    closes.push_back({{"leaseId", c.lease_id}, {"uses", std::move(uses)}, {"runningAges", json(c.running_ages)}});
+namespace {
+
+// [[first, amount], ...] per window: ages in a close, dates in a row.
+template <typename Group, typename First>
+void write_groups(json::Writer& out, const std::vector<std::vector<Group>>& windows, First first) {
+  out.begin_array();
+  for (const auto& window : windows) {
+    out.begin_array();
+    for (const Group& g : window) out.begin_array().num(first(g)).num(g.amount).end_array();
+    out.end_array();
   }
-  json returns = json::array();
-  for (const LeaseReturn& r : ex.returns) {
-    returns.push_back({{"leaseId", r.lease_id}, {"units", ints(r.units)}, {"slots", r.slots}});
-  }
-  // Insertion order is the wire order: nlohmann's object sorts its keys, so
-  // build the text in the documented order by hand.
-  return "{\"child\":" + std::to_string(ex.child) + ",\"incarnation\":" + std::to_string(ex.incarnation) +
-         ",\"seq\":" + std::to_string(ex.seq) + ",\"closes\":" + dump(closes) + ",\"returns\":" + dump(returns) +
-         ",\"demand\":" + dump(write_demand(ex.demand)) + ",\"penaltyMs\":" + std::to_string(ex.penalty_ms) +
-         ",\"roundTripMs\":" + std::to_string(ex.round_trip_ms) + "}";
+  out.end_array();
 }
 
-std::string write_grant(const LeaseGrant& grant) { return dump(grant_value(grant)); }
+}  // namespace
 
-std::string write_notice(const PenaltyNotice& notice) { return dump(json{{"penaltyMs", notice.penalty_ms}}); }
+// Fields in the documented wire order.
+std::string write_exchange(const Exchange& ex) {
+  std::string text;
+  json::Writer out(text);
+  out.begin_object().key("child").num(ex.child).key("incarnation").num(ex.incarnation).key("seq").num(ex.seq);
+  out.key("closes").begin_array();
+  for (const LeaseClose& c : ex.closes) {
+    out.begin_object().key("leaseId").num(c.lease_id).key("uses");
+    write_groups(out, c.uses, [](const UseGroup& g) { return g.age_ms; });
+    out.key("runningAges").ints(c.running_ages).end_object();
+  }
+  out.end_array();
+  out.key("returns").begin_array();
+  for (const LeaseReturn& r : ex.returns) {
+    out.begin_object().key("leaseId").num(r.lease_id).key("units").ints(r.units).key("slots").num(r.slots);
+    out.end_object();
+  }
+  out.end_array();
+  write_demand(out.key("demand"), ex.demand);
+  out.key("penaltyMs").num(ex.penalty_ms).key("roundTripMs").num(ex.round_trip_ms).end_object();
+  return text;
+}
+
+std::string write_grant(const LeaseGrant& grant) {
+  std::string text;
+  json::Writer out(text);
+  write_grant_value(out, grant);
+  return text;
+}
+
+std::string write_notice(const PenaltyNotice& notice) {
+  std::string text;
+  json::Writer(text).begin_object().key("penaltyMs").num(notice.penalty_ms).end_object();
+  return text;
+}
 
 std::string write_lease_row(const LeaseRow& row) {
-  json uses = json::array();
-  for (const auto& window : row.uses) {
-    json groups = json::array();
-    for (const DatedUse& u : window) groups.push_back({u.at, u.amount});
-    uses.push_back(std::move(groups));
-  }
-  return dump({{"leaseId", row.lease_id},
-               {"child", row.child},
-               {"incarnation", row.incarnation},
-               {"endAt", row.end_at},
-               {"units", ints(row.units)},
-               {"slots", row.slots},
-               {"returned", ints(row.returned)},
-               {"slotsReturned", row.slots_returned},
-               {"closed", row.closed},
-               {"uses", std::move(uses)},
-               {"runningAt", json(row.running_at)}});
+  std::string text;
+  json::Writer out(text);
+  out.begin_object();
+  out.key("leaseId").num(row.lease_id);
+  out.key("child").num(row.child);
+  out.key("incarnation").num(row.incarnation);
+  out.key("endAt").num(row.end_at);
+  out.key("units").ints(row.units);
+  out.key("slots").num(row.slots);
+  out.key("returned").ints(row.returned);
+  out.key("slotsReturned").num(row.slots_returned);
+  out.key("closed").boolean(row.closed);
+  out.key("uses");
+  write_groups(out, row.uses, [](const DatedUse& u) { return u.at; });
+  out.key("runningAt").ints(row.running_at);
+  out.end_object();
+  return text;
 }
 
 std::string write_child_row(const ChildRow& row) {
-  return dump({{"child", row.child},
-               {"incarnation", row.incarnation},
-               {"lastSeq", row.last_seq},
-               {"lastReply", grant_value(row.last_reply)},
-               {"demand", write_demand(row.demand)},
-               {"demandAt", row.demand_at}});
+  std::string text;
+  json::Writer out(text);
+  out.begin_object();
+  out.key("child").num(row.child);
+  out.key("incarnation").num(row.incarnation);
+  out.key("lastSeq").num(row.last_seq);
+  write_grant_value(out.key("lastReply"), row.last_reply);
+  write_demand(out.key("demand"), row.demand);
+  out.key("demandAt").num(row.demand_at);
+  out.end_object();
+  return text;
 }
 
 std::optional<Exchange> read_exchange(std::string_view text, std::string& error) {
   Reader r(error);
   const std::string p = "exchange";
-  auto doc = r.parse(text, p);
+  if (!r.fits(text, p)) return std::nullopt;
+  const json::Parsed parsed(text, kMaxWireDepth);
+  const Value* doc = r.object_of(parsed, p);
   if (!doc) return std::nullopt;
   Exchange ex;
   ex.child = static_cast<uint64_t>(r.integer(*doc, p, "child", 0, kMaxWireInt));
@@ -371,10 +399,10 @@ std::optional<Exchange> read_exchange(std::string_view text, std::string& error)
   ex.seq = static_cast<uint64_t>(r.integer(*doc, p, "seq", 0, kMaxWireInt));
   ex.penalty_ms = r.integer(*doc, p, "penaltyMs", 0, kMaxWireInt, 0);
   ex.round_trip_ms = r.integer(*doc, p, "roundTripMs", 0, kMaxWireInt, 0);
-  if (const json* closes = r.array(*doc, p, "closes", kMaxWireList)) {
-    for (size_t i = 0; i < closes->size() && !r.failed(); ++i) {
+  if (const Value* closes = r.array(*doc, p, "closes", kMaxWireList)) {
+    for (size_t i = 0; i < closes->Size() && !r.failed(); ++i) {
       const std::string pc = p + ".closes[" + std::to_string(i) + "]";
-      const json* c = r.object((*closes)[i], pc);
+      const Value* c = r.object((*closes)[i], pc);
       if (!c) break;
       LeaseClose close;
       close.lease_id = static_cast<uint64_t>(r.integer(*c, pc, "leaseId", 0, kMaxWireInt));
@@ -386,10 +414,10 @@ std::optional<Exchange> read_exchange(std::string_view text, std::string& error)
       ex.closes.push_back(std::move(close));
     }
   }
-  if (const json* returns = r.array(*doc, p, "returns", kMaxWireList)) {
-    for (size_t i = 0; i < returns->size() && !r.failed(); ++i) {
+  if (const Value* returns = r.array(*doc, p, "returns", kMaxWireList)) {
+    for (size_t i = 0; i < returns->Size() && !r.failed(); ++i) {
       const std::string pr = p + ".returns[" + std::to_string(i) + "]";
-      const json* o = r.object((*returns)[i], pr);
+      const Value* o = r.object((*returns)[i], pr);
       if (!o) break;
       LeaseReturn ret;
       ret.lease_id = static_cast<uint64_t>(r.integer(*o, pr, "leaseId", 0, kMaxWireInt));
@@ -405,14 +433,18 @@ std::optional<Exchange> read_exchange(std::string_view text, std::string& error)
 
 std::optional<LeaseGrant> read_grant(std::string_view text, std::string& error) {
   Reader r(error);
-  auto doc = r.parse(text, "grant");
+  if (!r.fits(text, "grant")) return std::nullopt;
+  const json::Parsed parsed(text, kMaxWireDepth);
+  const Value* doc = r.object_of(parsed, "grant");
   if (!doc) return std::nullopt;
   return r.grant(*doc, "grant");
 }
 
 std::optional<PenaltyNotice> read_notice(std::string_view text, std::string& error) {
   Reader r(error);
-  auto doc = r.parse(text, "notice");
+  if (!r.fits(text, "notice")) return std::nullopt;
+  const json::Parsed parsed(text, kMaxWireDepth);
+  const Value* doc = r.object_of(parsed, "notice");
   if (!doc) return std::nullopt;
   PenaltyNotice n;
   n.penalty_ms = r.integer(*doc, "notice", "penaltyMs", 0, kMaxWireInt);
@@ -423,7 +455,9 @@ std::optional<PenaltyNotice> read_notice(std::string_view text, std::string& err
 std::optional<LeaseRow> read_lease_row(std::string_view text, std::string& error) {
   Reader r(error);
   const std::string p = "lease row";
-  auto doc = r.parse(text, p);
+  if (!r.fits(text, p)) return std::nullopt;
+  const json::Parsed parsed(text, kMaxWireDepth);
+  const Value* doc = r.object_of(parsed, p);
   if (!doc) return std::nullopt;
   LeaseRow row;
   row.lease_id = static_cast<uint64_t>(r.integer(*doc, p, "leaseId", 0, kMaxWireInt));
@@ -452,7 +486,9 @@ std::optional<LeaseRow> read_lease_row(std::string_view text, std::string& error
 std::optional<ChildRow> read_child_row(std::string_view text, std::string& error) {
   Reader r(error);
   const std::string p = "child row";
-  auto doc = r.parse(text, p);
+  if (!r.fits(text, p)) return std::nullopt;
+  const json::Parsed parsed(text, kMaxWireDepth);
+  const Value* doc = r.object_of(parsed, p);
   if (!doc) return std::nullopt;
   ChildRow row;
   row.child = static_cast<uint64_t>(r.integer(*doc, p, "child", 0, kMaxWireInt));
@@ -461,8 +497,8 @@ std::optional<ChildRow> read_child_row(std::string_view text, std::string& error
   row.demand_at = r.integer(*doc, p, "demandAt", -kMaxWireInt, kMaxWireInt);
   row.demand = r.demand(*doc, p);
   if (r.failed()) return std::nullopt;
-  const auto reply = doc->find("lastReply");
-  if (reply == doc->end() || !reply->is_object()) {
+  const Value* reply = json::find(*doc, "lastReply");
+  if (reply == nullptr || !reply->IsObject()) {
     r.fail(p + ".lastReply must be an object");
     return std::nullopt;
   }
@@ -475,7 +511,9 @@ std::optional<ChildRow> read_child_row(std::string_view text, std::string& error
 std::optional<LedgerConfig> read_ledger_config(std::string_view text, std::string& error) {
   Reader r(error);
   const std::string p = "ledger config";
-  auto doc = r.parse(text, p);
+  if (!r.fits(text, p)) return std::nullopt;
+  const json::Parsed parsed(text, kMaxWireDepth);
+  const Value* doc = r.object_of(parsed, p);
   if (!doc) return std::nullopt;
   LedgerConfig c;
   c.windows_ms = r.amounts(*doc, p, "windowsMs", 1);
@@ -491,22 +529,25 @@ std::optional<LedgerConfig> read_ledger_config(std::string_view text, std::strin
     r.fail(p + ".limits has " + std::to_string(c.limits.size()) + " entries, windowsMs " +
            std::to_string(c.windows_ms.size()) + ": one limit per window");
   }
-  const auto floors = doc->find("floors");
-  if (!r.failed() && floors != doc->end()) {
-    if (const json* o = r.object(*floors, p + ".floors")) {
-      if (o->size() > kMaxWireList) r.fail(p + ".floors names more than " + std::to_string(kMaxWireList) + " children");
-      for (auto it = o->begin(); it != o->end() && !r.failed(); ++it) {
-        const std::string pf = p + ".floors." + it.key();
+  const Value* floors = json::find(*doc, "floors");
+  if (!r.failed() && floors != nullptr) {
+    if (const Value* o = r.object(*floors, p + ".floors")) {
+      if (o->MemberCount() > kMaxWireList) {
+        r.fail(p + ".floors names more than " + std::to_string(kMaxWireList) + " children");
+      }
+      for (auto it = o->MemberBegin(); it != o->MemberEnd() && !r.failed(); ++it) {
+        const std::string key = json::text(it->name);
+        const std::string pf = p + ".floors." + key;
         uint64_t child = 0;
-        bool digits = !it.key().empty() && it.key().size() <= 15;
-        for (char ch : it.key()) digits &= ch >= '0' && ch <= '9';
+        bool digits = !key.empty() && key.size() <= 15;
+        for (char ch : key) digits &= ch >= '0' && ch <= '9';
         if (!digits) {
           r.fail(pf + ": a floor's key must be a child id, a decimal integer");
           break;
         }
         // By hand: std::stoull would bring its exceptions' stdio into core.wasm.
-        for (char ch : it.key()) child = child * 10 + static_cast<uint64_t>(ch - '0');
-        const json* f = r.object(it.value(), pf);
+        for (char ch : key) child = child * 10 + static_cast<uint64_t>(ch - '0');
+        const Value* f = r.object(it->value, pf);
         if (!f) break;
         LeaseFloor floor;
         floor.units = r.amounts(*f, pf, "units");
@@ -526,7 +567,9 @@ std::optional<LedgerConfig> read_ledger_config(std::string_view text, std::strin
 std::optional<HolderConfig> read_child_setup(std::string_view text, std::string& error) {
   Reader r(error);
   const std::string p = "lease child setup";
-  auto doc = r.parse(text, p);
+  if (!r.fits(text, p)) return std::nullopt;
+  const json::Parsed parsed(text, kMaxWireDepth);
+  const Value* doc = r.object_of(parsed, p);
   if (!doc) return std::nullopt;
   HolderConfig c;
   c.child = static_cast<uint64_t>(r.integer(*doc, p, "child", 1, kMaxWireInt));
@@ -542,9 +585,9 @@ std::optional<HolderConfig> read_child_setup(std::string_view text, std::string&
   c.unreachable_ms = r.integer(*doc, p, "unreachableMs", 0, kMaxDelayMs, c.unreachable_ms);
   c.release_margin_ms = r.integer(*doc, p, "releaseMarginMs", 0, kMaxDelayMs, 0);
   if (r.failed()) return std::nullopt;
-  const auto when = doc->find("whenShort");
-  if (when != doc->end()) {
-    const std::string name = when->is_string() ? when->get<std::string>() : "";
+  const Value* when = json::find(*doc, "whenShort");
+  if (when != nullptr) {
+    const std::string name = when->IsString() ? json::text(*when) : "";
     if (name == "failClosed") {
       c.when_short = WhenShort::kFailClosed;
     } else if (name == "floor") {
@@ -552,18 +595,18 @@ std::optional<HolderConfig> read_child_setup(std::string_view text, std::string&
     } else if (name == "failOpen") {
       c.when_short = WhenShort::kFailOpen;
     } else {
-      r.fail(p + ".whenShort must be \"failClosed\", \"floor\" or \"failOpen\" (received " + dump(*when) + ")");
+      r.fail(p + ".whenShort must be \"failClosed\", \"floor\" or \"failOpen\" (received " + json::dump(*when) + ")");
       return std::nullopt;
     }
   }
-  const auto floor = doc->find("floor");
-  if (floor != doc->end()) {
-    if (const json* f = r.object(*floor, p + ".floor")) {
+  const Value* floor = json::find(*doc, "floor");
+  if (floor != nullptr) {
+    if (const Value* f = r.object(*floor, p + ".floor")) {
       c.floor_units = r.amounts(*f, p + ".floor", "units");
       c.floor_slots = r.integer(*f, p + ".floor", "slots", 0, kMaxWireInt, 0);
     }
   }
-  if (!r.failed() && c.when_short == WhenShort::kFloor && floor == doc->end()) {
+  if (!r.failed() && c.when_short == WhenShort::kFloor && floor == nullptr) {
     r.fail(p + ".floor is missing: whenShort \"floor\" spends the floor the root's config reserves for this child");
   }
   if (r.failed()) return std::nullopt;

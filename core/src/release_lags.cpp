@@ -21,19 +21,26 @@ void ReleaseLags::sample(int64_t lag) {
   allowance_ = std::min<int64_t>(largest_, kMaxReleaseAllowanceMs);
 }
 
-nlohmann::json ReleaseLags::json() const {
+void ReleaseLags::write_stats(json::Writer& out) const {
   std::vector<int64_t> sorted(lags_.begin(), lags_.begin() + static_cast<std::ptrdiff_t>(count_));
   std::sort(sorted.begin(), sorted.end());
-  auto pick = [&](double q) -> nlohmann::json {
-    if (sorted.empty()) return nullptr;
+  auto pick = [&](double q) -> json::Writer& {
+    if (sorted.empty()) return out.null();
     const size_t i = std::min(sorted.size() - 1, static_cast<size_t>(q * static_cast<double>(sorted.size())));
-    return sorted[i];
+    return out.num(sorted[i]);
   };
-  return {{"samples", sorted.size()},
-          {"p50", pick(0.5)},
-          {"p99", pick(0.99)},
-          {"max", sorted.empty() ? nlohmann::json(nullptr) : nlohmann::json(sorted.back())},
-          {"allowance", allowance_}};
+  out.begin_object().key("samples").num(sorted.size());
+  out.key("p50");
+  pick(0.5);
+  out.key("p99");
+  pick(0.99);
+  out.key("max");
+  if (sorted.empty()) {
+    out.null();
+  } else {
+    out.num(sorted.back());
+  }
+  out.key("allowance").num(allowance_).end_object();
 }
 
 }  // namespace drl::internal

@@ -23,9 +23,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <nlohmann/json.hpp>
-
 #include "drl/engine.h"
+#include "json.h"
 
 namespace drl::internal {
 
@@ -37,7 +36,7 @@ class ReleaseLags {
   // the samples stay for when it is switched back on.
   void drop_allowance() { allowance_ = 0; }
   // For stats: {samples, p50, p99, max, allowance}.
-  nlohmann::json json() const;
+  void write_stats(json::Writer& out) const;
 
  private:
   std::array<int64_t, kReleaseLagSamples> lags_{};

@@ -135,19 +135,27 @@ std::optional<Millis> Reservations::wake(Millis now) const {
   return std::nullopt;
 }
 
-nlohmann::json Reservations::json(const std::vector<Window>& windows) const {
-  if (!record_) return nullptr;
-  nlohmann::json units = nlohmann::json::object();
+void Reservations::write_stats(json::Writer& out, const std::vector<Window>& windows) const {
+  if (!record_) {
+    out.null();
+    return;
+  }
+  out.begin_object().key("until").num(record_->until).key("units").begin_object();
   for (const auto& [window, n] : record_->units) {
     for (const Window& w : windows) {
-      if (w.number == window) units[w.name] = n;
+      if (w.number == window) out.key(w.name).num(n);
     }
   }
-  return {{"until", record_->until}, {"units", std::move(units)}};
+  out.end_object().end_object();
 }
 
 std::string Reservations::text(const std::vector<Window>& windows) const {
-  return record_ ? json(windows).dump() : std::string();
+  std::string out;
+  if (record_) {
+    json::Writer w(out);
+    write_stats(w, windows);
+  }
+  return out;
 }
 
 // Units per window (by number), counted at `now` whatever the record's end: a
@@ -162,14 +170,16 @@ std::string Reservations::text(const std::vector<Window>& windows) const {
 Reservation Reservations::read(std::string_view text, const std::vector<Window>& windows, Millis now) {
   Reservation r;
   r.until = now;
-  const auto doc = nlohmann::json::parse(text.data(), text.data() + text.size(), nullptr, /*allow_exceptions=*/false);
-  bool readable = doc.is_object() && doc.contains("until") && doc["until"].is_number() && doc.contains("units") &&
-                  doc["units"].is_object();
-  const double until = readable ? doc["until"].get<double>() : 0;
+  // Two levels deep: anything deeper is not a record.
+  const json::Parsed doc(text, 2);
+  const json::Value* until_field = json::find(doc.doc, "until");
+  const json::Value* units = json::find(doc.doc, "units");
+  bool readable = until_field != nullptr && until_field->IsNumber() && units != nullptr && units->IsObject();
+  const double until = readable ? until_field->GetDouble() : 0;
   readable = readable && std::isfinite(until) && until >= 0;
   if (readable) {
-    for (auto it = doc["units"].begin(); it != doc["units"].end() && readable; ++it) {
-      const double n = it.value().is_number() ? it.value().get<double>() : -1;
+    for (const auto& m : units->GetObject()) {
+      const double n = m.value.IsNumber() ? m.value.GetDouble() : -1;
       if (!std::isfinite(n) || n < 0) readable = false;
     }
   }
@@ -178,9 +188,9 @@ Reservation Reservations::read(std::string_view text, const std::vector<Window>&
     return r;
   }
   for (const Window& w : windows) {
-    auto it = doc["units"].find(w.name);
-    if (it == doc["units"].end()) continue;
-    const int64_t n = static_cast<int64_t>(std::ceil(std::min(it->get<double>(), static_cast<double>(w.limit))));
+    const json::Value* it = json::find(*units, w.name);
+    if (it == nullptr) continue;
+    const int64_t n = static_cast<int64_t>(std::ceil(std::min(it->GetDouble(), static_cast<double>(w.limit))));
     if (n > 0) r.units.emplace_back(w.number, n);
   }
   return r;

@@ -39,7 +39,6 @@
 
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -49,6 +48,7 @@
 
 #include "call.h"
 #include "drl/engine.h"
+#include "json.h"
 #include "windows.h"
 
 namespace drl::internal {
@@ -105,7 +105,7 @@ class Reservations {
 
   // The record as stored ("" when none), and for stats (null when none).
   std::string text(const std::vector<Window>& windows) const;
-  nlohmann::json json(const std::vector<Window>& windows) const;
+  void write_stats(json::Writer& out, const std::vector<Window>& windows) const;
   // A stored record, read for a restore (see reservations.cpp).
   static Reservation read(std::string_view text, const std::vector<Window>& windows, Millis now);
   // A restore kept `r` in force; its units in window `window` are owed at `at`.

@@ -1,6 +1,6 @@
 #include "scheduler.h"
 
-#include <nlohmann/json.hpp>
+#include "json.h"
 
 #include "drl/ratelimit_headers.h"
 #include "drl/retry_after.h"
@@ -25,12 +25,12 @@ Status Scheduler::costed(const Amounts& cost, Call& c) {
     if (unit < 0 && !valid_name(a.unit)) {
       return Error::make(
           ErrorCode::InvalidArgument, ErrorKind::RangeError,
-          "cost has the key " + nlohmann::json(a.unit).dump() + ", which is not a unit name (" + name_rule() + ")");
+          "cost has the key " + json::quote(a.unit) + ", which is not a unit name (" + name_rule() + ")");
     }
     if (unit < 0) {
-      return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
-                         "cost names unit " + nlohmann::json(a.unit).dump() +
-                             ", which no window counts (units: " + windows.unit_list() + ")");
+      return Error::make(
+          ErrorCode::InvalidArgument, ErrorKind::RangeError,
+          "cost names unit " + json::quote(a.unit) + ", which no window counts (units: " + windows.unit_list() + ")");
     }
     if (auto problem = amount_problem(a.amount, "cost", a.unit)) return *problem;
     c.set_cost(unit, static_cast<int64_t>(a.amount));
@@ -45,9 +45,8 @@ Status Scheduler::costed(const Amounts& cost, Call& c) {
 Error Scheduler::cost_too_large(const Window& w, const Call& c, bool named_units) const {
   std::string what = "cost " + std::to_string(c.cost_in(w.unit));
   if (named_units) what += " " + windows.unit_name(w.unit);
-  const std::string where = w.number == 0 && !named_units
-                                ? "limitPerWindow "
-                                : "window " + nlohmann::json(w.name).dump() + "'s limitPerWindow ";
+  const std::string where =
+      w.number == 0 && !named_units ? "limitPerWindow " : "window " + json::quote(w.name) + "'s limitPerWindow ";
   return Error::make(ErrorCode::CostTooLarge, ErrorKind::RangeError,
                      what + " exceeds " + where + std::to_string(w.limit) + ", so it could never be admitted");
 }
@@ -57,9 +56,9 @@ Status Scheduler::usage_of(const Amounts& usage, Usage& out) const {
   for (const Amount& a : usage) {
     const int unit = windows.counted_unit(a.unit);
     if (unit < 0) {
-      return Error::make(ErrorCode::InvalidArgument, ErrorKind::RangeError,
-                         "usage names unit " + nlohmann::json(a.unit).dump() +
-                             ", which no window counts (units: " + windows.unit_list() + ")");
+      return Error::make(
+          ErrorCode::InvalidArgument, ErrorKind::RangeError,
+          "usage names unit " + json::quote(a.unit) + ", which no window counts (units: " + windows.unit_list() + ")");
     }
     // An integer in [0, kMaxUsage] first, by a cast exact there (floor is a library call).
     const bool usable =

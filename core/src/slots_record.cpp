@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "drl/config.h"
+#include "json.h"
 
 namespace drl::internal {
 
@@ -172,11 +172,9 @@ bool SlotsRecord::restore_writer(std::string_view entry) {
   const size_t sep = entry.find('@');
   if (sep == std::string_view::npos) return true;  // damaged: no writer, nothing freed early
   const auto key = parse_slot_key(entry.substr(1, sep - 1));
-  const std::string at_text(entry.substr(sep + 1));
-  char* stop = nullptr;
-  const double at = std::strtod(at_text.c_str(), &stop);
-  if (!key || at_text.empty() || *stop != '\0' || !std::isfinite(at) || at < 0) return true;
-  writer_ = Writer{*key, static_cast<Millis>(at), -1};
+  const std::optional<double> at = json::read_number(entry.substr(sep + 1));
+  if (!key || !at || *at < 0) return true;
+  writer_ = Writer{*key, static_cast<Millis>(*at), -1};
   return true;
 }
 
@@ -196,13 +194,13 @@ int64_t SlotsRecord::restore(std::string_view text, Millis now, Millis timeout) 
     const bool was_changed = changed;
     changed = true;  // until this entry is restored exactly as written (below)
     if (colon == std::string_view::npos) continue;
-    const std::string at_text(entry.substr(0, colon));
-    const std::string n_text(entry.substr(colon + 1));
-    char* stop = nullptr;
-    const double at_raw = std::strtod(at_text.c_str(), &stop);
-    if (at_text.empty() || *stop != '\0' || !std::isfinite(at_raw) || at_raw < 0) continue;
-    const double n_raw = std::strtod(n_text.c_str(), &stop);
-    if (n_text.empty() || *stop != '\0' || !std::isfinite(n_raw) || n_raw < 1) continue;
+    // Numbers as JSON writes them: one too large for a double is damage.
+    const std::optional<double> at_number = json::read_number(entry.substr(0, colon));
+    if (!at_number || *at_number < 0) continue;
+    const std::optional<double> n_number = json::read_number(entry.substr(colon + 1));
+    if (!n_number || *n_number < 1) continue;
+    const double at_raw = *at_number;
+    const double n_raw = *n_number;
     // Clamped before the conversion: a time beyond int64 is damage, not a cast to overflow.
     const Millis at = static_cast<Millis>(std::min(std::ceil(at_raw), static_cast<double>(now)));
     const int64_t n = static_cast<int64_t>(std::min(std::floor(n_raw), static_cast<double>(kMaxConcurrency)));

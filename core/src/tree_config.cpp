@@ -32,23 +32,23 @@ std::string region_rule() {
 namespace internal {
 namespace {
 
-using nlohmann::json;
+namespace json = internal::json;
+using json::Value;
 
 // Above 10^6 a clock may stand still, which bounds nothing (the ledger's
 // reader refuses it too).
 constexpr int64_t kMaxDriftPpm = 100'000;
 constexpr std::size_t kMaxShownBytes = 80;
 
-std::string show(const json& value) {
-  return shorten(value.dump(-1, ' ', false, json::error_handler_t::replace), kMaxShownBytes);
-}
+std::string show(const Value& value) { return shorten(json::dump(value), kMaxShownBytes); }
+std::string show_key(std::string_view key) { return shorten(json::quote(key), kMaxShownBytes); }
 
 class TreeChecker {
  public:
   TreeChecker(Config& config, std::vector<ConfigProblem>& problems) : config_(config), problems_(problems) {}
 
-  void check(const json& tree) {
-    if (!tree.is_object()) {
+  void check(const Value& tree) {
+    if (!tree.IsObject()) {
       add(ErrorKind::TypeError, "tree",
           "tree must be an object such as {} (every field has a default) (received " + show(tree) + ")");
       return;
@@ -65,27 +65,27 @@ class TreeChecker {
     integer(tree, "tree", "stockMs", 0, kMaxDelayMs, t.stock_ms);
     integer(tree, "tree", "retryMs", 1, kMaxDelayMs, t.retry_ms);
     integer(tree, "tree", "unreachableMs", 0, kMaxDelayMs, t.unreachable_ms);
-    const auto when = tree.find("whenShort");
-    if (when != tree.end() && !when->is_null()) {
-      const std::string name = when->is_string() ? when->get<std::string>() : "";
+    const Value* when = json::find(tree, "whenShort");
+    if (when != nullptr && !when->IsNull()) {
+      const std::string name = when->IsString() ? json::text(*when) : "";
       if (name == "failClosed" || name == "floor" || name == "failOpen") {
         t.when_short = name;
       } else {
-        add(when->is_string() ? ErrorKind::RangeError : ErrorKind::TypeError, "tree.whenShort",
+        add(when->IsString() ? ErrorKind::RangeError : ErrorKind::TypeError, "tree.whenShort",
             "tree.whenShort must be \"failClosed\", \"floor\" or \"failOpen\" (received " + show(*when) + ")");
       }
     }
-    const auto pass = tree.find("passThrough");
-    if (pass != tree.end() && !pass->is_null()) {
-      if (pass->is_boolean()) {
-        t.pass_through = pass->get<bool>();
-      } else if (!(pass->is_string() && pass->get<std::string>() == "auto")) {
-        add(pass->is_string() ? ErrorKind::RangeError : ErrorKind::TypeError, "tree.passThrough",
+    const Value* pass = json::find(tree, "passThrough");
+    if (pass != nullptr && !pass->IsNull()) {
+      if (pass->IsBool()) {
+        t.pass_through = pass->GetBool();
+      } else if (!(pass->IsString() && json::view(*pass) == "auto")) {
+        add(pass->IsString() ? ErrorKind::RangeError : ErrorKind::TypeError, "tree.passThrough",
             "tree.passThrough must be \"auto\", true or false (received " + show(*pass) + ")");
       }
     }
-    const auto floors = tree.find("floors");
-    if (floors != tree.end() && !floors->is_null()) check_floors(*floors);
+    const Value* floors = json::find(tree, "floors");
+    if (floors != nullptr && !floors->IsNull()) check_floors(*floors);
     if (t.when_short == "floor" && t.floors.empty()) {
       add(ErrorKind::RangeError, "tree.whenShort",
           "tree.whenShort is \"floor\", but tree.floors reserves nothing for any child: name a floor per region");
@@ -97,32 +97,33 @@ class TreeChecker {
     problems_.push_back(ConfigProblem{kind, std::move(path), std::move(message)});
   }
 
-  void reject_unknown(const json& obj, const std::string& path, std::initializer_list<const char*> allowed) {
-    for (auto it = obj.begin(); it != obj.end(); ++it) {
+  void reject_unknown(const Value& obj, const std::string& path, std::initializer_list<const char*> allowed) {
+    for (const auto& member : obj.GetObject()) {
+      const std::string key = json::text(member.name);
       bool known = false;
       std::string list;
       for (const char* name : allowed) {
-        known = known || it.key() == name;
+        known = known || key == name;
         list += std::string(list.empty() ? "" : ", ") + name;
       }
       if (!known) {
-        add(ErrorKind::TypeError, path + "." + it.key(),
-            "unknown key " + show(json(it.key())) + " in " + path + " (allowed: " + list + ")");
+        add(ErrorKind::TypeError, path + "." + key,
+            "unknown key " + show_key(key) + " in " + path + " (allowed: " + list + ")");
       }
     }
   }
 
   // An optional integer field: `out` keeps its default when absent or null.
-  bool integer(const json& obj, const std::string& where, const char* key, int64_t lo, int64_t hi, int64_t& out) {
-    const auto it = obj.find(key);
-    if (it == obj.end() || it->is_null()) return true;
+  bool integer(const Value& obj, const std::string& where, const char* key, int64_t lo, int64_t hi, int64_t& out) {
+    const Value* it = json::find(obj, key);
+    if (it == nullptr || it->IsNull()) return true;
     const std::string path = where + "." + key;
     const std::string rule = "an integer between " + std::to_string(lo) + " and " + std::to_string(hi);
-    if (!it->is_number()) {
+    if (!it->IsNumber()) {
       add(ErrorKind::TypeError, path, path + " must be a number, " + rule + " (received " + show(*it) + ")");
       return false;
     }
-    const double d = it->get<double>();
+    const double d = it->GetDouble();
     if (!std::isfinite(d) || std::floor(d) != d || d < static_cast<double>(lo) || d > static_cast<double>(hi)) {
       add(ErrorKind::RangeError, path, path + " must be " + rule + " (received " + show(*it) + ")");
       return false;
@@ -132,52 +133,55 @@ class TreeChecker {
   }
 
   // {"<region>": {"units": {"<window>": n}, "slots": n}}; then the sums.
-  void check_floors(const json& floors) {
-    if (!floors.is_object()) {
+  void check_floors(const Value& floors) {
+    if (!floors.IsObject()) {
       add(ErrorKind::TypeError, "tree.floors",
           "tree.floors must be an object of regions, such as {\"weur\":{\"units\":{\"bucket\":10},\"slots\":1}} "
           "(received " +
               show(floors) + ")");
       return;
     }
-    for (auto it = floors.begin(); it != floors.end(); ++it) {
-      const std::string path = "tree.floors." + it.key();
-      if (!valid_region(it.key()) && it.key() != kRootRegion) {
+    for (const auto& member : floors.GetObject()) {
+      const std::string key = json::text(member.name);
+      const Value& value = member.value;
+      const std::string path = "tree.floors." + key;
+      if (!valid_region(key) && key != kRootRegion) {
         add(ErrorKind::RangeError, path,
-            "tree.floors has the key " + show(json(it.key())) + ", which is not a region (" + region_rule() +
-                ", or \"" + kRootRegion + "\" for the root's own)");
+            "tree.floors has the key " + show_key(key) + ", which is not a region (" + region_rule() + ", or \"" +
+                kRootRegion + "\" for the root's own)");
         continue;
       }
-      if (!it.value().is_object()) {
+      if (!value.IsObject()) {
         add(ErrorKind::TypeError, path, path + " must be an object such as {\"units\":{\"bucket\":10},\"slots\":1}");
         continue;
       }
-      reject_unknown(it.value(), path, {"units", "slots"});
+      reject_unknown(value, path, {"units", "slots"});
       TreeFloor floor;
-      floor.region = it.key();
-      integer(it.value(), path, "slots", 0, config_.concurrency, floor.slots);
-      const auto units = it.value().find("units");
-      if (units != it.value().end() && !units->is_null()) read_units(*units, path + ".units", floor);
+      floor.region = key;
+      integer(value, path, "slots", 0, config_.concurrency, floor.slots);
+      const Value* units = json::find(value, "units");
+      if (units != nullptr && !units->IsNull()) read_units(*units, path + ".units", floor);
       config_.tree.floors.push_back(std::move(floor));
     }
     check_sums();
   }
 
-  void read_units(const json& units, const std::string& path, TreeFloor& floor) {
-    if (!units.is_object()) {
+  void read_units(const Value& units, const std::string& path, TreeFloor& floor) {
+    if (!units.IsObject()) {
       add(ErrorKind::TypeError, path, path + " must be an object of window names, such as {\"bucket\":10}");
       return;
     }
-    for (auto it = units.begin(); it != units.end(); ++it) {
-      const std::optional<int64_t> limit = limit_of(it.key());
+    for (const auto& member : units.GetObject()) {
+      const std::string key = json::text(member.name);
+      const std::optional<int64_t> limit = limit_of(key);
       if (!limit) {
-        add(ErrorKind::RangeError, path + "." + it.key(),
-            path + " names window " + show(json(it.key())) +
-                ", which this config does not have (windows: " + window_names() + ")");
+        add(ErrorKind::RangeError, path + "." + key,
+            path + " names window " + show_key(key) + ", which this config does not have (windows: " + window_names() +
+                ")");
         continue;
       }
       int64_t amount = 0;
-      if (integer(units, path, it.key().c_str(), 0, *limit, amount)) floor.units.emplace_back(it.key(), amount);
+      if (integer(units, path, key.c_str(), 0, *limit, amount)) floor.units.emplace_back(key, amount);
     }
   }
 
@@ -237,33 +241,34 @@ std::vector<int64_t> floor_units(const Config& config, const TreeFloor& floor) {
 
 }  // namespace
 
-void check_tree(const json& tree, Config& config, std::vector<ConfigProblem>& problems) {
+void check_tree(const Value& tree, Config& config, std::vector<ConfigProblem>& problems) {
   TreeChecker(config, problems).check(tree);
 }
 
-nlohmann::ordered_json tree_json(const TreeConfig& tree) {
-  nlohmann::ordered_json out;
-  out["leaseMs"] = tree.lease_ms;
-  out["maxLeaseMs"] = tree.max_lease_ms;
-  out["whenShort"] = tree.when_short;
-  out["floors"] = nlohmann::ordered_json::object();
+void write_tree(json::Writer& out, const TreeConfig& tree) {
+  out.begin_object();
+  out.key("leaseMs").num(tree.lease_ms);
+  out.key("maxLeaseMs").num(tree.max_lease_ms);
+  out.key("whenShort").str(tree.when_short);
+  out.key("floors").begin_object();
   for (const TreeFloor& f : tree.floors) {
-    auto& floor = out["floors"][f.region];
-    floor["units"] = nlohmann::ordered_json::object();
-    for (const auto& [window, amount] : f.units) floor["units"][window] = amount;
-    floor["slots"] = f.slots;
+    out.key(f.region).begin_object().key("units").begin_object();
+    for (const auto& [window, amount] : f.units) out.key(window).num(amount);
+    out.end_object().key("slots").num(f.slots).end_object();
   }
-  out["clockSlackMs"] = tree.clock_slack_ms;
-  out["driftPpm"] = tree.drift_ppm;
-  out["stockMs"] = tree.stock_ms;
-  out["retryMs"] = tree.retry_ms;
-  out["unreachableMs"] = tree.unreachable_ms;
+  out.end_object();
+  out.key("clockSlackMs").num(tree.clock_slack_ms);
+  out.key("driftPpm").num(tree.drift_ppm);
+  out.key("stockMs").num(tree.stock_ms);
+  out.key("retryMs").num(tree.retry_ms);
+  out.key("unreachableMs").num(tree.unreachable_ms);
+  out.key("passThrough");
   if (tree.pass_through) {
-    out["passThrough"] = *tree.pass_through;
+    out.boolean(*tree.pass_through);
   } else {
-    out["passThrough"] = "auto";
+    out.str("auto");
   }
-  return out;
+  out.end_object();
 }
 
 bool tree_passes_through(const Config& config) {
@@ -322,30 +327,34 @@ std::string tree_child_setup(const Config& config, std::string_view region, uint
   const TreeConfig& t = config.tree;
   int64_t shortest = config.bucket.window_ms;
   for (const WindowConfig& w : config.windows) shortest = std::min(shortest, w.window_ms);
-  json setup = {{"child", region_child_id(region)},
-                {"incarnation", incarnation},
-                {"clock", {{"slackMs", t.clock_slack_ms}, {"driftPpm", t.drift_ppm}}},
-                {"whenShort", t.when_short},
-                {"stockMs", t.stock_ms},
-                {"retryMs", t.retry_ms},
-                {"unreachableMs", t.unreachable_ms},
-                // The pacing the sizing is measured with (docs/leases.md,
-                // "The children the product runs"): while the root is short,
-                // new exchanges at most every eighth of the shortest window,
-                // up to 1 s (a quarter of that while the head of its queue
-                // cannot start); the recent rate over that window, up to 1 s.
-                // Unpaced, a 60 s window's slow children near the root made
-                // 0.84 exchanges per call at 1.5x in the simulation.
-                {"refreshMs", std::min<int64_t>(shortest / 8, 1'000)},
-                {"rateMs", std::max<int64_t>(1, std::min<int64_t>(shortest, 1'000))}};
+  std::string text;
+  json::Writer setup(text);
+  setup.begin_object();
+  setup.key("child").num(region_child_id(region));
+  setup.key("incarnation").num(incarnation);
+  setup.key("clock").begin_object().key("slackMs").num(t.clock_slack_ms).key("driftPpm").num(t.drift_ppm).end_object();
+  setup.key("whenShort").str(t.when_short);
+  setup.key("stockMs").num(t.stock_ms);
+  setup.key("retryMs").num(t.retry_ms);
+  setup.key("unreachableMs").num(t.unreachable_ms);
+  // The pacing the sizing is measured with (docs/leases.md, "The children
+  // the product runs"): while the root is short, new exchanges at most every
+  // eighth of the shortest window, up to 1 s (a quarter of that while the
+  // head of its queue cannot start); the recent rate over that window, up to
+  // 1 s. Unpaced, a 60 s window's slow children near the root made 0.84
+  // exchanges per call at 1.5x in the simulation.
+  setup.key("refreshMs").num(std::min<int64_t>(shortest / 8, 1'000));
+  setup.key("rateMs").num(std::max<int64_t>(1, std::min<int64_t>(shortest, 1'000)));
   if (t.when_short == "floor") {
     // A region the config reserves nothing for has a floor of zero: it waits.
     TreeFloor none;
     const TreeFloor* floor = &none;
     for (const TreeFloor& f : t.floors) floor = f.region == region ? &f : floor;
-    setup["floor"] = {{"units", floor_units(config, *floor)}, {"slots", floor->slots}};
+    setup.key("floor").begin_object().key("units").ints(floor_units(config, *floor));
+    setup.key("slots").num(floor->slots).end_object();
   }
-  return setup.dump();
+  setup.end_object();
+  return text;
 }
 
 }  // namespace internal

@@ -35,17 +35,16 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "drl/config.h"
+#include "json.h"
 #include "ledger.h"
 
 namespace drl::internal {
 
-void check_tree(const nlohmann::json& tree, Config& config, std::vector<ConfigProblem>& problems);
+void check_tree(const json::Value& tree, Config& config, std::vector<ConfigProblem>& problems);
 
 // The effective tree, every default filled in, for effective_config_json.
-nlohmann::ordered_json tree_json(const TreeConfig& tree);
+void write_tree(json::Writer& out, const TreeConfig& tree);
 
 // "auto" passes through below these (docs/leases.md, "Sizing", "Too small
 // to split"): a window's limit under kPassThroughBelowUnits, or a single slot.

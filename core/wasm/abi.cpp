@@ -20,10 +20,9 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "drl/engine.h"
 #include "drl/ratelimit_headers.h"
+#include "json.h"
 #include "lease_wire.h"
 #include "ledger.h"
 #include "records.h"
@@ -482,31 +481,39 @@ DRL_EXPORT(drl_output) int drl_output(int h) {
 // JSON in the out buffer: the JS tests compare them with the generated
 // tables the hosts use, so a stale core.wasm or a stale generated file fails.
 DRL_EXPORT(drl_contract) int drl_contract() {
-  nlohmann::json errors = nlohmann::json::array();
-  nlohmann::json actions = nlohmann::json::array();
-  nlohmann::json writes = nlohmann::json::array();
-#define DRL_ERROR(name, code, id, kind, raised_by, client, restores, meaning) errors.push_back({code, id, kind});
+  g_out.clear();
+  drl::internal::json::Writer out(g_out);
+  out.begin_object().key("errors").begin_array();
+#define DRL_ERROR(name, code, id, kind, raised_by, client, restores, meaning) \
+  out.begin_array().num(code).str(id).str(kind).end_array();
 #include "drl/error_ids.def"
 #undef DRL_ERROR
-#define DRL_ACTION(name, number, js, meaning) actions.push_back({number, js});
-#define DRL_WRITE(name, number, js, meaning) writes.push_back({number, js});
+  out.end_array().key("actions").begin_array();
+#define DRL_ACTION(name, number, js, meaning) out.begin_array().num(number).str(js).end_array();
+#define DRL_WRITE(name, number, js, meaning)
 #include "drl/output_kinds.def"
 #undef DRL_ACTION
 #undef DRL_WRITE
-  nlohmann::json limits = nlohmann::json::object();
-#define DRL_LIMIT(type, name, value, meaning) limits[#name] = drl::name;
-#define DRL_TEXT(name, value, meaning) limits[#name] = drl::name;
-#define DRL_TEXTS(name, meaning, ...) limits[#name] = std::vector<std::string>{__VA_ARGS__};
+  out.end_array().key("writes").begin_array();
+#define DRL_ACTION(name, number, js, meaning)
+#define DRL_WRITE(name, number, js, meaning) out.begin_array().num(number).str(js).end_array();
+#include "drl/output_kinds.def"
+#undef DRL_ACTION
+#undef DRL_WRITE
+  out.end_array();
+  out.key("writeRecordBase").num(drl::internal::kWriteRecordBase);
+  out.key("limits").begin_object();
+#define DRL_LIMIT(type, name, value, meaning) out.key(#name).num(drl::name);
+#define DRL_TEXT(name, value, meaning) out.key(#name).str(drl::name);
+#define DRL_TEXTS(name, meaning, ...)                   \
+  out.key(#name).begin_array();                         \
+  for (const char* text : {__VA_ARGS__}) out.str(text); \
+  out.end_array();
 #include "drl/limits.def"
 #undef DRL_LIMIT
 #undef DRL_TEXT
 #undef DRL_TEXTS
-  g_out = nlohmann::json{{"errors", errors},
-                         {"actions", actions},
-                         {"writes", writes},
-                         {"writeRecordBase", drl::internal::kWriteRecordBase},
-                         {"limits", limits}}
-              .dump();
+  out.end_object().end_object();
   return static_cast<int>(g_out.size());
 }
 
@@ -658,24 +665,27 @@ int lease_fail(const std::string& message) {
   return fail(drl::Error::make(drl::ErrorCode::InvalidArgument, drl::ErrorKind::TypeError, message));
 }
 
-nlohmann::json ledger_write(const drl::internal::LedgerWrite& w) {
+void write_ledger_write(drl::internal::json::Writer& out, const drl::internal::LedgerWrite& w) {
   using Kind = drl::internal::LedgerWrite::Kind;
-  const auto row = [](const std::string& text) { return nlohmann::json::parse(text, nullptr, false); };
+  out.begin_object();
   switch (w.kind) {
     case Kind::kPutLease:
-      return {{"op", "put"},
-              {"key", "lease:" + std::to_string(w.lease.lease_id)},
-              {"row", row(drl::internal::write_lease_row(w.lease))}};
+      out.key("op").str("put").key("key").str("lease:" + std::to_string(w.lease.lease_id));
+      out.key("row").raw(drl::internal::write_lease_row(w.lease));
+      break;
     case Kind::kDeleteLease:
-      return {{"op", "delete"}, {"key", "lease:" + std::to_string(w.id)}};
+      out.key("op").str("delete").key("key").str("lease:" + std::to_string(w.id));
+      break;
     case Kind::kPutChild:
-      return {{"op", "put"},
-              {"key", "child:" + std::to_string(w.child.child)},
-              {"row", row(drl::internal::write_child_row(w.child))}};
+      out.key("op").str("put").key("key").str("child:" + std::to_string(w.child.child));
+      out.key("row").raw(drl::internal::write_child_row(w.child));
+      break;
     case Kind::kPutNextLeaseId:
-      return {{"op", "put"}, {"key", "next"}, {"row", {{"nextLeaseId", w.id}}}};
+      out.key("op").str("put").key("key").str("next");
+      out.key("row").begin_object().key("nextLeaseId").num(w.id).end_object();
+      break;
   }
-  return nullptr;
+  out.end_object();
 }
 
 }  // namespace
@@ -715,14 +725,15 @@ DRL_EXPORT(drl_ledger_restore_row) int drl_ledger_restore_row(int h, int len) {
   auto* l = ledger(h);
   if (!l) return kBadHandle;
   const std::string_view input = scratch(len);
-  const auto doc =
-      nlohmann::json::parse(input.data(), input.data() + input.size(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("key") || !doc["key"].is_string() ||
-      !doc.contains("row")) {
+  // The wrapper, then a row as deep as lease_wire.cpp's reader allows.
+  const drl::internal::json::Parsed doc(input, 16);
+  const auto* key_field = drl::internal::json::find(doc.doc, "key");
+  const auto* row_field = drl::internal::json::find(doc.doc, "row");
+  if (key_field == nullptr || !key_field->IsString() || row_field == nullptr) {
     return lease_fail("ledger row must be {\"key\": \"lease:<id>\" | \"child:<id>\" | \"next\", \"row\": {...}}");
   }
-  const std::string key = doc["key"].get<std::string>();
-  const std::string text = doc["row"].dump();
+  const std::string key = drl::internal::json::text(*key_field);
+  const std::string text = drl::internal::json::dump(*row_field);
   std::string error;
   if (key.rfind("lease:", 0) == 0) {
     auto row = drl::internal::read_lease_row(text, error);
@@ -733,11 +744,11 @@ DRL_EXPORT(drl_ledger_restore_row) int drl_ledger_restore_row(int h, int len) {
     if (!row) return lease_fail(error);
     l->restoring.children[row->child] = std::move(*row);
   } else if (key == "next") {
-    const auto& row = doc["row"];
-    if (!row.is_object() || !row.contains("nextLeaseId") || !row["nextLeaseId"].is_number_unsigned()) {
+    const auto* next = drl::internal::json::find(*row_field, "nextLeaseId");
+    if (next == nullptr || !next->IsUint64()) {
       return lease_fail("ledger row \"next\" must be {\"nextLeaseId\": an integer >= 0}");
     }
-    l->restoring.next_lease_id = row["nextLeaseId"].get<uint64_t>();
+    l->restoring.next_lease_id = next->GetUint64();
   } else {
     return lease_fail("ledger row key must be \"lease:<id>\", \"child:<id>\" or \"next\" (received \"" +
                       key.substr(0, 40) + "\")");
@@ -764,13 +775,25 @@ DRL_EXPORT(drl_ledger_exchange) int drl_ledger_exchange(int h, int len, double n
   auto ex = drl::internal::read_exchange(scratch(len), error);
   if (!ex) return lease_fail(error);
   const drl::internal::ExchangeResult r = l->ledger.on_exchange(*ex, to_ms(now));
-  nlohmann::json writes = nlohmann::json::array();
-  for (const auto& w : r.writes) writes.push_back(ledger_write(w));
-  g_out = nlohmann::json{{"reply", r.reply ? nlohmann::json(drl::internal::write_grant(*r.reply)) : nullptr},
-                         {"notice", r.notice ? nlohmann::json(drl::internal::write_notice(*r.notice)) : nullptr},
-                         {"error", r.error},
-                         {"writes", std::move(writes)}}
-              .dump();
+  // The reply and the notice cross as strings (JSON text the host passes
+  // on to the child as it is).
+  g_out.clear();
+  drl::internal::json::Writer out(g_out);
+  out.begin_object().key("reply");
+  if (r.reply) {
+    out.str(drl::internal::write_grant(*r.reply));
+  } else {
+    out.null();
+  }
+  out.key("notice");
+  if (r.notice) {
+    out.str(drl::internal::write_notice(*r.notice));
+  } else {
+    out.null();
+  }
+  out.key("error").str(r.error).key("writes").begin_array();
+  for (const auto& w : r.writes) write_ledger_write(out, w);
+  out.end_array().end_object();
   return static_cast<int>(g_out.size());
 }
 
@@ -785,35 +808,40 @@ DRL_EXPORT(drl_ledger_children) int drl_ledger_children(int h, double now) {
   auto* l = ledger(h);
   if (!l) return kBadHandle;
   const drl::internal::LeaseMillis at = to_ms(now);
-  nlohmann::json out = nlohmann::json::array();
+  g_out.clear();
+  drl::internal::json::Writer out(g_out);
+  out.begin_array();
   for (const drl::internal::ChildView& v : l->ledger.children(at)) {
     const drl::internal::ChildTally& t = v.tally;
     const auto dim = [&](size_t k) {
       const auto of = [&](const std::vector<int64_t>& xs) { return k < xs.size() ? xs[k] : 0; };
-      return nlohmann::json{{"held", of(v.held)},     {"used", of(v.used)},       {"lapsed", of(v.lapsed)},
-                            {"wanted", of(v.wanted)}, {"granted", of(t.granted)}, {"returned", of(t.returned)}};
+      out.begin_object().key("held").num(of(v.held)).key("used").num(of(v.used)).key("lapsed").num(of(v.lapsed));
+      out.key("wanted").num(of(v.wanted)).key("granted").num(of(t.granted)).key("returned").num(of(t.returned));
     };
-    nlohmann::json windows = nlohmann::json::array();
+    out.begin_object().key("region").str(drl::internal::child_region(v.child));
+    out.key("incarnation").num(v.incarnation).key("windows").begin_array();
     const size_t n = v.held.size() - 1;
     for (size_t k = 0; k < n; ++k) {
-      nlohmann::json w = dim(k);
-      w["reportedUsed"] = k < t.used.size() ? t.used[k] : 0;
-      windows.push_back(std::move(w));
+      dim(k);
+      out.key("reportedUsed").num(k < t.used.size() ? t.used[k] : 0).end_object();
     }
+    out.end_array().key("slots");
+    dim(n);
+    out.end_object();
     // Exchanges a minute over what the ledger saw of it (none: 0).
     const double span = static_cast<double>(t.last_at - t.first_at);
     const double rate = t.exchanges < 2 || span <= 0 ? 0 : static_cast<double>(t.exchanges - 1) * 60000.0 / span;
-    out.push_back({{"region", drl::internal::child_region(v.child)},
-                   {"incarnation", v.incarnation},
-                   {"windows", std::move(windows)},
-                   {"slots", dim(n)},
-                   {"exchanges", t.exchanges},
-                   {"exchangesPerMinute", std::round(rate * 10) / 10},
-                   {"roundTripMs", t.round_trip_ms > 0 ? nlohmann::json(t.round_trip_ms) : nlohmann::json(nullptr)},
-                   {"leaseMs", t.lease_ms > 0 ? nlohmann::json(t.lease_ms) : nlohmann::json(nullptr)},
-                   {"lastExchangeAt", t.exchanges > 0 ? nlohmann::json(t.last_at) : nlohmann::json(nullptr)}});
+    out.key("exchanges").num(t.exchanges).key("exchangesPerMinute").num(std::round(rate * 10) / 10);
+    out.key("roundTripMs").positive_or_null(t.round_trip_ms).key("leaseMs").positive_or_null(t.lease_ms);
+    out.key("lastExchangeAt");
+    if (t.exchanges > 0) {
+      out.num(t.last_at);
+    } else {
+      out.null();
+    }
+    out.end_object();
   }
-  g_out = out.dump();
+  out.end_array();
   return static_cast<int>(g_out.size());
 }
 

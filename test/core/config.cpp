@@ -364,9 +364,8 @@ TEST_CASE("a document that is not JSON", "[config]") {
     const drl::Error e = failure(text);
     CHECK(e.kind == ErrorKind::TypeError);
     CHECK(e.message.rfind(kPrefix + "config is not valid JSON: ", 0) == 0);
-    // nlohmann's reason, without its own "[json.exception...]" id.
-    CHECK(e.message.find("parse error at line") != std::string::npos);
-    CHECK(e.message.find("json.exception") == std::string::npos);
+    // The reader's reason and where it stopped reading.
+    CHECK(e.message.find(" at byte ") != std::string::npos);
   }
   // Invalid UTF-8 in the input is not echoed raw: the message must stay valid.
   const drl::Error e = failure("{\"a\xff\":1}");
@@ -418,7 +417,9 @@ TEST_CASE("text echoes the document as given, without defaults", "[config]") {
     INFO("document: " << doc);
     auto parsed = drl::parse_config(doc);
     REQUIRE(parsed.ok());
-    CHECK(parsed->text == json::parse(doc).dump());
+    // The same document (60.0 is the number 60), keys in byte order.
+    CHECK(json::parse(parsed->text) == json::parse(doc));
+    CHECK(parsed->text == json::parse(parsed->text).dump());
     // The text is itself a valid config meaning the same thing.
     require_same(success(parsed->text), parsed->config);
   }
@@ -459,10 +460,10 @@ TEST_CASE("hostile documents are refused without crashing", "[config]") {
 
   // Embedded NULs are part of the input, not its end.
   CHECK_FALSE(drl::parse_config(std::string_view(kMinimal).substr(0, 10)).ok());
-  // nlohmann alone would stop at a NUL and ignore the rest.
+  // A reader that stopped at a NUL would ignore the rest.
   e = failure(std::string(kMinimal) + std::string(1, '\0') + "junk");
   CHECK(e.kind == ErrorKind::TypeError);
-  CHECK(e.message == kPrefix + "config is not valid JSON: NUL byte at offset 67");
+  CHECK(e.message == kPrefix + "config is not valid JSON: a NUL byte at byte 67");
 }
 
 TEST_CASE("apply_config_patch merges deeply", "[config]") {
@@ -563,7 +564,7 @@ TEST_CASE("effective_config_json fills every default", "[config]") {
   CHECK(effective ==
         R"({"bucket":{"limitPerWindow":60,"windowInMs":60000,"penaltyRefillFraction":0.5,"unit":"requests"},)"
         R"("concurrency":5,"attemptTimeoutMs":120000,"retry":{"maxRetries":3,"minDelayInMs":500,"maxDelayInMs":30000,)"
-        R"("factor":2.0,"respectRetryAfter":true},"windows":{},"learn":null})");
+        R"("factor":2,"respectRetryAfter":true},"windows":{},"learn":null})");
   // It is a complete config in its own right, meaning the same thing.
   require_same(success(effective), c);
 

@@ -120,7 +120,7 @@ TEST_CASE("lease wire: a malformed exchange is refused naming the field") {
     CHECK(!read_exchange(text, error));
     return error;
   };
-  CHECK(refused("") == "exchange is not valid JSON");
+  CHECK(refused("") == "exchange is not valid JSON: the document is empty at byte 0");
   CHECK(refused("[1]") == "exchange must be a JSON object (received [1])");
   CHECK(refused(R"({"incarnation":1,"seq":1})") == "exchange.child is missing");
   CHECK(refused(R"({"child":1.5,"incarnation":1,"seq":1})") ==
@@ -137,7 +137,7 @@ TEST_CASE("lease wire: a malformed exchange is refused naming the field") {
         R"(exchange.penaltyMs must be an integer between 0 and 9007199254740991 (received "soon"))");
   CHECK(refused(R"({"child":1,"incarnation":1,"seq":1,"roundTripMs":-1})") ==
         "exchange.roundTripMs must be an integer between 0 and 9007199254740991 (received -1)");
-  CHECK(refused(std::string("{\"child\":1}\0", 12)) == "exchange is not valid JSON: it holds a NUL byte");
+  CHECK(refused(std::string("{\"child\":1}\0", 12)) == "exchange is not valid JSON: a NUL byte at byte 11");
 }
 
 TEST_CASE("lease wire: a hostile message costs little to refuse") {

@@ -1,0 +1,264 @@
+// JSON reading and writing over RapidJSON: see json.h.
+#include "json.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstddef>
+#include <string>
+
+#include <rapidjson/error/en.h>
+#include <rapidjson/internal/dtoa.h>
+#include <rapidjson/reader.h>
+
+namespace drl::internal::json {
+namespace {
+
+// A bounded input stream: the text need not end in NUL (Parsed refuses a
+// NUL inside it, so the parser's end-of-input NUL cannot be confused with one).
+struct ViewStream {
+  using Ch = char;
+  const char* begin;
+  const char* at;
+  const char* end;
+  Ch Peek() const { return at == end ? '\0' : *at; }
+  Ch Take() { return at == end ? '\0' : *at++; }
+  size_t Tell() const { return static_cast<size_t>(at - begin); }
+  Ch* PutBegin() { return nullptr; }
+  void Put(Ch) {}
+  void Flush() {}
+  size_t PutEnd(Ch*) { return 0; }
+};
+
+// Forwards the parser's events to the document, counting the nesting so a
+// hostile `[[[[...` is stopped at max_depth before anything is built.
+struct DepthLimit {
+  Document& doc;
+  int max_depth;
+  int depth = 0;
+  bool too_deep = false;
+
+  bool open() {
+    if (++depth <= max_depth) return true;
+    too_deep = true;
+    return false;
+  }
+  bool Null() { return doc.Null(); }
+  bool Bool(bool b) { return doc.Bool(b); }
+  bool Int(int i) { return doc.Int(i); }
+  bool Uint(unsigned u) { return doc.Uint(u); }
+  bool Int64(int64_t i) { return doc.Int64(i); }
+  bool Uint64(uint64_t u) { return doc.Uint64(u); }
+  bool Double(double d) { return doc.Double(d); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) { return doc.RawNumber(s, n, copy); }
+  bool String(const char* s, rapidjson::SizeType n, bool copy) { return doc.String(s, n, copy); }
+  bool StartObject() { return open() && doc.StartObject(); }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) { return doc.Key(s, n, copy); }
+  bool EndObject(rapidjson::SizeType n) { return --depth, doc.EndObject(n); }
+  bool StartArray() { return open() && doc.StartArray(); }
+  bool EndArray(rapidjson::SizeType n) { return --depth, doc.EndArray(n); }
+};
+
+constexpr unsigned kParseFlags =
+    rapidjson::kParseIterativeFlag | rapidjson::kParseFullPrecisionFlag | rapidjson::kParseValidateEncodingFlag;
+
+// Every object's members in key byte order, a key written twice keeping
+// its last value (as JSON.parse does). An insertion sort, stable, so the
+// last of equal keys stays last: objects the engine reads hold a few keys
+// (the largest, a ledger config's floors, a few hundred).
+void normalise(Value& v) {
+  if (v.IsArray()) {
+    for (Value& e : v.GetArray()) normalise(e);
+    return;
+  }
+  if (!v.IsObject()) return;
+  const auto m = v.MemberBegin();
+  const auto n = static_cast<std::ptrdiff_t>(v.MemberCount());
+  for (std::ptrdiff_t i = 1; i < n; ++i) {
+    for (std::ptrdiff_t j = i; j > 0 && view(m[j].name) < view(m[j - 1].name); --j) {
+      m[j].name.Swap(m[j - 1].name);
+      m[j].value.Swap(m[j - 1].value);
+    }
+  }
+  for (auto at = v.MemberBegin(); at != v.MemberEnd();) {
+    const auto next = at + 1;
+    // Erasing keeps the order of what is left.
+    at = next != v.MemberEnd() && view(next->name) == view(at->name) ? v.EraseMember(at) : next;
+  }
+  for (auto& member : v.GetObject()) normalise(member.value);
+}
+
+std::string reason(rapidjson::ParseErrorCode code) {
+  std::string s = rapidjson::GetParseError_En(code);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  if (!s.empty()) s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
+  return s;
+}
+
+}  // namespace
+
+Parsed::Parsed(std::string_view text, int max_depth) {
+  Parsed& out = *this;
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+    out.error = "a NUL byte at byte " + std::to_string(nul);
+    return;
+  }
+  rapidjson::Reader reader;
+  ViewStream in{text.data(), text.data(), text.data() + text.size()};
+  DepthLimit limit{out.doc, max_depth};
+  rapidjson::ParseResult result;
+  auto generate = [&](Document& doc) {
+    DepthLimit& handler = limit;
+    (void)doc;
+    result = reader.Parse<kParseFlags>(in, handler);
+    return !result.IsError();
+  };
+  out.doc.Populate(generate);
+  if (limit.too_deep) {
+    out.too_deep = true;
+    out.error = "nested too deeply (more than " + std::to_string(max_depth) + " levels)";
+  } else if (result.IsError()) {
+    out.error = reason(result.Code()) + " at byte " + std::to_string(result.Offset());
+  } else {
+    normalise(out.doc);
+  }
+  if (!out.error.empty()) out.doc.SetNull();
+}
+
+const Value* find(const Value& obj, std::string_view key) {
+  if (!obj.IsObject()) return nullptr;
+  for (const auto& m : obj.GetObject()) {
+    if (view(m.name) == key) return &m.value;
+  }
+  return nullptr;
+}
+
+const char* type_name(const Value& v) {
+  switch (v.GetType()) {
+    case rapidjson::kNullType:
+      return "null";
+    case rapidjson::kFalseType:
+    case rapidjson::kTrueType:
+      return "boolean";
+    case rapidjson::kObjectType:
+      return "object";
+    case rapidjson::kArrayType:
+      return "array";
+    case rapidjson::kStringType:
+      return "string";
+    case rapidjson::kNumberType:
+      return "number";
+  }
+  return "null";
+}
+
+// As JavaScript writes a number (String(x)): the shortest digits that read
+// back as the same double, a whole number without ".0", an exponent with its
+// sign ("1e+300"), so a message echoes a value the way the user's code
+// would print it.
+Writer& Writer::num(double d) {
+  if (!std::isfinite(d)) return null();
+  if (d == 0) return num(0);  // and -0, which JavaScript writes as 0 too
+  char buffer[32];
+  const char* end = rapidjson::internal::dtoa(d, buffer);
+  std::string text(static_cast<const char*>(buffer), end);
+  if (text.size() > 2 && text.compare(text.size() - 2, 2, ".0") == 0) text.resize(text.size() - 2);
+  if (const auto e = text.find('e'); e != std::string::npos && text[e + 1] != '-') text.insert(e + 1, "+");
+  return done(w_.RawValue(text.data(), text.size(), rapidjson::kNumberType));
+}
+
+Writer& Writer::value(const Value& v) {
+  switch (v.GetType()) {
+    case rapidjson::kNullType:
+      return null();
+    case rapidjson::kFalseType:
+    case rapidjson::kTrueType:
+      return boolean(v.GetBool());
+    case rapidjson::kStringType:
+      return str(view(v));
+    case rapidjson::kNumberType:
+      if (v.IsUint64()) return num(v.GetUint64());
+      if (v.IsInt64()) return num(v.GetInt64());
+      return num(v.GetDouble());
+    case rapidjson::kArrayType:
+      begin_array();
+      for (const Value& e : v.GetArray()) value(e);
+      return end_array();
+    case rapidjson::kObjectType:
+      begin_object();
+      for (const auto& m : v.GetObject()) {
+        key(view(m.name));
+        value(m.value);
+      }
+      return end_object();
+  }
+  return null();
+}
+
+Writer& Writer::ints(const std::vector<int64_t>& v) {
+  begin_array();
+  for (int64_t n : v) num(n);
+  return end_array();
+}
+
+std::string dump(const Value& v) {
+  std::string out;
+  Writer(out).value(v);
+  return out;
+}
+
+std::string quote(std::string_view s) {
+  std::string out;
+  Writer(out).str(s);
+  return out;
+}
+
+std::string canonical(const Value& v) { return dump(v); }
+
+namespace {
+// RFC 7396 on its own; merge_patch() puts the keys in order after it.
+void merge(Value& target, const Value& patch, Document::AllocatorType& allocator) {
+  if (!patch.IsObject()) {
+    target.CopyFrom(patch, allocator);
+    return;
+  }
+  if (!target.IsObject()) target.SetObject();
+  for (const auto& m : patch.GetObject()) {
+    auto at = target.FindMember(m.name);
+    if (m.value.IsNull()) {
+      if (at != target.MemberEnd()) target.EraseMember(at);
+      continue;
+    }
+    if (at == target.MemberEnd()) {
+      target.AddMember(Value(m.name, allocator), Value(), allocator);
+      at = target.MemberEnd() - 1;
+    }
+    merge(at->value, m.value, allocator);
+  }
+}
+}  // namespace
+
+void merge_patch(Value& target, const Value& patch, Document::AllocatorType& allocator) {
+  merge(target, patch, allocator);
+  normalise(target);  // keys added at the end go to their place
+}
+
+std::optional<double> read_number(std::string_view text) {
+  // Only a number's events are accepted: anything else stops the reader.
+  struct OneNumber : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, OneNumber> {
+    std::optional<double> value;
+    bool Default() { return false; }
+    bool Int(int i) { return value = i, true; }
+    bool Uint(unsigned u) { return value = u, true; }
+    bool Int64(int64_t i) { return value = static_cast<double>(i), true; }
+    bool Uint64(uint64_t u) { return value = static_cast<double>(u), true; }
+    bool Double(double d) { return value = d, true; }
+  } handler;
+  if (text.find('\0') != std::string_view::npos) return std::nullopt;
+  rapidjson::Reader reader;
+  ViewStream in{text.data(), text.data(), text.data() + text.size()};
+  if (reader.Parse<kParseFlags>(in, handler).IsError()) return std::nullopt;
+  return handler.value;
+}
+
+}  // namespace drl::internal::json

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include <rapidjson/error/en.h>
@@ -59,8 +60,49 @@ struct DepthLimit {
   bool EndArray(rapidjson::SizeType n) { return --depth, doc.EndArray(n); }
 };
 
-constexpr unsigned kParseFlags =
-    rapidjson::kParseIterativeFlag | rapidjson::kParseFullPrecisionFlag | rapidjson::kParseValidateEncodingFlag;
+// Not kParseFullPrecisionFlag: in RapidJSON 1.1.0 its digit-by-digit path
+// reads outside a table of powers of ten for a number with a few hundred
+// zeros after the point (the exponent it computes leaves the table's range),
+// which the fuzz target found. Without it a number is within a few units in
+// the last place of the nearest double; integers stay exact.
+constexpr unsigned kParseFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag;
+
+// The most digits a number's exponent may have. RapidJSON adds the exponent
+// to the count of digits after the point in an int, and a ten-digit
+// exponent overflows it (then it indexes its powers of ten with the
+// result); five digits reach far past any double (1e-99999 is 0) and leave
+// room for any document's digits.
+constexpr size_t kMaxExponentDigits = 5;
+
+// Where, if anywhere, a number outside strings has a longer exponent.
+std::optional<size_t> long_exponent(std::string_view text) {
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // whatever is escaped, it cannot end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      continue;
+    }
+    // Outside strings an e follows a digit only in a number's exponent
+    // (true and false have it after a letter).
+    if ((c != 'e' && c != 'E') || i == 0 || text[i - 1] < '0' || text[i - 1] > '9') continue;
+    size_t j = i + 1;
+    if (j < text.size() && (text[j] == '+' || text[j] == '-')) ++j;
+    const size_t digits_from = j;
+    while (j < text.size() && text[j] >= '0' && text[j] <= '9') ++j;
+    if (j - digits_from > kMaxExponentDigits) return i;
+    i = j - 1;
+  }
+  return std::nullopt;
+}
 
 // Every object's members in key byte order, a key written twice keeping
 // its last value (as JSON.parse does). An insertion sort, stable, so the
@@ -101,6 +143,11 @@ Parsed::Parsed(std::string_view text, int max_depth) {
   Parsed& out = *this;
   if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
     out.error = "a NUL byte at byte " + std::to_string(nul);
+    return;
+  }
+  if (const auto at = long_exponent(text)) {
+    out.error = "a number's exponent has more than " + std::to_string(kMaxExponentDigits) + " digits at byte " +
+                std::to_string(*at);
     return;
   }
   rapidjson::Reader reader;
@@ -254,7 +301,7 @@ std::optional<double> read_number(std::string_view text) {
     bool Uint64(uint64_t u) { return value = static_cast<double>(u), true; }
     bool Double(double d) { return value = d, true; }
   } handler;
-  if (text.find('\0') != std::string_view::npos) return std::nullopt;
+  if (text.find('\0') != std::string_view::npos || long_exponent(text)) return std::nullopt;
   rapidjson::Reader reader;
   ViewStream in{text.data(), text.data(), text.data() + text.size()};
   if (reader.Parse<kParseFlags>(in, handler).IsError()) return std::nullopt;

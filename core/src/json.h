@@ -6,12 +6,12 @@
 // Contract:
 // - Parsed takes untrusted text and never recurses on it: nesting deeper
 //   than `max_depth` is refused while reading, a raw NUL or invalid UTF-8 is
-//   an error, and so is anything after the one value. Numbers keep full
-//   precision. A key written twice keeps its last value (as JSON.parse does),
-//   so nothing downstream ever sees two members with one name, and every
-//   object's members come in key byte order, whatever order they were
-//   written in: the engine numbers a config's windows in that order, so the
-//   same config always means the same windows.
+//   an error, and so is anything after the one value or a number whose
+//   exponent has more than five digits. Integers are exact; other numbers
+//   within a few units in the last place of the nearest double. A key written twice keeps its last value (as JSON.parse
+//   does), so nothing downstream ever sees two members with one name, and every object's members come in key byte
+//   order, whatever order they were written in: the engine numbers a config's windows in that order, so the same config
+//   always means the same windows.
 // - On failure, `error` says why and where, in words for a user ("invalid
 //   value at byte 3"); on success it is empty and `doc` holds the value.
 // - Writer writes compact JSON into a std::string: strings are escaped, a

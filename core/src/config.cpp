@@ -18,7 +18,6 @@
 namespace drl {
 namespace {
 
-using internal::sanitize_utf8;
 using internal::shorten;
 
 namespace json = internal::json;

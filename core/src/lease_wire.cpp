@@ -3,6 +3,7 @@
 
 #include "drl/limits.h"
 #include "json.h"
+#include "utf8_text.h"
 
 namespace drl::internal {
 
@@ -292,7 +293,7 @@ class Reader {
  private:
   static std::string shown(const Value& v) {
     std::string s = json::dump(v);
-    return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+    return s.size() > 60 ? shorten(std::move(s), 57) : s;
   }
 
   std::string& error_;

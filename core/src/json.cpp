@@ -5,8 +5,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <rapidjson/error/en.h>
 #include <rapidjson/internal/dtoa.h>
@@ -105,29 +108,35 @@ std::optional<size_t> long_exponent(std::string_view text) {
 }
 
 // Every object's members in key byte order, a key written twice keeping
-// its last value (as JSON.parse does). An insertion sort, stable, so the
-// last of equal keys stays last: objects the engine reads hold a few keys
-// (the largest, a ledger config's floors, a few hundred).
-void normalise(Value& v) {
+// its last value (as JSON.parse does). Sorted by index, O(n log n): a
+// hostile object of thousands of keys costs no more than reading it.
+void normalise(Value& v, Document::AllocatorType& allocator) {
   if (v.IsArray()) {
-    for (Value& e : v.GetArray()) normalise(e);
+    for (Value& e : v.GetArray()) normalise(e, allocator);
     return;
   }
   if (!v.IsObject()) return;
   const auto m = v.MemberBegin();
-  const auto n = static_cast<std::ptrdiff_t>(v.MemberCount());
-  for (std::ptrdiff_t i = 1; i < n; ++i) {
-    for (std::ptrdiff_t j = i; j > 0 && view(m[j].name) < view(m[j - 1].name); --j) {
-      m[j].name.Swap(m[j - 1].name);
-      m[j].value.Swap(m[j - 1].value);
+  const auto n = static_cast<uint32_t>(v.MemberCount());
+  bool ordered = true;  // and no key twice: the usual case, left as it is
+  for (uint32_t i = 1; i < n && ordered; ++i) ordered = view(m[i - 1].name) < view(m[i].name);
+  if (!ordered) {
+    std::vector<uint32_t> order(n);
+    for (uint32_t i = 0; i < n; ++i) order[i] = i;
+    // Equal keys by position, so the last one written is the last of its run.
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      const std::string_view ka = view(m[a].name), kb = view(m[b].name);
+      return ka < kb || (ka == kb && a < b);
+    });
+    Value sorted(rapidjson::kObjectType);
+    for (uint32_t k = 0; k < n; ++k) {
+      const uint32_t i = order[k];
+      if (k + 1 < n && view(m[order[k + 1]].name) == view(m[i].name)) continue;  // a later one wins
+      sorted.AddMember(m[i].name, m[i].value, allocator);                        // moved, not copied
     }
+    v = sorted;  // moved too
   }
-  for (auto at = v.MemberBegin(); at != v.MemberEnd();) {
-    const auto next = at + 1;
-    // Erasing keeps the order of what is left.
-    at = next != v.MemberEnd() && view(next->name) == view(at->name) ? v.EraseMember(at) : next;
-  }
-  for (auto& member : v.GetObject()) normalise(member.value);
+  for (auto& member : v.GetObject()) normalise(member.value, allocator);
 }
 
 std::string reason(rapidjson::ParseErrorCode code) {
@@ -167,7 +176,7 @@ Parsed::Parsed(std::string_view text, int max_depth) {
   } else if (result.IsError()) {
     out.error = reason(result.Code()) + " at byte " + std::to_string(result.Offset());
   } else {
-    normalise(out.doc);
+    normalise(out.doc, out.doc.GetAllocator());
   }
   if (!out.error.empty()) out.doc.SetNull();
 }
@@ -287,7 +296,7 @@ void merge(Value& target, const Value& patch, Document::AllocatorType& allocator
 
 void merge_patch(Value& target, const Value& patch, Document::AllocatorType& allocator) {
   merge(target, patch, allocator);
-  normalise(target);  // keys added at the end go to their place
+  normalise(target, allocator);  // keys added at the end go to their place
 }
 
 std::optional<double> read_number(std::string_view text) {

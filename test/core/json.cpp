@@ -99,3 +99,19 @@ TEST_CASE("json: a merge patch deletes on null and keeps keys in order", "[json]
   drl::internal::json::merge_patch(target.doc, patch.doc, target.doc.GetAllocator());
   CHECK(canonical(target.doc) == R"({"a":0,"b":{"x":1,"z":4}})");
 }
+
+TEST_CASE("json: a large object out of order, keys repeated, reads in key order", "[json]") {
+  // 20,000 keys written backwards, each twice: sorted in n log n, the
+  // second of each kept.
+  std::string text = "{";
+  for (int i = 19'999; i >= 0; --i) {
+    const std::string key = "\"k" + std::to_string(100'000 + i) + "\"";
+    text += key + ":1," + key + ":" + std::to_string(i) + (i > 0 ? "," : "}");
+  }
+  const Parsed p(text, 1);
+  REQUIRE(p.error.empty());
+  REQUIRE(p.doc.MemberCount() == 20'000);
+  CHECK(drl::internal::json::view(p.doc.MemberBegin()->name) == "k100000");
+  CHECK(p.doc.MemberBegin()->value.GetInt64() == 0);
+  CHECK((p.doc.MemberEnd() - 1)->value.GetInt64() == 19'999);
+}

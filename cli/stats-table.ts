@@ -152,7 +152,8 @@ function aligned(header: string[], rows: string[][]): string {
  * Each lease tree's children as its root counts them (stats' `tree`, see
  * docs/leases.md): one table per tree, a row per child with the primary
  * window's units (held in running leases, used, lapsed, wanted), its slots,
- * and its exchanges with the root; a line per extra window under it. Empty
+ * its exchanges with the root, its round trip to the root and how long the
+ * root's latest lease to it lasts; a line per extra window under it. Empty
  * when no bucket is a tree.
  *
  * @example
@@ -160,7 +161,20 @@ function aligned(header: string[], rows: string[][]): string {
  * // ['chat-api: a lease tree, 5/6 counted (bucket), slots 1/2\nregion  held  used  ...']
  */
 export function treeTables(buckets: Record<string, AnyLimiterStats>): string[] {
-  const header = ['region', 'held', 'used', 'lapsed', 'wanted', 'slots', 'exchanges', 'per min', 'last'];
+  const header = [
+    'region',
+    'held',
+    'used',
+    'lapsed',
+    'wanted',
+    'slots',
+    'exchanges',
+    'per min',
+    'rtt',
+    'lease',
+    'last',
+  ];
+  const ms = (value: number | null) => (value === null ? '-' : `${count(value)} ms`);
   const tables: string[] = [];
   for (const [name, s] of Object.entries(buckets).sort(([a], [b]) => a.localeCompare(b))) {
     const tree = s.tree;
@@ -175,6 +189,8 @@ export function treeTables(buckets: Record<string, AnyLimiterStats>): string[] {
           `${c.slots.held + c.slots.used + c.slots.lapsed}`,
           String(c.exchanges),
           String(c.exchangesPerMinute),
+          ms(c.roundTripMs),
+          ms(c.leaseMs),
           c.lastExchangeAt === null ? '-' : `${Math.max(0, Math.round((s.now - c.lastExchangeAt) / 1000))} s ago`,
         ],
         ...extra.map((w) => [`  · ${w.name}`, ...units(w)]),

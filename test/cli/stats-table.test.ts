@@ -333,8 +333,8 @@ describe('treeTables', () => {
             slots: units(0, 0),
             exchanges: 1,
             exchangesPerMinute: 0,
-            roundTripMs: 30,
-            leaseMs: 2_000,
+            roundTripMs: null,
+            leaseMs: null,
             lastExchangeAt: null,
           },
         ],
@@ -354,11 +354,13 @@ describe('treeTables', () => {
       'slots',
       'exchanges',
       'per min',
+      'rtt',
+      'lease',
       'last',
     ]);
-    expect(cells(weur!)[0]).toEqual(['weur', '4', '3', '0', '0', '2', '12', '6.5', '2 s ago']);
+    expect(cells(weur!)[0]).toEqual(['weur', '4', '3', '0', '0', '2', '12', '6.5', '30 ms', '2,000 ms', '2 s ago']);
     expect(cells(weurTpm!)[0]).toEqual(['· tpm', '100', '300', '0', '0']);
-    expect(cells(apac!)[0]).toEqual(['apac', '0', '0', '2', '5', '0', '1', '0', '-']);
+    expect(cells(apac!)[0]).toEqual(['apac', '0', '0', '2', '5', '0', '1', '0', '-', '-', '-']);
     expect(cells(apacTpm!)[0]).toEqual(['· tpm', '0', '0', '0', '0']);
   });
 

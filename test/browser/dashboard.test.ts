@@ -75,6 +75,8 @@ interface DrawnTree {
     slots: { held: number; used: number; lapsed: number };
     exchanges: number;
     exchangesPerMinute: number;
+    roundTripMs: number | null;
+    leaseMs: number | null;
   }[];
 }
 
@@ -632,6 +634,7 @@ describe('the dashboard page', () => {
         windows: [...tr.querySelectorAll('ul.windows li')].map((li) => li.textContent),
         slots: tr.querySelector('[data-field="slots"]')!.textContent,
         exchanges: tr.querySelector('[data-field="exchanges"]')!.textContent,
+        lease: tr.querySelector('[data-field="lease"]')!.textContent,
       })),
     }));
     const bodies = (await Promise.all(received)).filter((b): b is StatsBody => b !== null);
@@ -651,6 +654,10 @@ describe('the dashboard page', () => {
         ),
         slots: String(c.slots.held + c.slots.used + c.slots.lapsed),
         exchanges: `${c.exchanges} (${c.exchangesPerMinute} a minute)`,
+        lease:
+          c.leaseMs === null
+            ? '-'
+            : `${c.leaseMs.toLocaleString('en-US')} ms${c.roundTripMs === null ? '' : ` (round trip ${c.roundTripMs.toLocaleString('en-US')} ms)`}`,
       })),
     );
     // The child that served the three calls is there, and its root counts them.

@@ -369,7 +369,7 @@ function treeTable(tree: TreeView): HTMLElement {
     ...tree.windows.map((w) => `${w.name} ${count(w.counted)} of ${count(w.limit)}`),
     `slots ${count(tree.slots.counted)} of ${count(tree.slots.limit)}`,
   ].join(', ');
-  const columns = ['Region', 'Windows: held / used / lapsed', 'Slots', 'Exchanges', 'Last exchange'];
+  const columns = ['Region', 'Windows: held / used / lapsed', 'Slots', 'Exchanges', 'Lease', 'Last exchange'];
   const body = h('tbody');
   for (const c of tree.children) {
     body.append(
@@ -395,6 +395,7 @@ function treeTable(tree: TreeView): HTMLElement {
         ),
         h('td', { 'data-field': 'slots' }, count(c.slots)),
         h('td', { 'data-field': 'exchanges' }, `${count(c.exchanges)} (${c.perMinute} a minute)`),
+        h('td', { 'data-field': 'lease' }, c.lease),
         h('td', { 'data-field': 'last' }, c.last),
       ),
     );

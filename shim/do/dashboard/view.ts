@@ -9,6 +9,7 @@
  * rows[0].windows[0].used; // 3, as stats said
  */
 import type { LimiterHistory, LimiterHistoryInterval, LimiterStats } from '../../envelope.ts';
+import { count } from '../../format.ts';
 import { windowsOf } from '../../windows.ts';
 
 /** A GET /stats answer as the page reads it (every field the route sends). */
@@ -115,6 +116,8 @@ export interface TreeChildView {
   slots: number;
   exchanges: number;
   perMinute: number;
+  /** How long the latest lease lent to it lasts and its round trip to the root, "2,000 ms (round trip 30 ms)"; "-" before its first exchange. */
+  lease: string;
   /** "3 s ago", or "-" before its first exchange. */
   last: string;
 }
@@ -145,6 +148,10 @@ export function treeView(stats: LimiterStats): TreeView | null {
       slots: c.slots.held + c.slots.used + c.slots.lapsed,
       exchanges: c.exchanges,
       perMinute: c.exchangesPerMinute,
+      lease:
+        c.leaseMs === null
+          ? '-'
+          : `${count(c.leaseMs)} ms${c.roundTripMs === null ? '' : ` (round trip ${count(c.roundTripMs)} ms)`}`,
       last: c.lastExchangeAt === null ? '-' : `${secondsLeft(stats.now, c.lastExchangeAt)} s ago`,
     })),
   };

@@ -24,7 +24,7 @@ namespace json = internal::json;
 using json::Value;
 
 // A valid config is two levels deep. kMaxConfigDepth (limits.def) caps it
-// because the checks, the canonical writer and merge_patch() recurse, and
+// because the checks, the writer and merge_patch() recurse, and
 // the wasm build runs on a 64 KiB stack: a hostile `[[[[...` must be refused
 // while it is read, before anything walks it.
 
@@ -400,7 +400,7 @@ Error invalid(const std::vector<ConfigProblem>& problems) {
 Expected<ParsedConfig> finish(const Value& doc) {
   Checker checker = check(doc);
   if (!checker.problems.empty()) return invalid(checker.problems);
-  return ParsedConfig{checker.config, json::canonical(doc)};
+  return ParsedConfig{checker.config, json::dump(doc)};
 }
 
 // The engine must never throw across its API (see error.h). Type checks keep

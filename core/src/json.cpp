@@ -269,8 +269,6 @@ std::string quote(std::string_view s) {
   return out;
 }
 
-std::string canonical(const Value& v) { return dump(v); }
-
 namespace {
 // RFC 7396 on its own; merge_patch() puts the keys in order after it.
 void merge(Value& target, const Value& patch, Document::AllocatorType& allocator) {

@@ -4,24 +4,24 @@
 // comes out of the same writer.
 //
 // Contract:
-// - Parsed takes untrusted text and never recurses on it: nesting deeper
-//   than `max_depth` is refused while reading, a raw NUL or invalid UTF-8 is
-//   an error, and so is anything after the one value or a number whose
-//   exponent has more than five digits. Integers are exact; other numbers
-//   within a few units in the last place of the nearest double. A key written twice keeps its last value (as JSON.parse
-//   does), so nothing downstream ever sees two members with one name, and every object's members come in key byte
-//   order, whatever order they were written in: the engine numbers a config's windows in that order, so the same config
-//   always means the same windows.
+// - Parsed takes untrusted text and reads it without recursion: nesting
+//   deeper than `max_depth` is refused while reading (what walks the value
+//   afterwards recurses at most that deep), a raw NUL or invalid UTF-8 is an
+//   error, and so is anything after the one value or a number whose exponent
+//   has more than five digits. Integers are exact; other numbers within a few
+//   units in the last place of the nearest double. A key written twice keeps
+//   its last value (as JSON.parse does), and every object's members come in
+//   key byte order whatever order they were written in: the engine numbers a
+//   config's windows in that order, so the same config always means the
+//   same windows, and dump() of a parsed value is its canonical text.
 // - On failure, `error` says why and where, in words for a user ("invalid
 //   value at byte 3"); on success it is empty and `doc` holds the value.
 // - Writer writes compact JSON into a std::string: strings are escaped, a
 //   number reads as JavaScript writes it (String(x)), a non-finite double is
-//   written as null, and a key always precedes its value.
-//   Strings it writes must be valid UTF-8 (parsed ones are; show() sanitises
-//   what it echoes).
-// - canonical() writes a value with every object's keys in byte order (also
-//   those merge_patch() adds), the form the engine stores a config in, so
-//   the same config always has the same text.
+//   written as null, and a key always precedes its value. It copies string
+//   bytes as they are: parsed strings are valid UTF-8.
+// - merge_patch() keeps keys in byte order too, so the engine stores a
+//   config as dump() writes it and the same config always has one text.
 //
 // Example:
 //   const drl::internal::json::Parsed parsed("{\"a\": 1, \"b\": [true, null], \"a\": 2}", 4);
@@ -34,7 +34,7 @@
 //   drl::internal::json::Writer w(out);
 //   w.begin_object().key("n").num(int64_t{3}).key("s").str("x\"y").key("f").num(0.0 / 0.0).end_object();
 //   assert(out == "{\"n\":3,\"s\":\"x\\\"y\",\"f\":null}");
-//   assert(drl::internal::json::canonical(parsed.doc) == "{\"a\":2,\"b\":[true,null]}");
+//   assert(drl::internal::json::dump(parsed.doc) == "{\"a\":2,\"b\":[true,null]}");
 //   assert(drl::internal::json::read_number("1.5e3") == 1500.0);
 //   assert(!drl::internal::json::read_number("0x10"));
 #pragma once
@@ -123,13 +123,11 @@ class Writer {
   rapidjson::Writer<StringSink> w_;
 };
 
-// `v` as compact JSON text.
+// `v` as compact JSON text (from Parsed or merge_patch(): its keys in byte
+// order, the text the engine stores).
 std::string dump(const Value& v);
 // A string as a JSON string literal ("\"a\\\"b\"").
 std::string quote(std::string_view s);
-// `v` (from Parsed or merge_patch(), so its keys are in byte order) as the
-// text the engine stores.
-std::string canonical(const Value& v);
 
 // RFC 7396: merges `patch` into `target` (null deletes a key), keys kept in
 // byte order. Recursive: both sides must come from Parsed with a small

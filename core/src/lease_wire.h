@@ -49,11 +49,15 @@ inline constexpr size_t kMaxWireList = 4096;
 // The most bytes of a message or row a reader accepts.
 inline constexpr size_t kMaxWireBytes = 1 << 20;
 
+// The writers (lease_wire_write.cpp); the readers below (lease_wire.cpp).
 std::string write_exchange(const Exchange& ex);
 std::string write_grant(const LeaseGrant& grant);
 std::string write_notice(const PenaltyNotice& notice);
 std::string write_lease_row(const LeaseRow& row);
 std::string write_child_row(const ChildRow& row);
+
+// A grant's refusal as the wire names it ("nothingFree", ...).
+const char* refusal_name(Refusal r);
 
 // nullopt, with `error` naming the field, when the text breaks the shape.
 std::optional<Exchange> read_exchange(std::string_view text, std::string& error);

@@ -98,6 +98,10 @@ void LeaseHolder::advance(LeaseMillis now) {
     }
   }
   for (Held& h : leases_) recycle(h, now);
+  while (!slot_times_.empty() && slot_times_.front().first + config_.rate_ms <= now) {
+    slot_time_sum_ -= slot_times_.front().second;
+    slot_times_.pop_front();
+  }
   while (!recent_.empty() && recent_.front().first + config_.rate_ms <= now) {
     for (size_t k = 0; k < recent_sum_.size() && k < recent_.front().second.size(); ++k) {
       recent_sum_[k] -= recent_.front().second[k];
@@ -277,8 +281,16 @@ std::optional<LeaseHolder::CallId> LeaseHolder::slot_acquire(LeaseMillis now) {
 }
 
 void LeaseHolder::slot_release(CallId call, LeaseMillis now) {
+  const LeaseMillis at = std::max(now, now_);
   for (Held& h : leases_) {
-    if (h.running.erase(call) > 0) break;
+    const auto it = h.running.find(call);
+    if (it == h.running.end()) continue;
+    // How long it held its slot, for slots_to_start.
+    const LeaseMillis held_for = std::max<LeaseMillis>(1, at - it->second);
+    slot_times_.push_back({at, held_for});
+    slot_time_sum_ += held_for;
+    h.running.erase(it);
+    break;
   }
   floor_running_.erase(call);
   // Not found: timed out already, or its lease closed reporting it running.

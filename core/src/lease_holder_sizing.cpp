@@ -70,10 +70,12 @@ int64_t LeaseHolder::peak_slots() const {
 int64_t LeaseHolder::slots_to_keep() const { return queued_slots() + peak_slots(); }
 
 // Of the queued calls, how many the units it holds could start by `by`,
-// highest priority first (a level's calls taken as equal in cost). Slots
+// highest priority first (a level's calls taken as equal in cost); with
+// rate_span, then the calls its rate makes over it (at its recent cost per
+// call) that the units left could start. Slots
 // beyond these and its rate's are useless to it until units come: while
 // other children wait for slots (contended_), it gives them back.
-int64_t LeaseHolder::startable_calls(LeaseMillis by) const {
+int64_t LeaseHolder::startable_calls(LeaseMillis by, LeaseMillis rate_span) const {
   const size_t n = config_.windows;
   std::vector<int64_t> usable(n, 0);
   for (const Held& h : leases_) {
@@ -93,9 +95,44 @@ int64_t LeaseHolder::startable_calls(LeaseMillis by) const {
       if (d.slots > 0) usable[k] -= std::min(usable[k], (d.units[k] * fit + d.slots - 1) / d.slots);
     }
     calls += fit;
-    if (fit < d.slots) break;  // a higher priority's call waits first
+    if (fit < d.slots) return calls;  // a higher priority's call waits first
+  }
+  if (rate_span > 0 && config_.rate_ms > 0 && !recent_.empty()) {
+    const int64_t taken = static_cast<int64_t>(recent_.size());
+    int64_t fit = (taken * rate_span + config_.rate_ms - 1) / config_.rate_ms;
+    for (size_t k = 0; k < n && k < recent_sum_.size(); ++k) {
+      if (recent_sum_[k] > 0) fit = std::min(fit, usable[k] * taken / recent_sum_[k]);
+    }
+    calls += fit;
   }
   return calls;
+}
+
+// The slots that start `calls` calls within `span`, one after another: a
+// slot serves span / d of them, d the mean time its recent calls held one,
+// and kSlotHeadroom times that many, for calls that arrive and units that
+// come back in bunches. Without a call measured yet, one slot per call.
+int64_t LeaseHolder::slots_to_start(int64_t calls, LeaseMillis span) const {
+  if (calls <= 0 || slot_times_.empty() || span <= 0) return std::max<int64_t>(0, calls);
+  const int64_t n = static_cast<int64_t>(slot_times_.size());
+  const int64_t concurrent = (calls * slot_time_sum_ + n * span - 1) / (n * span);
+  return std::min(calls, kSlotHeadroom * concurrent + 1);
+}
+
+// The idle slots it keeps while other children wait for slots (returns):
+// those that start within the lead the queued calls its units can start,
+// and then its rate's calls, as far as its units go, at the pace its
+// recent calls held a slot (slots_to_start), and never fewer than the
+// queued calls its units can start. With the queue's alone, a child the
+// hotspot had left gave back every slot whenever its queue was empty, and
+// its next calls waited a round trip with units in hand; counting the
+// queued calls as one slot each, a child with a backlog kept hundreds of
+// idle slots for units that come back over the lead (build/lease_bench,
+// 1 s window 150 ms from the root, 1.5x hotspot: 0.033 of the limit held
+// with calls queued and no slot, 60% of the cap idle at the children).
+int64_t LeaseHolder::slots_for_lead(LeaseMillis now) const {
+  const LeaseMillis span = lead();
+  return std::max(startable_calls(now + span), slots_to_start(startable_calls(now + span, span), span));
 }
 
 // Units of window k lease h can serve at `by`: what is left, and the used
@@ -359,7 +396,20 @@ int64_t LeaseHolder::units_to_keep(size_t k, LeaseMillis now) const {
   for (const Held& h : leases_) {
     if (h.end > now + lead()) recycling += usable_by(h, k, now + lead()) - h.left[k];
   }
-  return std::max<int64_t>(0, queued_units(k) + expected(k, lead() + stock_span(k)) + 1 - recycling);
+  int64_t need = expected(k, lead() + stock_span(k));
+  // With nothing queued, the rate of the last quarter of rate_ms when it
+  // is lower: a child whose backlog just emptied (the hotspot moved on)
+  // otherwise keeps what its backlog took over the last rate_ms, while the
+  // units that come back to it sit idle until that rate has decayed.
+  const LeaseMillis recent_ms = config_.rate_ms / 4;
+  if (queued_units(k) == 0 && recent_ms > 0 && !recent_.empty() && recent_.front().first <= now - config_.rate_ms / 2) {
+    int64_t taken = 0;
+    for (auto it = recent_.rbegin(); it != recent_.rend() && it->first > now - recent_ms; ++it) {
+      taken += k < it->second.size() ? it->second[k] : 0;
+    }
+    need = std::min(need, (taken * (lead() + stock_span(k)) + recent_ms - 1) / recent_ms);
+  }
+  return std::max<int64_t>(0, queued_units(k) + need + 1 - recycling);
 }
 
 // While the root is short (its last reply granted less than asked), unused
@@ -410,14 +460,14 @@ std::vector<LeaseReturn> LeaseHolder::returns(LeaseMillis now) {
   if (contended_) {
     // Every idle slot counts then, also those of a lease whose units are
     // out until they come back: kept, they serve no call, and the child
-    // short of them has the units. It keeps those its units can start
-    // within the lead, and no peak: with leases longer than the window the
+    // short of them has the units. It keeps those slots_for_lead says, and
+    // no peak: with leases longer than the window the
     // children kept 56% of the cap idle for peaks while a sibling's units
     // waited for a slot (build/lease_bench, leaseMs 8000, 1 s window 150 ms
     // from the root, 1.5x uniform: use 0.775 -> 0.896).
     int64_t free = 0;
     for (const Held& h : leases_) free += h.end > now ? usable_slots(h) : 0;
-    const int64_t keep = startable_calls(now + lead());
+    const int64_t keep = slots_for_lead(now);
     excess = std::max(excess, free - keep);
   }
   std::vector<LeaseReturn> out;

@@ -600,6 +600,24 @@ TEST_CASE("lease holder: it gives back the units its rate cannot spend before th
   const auto ex = h.next_exchange(1800);
   REQUIRE(ex);
   REQUIRE(ex->returns.size() == 1);
+  // 200 ms left: ceil(5 x 300 / 1000) = 2 with half again of headroom, + 1;
+  // but nothing queued and no take over the last quarter of rate_ms, so
+  // what it keeps (units_to_keep) is that quarter's rate (none), + 1.
+  CHECK(ex->returns[0].units == std::vector<int64_t>{95 - 1});
+  CHECK(h.held(0, 1800) == 1);
+}
+
+TEST_CASE("lease holder: with takes in the last quarter of rate_ms it keeps what its rate spends before the end") {
+  HolderConfig c = paced(1000);
+  c.stock_ms = 1000;  // what a refresh would bring it to (7) does not bind
+  LeaseHolder h(c);
+  const Exchange first = ask(h, 100, 0, 1000);
+  grant(h, first, 100, 0, 1000, 1010);                                  // ends at 2000
+  for (int64_t t = 1000; t <= 1800; t += 200) REQUIRE(h.take({1}, t));  // 5 a second
+  h.set_queued({{0, {0}, 1}}, 1800);
+  const auto ex = h.next_exchange(1800);
+  REQUIRE(ex);
+  REQUIRE(ex->returns.size() == 1);
   // 200 ms left: ceil(5 x 300 / 1000) = 2 with half again of headroom, + 1.
   CHECK(ex->returns[0].units == std::vector<int64_t>{95 - 3});
   CHECK(h.held(0, 1800) == 3);
@@ -608,11 +626,12 @@ TEST_CASE("lease holder: it gives back the units its rate cannot spend before th
 TEST_CASE(
     "lease holder: while the root is short, units beyond twice what it keeps go back in an exchange of their own") {
   // It asked for 100 and got 60 (the root is short), took 10 at 1010 and
-  // then nothing: a rate of 10 a second. What it keeps of its 50 unused
-  // units is what a refresh would bring it to, its rate over the lead
-  // (12 ms) and the stock span (a thirtieth of the 1 s window), 1, + 1,
-  // less the used units that come back within the lead: the 10 taken at
-  // 1010 come back at 2010. Holding more than twice that is a reason to
+  // then nothing: a rate of 10 a second, and none over the last quarter of
+  // rate_ms. What it keeps of its 50 unused units is what a refresh would
+  // bring it to, with nothing queued at the lower of those rates over the
+  // lead (12 ms) and the stock span (a thirtieth of the 1 s window), 0,
+  // + 1, less the used units that come back within the lead: the 10 taken
+  // at 1010 come back at 2010. Holding more than twice that is a reason to
   // exchange, once its rate has half of rate_ms of history to be read from.
   struct Outcome {
     bool sent = false;
@@ -640,14 +659,14 @@ TEST_CASE(
   CHECK(!at(1509, 60).sent);  // history from 1010: less than half of rate_ms
   const Outcome short_grant = at(1510, 60);
   CHECK(short_grant.sent);
-  CHECK(short_grant.returned == 50 - 2);  // keeps 1 + 1
-  CHECK(at(1997, 60).returned == 50 - 2);
+  CHECK(short_grant.returned == 50 - 1);  // keeps 0 + 1
+  CHECK(at(1997, 60).returned == 50 - 1);
   CHECK(at(1998, 60).returned == 50);  // by 2010 its 10 used units are back: it keeps none
   CHECK(!at(1510, 100).sent);          // all it asked: the root has room
   // All it asked, but other children want units the root does not have:
   // short all the same (a child a hotspot left is granted in full, being
   // below its share, and sat on its stock while the hotspot's child waited).
-  CHECK(at(1510, 100, 1).returned == 90 - 2);
+  CHECK(at(1510, 100, 1).returned == 90 - 1);
   CHECK(!at(1509, 100, 1).sent);
 }
 

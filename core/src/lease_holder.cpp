@@ -11,6 +11,7 @@ namespace drl::internal {
 LeaseHolder::LeaseHolder(HolderConfig config)
     : config_(std::move(config)),
       recent_sum_(config_.windows, 0),
+      lull_sum_(config_.windows, 0),
       floor_uses_(config_.windows),
       floor_used_(config_.windows, 0) {}
 
@@ -101,6 +102,13 @@ void LeaseHolder::advance(LeaseMillis now) {
   while (!slot_times_.empty() && slot_times_.front().first + config_.rate_ms <= now) {
     slot_time_sum_ -= slot_times_.front().second;
     slot_times_.pop_front();
+  }
+  // The last quarter of rate_ms first: an entry leaves it before it leaves recent_.
+  while (lull_count_ > 0) {
+    const auto& [at, amounts] = recent_[recent_.size() - lull_count_];
+    if (at > now - config_.rate_ms / 4) break;
+    for (size_t k = 0; k < lull_sum_.size() && k < amounts.size(); ++k) lull_sum_[k] -= amounts[k];
+    --lull_count_;
   }
   while (!recent_.empty() && recent_.front().first + config_.rate_ms <= now) {
     for (size_t k = 0; k < recent_sum_.size() && k < recent_.front().second.size(); ++k) {
@@ -213,7 +221,11 @@ bool LeaseHolder::take(const std::vector<int64_t>& amounts, LeaseMillis now, uin
     }
   }
   recent_.push_back({now, amounts});
-  for (size_t k = 0; k < recent_sum_.size() && k < amounts.size(); ++k) recent_sum_[k] += amounts[k];
+  for (size_t k = 0; k < recent_sum_.size() && k < amounts.size(); ++k) {
+    recent_sum_[k] += amounts[k];
+    lull_sum_[k] += amounts[k];
+  }
+  ++lull_count_;
   last_active_ = now;
   return true;
 }

@@ -329,6 +329,10 @@ class LeaseHolder {
   std::vector<DemandLevel> queued_;
   std::deque<std::pair<LeaseMillis, std::vector<int64_t>>> recent_;  // takes within rate_ms
   std::vector<int64_t> recent_sum_;                                  // their amounts, per window
+  // The same over the last quarter of rate_ms (units_to_keep, after a
+  // lull): the amounts, and how many of recent_'s last entries they sum.
+  std::vector<int64_t> lull_sum_;
+  size_t lull_count_ = 0;
   std::deque<std::pair<LeaseMillis, int64_t>> peaks_;  // calls running after each start within rate_ms, falling
   // Calls released within rate_ms: (release, how long it held its slot),
   // and the sum of those times (slots_to_start).

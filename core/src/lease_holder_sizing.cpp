@@ -403,10 +403,7 @@ int64_t LeaseHolder::units_to_keep(size_t k, LeaseMillis now) const {
   // units that come back to it sit idle until that rate has decayed.
   const LeaseMillis recent_ms = config_.rate_ms / 4;
   if (queued_units(k) == 0 && recent_ms > 0 && !recent_.empty() && recent_.front().first <= now - config_.rate_ms / 2) {
-    int64_t taken = 0;
-    for (auto it = recent_.rbegin(); it != recent_.rend() && it->first > now - recent_ms; ++it) {
-      taken += k < it->second.size() ? it->second[k] : 0;
-    }
+    const int64_t taken = k < lull_sum_.size() ? lull_sum_[k] : 0;
     need = std::min(need, (taken * (lead() + stock_span(k)) + recent_ms - 1) / recent_ms);
   }
   return std::max<int64_t>(0, queued_units(k) + need + 1 - recycling);

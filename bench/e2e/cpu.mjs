@@ -8,12 +8,16 @@
 //
 //   node bench/e2e/cpu.mjs [dist ../wt-old/dist ...] [--c=1] [--calls=400] [--runs=9]
 //                          [--mode=raw,wire,client] [--work=plain|response|units]
+//                          (modes also: wire-options, wire-start, wire-relay)
 //
 // Modes (bench/e2e/driver-worker.js): `raw` is stub.execute(fn) with no
 // options; `client` is bound.call; `wire` is stub.execute with the client's
 // wire-5 options and a callback of the client's shape but none of its code,
 // so raw -> wire is what the client's form costs the object and the RPC
-// layer, and wire -> client what the client's own JS costs.
+// layer, and wire -> client what the client's own JS costs. `wire-options`,
+// `wire-start` and `wire-relay` send one part of that form each: its
+// options on a plain callback, `reportsThrows` (the object hands the
+// callback its AttemptStart), and the abort relay carried on the callback.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';

@@ -33,6 +33,11 @@ const reportResponse = () => {
 // lies what the client's form costs the object and the RPC layer; between
 // 'wire' and 'client', the client's JS.
 const WIRE_FORM = Object.freeze({ wire: 5, settles: 'data', reportsThrows: true, relaysAbort: true });
+const WIRE_PARTS = {
+  'wire-options': { options: Object.freeze({ wire: 5, settles: 'data' }), relay: false },
+  'wire-start': { options: Object.freeze({ reportsThrows: true }), relay: false },
+  'wire-relay': { options: Object.freeze({ relaysAbort: true }), relay: true },
+};
 const neverAborted = () => new Promise(() => {});
 const wireCallback = (work) => {
   const callback = () => work();
@@ -75,6 +80,15 @@ function caller(env, job) {
     if (job.units) return () => bound.call(noopUpstream, { read: readStatus, cost: UNIT_COST, usage });
     if (job.response) return () => bound.call(responseUpstream, { read: readStatus });
     return () => bound.call(noopUpstream, { read: readStatus });
+  }
+  // The wire form's parts, one at a time (cpu.mjs --mode=raw,wire-options,wire-start,wire-relay):
+  // its options alone on a plain callback; a callback handed its
+  // AttemptStart (reportsThrows); the relay carried on the callback.
+  if (WIRE_PARTS[job.mode]) {
+    const work = job.units ? reportUsage : job.response ? reportResponse : report;
+    const { options, relay } = WIRE_PARTS[job.mode];
+    const sent = job.units ? { ...options, cost: UNIT_COST } : options;
+    return () => stubOf(env, job.ns, job.name).execute(relay ? wireCallback(work) : work, sent);
   }
   if (job.mode === 'wire') {
     const work = job.units ? reportUsage : job.response ? reportResponse : report;

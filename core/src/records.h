@@ -17,20 +17,26 @@ namespace drl::internal {
 // for an action (1..3). The JS loader reads it from drl_contract().
 inline constexpr int kWriteRecordBase = 10;
 
+// Appends the step's records to `out`. Sized once, then written in place:
+// an insert of four values per record was about 6% of a wasm take.
 inline void encode_output(const Engine& e, std::vector<double>& out) {
+  const size_t from = out.size();
+  out.resize(from + 4 * (e.writes().size() + e.actions().size()));
+  double* r = out.data() + from;
   for (const Write& w : e.writes()) {
-    const double third = w.kind == WriteKind::PutPenalty ? (w.lift_pending ? 1 : 0) : static_cast<double>(w.amount);
-    out.insert(out.end(), {static_cast<double>(kWriteRecordBase + static_cast<int>(w.kind)), static_cast<double>(w.at),
-                           third, static_cast<double>(w.window)});
+    r[0] = static_cast<double>(kWriteRecordBase + static_cast<int>(w.kind));
+    r[1] = static_cast<double>(w.at);
+    r[2] = w.kind == WriteKind::PutPenalty ? (w.lift_pending ? 1 : 0) : static_cast<double>(w.amount);
+    r[3] = static_cast<double>(w.window);
+    r += 4;
   }
   for (const Action& a : e.actions()) {
-    if (a.kind == ActionKind::Reject) {
-      out.insert(out.end(),
-                 {3, static_cast<double>(a.ticket), static_cast<double>(a.code), static_cast<double>(a.status)});
-    } else {
-      out.insert(out.end(),
-                 {static_cast<double>(a.kind), static_cast<double>(a.ticket), static_cast<double>(a.attempt), 0});
-    }
+    const bool reject = a.kind == ActionKind::Reject;
+    r[0] = reject ? 3 : static_cast<double>(a.kind);
+    r[1] = static_cast<double>(a.ticket);
+    r[2] = reject ? static_cast<double>(a.code) : static_cast<double>(a.attempt);
+    r[3] = reject ? static_cast<double>(a.status) : 0;
+    r += 4;
   }
 }
 

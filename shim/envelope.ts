@@ -275,6 +275,13 @@ export interface AttemptStart {
   slot: string;
   /** The attemptTimeoutMs the attempt runs under: how long to wait for it at most. */
   timeoutMs: number;
+  /**
+   * Whether the bucket learns its limits from the upstream's rate-limit
+   * headers (its config has `learn`). When false, the report's
+   * `rateLimitHeaders` would be ignored, so the client does not read them.
+   * Absent (an object that does not say): the client reads them.
+   */
+  learns?: boolean;
 }
 
 /** Options for one `execute`. */

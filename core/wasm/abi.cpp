@@ -379,6 +379,14 @@ DRL_EXPORT(drl_attempt_timeout) double drl_attempt_timeout(int h, double ticket)
   return timeout ? static_cast<double>(*timeout) : std::nan("");
 }
 
+// 1 when the bucket learns its limits from the upstream's rate-limit headers
+// (its config has `learn`), else 0: a callback need not read them otherwise.
+DRL_EXPORT(drl_learns) int drl_learns(int h) {
+  auto* e = engine(h);
+  const drl::Config* config = e ? e->config() : nullptr;
+  return config != nullptr && config->learn.enabled ? 1 : 0;
+}
+
 // A caller's attempt finished during an outage (Engine::finished): the slot
 // identity in the scratch buffer. Returns 1 when a slot was freed, 0 when
 // not, or -code.

@@ -42,12 +42,15 @@ interface HookSet {
  * `upstreamStatus`; a usage answer (checked in consultHooks) is `usage`.
  * The report comes back at once while every hook answers a plain value, as
  * a promise once one answers a promise. A hook's throw (or rejection)
- * propagates; a malformed usage answer goes to `badUsage` instead.
+ * propagates; a malformed usage answer goes to `badUsage` instead. With
+ * `learns` false (the object said its bucket learns nothing from them) the
+ * rate-limit headers are not read.
  */
 export function buildReport<V>(
   result: unknown,
   value: V,
   hooks: HookLayers,
+  learns: boolean,
   badUsage: (error: unknown) => void = (error) => {
     throw error;
   },
@@ -57,7 +60,7 @@ export function buildReport<V>(
     ? consultHooks('rateLimit', callSite.rateLimit, defaults.rateLimit, result, value)
     : undefined;
   return then(signal, (signal) => {
-    const report = httpReport(result, value, signal !== undefined);
+    const report = httpReport(result, value, signal !== undefined, learns);
     if (signal) {
       // It crosses as a 429, the one status the object treats as a rate limit;
       // the upstream's own answer is kept beside it.
@@ -101,15 +104,17 @@ function then<T, U>(value: T | Promise<T>, next: (value: T) => U | Promise<U>): 
 
 /**
  * The HTTP layer's report: the value, the status, the rate-limit headers a
- * bucket with `learn` reads, and Retry-After when the attempt is a rate
- * limit (a 429, or `rateLimited` by a hook, whose explicit delay beats it).
+ * bucket with `learn` reads (when `learns`: scanning a response's headers
+ * costs about half a microsecond each in workerd, for nothing otherwise),
+ * and Retry-After when the attempt is a rate limit (a 429, or
+ * `rateLimited` by a hook, whose explicit delay beats it).
  */
-function httpReport<V>(result: unknown, value: V, rateLimited: boolean): CallReport<V> {
+function httpReport<V>(result: unknown, value: V, rateLimited: boolean, learns: boolean): CallReport<V> {
   const report: CallReport<V> = { value };
   const status = httpStatus(result);
   if (status !== undefined) {
     report.status = status;
-    const limits = rateLimitHeaders(result);
+    const limits = learns ? rateLimitHeaders(result) : undefined;
     if (limits !== undefined) report.rateLimitHeaders = limits;
   }
   if (status === 429 || rateLimited) {
@@ -215,9 +220,11 @@ function runAttempt<T, V>(
     if (isThenable(result)) return finishLater(result, read, hooks, trace);
     const value = read(result);
     if (isThenable(value)) return finishLater(result, () => value, hooks, trace);
-    if (!hooked) return ended(trace, httpReport(result, carried(value), false));
+    // Rate-limit headers unless the object said its bucket does not learn.
+    const learns = trace.start?.learns !== false;
+    if (!hooked) return ended(trace, httpReport(result, carried(value), false, learns));
     // Hooks that answer plain values finish here too: no promise, no turn.
-    const report = buildReport(result, carried(value), hooks, (error) => {
+    const report = buildReport(result, carried(value), hooks, learns, (error) => {
       trace.usageError ??= error;
     });
     if (!(report instanceof Promise)) return ended(trace, report);
@@ -240,7 +247,7 @@ async function finishLater<T, V>(
   let report: CallReport<V>;
   try {
     const result = await pending;
-    report = await buildReport(result, carried(await read(result)), hooks, (error) => {
+    report = await buildReport(result, carried(await read(result)), hooks, trace.start?.learns !== false, (error) => {
       trace.usageError ??= error;
     });
   } catch (error) {

@@ -178,6 +178,7 @@ interface CoreExports {
   drl_set_slot_key(h: number, w0: number, w1: number, w2: number, w3: number): number;
   drl_attempt_slot(h: number, ticket: number): number;
   drl_attempt_timeout(h: number, ticket: number): number;
+  drl_learns(h: number): number;
   drl_finished(h: number, len: number, ranMs: number, now: number): number;
   drl_tick(h: number, now: number): number;
   drl_pause(h: number, ms: number, now: number): number;
@@ -616,13 +617,18 @@ export class Engine {
 
   /**
    * What the running attempt of `ticket` hands its callback: its slot's
-   * identity and the attemptTimeoutMs it runs under; undefined if it is not
+   * identity, the attemptTimeoutMs it runs under and whether the bucket
+   * learns from the upstream's rate-limit headers; undefined if it is not
    * running or no slot key was set.
    */
-  attemptSlot(ticket: number): { slot: string; timeoutMs: number } | undefined {
+  attemptSlot(ticket: number): { slot: string; timeoutMs: number; learns: boolean } | undefined {
     const x = this.#x;
     if (x.drl_attempt_slot(this.#h, ticket) <= 0) return undefined;
-    return { slot: this.#core.outString(), timeoutMs: x.drl_attempt_timeout(this.#h, ticket) };
+    return {
+      slot: this.#core.outString(),
+      timeoutMs: x.drl_attempt_timeout(this.#h, ticket),
+      learns: x.drl_learns(this.#h) === 1,
+    };
   }
 
   /**

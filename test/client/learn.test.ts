@@ -3,7 +3,7 @@
 // with `learn` tightens the window they map to (an OpenAI-style answer with
 // fewer tokens left than the bucket has), pauses every caller on a remaining
 // of 0 with a reset, and changes nothing for headers it cannot read or when
-// it does not learn.
+// it does not learn (then the client does not even read them).
 import { describe, expect, it } from 'vitest';
 import { defineLimiter, defineTestBinder } from '../../shim/client/index.ts';
 import { configured, recordingNamespace } from './helpers.ts';
@@ -93,5 +93,33 @@ describe('learning from rate-limit headers', () => {
       { read: (res) => res.text() },
     );
     expect(await plain.stub.stats()).toMatchObject({ used: 1, penalised: false });
+  });
+
+  it('the client reads the headers of an answer only for a bucket that learns from them (the object says so at the start)', async () => {
+    // An answer of the shape the client accepts ({ status, headers }) whose
+    // headers count how often they are walked.
+    let walks = 0;
+    const counted = () => ({
+      status: 200,
+      headers: {
+        forEach(each: (value: string, name: string) => void) {
+          walks++;
+          each('0', 'x-ratelimit-remaining-requests');
+          each('800ms', 'x-ratelimit-reset-requests');
+        },
+      },
+    });
+    const plain = await setup(false);
+    await plain.bound.call(counted, { read: (res) => res.status });
+    expect(walks).toBe(0);
+    expect(plain.recording.executes[0]!.reports[0]!.rateLimitHeaders).toBeUndefined();
+
+    const learning = await setup(true);
+    await learning.bound.call(counted, { read: (res) => res.status });
+    expect(walks).toBe(1);
+    expect(learning.recording.executes[0]!.reports[0]!.rateLimitHeaders).toBe(
+      'x-ratelimit-remaining-requests: 0\nx-ratelimit-reset-requests: 800ms',
+    );
+    expect((await learning.stub.stats()).remaining).toBe(0);
   });
 });

@@ -150,6 +150,22 @@ Expected<Ticket> Engine::arrive(const Amounts& cost, const Waiting& waiting, Mil
   return scheduler_->enqueue(std::move(c), waiting, now);
 }
 
+Expected<Ticket> Engine::arrive_numbered(const NumberedAmount* cost, size_t count, const Waiting& waiting, Millis now) {
+  if (!scheduler_->cfg) return scheduler_->not_configured();
+  Call c;
+  if (!scheduler_->costed_plainly(cost, count, c)) {
+    // Something to refuse: the named form finds it and words it.
+    Amounts named(count);
+    for (size_t i = 0; i < count; ++i) named[i] = Amount{unit_name(cost[i].unit), cost[i].amount};
+    return arrive(named, waiting, now);
+  }
+  if (const internal::Window* w = scheduler_->windows.too_large(c)) return scheduler_->cost_too_large(*w, c, true);
+  if (!internal::default_waiting(waiting)) {
+    if (auto problem = internal::waiting_problem(waiting)) return *problem;
+  }
+  return scheduler_->enqueue(std::move(c), waiting, now);
+}
+
 Status Engine::report(Ticket t, const Report& r, Millis now) {
   // A usage is checked before anything changes; only a running call's is
   // (a report for any other ticket is refused below whatever it carries).

@@ -377,6 +377,10 @@ struct Scheduler {
   // (shim/rules.ts unitCostsProblem). Filled in place: a Call returned
   // through an Expected cost an arrival about 15 ns in copies.
   Status costed(const Amounts& cost, Call& c);
+  // The same with the units by number, for the common case only: false,
+  // with `c` half filled, when the named form would refuse the cost
+  // (costed finds and words the problem). Names are not compared.
+  bool costed_plainly(const NumberedAmount* cost, size_t count, Call& c) const;
 
   // A report's usage checked against the windows, each amount's unit by
   // number (a unit given twice counts its last amount), or why it is not

@@ -39,6 +39,16 @@ Status Scheduler::costed(const Amounts& cost, Call& c) {
   return Status::success();
 }
 
+bool Scheduler::costed_plainly(const NumberedAmount* cost, size_t count, Call& c) const {
+  if (count == 0 || count > kMaxWindows) return false;
+  c.set_cost(windows[0].unit, 1);
+  for (size_t i = 0; i < count; ++i) {
+    if (!windows.counts(cost[i].unit) || !plain_amount(cost[i].amount)) return false;
+    c.set_cost(cost[i].unit, static_cast<int64_t>(cost[i].amount));
+  }
+  return true;
+}
+
 // "cost 1001 tokens exceeds window "tpm"'s limitPerWindow 1000, ...": the
 // unit named when the caller named units, the window when it is not the
 // primary or units were named.

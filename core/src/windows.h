@@ -119,6 +119,13 @@ class Windows {
   const std::string& unit_name(int unit) const { return units_[static_cast<size_t>(unit)]; }
   // The unit's number if some window counts it, else -1.
   int counted_unit(std::string_view name) const;
+  // Whether some window counts unit number `unit`.
+  bool counts(int unit) const {
+    for (const int u : counted_) {
+      if (u == unit) return true;
+    }
+    return false;
+  }
   // The numbers of the units the windows count, each once.
   const std::vector<int>& counted() const { return counted_; }
   // Their names, the primary's unit first (stats' `units`).

@@ -39,6 +39,7 @@ std::vector<double> g_f64;
 std::vector<double> g_records;
 // Amounts by unit number (see numbered), kept between calls.
 drl::Amounts g_amounts;
+std::vector<drl::NumberedAmount> g_numbered;
 int g_error_kind = 0;
 
 drl::Engine* engine(int h) {
@@ -235,14 +236,17 @@ double drl_arrive(int h, double cost, double priority, double max_wait_ms, doubl
 // reads as "" (no window counts it: the engine's own error). Filled into
 // `out` in place: a take with a cost per unit, and its report's usage,
 // then reuse the vector and its short unit names, allocating nothing.
+// A unit number sent as a double; -1 for one that is not a number.
+static int unit_number(double unit) {
+  // Compared as a double first: casting one beyond int's range is undefined.
+  return unit >= 0 && unit < 1e6 && unit == std::floor(unit) ? static_cast<int>(unit) : -1;
+}
+
 static void numbered(const drl::Engine& e, int count, drl::Amounts& out) {
   const size_t n = std::min<size_t>(count > 0 ? static_cast<size_t>(count) : 0, g_f64.size() / 2);
   out.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const double unit = g_f64[2 * i];
-    // Compared as a double first: casting one beyond int's range is undefined.
-    const int number = unit >= 0 && unit < 1e6 && unit == std::floor(unit) ? static_cast<int>(unit) : -1;
-    out[i].unit = e.unit_name(number);
+    out[i].unit = e.unit_name(unit_number(g_f64[2 * i]));
     out[i].amount = g_f64[2 * i + 1];
   }
 }
@@ -259,8 +263,10 @@ DRL_EXPORT(drl_arrive_numbered)
 double drl_arrive_numbered(int h, int count, double priority, double max_wait_ms, double max_retries, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
-  numbered(*e, count, g_amounts);
-  auto t = e->arrive(g_amounts, waiting(priority, max_wait_ms, max_retries), to_ms(now));
+  const size_t n = std::min<size_t>(count > 0 ? static_cast<size_t>(count) : 0, g_f64.size() / 2);
+  g_numbered.resize(n);
+  for (size_t i = 0; i < n; ++i) g_numbered[i] = drl::NumberedAmount{unit_number(g_f64[2 * i]), g_f64[2 * i + 1]};
+  auto t = e->arrive_numbered(g_numbered.data(), n, waiting(priority, max_wait_ms, max_retries), to_ms(now));
   return t.ok() ? static_cast<double>(*t) : fail(t.error());
 }
 

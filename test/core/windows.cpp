@@ -184,6 +184,65 @@ TEST_CASE("units: a cost per unit, checked against the windows", "[units]") {
         R"([drl:invalid-argument] usage.tokens must be a number (received "5"))");
 }
 
+TEST_CASE("units: by number, a cost is checked, refused and taken as by name", "[units]") {
+  Engine by_name = configured(kTwoUnits);
+  Engine by_number = configured(kTwoUnits);
+  auto numbered = [&](const Amounts& cost) {
+    std::vector<NumberedAmount> out;
+    for (const Amount& a : cost) out.push_back(NumberedAmount{by_number.unit_number(a.unit), a.amount});
+    return out;
+  };
+  const std::vector<Amounts> costs = {
+      amounts({{"tokens", 1.5}}),
+      amounts({{"tokens", -1}}),
+      amounts({{"tokens", 9007199254740992.0}}),
+      {},
+      amounts({{"tokens", 1},
+               {"requests", 1},
+               {"tokens", 1},
+               {"requests", 1},
+               {"tokens", 1},
+               {"requests", 1},
+               {"tokens", 1},
+               {"requests", 1},
+               {"tokens", 1}}),
+      amounts({{"tokens", 1001}}),
+      amounts({{"requests", 2e9}}),
+      amounts({{"tokens", 300}}),
+      amounts({{"tokens", 100}, {"requests", 3}}),
+      amounts({{"tokens", 5}, {"requests", 0}}),
+      amounts({{"requests", 2}, {"tokens", 7}, {"tokens", 9}}),  // the last amount of a unit counts
+  };
+  Millis now = T0;
+  for (const Amounts& cost : costs) {
+    const std::vector<NumberedAmount> n = numbered(cost);
+    auto a = by_name.arrive(cost, now);
+    auto b = by_number.arrive_numbered(n.data(), n.size(), Waiting{}, now);
+    REQUIRE(a.ok() == b.ok());
+    if (a.ok()) {
+      CHECK(*a == *b);
+    } else {
+      CHECK(a.error().message == b.error().message);
+    }
+    now += 10;
+  }
+  CHECK(rows_of(by_number.writes(), by_number, "tpm") == rows_of(by_name.writes(), by_name, "tpm"));
+  CHECK(rows_of(by_number.writes(), by_number, "tpm") ==
+        std::map<Millis, int64_t>{{T0 + 70, 300}, {T0 + 80, 100}, {T0 + 90, 5}, {T0 + 100, 9}});
+  CHECK(rows_of(by_number.writes(), by_number, "") == rows_of(by_name.writes(), by_name, ""));
+  // A number no config named reads as the name "", which is not a unit name.
+  const NumberedAmount unknown{7, 1};
+  CHECK(
+      by_number.arrive_numbered(&unknown, 1, Waiting{}, now).error().message ==
+      R"([drl:invalid-argument] cost has the key "", which is not a unit name (a letter, then at most 31 letters, digits, _ or -))");
+  // Waiting is checked after the cost, as by name.
+  Waiting bad;
+  bad.priority = 1.5;
+  const std::vector<NumberedAmount> fine = numbered(amounts({{"tokens", 1}}));
+  CHECK(by_number.arrive_numbered(fine.data(), fine.size(), bad, now).error().message ==
+        by_name.arrive(amounts({{"tokens", 1}}), bad, now).error().message);
+}
+
 TEST_CASE("windows: a call starts only when it fits in every window, and waits for the latest", "[windows]") {
   Engine e = configured(kTwoUnits);
   // 900 tokens at T0: the next call of 200 tokens fits the requests windows

@@ -95,19 +95,16 @@ Expected<Amounts> parse_amounts(std::string_view json_text, std::string_view wha
                                               ")");
   }
   // In unit-name order, whatever order the keys were written in, so the
-  // first problem named is the same for the same object.
-  std::vector<const internal::json::Value::Member*> members;
-  for (const auto& m : doc.GetObject()) members.push_back(&m);
-  std::sort(members.begin(), members.end(),
-            [](const auto* a, const auto* b) { return internal::json::view(a->name) < internal::json::view(b->name); });
+  // first problem named is the same for the same object: Parsed gives an
+  // object's members in key byte order (json.h).
   Amounts out;
-  for (const auto* m : members) {
-    const std::string unit = internal::json::text(m->name);
-    if (!m->value.IsNumber()) {
+  for (const auto& m : doc.GetObject()) {
+    const std::string unit = internal::json::text(m.name);
+    if (!m.value.IsNumber()) {
       return invalid(ErrorKind::TypeError,
-                     name + "." + unit + " must be a number (received " + internal::json::dump(m->value) + ")");
+                     name + "." + unit + " must be a number (received " + internal::json::dump(m.value) + ")");
     }
-    out.push_back(Amount{unit, m->value.GetDouble()});
+    out.push_back(Amount{unit, m.value.GetDouble()});
   }
   return out;
 }

@@ -15,6 +15,8 @@
 #include <rapidjson/internal/dtoa.h>
 #include <rapidjson/reader.h>
 
+#include "sort.h"
+
 namespace drl::internal::json {
 namespace {
 
@@ -122,12 +124,15 @@ void normalise(Value& v, Document::AllocatorType& allocator) {
   for (uint32_t i = 1; i < n && ordered; ++i) ordered = view(m[i - 1].name) < view(m[i].name);
   if (!ordered) {
     std::vector<uint32_t> order(n);
-    for (uint32_t i = 0; i < n; ++i) order[i] = i;
-    // Equal keys by position, so the last one written is the last of its run.
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      const std::string_view ka = view(m[a].name), kb = view(m[b].name);
-      return ka < kb || (ka == kb && a < b);
-    });
+    // Equal keys by position (the sort is stable), so the last one written
+    // is the last of its run.
+    stable_order(
+        order.data(), n,
+        [](const void* members, uint32_t a, uint32_t b) {
+          const auto* member = static_cast<const Value::Member*>(members);
+          return view(member[a].name).compare(view(member[b].name));
+        },
+        &*m);
     Value sorted(rapidjson::kObjectType);
     for (uint32_t k = 0; k < n; ++k) {
       const uint32_t i = order[k];

@@ -6,6 +6,8 @@
 #include <limits>
 #include <utility>
 
+#include "sort.h"
+
 namespace drl::internal {
 
 LeaseHolder::LeaseHolder(HolderConfig config)
@@ -63,7 +65,7 @@ void LeaseHolder::close(size_t index) {
   p.gives_slots = usable_slots(h) > 0;
   p.uses = std::move(h.uses);
   for (const auto& [call, start] : h.running) p.running.push_back({start, 1});
-  std::sort(p.running.begin(), p.running.end(), [](const Use& a, const Use& b) { return a.at < b.at; });
+  sort_stable(p.running, [](const Use& a, const Use& b) { return a.at < b.at; });
   fold(p.running);
   pending_.push_back(std::move(p));
   leases_.erase(leases_.begin() + static_cast<std::ptrdiff_t>(index));

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "lease_holder.h"
+#include "sort.h"
 
 namespace drl::internal {
 
@@ -83,8 +84,7 @@ int64_t LeaseHolder::startable_calls(LeaseMillis by, LeaseMillis rate_span) cons
     for (size_t k = 0; k < n; ++k) usable[k] += usable_by(h, k, by);
   }
   std::vector<DemandLevel> levels = queued_;
-  std::stable_sort(levels.begin(), levels.end(),
-                   [](const DemandLevel& a, const DemandLevel& b) { return a.priority > b.priority; });
+  sort_stable(levels, [](const DemandLevel& a, const DemandLevel& b) { return a.priority > b.priority; });
   int64_t calls = 0;
   for (const DemandLevel& d : levels) {
     int64_t fit = d.slots;
@@ -290,8 +290,7 @@ std::vector<DemandLevel> LeaseHolder::demand(LeaseMillis now) const {
   // with their close once they are spent.
   int64_t free_slots = lasting_free_slots(now, lead());
   std::vector<DemandLevel> levels = queued_;
-  std::sort(levels.begin(), levels.end(),
-            [](const DemandLevel& a, const DemandLevel& b) { return a.priority > b.priority; });
+  sort_stable(levels, [](const DemandLevel& a, const DemandLevel& b) { return a.priority > b.priority; });
   for (DemandLevel& d : levels) {
     d.units.resize(n, 0);
     for (size_t k = 0; k < n; ++k) {

@@ -6,6 +6,8 @@
 #include <limits>
 #include <utility>
 
+#include "sort.h"
+
 namespace drl::internal {
 
 bool LeaseRow::operator==(const LeaseRow& o) const {
@@ -458,8 +460,7 @@ LeaseGrant Ledger::decide(const Exchange& ex, ChildRow& row, LeaseMillis now, st
   g.duration_ms = duration(ex);
   // What it still wants, for the shares of the others: less what it got,
   // taken from its highest levels first.
-  std::sort(row.demand.begin(), row.demand.end(),
-            [](const DemandLevel& a, const DemandLevel& b) { return a.priority > b.priority; });
+  sort_stable(row.demand, [](const DemandLevel& a, const DemandLevel& b) { return a.priority > b.priority; });
   for (size_t k = 0; k <= n; ++k) {
     int64_t left = got[k];
     for (DemandLevel& d : row.demand) {

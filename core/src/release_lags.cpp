@@ -1,7 +1,10 @@
 #include "release_lags.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
+
+#include "sort.h"
 
 namespace drl::internal {
 
@@ -22,23 +25,31 @@ void ReleaseLags::sample(int64_t lag) {
 }
 
 void ReleaseLags::write_stats(json::Writer& out) const {
-  std::vector<int64_t> sorted(lags_.begin(), lags_.begin() + static_cast<std::ptrdiff_t>(count_));
-  std::sort(sorted.begin(), sorted.end());
+  // The ring's samples in order, read through their indices: no copy.
+  const auto count = static_cast<uint32_t>(count_);
+  std::vector<uint32_t> order(count);
+  stable_order(
+      order.data(), count,
+      [](const void* lags, uint32_t a, uint32_t b) {
+        const int64_t* lag = static_cast<const int64_t*>(lags);
+        return lag[a] < lag[b] ? -1 : lag[b] < lag[a] ? 1 : 0;
+      },
+      lags_.data());
   auto pick = [&](double q) -> json::Writer& {
-    if (sorted.empty()) return out.null();
-    const size_t i = std::min(sorted.size() - 1, static_cast<size_t>(q * static_cast<double>(sorted.size())));
-    return out.num(sorted[i]);
+    if (count == 0) return out.null();
+    const size_t i = std::min<size_t>(count - 1, static_cast<size_t>(q * static_cast<double>(count)));
+    return out.num(lags_[order[i]]);
   };
-  out.begin_object().key("samples").num(sorted.size());
+  out.begin_object().key("samples").num(count_);
   out.key("p50");
   pick(0.5);
   out.key("p99");
   pick(0.99);
   out.key("max");
-  if (sorted.empty()) {
+  if (count == 0) {
     out.null();
   } else {
-    out.num(sorted.back());
+    out.num(lags_[order[count - 1]]);
   }
   out.key("allowance").num(allowance_).end_object();
 }

@@ -70,7 +70,11 @@ TEST_CASE("json: read_number takes one JSON number and nothing else", "[json]") 
   CHECK(read_number("-1.5") == -1.5);
   CHECK(read_number("1.5e3") == 1500.0);
   CHECK(read_number("9007199254740993") == 9007199254740992.0);  // the nearest double
-  for (const char* bad : {"", "x", "+5", "0x10", "5.", ".5", "1 2", "[1]", "nan", "inf", "\"1\""}) {
+  CHECK(read_number(" 7\n") == 7.0);                             // JSON's whitespace around it
+  CHECK(read_number("18446744073709551615") == 18446744073709551615.0);
+  CHECK(!read_number(std::string(100000, '[')));
+  for (const char* bad :
+       {"", "x", "+5", "0x10", "5.", ".5", "1 2", "[1]", "nan", "inf", "\"1\"", "{\"a\":1}", "true", "null", "1 x"}) {
     INFO(bad);
     CHECK(!read_number(bad));
   }

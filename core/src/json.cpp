@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -226,6 +227,18 @@ Writer& Writer::num(double d) {
   if (text.size() > 2 && text.compare(text.size() - 2, 2, ".0") == 0) text.resize(text.size() - 2);
   if (const auto e = text.find('e'); e != std::string::npos && text[e + 1] != '-') text.insert(e + 1, "+");
   return done(w_.RawValue(text.data(), text.size(), rapidjson::kNumberType));
+}
+
+Writer& Writer::integer(int64_t n) {
+  char buffer[24];
+  const auto end = std::to_chars(buffer, buffer + sizeof buffer, n).ptr;
+  return done(w_.RawValue(buffer, static_cast<size_t>(end - buffer), rapidjson::kNumberType));
+}
+
+Writer& Writer::integer(uint64_t n) {
+  char buffer[24];
+  const auto end = std::to_chars(buffer, buffer + sizeof buffer, n).ptr;
+  return done(w_.RawValue(buffer, static_cast<size_t>(end - buffer), rapidjson::kNumberType));
 }
 
 Writer& Writer::value(const Value& v) {

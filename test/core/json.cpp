@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 using drl::internal::json::dump;
@@ -95,6 +96,18 @@ TEST_CASE("json: numbers are written as JavaScript writes them", "[json]") {
   std::string out;
   Writer(out).begin_array().num(int64_t{-3}).num(uint64_t{18'446'744'073'709'551'615u}).str("a\"\n").end_array();
   CHECK(out == R"([-3,18446744073709551615,"a\"\n"])");
+  // Every integer type through the same digits: the extremes, and 0.
+  out.clear();
+  Writer(out)
+      .begin_array()
+      .num(INT64_MIN)
+      .num(INT64_MAX)
+      .num(0)
+      .num(uint8_t{255})
+      .num(int32_t{-2147483647 - 1})
+      .num(-0.0)
+      .end_array();
+  CHECK(out == "[-9223372036854775808,9223372036854775807,0,255,-2147483648,0]");
 }
 
 TEST_CASE("json: a merge patch deletes on null and keeps keys in order", "[json]") {

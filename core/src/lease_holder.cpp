@@ -95,8 +95,8 @@ void LeaseHolder::advance(LeaseMillis now) {
   // less than T apart in real time read less than that apart.
   for (size_t k = 0; k < floor_uses_.size() && k < config_.windows_ms.size(); ++k) {
     auto& uses = floor_uses_[k];
-    while (!uses.empty() && uses.front().at + config_.clocks.outlast(config_.windows_ms[k]) <= now) {
-      floor_used_[k] -= uses.front().amount;
+    while (!uses.empty() && uses.front().first + config_.clocks.outlast(config_.windows_ms[k]) <= now) {
+      floor_used_[k] -= uses.front().second;
       uses.pop_front();
     }
   }

@@ -367,9 +367,10 @@ class LeaseHolder {
   // penalty_ms_ real ms remained; penalty_report_: seen here, not yet sent.
   LeaseMillis penalty_at_ = 0, penalty_ms_ = 0;
   bool penalty_report_ = false;
-  // kFloor: the floor's uses still in their window (per window, by reading),
-  // and its running calls.
-  std::vector<std::deque<Use>> floor_uses_;
+  // kFloor: the floor's uses still in their window (per window, by reading:
+  // {at, amount}), and its running calls. Pairs, not Use: the deque type of
+  // peaks_ and slot_times_, so core.wasm holds one deque's code, not two.
+  std::vector<std::deque<std::pair<LeaseMillis, int64_t>>> floor_uses_;
   std::vector<int64_t> floor_used_;
   std::map<CallId, LeaseMillis> floor_running_;
   // Floor takes whose work has not left yet (counted in floor_used_, read

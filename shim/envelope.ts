@@ -257,10 +257,11 @@ export interface CallReport<T = unknown> {
 }
 
 /**
- * What the object hands a callback that reports its own throws
+ * What the object tells a callback that reports its own throws
  * (`reportsThrows: true`, as `bound.call`'s does) when it starts an attempt:
  * enough for the caller to settle on its own if the object dies while the
- * callback runs. A raw `execute(fn)` without `reportsThrows` gets no
+ * callback runs. It travels as text (AttemptStartText); readAttemptStart
+ * gives this form. A raw `execute(fn)` without `reportsThrows` gets no
  * argument. Since wire version 5 (0.2.0); an older object passes none.
  *
  * @example
@@ -282,6 +283,40 @@ export interface AttemptStart {
    * Absent (an object that does not say): the client reads them.
    */
   learns?: boolean;
+}
+
+/**
+ * An AttemptStart as the callback receives it: one string, the slot, the
+ * timeout and `learns` (1 or 0) separated by spaces, so a later version may
+ * append fields. A string, not an object: Workers RPC carries a string
+ * argument for a fraction of what an object costs (about 2 us against 10
+ * to 15 us of workerd CPU per call; see docs/benchmarks.md).
+ *
+ * @example
+ * readAttemptStart('7.1.1767225600000.1767225600000.9f2c3a1b4d5e6f70 120000 0');
+ * // { slot: '7.1.1767225600000.1767225600000.9f2c3a1b4d5e6f70', timeoutMs: 120000, learns: false }
+ */
+export type AttemptStartText = string;
+
+/** The text the object hands the callback for `start` (see AttemptStartText). */
+export function attemptStartText(start: AttemptStart): AttemptStartText {
+  const learns = start.learns === undefined ? '' : start.learns ? ' 1' : ' 0';
+  return `${start.slot} ${start.timeoutMs}${learns}`;
+}
+
+/**
+ * The AttemptStart a callback was handed, or undefined when `text` is not
+ * one (an older object passes nothing). Fields after the known ones are
+ * ignored.
+ */
+export function readAttemptStart(text: unknown): AttemptStart | undefined {
+  if (typeof text !== 'string') return undefined;
+  const [slot, timeout, learns] = text.split(' ', 3);
+  const timeoutMs = Number(timeout);
+  if (!slot || !(timeoutMs > 0) || !Number.isSafeInteger(timeoutMs)) return undefined;
+  const start: AttemptStart = { slot, timeoutMs };
+  if (learns === '1' || learns === '0') start.learns = learns === '1';
+  return start;
 }
 
 /** Options for one `execute`. */
@@ -308,7 +343,7 @@ export interface ExecuteOptions {
    * (its isolate died, its connection broke) costs the one attempt that
    * found it gone: its slot comes back at once and it is never retried.
    * `bound.call` always sets it. Such a
-   * callback is invoked with one argument, its AttemptStart (wire 5 and
+   * callback is invoked with one argument, its AttemptStartText (wire 5 and
    * later); without it, with none.
    */
   reportsThrows?: boolean;

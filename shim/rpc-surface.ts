@@ -12,7 +12,7 @@
  * await (env.LIMITER as LimiterService).stats('github-api');
  */
 import type {
-  AttemptStart,
+  AttemptStartText,
   CallReport,
   ExecuteOptions,
   ExecuteResult,
@@ -37,7 +37,7 @@ export interface Executes<Lead extends unknown[] = []> {
    * SettledCall instead.
    */
   execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(
-    ...args: [...Lead, fn: (start?: AttemptStart) => Promise<CallReport<T>> | CallReport<T>, options?: O]
+    ...args: [...Lead, fn: (start?: AttemptStartText) => Promise<CallReport<T>> | CallReport<T>, options?: O]
   ): Promise<ExecuteResult<T, O>>;
 }
 

@@ -5,7 +5,7 @@
  * which is what separates a drop (never ran: safe to retry) from a failure
  * after the work began (never retried).
  */
-import type { AttemptStart, CallReport, UnitCosts } from '../envelope.ts';
+import { readAttemptStart, type AttemptStart, type CallReport, type UnitCosts } from '../envelope.ts';
 import { messageOf } from '../errors.ts';
 import {
   checkedFailure,
@@ -163,7 +163,7 @@ export interface AttemptTrace<V = unknown> {
 }
 
 /**
- * The function passed to `execute`: invoked with an AttemptStart (or
+ * The function passed to `execute`: invoked with an AttemptStartText (or
  * nothing), it runs an attempt and answers its report. Its `whenAborted`
  * property is the attempt's abort relay (ExecuteOptions.relaysAbort).
  */
@@ -200,7 +200,7 @@ export function reportingCallback<T, V>(
     trace.thrown = undefined;
     trace.startedAt = Date.now();
     trace.endedAt = undefined;
-    trace.start = attemptStart(start);
+    trace.start = readAttemptStart(start);
     return (trace.running = runAttempt(work, read, hooks, hooked, trace));
   }) as ReportingCallback<V>;
   callback.whenAborted = relay.whenAborted;
@@ -266,14 +266,6 @@ function ended<V>(trace: AttemptTrace<V>, report: CallReport<V>): CallReport<V> 
 function threw<V>(trace: AttemptTrace<V>, error: unknown): CallReport<V> {
   trace.thrown = error;
   return ended(trace, { thrown: { message: messageOf(error) } });
-}
-
-/** The object's AttemptStart, if `value` is one (an older object passes nothing); kept as it arrived, a copy of its own. */
-function attemptStart(value: unknown): AttemptStart | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  const { slot, timeoutMs } = value as Record<string, unknown>;
-  if (typeof slot !== 'string' || typeof timeoutMs !== 'number' || !(timeoutMs > 0)) return undefined;
-  return value as AttemptStart;
 }
 
 /**

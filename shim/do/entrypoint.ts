@@ -6,7 +6,7 @@
 import { WorkerEntrypoint } from 'cloudflare:workers';
 import {
   ENVELOPE_VERSION,
-  type AttemptStart,
+  type AttemptStartText,
   type CallReport,
   type ExecuteOptions,
   type ExecuteResult,
@@ -36,7 +36,7 @@ export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements L
   /** LimiterDO's execute on the bucket `name`; with `settles: 'data'` or `wire`, a bad name is settled as data too. */
   execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(
     name: string,
-    fn: (start?: AttemptStart) => Promise<CallReport<T>> | CallReport<T>,
+    fn: (start?: AttemptStartText) => Promise<CallReport<T>> | CallReport<T>,
     options?: O,
   ): Promise<ExecuteResult<T, O>> {
     return later(async () => {
@@ -46,7 +46,10 @@ export class LimiterEntrypoint extends WorkerEntrypoint<LimiterEnv> implements L
       } catch (error) {
         return answerFailure(error, answerForm(options)) as ExecuteResult<T, O>;
       }
-      return (await stub.execute(fn as (start?: AttemptStart) => Promise<CallReport>, options)) as ExecuteResult<T, O>;
+      return (await stub.execute(fn as (start?: AttemptStartText) => Promise<CallReport>, options)) as ExecuteResult<
+        T,
+        O
+      >;
     });
   }
 

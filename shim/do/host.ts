@@ -14,7 +14,7 @@ import {
   type EngineReport,
   type EngineWriteKind,
 } from '../engine/loader.ts';
-import type { AttemptStart } from '../envelope.ts';
+import { attemptStartText, type AttemptStartText } from '../envelope.ts';
 import { MARKERS, type ErrorId } from '../error-ids.ts';
 import { CallFailedError, LimiterNotConfiguredError } from '../errors.ts';
 import { parseReport } from './arguments.ts';
@@ -40,7 +40,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** A caller waiting on its call: the callback to invoke and how to settle. */
 interface PendingCall {
-  fn: (start?: AttemptStart) => unknown;
+  fn: (start?: AttemptStartText) => unknown;
   /** The callback returns its own throws as report.thrown, so any throw from invoking it means the caller is gone. */
   reportsThrows: boolean;
   resolve(value: unknown): void;
@@ -207,7 +207,7 @@ export class EngineHost {
    */
   admit(
     ticket: number,
-    fn: (start?: AttemptStart) => unknown,
+    fn: (start?: AttemptStartText) => unknown,
     reportsThrows: boolean,
     whenAborted?: () => Promise<boolean>,
   ): Promise<unknown> {
@@ -545,13 +545,19 @@ export class EngineHost {
     return released;
   }
 
+  /** The AttemptStartText of `ticket`'s attempt, if it runs. */
+  #startText(ticket: number): AttemptStartText | undefined {
+    const start = this.#engine.attemptSlot(ticket);
+    return start && attemptStartText(start);
+  }
+
   async #attempt(ticket: number, call: PendingCall): Promise<void> {
     let result: unknown;
     try {
       // Only a callback that reports its own throws (the client's) is
       // handed its start: its slot's identity and the attempt's timeout. A
       // raw execute(fn) is invoked with no argument, as documented.
-      result = await (call.reportsThrows ? call.fn(this.#engine.attemptSlot(ticket)) : call.fn());
+      result = await (call.reportsThrows ? call.fn(this.#startText(ticket)) : call.fn());
     } catch (error) {
       this.#releaseDueNow();
       if (notCallable(error)) {

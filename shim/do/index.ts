@@ -10,6 +10,7 @@ export {
   WIRE_BRAND,
   REGISTRY_NAME,
   type AttemptStart,
+  type AttemptStartText,
   type CallReport,
   type ConfigureResult,
   type ExecuteOptions,

@@ -13,7 +13,7 @@ import { createCore } from '../engine/module.ts';
 import {
   ENVELOPE_VERSION,
   REGISTRY_NAME,
-  type AttemptStart,
+  type AttemptStartText,
   type CallReport,
   type ExecuteOptions,
   type ExecuteResult,
@@ -170,7 +170,7 @@ export class LimiterDO extends DurableObject<LimiterEnv> implements LimiterRpc {
    * verdicts travel as data instead of rejections (settled.ts).
    */
   execute<T = unknown, O extends ExecuteOptions = ExecuteOptions>(
-    fn: (start?: AttemptStart) => Promise<CallReport<T>> | CallReport<T>,
+    fn: (start?: AttemptStartText) => Promise<CallReport<T>> | CallReport<T>,
     options?: O,
   ): Promise<ExecuteResult<T, O>> {
     return later(async () => {
@@ -775,7 +775,7 @@ function noticeFailed(region: string, error: unknown, what = 'a penalty notice')
  * it, or a local function lacks it) leaves the call without a relay: it
  * answers `false`, never aborted, rather than failing as a caller gone would.
  */
-function abortWatch(fn: (start?: AttemptStart) => unknown): () => Promise<boolean> {
+function abortWatch(fn: (start?: AttemptStartText) => unknown): () => Promise<boolean> {
   // Read only when asked: on a stub, reading it builds a handle for the call.
   return () => {
     const carrier = fn as unknown as { whenAborted?: () => Promise<boolean> };

@@ -2,7 +2,7 @@
 import { env } from 'cloudflare:test';
 import type { LimiterStub, NamespaceLike } from '../../shim/client/index.ts';
 import type { LimiterDO } from '../../shim/do/index.ts';
-import type { AttemptStart, CallReport, ExecuteOptions, LimiterConfig } from '../../shim/envelope.ts';
+import type { AttemptStartText, CallReport, ExecuteOptions, LimiterConfig } from '../../shim/envelope.ts';
 import { rejection, sleep, waitFor } from '../shared/async.ts';
 import type { ParkedClientDO } from './worker.ts';
 
@@ -136,8 +136,8 @@ export function recordingNamespace(
               new Error(`Network connection lost. (fake drop ${executes.length})`)
             );
           }
-          // The object's AttemptStart goes on to the client's callback, as it does unrecorded.
-          const recorded = async (start?: AttemptStart) => {
+          // The object's AttemptStartText goes on to the client's callback, as it does unrecorded.
+          const recorded = async (start?: AttemptStartText) => {
             const report = await fn(start);
             record.reports.push(report);
             return report;

@@ -14,7 +14,13 @@ import {
   type LimiterStub,
   type NamespaceLike,
 } from '../../shim/client/index.ts';
-import type { AttemptStart, CallReport, ExecuteOptions } from '../../shim/envelope.ts';
+import {
+  readAttemptStart,
+  type AttemptStart,
+  type AttemptStartText,
+  type CallReport,
+  type ExecuteOptions,
+} from '../../shim/envelope.ts';
 import { configured, gate, rejection, sleep, testEnv, waitFor, watch } from './helpers.ts';
 
 /** Kills the object as the runtime does on a reset: in-flight calls reject, storage stays. */
@@ -44,10 +50,10 @@ function lostAfterStart(finished: 'recorded' | 'missing' | 'refused' = 'recorded
     get(id) {
       const real = testEnv.RATE_LIMITER.get(id as DurableObjectId);
       const stub = {
-        execute(fn: (start?: AttemptStart) => Promise<CallReport>, options?: ExecuteOptions) {
+        execute(fn: (start?: AttemptStartText) => Promise<CallReport>, options?: ExecuteOptions) {
           return new Promise((_resolve, reject) => {
-            const spy = (start?: AttemptStart) => {
-              starts.push(start);
+            const spy = (start?: AttemptStartText) => {
+              starts.push(readAttemptStart(start));
               reject(new Error('Network connection lost.'));
               return fn(start);
             };

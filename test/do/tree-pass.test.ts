@@ -7,7 +7,14 @@
 import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import type { LimiterDO } from '../../shim/do/index.ts';
-import type { AttemptStart, LimiterConfig, LimiterStats, TreeStats } from '../../shim/envelope.ts';
+import {
+  readAttemptStart,
+  type AttemptStart,
+  type AttemptStartText,
+  type LimiterConfig,
+  type LimiterStats,
+  type TreeStats,
+} from '../../shim/envelope.ts';
 import {
   bucket,
   mostAtOnce,
@@ -175,8 +182,8 @@ describe('pass-through in a lease tree', { timeout: 120_000 }, () => {
     let finish: () => void = () => {};
     const finished = new Promise<void>((resolve) => (finish = resolve));
     const call = child.execute(
-      async (attempt?: AttemptStart) => {
-        start = attempt;
+      async (attempt?: AttemptStartText) => {
+        start = readAttemptStart(attempt);
         await finished;
         return { value: 1, status: 200 };
       },

@@ -59,7 +59,8 @@ class UnitCosts {
   size_t size() const { return n_ <= kInline ? n_ : kInline + more_.size(); }
   const UnitCost& operator[](size_t i) const { return i < kInline ? inline_[i] : more_[i - kInline]; }
   UnitCost& operator[](size_t i) { return i < kInline ? inline_[i] : more_[i - kInline]; }
-  const UnitCost* find(int unit) const {
+  // Inlined: each window asks it on every take (about 2% of a wasm take as a call).
+  [[gnu::always_inline]] const UnitCost* find(int unit) const {
     for (size_t i = 0; i < size(); ++i) {
       if ((*this)[i].unit == unit) return &(*this)[i];
     }

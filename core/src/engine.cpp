@@ -58,6 +58,15 @@ Status lease_windows_kept(const internal::Scheduler& s, const ParsedConfig& pars
                          ": a child's windows cannot change (make a new child, a new incarnation)");
 }
 
+// Every arrive's last step, once its cost is filled in: the Waiting checked
+// (the common default skips the rules), then the call queued or started.
+Expected<Ticket> enqueue_waiting(internal::Scheduler& s, Call&& c, const Waiting& waiting, Millis now) {
+  if (!internal::default_waiting(waiting)) {
+    if (auto problem = internal::waiting_problem(waiting)) return *problem;
+  }
+  return s.enqueue(std::move(c), waiting, now);
+}
+
 }  // namespace
 
 Status Engine::configure(std::string_view config_json, Millis now) {
@@ -133,10 +142,7 @@ Expected<Ticket> Engine::arrive(double cost, const Waiting& waiting, Millis now)
   Call c;
   c.set_cost(scheduler_->windows[0].unit, static_cast<int64_t>(cost));
   if (const internal::Window* w = scheduler_->windows.too_large(c)) return scheduler_->cost_too_large(*w, c, false);
-  if (!internal::default_waiting(waiting)) {
-    if (auto problem = internal::waiting_problem(waiting)) return *problem;
-  }
-  return scheduler_->enqueue(std::move(c), waiting, now);
+  return enqueue_waiting(*scheduler_, std::move(c), waiting, now);
 }
 
 Expected<Ticket> Engine::arrive(const Amounts& cost, const Waiting& waiting, Millis now) {
@@ -144,10 +150,7 @@ Expected<Ticket> Engine::arrive(const Amounts& cost, const Waiting& waiting, Mil
   Call c;
   Status costed = scheduler_->costed(cost, c);
   if (!costed.ok()) return costed.error();
-  if (!internal::default_waiting(waiting)) {
-    if (auto problem = internal::waiting_problem(waiting)) return *problem;
-  }
-  return scheduler_->enqueue(std::move(c), waiting, now);
+  return enqueue_waiting(*scheduler_, std::move(c), waiting, now);
 }
 
 Expected<Ticket> Engine::arrive_numbered(const NumberedAmount* cost, size_t count, const Waiting& waiting, Millis now) {
@@ -160,10 +163,7 @@ Expected<Ticket> Engine::arrive_numbered(const NumberedAmount* cost, size_t coun
     return arrive(named, waiting, now);
   }
   if (const internal::Window* w = scheduler_->windows.too_large(c)) return scheduler_->cost_too_large(*w, c, true);
-  if (!internal::default_waiting(waiting)) {
-    if (auto problem = internal::waiting_problem(waiting)) return *problem;
-  }
-  return scheduler_->enqueue(std::move(c), waiting, now);
+  return enqueue_waiting(*scheduler_, std::move(c), waiting, now);
 }
 
 Status Engine::report(Ticket t, const Report& r, Millis now) {

@@ -37,9 +37,10 @@ std::string g_scratch;
 std::string g_out;
 std::vector<double> g_f64;
 std::vector<double> g_records;
-// Amounts by unit number (see numbered), kept between calls.
-drl::Amounts g_amounts;
+// Amounts by unit number (see numbered) and by name (see named), kept
+// between calls.
 std::vector<drl::NumberedAmount> g_numbered;
+drl::Amounts g_amounts;
 int g_error_kind = 0;
 
 drl::Engine* engine(int h) {
@@ -231,23 +232,32 @@ double drl_arrive(int h, double cost, double priority, double max_wait_ms, doubl
   return t.ok() ? static_cast<double>(*t) : fail(t.error());
 }
 
-// Amounts by unit number (Engine::unit_number): `count` (number, amount)
-// pairs in the f64 buffer. A number the engine does not know
-// reads as "" (no window counts it: the engine's own error). Filled into
-// `out` in place: a take with a cost per unit, and its report's usage,
-// then reuse the vector and its short unit names, allocating nothing.
-// A unit number sent as a double; -1 for one that is not a number.
+// A unit number sent as a double; -1 for one that is not a small whole number.
 static int unit_number(double unit) {
   // Compared as a double first: casting one beyond int's range is undefined.
   return unit >= 0 && unit < 1e6 && unit == std::floor(unit) ? static_cast<int>(unit) : -1;
 }
 
-static void numbered(const drl::Engine& e, int count, drl::Amounts& out) {
+// Amounts by unit number (Engine::unit_number): the `count` (number, amount)
+// pairs in the f64 buffer, read into g_numbered, which keeps its room
+// between calls.
+static const std::vector<drl::NumberedAmount>& numbered(int count) {
   const size_t n = std::min<size_t>(count > 0 ? static_cast<size_t>(count) : 0, g_f64.size() / 2);
-  out.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    out[i].unit = e.unit_name(unit_number(g_f64[2 * i]));
-    out[i].amount = g_f64[2 * i + 1];
+  g_numbered.resize(n);
+  for (size_t i = 0; i < n; ++i) g_numbered[i] = drl::NumberedAmount{unit_number(g_f64[2 * i]), g_f64[2 * i + 1]};
+  return g_numbered;
+}
+
+// The same amounts by unit name, for a report's usage: a number the engine
+// does not know reads as "" (no window counts it: the engine's own error).
+// Filled into `out` in place, so a usage per take reuses the vector and its
+// short unit names, allocating nothing.
+static void named(const drl::Engine& e, int count, drl::Amounts& out) {
+  const auto& pairs = numbered(count);
+  out.resize(pairs.size());
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    out[i].unit = e.unit_name(pairs[i].unit);
+    out[i].amount = pairs[i].amount;
   }
 }
 
@@ -263,10 +273,8 @@ DRL_EXPORT(drl_arrive_numbered)
 double drl_arrive_numbered(int h, int count, double priority, double max_wait_ms, double max_retries, double now) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
-  const size_t n = std::min<size_t>(count > 0 ? static_cast<size_t>(count) : 0, g_f64.size() / 2);
-  g_numbered.resize(n);
-  for (size_t i = 0; i < n; ++i) g_numbered[i] = drl::NumberedAmount{unit_number(g_f64[2 * i]), g_f64[2 * i + 1]};
-  auto t = e->arrive_numbered(g_numbered.data(), n, waiting(priority, max_wait_ms, max_retries), to_ms(now));
+  const auto& cost = numbered(count);
+  auto t = e->arrive_numbered(cost.data(), cost.size(), waiting(priority, max_wait_ms, max_retries), to_ms(now));
   return t.ok() ? static_cast<double>(*t) : fail(t.error());
 }
 
@@ -305,7 +313,7 @@ int drl_report(int h, double ticket, int status_code, int flags, double retry_af
   const int usage_json = std::max(usage_len, 0);
   if (usage_len <= -2) {
     // The shared vector lent to the report and taken back after it, so it keeps its room.
-    numbered(*e, -(usage_len + 2), g_amounts);
+    named(*e, -(usage_len + 2), g_amounts);
     r.usage = std::move(g_amounts);
   } else if (usage_len >= 0) {
     const std::string_view all = scratch(header + usage_len);

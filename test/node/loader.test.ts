@@ -211,6 +211,31 @@ describe('core.wasm loader', () => {
     expect(engine.arrive({ tokens: 5 }, 1000)).toBeGreaterThan(0);
   });
 
+  it('numbered amounts: a unit whose window a reconfigure removed keeps its number and is refused by name', () => {
+    const engine = loadCore().createEngine();
+    const config = {
+      bucket: { limitPerWindow: 10, windowInMs: 1000 },
+      windows: { tpm: { unit: 'tokens', limitPerWindow: 100, windowInMs: 1000 } },
+      concurrency: 5,
+    };
+    engine.configure(JSON.stringify(config), 1000);
+    engine.drain();
+    expect(engine.arrive({ tokens: 5 }, 1000)).toBeGreaterThan(0); // the loader now holds the number of "tokens"
+    engine.configure(JSON.stringify({ ...config, windows: {} }), 1001);
+    engine.drain();
+    expect(() => engine.arrive({ tokens: 5 }, 1002)).toThrow(
+      '[drl:invalid-argument] cost names unit "tokens", which no window counts (units: requests)',
+    );
+    expect(() => engine.arrive({ requests: 1, tokens: -1 }, 1002)).toThrow(
+      '[drl:invalid-argument] cost names unit "tokens", which no window counts (units: requests)',
+    );
+    expect(() => engine.arrive({ requests: 1.5 }, 1002)).toThrow(
+      '[drl:invalid-argument] cost.requests must be an integer >= 0 (received 1.5)',
+    );
+    expect(engine.drain().actionCount).toBe(0); // nothing taken by a refusal
+    expect(engine.arrive({ requests: 2 }, 1003)).toBeGreaterThan(0);
+  });
+
   it("a report's Retry-After survives its usage naming a unit for the first time", () => {
     // Numbering the usage's unit asks the engine through the scratch buffer,
     // which held the header: the header must still reach the engine whole.

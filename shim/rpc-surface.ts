@@ -53,7 +53,7 @@ export interface BucketMethods {
   history(resolution?: HistoryResolution): Promise<LimiterHistory>;
   /**
    * An attempt's callback finished after the object died under it: `slot` is
-   * the identity its AttemptStart carried, `ranMs` how long it ran. The
+   * the identity its AttemptStartText carried (readAttemptStart), `ranMs` how long it ran. The
    * restarted object frees the slot its restored record holds for it, when
    * no attempt still running can need it, and resolves whether it did.
    * `bound.call` sends it, once, best effort. Since wire version 5 (0.2.0).

@@ -152,7 +152,7 @@ export function checkFinished(slot: unknown, ranMs: unknown): { slot: string; ra
   if (typeof slot !== 'string' || slot.length > MAX_SLOT_LENGTH) {
     throw invalid(
       TypeError,
-      `finished(slot, ranMs): slot must be the string the callback's AttemptStart carried (received ${describe(slot)})`,
+      `finished(slot, ranMs): slot must be the slot its callback was handed at the start (readAttemptStart(start).slot; received ${describe(slot)})`,
     );
   }
   if (typeof ranMs !== 'number')

@@ -500,6 +500,28 @@ describe('pause', () => {
   }
 });
 
+describe('finished(slot, ranMs) at the RPC boundary', () => {
+  const cases: [string, unknown, unknown, ErrorClass, RegExp][] = [
+    [
+      'a slot that is not a string',
+      42,
+      10,
+      TypeError,
+      /slot must be the slot its callback was handed at the start \(readAttemptStart\(start\)\.slot; received 42\)$/,
+    ],
+    ['no slot', undefined, 10, TypeError, /slot must be the slot its callback was handed .*received undefined\)$/],
+    ['ranMs that is not a number', '7.1.2.3.ab', '10', TypeError, /ranMs/],
+  ];
+  for (const [what, slot, ranMs, Kind, detail] of cases) {
+    it(`refuses ${what} with [drl:invalid-argument] ${Kind.name} and frees nothing`, async () => {
+      const { stub } = await configured(CONFIG, 'finished');
+      const error = await rejection(stub.finished(slot as never, ranMs as never));
+      expectError(error, Kind, '[drl:invalid-argument]', detail);
+      expect(await stub.stats()).toMatchObject({ remaining: 7, restoredSlots: 0 });
+    });
+  }
+});
+
 describe('a callback returning a malformed report', () => {
   const cases: [string, unknown, RegExp][] = [
     ['a non-numeric status', { status: 'x' }, /CallReport\.status must be an integer HTTP status \(received "x"\)/],

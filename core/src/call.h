@@ -1,6 +1,7 @@
 // A call as the engine holds it from arrival to its outcome: its costs,
-// its place in the queue, and what its current attempt took in each window.
-// Plain data; the scheduler (scheduler.h) moves it through its phases:
+// its place in the queue, and what its current attempt took in each window
+// (Call, plain data), and the table of calls by ticket (CallTable). The
+// scheduler (scheduler.h) moves a call through its phases:
 //
 //   Queued -> Running -> (Backoff | Ready) -> Running -> ... -> erased
 //
@@ -11,7 +12,7 @@
 
 #include <array>
 #include <cstdint>
-#include <unordered_map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -126,7 +127,111 @@ struct Call {
   }
 };
 
-// Every call the engine knows, by ticket.
-using Calls = std::unordered_map<Ticket, Call>;
+// Every call the engine knows, by ticket: a map with the part of
+// std::unordered_map's interface the engine uses, built for its keys.
+//
+// Tickets are issued in sequence, so the live ones are nearly consecutive
+// and `ticket mod capacity` spreads them without a hash: the table is an
+// open-addressed array of pointers (linear probing, at most half full),
+// and each call lives in its own node, so a Call& stays valid while other
+// calls come and go, as it did in std::unordered_map. It replaced that map
+// to take its code out of core.wasm (4.7 KB: prime-sized buckets, their
+// rehash, node handles); a take and a queued arrival cost the same as
+// before (`npm run bench`).
+//
+// - Iterators are invalidated by every insertion and erasure; references
+//   to calls only by their own erasure (extract() keeps the node alive).
+// - Iteration order is the table's, as unspecified as unordered_map's.
+// - An erasure that leaves it under 1/8 full halves it (down to 16 slots),
+//   so a burst of 100,000 queued calls does not hold its array forever.
+class CallTable {
+ public:
+  struct Entry {
+    Ticket first;  // as a map's value_type: it->first, it->second
+    Call second;
+  };
+  // A call's node out of the table: the scheduler keeps a few to reuse.
+  using Node = std::unique_ptr<Entry>;
+
+  template <class E>
+  class Iter {
+   public:
+    Iter(Entry* const* at, Entry* const* end) : at_(at), end_(end) { skip(); }
+    E& operator*() const { return **at_; }
+    E* operator->() const { return *at_; }
+    Iter& operator++() {
+      ++at_;
+      skip();
+      return *this;
+    }
+    bool operator==(const Iter& o) const { return at_ == o.at_; }
+    bool operator!=(const Iter& o) const { return at_ != o.at_; }
+
+   private:
+    friend class CallTable;
+    void skip() {
+      while (at_ != end_ && *at_ == nullptr) ++at_;
+    }
+    Entry* const* at_;
+    Entry* const* end_;
+  };
+  using iterator = Iter<Entry>;
+  using const_iterator = Iter<const Entry>;
+
+  CallTable() = default;
+  CallTable(const CallTable&) = delete;
+  CallTable& operator=(const CallTable&) = delete;
+  ~CallTable();
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  // Its slots: a power of two from 16, at least twice size() (0 before the first call).
+  size_t capacity() const { return slots_.size(); }
+  iterator begin() { return {slots_.data(), slots_.data() + slots_.size()}; }
+  iterator end() { return {slots_.data() + slots_.size(), slots_.data() + slots_.size()}; }
+  const_iterator begin() const { return {slots_.data(), slots_.data() + slots_.size()}; }
+  const_iterator end() const { return {slots_.data() + slots_.size(), slots_.data() + slots_.size()}; }
+
+  iterator find(Ticket t) { return {slots_.data() + slot_of(t), slots_.data() + slots_.size()}; }
+  const_iterator find(Ticket t) const { return {slots_.data() + slot_of(t), slots_.data() + slots_.size()}; }
+  size_t count(Ticket t) const { return slot_of(t) != slots_.size() ? 1 : 0; }
+  // The call of `t`, which must be in the table (else a trap, as the
+  // exception-free std::unordered_map::at).
+  Call& at(Ticket t) { return const_cast<Call&>(std::as_const(*this).at(t)); }
+  const Call& at(Ticket t) const {
+    const size_t i = slot_of(t);
+    if (i == slots_.size()) __builtin_trap();
+    return slots_[i]->second;
+  }
+  // The call of `t`, a default one added if it is not in the table.
+  Call& operator[](Ticket t);
+
+  // Adds `c` as `t`'s call unless `t` has one: (where it is, whether added).
+  std::pair<iterator, bool> emplace(Ticket t, Call c);
+  // Adds a node (from extract(), its ticket set); `t` must have no call.
+  Call& insert(Node node);
+  // Takes `t`'s node out (empty if it has none), its Call intact.
+  Node extract(Ticket t);
+  void erase(iterator it) { extract(it->first); }
+  size_t erase(Ticket t) { return extract(t) ? 1 : 0; }
+
+ private:
+  // The slot holding `t`, or slots_.size() when none does.
+  size_t slot_of(Ticket t) const {
+    if (slots_.empty()) return 0;
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = static_cast<size_t>(t) & mask;; i = (i + 1) & mask) {
+      if (slots_[i] == nullptr) return slots_.size();
+      if (slots_[i]->first == t) return i;
+    }
+  }
+  void place(Entry* e);
+  void resize(size_t capacity);
+
+  std::vector<Entry*> slots_;  // a power of two, or empty
+  size_t size_ = 0;
+};
+
+using Calls = CallTable;
 
 }  // namespace drl::internal

@@ -41,10 +41,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "lease_holder.h"
@@ -75,7 +75,7 @@ class LeaseChild {
   // this (or the engine's allowance, when larger) of its lease left.
   int64_t least_margin_ms_ = 0;
   LeaseHolder holder_;
-  std::unordered_map<uint64_t, LeaseHolder::CallId> slots_;  // running attempts' slots, by ticket
+  std::map<uint64_t, LeaseHolder::CallId> slots_;  // running attempts' slots, by ticket
 };
 
 }  // namespace drl::internal

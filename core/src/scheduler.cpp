@@ -79,23 +79,23 @@ int64_t Scheduler::max_retries_of(const Call& c) const {
 }
 
 void Scheduler::release(Ticket t) {
-  Calls::node_type node = calls.extract(t);
+  Calls::Node node = calls.extract(t);
   --active;
-  if (node.empty()) return;
-  deadlines.ended(t, node.mapped());  // (already ended, unless its attempt ran on regardless)
+  if (!node) return;
+  deadlines.ended(t, node->second);  // (already ended, unless its attempt ran on regardless)
   if (spare_calls.size() < kSpareCalls) spare_calls.push_back(std::move(node));
 }
 
 Call& Scheduler::admit(Ticket t, Call&& c) {
   if (spare_calls.empty()) return calls.emplace(t, std::move(c)).first->second;
-  Calls::node_type node = std::move(spare_calls.back());
+  Calls::Node node = std::move(spare_calls.back());
   spare_calls.pop_back();
-  std::vector<Take> takes = std::move(node.mapped().takes);  // its capacity, for this call's start
+  std::vector<Take> takes = std::move(node->second.takes);  // its capacity, for this call's start
   takes.clear();
-  node.key() = t;
-  node.mapped() = std::move(c);
-  node.mapped().takes = std::move(takes);
-  return calls.insert(std::move(node)).position->second;
+  node->first = t;
+  node->second = std::move(c);
+  node->second.takes = std::move(takes);
+  return calls.insert(std::move(node));
 }
 
 void Scheduler::drop_queued(Ticket t, ErrorCode code, int64_t status) {

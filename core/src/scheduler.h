@@ -111,7 +111,7 @@ struct Scheduler {
   // steady caller's take then allocates neither a call nor its takes. A
   // few, so the memory they hold stays small.
   static constexpr size_t kSpareCalls = 8;
-  std::vector<Calls::node_type> spare_calls;
+  std::vector<Calls::Node> spare_calls;
   WaitQueue queue{calls};                             // first starts: by priority (highest first), then arrival
   StartPredictor predictor{windows, queue, penalty};  // when a queued call can start (start_predictor.h)
   std::multimap<Millis, Ticket> backoff;              // retries waiting out their delay

@@ -1,0 +1,71 @@
+// Every call the engine knows, by ticket: see CallTable in call.h.
+#include "call.h"
+
+namespace drl::internal {
+
+namespace {
+constexpr size_t kFewestSlots = 16;
+}
+
+CallTable::~CallTable() {
+  for (Entry* e : slots_) delete e;
+}
+
+Call& CallTable::operator[](Ticket t) {
+  const size_t at = slot_of(t);
+  if (at != slots_.size()) return slots_[at]->second;
+  return insert(Node(new Entry{t, Call{}}));
+}
+
+std::pair<CallTable::iterator, bool> CallTable::emplace(Ticket t, Call c) {
+  if (const size_t at = slot_of(t); at != slots_.size()) return {find(t), false};
+  insert(Node(new Entry{t, std::move(c)}));
+  return {find(t), true};
+}
+
+Call& CallTable::insert(Node node) {
+  // At most half full: probes stay short even when old tickets linger.
+  if (2 * (size_ + 1) > slots_.size()) resize(slots_.empty() ? kFewestSlots : 2 * slots_.size());
+  Entry* e = node.release();
+  place(e);
+  ++size_;
+  return e->second;
+}
+
+CallTable::Node CallTable::extract(Ticket t) {
+  size_t hole = slot_of(t);
+  if (hole == slots_.size()) return nullptr;
+  Node out(slots_[hole]);
+  --size_;
+  // Backward-shift deletion: each entry after the hole, up to the next
+  // empty slot, moves into it unless its home slot lies cyclically in
+  // (hole, its slot], so every entry stays reachable from its home.
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = (hole + 1) & mask; slots_[i] != nullptr; i = (i + 1) & mask) {
+    const size_t home = static_cast<size_t>(slots_[i]->first) & mask;
+    const bool stays = hole < i ? (hole < home && home <= i) : (hole < home || home <= i);
+    if (stays) continue;
+    slots_[hole] = slots_[i];
+    hole = i;
+  }
+  slots_[hole] = nullptr;
+  if (slots_.size() > kFewestSlots && 8 * size_ < slots_.size()) resize(slots_.size() / 2);
+  return out;
+}
+
+void CallTable::place(Entry* e) {
+  const size_t mask = slots_.size() - 1;
+  size_t i = static_cast<size_t>(e->first) & mask;
+  while (slots_[i] != nullptr) i = (i + 1) & mask;
+  slots_[i] = e;
+}
+
+void CallTable::resize(size_t capacity) {
+  std::vector<Entry*> old(capacity, nullptr);
+  old.swap(slots_);
+  for (Entry* e : old) {
+    if (e != nullptr) place(e);
+  }
+}
+
+}  // namespace drl::internal

@@ -95,14 +95,14 @@ void LeaseHolder::advance(LeaseMillis now) {
   // less than T apart in real time read less than that apart.
   for (size_t k = 0; k < floor_uses_.size() && k < config_.windows_ms.size(); ++k) {
     auto& uses = floor_uses_[k];
-    while (!uses.empty() && uses.front().first + config_.clocks.outlast(config_.windows_ms[k]) <= now) {
-      floor_used_[k] -= uses.front().second;
+    while (!uses.empty() && uses.front().at + config_.clocks.outlast(config_.windows_ms[k]) <= now) {
+      floor_used_[k] -= uses.front().amount;
       uses.pop_front();
     }
   }
   for (Held& h : leases_) recycle(h, now);
-  while (!slot_times_.empty() && slot_times_.front().first + config_.rate_ms <= now) {
-    slot_time_sum_ -= slot_times_.front().second;
+  while (!slot_times_.empty() && slot_times_.front().at + config_.rate_ms <= now) {
+    slot_time_sum_ -= slot_times_.front().amount;
     slot_times_.pop_front();
   }
   // The last quarter of rate_ms first: an entry leaves it before it leaves recent_.
@@ -126,7 +126,7 @@ void LeaseHolder::advance(LeaseMillis now) {
   // exchanges per call, 0.0051 with this).
   LeaseMillis peak_ms = config_.rate_ms;
   for (size_t k = 0; k < config_.windows_ms.size(); ++k) peak_ms = std::max(peak_ms, stock_span(k));
-  while (!peaks_.empty() && peaks_.front().first + peak_ms <= now) peaks_.pop_front();
+  while (!peaks_.empty() && peaks_.front().at + peak_ms <= now) peaks_.pop_front();
   for (size_t i = 0; i < leases_.size();) {
     // A lease with a use not yet read stays open: its close must state it.
     if (leases_[i].end <= now && leases_[i].unreleased.empty()) {
@@ -279,7 +279,7 @@ std::optional<LeaseHolder::CallId> LeaseHolder::slot_acquire(LeaseMillis now) {
       int64_t running = 0;
       for (const Held& other : leases_) running += static_cast<int64_t>(other.running.size());
       // A falling sequence: its front is the peak of the span advance() keeps.
-      while (!peaks_.empty() && peaks_.back().second <= running) peaks_.pop_back();
+      while (!peaks_.empty() && peaks_.back().amount <= running) peaks_.pop_back();
       peaks_.push_back({now, running});
       return id;
     }

@@ -114,6 +114,7 @@
 #include <vector>
 
 #include "lease_messages.h"
+#include "ring.h"
 
 namespace drl::internal {
 
@@ -134,6 +135,13 @@ constexpr int64_t kStockCalls = 64;
 // calls arrive, and used units come back, in bunches (twice gave 0.85 and
 // 0.848 where four gave 0.856 and 0.851, build/lease_bench's far hotspot).
 constexpr int64_t kSlotHeadroom = 4;
+
+// An amount at a reading of the child's clock: a peak of running calls, a
+// released call's hold time, a floor use.
+struct DatedAmount {
+  LeaseMillis at = 0;
+  int64_t amount = 0;
+};
 
 struct HolderConfig {
   uint64_t child = 0;
@@ -333,10 +341,10 @@ class LeaseHolder {
   // lull): the amounts, and how many of recent_'s last entries they sum.
   std::vector<int64_t> lull_sum_;
   size_t lull_count_ = 0;
-  std::deque<std::pair<LeaseMillis, int64_t>> peaks_;  // calls running after each start within rate_ms, falling
+  Ring<DatedAmount> peaks_;  // calls running after each start within rate_ms, falling
   // Calls released within rate_ms: (release, how long it held its slot),
   // and the sum of those times (slots_to_start).
-  std::deque<std::pair<LeaseMillis, LeaseMillis>> slot_times_;
+  Ring<DatedAmount> slot_times_;
   LeaseMillis slot_time_sum_ = 0;
   LeaseMillis last_active_ = 0;
   uint64_t seq_ = 0;
@@ -367,10 +375,10 @@ class LeaseHolder {
   // penalty_ms_ real ms remained; penalty_report_: seen here, not yet sent.
   LeaseMillis penalty_at_ = 0, penalty_ms_ = 0;
   bool penalty_report_ = false;
-  // kFloor: the floor's uses still in their window (per window, by reading:
-  // {at, amount}), and its running calls. Pairs, not Use: the deque type of
-  // peaks_ and slot_times_, so core.wasm holds one deque's code, not two.
-  std::vector<std::deque<std::pair<LeaseMillis, int64_t>>> floor_uses_;
+  // kFloor: the floor's uses still in their window (per window, by
+  // reading), and its running calls. DatedAmount, not Use: the ring type of
+  // peaks_ and slot_times_, so core.wasm holds one ring's code, not two.
+  std::vector<Ring<DatedAmount>> floor_uses_;
   std::vector<int64_t> floor_used_;
   std::map<CallId, LeaseMillis> floor_running_;
   // Floor takes whose work has not left yet (counted in floor_used_, read

@@ -63,7 +63,7 @@ int64_t LeaseHolder::peak_slots() const {
   int64_t running = 0;
   for (const Held& h : leases_) running += static_cast<int64_t>(h.running.size());
   const bool active = std::any_of(recent_sum_.begin(), recent_sum_.end(), [](int64_t v) { return v > 0; });
-  const int64_t peak = peaks_.empty() ? 0 : peaks_.front().second;
+  const int64_t peak = peaks_.empty() ? 0 : peaks_.front().amount;
   const int64_t wanted = ample_ && !contended_ ? 2 * peak : peak;
   return active ? std::max<int64_t>(1, wanted - running) : 0;
 }

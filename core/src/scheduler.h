@@ -27,7 +27,6 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -46,6 +45,7 @@
 #include "penalty.h"
 #include "release_lags.h"
 #include "reservations.h"
+#include "ring.h"
 #include "row_writer.h"
 #include "sliding_log.h"
 #include "slots_record.h"
@@ -141,7 +141,7 @@ struct Scheduler {
   // Starts not yet released, oldest first (the host invokes callbacks in
   // the order they started, so they are released in that order too).
   bool dating = false;  // Engine::set_release_dating
-  std::deque<Unreleased> unreleased;
+  Ring<Unreleased> unreleased;
   uint64_t starts_emitted = 0;  // kept across restores: the host's marks stay valid
   ReleaseLags lags;             // how far ahead of its decision a take is dated (release_lags.h)
   Millis newest_take = 0;       // the latest date a callback's take was given

@@ -34,7 +34,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -42,6 +41,7 @@
 #include <vector>
 
 #include "call.h"
+#include "ring.h"
 
 namespace drl::internal {
 
@@ -50,7 +50,7 @@ namespace drl::internal {
 // left from elsewhere. A level is dropped when it empties, which resets its
 // totals.
 struct Level {
-  std::deque<Ticket> q;
+  Ring<Ticket> q;
   size_t live = 0;
   std::vector<int64_t> pushed, popped, holes;
 

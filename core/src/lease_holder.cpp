@@ -107,16 +107,17 @@ void LeaseHolder::advance(LeaseMillis now) {
   }
   // The last quarter of rate_ms first: an entry leaves it before it leaves recent_.
   while (lull_count_ > 0) {
-    const auto& [at, amounts] = recent_[recent_.size() - lull_count_];
-    if (at > now - config_.rate_ms / 4) break;
-    for (size_t k = 0; k < lull_sum_.size() && k < amounts.size(); ++k) lull_sum_[k] -= amounts[k];
+    const size_t i = recent_.size() - lull_count_;
+    if (recent_[i] > now - config_.rate_ms / 4) break;
+    for (size_t k = 0; k < config_.windows; ++k) lull_sum_[k] -= recent_amounts_[i * config_.windows + k];
     --lull_count_;
   }
-  while (!recent_.empty() && recent_.front().first + config_.rate_ms <= now) {
-    for (size_t k = 0; k < recent_sum_.size() && k < recent_.front().second.size(); ++k) {
-      recent_sum_[k] -= recent_.front().second[k];
-    }
+  while (!recent_.empty() && recent_.front() + config_.rate_ms <= now) {
     recent_.pop_front();
+    for (size_t k = 0; k < config_.windows; ++k) {
+      recent_sum_[k] -= recent_amounts_.front();
+      recent_amounts_.pop_front();
+    }
   }
   // A peak counts for rate_ms, or a stock span when that is longer: the
   // slots kept for it serve until the next refresh, about a stock span
@@ -222,10 +223,12 @@ bool LeaseHolder::take(const std::vector<int64_t>& amounts, LeaseMillis now, uin
       fold(h.uses[k]);
     }
   }
-  recent_.push_back({now, amounts});
-  for (size_t k = 0; k < recent_sum_.size() && k < amounts.size(); ++k) {
-    recent_sum_[k] += amounts[k];
-    lull_sum_[k] += amounts[k];
+  recent_.push_back(now);
+  for (size_t k = 0; k < config_.windows; ++k) {
+    const int64_t amount = k < amounts.size() ? amounts[k] : 0;
+    recent_amounts_.push_back(amount);
+    recent_sum_[k] += amount;
+    lull_sum_[k] += amount;
   }
   ++lull_count_;
   last_active_ = now;
@@ -488,7 +491,7 @@ std::optional<LeaseMillis> LeaseHolder::next_wake(LeaseMillis now) {
     for (const auto& [call, start] : h.running) ahead(start + timeout);
   }
   if (!leases_.empty()) ahead(last_active_ + config_.idle_ms);
-  if (!recent_.empty()) ahead(recent_.front().first + config_.rate_ms);
+  if (!recent_.empty()) ahead(recent_.front() + config_.rate_ms);
   if (wake) wake = std::max(*wake, now);
   return wake;
 }

@@ -108,7 +108,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <optional>
 #include <vector>
@@ -335,8 +334,11 @@ class LeaseHolder {
   std::map<CallId, LeaseMillis> calls_;  // running calls on open leases: their start
   CallId next_call_ = 1;
   std::vector<DemandLevel> queued_;
-  std::deque<std::pair<LeaseMillis, std::vector<int64_t>>> recent_;  // takes within rate_ms
-  std::vector<int64_t> recent_sum_;                                  // their amounts, per window
+  // Takes within rate_ms: when each was made, and its amounts, one per
+  // window (config_.windows per take, in the order of recent_).
+  Ring<LeaseMillis> recent_;
+  Ring<int64_t> recent_amounts_;
+  std::vector<int64_t> recent_sum_;  // their amounts, per window
   // The same over the last quarter of rate_ms (units_to_keep, after a
   // lull): the amounts, and how many of recent_'s last entries they sum.
   std::vector<int64_t> lull_sum_;

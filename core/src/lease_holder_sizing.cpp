@@ -401,7 +401,7 @@ int64_t LeaseHolder::units_to_keep(size_t k, LeaseMillis now) const {
   // otherwise keeps what its backlog took over the last rate_ms, while the
   // units that come back to it sit idle until that rate has decayed.
   const LeaseMillis recent_ms = config_.rate_ms / 4;
-  if (queued_units(k) == 0 && recent_ms > 0 && !recent_.empty() && recent_.front().first <= now - config_.rate_ms / 2) {
+  if (queued_units(k) == 0 && recent_ms > 0 && !recent_.empty() && recent_.front() <= now - config_.rate_ms / 2) {
     const int64_t taken = k < lull_sum_.size() ? lull_sum_[k] : 0;
     need = std::min(need, (taken * (lead() + stock_span(k)) + recent_ms - 1) / recent_ms);
   }
@@ -416,7 +416,7 @@ int64_t LeaseHolder::units_to_keep(size_t k, LeaseMillis now) const {
 // a child just granted units for a burst would read a rate near zero and
 // give them straight back.
 bool LeaseHolder::holds_spare_units(LeaseMillis now) const {
-  if (ample_ || (!recent_.empty() && recent_.front().first > now - config_.rate_ms / 2)) return false;
+  if (ample_ || (!recent_.empty() && recent_.front() > now - config_.rate_ms / 2)) return false;
   for (size_t k = 0; k < config_.windows; ++k) {
     int64_t left = 0;
     for (const Held& h : leases_) left += h.end > now ? h.left[k] : 0;

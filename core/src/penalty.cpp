@@ -57,9 +57,13 @@ int64_t Penalty::refill_floor(int64_t limit, double refill_fraction) {
 }
 
 Millis backoff_delay(const RetryConfig& retry, uint32_t attempt) {
-  const double raw = static_cast<double>(retry.min_delay_ms) * std::pow(retry.factor, attempt - 1);
-  const double capped = std::min(raw, static_cast<double>(retry.max_delay_ms));
-  return static_cast<Millis>(std::ceil(capped));
+  // minDelayInMs x factor^(attempt - 1), multiplied out: std::pow is 2 KB
+  // of core.wasm. attempt is at most kMaxRetries + 1, and the product stops
+  // growing at the cap.
+  const double cap = static_cast<double>(retry.max_delay_ms);
+  double delay = static_cast<double>(retry.min_delay_ms);
+  for (uint32_t k = 1; k < attempt && delay < cap; ++k) delay *= retry.factor;
+  return static_cast<Millis>(std::ceil(std::min(delay, cap)));
 }
 
 Millis penalty_delay(const RetryConfig& retry, const Report& r, uint32_t attempt, Millis now) {

@@ -13,11 +13,14 @@
 // Times are ms as doubles; tickets stay below 2^53, so JS numbers hold them.
 // A lease tree's messages and rows cross as JSON text (core/src/lease_wire.h).
 // As in drl::Engine, a call that takes the time takes it last (`now`).
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "drl/engine.h"
@@ -369,8 +372,11 @@ DRL_EXPORT(drl_gone) int drl_gone(int h, double ticket, double now) {
 DRL_EXPORT(drl_set_slot_key) int drl_set_slot_key(int h, double w0, double w1, double w2, double w3) {
   auto* e = engine(h);
   if (!e) return kBadHandle;
+  // w mod 2^32, without std::fmod's code: the division by a power of two,
+  // the floor and the product are exact below 2^53.
   auto word = [](double w) {
-    return static_cast<uint64_t>(std::isfinite(w) && w > 0 ? std::fmod(w, 4294967296.0) : 0);
+    if (!(std::isfinite(w) && w > 0 && w < 9007199254740992.0)) return uint64_t{0};
+    return static_cast<uint64_t>(w - std::floor(w / 4294967296.0) * 4294967296.0);
   };
   e->set_slot_key((word(w0) << 32) | word(w1), (word(w2) << 32) | word(w3));
   return 0;
@@ -606,13 +612,14 @@ DRL_EXPORT(drl_restore_history) int drl_restore_history(int h, int len, double n
     const size_t a = line.find(' ');
     const size_t b = a == std::string_view::npos ? a : line.find(' ', a + 1);
     if (b == std::string_view::npos) continue;
-    const std::string res(line.substr(0, a));
-    const std::string at(line.substr(a + 1, b - a - 1));
-    char* stop = nullptr;
-    const long long r = std::strtoll(res.c_str(), &stop, 10);
-    if (res.empty() || *stop != '\0') continue;
-    const long long t = std::strtoll(at.c_str(), &stop, 10);
-    if (at.empty() || *stop != '\0') continue;
+    // Two decimal integers, as the engine wrote them; a line that is not is skipped.
+    auto integer = [](std::string_view text, long long& out) {
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
+      return error == std::errc() && end == text.data() + text.size();
+    };
+    long long r = 0;
+    long long t = 0;
+    if (!integer(line.substr(0, a), r) || !integer(line.substr(a + 1, b - a - 1), t)) continue;
     rows.push_back(drl::HistoryRow{r, t, std::string(line.substr(b + 1))});
   }
   e->restore_history(rows, to_ms(now));

@@ -130,14 +130,20 @@ struct Call {
 // Every call the engine knows, by ticket: a map with the part of
 // std::unordered_map's interface the engine uses, built for its keys.
 //
-// Tickets are issued in sequence, so the live ones are nearly consecutive
-// and `ticket mod capacity` spreads them without a hash: the table is an
-// open-addressed array of pointers (linear probing, at most half full),
-// and each call lives in its own node, so a Call& stays valid while other
+// An open-addressed array of pointers (linear probing, at most half full);
+// each call lives in its own node, so a Call& stays valid while other
 // calls come and go, as it did in std::unordered_map. It replaced that map
 // to take its code out of core.wasm (4.7 KB: prime-sized buckets, their
 // rehash, node handles); a take and a queued arrival cost the same as
 // before (`npm run bench`).
+//
+// Tickets are issued in sequence, and the live ones form runs (a long
+// queue of old calls, new ones arriving after it). `ticket mod capacity`
+// would lay each run out as one block of slots, which new tickets reach
+// once they wrap around the array: every insertion and every stale
+// lookup then walks the block (5 us an arrival with 10,000 queued, in
+// core.wasm). Fibonacci hashing (ticket x 2^64/phi, top bits) scatters
+// consecutive tickets, so probes stay short whatever the pattern.
 //
 // - Iterators are invalidated by every insertion and erasure; references
 //   to calls only by their own erasure (extract() keeps the node alive).
@@ -187,6 +193,14 @@ class CallTable {
   bool empty() const { return size_ == 0; }
   // Its slots: a power of two from 16, at least twice size() (0 before the first call).
   size_t capacity() const { return slots_.size(); }
+  // The slot where `t`'s probe starts: the top bits of t x 2^64/phi (0
+  // while the table has no slots).
+  size_t home(Ticket t) const {
+    return slots_.empty() ? 0 : static_cast<size_t>((t * 0x9E3779B97F4A7C15ULL) >> shift_);
+  }
+  // The farthest any call sits from its home, in slots: what a lookup may
+  // walk (for the tests).
+  size_t longest_probe() const;
   iterator begin() { return {slots_.data(), slots_.data() + slots_.size()}; }
   iterator end() { return {slots_.data() + slots_.size(), slots_.data() + slots_.size()}; }
   const_iterator begin() const { return {slots_.data(), slots_.data() + slots_.size()}; }
@@ -220,7 +234,7 @@ class CallTable {
   size_t slot_of(Ticket t) const {
     if (slots_.empty()) return 0;
     const size_t mask = slots_.size() - 1;
-    for (size_t i = static_cast<size_t>(t) & mask;; i = (i + 1) & mask) {
+    for (size_t i = home(t);; i = (i + 1) & mask) {
       if (slots_[i] == nullptr) return slots_.size();
       if (slots_[i]->first == t) return i;
     }
@@ -229,6 +243,7 @@ class CallTable {
   void resize(size_t capacity);
 
   std::vector<Entry*> slots_;  // a power of two, or empty
+  unsigned shift_ = 64;        // 64 - log2(slots_.size())
   size_t size_ = 0;
 };
 

@@ -1,6 +1,8 @@
 // Every call the engine knows, by ticket: see CallTable in call.h.
 #include "call.h"
 
+#include <algorithm>
+
 namespace drl::internal {
 
 namespace {
@@ -42,8 +44,8 @@ CallTable::Node CallTable::extract(Ticket t) {
   // (hole, its slot], so every entry stays reachable from its home.
   const size_t mask = slots_.size() - 1;
   for (size_t i = (hole + 1) & mask; slots_[i] != nullptr; i = (i + 1) & mask) {
-    const size_t home = static_cast<size_t>(slots_[i]->first) & mask;
-    const bool stays = hole < i ? (hole < home && home <= i) : (hole < home || home <= i);
+    const size_t from = home(slots_[i]->first);
+    const bool stays = hole < i ? (hole < from && from <= i) : (hole < from || from <= i);
     if (stays) continue;
     slots_[hole] = slots_[i];
     hole = i;
@@ -55,7 +57,7 @@ CallTable::Node CallTable::extract(Ticket t) {
 
 void CallTable::place(Entry* e) {
   const size_t mask = slots_.size() - 1;
-  size_t i = static_cast<size_t>(e->first) & mask;
+  size_t i = home(e->first);
   while (slots_[i] != nullptr) i = (i + 1) & mask;
   slots_[i] = e;
 }
@@ -63,9 +65,20 @@ void CallTable::place(Entry* e) {
 void CallTable::resize(size_t capacity) {
   std::vector<Entry*> old(capacity, nullptr);
   old.swap(slots_);
+  shift_ = 64;
+  for (size_t c = capacity; c > 1; c >>= 1) --shift_;
   for (Entry* e : old) {
     if (e != nullptr) place(e);
   }
+}
+
+size_t CallTable::longest_probe() const {
+  size_t longest = 0;
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i] != nullptr) longest = std::max(longest, (i - home(slots_[i]->first)) & mask);
+  }
+  return longest;
 }
 
 }  // namespace drl::internal

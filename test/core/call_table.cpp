@@ -87,24 +87,59 @@ TEST_CASE("call table: a call's reference and node outlive growth, and extract k
 }
 
 TEST_CASE("call table: erasing from a probe run keeps every later entry reachable", "[call_table]") {
-  // Eight calls in 16 slots: 1, 17, 33 and 49 share slot 1, 2 and 18 slot
-  // 2, 15 and 31 slot 15, so they make one run that wraps from slot 15 to
-  // 0: 15 31 | 1 17 33 49 2 18.
+  // Tickets by the slot their probe starts at in a table of 16 slots.
+  CallTable sizing;
+  sizing.emplace(1, Call{});
+  REQUIRE(sizing.capacity() == 16);
+  std::map<size_t, std::vector<Ticket>> by_home;
+  for (Ticket t = 1; t <= 2000; ++t) by_home[sizing.home(t)].push_back(t);
+  const std::vector<Ticket>& at1 = by_home[1];
+  const std::vector<Ticket>& at2 = by_home[2];
+  const std::vector<Ticket>& at15 = by_home[15];
+  REQUIRE(at1.size() >= 4);
+  REQUIRE(at2.size() >= 2);
+  REQUIRE(at15.size() >= 2);
+  // Eight calls in 16 slots, one run that wraps from slot 15 to 0 and on
+  // to 6: c0 c1 | a0 a1 a2 a3 b0 b1 (a* start at slot 1, b* at 2, c* at 15).
+  const Ticket a0 = at1[0], a1 = at1[1], a2 = at1[2], a3 = at1[3];
+  const Ticket b0 = at2[0], b1 = at2[1], c0 = at15[0], c1 = at15[1];
   for (const std::vector<Ticket>& gone :
-       {std::vector<Ticket>{1}, {17}, {49}, {2}, {1, 33}, {15}, {31}, {15, 31}, {31, 15}, {18, 15}}) {
+       {std::vector<Ticket>{a0}, {a1}, {a3}, {b0}, {a0, a2}, {c0}, {c1}, {c0, c1}, {c1, c0}, {b1, c0}}) {
     CallTable calls;
     std::map<Ticket, int32_t> model;
-    for (Ticket t : {1, 17, 33, 49, 2, 18, 15, 31}) {
+    for (Ticket t : {c0, c1, a0, a1, a2, a3, b0, b1}) {
       calls.emplace(t, with_priority(static_cast<int32_t>(t)));
       model.emplace(t, static_cast<int32_t>(t));
     }
     REQUIRE(calls.capacity() == 16);
+    REQUIRE(calls.longest_probe() == 4);  // b1 sits in slot 6, four from its home: the run is as laid out
     for (Ticket t : gone) {
       CHECK(calls.erase(t) == 1);
       model.erase(t);
     }
     check_same(calls, model);
   }
+}
+
+TEST_CASE("call table: probes stay short behind a long queue of old calls", "[call_table]") {
+  // 10,000 calls that stay (a long queue), then 200,000 that arrive and
+  // leave after it, ten at a time: the new tickets pass the old ones'
+  // slots many times over. Laid out by ticket mod capacity, the old calls
+  // would be one block of 10,000 slots that every new ticket landing in
+  // it walks to the end.
+  CallTable calls;
+  for (Ticket t = 1; t <= 10'000; ++t) calls.emplace(t, Call{});
+  size_t longest = calls.longest_probe();
+  Ticket next = 10'001;
+  for (int batch = 0; batch < 20'000; ++batch) {
+    for (int i = 0; i < 10; ++i) calls.emplace(next + static_cast<Ticket>(i), Call{});
+    if (batch % 1000 == 0) longest = std::max(longest, calls.longest_probe());
+    for (int i = 0; i < 10; ++i) calls.erase(next + static_cast<Ticket>(i));
+    next += 10;
+  }
+  longest = std::max(longest, calls.longest_probe());
+  CHECK(calls.size() == 10'000);
+  CHECK(longest < 64);
 }
 
 TEST_CASE("call table: a burst shrinks back when it drains", "[call_table]") {

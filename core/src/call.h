@@ -8,6 +8,19 @@
 // A call is erased when its caller has its outcome (or is gone); its
 // ticket then names nothing, which is how the wait queue (wait_queue.h)
 // knows an entry is stale.
+//
+// Example:
+//   drl::internal::Calls calls;
+//   drl::internal::Call queued;
+//   queued.set_cost(0, 3);  // 3 of unit 0
+//   drl::internal::Call& mine = calls.emplace(7, queued).first->second;
+//   assert(calls.at(7).cost_in(0) == 3);
+//   for (drl::Ticket t = 8; t < 100; ++t) calls.emplace(t, drl::internal::Call{});  // it grows meanwhile
+//   assert(&calls.at(7) == &mine);  // a call stays where it is
+//   drl::internal::CallTable::Node node = calls.extract(7);
+//   assert(calls.count(7) == 0);
+//   assert(node->second.cost_in(0) == 3);  // out of the table, intact
+//   assert(calls.size() == 92);
 #pragma once
 
 #include <array>

@@ -472,6 +472,14 @@ try {
         const ratios = CONCURRENCY.map((c) => pad(`${fmt(results[c][`client@${key}`].vsRaw, 2)}x`, 8));
         console.log(`${label.padEnd(34)}${ratios.join('')}`);
       }
+      // The same comparison at 10, 10,000 and 100,000 grants: the log moves
+      // a call's cost by about 1 us of ~90 (engine alone, above), so how far
+      // these three ratios lie apart is this run's noise, not the client.
+      const spread = CONCURRENCY.map((c) => {
+        const ratios = LOGS.map((log) => results[c][`client@${log.label}`].vsRaw);
+        return pad(fmt(Math.max(...ratios) - Math.min(...ratios), 2), 8);
+      });
+      console.log(`${'noise (plain, 3 logs: max-min)'.padEnd(34)}${spread.join('')}`);
       console.log(
         `\nThe client's cost in CPU (${location.label}): workerd CPU per call (all threads: driver, client, object, storage), ` +
           'stub.execute / limiter.call us, and raw CPU / client CPU in the same round (median over rounds; the steadier figure to decide by)',

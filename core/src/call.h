@@ -147,7 +147,7 @@ struct Call {
 // each call lives in its own node, so a Call& stays valid while other
 // calls come and go, as it did in std::unordered_map. It replaced that map
 // to take its code out of core.wasm (4.7 KB: prime-sized buckets, their
-// rehash, node handles); a take and a queued arrival cost the same as
+// rehash, node handles); a take and a queued arrival cost no more than
 // before (`npm run bench`).
 //
 // Tickets are issued in sequence, and the live ones form runs (a long

@@ -21,6 +21,23 @@
 //   scheduler_writes.cpp   the records a step stores
 //   scheduler_release.cpp  takes dated when their callbacks leave
 //   scheduler_usage.cpp    costs, usage reports and learned headers
+//
+// What drl::Engine does for a configure and two arrivals:
+//
+// Example:
+//   drl::internal::Scheduler s;
+//   auto parsed = drl::parse_config(R"({"bucket":{"limitPerWindow":1,"windowInMs":1000},"concurrency":5})");
+//   s.advance(1000);
+//   s.apply_config(std::move(*parsed));
+//   drl::internal::Call first, second;
+//   first.set_cost(s.windows[0].unit, 1);
+//   second.set_cost(s.windows[0].unit, 1);
+//   const drl::Ticket a = s.enqueue(std::move(first), drl::Waiting{}, 1000);
+//   const drl::Ticket b = s.enqueue(std::move(second), drl::Waiting{}, 1000);
+//   assert(s.calls.at(a).phase == drl::internal::Phase::Running);  // it fit: started at once
+//   assert(s.calls.at(b).phase == drl::internal::Phase::Queued);   // the window is full until 2000
+//   assert(s.queue.head() == b);
+//   assert(s.actions.size() == 1);  // one action for the host: start a
 #pragma once
 
 #include <algorithm>

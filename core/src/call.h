@@ -252,7 +252,9 @@ class CallTable {
       if (slots_[i]->first == t) return i;
     }
   }
-  void place(Entry* e);
+  // Adds `e` (its ticket not in the table), growing first if need be: its slot.
+  size_t add(Entry* e);
+  size_t place(Entry* e);
   void resize(size_t capacity);
 
   std::vector<Entry*> slots_;  // a power of two, or empty

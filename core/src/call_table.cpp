@@ -16,22 +16,23 @@ CallTable::~CallTable() {
 Call& CallTable::operator[](Ticket t) {
   const size_t at = slot_of(t);
   if (at != slots_.size()) return slots_[at]->second;
-  return insert(Node(new Entry{t, Call{}}));
+  return slots_[add(new Entry{t, Call{}})]->second;
 }
 
 std::pair<CallTable::iterator, bool> CallTable::emplace(Ticket t, Call c) {
-  if (const size_t at = slot_of(t); at != slots_.size()) return {find(t), false};
-  insert(Node(new Entry{t, std::move(c)}));
-  return {find(t), true};
+  const size_t end = slots_.size();
+  if (const size_t at = slot_of(t); at != end) return {iterator(slots_.data() + at, slots_.data() + end), false};
+  const size_t at = add(new Entry{t, std::move(c)});
+  return {iterator(slots_.data() + at, slots_.data() + slots_.size()), true};
 }
 
-Call& CallTable::insert(Node node) {
+Call& CallTable::insert(Node node) { return slots_[add(node.release())]->second; }
+
+size_t CallTable::add(Entry* e) {
   // At most half full: probes stay short even when old tickets linger.
   if (2 * (size_ + 1) > slots_.size()) resize(slots_.empty() ? kFewestSlots : 2 * slots_.size());
-  Entry* e = node.release();
-  place(e);
   ++size_;
-  return e->second;
+  return place(e);
 }
 
 CallTable::Node CallTable::extract(Ticket t) {
@@ -55,11 +56,12 @@ CallTable::Node CallTable::extract(Ticket t) {
   return out;
 }
 
-void CallTable::place(Entry* e) {
+size_t CallTable::place(Entry* e) {
   const size_t mask = slots_.size() - 1;
   size_t i = home(e->first);
   while (slots_[i] != nullptr) i = (i + 1) & mask;
   slots_[i] = e;
+  return i;
 }
 
 void CallTable::resize(size_t capacity) {

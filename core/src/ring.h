@@ -1,6 +1,9 @@
 // A ring buffer: a double-ended sequence in one contiguous array, for the
 // sliding log's grants and block sums (sliding_log.h), which are appended at
-// the back, expire from the front, and are indexed and searched in between.
+// the back, expire from the front, and are indexed and searched in between;
+// also the engine's other queues (the wait queue's levels, the starts not
+// yet released, the lease holder's readings), so core.wasm holds no
+// std::deque.
 //
 // Contract:
 // - Indexing, push_back, pop_front and pop_back are O(1) and allocate only

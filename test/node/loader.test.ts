@@ -211,6 +211,33 @@ describe('core.wasm loader', () => {
     expect(engine.arrive({ tokens: 5 }, 1000)).toBeGreaterThan(0);
   });
 
+  it('history rows: a stored row whose resolution or time is not a decimal integer is skipped, the rest kept', () => {
+    const config = JSON.stringify({ bucket: { limitPerWindow: 10, windowInMs: 1000 }, concurrency: 5 });
+    const source = loadCore().createEngine();
+    source.configure(config, T0);
+    for (let i = 0; i < 3; i++) source.arrive(1, T0 + i);
+    source.tick(T0 + 25_000); // two 10 s intervals closed
+    const rows = source.historyClosed();
+    expect(rows.length).toBeGreaterThan(0);
+    const restored = (extra: { resolutionMs: number; at: number; data: string }[]) => {
+      const engine = loadCore().createEngine();
+      engine.restore({ grants: [], config }, T0 + 25_000);
+      engine.restoreHistory([...rows, ...extra], T0 + 25_000);
+      return engine.history(10_000, T0 + 25_000);
+    };
+    const data = rows[0]!.data;
+    const damaged = [
+      { resolutionMs: 10_000, at: T0 - 10_000.5, data }, // "...9999.5": not an integer
+      { resolutionMs: 1e21, at: T0 - 20_000, data }, // "1e+21"
+      { resolutionMs: 10_000, at: 2 ** 70, data }, // beyond a 64-bit integer
+    ];
+    const kept = restored([]);
+    expect(kept.intervals.length).toBeGreaterThan(0);
+    // A well-formed extra row shows: the damaged ones below would, were they read.
+    expect(restored([{ resolutionMs: 10_000, at: rows[0]!.at - 10_000, data }])).not.toEqual(kept);
+    expect(restored(damaged)).toEqual(kept);
+  });
+
   it('numbered amounts: a unit whose window a reconfigure removed keeps its number and is refused by name', () => {
     const engine = loadCore().createEngine();
     const config = {

@@ -96,6 +96,29 @@ void Engine::restore_released(double released_before) {
   scheduler_->released_stored = scheduler_->restoring->released_before;
 }
 
+namespace {
+
+// The rows of window `w` that restore moved (Restoring::moved), written
+// alone: each moved row's stored key is deleted, then each date a row moved
+// to is written with what the log holds there now (a key just deleted, when
+// only the amount changed: the write puts it back).
+void write_moved(internal::Scheduler& s, const internal::Restoring& restoring, size_t w) {
+  const internal::Window& window = s.windows[w];
+  const auto& moved = restoring.moved;
+  for (const internal::Restoring::Moved& m : moved) {
+    if (m.window == w) s.rows.put(WriteKind::DeleteGrant, m.from, 0, window.number);
+  }
+  for (size_t i = 0; i < moved.size(); ++i) {
+    if (moved[i].window != w) continue;
+    bool written = false;  // rows moved to one date are one write (at most 64 a window to look through)
+    for (size_t j = 0; j < i && !written; ++j) written = moved[j].window == w && moved[j].to == moved[i].to;
+    const internal::Grant* g = written ? nullptr : window.log.find(moved[i].to);
+    if (g) s.rows.put(WriteKind::PutGrant, g->at, g->amount, window.number);
+  }
+}
+
+}  // namespace
+
 void Engine::restore_end() {
   if (!scheduler_->restoring) return;
   const internal::Restoring restoring = std::move(*scheduler_->restoring);
@@ -116,7 +139,10 @@ void Engine::restore_end() {
   for (int key : restoring.stale_keys) scheduler_->rows.put(WriteKind::ClearGrants, 0, 0, key);
   for (size_t w = 0; w < scheduler_->windows.size(); ++w) {
     internal::Window& window = scheduler_->windows[w];
-    bool changed = window.log.normalise() || restoring.changed[w];
+    // Storage keys rows by time, so rows fold together only where restore
+    // moved some to one date; those dates are written below.
+    const bool folded = window.log.normalise();
+    bool changed = restoring.changed[w] || (folded && restoring.moved_in[w] == 0);
     std::optional<internal::Grant> reserved_row;
     if (const int64_t units = reserved ? reserved->units_in(window.number) : 0;
         units > 0 && reserved->until + window.ms > scheduler_->now) {
@@ -130,8 +156,10 @@ void Engine::restore_end() {
       scheduler_->rows.put(WriteKind::ClearGrants, 0, 0, window.number);
       for (const internal::Grant& g : window.log.grants())
         scheduler_->rows.put(WriteKind::PutGrant, g.at, g.amount, window.number);
-    } else if (reserved_row && !scheduler_->reservations.on()) {
-      scheduler_->rows.put(WriteKind::PutGrant, reserved_row->at, reserved_row->amount, window.number);
+    } else {
+      write_moved(*scheduler_, restoring, w);
+      if (reserved_row && !scheduler_->reservations.on())
+        scheduler_->rows.put(WriteKind::PutGrant, reserved_row->at, reserved_row->amount, window.number);
     }
     if (reserved_row && scheduler_->reservations.on()) {
       scheduler_->reservations.owe_restored(window.number, reserved_row->at, reserved->units_in(window.number));

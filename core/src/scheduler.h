@@ -76,10 +76,25 @@ namespace drl::internal {
 // date (the largest integer a JS number holds exactly).
 constexpr Millis kEveryRowReleased = 9'007'199'254'740'991;
 
+// A restart after a crash moves the few rows past the release mark: those
+// are written alone, up to this many a window.
+constexpr uint8_t kMovedRowsWrittenAlone = 64;
+
 struct Restoring {
   Millis latest_base = 0;                       // max(now, forced_until): a grant may be dated up to a grid step later
   std::optional<std::string> reservation_text;  // the reservation record as stored (restore_reservation)
-  std::array<bool, kMaxWindows> changed{};      // some row of that window had to be dropped or adjusted
+  std::array<bool, kMaxWindows> changed{};      // damage or a merge: every row of that window is rewritten
+  // Rows restored at another date or amount than stored (re-dated by the
+  // release mark, pulled back from the future, capped): up to
+  // kMovedRowsWrittenAlone of a window are written again alone; beyond that
+  // (a mark lost to damage) the window is rewritten (restore_end).
+  struct Moved {
+    size_t window;
+    Millis from;  // the stored row's key
+    Millis to;    // its date now
+  };
+  std::vector<Moved> moved;
+  std::array<uint8_t, kMaxWindows> moved_in{};  // entries of `moved` per window
   std::vector<int> stale_keys;                  // windows with stored rows the config no longer has
   std::optional<Millis> released_before;        // the release mark as stored (restore_released)
 };

@@ -20,7 +20,16 @@ void Scheduler::restore_row(size_t w, double at_raw, double amount_raw) {
   // left at any moment before the restart: dated at the restart.
   if (restoring->released_before && at >= static_cast<double>(*restoring->released_before))
     at = std::max(at, static_cast<double>(now));
-  changed = changed || at != at_raw || amount != amount_raw;
+  if (at != at_raw || amount != amount_raw) {
+    // A stored key that is not a whole number cannot be deleted on its own.
+    uint8_t& moved = restoring->moved_in[w];
+    if (at_raw == std::ceil(at_raw) && moved < kMovedRowsWrittenAlone) {
+      restoring->moved.push_back({w, static_cast<Millis>(at_raw), static_cast<Millis>(at)});
+      ++moved;
+    } else {
+      changed = true;
+    }
+  }
   log.push_back(internal::Grant{static_cast<Millis>(at), static_cast<int64_t>(amount)});
   // Rows arrive in time order from storage: keep memory bounded while
   // streaming (out-of-order rows are sorted and capped at the end).

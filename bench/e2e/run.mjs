@@ -4,7 +4,7 @@
 // and the limits never bind. Every limiter figure is measured in rounds that
 // alternate with its two baselines, (a) a bare object and (b) a durable floor
 // (one SQLite row per call), so drift on this shared machine cancels in the
-// ratios. Printed figures, never assertions. `--quick`: fewer, shorter rounds.
+// ratios. Printed figures, never assertions. `--quick`: fewer rounds.
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -18,8 +18,20 @@ const root = resolve(here, '../..');
 // --dist=<dir>: measure another build (e.g. a previous release's, for before/after figures).
 const dist = resolve(process.argv.find((a) => a.startsWith('--dist='))?.slice('--dist='.length) ?? join(root, 'dist'));
 const QUICK = process.argv.includes('--quick');
-const SLICE_MS = QUICK ? 150 : 250; // one target's share of a round
-const ROUNDS = QUICK ? 2 : 9; // figures are medians over rounds (9 short rounds: a steadier median than 5 long ones)
+// Figures are medians over rounds; in a round, each target runs for one
+// short slice, next to its pair. Many short rounds, not a few long ones: a
+// slice's rate on this machine jumps by 10-30% now and then (a collection,
+// a checkpoint, the other core's load), and a median over 45 pairs of
+// adjacent 50 ms slices discards those jumps where a median over 9 pairs
+// of 250 ms slices cannot. Measured by comparing stub.execute with itself
+// (the same bucket, adjacent slices): per-row medians of 0.97 to 1.14 with
+// 9 x 250 ms, 0.996 to 1.030 with 45 x 50 ms. A closed loop of C callers
+// ends a slice by finishing its C calls in flight, which takes about C
+// calls' time, so short slices do not bias calls/s.
+const SLICE_MS = 50; // one target's share of a round
+const ROUNDS = QUICK ? 6 : 45;
+// The storage figures count one longer slice per object and C.
+const STORAGE_MS = 250;
 const CONCURRENCY = [1, 16, 64];
 const LOGS = [
   { label: '10', bucket: 'bench-small', seed: 0 },
@@ -239,7 +251,8 @@ async function throughput(mf) {
 
 async function storageFigures(mf, pid) {
   const out = [];
-  const calls = async (ns, name, c, units) => job(mf, { kind: 'load', ns, name, mode: 'raw', c, ms: SLICE_MS, units });
+  const calls = async (ns, name, c, units) =>
+    job(mf, { kind: 'load', ns, name, mode: 'raw', c, ms: STORAGE_MS, units });
   for (const [label, ns, name, units] of [
     ['durable floor', 'FLOOR', 'bench-floor-count'],
     ['limiter, 10 grants', 'COUNTING', 'count-small'],

@@ -157,6 +157,33 @@ describe('extra windows in storage', () => {
     );
   });
 
+  it('a primary row deleted and then put back in one batch stays, with its new amount', async () => {
+    // What a restart writes for a row it kept at its date but capped, or for a
+    // row moved onto the date of another it also moved (engine restore_end).
+    const primary = await runInDurableObject(bucket(uniqueName('storage-put-back')), async (_instance, state) => {
+      const storage = new LimiterStorage(state.storage);
+      storage.ensure();
+      storage.apply(
+        EngineOutput.of([
+          { kind: 'putGrant', at: 10, amount: 1 },
+          { kind: 'putGrant', at: 20, amount: 1 },
+        ]),
+      );
+      storage.apply(
+        EngineOutput.of([
+          { kind: 'deleteGrant', at: 10 },
+          { kind: 'deleteGrant', at: 20 },
+          { kind: 'putGrant', at: 20, amount: 2 },
+        ]),
+      );
+      return state.storage.sql
+        .exec<{ at: number; amount: number }>(`SELECT at, amount FROM drl_grants ORDER BY at`)
+        .toArray()
+        .map((r) => [Number(r.at), Number(r.amount)]);
+    });
+    expect(primary).toEqual([[20, 2]]);
+  });
+
   it('a batch of many upserts spans several statements', async () => {
     const batch: EngineWrite[] = Array.from({ length: 75 }, (_, i) => ({
       kind: 'putGrant',

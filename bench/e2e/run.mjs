@@ -24,10 +24,10 @@ const QUICK = process.argv.includes('--quick');
 // a checkpoint, the other core's load), and a median over 45 pairs of
 // adjacent 50 ms slices discards those jumps where a median over 9 pairs
 // of 250 ms slices cannot. Measured by comparing stub.execute with itself
-// (the same bucket, adjacent slices): per-row medians of 0.97 to 1.14 with
-// 9 x 250 ms, 0.996 to 1.030 with 45 x 50 ms. A closed loop of C callers
-// ends a slice by finishing its C calls in flight, which takes about C
-// calls' time, so short slices do not bias calls/s.
+// (the same bucket, adjacent slices; bench/e2e/pairs.mjs): per-row medians
+// of 0.97 to 1.14 with 9 x 250 ms, 0.98 to 1.03 with 45 x 50 ms. A closed
+// loop of C callers ends a slice by finishing its C calls in flight, which
+// takes about C calls' time, so short slices do not bias calls/s.
 const SLICE_MS = 50; // one target's share of a round
 const ROUNDS = QUICK ? 6 : 45;
 // The storage figures count one longer slice per object and C.

@@ -39,6 +39,22 @@ export async function driverScript(clientDist) {
 }
 
 /**
+ * The driver Worker's entry for Miniflare, calling through `dist`'s client,
+ * with the Durable Object bindings `durableObjects` (binding name to
+ * `{ className, scriptName }`) and any further Miniflare worker options.
+ */
+export async function driverWorker(dist, durableObjects, more = {}) {
+  return {
+    name: 'driver',
+    modules: true,
+    script: await driverScript(dist),
+    compatibilityDate: '2025-09-01',
+    durableObjects,
+    ...more,
+  };
+}
+
+/**
  * The limiter Worker of the build in `dist`, entered through the bench
  * module (limiter-worker.js, placed beside that build's do-worker.js so its
  * relative imports resolve there), its objects of class `className`.

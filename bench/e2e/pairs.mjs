@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
-import { benchLimiterWorker, driverScript, median, pct, postJob } from './common.mjs';
+import { benchLimiterWorker, driverWorker, median, pct, postJob } from './common.mjs';
 
 const arg = (name, fallback) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
@@ -28,13 +28,7 @@ const persist = mkdtempSync(join(process.argv.includes('--tmpfs') ? '/dev/shm' :
 const mf = new Miniflare({
   durableObjectsPersist: persist,
   workers: [
-    {
-      name: 'driver',
-      modules: true,
-      script: await driverScript(dist),
-      compatibilityDate: '2025-09-01',
-      durableObjects: { LIMITER: { className: 'BenchLimiterDO', scriptName: 'limiter' } },
-    },
+    await driverWorker(dist, { LIMITER: { className: 'BenchLimiterDO', scriptName: 'limiter' } }),
     await benchLimiterWorker(dist, 'limiter'),
   ],
 });

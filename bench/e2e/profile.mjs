@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Miniflare } from 'miniflare';
 import WebSocket from 'ws';
-import { benchLimiterWorker, driverScript, postJob } from './common.mjs';
+import { benchLimiterWorker, driverWorker, postJob } from './common.mjs';
 
 const here = import.meta.dirname;
 const arg = (name, fallback) =>
@@ -36,14 +36,11 @@ const mf = new Miniflare({
   durableObjectsPersist: persist,
   inspectorPort: PORT,
   workers: [
-    {
-      name: 'driver',
-      modules: true,
-      script: await driverScript(dist),
-      compatibilityDate: '2025-09-01',
-      durableObjects: { LIMITER: { className: 'BenchLimiterDO', scriptName: 'limiter' } },
-      unsafeInspectorProxy: ISOLATE === 'driver',
-    },
+    await driverWorker(
+      dist,
+      { LIMITER: { className: 'BenchLimiterDO', scriptName: 'limiter' } },
+      { unsafeInspectorProxy: ISOLATE === 'driver' },
+    ),
     { ...(await benchLimiterWorker(dist, 'limiter')), unsafeInspectorProxy: ISOLATE === 'limiter' },
   ],
 });

@@ -108,11 +108,10 @@ void write_moved(internal::Scheduler& s, const internal::Restoring& restoring, s
   for (const internal::Restoring::Moved& m : moved) {
     if (m.window == w) s.rows.put(WriteKind::DeleteGrant, m.from, 0, window.number);
   }
-  for (size_t i = 0; i < moved.size(); ++i) {
-    if (moved[i].window != w) continue;
-    bool written = false;  // rows moved to one date are one write (at most 64 a window to look through)
-    for (size_t j = 0; j < i && !written; ++j) written = moved[j].window == w && moved[j].to == moved[i].to;
-    const internal::Grant* g = written ? nullptr : window.log.find(moved[i].to);
+  // Rows moved to one date upsert it once each: the host keeps the last of
+  // a batch's upserts of a row (storage.ts), so it is one row written.
+  for (const internal::Restoring::Moved& m : moved) {
+    const internal::Grant* g = m.window == w ? window.log.find(m.to) : nullptr;
     if (g) s.rows.put(WriteKind::PutGrant, g->at, g->amount, window.number);
   }
 }

@@ -21,9 +21,11 @@ void Scheduler::restore_row(size_t w, double at_raw, double amount_raw) {
   if (restoring->released_before && at >= static_cast<double>(*restoring->released_before))
     at = std::max(at, static_cast<double>(now));
   if (at != at_raw || amount != amount_raw) {
-    // A stored key that is not a whole number cannot be deleted on its own.
+    // A stored key that is not a whole number (or is beyond the exact
+    // integers of a double) cannot be deleted on its own.
     uint8_t& moved = restoring->moved_in[w];
-    if (at_raw == std::ceil(at_raw) && moved < kMovedRowsWrittenAlone) {
+    if (at_raw == std::ceil(at_raw) && at_raw <= static_cast<double>(kEveryRowReleased) &&
+        moved < kMovedRowsWrittenAlone) {
       restoring->moved.push_back({w, static_cast<Millis>(at_raw), static_cast<Millis>(at)});
       ++moved;
     } else {

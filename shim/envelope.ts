@@ -288,9 +288,9 @@ export interface AttemptStart {
 /**
  * An AttemptStart as the callback receives it: one string, the slot, the
  * timeout and `learns` (1 or 0) separated by spaces, so a later version may
- * append fields. A string, not an object: Workers RPC carries a string
- * argument for a fraction of what an object costs (about 2 us against 10
- * to 15 us of workerd CPU per call; see docs/benchmarks.md).
+ * append fields. A string, not an object: Workers RPC carries an object
+ * argument for 10 to 15 us of workerd CPU per call, and any argument at
+ * all for 7 to 12 (see docs/benchmarks.md).
  *
  * @example
  * readAttemptStart('7.1.1767225600000.1767225600000.9f2c3a1b4d5e6f70 120000 0');

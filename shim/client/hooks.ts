@@ -166,14 +166,15 @@ function judged(kind: keyof typeof ANSWER_SHAPES, layer: 0 | 1, answer: unknown)
     throw error;
   }
   if (kind === 'usage') {
-    try {
-      raise(
-        unitCostsProblem(answer, 'usage', 0),
-        `the usage hook (${LAYERS[layer]}) must return ${ANSWER_SHAPES.usage}: `,
-      );
-    } catch (error) {
-      malformedUsage.add(error as object);
-      throw error;
+    // The message only when it is needed: this runs on every attempt of a call with a usage hook.
+    const problem = unitCostsProblem(answer, 'usage', 0);
+    if (problem) {
+      try {
+        raise(problem, `the usage hook (${LAYERS[layer]}) must return ${ANSWER_SHAPES.usage}: `);
+      } catch (error) {
+        malformedUsage.add(error as object);
+        throw error;
+      }
     }
   }
   return answer;

@@ -5,7 +5,7 @@
  * the first two is in http.ts and always applies.)
  */
 import type { UnitCosts } from '../envelope.ts';
-import { describe, raise, unitCostsProblem } from '../rules.ts';
+import { describe, unitCostsProblem } from '../rules.ts';
 
 type Awaitable<T> = T | PromiseLike<T>;
 
@@ -165,19 +165,16 @@ function judged(kind: keyof typeof ANSWER_SHAPES, layer: 0 | 1, answer: unknown)
     if (kind === 'usage') malformedUsage.add(error);
     throw error;
   }
-  if (kind === 'usage') {
-    // The message only when it is needed: this runs on every attempt of a call with a usage hook.
-    const problem = unitCostsProblem(answer, 'usage', 0);
-    if (problem) {
-      try {
-        raise(problem, `the usage hook (${LAYERS[layer]}) must return ${ANSWER_SHAPES.usage}: `);
-      } catch (error) {
-        malformedUsage.add(error as object);
-        throw error;
-      }
-    }
-  }
-  return answer;
+  if (kind !== 'usage') return answer;
+  // Checked whole, on every attempt of a call with a usage hook: the message
+  // is built only for a malformed answer.
+  const problem = unitCostsProblem(answer, 'usage', 0);
+  if (problem === null) return answer;
+  const error = new problem.kind(
+    `the usage hook (${LAYERS[layer]}) must return ${ANSWER_SHAPES.usage}: ${problem.message}`,
+  );
+  malformedUsage.add(error);
+  throw error;
 }
 
 /** Whether `await` would wait on `value` (it has a `then` method). */
